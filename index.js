@@ -1,0 +1,8 @@
+'use strict'
+
+// Public API of `pool`. See README.md and index.d.ts.
+const { Pool } = require('./lib/supervisor')
+const { listen } = require('./lib/worker/listen')
+const { PoolError, codes } = require('./lib/errors')
+
+module.exports = { Pool, listen, PoolError, codes }

@@ -1,0 +1,386 @@
+'use strict'
+
+// The embedded balancer: the Front that `pool start` puts before its workers by default. It
+// does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
+// nginx's (buffering both ways, /ping), and learns about workers from the supervisor's hooks
+// rather than from health checks. See lib/front.js for the interface.
+
+const { WorkerSet } = require('./workers')
+const { Dispatcher } = require('./dispatcher')
+const { forward } = require('./proxy')
+const { readBody, hasBody } = require('./buffering')
+const headers = require('./headers')
+const { replyError, replyPing } = require('./replies')
+const { BalancerMetrics } = require('./metrics')
+const { createStatsServer } = require('./stats-server')
+const { createFrontServer, listen, closeServer, urlOf } = require('./listen')
+
+// Only these are replayed on another worker after the first one died holding them.
+const IDEMPOTENT = new Set(['GET', 'HEAD'])
+
+// Pool events that count as failures in pool_failures_total.
+const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
+
+const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
+
+class EmbeddedBalancer {
+  constructor (options, { logger } = {}) {
+    this.name = 'embedded'
+    this.options = options
+    this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
+    this.pool = null
+    this.isStopping = false
+    this.isStopped = false
+    this.slotStats = new Map() // slot -> counters that outlive each worker process
+    this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
+    this.dispatcher = new Dispatcher({
+      workers: this.workers,
+      queueTimeout: options.queueTimeout,
+      maxQueue: options.maxQueue,
+      onAssign: (job, record) => this.onAssign(job, record),
+      onQueueTimeout: (job) => {
+        this.metrics.failures.inc({ reason: 'queue_timeout' })
+        this.fail(job, 'queue_timeout')
+      }
+    })
+    this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slotViews() }))
+    this.server = createFrontServer(options, (req, res) => this.onRequest(req, res))
+    this.statsServer = options.statsPort ? createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() }) : null
+    this.url = urlOf(options.host, options.port)
+    this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
+    this.poolListeners = []
+  }
+
+  // ---- Front hooks ------------------------------------------------------------------------
+
+  async start (pool) {
+    this.pool = pool || null
+    this.followPoolEvents()
+    await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
+    if (this.statsServer) {
+      try {
+        await listen(this.statsServer, { port: this.options.statsPort, host: this.options.statsHost, flag: 'stats-port' })
+      } catch (err) {
+        await closeServer(this.server)
+        throw err
+      }
+    }
+    this.log.info({ event: 'balancer-listening', url: this.url, stats: this.statsUrl, maxconn: this.options.maxconn, balance: this.options.balance },
+      `balancer listening on ${this.url}` + (this.statsUrl ? ` (metrics and status on ${this.statsUrl})` : ''))
+  }
+
+  workerReady (w) {
+    const record = this.workers.add(w)
+    this.slot(record.slot, record.name)
+    this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port }, `${record.name} in rotation`)
+    this.dispatcher.pump()
+  }
+
+  workerGone (w) {
+    const record = this.workers.remove(w.slot, w.pid, new Error(`worker ${w.name || w.slot} is gone`))
+    if (!record) return
+    this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
+    this.dispatcher.checkDrains()
+  }
+
+  drain (w) {
+    const record = this.workers.get(w.slot)
+    if (!record || (w.pid !== undefined && record.pid !== undefined && w.pid !== record.pid)) return Promise.resolve()
+    return this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping })
+  }
+
+  stopping () {
+    if (this.isStopping) return
+    this.isStopping = true
+    this.server.close()
+    this.server.closeIdleConnections()
+  }
+
+  async stop () {
+    this.isStopping = true
+    this.isStopped = true
+    this.dispatcher.clear((job) => this.fail(job, 'stopping'))
+    this.workers.closeAll(new Error('the pool stopped'))
+    this.server.closeAllConnections()
+    for (const [event, fn] of this.poolListeners) this.pool.removeListener(event, fn)
+    this.poolListeners = []
+    await Promise.all([closeServer(this.server), this.statsServer && closeServer(this.statsServer)])
+  }
+
+  status () {
+    return {
+      type: 'embedded',
+      url: this.url,
+      stats: this.statsUrl,
+      balance: this.options.balance,
+      maxconn: this.options.maxconn,
+      queued: this.dispatcher.queued,
+      inFlight: this.workers.inFlight(),
+      stopping: this.isStopping,
+      workers: this.slotViews().map(({ slot, name, state, inFlight, requests }) => ({ slot, name, state, inFlight, requests }))
+    }
+  }
+
+  // ---- a request's life -------------------------------------------------------------------
+
+  onRequest (req, res) {
+    if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
+      return replyPing(req, res, { stopping: this.isStopping })
+    }
+    const job = {
+      req,
+      res,
+      id: headers.requestId(req),
+      method: req.method,
+      url: req.url,
+      arrivedAt: performance.now(),
+      body: null,
+      record: null,
+      assignedAt: 0,
+      queueMs: 0,
+      attempts: 0,
+      redispatches: 0,
+      replayed: false,
+      clientGone: false,
+      upstreamRes: null, // set while a response too large to buffer streams
+      reason: null
+    }
+    res.once('close', () => this.onClientClose(job))
+    if (this.isStopped) return this.fail(job, 'stopping')
+    if (!hasBody(req)) return this.admit(job)
+    readBody(req, this.options.maxBody).then((body) => {
+      job.body = body
+      this.admit(job)
+    }, (err) => {
+      if (err.code === 'BODY_TOO_LARGE') {
+        this.metrics.failures.inc({ reason: 'body_too_large' })
+        this.fail(job, 'body_too_large')
+      }
+      // CLIENT_ABORTED: nobody is left to answer; onClientClose accounts for it.
+    })
+  }
+
+  admit (job) {
+    if (job.clientGone) return
+    if (this.isStopped) return this.fail(job, 'stopping')
+    if (this.dispatcher.submit(job) === 'full') {
+      this.metrics.failures.inc({ reason: 'queue_full' })
+      this.fail(job, 'queue_full')
+    }
+  }
+
+  onAssign (job, record) {
+    if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
+    job.attempts++
+    job.record = record
+    job.assignedAt = performance.now()
+    this.slot(record.slot, record.name).requests++
+    this.metrics.workerRequests.inc({ worker: record.name })
+    const request = {
+      method: job.method,
+      url: job.url,
+      headers: headers.toWorker(job.req, { id: job.id, body: job.body }),
+      body: job.body
+    }
+    forward(request, record, this.options).then((outcome) => this.onOutcome(job, record, outcome))
+  }
+
+  onOutcome (job, record, outcome) {
+    if (outcome.type === 'overflow') return this.stream(job, record, outcome)
+    this.releaseWorker(job, record)
+    if (outcome.type === 'complete') return this.sendBuffered(job, outcome)
+    this.onWorkerFailure(job, record, outcome)
+  }
+
+  releaseWorker (job, record) {
+    const busy = performance.now() - job.assignedAt
+    this.metrics.workerBusy.observe(busy / 1000)
+    this.slot(record.slot, record.name).busyMs += busy
+    this.dispatcher.release(record)
+  }
+
+  sendBuffered (job, { res: upstreamRes, body }) {
+    if (job.clientGone) return
+    const head = headers.toClient(upstreamRes, { id: job.id, bodyLength: body.length, close: this.isStopping })
+    job.res.writeHead(upstreamRes.statusCode, upstreamRes.statusMessage || undefined, head)
+    job.res.end(body)
+  }
+
+  // The response outgrew the buffer: stream it, holding the worker until the worker has sent
+  // its last byte (the client's pace now matters, as with any streaming proxy).
+  stream (job, record, { res: upstreamRes, chunks }) {
+    let released = false
+    const release = () => {
+      if (released) return
+      released = true
+      job.upstreamRes = null
+      this.releaseWorker(job, record)
+    }
+    upstreamRes.once('end', release)
+    upstreamRes.once('close', () => {
+      if (!upstreamRes.complete) {
+        this.metrics.failures.inc({ reason: 'worker_broken_response' })
+        job.res.destroy() // the client sees a truncated response, not a silently short one
+      }
+      release()
+    })
+    if (job.clientGone) return upstreamRes.resume() // read it to the end, then free the worker
+    job.upstreamRes = upstreamRes
+    const head = headers.toClient(upstreamRes, { id: job.id, close: this.isStopping })
+    job.res.writeHead(upstreamRes.statusCode, upstreamRes.statusMessage || undefined, head)
+    for (const chunk of chunks) job.res.write(chunk)
+    upstreamRes.pipe(job.res)
+  }
+
+  onWorkerFailure (job, record, { stage, error }) {
+    const retryable = !job.clientGone && !this.isStopped
+    if (stage === 'connect' || stage === 'sent') this.workers.bench(record)
+    if (stage === 'connect') {
+      this.metrics.failures.inc({ reason: 'worker_refused' })
+      this.slot(record.slot, record.name).failures++
+      if (retryable && job.redispatches < this.options.retries) {
+        job.redispatches++
+        return this.redispatch(job, record, 'refused', error)
+      }
+      return this.fail(job, 'worker_refused')
+    }
+    if (stage === 'sent') {
+      this.metrics.failures.inc({ reason: 'worker_died' })
+      this.slot(record.slot, record.name).failures++
+      if (retryable && IDEMPOTENT.has(job.method) && !job.replayed) {
+        job.replayed = true
+        return this.redispatch(job, record, 'died', error)
+      }
+      return this.fail(job, job.replayed ? 'worker_died_twice' : 'worker_died')
+    }
+    if (stage === 'timeout') {
+      this.metrics.failures.inc({ reason: 'worker_timeout' })
+      return this.fail(job, 'worker_timeout')
+    }
+    this.metrics.failures.inc({ reason: 'worker_broken_response' })
+    this.fail(job, 'worker_broken_response')
+  }
+
+  redispatch (job, record, reason, error) {
+    this.metrics.redispatches.inc({ reason })
+    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason, error: error.message },
+      `${job.method} ${job.url} redispatched: ${record.name} ${reason === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
+    this.dispatcher.requeue(job)
+  }
+
+  // Answer with the balancer's own error for `reason` (see replies.js).
+  fail (job, reason) {
+    job.reason = reason
+    if (job.clientGone) return
+    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping })
+    if (status >= 500) {
+      this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
+        `${job.method} ${job.url} answered ${status} (${reason})`)
+    }
+  }
+
+  // Every request ends here, answered or abandoned.
+  onClientClose (job) {
+    const finished = job.res.writableFinished
+    if (!finished) {
+      job.clientGone = true
+      this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
+      if (!job.reason) {
+        job.reason = 'client_aborted'
+        this.metrics.failures.inc({ reason: 'client_aborted' })
+      }
+      if (job.upstreamRes) job.upstreamRes.resume() // keep reading so the worker frees up
+    }
+    const status = finished ? job.res.statusCode : 499
+    const ms = performance.now() - job.arrivedAt
+    this.metrics.duration.observe({ code: String(status) }, ms / 1000)
+    if (this.options.accessLog) {
+      this.log.info({
+        event: 'request',
+        id: job.id,
+        method: job.method,
+        url: job.url,
+        status,
+        ms: Math.round(ms * 10) / 10,
+        queueMs: Math.round(job.queueMs * 10) / 10,
+        worker: job.record ? job.record.name : undefined,
+        attempts: job.attempts,
+        reason: job.reason || undefined
+      }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms`)
+    }
+  }
+
+  // ---- views --------------------------------------------------------------------------------
+
+  slot (slot, name) {
+    let s = this.slotStats.get(slot)
+    if (!s) {
+      s = { slot, name: name || `worker${slot}`, requests: 0, failures: 0, restarts: 0, busyMs: 0, spawned: false }
+      this.slotStats.set(slot, s)
+    }
+    return s
+  }
+
+  // One entry per slot ever seen, in slot order, with the live record's state if in rotation.
+  slotViews () {
+    const now = Date.now()
+    const views = []
+    for (const s of this.slotStats.values()) {
+      const record = this.workers.get(s.slot)
+      views.push({
+        slot: s.slot,
+        name: s.name,
+        state: record ? record.state(now) : 'down',
+        inFlight: record ? record.inFlight : 0,
+        pid: record ? record.pid : undefined,
+        port: record ? record.port : undefined,
+        requests: s.requests,
+        failures: s.failures,
+        restarts: s.restarts,
+        busySeconds: Math.round(s.busyMs) / 1000
+      })
+    }
+    return views.sort((a, b) => a.slot - b.slot)
+  }
+
+  // /status: the balancer's facts per worker, beside the pool's own snapshot when there is one.
+  statusDetail () {
+    const snapshots = new Map()
+    if (this.pool && typeof this.pool.workers === 'function') {
+      for (const snap of this.pool.workers()) snapshots.set(snap.slot, snap)
+    }
+    for (const slot of snapshots.keys()) this.slot(slot, snapshots.get(slot).name)
+    return {
+      balancer: {
+        url: this.url,
+        balance: this.options.balance,
+        maxconn: this.options.maxconn,
+        queued: this.dispatcher.queued,
+        inFlight: this.workers.inFlight(),
+        stopping: this.isStopping
+      },
+      workers: this.slotViews().map((v) => ({ ...v, pool: snapshots.get(v.slot) }))
+    }
+  }
+
+  followPoolEvents () {
+    if (!this.pool || typeof this.pool.on !== 'function') return
+    const on = (event, fn) => {
+      this.pool.on(event, fn)
+      this.poolListeners.push([event, fn])
+    }
+    on('spawn', (w) => {
+      const s = this.slot(w.slot, w.name)
+      if (s.spawned) {
+        s.restarts++
+        this.metrics.restarts.inc({ worker: s.name })
+      }
+      s.spawned = true
+    })
+    for (const [event, reason] of Object.entries(POOL_FAILURE_EVENTS)) {
+      on(event, () => this.metrics.failures.inc({ reason }))
+    }
+  }
+}
+
+module.exports = { EmbeddedBalancer, IDEMPOTENT }

@@ -1,0 +1,67 @@
+'use strict'
+
+// Request buffering, nginx-style: the whole body is read from the client before a worker is
+// taken, so a client uploading slowly costs the balancer memory, never a worker's time.
+
+class BodyTooLarge extends Error {
+  constructor (limit) {
+    super(`request body larger than ${limit} bytes`)
+    this.code = 'BODY_TOO_LARGE'
+  }
+}
+
+class ClientAborted extends Error {
+  constructor () {
+    super('client closed the connection while sending its request')
+    this.code = 'CLIENT_ABORTED'
+  }
+}
+
+// A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3).
+function hasBody (req) {
+  const len = req.headers['content-length']
+  return (len !== undefined && len !== '0') || req.headers['transfer-encoding'] !== undefined
+}
+
+// Resolves with the body (a Buffer, or null when the request has none); rejects with
+// BodyTooLarge (the rest of the body is left unread: answer and close) or ClientAborted.
+function readBody (req, limit) {
+  if (!hasBody(req)) return Promise.resolve(null)
+  const declared = Number(req.headers['content-length'])
+  if (declared > limit) return Promise.reject(new BodyTooLarge(limit))
+  return new Promise((resolve, reject) => {
+    const chunks = []
+    let size = 0
+    const cleanup = () => {
+      req.removeListener('data', onData)
+      req.removeListener('end', onEnd)
+      req.removeListener('close', onClose)
+      req.removeListener('error', onClose)
+    }
+    const onData = (chunk) => {
+      size += chunk.length
+      if (size > limit) {
+        cleanup()
+        req.pause()
+        reject(new BodyTooLarge(limit))
+        return
+      }
+      chunks.push(chunk)
+    }
+    const onEnd = () => {
+      cleanup()
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
+    }
+    const onClose = () => {
+      if (req.complete) return // 'end' comes (or came) with the body
+      cleanup()
+      reject(new ClientAborted())
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('close', onClose)
+    req.on('error', onClose)
+  })
+}
+
+module.exports = { readBody, hasBody, BodyTooLarge, ClientAborted }

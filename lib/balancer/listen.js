@@ -1,0 +1,54 @@
+'use strict'
+
+// The client-facing HTTP server, hardened, and a listen() that turns a busy port into the
+// pool's usual error.
+
+const http = require('node:http')
+const { poolError, codes } = require('../errors')
+
+// How often Node checks headersTimeout/requestTimeout. Its default (30 s) would let a slowloris
+// connection live up to 30 s past the timeout.
+const TIMEOUT_CHECK_INTERVAL_MS = 1000
+
+function createFrontServer (opts, onRequest) {
+  const server = http.createServer({
+    insecureHTTPParser: false, // strict parsing: no request smuggling past the front
+    requireHostHeader: true,
+    headersTimeout: opts.headersTimeout,
+    requestTimeout: opts.requestTimeout,
+    keepAliveTimeout: opts.keepAliveTimeout,
+    connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS
+  }, onRequest)
+  // Node answers a malformed or timed-out request itself (400/408/431) and closes.
+  return server
+}
+
+function listen (server, { port, host, flag }) {
+  return new Promise((resolve, reject) => {
+    const onError = (err) => {
+      server.removeListener('listening', onListening)
+      if (err.code === 'EADDRINUSE') reject(poolError(codes.PORT_IN_USE, `port ${port} on ${host} is already in use (--${flag})`, { cause: err }))
+      else reject(poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (--${flag}): ${err.message}`, { cause: err }))
+    }
+    const onListening = () => {
+      server.removeListener('error', onError)
+      resolve()
+    }
+    server.once('error', onError)
+    server.once('listening', onListening)
+    server.listen({ port, host, exclusive: true })
+  })
+}
+
+function closeServer (server) {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve()
+    server.close(() => resolve())
+  })
+}
+
+function urlOf (host, port) {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`
+}
+
+module.exports = { createFrontServer, listen, closeServer, urlOf }

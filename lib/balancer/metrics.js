@@ -1,0 +1,93 @@
+'use strict'
+
+// Prometheus metrics of one balancer, in a Registry of its own (several pools, or tests, may
+// live in one process; the global registry would mix them). Per-worker gauges are filled when
+// scraped, from the balancer's live view, so they cost nothing per request.
+
+const client = require('prom-client')
+
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60]
+const WORKER_STATES = ['idle', 'busy', 'draining', 'benched', 'down']
+
+class BalancerMetrics {
+  // view(): { queued, workers: [{ name, slot, state, inFlight }] }, read at scrape time.
+  constructor (view) {
+    const registry = new client.Registry()
+    const registers = [registry]
+    this.registry = registry
+
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_queue_length',
+      help: 'Requests waiting in the balancer queue for a free worker',
+      registers,
+      collect () { this.set(view().queued) }
+    })
+    this.queueWait = new client.Histogram({
+      name: 'pool_queue_wait_seconds',
+      help: 'Time a request waited in the queue before a worker took it',
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.duration = new client.Histogram({
+      name: 'pool_request_duration_seconds',
+      help: 'Time from a request\'s arrival at the balancer to the end of its response, by status code',
+      labelNames: ['code'],
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.workerBusy = new client.Histogram({
+      name: 'pool_worker_busy_seconds',
+      help: 'Time a worker was held by one request (client upload and download excluded when buffered)',
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.failures = new client.Counter({
+      name: 'pool_failures_total',
+      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, worker_broken_response, worker_timeout, client_aborted, and the pool\'s worker_hung, worker_boot_failed, worker_gave_up',
+      labelNames: ['reason'],
+      registers
+    })
+    this.redispatches = new client.Counter({
+      name: 'pool_redispatches_total',
+      help: 'Requests sent to another worker after a failure, by reason (refused: not written; died: idempotent retry)',
+      labelNames: ['reason'],
+      registers
+    })
+    this.workerRequests = new client.Counter({
+      name: 'pool_worker_requests_total',
+      help: 'Requests given to each worker slot',
+      labelNames: ['worker'],
+      registers
+    })
+    this.restarts = new client.Counter({
+      name: 'pool_worker_restarts_total',
+      help: 'Times each worker slot was started again after its first start',
+      labelNames: ['worker'],
+      registers
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_worker_in_flight',
+      help: 'Requests each worker is serving now',
+      labelNames: ['worker'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of view().workers) this.set({ worker: w.name }, w.inFlight)
+      }
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_worker_state',
+      help: `Each worker slot's state as the balancer sees it: 1 for the current one of ${WORKER_STATES.join(', ')}`,
+      labelNames: ['worker', 'slot', 'state'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of view().workers) {
+          for (const state of WORKER_STATES) this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+        }
+      }
+    })
+  }
+}
+
+module.exports = { BalancerMetrics, WORKER_STATES }

@@ -1,0 +1,129 @@
+'use strict'
+
+// The balancer's view of the workers: which may be given a request now, and how many each is
+// serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
+// connection only benches a worker briefly, because the supervisor's word on it may be a few
+// milliseconds behind the socket's.
+
+const http = require('node:http')
+
+// Idle keep-alive sockets to a worker are closed after this, well before Node's default
+// server keepAliveTimeout (5 s), so that a request is rarely written on a socket the worker is
+// closing at that very moment (that race would turn a POST into a 502). The agent also honours
+// a shorter `Keep-Alive: timeout=` hint from the worker.
+const FREE_SOCKET_TIMEOUT_MS = 2000
+
+// A worker that refused or reset a connection gets no request for this long, unless the
+// supervisor reports it ready again sooner.
+const BENCH_AFTER_FAILURE_MS = 1000
+
+class WorkerRecord {
+  constructor (snapshot, maxconn) {
+    this.slot = snapshot.slot
+    this.name = snapshot.name || `worker${snapshot.slot}`
+    this.pid = snapshot.pid
+    this.host = snapshot.host || '127.0.0.1'
+    this.port = snapshot.port
+    this.inFlight = 0
+    this.requests = 0
+    this.failures = 0
+    this.busyMs = 0
+    this.draining = false
+    this.gone = false
+    this.benchedUntil = 0
+    this.upstreams = new Set() // requests in flight to this worker, destroyed if it goes away
+    this.agent = new http.Agent({
+      keepAlive: true,
+      maxSockets: maxconn,
+      maxFreeSockets: maxconn,
+      timeout: FREE_SOCKET_TIMEOUT_MS,
+      scheduling: 'lifo'
+    })
+  }
+
+  state (now = Date.now()) {
+    if (this.gone) return 'down'
+    if (this.draining) return 'draining'
+    if (this.inFlight > 0) return 'busy'
+    if (this.benchedUntil > now) return 'benched'
+    return 'idle'
+  }
+
+  // Stop talking to this worker: its process is gone or going.
+  close (reason) {
+    this.gone = true
+    for (const upstream of this.upstreams) upstream.destroy(reason)
+    this.agent.destroy()
+  }
+}
+
+class WorkerSet {
+  constructor ({ maxconn, balance }) {
+    this.maxconn = maxconn
+    this.balance = balance
+    this.records = [] // in slot order, so that `first` is a scan from the start
+    this.rrCursor = -1
+  }
+
+  get (slot) { return this.records.find((r) => r.slot === slot) }
+
+  add (snapshot) {
+    const old = this.get(snapshot.slot)
+    if (old) this.remove(old.slot, undefined, new Error(`worker ${old.name} replaced`))
+    const record = new WorkerRecord(snapshot, this.maxconn)
+    this.records.push(record)
+    this.records.sort((a, b) => a.slot - b.slot)
+    return record
+  }
+
+  // Returns the removed record, or undefined if `slot` (with that pid, when both are known)
+  // was not in rotation.
+  remove (slot, pid, reason) {
+    const i = this.records.findIndex((r) => r.slot === slot)
+    if (i < 0) return undefined
+    const record = this.records[i]
+    if (pid !== undefined && record.pid !== undefined && pid !== record.pid) return undefined
+    this.records.splice(i, 1)
+    record.close(reason || new Error(`worker ${record.name} is gone`))
+    return record
+  }
+
+  canTake (record, now) {
+    return !record.draining && record.inFlight < this.maxconn && record.benchedUntil <= now
+  }
+
+  // The worker the next request goes to, or undefined if none can take one now.
+  pickFree (now = Date.now()) {
+    const list = this.records
+    if (this.balance === 'rr') {
+      for (let k = 1; k <= list.length; k++) {
+        const i = (this.rrCursor + k) % list.length
+        if (this.canTake(list[i], now)) { this.rrCursor = i; return list[i] }
+      }
+      return undefined
+    }
+    for (const record of list) if (this.canTake(record, now)) return record
+    return undefined
+  }
+
+  bench (record, now = Date.now()) { record.benchedUntil = now + BENCH_AFTER_FAILURE_MS }
+
+  // When the earliest benched worker may take requests again (0 if none is benched).
+  nextUnbench (now = Date.now()) {
+    let t = 0
+    for (const r of this.records) if (r.benchedUntil > now && (!t || r.benchedUntil < t)) t = r.benchedUntil
+    return t
+  }
+
+  inFlight () {
+    let n = 0
+    for (const r of this.records) n += r.inFlight
+    return n
+  }
+
+  closeAll (reason) {
+    for (const r of this.records.splice(0)) r.close(reason)
+  }
+}
+
+module.exports = { WorkerSet, WorkerRecord, BENCH_AFTER_FAILURE_MS, FREE_SOCKET_TIMEOUT_MS }

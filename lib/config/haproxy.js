@@ -1,0 +1,257 @@
+'use strict'
+
+// `pool config haproxy`: a complete haproxy.cfg for a pool of single-request workers, meant to
+// be driven by `pool start --balancer haproxy`. The text explains itself in comments because
+// operators read haproxy.cfg, not this file.
+
+const path = require('node:path')
+const { resolveOptions, defaultWorkers } = require('../options')
+const { poolError, codes } = require('../errors')
+
+const DEFAULT_PREFIX = '/run/pool'
+const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
+const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
+
+// lib/options.js table format, so the CLI builds its flags from it. Paths left undefined are
+// derived from `prefix`.
+const OPTIONS = {
+  workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Pool', describe: 'Servers worker1..N (match `pool start -n`)' },
+  maxWorkers: { flag: 'max-workers', kind: 'count', group: 'Pool', defaultText: '--workers', describe: 'Also declare spare servers up to this many, for scaling up at run time' },
+  workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Pool', describe: 'Address the workers listen on' },
+  workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Pool', describe: 'Port of worker1; worker i is on worker-port + i - 1' },
+  timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
+  host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
+  port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
+  backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
+  balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
+  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503' },
+  statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
+  prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
+  socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
+  httpSocket: { flag: 'http-socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-http.sock', describe: 'Unix socket of the HTTP frontend, for nginx' },
+  pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy.pid', describe: 'Pid file' },
+  socketUser: { flag: 'socket-user', kind: 'string', group: 'Users', describe: 'Owner of the runtime API socket: the user `pool` runs as' },
+  httpSocketUser: { flag: 'http-socket-user', kind: 'string', group: 'Users', describe: 'Owner of the HTTP socket: the user nginx\'s workers run as' },
+  user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
+  group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' },
+  log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' }
+}
+
+// Timeouts shared by the HAProxy and nginx configs, so that each layer gives up after the one
+// behind it and the client gets the most precise answer.
+//   pool --timeout T    the pool kills a worker rendering longer than T (and sets it MAINT)
+//   timeout server      T + 30 s: never first, because HAProxy giving up frees the server slot
+//                       while the worker still renders (a second request would then wait in
+//                       the worker behind the first)
+//   timeout queue       how long a request may wait for a free worker (503 after)
+//   timeout client      the client is nginx on this host; it never stalls, so only a bound
+//   nginx read timeout  queue + server + 10 s: HAProxy's 503/504 reach the client, not nginx's
+function timeouts ({ timeout = 30000, queueTimeout = 10000 } = {}) {
+  const server = timeout + 30000
+  return {
+    connect: 1000,
+    queue: queueTimeout,
+    server,
+    client: queueTimeout + server + 10000,
+    httpRequest: 10000,
+    // Longer than nginx's upstream keepalive_timeout (60 s), so nginx always closes an idle
+    // connection first and never sends a request on one HAProxy is closing.
+    httpKeepAlive: 75000,
+    upstreamKeepAlive: 60000,
+    nginxRead: queueTimeout + server + 10000
+  }
+}
+
+function duration (ms) {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+function bad (message) {
+  return poolError(codes.BAD_OPTION, message)
+}
+
+function checkPath (flag, p, { unixSocket = false } = {}) {
+  const abs = path.resolve(p)
+  if (/\s/.test(abs)) throw bad(`--${flag} must not contain spaces (got '${p}')`)
+  if (unixSocket && Buffer.byteLength(abs) > MAX_UNIX_PATH) {
+    throw bad(`--${flag} is ${Buffer.byteLength(abs)} bytes long; a unix socket path may have at most ${MAX_UNIX_PATH} (got '${abs}')`)
+  }
+  return abs
+}
+
+function checkWord (flag, value) {
+  if (value !== undefined && /\s/.test(value)) throw bad(`--${flag} must be one word (got '${value}')`)
+}
+
+// Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
+function resolveHaproxyOptions (input = {}) {
+  const o = resolveOptions(input, OPTIONS)
+  if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  o.maxWorkers = o.maxWorkers ?? o.workers
+  if (o.maxWorkers < o.workers) throw bad(`--max-workers (${o.maxWorkers}) must be at least --workers (${o.workers})`)
+  const lastPort = o.workerPort + o.maxWorkers - 1
+  if (lastPort > 65535) throw bad(`--worker-port ${o.workerPort} + ${o.maxWorkers} servers goes past port 65535`)
+  for (const [flag, p] of [['port', o.port], ['stats-port', o.statsPort]]) {
+    if (p >= o.workerPort && p <= lastPort) throw bad(`--${flag} ${p} is one of the workers' ports ${o.workerPort}-${lastPort}`)
+  }
+  if (o.port === o.statsPort) throw bad(`--port and --stats-port are both ${o.port}`)
+  for (const flag of ['worker-host', 'host', 'socket-user', 'http-socket-user', 'user', 'group']) checkWord(flag, o[camel(flag)])
+  o.prefix = checkPath('prefix', o.prefix)
+  o.socket = checkPath('socket', o.socket ?? path.join(o.prefix, 'haproxy-admin.sock'), { unixSocket: true })
+  o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'), { unixSocket: true })
+  o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy.pid'))
+  return o
+}
+
+function camel (flag) {
+  return flag.replace(/-([a-z])/g, (_, c) => c.toUpperCase())
+}
+
+function hostPort (host, port) {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+}
+
+function logLine (target) {
+  if (target === 'none') return []
+  if (target === 'stdout') return ['    log stdout format raw local0']
+  return [`    log ${target} local0`]
+}
+
+function globalSection (o, t) {
+  const owner = (user) => (user ? ` user ${user}` : '')
+  return [
+    'global',
+    ...logLine(o.log),
+    `    pidfile ${o.pidFile}`,
+    ...(o.user ? [`    user ${o.user}`] : []),
+    ...(o.group ? [`    group ${o.group}`] : []),
+    '    # The runtime API `pool start --balancer haproxy --haproxy-socket` drives: it sets each',
+    '    # server READY, DRAIN or MAINT. `set server` needs level admin; mode 600 keeps everyone but',
+    '    # its owner out. expose-fd lets a reload take over the listeners without dropping any.',
+    `    stats socket ${o.socket} mode 600 level admin expose-fd listeners${owner(o.socketUser)}`,
+    '    # Idle limit of an interactive session; the pool opens one connection per command.',
+    '    stats timeout 30s',
+    '    # After a reload, the old process may finish what it runs, up to the longest request.',
+    `    hard-stop-after ${duration(t.queue + t.server + 10000)}`,
+    ''
+  ]
+}
+
+function defaultsSection (t) {
+  return [
+    'defaults',
+    '    mode http',
+    '    log global',
+    '    option dontlognull',
+    `    # Workers are on this host: a connect that takes longer than this will not succeed, and`,
+    '    # failing fast lets `retries` + `option redispatch` move the request to another worker.',
+    `    timeout connect ${duration(t.connect)}`,
+    '    # The client is nginx on this host, which buffers the whole request first: nothing slow',
+    '    # comes from it. Slow clients are nginx\'s job (its client_*_timeout, send_timeout).',
+    `    timeout http-request ${duration(t.httpRequest)}`,
+    `    timeout client ${duration(t.client)}`,
+    '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
+    `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
+    '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.server - 30000) + ' here): it kills a',
+    '    # worker that renders too long and sets it MAINT. HAProxy must never give up first, or it',
+    '    # would free the slot (maxconn 1) while the worker is still busy with the old request.',
+    `    timeout server ${duration(t.server)}`,
+    ''
+  ]
+}
+
+function frontendSection (o) {
+  const owner = o.httpSocketUser ? ` user ${o.httpSocketUser}` : ''
+  return [
+    'frontend pool_http',
+    `    bind ${hostPort(o.host, o.port)}`,
+    '    # nginx reaches HAProxy here (keepalive upstream over a unix socket).',
+    `    bind unix@${o.httpSocket} mode 600${owner}`,
+    '    option httplog',
+    `    default_backend ${o.backend}`,
+    ''
+  ]
+}
+
+function serverLines (o) {
+  const lines = []
+  for (let i = 1; i <= o.maxWorkers; i++) {
+    if (i === o.workers + 1) lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
+    lines.push(`    server worker${i} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
+  }
+  return lines
+}
+
+// Decided by measurement; test/haproxy-config.test.js repeats it against the real haproxy.
+const ABORT_ON_CLOSE_COMMENT = [
+  '    # No `option abortonclose`, by measurement (HAProxy 2.6.12, one worker rendering 1 s,',
+  '    # request A running, B queued, A\'s client closing at 300 ms, by FIN or by RST):',
+  '    #   without it: A keeps its slot until the worker finishes A; B reaches the worker at',
+  '    #     1001 ms. Never two requests in one worker.',
+  '    #   with it: HAProxy frees the slot at once and sends B to the worker still rendering A',
+  '    #     (two in one worker at 302 ms), which breaks one-request-per-worker.',
+  '    # The price: a request whose client left while it was queued is still rendered (the',
+  '    # option would drop it). `timeout queue` bounds how late such a render can come.'
+]
+
+function backendSection (o, t) {
+  return [
+    `backend ${o.backend}`,
+    `    balance ${o.balance}`,
+    '    # A dead worker refuses connections at once: try again, on another server.',
+    '    option redispatch',
+    '    retries 3',
+    '    # Requests wait here, in the backend queue, while every worker is busy.',
+    `    timeout queue ${duration(t.queue)}`,
+    '    # A new connection per request: a connect is ~0.1 ms on loopback against renders of tens',
+    '    # of ms, and it removes the race of reusing an idle connection the worker is closing. Each',
+    '    # request is then a fresh connect, which is what `observe layer4` judges.',
+    '    option http-server-close',
+    ...ABORT_ON_CLOSE_COMMENT,
+    '    # maxconn 1: each worker takes one request at a time; the rest queue above.',
+    '    # disabled: every server starts in MAINT and gets traffic only once the pool sets it',
+    '    #   READY (`pool start --balancer haproxy`), so nothing is sent to a worker still booting.',
+    '    # observe layer4 ... mark-down: the second line of defence when a worker dies: its first',
+    '    #   refused connection marks it DOWN (MAINT from the pool on exit is the first line). HAProxy',
+    '    #   only observes servers that have `check`; without it `observe` silently does nothing.',
+    '    # check: a TCP connect every 2 s; a dead worker is DOWN within one interval even when the',
+    '    #   pool itself is gone. The kernel accepts the connect, so a busy worker still passes.',
+    '    default-server maxconn 1 disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down',
+    ...serverLines(o),
+    ''
+  ]
+}
+
+function statsSection (o) {
+  return [
+    'frontend stats',
+    `    bind 127.0.0.1:${o.statsPort}`,
+    '    no log',
+    '    http-request use-service prometheus-exporter if { path /metrics }',
+    '    stats enable',
+    '    stats uri /',
+    '    stats refresh 5s',
+    '    stats show-legends',
+    ''
+  ]
+}
+
+function haproxyConfig (input = {}) {
+  const o = resolveHaproxyOptions(input)
+  const t = timeouts(o)
+  const flags = [`-n ${o.workers}`]
+  if (o.maxWorkers !== o.workers) flags.push(`--max-workers ${o.maxWorkers}`)
+  return [
+    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} on ${hostPort(o.workerHost, o.workerPort)} and up).`,
+    `# Generated by \`pool config haproxy ${flags.join(' ')}\`; run the pool with`,
+    `#   pool start APP ${flags[0]} --balancer haproxy --haproxy-socket ${o.socket} --haproxy-backend ${o.backend}`,
+    '',
+    ...globalSection(o, t),
+    ...defaultsSection(t),
+    ...frontendSection(o),
+    ...backendSection(o, t),
+    ...statsSection(o)
+  ].join('\n')
+}
+
+module.exports = { haproxyConfig, resolveHaproxyOptions, timeouts, duration, OPTIONS, DEFAULT_PREFIX }

@@ -1,0 +1,95 @@
+'use strict'
+
+// One table for every `pool start` option: the library's name (camelCase), the CLI flag, its
+// kind, its default and a one-line description. The CLI builds its yargs options from it, the
+// Pool validates against it, and the README's options table mirrors it (a test checks that).
+//
+// Durations are milliseconds in the library. On the command line a bare number means seconds
+// (`--timeout 30`), and a unit may be given (`500ms`, `2s`, `1m`).
+
+const os = require('node:os')
+const { poolError, codes } = require('./errors')
+
+function defaultWorkers (env = process.env) {
+  const fromEnv = Number(env.WEB_CONCURRENCY)
+  if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv
+  return os.availableParallelism ? os.availableParallelism() : os.cpus().length
+}
+
+// kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'duration' (ms >= 0),
+// 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
+const OPTIONS = {
+  workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
+  workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Workers', describe: 'Address the workers listen on' },
+  workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Workers', describe: 'Port of slot 1; slot i listens on worker-port + i - 1' },
+  timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'A request running longer gets its worker SIGKILLed and replaced' },
+  bootTimeout: { flag: 'boot-timeout', kind: 'duration', default: 60000, group: 'Workers', describe: 'A worker not ready within this is killed (a failed start)' },
+  heartbeatTimeout: { flag: 'heartbeat-timeout', kind: 'duration', default: 10000, group: 'Workers', describe: 'An idle worker silent for this long is treated as hung and replaced' },
+  heartbeatInterval: { flag: 'heartbeat-interval', kind: 'duration', default: 1000, group: 'Workers', describe: 'How often an idle worker sends a liveness ping' },
+  gracefulTimeout: { flag: 'graceful-timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'On stop, how long running requests may finish before SIGTERM' },
+  killTimeout: { flag: 'kill-timeout', kind: 'duration', default: 5000, group: 'Workers', describe: 'After SIGTERM, how long before SIGKILL' },
+  restartDelay: { flag: 'restart-delay', kind: 'duration', default: 100, group: 'Restarts', describe: 'Delay before respawning a crashed worker (first crash)' },
+  restartFactor: { flag: 'restart-factor', kind: 'number', default: 1.5, group: 'Restarts', describe: 'The delay is multiplied by this for each consecutive crash' },
+  restartMaxDelay: { flag: 'restart-max-delay', kind: 'duration', default: 15000, group: 'Restarts', describe: 'Upper bound of the respawn delay' },
+  healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a slot\'s crash count resets' },
+  maxBootFailures: { flag: 'max-boot-failures', kind: 'count', default: 5, group: 'Restarts', describe: 'A slot whose worker dies before ready this many times in a row is given up' },
+  logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
+  logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' }
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/
+
+// CLI durations: a bare number is seconds.
+function parseDuration (value, flag) {
+  if (typeof value === 'number' && value >= 0) return Math.round(value * 1000)
+  const m = DURATION.exec(String(value).trim())
+  if (!m) throw poolError(codes.BAD_OPTION, `--${flag} must be a duration like 30, 2.5s or 500ms (got '${value}')`)
+  const n = Number(m[1])
+  const unit = m[2] || 's'
+  return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60000)
+}
+
+function check (name, spec, value) {
+  const bad = (what) => poolError(codes.BAD_OPTION, `${name} (--${spec.flag}) ${what} (got ${JSON.stringify(value)})`)
+  switch (spec.kind) {
+    case 'count':
+      if (!Number.isInteger(value) || value < 1) throw bad('must be a positive integer')
+      break
+    case 'int':
+      if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number >= 0')
+      break
+    case 'port':
+      if (!Number.isInteger(value) || value < 1 || value > 65535) throw bad('must be a port number 1-65535')
+      break
+    case 'duration':
+    case 'number':
+      if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) throw bad('must be a number >= 0')
+      break
+    case 'choice':
+      if (!spec.choices.includes(value)) throw bad(`must be one of ${spec.choices.join(', ')}`)
+      break
+    case 'string':
+      if (typeof value !== 'string' || value === '') throw bad('must be a non-empty string')
+      break
+    case 'bool':
+      if (typeof value !== 'boolean') throw bad('must be true or false')
+      break
+  }
+}
+
+// Fill defaults and validate. Unknown keys are kept (fronts and users may pass their own), so
+// only the keys in `table` are checked.
+function resolveOptions (input = {}, table = OPTIONS) {
+  const out = { ...input }
+  for (const [name, spec] of Object.entries(table)) {
+    if (out[name] === undefined || out[name] === null) {
+      const d = typeof spec.default === 'function' ? spec.default() : spec.default
+      if (d === undefined) continue
+      out[name] = d
+    }
+    check(name, spec, out[name])
+  }
+  return out
+}
+
+module.exports = { OPTIONS, resolveOptions, parseDuration, defaultWorkers }

@@ -1,0 +1,452 @@
+'use strict'
+
+// The supervisor. Event sources (child exits, IPC messages, front callbacks, commands) only
+// record what happened and ask for a tick. One `tick()` then handles the recorded events, kills
+// what is overdue, and reconciles the live workers with the wanted set. To know what the pool
+// does, read `tick` and the handlers it calls; no feature keeps a timer of its own.
+
+const { EventEmitter } = require('node:events')
+const { fork } = require('node:child_process')
+const fs = require('node:fs')
+const net = require('node:net')
+const path = require('node:path')
+const msg = require('./messages')
+const { WorkerHandle } = require('./worker-handle')
+const { resolveOptions } = require('./options')
+const { createLogger } = require('./logger')
+const { NoFront } = require('./front')
+const { poolError, codes, EXIT } = require('./errors')
+
+const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
+const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
+
+class Pool extends EventEmitter {
+  constructor (options = {}) {
+    super()
+    this.options = resolveOptions(options)
+    this.app = resolveApp(this.options.app, this.options.cwd)
+    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
+    const fronts = [].concat(this.options.fronts ?? this.options.front ?? [])
+    this.fronts = fronts.length ? fronts : [new NoFront()]
+    this.target = this.options.workers
+    this.handles = new Map() // slot → WorkerHandle
+    this.phase = 'idle' // idle → starting → running → stopping → stopped
+    this.events = []
+    this.tickScheduled = false
+    this.timer = null
+    this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
+    this.unclean = false
+    this.startedAt = null
+  }
+
+  // ── public API ────────────────────────────────────────────────────────────────────────────
+
+  // Resolves when every slot is ready or given up and at least one is ready. Rejects when the
+  // app cannot boot at all, a worker port is taken, or a front refuses to start.
+  async start () {
+    if (this.phase !== 'idle') throw poolError(codes.BAD_OPTION, 'pool.start() was already called')
+    this.phase = 'starting'
+    this.startedAt = Date.now()
+    try {
+      await this.checkPorts()
+      await this.startFronts()
+    } catch (err) {
+      this.phase = 'stopped'
+      throw err
+    }
+    const started = new Promise((resolve, reject) => { this.startWaiter = { resolve, reject } })
+    this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
+    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}` }, `starting ${this.target} workers of ${this.app}`)
+    this.wake()
+    return started
+  }
+
+  // Graceful: stop giving work, let running requests finish up to `timeout`, then TERM, then
+  // KILL. Resolves { clean } where clean is false when any worker had to be signalled.
+  stop ({ timeout = this.options.gracefulTimeout } = {}) {
+    if (this.stopPromise) return this.stopPromise
+    if (this.phase === 'idle' || this.phase === 'stopped') return Promise.resolve({ clean: true })
+    this.phase = 'stopping'
+    this.stopPromise = new Promise((resolve) => { this.stopWaiter = resolve })
+    this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
+    this.emit('stopping')
+    for (const front of this.fronts) front.stopping?.()
+    for (const h of this.handles.values()) {
+      if (h.alive) this.beginDrain(h, { reason: 'stop', timeout })
+    }
+    this.wake()
+    return this.stopPromise
+  }
+
+  // Immediate: SIGKILL every worker (a second Ctrl-C).
+  kill () {
+    this.unclean = true
+    for (const h of this.handles.values()) this.killWorker(h, 'pool-killed')
+    return this.stop({ timeout: 0 })
+  }
+
+  workers () {
+    const now = Date.now()
+    return [...this.handles.values()].sort((a, b) => a.slot - b.slot).map((h) => h.snapshot(now))
+  }
+
+  portOf (slot) { return this.options.workerPort + slot - 1 }
+
+  // ── event sources: record and wake ────────────────────────────────────────────────────────
+
+  enqueue (event) {
+    this.events.push(event)
+    this.wake()
+  }
+
+  wake () {
+    if (this.tickScheduled) return
+    this.tickScheduled = true
+    setImmediate(() => this.tick())
+  }
+
+  // ── the loop ──────────────────────────────────────────────────────────────────────────────
+
+  tick () {
+    this.tickScheduled = false
+    const now = Date.now()
+    while (this.events.length > 0) this.handleEvent(this.events.shift(), now)
+    for (const h of this.handles.values()) this.enforceDeadlines(h, now)
+    this.reconcile(now)
+    this.checkProgress()
+  }
+
+  handleEvent (event, now) {
+    const h = event.handle
+    // Events from a process that no longer holds the slot are history, not news.
+    if (event.child !== h.child) return
+    if (event.type === 'exit') return this.onExit(h, event, now)
+    if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
+    if (event.type === 'message') return this.onMessage(h, event.message, now)
+  }
+
+  onMessage (h, m, now) {
+    if (!msg.isPoolMessage(m)) return
+    h.lastSeen = now
+    switch (m.type) {
+      case msg.READY: return this.onReady(h, now)
+      case msg.BUSY: return this.onBusy(h, m, now)
+      case msg.IDLE: return this.onIdle(h, m)
+      case msg.HEARTBEAT: h.rss = m.rss; return
+      case msg.QUEUED: h.queued++; return this.emit('queued', { ...h.snapshot(now), waiting: m.waiting })
+      case msg.BOOT_ERROR: return this.onBootError(h, m.error)
+    }
+  }
+
+  onReady (h, now) {
+    if (h.state !== 'booting') return
+    h.readyAt = now
+    h.bootFailures = 0
+    this.setState(h, 'ready')
+    const view = h.snapshot(now)
+    this.logger.info({ event: 'ready', slot: h.slot, pid: h.pid, port: h.port, bootMs: now - h.spawnedAt }, `worker ${h.slot} ready`)
+    for (const front of this.fronts) front.workerReady(view)
+    this.emit('ready', view)
+  }
+
+  onBusy (h, m, now) {
+    h.request = { method: m.method, url: m.url, startedAt: now }
+    if (h.state === 'ready') this.setState(h, 'busy')
+    this.emit('busy', h.snapshot(now))
+  }
+
+  onIdle (h, m) {
+    h.request = null
+    h.requests = m.requests
+    h.totalRequests++
+    h.rss = m.rss
+    if (h.state === 'busy') this.setState(h, 'ready')
+    this.emit('idle', h.snapshot())
+  }
+
+  onBootError (h, error) {
+    h.lastError = error
+    const seen = this.bootErrorsSeen.get(error.message) || 0
+    this.bootErrorsSeen.set(error.message, seen + 1)
+    const fields = { event: 'boot-error', slot: h.slot, pid: h.pid, port: h.port, error: error.message }
+    // The app's stack once; the crash loop that follows repeats only the short line, at debug.
+    if (seen === 0) this.logger.error({ ...fields, stack: error.stack }, `worker ${h.slot} failed to boot: ${error.message}`)
+    else this.logger.debug(fields, `worker ${h.slot} failed to boot again (seen ${seen + 1} times)`)
+    if (error.code === 'EADDRINUSE' && this.phase === 'starting') {
+      this.fail(poolError(codes.PORT_IN_USE, error.message))
+    }
+  }
+
+  onExit (h, { code, signal }, now) {
+    const wasReady = h.readyAt !== null
+    const planned = h.drain !== null && h.killReason === null
+    const reason = h.killReason || (planned ? h.drain.reason : wasReady ? 'crashed' : 'boot-failed')
+    const pid = h.pid
+    h.lastExit = { code, signal, reason, at: now }
+    this.announceGone(h)
+    h.detach()
+    h.request = null
+    const view = { ...h.snapshot(now), code, signal, reason }
+    const line = { event: 'exit', slot: h.slot, pid, port: h.port, code, signal, reason }
+    if (planned) this.logger.info(line, `worker ${h.slot} stopped`)
+    else this.logger.warn(line, `worker ${h.slot} exited (${signal || `code ${code}`}, ${reason})`)
+    this.emit('exit', view)
+
+    if (this.phase === 'stopping' || this.phase === 'stopped' || planned) {
+      h.respawnAt = now
+      this.setState(h, 'dead')
+      return
+    }
+    if (!wasReady) {
+      h.bootFailures++
+      this.emit('boot-failed', { ...view, error: h.lastError })
+      if (h.bootFailures >= this.options.maxBootFailures) return this.giveUp(h)
+    }
+    this.scheduleRespawn(h, now, wasReady ? now - h.readyAt : 0)
+  }
+
+  scheduleRespawn (h, now, uptime) {
+    const o = this.options
+    if (uptime >= o.healthyAfter) h.crashes = 0
+    h.crashes++
+    const delay = Math.min(o.restartDelay * o.restartFactor ** (h.crashes - 1), o.restartMaxDelay)
+    h.respawnAt = now + delay
+    this.setState(h, 'dead')
+    this.logger.info({ event: 'respawn-scheduled', slot: h.slot, port: h.port, delay: Math.round(delay), crashes: h.crashes }, `worker ${h.slot} respawns in ${Math.round(delay)} ms`)
+  }
+
+  giveUp (h) {
+    this.setState(h, 'given-up')
+    const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
+    this.logger.error({ event: 'give-up', slot: h.slot, port: h.port, failures: h.bootFailures, error: error.message }, `slot ${h.slot} given up after ${h.bootFailures} failed boots in a row`)
+    this.emit('give-up', { ...h.snapshot(), error })
+  }
+
+  enforceDeadlines (h, now) {
+    const o = this.options
+    if (!h.alive) return
+    if (h.state === 'booting' && h.killReason === null && now - h.spawnedAt > o.bootTimeout) {
+      h.lastError = h.lastError || { message: `not ready within ${o.bootTimeout} ms (boot timeout)` }
+      this.logger.error({ event: 'boot-timeout', slot: h.slot, pid: h.pid, port: h.port, ms: now - h.spawnedAt }, `worker ${h.slot} not ready within ${o.bootTimeout} ms; killing it`)
+      return this.killWorker(h, 'boot-timeout')
+    }
+    if (h.request && h.killReason === null && now - h.request.startedAt > o.timeout) return this.killHung(h, 'timeout', now)
+    if (!h.request && h.state !== 'booting' && h.killReason === null && now - h.lastSeen > o.heartbeatTimeout) return this.killHung(h, 'heartbeat', now)
+    if (h.state === 'ready' && h.crashes > 0 && now - h.readyAt >= o.healthyAfter) h.crashes = 0
+    if (h.drain) this.advanceDrain(h, now)
+  }
+
+  killHung (h, reason, now) {
+    const r = h.request
+    const fields = { event: 'hung', reason, slot: h.slot, pid: h.pid, port: h.port }
+    if (r) {
+      Object.assign(fields, { method: r.method, url: r.url, ms: now - r.startedAt })
+      this.logger.error(fields, `worker ${h.slot} (pid ${h.pid}) ran ${r.method} ${r.url} for ${now - r.startedAt} ms (timeout ${this.options.timeout} ms); killing it`)
+    } else {
+      fields.ms = now - h.lastSeen
+      this.logger.error(fields, `worker ${h.slot} (pid ${h.pid}) sent no heartbeat for ${now - h.lastSeen} ms; killing it`)
+    }
+    this.emit('hung', { ...h.snapshot(now), reason })
+    this.killWorker(h, reason)
+  }
+
+  // Fronts hear of it before the signal is sent, so no new request races the kill.
+  killWorker (h, reason, sig = 'SIGKILL') {
+    if (!h.alive) return
+    h.killReason = h.killReason || reason
+    this.announceGone(h)
+    h.signal(sig)
+  }
+
+  announceGone (h) {
+    if (h.goneAnnounced) return
+    h.goneAnnounced = true
+    const view = h.snapshot()
+    for (const front of this.fronts) front.workerGone(view)
+  }
+
+  // ── draining: the one path for stop, reload, scale-down and recycling ─────────────────────
+
+  beginDrain (h, { reason, timeout = this.options.gracefulTimeout }) {
+    if (h.drain || !h.alive) return
+    const now = Date.now()
+    h.drain = { reason, termAt: now + timeout, killAt: now + timeout + this.options.killTimeout, released: false, stopSent: false, termSent: false }
+    const wasServing = h.ready
+    this.setState(h, 'draining')
+    const view = h.snapshot(now)
+    this.logger.info({ event: 'draining', reason, slot: h.slot, pid: h.pid, port: h.port }, `worker ${h.slot} draining (${reason})`)
+    this.emit('draining', { ...view, reason })
+    if (!wasServing) { h.drain.released = true; return }
+    const child = h.child
+    Promise.allSettled(this.fronts.map((f) => f.drain(view)))
+      .then(() => this.enqueue({ type: 'released', handle: h, child }))
+  }
+
+  advanceDrain (h, now) {
+    const d = h.drain
+    if (d.released && !h.request && !d.stopSent) {
+      d.stopSent = true
+      h.send(msg.message(msg.STOP))
+    }
+    if (now >= d.killAt) {
+      this.unclean = true
+      this.logger.warn({ event: 'kill', slot: h.slot, pid: h.pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
+      h.killReason = h.killReason || `${d.reason}-killed`
+      h.signal('SIGKILL')
+      d.killAt = Infinity
+    } else if (now >= d.termAt && !d.termSent) {
+      d.termSent = true
+      this.unclean = true
+      this.logger.warn({ event: 'terminate', slot: h.slot, pid: h.pid, request: h.request }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
+      this.announceGone(h)
+      h.signal('SIGTERM')
+    }
+  }
+
+  // ── reconcile: make the live set match the wanted set ─────────────────────────────────────
+
+  reconcile (now) {
+    if (this.phase !== 'starting' && this.phase !== 'running') return
+    for (let slot = 1; slot <= this.target; slot++) {
+      let h = this.handles.get(slot)
+      if (!h) {
+        h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot) })
+        this.handles.set(slot, h)
+      }
+      if (h.state === 'dead' && !h.alive && now >= h.respawnAt) this.spawn(h, now)
+    }
+  }
+
+  spawn (h, now) {
+    const o = this.options
+    const child = fork(BOOTSTRAP, o.args || [], {
+      cwd: o.cwd || process.cwd(),
+      execArgv: o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')),
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Own process group: a terminal's Ctrl-C reaches the supervisor only, which then stops
+      // the workers gracefully instead of every worker dying mid-request at once.
+      detached: true,
+      env: {
+        ...process.env,
+        ...o.env,
+        PORT: String(h.port),
+        POOL_WORKER_ID: String(h.slot),
+        POOL_WORKERS: String(this.target),
+        POOL_WORKER_HOST: h.host,
+        POOL_APP: this.app,
+        POOL_LOG_LEVEL: o.logLevel,
+        POOL_LOG_FORMAT: o.logFormat,
+        POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
+      }
+    })
+    h.attach(child, now)
+    child.on('message', (message) => this.enqueue({ type: 'message', handle: h, child, message }))
+    child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal }))
+    // A fork that failed outright (EAGAIN, ENOMEM) emits 'error' and no 'exit'.
+    child.on('error', (err) => { if (child.pid === undefined) this.enqueue({ type: 'exit', handle: h, child, code: null, signal: null, error: err }) })
+    this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
+    this.emit('spawn', h.snapshot(now))
+  }
+
+  setState (h, to) {
+    const from = h.transition(to)
+    if (from !== to) this.emit('state', { ...h.snapshot(), from })
+  }
+
+  // ── progress of start and stop ────────────────────────────────────────────────────────────
+
+  checkProgress () {
+    const handles = [...this.handles.values()]
+    if (this.phase === 'starting' || this.phase === 'running') {
+      const wanted = handles.filter((h) => h.slot <= this.target)
+      if (wanted.length > 0 && wanted.every((h) => h.state === 'given-up')) return this.fail(this.bootFailure())
+    }
+    if (this.phase === 'starting') {
+      const settled = handles.length >= this.target && handles.every((h) => h.ready || h.state === 'given-up')
+      if (settled) {
+        this.phase = 'running'
+        const ready = handles.filter((h) => h.ready).length
+        this.logger.info({ event: 'started', ready, workers: this.target, ms: Date.now() - this.startedAt }, `${ready}/${this.target} workers ready`)
+        this.startWaiter.resolve(this)
+      }
+    }
+    if (this.phase === 'stopping' && handles.every((h) => !h.alive)) this.finishStop()
+  }
+
+  bootFailure () {
+    const h = [...this.handles.values()].find((x) => x.lastError) || {}
+    const appError = h.lastError || { message: 'workers exited before becoming ready' }
+    const headline = `the app failed to boot in every slot (${this.target} slots gave up)`
+    return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { exitCode: EXIT.FAILURE, details: { headline, appError } })
+  }
+
+  // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.
+  fail (err) {
+    if (this.failure) return
+    this.failure = err
+    if (this.phase === 'starting') {
+      const waiter = this.startWaiter
+      this.stop({ timeout: 0 }).then(() => waiter.reject(err))
+    } else {
+      this.logger.fatal({ event: 'failed', code: err.code }, err.message)
+      this.emit('failed', err)
+      this.stop()
+    }
+  }
+
+  finishStop () {
+    this.phase = 'stopped'
+    clearInterval(this.timer)
+    Promise.allSettled(this.fronts.map((f) => f.stop())).then(() => {
+      const clean = !this.unclean && !this.failure
+      this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
+      this.emit('stopped', { clean })
+      this.stopWaiter({ clean })
+    })
+  }
+
+  // ── start-up checks ───────────────────────────────────────────────────────────────────────
+
+  async checkPorts () {
+    for (let slot = 1; slot <= this.target; slot++) {
+      const port = this.portOf(slot)
+      const err = await bindError(port, this.options.workerHost)
+      if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slot}) is already in use on ${this.options.workerHost}`)
+      if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${this.options.workerHost}:${port} (slot ${slot}): ${err}`)
+    }
+  }
+
+  async startFronts () {
+    const started = []
+    try {
+      for (const front of this.fronts) {
+        await front.start(this)
+        started.push(front)
+      }
+    } catch (err) {
+      await Promise.allSettled(started.map((f) => f.stop()))
+      throw err
+    }
+  }
+}
+
+function resolveApp (app, cwd = process.cwd()) {
+  if (typeof app !== 'string' || app === '') throw poolError(codes.APP_NOT_FOUND, 'no app given: pass the path of the app module (options.app)')
+  const file = path.resolve(cwd, app)
+  try {
+    return require.resolve(file)
+  } catch {
+    const hint = fs.existsSync(file) ? ' (it exists but cannot be resolved as a module)' : ''
+    throw poolError(codes.APP_NOT_FOUND, `cannot find app '${app}' (looked for ${file})${hint}`)
+  }
+}
+
+function bindError (port, host) {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.once('error', (err) => resolve(err.code || err.message))
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(null)))
+  })
+}
+
+module.exports = { Pool }

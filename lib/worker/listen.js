@@ -1,0 +1,23 @@
+'use strict'
+
+// `require('pool').listen(serverOrHandler)`: under `pool start` the pool's runtime binds the
+// slot's port and reports readiness; run with plain `node app.js` it serves on $PORT (default
+// 3000), still one request at a time, so local debugging looks like production.
+
+const { currentRuntime } = require('./runtime')
+const { toServer } = require('./servable')
+const { serializeRequests } = require('./serial')
+
+function listen (target, { port = Number(process.env.PORT) || 3000, host = process.env.HOST } = {}) {
+  const runtime = currentRuntime()
+  if (runtime) return runtime.serve(target)
+  const server = toServer(target)
+  serializeRequests(server)
+  server.listen({ port, host }, () => {
+    const a = server.address()
+    process.stdout.write(`listening on http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port} (not under pool: one process)\n`)
+  })
+  return server
+}
+
+module.exports = { listen }

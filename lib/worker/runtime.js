@@ -1,0 +1,141 @@
+'use strict'
+
+// The pool's side of a worker process: load the app, listen on the slot's port, and report to
+// the supervisor over IPC (ready, busy, idle, heartbeat). The worker only reports; the supervisor
+// decides, because a worker whose event loop is blocked cannot decide anything.
+
+const { pathToFileURL } = require('node:url')
+const msg = require('../messages')
+const { createLogger } = require('../logger')
+const { serializeRequests } = require('./serial')
+const { isServable, toServer, unwrapDefault } = require('./servable')
+
+// The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
+// own node_modules) still finds the runtime that forked it.
+const RUNTIME_KEY = Symbol.for('pool.worker.runtime')
+
+class WorkerRuntime {
+  constructor (env = process.env) {
+    this.slot = Number(env.POOL_WORKER_ID)
+    this.port = Number(env.PORT)
+    this.host = env.POOL_WORKER_HOST || '127.0.0.1'
+    this.heartbeatInterval = Number(env.POOL_HEARTBEAT_INTERVAL) || 1000
+    this.logger = createLogger({
+      level: env.POOL_LOG_LEVEL || 'info',
+      format: env.POOL_LOG_FORMAT || 'json',
+      base: { pid: process.pid, slot: this.slot, port: this.port }
+    })
+    this.server = null
+    this.guard = null
+    this.requests = 0
+    this.stopping = false
+    this.booted = false
+    this.onBootFailure = (err) => this.failBoot(err)
+  }
+
+  send (type, fields) {
+    if (!process.connected) return
+    try { process.send(msg.message(type, fields)) } catch { /* channel closing: the supervisor is gone */ }
+  }
+
+  install () {
+    globalThis[RUNTIME_KEY] = this
+    // No supervisor, no reason to live: never leave an orphan holding the port.
+    process.on('disconnect', () => process.exit(0))
+    process.on('message', (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() })
+    // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
+    process.on('uncaughtException', this.onBootFailure)
+    process.on('unhandledRejection', this.onBootFailure)
+    setInterval(() => this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() }), this.heartbeatInterval).unref()
+  }
+
+  async boot (appPath) {
+    this.install()
+    let exported
+    try {
+      exported = await loadModule(appPath)
+    } catch (err) {
+      return this.failBoot(err)
+    }
+    if (this.server) return // form (c): the app called listen() while loading
+    exported = unwrapDefault(exported)
+    if (exported && typeof exported.then === 'function') exported = await exported
+    if (this.server) return
+    if (isServable(exported)) return this.serve(exported)
+    // Form (c) with asynchronous set-up calls listen() later; the supervisor's boot timeout
+    // bounds the wait, and this line tells the operator what the worker is waiting for.
+    const hint = setTimeout(() => this.logger.warn({ event: 'waiting-for-listen' }, 'the app exported no request listener or server and has not called listen() yet'), 5000)
+    hint.unref()
+  }
+
+  serve (target) {
+    if (this.server) throw new Error('listen() was called twice in one worker')
+    const server = toServer(target)
+    this.server = server
+    this.guard = serializeRequests(server, {
+      onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url }),
+      onEnd: () => this.requestEnded(),
+      onQueued: (waiting) => {
+        this.send(msg.QUEUED, { waiting })
+        this.logger.warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (one request at a time)`)
+      }
+    })
+    // Outlive the balancer's idle keep-alive sockets so it rarely reuses one being closed.
+    server.keepAliveTimeout = 65000
+    server.headersTimeout = 66000
+    server.once('error', (err) => { if (!this.booted) this.failBoot(err) })
+    server.listen({ port: this.port, host: this.host }, () => this.becomeReady())
+    return server
+  }
+
+  becomeReady () {
+    this.booted = true
+    process.off('uncaughtException', this.onBootFailure)
+    process.off('unhandledRejection', this.onBootFailure)
+    this.send(msg.READY, { port: this.server.address().port })
+  }
+
+  requestEnded () {
+    this.requests++
+    this.send(msg.IDLE, { rss: process.memoryUsage.rss(), requests: this.requests })
+    if (this.stopping && !this.guard.busy && this.guard.waiting === 0) setImmediate(() => this.exit())
+  }
+
+  failBoot (err) {
+    const error = msg.serializeError(err)
+    if (err && err.code === 'EADDRINUSE') error.message = `port ${this.port} (slot ${this.slot}) is already in use`
+    if (!process.connected) process.exit(1)
+    process.send(msg.message(msg.BOOT_ERROR, { error }), () => process.exit(1))
+    setTimeout(() => process.exit(1), 1000).unref()
+  }
+
+  // Finish what is running and queued, then leave. New connections are refused from now on.
+  stop () {
+    if (this.stopping) return
+    this.stopping = true
+    if (!this.server) return this.exit()
+    this.server.close()
+    this.server.closeIdleConnections()
+    if (!this.guard.busy && this.guard.waiting === 0) this.exit()
+  }
+
+  exit () {
+    this.server?.closeAllConnections()
+    process.exit(0)
+  }
+}
+
+async function loadModule (file) {
+  try {
+    return require(file)
+  } catch (err) {
+    if (err.code !== 'ERR_REQUIRE_ESM' && err.code !== 'ERR_REQUIRE_ASYNC_MODULE') throw err
+    return import(pathToFileURL(file).href)
+  }
+}
+
+function currentRuntime () {
+  return globalThis[RUNTIME_KEY] || null
+}
+
+module.exports = { WorkerRuntime, currentRuntime }

@@ -1,0 +1,142 @@
+'use strict'
+
+// Shared helpers for integration tests: free loopback ports, a `pool` CLI child whose JSON log
+// lines can be awaited, bounded HTTP requests, and polling with a deadline.
+
+const net = require('node:net')
+const http = require('node:http')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
+
+const ROOT = path.join(__dirname, '..')
+const BIN = path.join(ROOT, 'bin', 'pool.js')
+const FIXTURES = path.join(__dirname, 'fixtures')
+
+function canBind (port, host = '127.0.0.1') {
+  return new Promise((resolve) => {
+    const s = net.createServer()
+    s.once('error', () => resolve(false))
+    s.listen({ port, host, exclusive: true }, () => s.close(() => resolve(true)))
+  })
+}
+
+// A run of `count` consecutive free ports on 127.0.0.1, from a random base so that concurrent
+// test files rarely meet.
+async function freePorts (count = 1) {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000)
+    let ok = true
+    for (let p = base; p < base + count && ok; p++) ok = await canBind(p)
+    if (ok) return Array.from({ length: count }, (_, i) => base + i)
+  }
+  throw new Error(`no run of ${count} free ports found`)
+}
+
+async function freePort () { return (await freePorts(1))[0] }
+
+function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
+
+// Poll `fn` until it returns a truthy value or `timeout` ms pass.
+async function waitFor (fn, { timeout = 10000, interval = 20, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeout
+  let last
+  while (Date.now() < deadline) {
+    try {
+      last = await fn()
+      if (last) return last
+    } catch (err) { last = err }
+    await sleep(interval)
+  }
+  throw new Error(`timed out after ${timeout} ms waiting for ${what}` + (last instanceof Error ? `: ${last.message}` : ''))
+}
+
+// One HTTP request with a hard time bound. Resolves { status, headers, body } or rejects.
+function request (url, { method = 'GET', headers = {}, body, timeout = 10000, agent = false } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers, agent }, (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+      res.on('error', reject)
+    })
+    req.setTimeout(timeout, () => req.destroy(new Error(`request to ${url} timed out after ${timeout} ms`)))
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+function isAlive (pid) {
+  try { process.kill(pid, 0); return true } catch { return false }
+}
+
+// Start `pool ARGS...` as a child with JSON logs. `child.logs` collects parsed lines;
+// `child.waitLog(pred)` resolves with the first line matching; `child.stop()` ends it for sure.
+function startPool (args, { env = {}, cwd = ROOT } = {}) {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd,
+    env: { ...process.env, POOL_TEST: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  child.logs = []
+  child.stderrText = ''
+  child.stdoutText = ''
+  const waiters = new Set()
+  let buf = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (d) => {
+    child.stdoutText += d
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i)
+      buf = buf.slice(i + 1)
+      let rec
+      try { rec = JSON.parse(line) } catch { continue }
+      child.logs.push(rec)
+      for (const w of waiters) if (w.pred(rec)) { waiters.delete(w); w.resolve(rec) }
+    }
+  })
+  child.stderr.setEncoding('utf8')
+  child.stderr.on('data', (d) => { child.stderrText += d })
+  child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  child.waitLog = (pred, timeout = 15000) => {
+    const found = child.logs.find(pred)
+    if (found) return Promise.resolve(found)
+    return new Promise((resolve, reject) => {
+      const w = { pred, resolve }
+      waiters.add(w)
+      const t = setTimeout(() => {
+        waiters.delete(w)
+        reject(new Error(`no matching log line within ${timeout} ms; last lines:\n` + child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
+      }, timeout)
+      t.unref()
+      child.exited.then(() => { clearTimeout(t); if (waiters.delete(w)) reject(new Error('pool exited before the log line; stderr: ' + child.stderrText.slice(-2000))) })
+    })
+  }
+  // Count the `ready` lines seen so far (one per worker that became ready).
+  child.readyCount = () => child.logs.filter((l) => l.event === 'ready').length
+  child.stop = async (signal = 'SIGTERM', timeout = 40000) => {
+    if (child.exitCode !== null || child.signalCode !== null) return child.exited
+    child.kill(signal)
+    const t = setTimeout(() => child.kill('SIGKILL'), timeout)
+    const r = await child.exited
+    clearTimeout(t)
+    return r
+  }
+  return child
+}
+
+// Run `pool ARGS...` to completion (bounded). Resolves { code, signal, stdout, stderr }.
+function runPool (args, { env = {}, timeout = 30000, cwd = ROOT } = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => { stdout += d })
+    child.stderr.on('data', (d) => { stderr += d })
+    const t = setTimeout(() => child.kill('SIGKILL'), timeout)
+    child.on('exit', (code, signal) => { clearTimeout(t); resolve({ code, signal, stdout, stderr }) })
+  })
+}
+
+module.exports = { ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool }

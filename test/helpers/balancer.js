@@ -1,0 +1,104 @@
+'use strict'
+
+// Helpers for the balancer tests: fork stand-in workers (test/fixtures/balancer-worker.js) on
+// free ports, and run a balancer on free ports that is told about them through its Front hooks,
+// as the supervisor would. Everything started is stopped by t.teardown.
+
+const path = require('node:path')
+const fs = require('node:fs')
+const os = require('node:os')
+const http = require('node:http')
+const { fork } = require('node:child_process')
+const { freePorts, request, waitFor } = require('../helpers')
+const { createBalancer } = require('../../lib/balancer')
+
+const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
+
+function forkWorker (port, logFile) {
+  return new Promise((resolve, reject) => {
+    const child = fork(WORKER, [], { env: { ...process.env, PORT: String(port), LOG_FILE: logFile || '' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+    child.exited = new Promise((resolve) => child.once('exit', resolve))
+    const t = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`worker on ${port} not ready in 10 s`)) }, 10000)
+    child.once('message', (m) => { clearTimeout(t); if (m.ready) resolve(child) })
+    child.once('exit', (code) => { clearTimeout(t); reject(new Error(`worker on ${port} exited (${code}) before ready`)) })
+  })
+}
+
+// `count` workers on consecutive free ports; returns [{ slot, name, pid, host, port, child }].
+async function startWorkers (t, count, { logFile } = {}) {
+  const ports = await freePorts(count)
+  const workers = []
+  t.teardown(() => Promise.all(workers.map(stopWorker)))
+  for (let i = 0; i < count; i++) {
+    const child = await forkWorker(ports[i], logFile)
+    workers.push({ slot: i + 1, name: `worker${i + 1}`, pid: child.pid, host: '127.0.0.1', port: ports[i], child })
+  }
+  return workers
+}
+
+// Start a fresh process for `w`'s slot on its port (after a crash).
+async function restartWorker (w, { logFile } = {}) {
+  const child = await forkWorker(w.port, logFile)
+  Object.assign(w, { pid: child.pid, child })
+  return w
+}
+
+async function stopWorker (w) {
+  if (w.child.exitCode !== null || w.child.signalCode !== null) return
+  w.child.kill('SIGKILL')
+  await w.child.exited
+}
+
+const snapshot = ({ slot, name, pid, host, port }) => ({ slot, name, pid, host, port, state: 'ready' })
+
+// A started balancer on free ports. `logs` collects what it logs.
+async function startBalancer (t, options = {}, { pool } = {}) {
+  const [port, statsPort] = await freePorts(2)
+  const logs = []
+  const logger = {}
+  for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) {
+    logger[level] = (obj, msg) => logs.push({ level, ...(typeof obj === 'object' ? obj : { msg: obj }), msg })
+  }
+  const balancer = createBalancer({ port, statsPort, ...options }, { logger })
+  await balancer.start(pool)
+  t.teardown(() => balancer.stop())
+  balancer.logs = logs
+  balancer.base = `http://127.0.0.1:${port}`
+  balancer.statsBase = `http://127.0.0.1:${statsPort}`
+  return balancer
+}
+
+function tmpLog (t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-balancer-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return path.join(dir, 'requests.log')
+}
+
+function readLog (file) {
+  if (!fs.existsSync(file)) return []
+  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+}
+
+async function concurrencyOf (w) {
+  return JSON.parse((await request(`http://127.0.0.1:${w.port}/concurrency`)).body)
+}
+
+// Send a request and resolve once its headers have reached the balancer, with a handle to
+// abort it: for clients that must be queued, or must go away.
+function openRequest (url, { method = 'GET', headers = {}, body } = {}) {
+  const req = http.request(url, { method, headers, agent: false })
+  const response = new Promise((resolve, reject) => {
+    req.on('response', (res) => {
+      const chunks = []
+      res.on('data', (c) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+      res.on('error', reject)
+    })
+    req.on('error', reject)
+  })
+  response.catch(() => {}) // an aborted request's rejection is expected
+  req.end(body)
+  return { req, response }
+}
+
+module.exports = { startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
