@@ -33,6 +33,11 @@ const OPTIONS = {
   restartMaxDelay: { flag: 'restart-max-delay', kind: 'duration', default: 15000, group: 'Restarts', describe: 'Upper bound of the respawn delay' },
   healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a slot\'s crash count resets' },
   maxBootFailures: { flag: 'max-boot-failures', kind: 'count', default: 5, group: 'Restarts', describe: 'A slot whose worker dies before ready this many times in a row is given up' },
+  reloadBatch: { flag: 'reload-batch', kind: 'count', default: 1, group: 'Reload and recycling', describe: 'Slots replaced at a time by a rolling reload or recycling; capacity never drops below workers - batch' },
+  maxRequests: { flag: 'max-requests', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker after this many requests (0: never)' },
+  maxRequestsJitter: { flag: 'max-requests-jitter', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Add 0..this many requests to each worker\'s limit, so workers do not recycle together' },
+  maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB after a request (0: never)' },
+  maxWorkers: { flag: 'max-workers', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Upper bound for `pool scale` (0: no bound; in HAProxy mode the backend\'s servers bound it)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
   logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' }
 }

@@ -12,6 +12,7 @@ const net = require('node:net')
 const path = require('node:path')
 const msg = require('./messages')
 const { WorkerHandle } = require('./worker-handle')
+const { RollingReload } = require('./rolling-reload')
 const { resolveOptions } = require('./options')
 const { createLogger } = require('./logger')
 const { NoFront } = require('./front')
@@ -37,6 +38,8 @@ class Pool extends EventEmitter {
     this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
     this.unclean = false
     this.startedAt = null
+    this.reloading = null // the RollingReload in progress
+    this.waiters = [] // { done(): boolean, resolve } settled by checkProgress
   }
 
   // ── public API ────────────────────────────────────────────────────────────────────────────
@@ -70,6 +73,7 @@ class Pool extends EventEmitter {
     this.stopPromise = new Promise((resolve) => { this.stopWaiter = resolve })
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
+    this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
     for (const front of this.fronts) front.stopping?.()
     for (const h of this.handles.values()) {
       if (h.alive) this.beginDrain(h, { reason: 'stop', timeout })
@@ -90,7 +94,79 @@ class Pool extends EventEmitter {
     return [...this.handles.values()].sort((a, b) => a.slot - b.slot).map((h) => h.snapshot(now))
   }
 
+  // Replace every worker with one running the code now on disk, without failing a request.
+  reload () {
+    this.assertRunning('reload')
+    if (this.reloading) return Promise.reject(poolError(codes.BUSY, 'a reload is already running'))
+    const reload = new RollingReload(this, Date.now())
+    this.reloading = reload
+    this.logger.info({ event: 'reload', workers: this.target }, `reloading ${this.target} workers`)
+    const clear = () => { if (this.reloading === reload) this.reloading = null }
+    reload.done.then(clear, clear)
+    this.wake()
+    return reload.done
+  }
+
+  // Grow or shrink the pool. Shrinking drains the highest slots first.
+  async scale (n) {
+    this.assertRunning('scale')
+    if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
+    const max = this.options.maxWorkers
+    if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
+    for (const front of this.fronts) await front.checkScale?.(n)
+    const from = this.target
+    this.target = n
+    this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${n} workers`)
+    this.wake()
+    await this.until(() => {
+      const slots = [...this.handles.values()]
+      return slots.every((h) => h.slot <= n) && slots.length >= n && slots.every((h) => h.ready || h.state === 'given-up')
+    })
+    return { from, to: n }
+  }
+
+  status () {
+    const fronts = this.fronts.map((f) => f.status())
+    const front = fronts.length === 1 ? fronts[0] : fronts
+    const queue = fronts.reduce((sum, f) => sum + (Number(f.queue) || 0), 0)
+    return {
+      pid: process.pid,
+      app: this.app,
+      phase: this.phase,
+      target: this.target,
+      front,
+      queue,
+      reload: this.reloading ? this.reloading.status() : null,
+      workers: this.workers()
+    }
+  }
+
   portOf (slot) { return this.options.workerPort + slot - 1 }
+
+  // Wanted slots not serving right now (draining, stopped, booting, waiting to respawn). Reload
+  // and recycling start a new replacement only while this is below the batch size, which is
+  // what keeps capacity at workers − batch or more.
+  unavailableCount () {
+    let n = 0
+    for (const h of this.handles.values()) {
+      if (h.slot <= this.target && !h.ready && h.state !== 'given-up') n++
+    }
+    return n
+  }
+
+  assertRunning (what) {
+    if (this.phase === 'running') return
+    const code = this.phase === 'stopping' || this.phase === 'stopped' ? codes.STOPPING : codes.NOT_STARTED
+    throw poolError(code, `cannot ${what}: the pool is ${this.phase}`)
+  }
+
+  // Resolves once `done()` holds, checked after every tick; rejects if the pool stops first.
+  until (done) {
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ done, resolve, reject })
+      this.wake()
+    })
+  }
 
   // ── event sources: record and wake ────────────────────────────────────────────────────────
 
@@ -113,11 +189,14 @@ class Pool extends EventEmitter {
     while (this.events.length > 0) this.handleEvent(this.events.shift(), now)
     for (const h of this.handles.values()) this.enforceDeadlines(h, now)
     this.reconcile(now)
+    if (this.reloading && !this.reloading.finished) this.reloading.advance(now)
+    this.recycle()
     this.checkProgress()
   }
 
   handleEvent (event, now) {
     const h = event.handle
+    if (h.isCanary) return this.reloading?.onCanaryEvent(event, now)
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
     if (event.type === 'exit') return this.onExit(h, event, now)
@@ -162,6 +241,9 @@ class Pool extends EventEmitter {
     h.rss = m.rss
     if (h.state === 'busy') this.setState(h, 'ready')
     this.emit('idle', h.snapshot())
+    const o = this.options
+    if (h.requests >= h.requestLimit) h.recycleDue = 'max-requests'
+    else if (o.maxRss > 0 && m.rss > o.maxRss * 1024 * 1024) h.recycleDue = 'max-rss'
   }
 
   onBootError (h, error) {
@@ -305,8 +387,25 @@ class Pool extends EventEmitter {
 
   // ── reconcile: make the live set match the wanted set ─────────────────────────────────────
 
+  // Workers past --max-requests or --max-rss are replaced through the drain path, never
+  // mid-request, and no more at once than a reload batch.
+  recycle () {
+    if (this.phase !== 'running') return
+    for (const h of this.handles.values()) {
+      if (!h.recycleDue || h.drain || h.state !== 'ready') continue
+      if (this.unavailableCount() >= this.options.reloadBatch) return
+      this.logger.info({ event: 'recycle', reason: h.recycleDue, slot: h.slot, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${h.recycleDue})`)
+      this.beginDrain(h, { reason: h.recycleDue })
+    }
+  }
+
   reconcile (now) {
     if (this.phase !== 'starting' && this.phase !== 'running') return
+    for (const h of [...this.handles.values()]) {
+      if (h.slot <= this.target) continue
+      if (h.alive) this.beginDrain(h, { reason: 'scale-down' })
+      else this.removeSlot(h)
+    }
     for (let slot = 1; slot <= this.target; slot++) {
       let h = this.handles.get(slot)
       if (!h) {
@@ -315,6 +414,12 @@ class Pool extends EventEmitter {
       }
       if (h.state === 'dead' && !h.alive && now >= h.respawnAt) this.spawn(h, now)
     }
+  }
+
+  removeSlot (h) {
+    this.handles.delete(h.slot)
+    this.logger.info({ event: 'removed', slot: h.slot, port: h.port }, `slot ${h.slot} removed`)
+    this.emit('removed', h.snapshot())
   }
 
   spawn (h, now) {
@@ -340,10 +445,12 @@ class Pool extends EventEmitter {
       }
     })
     h.attach(child, now)
+    h.requestLimit = o.maxRequests > 0 ? o.maxRequests + Math.floor(Math.random() * (o.maxRequestsJitter + 1)) : Infinity
     child.on('message', (message) => this.enqueue({ type: 'message', handle: h, child, message }))
     child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal }))
     // A fork that failed outright (EAGAIN, ENOMEM) emits 'error' and no 'exit'.
     child.on('error', (err) => { if (child.pid === undefined) this.enqueue({ type: 'exit', handle: h, child, code: null, signal: null, error: err }) })
+    if (h.isCanary) return this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
     this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
     this.emit('spawn', h.snapshot(now))
   }
@@ -370,7 +477,10 @@ class Pool extends EventEmitter {
         this.startWaiter.resolve(this)
       }
     }
-    if (this.phase === 'stopping' && handles.every((h) => !h.alive)) this.finishStop()
+    for (const w of [...this.waiters]) {
+      if (w.done()) { this.waiters.splice(this.waiters.indexOf(w), 1); w.resolve() }
+    }
+    if (this.phase === 'stopping' && handles.every((h) => !h.alive) && !this.reloading?.canary?.alive) this.finishStop()
   }
 
   bootFailure () {
@@ -397,6 +507,7 @@ class Pool extends EventEmitter {
   finishStop () {
     this.phase = 'stopped'
     clearInterval(this.timer)
+    for (const w of this.waiters.splice(0)) w.reject(poolError(codes.STOPPING, 'the pool stopped'))
     Promise.allSettled(this.fronts.map((f) => f.stop())).then(() => {
       const clean = !this.unclean && !this.failure
       this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')

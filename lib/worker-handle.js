@@ -38,6 +38,8 @@ class WorkerHandle {
     this.killReason = null // why the supervisor killed the current process, if it did
     this.drain = null // { reason, termAt, killAt, released, stopSent, termSent, killSent }
     this.goneAnnounced = false
+    this.requestLimit = Infinity // --max-requests plus this process's jitter
+    this.recycleDue = null // 'max-requests' | 'max-rss' once the process should be replaced
   }
 
   get alive () { return this.child !== null }
@@ -65,6 +67,7 @@ class WorkerHandle {
     this.killReason = null
     this.drain = null
     this.goneAnnounced = false
+    this.recycleDue = null
     this.transition('booting')
   }
 

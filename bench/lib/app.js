@@ -7,7 +7,8 @@
 //
 // `?kb=` sends a body of that many KB (for the buffering measurement). With `onBusy`, each
 // request reports how long the worker was taken by it: from its headers to its last byte
-// handed to the kernel, upload and download included.
+// handed to the kernel, upload and download included (or to the connection's end, if the
+// client gave up first: `finished` false).
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
@@ -29,7 +30,10 @@ function createApp ({ onBusy } = {}) {
       const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })
       res.end(body)
-      if (onBusy) res.on('finish', () => onBusy({ url: req.url, received, busyMs: performance.now() - started }))
+      if (!onBusy) return
+      let finishedAt = 0
+      res.on('finish', () => { finishedAt = performance.now() })
+      res.on('close', () => onBusy({ url: req.url, received, finished: finishedAt > 0, busyMs: (finishedAt || performance.now()) - started }))
     })
   }
 }

@@ -45,8 +45,7 @@ module.exports = {
   describe: 'print a production config: haproxy or nginx',
   builder: (y) => y
     .command(targetCommand('haproxy'))
-    .command(targetCommand('nginx'))
-    .demandCommand(1, 'say which config: pool config haproxy, or pool config nginx'),
+    .command(targetCommand('nginx')),
   // Reached only when <target> is none of the subcommands above.
   handler: (argv) => printError(poolError(codes.BAD_OPTION, `unknown config target '${argv.target}': use haproxy or nginx`))
 }

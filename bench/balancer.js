@@ -1,0 +1,183 @@
+'use strict'
+
+// Benchmark of the fronts a pool can have, side by side, against the ideal.
+//
+//   node bench/balancer.js [--duration 15] [--rho 0.55,0.8,0.9] [--workers 15]
+//                          [--median 30] [--sigma 0.8] [--seed 42] [--skip buffering,added]
+//
+// 1. Queueing: open-loop Poisson arrivals (a new connection per request) with lognormal
+//    service times, at each utilisation ρ, replayed identically on each front: the embedded
+//    balancer, HAProxy (maxconn 1) and Node's cluster (round-robin). The ideal is computed from
+//    the same arrival and service times: one FIFO queue over the workers, zero overhead.
+// 2. Added latency: the median time a front adds to a 0 ms request, sequential requests on new
+//    connections, against hitting a worker directly (also for a bare http-proxy front).
+// 3. Buffering: a worker's busy time with a client uploading, then one reading, at 100 KB/s.
+//
+// Everything runs on 127.0.0.1 on free ports; every process is killed at the end.
+
+const { forkReady, stopAll, freePorts } = require('./lib/procs')
+const { makeSchedule, lognormalMean } = require('./lib/schedule')
+const { idealLatencies } = require('./lib/ideal')
+const { percentile, median } = require('./lib/stats')
+const haproxy = require('./lib/haproxy')
+const { measureBuffering } = require('./lib/buffering')
+
+function parseArgs (argv) {
+  const args = { duration: 15, rho: [0.55, 0.8, 0.9], workers: 15, median: 30, sigma: 0.8, cap: 2000, seed: 42, skip: [], addedCount: 2000 }
+  for (let i = 0; i < argv.length; i += 2) {
+    const key = argv[i].replace(/^--/, '')
+    const value = argv[i + 1]
+    if (key === 'rho') args.rho = value.split(',').map(Number)
+    else if (key === 'skip') args.skip = value.split(',')
+    else if (key in args) args[key] = Number(value)
+    else throw new Error(`unknown option --${key}`)
+  }
+  return args
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+
+function ask (child, message) {
+  return new Promise((resolve) => {
+    child.once('message', (m) => resolve(m.result))
+    child.send(message)
+  })
+}
+
+async function startWorkers (ports, env = {}) {
+  return Promise.all(ports.map((port) => forkReady('worker.js', { PORT: String(port), ...env })))
+}
+
+// Start every front over its own set of workers; returns { name: { url, ... } }.
+async function startFronts (args) {
+  const n = args.workers
+  const [embeddedPort, embeddedStats, haproxyPort, clusterPort, httpProxyPort] = await freePorts(5)
+  const workerPorts = await freePorts(n)
+  await startWorkers(workerPorts)
+  const fronts = { direct: { url: `http://127.0.0.1:${workerPorts[0]}` } }
+  await forkReady('embedded-front.js', {
+    CONFIG: JSON.stringify({
+      options: { port: embeddedPort, statsPort: embeddedStats, queueTimeout: 60000 },
+      workers: workerPorts.map((port, i) => ({ slot: i + 1, port }))
+    })
+  })
+  fronts.embedded = { url: `http://127.0.0.1:${embeddedPort}` }
+  if (haproxy.available()) {
+    await haproxy.startHaproxy([{ port: haproxyPort, workerPorts }])
+    fronts.haproxy = { url: `http://127.0.0.1:${haproxyPort}` }
+  } else {
+    console.log('haproxy not found: its rows are skipped (set HAPROXY=/path/to/haproxy)')
+  }
+  await forkReady('cluster-primary.js', { PORT: String(clusterPort), WORKERS: String(n) }, { timeout: 60000 })
+  fronts.cluster = { url: `http://127.0.0.1:${clusterPort}` }
+  await forkReady('http-proxy-front.js', { CONFIG: JSON.stringify({ port: httpProxyPort, workers: workerPorts.map((port) => ({ port })) }) })
+  fronts['http-proxy'] = { url: `http://127.0.0.1:${httpProxyPort}` }
+  return fronts
+}
+
+async function queueing (args, fronts, load) {
+  const rows = []
+  const names = ['embedded', 'haproxy', 'cluster'].filter((n) => fronts[n])
+  for (const [k, rho] of args.rho.entries()) {
+    const schedule = makeSchedule({ rho, workers: args.workers, durationMs: args.duration * 1000, median: args.median, sigma: args.sigma, capMs: args.cap, seed: args.seed + k })
+    for (const name of names) {
+      // Warm the connections and JIT with a short burst at the same rate, then measure.
+      const warm = makeSchedule({ rho, workers: args.workers, durationMs: 1000, median: args.median, sigma: args.sigma, capMs: args.cap, seed: 7 })
+      await ask(load, { cmd: 'run', url: fronts[name].url, at: warm.at, ms: warm.ms })
+      await sleep(300)
+      const r = await ask(load, { cmd: 'run', url: fronts[name].url, at: schedule.at, ms: schedule.ms })
+      const ideal = idealLatencies(r.sent, schedule.ms, args.workers)
+      const errors = r.status.filter((s) => s !== 200).length
+      const row = { rho, front: name, requests: r.latency.length, errors, rps: schedule.ratePerSecond }
+      for (const p of [50, 90, 99]) {
+        row[`p${p}`] = percentile(r.latency, p)
+        row[`ideal${p}`] = percentile(ideal, p)
+      }
+      rows.push(row)
+      console.log(`  ρ=${rho} ${name.padEnd(8)} p50 ${fmt(row.p50)} (ideal ${fmt(row.ideal50)})  p90 ${fmt(row.p90)} (${fmt(row.ideal90)})  p99 ${fmt(row.p99)} (${fmt(row.ideal99)})  errors ${errors}`)
+      await sleep(1000)
+    }
+  }
+  return rows
+}
+
+async function addedLatency (args, fronts, load) {
+  const out = {}
+  for (const name of ['direct', 'embedded', 'haproxy', 'cluster', 'http-proxy']) {
+    if (!fronts[name]) continue
+    await ask(load, { cmd: 'sequential', url: fronts[name].url, count: 200 })
+    const r = await ask(load, { cmd: 'sequential', url: fronts[name].url, count: args.addedCount })
+    out[name] = median(r.latency)
+  }
+  return out
+}
+
+async function buffering () {
+  const [w1, w2, w3, embeddedPort, embeddedStats, haproxyPort] = await freePorts(6)
+  const [direct, viaEmbedded, viaHaproxy] = await startWorkers([w1, w2, w3], { REPORT_BUSY: '1' })
+  await forkReady('embedded-front.js', { CONFIG: JSON.stringify({ options: { port: embeddedPort, statsPort: embeddedStats }, workers: [{ slot: 1, port: w2 }] }) })
+  const fronts = [
+    { name: 'direct', url: `http://127.0.0.1:${w1}`, worker: direct },
+    { name: 'embedded', url: `http://127.0.0.1:${embeddedPort}`, worker: viaEmbedded }
+  ]
+  if (haproxy.available()) {
+    await haproxy.startHaproxy([{ port: haproxyPort, workerPorts: [w3] }])
+    fronts.push({ name: 'haproxy', url: `http://127.0.0.1:${haproxyPort}`, worker: viaHaproxy })
+  }
+  return measureBuffering(fronts)
+}
+
+const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1)).padStart(5) + ' ms'
+
+function printQueueing (args, rows) {
+  const mean = lognormalMean(args.median, args.sigma)
+  console.log(`\n## Latency under load: ${args.workers} workers, service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per run, a new connection per request\n`)
+  console.log('| ρ | front | req/s | p50 ms (ideal) | p90 ms (ideal) | p99 ms (ideal) | p50 / ideal | p90 / ideal | p99 / ideal | errors |')
+  console.log('|---|---|---|---|---|---|---|---|---|---|')
+  for (const r of rows) {
+    const cell = (p) => `${r[`p${p}`].toFixed(1)} (${r[`ideal${p}`].toFixed(1)})`
+    const ratio = (p) => (r[`p${p}`] / r[`ideal${p}`]).toFixed(3)
+    console.log(`| ${r.rho} | ${r.front} | ${r.rps.toFixed(0)} | ${cell(50)} | ${cell(90)} | ${cell(99)} | ${ratio(50)} | ${ratio(90)} | ${ratio(99)} | ${r.errors} |`)
+  }
+}
+
+function printAdded (added) {
+  console.log('\n## Latency added per request (0 ms handler, sequential, new connection each; median)\n')
+  console.log('| front | median ms | added vs direct ms |')
+  console.log('|---|---|---|')
+  for (const [name, ms] of Object.entries(added)) {
+    console.log(`| ${name} | ${ms.toFixed(3)} | ${name === 'direct' ? '-' : (ms - added.direct).toFixed(3)} |`)
+  }
+}
+
+function printBuffering (b) {
+  console.log(`\n## Worker busy time with slow clients (render ${b.renderMs} ms; ${b.uploadKb} KB uploaded at ${b.rateKbps} KB/s; ${b.readKb} KB read at ${b.rateKbps} KB/s)\n`)
+  console.log('| front | worker busy, slow upload | worker busy, slow reader |')
+  console.log('|---|---|---|')
+  const cell = (r) => (r ? `${r.busyMs.toFixed(0)} ms${r.finished ? '' : ' (client gave up first)'}` : 'n/a')
+  for (const r of b.results) console.log(`| ${r.name} | ${cell(r.upload)} | ${cell(r.read)} |`)
+}
+
+async function main () {
+  const args = parseArgs(process.argv.slice(2))
+  const started = Date.now()
+  console.log(`bench: ${JSON.stringify(args)}`)
+  const fronts = await startFronts(args)
+  const load = await forkReady('load.js', {})
+  const rows = args.skip.includes('queueing') ? [] : await queueing(args, fronts, load)
+  const added = args.skip.includes('added') ? null : await addedLatency(args, fronts, load)
+  await stopAll()
+  const buffered = args.skip.includes('buffering') ? null : await buffering()
+  await stopAll()
+  if (rows.length) printQueueing(args, rows)
+  if (added) printAdded(added)
+  if (buffered) printBuffering(buffered)
+  console.log(`\n(total ${((Date.now() - started) / 1000).toFixed(0)} s)`)
+}
+
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stopAll().then(() => process.exit(130)))
+main().catch(async (err) => {
+  console.error(err)
+  await stopAll()
+  process.exit(1)
+})

@@ -1,0 +1,73 @@
+'use strict'
+
+// How long a slow client holds a worker, per front. One client uploads at 100 KB/s, another
+// reads at 100 KB/s; the render itself takes 50 ms. The worker reports its own busy time (from
+// the request's headers to its last byte handed to the kernel). With buffering, that stays
+// close to the render time; without, it grows to the client's transfer time.
+
+const http = require('node:http')
+
+const RATE = 100 * 1024 // bytes per second, both ways
+const TICK_MS = 50
+
+function slowUpload (url, bytes) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': bytes } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode))
+    })
+    req.on('error', reject)
+    const chunk = Buffer.alloc(Math.round(RATE * TICK_MS / 1000), 'u')
+    let sent = 0
+    const tick = () => {
+      const n = Math.min(chunk.length, bytes - sent)
+      sent += n
+      if (sent >= bytes) return req.end(chunk.subarray(0, n))
+      req.write(chunk.subarray(0, n))
+      setTimeout(tick, TICK_MS)
+    }
+    tick()
+  })
+}
+
+// Reads at RATE; gives up (closing the connection) after `giveUpMs`.
+function slowRead (url, giveUpMs) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      const start = performance.now()
+      let received = 0
+      const giveUp = setTimeout(() => { req.destroy(); resolve({ received, complete: false }) }, giveUpMs)
+      res.on('data', (c) => {
+        received += c.length
+        const ahead = (received / RATE) * 1000 - (performance.now() - start)
+        if (ahead > 0) {
+          res.pause()
+          setTimeout(() => res.resume(), ahead)
+        }
+      })
+      res.on('end', () => { clearTimeout(giveUp); resolve({ received, complete: true }) })
+    })
+    req.on('error', (err) => (err.code === 'ECONNRESET' ? resolve({ complete: false }) : reject(err)))
+  })
+}
+
+// fronts: [{ name, url, worker }] where worker is the forked bench worker (REPORT_BUSY) that
+// serves that front alone. Resolves [{ name, uploadBusyMs, readBusyMs }].
+async function measureBuffering (fronts, { renderMs = 50, uploadKb = 300, readKb = 1024, giveUpMs = 12000 } = {}) {
+  const busy = new Map()
+  for (const f of fronts) {
+    busy.set(f.name, [])
+    f.worker.on('message', (m) => { if (m.busy) busy.get(f.name).push(m.busy) })
+  }
+  const results = await Promise.all(fronts.map(async (f) => {
+    await slowUpload(`${f.url}/upload?ms=${renderMs}`, uploadKb * 1024)
+    const read = await slowRead(`${f.url}/download?ms=${renderMs}&kb=${readKb}`, giveUpMs)
+    await new Promise((resolve) => setTimeout(resolve, 200)) // let the last busy report arrive
+    const reports = busy.get(f.name)
+    const of = (path) => reports.find((r) => r.url.startsWith(path))
+    return { name: f.name, upload: of('/upload'), read: of('/download'), readComplete: read.complete }
+  }))
+  return { renderMs, uploadKb, readKb, rateKbps: RATE / 1024, results }
+}
+
+module.exports = { measureBuffering, slowUpload, slowRead }

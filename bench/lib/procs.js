@@ -1,0 +1,83 @@
+'use strict'
+
+// Every process the bench starts is registered here and killed on the way out, whatever
+// happens (normal end, error, Ctrl-C).
+
+const net = require('node:net')
+const path = require('node:path')
+const { fork, spawn } = require('node:child_process')
+
+const children = new Set()
+
+function track (child) {
+  children.add(child)
+  child.exited = new Promise((resolve) => child.once('exit', resolve))
+  child.exited.then(() => children.delete(child))
+  return child
+}
+
+// Fork a bench script and wait for its { ready: true } message.
+function forkReady (script, env, { timeout = 20000 } = {}) {
+  const child = track(fork(path.join(__dirname, script), [], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] }))
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${script} not ready within ${timeout} ms`)), timeout)
+    const onMessage = (m) => {
+      if (!m || !m.ready) return
+      clearTimeout(t)
+      child.removeListener('message', onMessage)
+      resolve(child)
+    }
+    child.on('message', onMessage)
+    child.once('exit', (code) => { clearTimeout(t); reject(new Error(`${script} exited (${code}) before ready`)) })
+  })
+}
+
+function spawnTracked (cmd, args, opts) {
+  return track(spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], ...opts }))
+}
+
+async function stop (child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return
+  child.kill('SIGKILL')
+  await child.exited
+}
+
+async function stopAll () {
+  await Promise.all([...children].map(stop))
+}
+
+function canBind (port) {
+  return new Promise((resolve) => {
+    const s = net.createServer()
+    s.once('error', () => resolve(false))
+    s.listen({ port, host: '127.0.0.1', exclusive: true }, () => s.close(() => resolve(true)))
+  })
+}
+
+// `count` consecutive free ports on 127.0.0.1.
+async function freePorts (count) {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 30000)
+    let ok = true
+    for (let p = base; p < base + count && ok; p++) ok = await canBind(p)
+    if (ok) return Array.from({ length: count }, (_, i) => base + i)
+  }
+  throw new Error(`no run of ${count} free ports`)
+}
+
+function waitForPort (port, { timeout = 10000 } = {}) {
+  const deadline = Date.now() + timeout
+  return new Promise((resolve, reject) => {
+    const attempt = () => {
+      const s = net.connect(port, '127.0.0.1')
+      s.once('connect', () => { s.destroy(); resolve() })
+      s.once('error', () => {
+        if (Date.now() > deadline) return reject(new Error(`nothing listens on ${port} after ${timeout} ms`))
+        setTimeout(attempt, 50)
+      })
+    }
+    attempt()
+  })
+}
+
+module.exports = { forkReady, spawnTracked, stop, stopAll, freePorts, waitForPort }
