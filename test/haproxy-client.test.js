@@ -215,9 +215,10 @@ t.test('a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET naming the 
 t.test('a socket that never answers → a timeout, not a hang', async (t) => {
   const dir = tempDir(t)
   const socket = path.join(dir, 'silent.sock')
-  const silent = net.createServer((s) => s.on('error', () => {})) // accepts, reads, never replies
+  const conns = new Set()
+  const silent = net.createServer((s) => { conns.add(s); s.on('error', () => {}).resume() }) // reads, never replies
   await new Promise((resolve) => silent.listen(socket, resolve))
-  t.teardown(() => new Promise((resolve) => { silent.close(resolve) }))
+  t.teardown(() => new Promise((resolve) => { for (const c of conns) c.destroy(); silent.close(resolve) }))
   const client = new HaproxyClient({ socket, timeout: 200 })
   const started = Date.now()
   const err = await rejection(client.level())
@@ -237,7 +238,8 @@ function clientAs (uid, socket) {
       .then((level) => console.log(JSON.stringify({ level })),
             (err) => console.log(JSON.stringify({ code: err.code, message: err.message })))`
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
+    // Without NODE_OPTIONS: tap's hooks (added to every spawn) would write tap's files as `uid`.
+    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     const timer = setTimeout(() => child.kill('SIGKILL'), 10000)

@@ -65,4 +65,4 @@ function fromArgv (argv, table) {
   return out
 }
 
-module.exports = { toYargs, fromArgv }
+module.exports = { toYargs, fromArgv, describeDefault }

@@ -10,6 +10,9 @@ const { createLogger } = require('../logger')
 const { EXIT } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
+// control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
+const { createControlServer } = require('../control/server')
+const { defaultControlPath, frontPortOf } = require('../control/path')
 
 const DEFAULT_FRONT = 'embedded'
 
@@ -37,19 +40,30 @@ function builder (y) {
 
 async function handler (argv) {
   let pool
+  let control = null
+  let stopped
   try {
     const options = resolveOptions(fromArgv(argv, OPTIONS))
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
     const front = FRONTS[argv.balancer]
     const frontOptions = fromArgv(argv, front.options())
     pool = new Pool({ ...options, app: argv.app, logger, fronts: [front.create({ ...frontOptions, workers: options.workers }, { logger })] })
+    // control socket: claimed before any port or worker, so a second `pool start` on the same
+    // socket refuses (CONTROL_IN_USE) without disturbing the running pool.
+    const frontPort = frontPortOf({ balancer: argv.balancer, port: frontOptions.port ?? front.options().port?.default, workerPort: options.workerPort })
+    control = await createControlServer({ path: options.control ?? defaultControlPath(frontPort), pool, logger })
+    // A stop during start (signal or `pool stop`) ends the pool before start() settles.
+    stopped = new Promise((resolve) => pool.once('stopped', resolve))
     handleSignals(pool, logger)
+    handleControlSignals(pool, logger)
     pool.on('failed', (err) => { process.exitCode = err.exitCode ?? EXIT.FAILURE })
-    await pool.start()
+    await Promise.race([pool.start(), stopped])
   } catch (err) {
+    await control?.close()
     return printError(err)
   }
-  const { clean } = await new Promise((resolve) => pool.once('stopped', resolve))
+  const { clean } = await stopped
+  await control.close() // answers the `pool stop` that may have caused this, removes the file
   if (pool.failure) return printError(pool.failure)
   process.exit(clean ? EXIT.OK : EXIT.UNCLEAN_STOP)
 }
@@ -70,6 +84,26 @@ function handleSignals (pool, logger) {
   process.on('SIGTERM', onStop)
   process.on('SIGINT', onStop)
   pool.handleSignals?.(logger)
+}
+
+// control signals: HUP rolling reload, TTIN one worker more, TTOU one fewer (never below 1).
+// The same operations as `pool reload|scale`; the outcome goes to the log.
+function handleControlSignals (pool, logger) {
+  const run = (signal, what, operation, describe) => {
+    logger.info({ event: 'signal', signal }, `${signal}: ${what}`)
+    Promise.resolve().then(operation).then(
+      (result) => logger.info({ event: 'signal-done', signal, result }, `${signal}: ${describe(result)}`),
+      (err) => logger.warn({ event: 'signal-failed', signal, code: err.code, error: err.message }, `${signal}: ${what} failed: ${err.message}`)
+    )
+  }
+  const { formatReload, formatScale } = require('../control/format')
+  const say = (format) => (result) => format(result).trim()
+  process.on('SIGHUP', () => run('SIGHUP', 'rolling reload', () => pool.reload(), say(formatReload)))
+  process.on('SIGTTIN', () => run('SIGTTIN', `scale to ${pool.target + 1} workers`, () => pool.scale(pool.target + 1), say(formatScale)))
+  process.on('SIGTTOU', () => {
+    if (pool.target <= 1) return logger.warn({ event: 'signal', signal: 'SIGTTOU' }, 'SIGTTOU: already at 1 worker; not scaling below 1')
+    run('SIGTTOU', `scale to ${pool.target - 1} workers`, () => pool.scale(pool.target - 1), say(formatScale))
+  })
 }
 
 module.exports = {

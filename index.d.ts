@@ -1,0 +1,202 @@
+// Types for `pool`: a process-pool supervisor for CPU-heavy Node.js HTTP services.
+// Durations are milliseconds. Defaults are given in each comment and in README.md.
+
+import type { EventEmitter } from 'node:events'
+import type { IncomingMessage, ServerResponse, Server } from 'node:http'
+import type { Logger } from 'pino'
+
+export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void
+/** Anything `listen()` and the app module may hand over. */
+export type Servable = RequestListener | Server | { callback(): RequestListener }
+
+/**
+ * Serve `target` one request at a time. Under `pool start` the pool's runtime binds the slot's
+ * port and reports readiness to the supervisor; under plain `node app.js` it listens on
+ * `$PORT` (default 3000).
+ */
+export function listen (target: Servable, options?: { port?: number, host?: string }): Server
+
+export type WorkerState = 'booting' | 'ready' | 'busy' | 'draining' | 'dead' | 'given-up'
+
+export interface RunningRequest {
+  method: string
+  url: string
+  /** epoch ms when the supervisor heard the request start */
+  startedAt: number
+  /** ms the request has been running */
+  age: number
+}
+
+export interface WorkerSnapshot {
+  slot: number
+  /** the HAProxy server name, `worker<slot>` */
+  name: string
+  pid: number | null
+  host: string
+  port: number
+  state: WorkerState
+  startedAt: number | null
+  readyAt: number | null
+  /** ms since ready, 0 when not ready */
+  uptime: number
+  /** requests served by the current process */
+  requests: number
+  /** requests served in this slot by every process */
+  totalRequests: number
+  /** requests that reached the worker while it was busy (a balancer misconfiguration) */
+  queued: number
+  /** processes started in this slot after the first */
+  restarts: number
+  /** bytes, as last reported by the worker */
+  rss: number | null
+  request: RunningRequest | null
+  lastExit: { code: number | null, signal: string | null, reason: string, at: number } | null
+}
+
+export interface ExitInfo extends WorkerSnapshot {
+  code: number | null
+  signal: string | null
+  /** 'crashed' | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' | 'stop' | 'reload' | 'scale-down' | 'max-requests' | 'max-rss' | ... */
+  reason: string
+}
+
+/** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
+export interface Front {
+  name?: string
+  start(pool: Pool): Promise<void>
+  workerReady(worker: WorkerSnapshot): void
+  workerGone(worker: WorkerSnapshot): void
+  drain(worker: WorkerSnapshot): Promise<void>
+  stopping?(): void
+  stop(): Promise<void>
+  status(): Record<string, unknown>
+  /** optional: throw a PoolError when the front cannot serve `workers` slots */
+  checkScale?(workers: number): Promise<void> | void
+}
+
+export interface PoolOptions {
+  /** path of the app module (required) */
+  app: string
+  /** number of workers; default `$WEB_CONCURRENCY`, else the number of CPUs */
+  workers?: number
+  /** default '127.0.0.1' */
+  workerHost?: string
+  /** port of slot 1; slot i listens on workerPort + i - 1. Default 9002 */
+  workerPort?: number
+  /** a request running longer gets its worker SIGKILLed. Default 30000 */
+  timeout?: number
+  /** a worker not ready within this is killed. Default 60000 */
+  bootTimeout?: number
+  /** an idle worker silent this long is treated as hung. Default 10000 */
+  heartbeatTimeout?: number
+  /** default 1000 */
+  heartbeatInterval?: number
+  /** on stop, how long running requests may finish before SIGTERM. Default 30000 */
+  gracefulTimeout?: number
+  /** after SIGTERM, how long before SIGKILL. Default 5000 */
+  killTimeout?: number
+  /** first respawn delay. Default 100 */
+  restartDelay?: number
+  /** default 1.5 */
+  restartFactor?: number
+  /** default 15000 */
+  restartMaxDelay?: number
+  /** uptime after which a slot's crash count resets. Default 30000 */
+  healthyAfter?: number
+  /** consecutive deaths before ready after which a slot is given up. Default 5 */
+  maxBootFailures?: number
+  /** slots replaced at a time by reload and recycling. Default 1 */
+  reloadBatch?: number
+  /** recycle a worker after this many requests; 0 = never (default) */
+  maxRequests?: number
+  /** add 0..this to each worker's request limit. Default 0 */
+  maxRequestsJitter?: number
+  /** recycle a worker above this RSS in MB after a request; 0 = never (default) */
+  maxRss?: number
+  /** upper bound for scale(); 0 = none (default) */
+  maxWorkers?: number
+  /** default 'info' */
+  logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
+  /** default 'auto': pretty on a terminal, JSON lines otherwise */
+  logFormat?: 'auto' | 'json' | 'pretty'
+  /** a pino logger to use instead of creating one */
+  logger?: Logger
+  /** what sits in front of the workers; default: nothing */
+  fronts?: Front[]
+  /** extra environment for the workers */
+  env?: Record<string, string>
+  /** node flags for the workers; default: the supervisor's, without --inspect */
+  execArgv?: string[]
+  /** working directory of the workers; default process.cwd() */
+  cwd?: string
+}
+
+export interface PoolStatus {
+  pid: number
+  app: string
+  phase: 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
+  target: number
+  front: Record<string, unknown>
+  queue: number
+  reload: { stage: string, pending: number, active: number[], replaced: number } | null
+  workers: WorkerSnapshot[]
+}
+
+export interface ReloadResult {
+  replaced: Array<{ slot: number, oldPid: number, newPid: number }>
+  ms: number
+}
+
+export declare class Pool extends EventEmitter {
+  constructor (options: PoolOptions)
+  readonly options: Required<Omit<PoolOptions, 'logger' | 'fronts' | 'env' | 'execArgv' | 'cwd'>>
+  readonly logger: Logger
+  /** resolves when every slot is ready or given up (at least one ready) */
+  start (): Promise<this>
+  /** graceful stop; `clean` is false when a worker had to be signalled */
+  stop (options?: { timeout?: number }): Promise<{ clean: boolean }>
+  /** SIGKILL every worker now */
+  kill (): Promise<{ clean: boolean }>
+  /** rolling reload; rejects with POOL_E_RELOAD_FAILED (old workers keep serving) */
+  reload (): Promise<ReloadResult>
+  scale (workers: number): Promise<{ from: number, to: number }>
+  workers (): WorkerSnapshot[]
+  status (): PoolStatus
+
+  on (event: 'spawn' | 'ready' | 'busy' | 'idle' | 'removed', listener: (worker: WorkerSnapshot) => void): this
+  on (event: 'state', listener: (worker: WorkerSnapshot & { from: WorkerState }) => void): this
+  on (event: 'exit', listener: (worker: ExitInfo) => void): this
+  on (event: 'hung', listener: (worker: WorkerSnapshot & { reason: 'timeout' | 'heartbeat' }) => void): this
+  on (event: 'draining', listener: (worker: WorkerSnapshot & { reason: string }) => void): this
+  on (event: 'queued', listener: (worker: WorkerSnapshot & { waiting: number }) => void): this
+  on (event: 'boot-failed', listener: (worker: ExitInfo & { error: { message: string, stack: string } | null }) => void): this
+  on (event: 'give-up', listener: (worker: WorkerSnapshot & { error: { message: string, stack?: string } }) => void): this
+  on (event: 'stopping', listener: () => void): this
+  on (event: 'stopped', listener: (result: { clean: boolean }) => void): this
+  on (event: 'failed', listener: (error: PoolError) => void): this
+}
+
+export declare class PoolError extends Error {
+  code: string
+  exitCode: number
+  details?: Record<string, unknown>
+}
+
+export declare const codes: {
+  readonly BAD_OPTION: 'POOL_E_BAD_OPTION'
+  readonly APP_NOT_FOUND: 'POOL_E_APP_NOT_FOUND'
+  readonly PORT_IN_USE: 'POOL_E_PORT_IN_USE'
+  readonly BOOT_FAILED: 'POOL_E_BOOT_FAILED'
+  readonly NOT_STARTED: 'POOL_E_NOT_STARTED'
+  readonly STOPPING: 'POOL_E_STOPPING'
+  readonly HAPROXY_SOCKET: 'POOL_E_HAPROXY_SOCKET'
+  readonly HAPROXY_PERMISSION: 'POOL_E_HAPROXY_PERMISSION'
+  readonly HAPROXY_LEVEL: 'POOL_E_HAPROXY_LEVEL'
+  readonly HAPROXY_NO_BACKEND: 'POOL_E_HAPROXY_NO_BACKEND'
+  readonly HAPROXY_NO_SERVER: 'POOL_E_HAPROXY_NO_SERVER'
+  readonly HAPROXY_COMMAND: 'POOL_E_HAPROXY_COMMAND'
+  readonly CONTROL_IN_USE: 'POOL_E_CONTROL_IN_USE'
+  readonly CONTROL_UNREACHABLE: 'POOL_E_CONTROL_UNREACHABLE'
+  readonly RELOAD_FAILED: 'POOL_E_RELOAD_FAILED'
+  readonly BUSY: 'POOL_E_BUSY'
+}

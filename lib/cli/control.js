@@ -1,0 +1,113 @@
+'use strict'
+
+// `pool status|reload|scale|stop`: commands for a running pool, sent over its control socket
+// (lib/control). The socket is found the way `pool start` made it: --control, else the
+// default path named after --port (see lib/control/path.js).
+
+const { EXIT, poolError, codes } = require('../errors')
+const { toYargs, fromArgv } = require('./flags')
+const { printError } = require('./output')
+const { sendCommand } = require('../control/client')
+const { clientControlPath, otherControlSockets } = require('../control/path')
+const { formatStatus, statusJson, formatReload, formatScale, formatStop } = require('../control/format')
+
+const DEFAULT_FRONT_PORT = 9001
+
+// In the options table format of lib/options.js, so flags parse and fail like `pool start`'s.
+const CONNECTION = {
+  control: { flag: 'control', kind: 'string', group: 'Control socket', describe: 'Path of the pool\'s control socket (as given to pool start --control)' },
+  port: { flag: 'port', kind: 'port', group: 'Control socket', defaultText: String(DEFAULT_FRONT_PORT), describe: 'The pool\'s front port, to find its default control socket: the balancer --port, or the --worker-port with --balancer none/haproxy' },
+  timeout: { flag: 'timeout', kind: 'duration', group: 'Control socket', defaultText: '10s for status, 15m otherwise', describe: 'How long to wait for the pool\'s answer (0: forever)' }
+}
+
+// reload, scale and stop wait for drains and boots, which have no fixed bound.
+const TIMEOUTS = { status: 10000, reload: 15 * 60000, scale: 15 * 60000, stop: 15 * 60000 }
+
+function connectionBuilder (y) {
+  return y.options(toYargs(CONNECTION))
+}
+
+// Send one command; on "no pool here" with a default path, name the pools that do exist.
+async function send (argv, command, args = {}, { waitForClose = false } = {}) {
+  const o = fromArgv(argv, CONNECTION)
+  const socketPath = clientControlPath({ control: o.control, frontPort: o.port ?? DEFAULT_FRONT_PORT })
+  const timeout = o.timeout ?? TIMEOUTS[command]
+  try {
+    return await sendCommand(socketPath, command, args, { timeout: timeout === 0 ? Infinity : timeout, waitForClose })
+  } catch (err) {
+    if (err.code === codes.CONTROL_UNREACHABLE && !o.control && ['missing', 'refused'].includes(err.details?.reason)) {
+      const others = otherControlSockets().filter((s) => s.path !== socketPath)
+      if (others.length > 0) err.message += ` (found ${others.map((s) => `${s.path}: use --port ${s.port}`).join('; ')})`
+      else err.message += ' (pass the --port or --control the pool was started with)'
+    }
+    throw err
+  }
+}
+
+function command (spec) {
+  return {
+    ...spec,
+    builder: (y) => connectionBuilder(spec.builder ? spec.builder(y) : y),
+    handler: async (argv) => {
+      try {
+        const code = await spec.run(argv)
+        process.exit(code ?? EXIT.OK)
+      } catch (err) {
+        printError(err)
+      }
+    }
+  }
+}
+
+const status = command({
+  command: 'status',
+  describe: 'show every worker slot of a running pool, its queue and its front',
+  builder: (y) => y.option('json', { type: 'boolean', describe: 'print the status as JSON: { front, queue, workers: [...] }' }),
+  run: async (argv) => {
+    const s = await send(argv, 'status')
+    process.stdout.write(argv.json ? statusJson(s) : formatStatus(s))
+  }
+})
+
+const reload = command({
+  command: 'reload',
+  describe: 'rolling reload: replace every worker with the code now on disk, without failing a request',
+  run: async (argv) => {
+    process.stdout.write(formatReload(await send(argv, 'reload')))
+  }
+})
+
+const scale = command({
+  command: 'scale <workers>',
+  describe: 'change the number of workers (going down drains the highest slots first)',
+  builder: (y) => y.positional('workers', { type: 'string', describe: 'the new number of workers' }),
+  run: async (argv) => {
+    const raw = String(argv.workers)
+    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) throw poolError(codes.BAD_OPTION, `pool scale: the number of workers must be a positive integer (got '${raw}')`)
+    process.stdout.write(formatScale(await send(argv, 'scale', { workers: Number(raw) })))
+  }
+})
+
+const stop = command({
+  command: 'stop',
+  describe: 'graceful stop: running requests finish, then the pool exits',
+  run: async (argv) => {
+    const result = await send(argv, 'stop', {}, { waitForClose: true })
+    await processGone(result.pid, 10000)
+    process.stdout.write(formatStop(result))
+    return result.clean ? EXIT.OK : EXIT.UNCLEAN_STOP
+  }
+})
+
+// The pool answers `stop` just before it exits; wait (bounded) for the process to be gone, so
+// a script can start a new pool on the same ports right after `pool stop` returns.
+async function processGone (pid, timeout) {
+  if (!Number.isInteger(pid)) return
+  const deadline = Date.now() + timeout
+  while (Date.now() < deadline) {
+    try { process.kill(pid, 0) } catch (err) { if (err.code === 'ESRCH') return }
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
+
+module.exports = [status, reload, scale, stop]

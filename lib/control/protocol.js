@@ -1,0 +1,89 @@
+'use strict'
+
+// The control protocol: newline-delimited JSON over a unix socket. One request per line, one
+// response per request, matched by `id`; a connection may carry several requests and each is
+// answered when it finishes (a `status` is answered while a `reload` on the same connection
+// still runs).
+//
+//   → { "id": 1, "command": "scale", "args": { "workers": 6 } }
+//   ← { "id": 1, "ok": true, "result": { "from": 4, "to": 6 } }
+//   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...",
+//        "exitCode": 2, "appError": { "message": "...", "stack": "..." } } }
+//
+// Commands: status, reload, scale { workers }, stop, and ping (→ { pid, phase }: the cheap
+// "is a pool alive here" probe used before claiming a socket).
+
+const { poolError, codes, EXIT } = require('../errors')
+
+const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'stop', 'ping'])
+const MAX_LINE = 1024 * 1024 // a request is a few dozen bytes; anything this long is not one
+
+function encode (message) {
+  return JSON.stringify(message) + '\n'
+}
+
+// Splits a byte stream into lines; calls onLine(text) for each complete one.
+class LineReader {
+  constructor (onLine, { maxLine = MAX_LINE } = {}) {
+    this.onLine = onLine
+    this.maxLine = maxLine
+    this.buffer = ''
+  }
+
+  push (chunk) {
+    this.buffer += chunk
+    let i
+    while ((i = this.buffer.indexOf('\n')) >= 0) {
+      const line = this.buffer.slice(0, i)
+      this.buffer = this.buffer.slice(i + 1)
+      if (line.trim() !== '') this.onLine(line)
+    }
+    if (this.buffer.length > this.maxLine) throw new Error(`control message longer than ${this.maxLine} bytes`)
+  }
+}
+
+// An Error (usually a PoolError) as the `error` member of a response.
+function serializeError (err) {
+  const out = {
+    code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : 'POOL_E_INTERNAL',
+    message: err?.message || String(err)
+  }
+  if (Number.isInteger(err?.exitCode)) out.exitCode = err.exitCode
+  const appError = err?.details?.appError
+  if (appError) {
+    out.appError = { message: appError.message, stack: appError.stack }
+    if (err.details.headline) out.headline = err.details.headline
+  }
+  return out
+}
+
+// The `error` member of a response, back into a PoolError the CLI can print with printError.
+function deserializeError (error) {
+  const details = error.appError ? { headline: error.headline || error.message, appError: error.appError } : undefined
+  const err = poolError(error.code || 'POOL_E_INTERNAL', error.message || 'the pool reported an error without a message', {
+    exitCode: Number.isInteger(error.exitCode) && error.exitCode > 0 ? error.exitCode : EXIT.FAILURE,
+    details
+  })
+  err.remote = true // said by the pool, not by the connection
+  return err
+}
+
+function badRequest (message) {
+  return poolError(codes.BAD_OPTION, `bad control request: ${message}`)
+}
+
+// Parses and checks one request line. Returns { id, command, args } or throws badRequest, with
+// `id` attached when the line had one (so the error response can carry it).
+function parseRequest (line) {
+  let req
+  try { req = JSON.parse(line) } catch { throw badRequest('not JSON') }
+  if (req === null || typeof req !== 'object' || Array.isArray(req)) throw badRequest('not a JSON object')
+  const id = req.id ?? null
+  const fail = (message) => Object.assign(badRequest(message), { requestId: id })
+  if (!COMMANDS.includes(req.command)) throw fail(`unknown command ${JSON.stringify(req.command)} (known: ${COMMANDS.join(', ')})`)
+  const args = req.args ?? {}
+  if (typeof args !== 'object' || Array.isArray(args)) throw fail('args must be an object')
+  return { id, command: req.command, args }
+}
+
+module.exports = { COMMANDS, MAX_LINE, encode, LineReader, serializeError, deserializeError, parseRequest }

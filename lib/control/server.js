@@ -1,0 +1,213 @@
+'use strict'
+
+// The control socket a running pool answers `pool status|reload|scale|stop` on (protocol in
+// ./protocol.js). It is claimed before any worker starts, so a second `pool start` on the same
+// socket refuses before it touches a port.
+//
+// Mode 0600 without a window: the socket is bound inside a fresh 0700 directory (nobody else
+// can even reach it there), chmod-ed to 0600, then hard-linked to its real name. link(2) fails
+// if the name exists, so two pools starting at once cannot both win the name, and an owner
+// check (dev/ino) on close keeps a pool from unlinking a socket that is no longer its own.
+
+const fs = require('node:fs')
+const net = require('node:net')
+const path = require('node:path')
+const { poolError, codes } = require('../errors')
+const { MAX_SOCKET_PATH } = require('./path')
+const { encode, LineReader, serializeError, parseRequest } = require('./protocol')
+const { sendCommand } = require('./client')
+
+const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its socket counts as taken anyway
+const CLOSE_GRACE = 2000 // ms close() waits for commands in flight (the `stop` that caused it) to be answered
+
+// What each command does to the pool. Methods may throw synchronously (a pool that is not
+// running) or reject; either becomes an error response.
+const HANDLERS = {
+  ping: (pool) => ({ pid: process.pid, phase: pool.phase }),
+  status: (pool) => pool.status(),
+  reload: (pool) => pool.reload(),
+  scale: (pool, args) => pool.scale(args.workers),
+  stop: async (pool) => ({ ...(await pool.stop()), pid: process.pid })
+}
+
+class ControlServer {
+  constructor ({ path: socketPath, pool, logger }) {
+    this.path = path.resolve(socketPath)
+    this.pool = pool
+    this.logger = logger
+    this.server = net.createServer((socket) => this.onConnection(socket))
+    this.sockets = new Set()
+    this.inFlight = new Set()
+    this.owned = null // { dev, ino } of the file we linked, once claimed
+    this.closing = null
+    this.removeOnExit = () => this.unlinkIfOurs()
+  }
+
+  // Claims the path (refusing if a live pool has it, replacing a stale file) and listens.
+  async listen () {
+    checkPathLength(this.path)
+    await this.ensureFree()
+    const dir = makePrivateDir(this.path)
+    const staging = path.join(dir, 's')
+    try {
+      await new Promise((resolve, reject) => {
+        this.server.once('error', reject)
+        this.server.listen(staging, () => { this.server.removeListener('error', reject); resolve() })
+      })
+      fs.chmodSync(staging, 0o600)
+      await this.publish(staging)
+    } catch (err) {
+      await new Promise((resolve) => this.server.close(() => resolve()))
+      throw err
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+    const st = fs.statSync(this.path)
+    this.owned = { dev: st.dev, ino: st.ino }
+    // An exit that skips close() (printError, a fatal error) still leaves no stale file.
+    process.once('exit', this.removeOnExit)
+    this.logger?.info({ event: 'control-listening', path: this.path }, `control socket ${this.path}`)
+    return this
+  }
+
+  async publish (staging) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return fs.linkSync(staging, this.path)
+      } catch (err) {
+        // Another pool started between our check and our link: check again (it refuses if live).
+        if (err.code === 'EEXIST' && attempt === 0) { await this.ensureFree(); continue }
+        // A filesystem without hard links: the check above is the best we can do, then rename.
+        if (err.code === 'EPERM' || err.code === 'ENOTSUP' || err.code === 'EOPNOTSUPP') return fs.renameSync(staging, this.path)
+        throw claimError(this.path, err)
+      }
+    }
+  }
+
+  // Nothing at the path, or a socket nobody listens on (a pool that was SIGKILLed): fine, the
+  // latter is removed. A live pool, or anything we cannot judge, is refused.
+  async ensureFree () {
+    let st
+    try { st = fs.lstatSync(this.path) } catch (err) {
+      if (err.code === 'ENOENT') return
+      throw claimError(this.path, err)
+    }
+    if (!st.isSocket()) throw poolError(codes.BAD_OPTION, `control socket path ${this.path} exists and is not a socket; refusing to replace it`)
+    try {
+      const { pid } = await sendCommand(this.path, 'ping', {}, { timeout: PROBE_TIMEOUT })
+      throw poolError(codes.CONTROL_IN_USE, `another pool is running on control socket ${this.path} (pid ${pid})`)
+    } catch (err) {
+      if (err.code === codes.CONTROL_IN_USE) throw err
+      const reason = err.details?.reason
+      if (err.remote) throw poolError(codes.CONTROL_IN_USE, `another pool is running on control socket ${this.path}`)
+      if (reason === 'missing') return
+      if (reason === 'refused') {
+        try { fs.unlinkSync(this.path) } catch (e) { if (e.code !== 'ENOENT') throw claimError(this.path, e) }
+        this.logger?.info({ event: 'control-stale', path: this.path }, `removed a stale control socket ${this.path}`)
+        return
+      }
+      if (reason === 'denied') throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} belongs to another user; choose another --control path`)
+      throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} is in use by a process that does not answer as a pool (${err.message})`)
+    }
+  }
+
+  onConnection (socket) {
+    this.sockets.add(socket)
+    socket.setEncoding('utf8')
+    const reader = new LineReader((line) => this.onRequest(socket, line))
+    socket.on('data', (chunk) => {
+      try { reader.push(chunk) } catch (err) { this.reply(socket, { id: null, ok: false, error: serializeError(err) }); socket.end() }
+    })
+    socket.on('error', () => {}) // a client that went away; its command still runs to the end
+    socket.on('close', () => this.sockets.delete(socket))
+  }
+
+  onRequest (socket, line) {
+    let req
+    try { req = parseRequest(line) } catch (err) {
+      return this.reply(socket, { id: err.requestId ?? null, ok: false, error: serializeError(err) })
+    }
+    const { id, command, args } = req
+    if (command !== 'ping' && command !== 'status') {
+      this.logger?.info({ event: 'control-command', command, args }, `control: ${command}`)
+    }
+    const run = Promise.resolve().then(() => {
+      if (typeof this.pool[command] !== 'function' && command !== 'ping') {
+        throw poolError(codes.BAD_OPTION, `this pool does not support '${command}'`)
+      }
+      return HANDLERS[command](this.pool, args)
+    })
+    const answered = run.then(
+      (result) => this.reply(socket, { id, ok: true, result }),
+      (err) => this.reply(socket, { id, ok: false, error: serializeError(err) })
+    )
+    this.inFlight.add(answered)
+    answered.finally(() => this.inFlight.delete(answered))
+  }
+
+  reply (socket, message) {
+    if (!socket.destroyed && socket.writable) socket.write(encode(message))
+  }
+
+  // Stop listening and remove the socket file, answer what is in flight (the `stop` that led
+  // here is answered after the pool stopped), then hang up. Idempotent.
+  close () {
+    if (this.closing) return this.closing
+    this.closing = (async () => {
+      this.unlinkIfOurs()
+      process.removeListener('exit', this.removeOnExit)
+      const listening = new Promise((resolve) => this.server.close(() => resolve()))
+      await withTimeout(Promise.allSettled([...this.inFlight]), CLOSE_GRACE)
+      const hungUp = [...this.sockets].map((s) => new Promise((resolve) => { s.once('close', resolve); s.end() }))
+      await withTimeout(Promise.all(hungUp), CLOSE_GRACE)
+      for (const s of this.sockets) s.destroy()
+      await listening
+    })()
+    return this.closing
+  }
+
+  unlinkIfOurs () {
+    if (!this.owned) return
+    try {
+      const st = fs.lstatSync(this.path)
+      if (st.dev === this.owned.dev && st.ino === this.owned.ino) fs.unlinkSync(this.path)
+    } catch {}
+    this.owned = null
+  }
+}
+
+function checkPathLength (socketPath) {
+  const bytes = Buffer.byteLength(socketPath)
+  if (bytes > MAX_SOCKET_PATH) {
+    throw poolError(codes.BAD_OPTION, `control socket path ${socketPath} is too long (${bytes} bytes; unix sockets allow ${MAX_SOCKET_PATH}); choose a shorter --control path`)
+  }
+}
+
+// A 0700 directory beside the final path (same filesystem, so link/rename work).
+function makePrivateDir (socketPath) {
+  try {
+    return fs.mkdtempSync(path.join(path.dirname(socketPath), '.pool-'))
+  } catch (err) {
+    throw claimError(socketPath, err)
+  }
+}
+
+function claimError (socketPath, err) {
+  const dir = path.dirname(socketPath)
+  const why = err.code === 'ENOENT' ? `directory ${dir} does not exist`
+    : err.code === 'EACCES' || err.code === 'EPERM' ? `permission denied in ${dir}`
+      : err.message
+  return poolError(codes.BAD_OPTION, `cannot create control socket ${socketPath}: ${why}`, { cause: err })
+}
+
+function withTimeout (promise, ms) {
+  let timer
+  return Promise.race([promise, new Promise((resolve) => { timer = setTimeout(resolve, ms); timer.unref() })])
+    .finally(() => clearTimeout(timer))
+}
+
+async function createControlServer (options) {
+  return new ControlServer(options).listen()
+}
+
+module.exports = { ControlServer, createControlServer }

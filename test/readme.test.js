@@ -1,0 +1,26 @@
+'use strict'
+// The README's promises: its options tables match the code, and it holds exactly the two
+// set-up commands, the second of which is what .ci/run runs.
+const t = require('tap')
+const fs = require('node:fs')
+const path = require('node:path')
+const { render, README } = require('../lib/cli/options-doc')
+
+const readme = fs.readFileSync(README, 'utf8')
+
+t.test('options tables are generated from the code (npm run docs)', async (t) => {
+  t.equal(render(readme), readme, 'README.md options tables are current; run `npm run docs`')
+  t.match(readme, /\| `--workers` \(`-n`\) \| `workers` \|/)
+})
+
+t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
+  const quick = readme.split('## Quick start')[1].split('\n## ')[0]
+  const commands = [...quick.matchAll(/```sh\n([^`]+)```/g)].map((m) => m[1].trim())
+  t.equal(commands.length, 2, 'two commands')
+  t.match(commands[0], /pool start examples\/ssr\/server\.js/, 'the first starts the demo')
+  t.match(commands[1], /npm test/, 'the second runs the tests')
+  const ci = fs.readFileSync(path.join(__dirname, '..', '.ci', 'run'), 'utf8')
+  t.match(ci, /apt-get install -y[^\n]*haproxy nginx/)
+  t.match(ci, /npm ci/)
+  t.match(ci, /npm test/)
+})
