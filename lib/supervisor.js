@@ -392,7 +392,10 @@ class Pool extends EventEmitter {
   recycle () {
     if (this.phase !== 'running') return
     for (const h of this.handles.values()) {
-      if (!h.recycleDue || h.drain || h.state !== 'ready') continue
+      // A busy worker may start draining: the drain lets its request finish first. Waiting for
+      // an idle moment instead would never come under load, when the next request arrives in
+      // the same tick as the end of the last one.
+      if (!h.recycleDue || h.drain || !h.ready) continue
       if (this.unavailableCount() >= this.options.reloadBatch) return
       this.logger.info({ event: 'recycle', reason: h.recycleDue, slot: h.slot, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${h.recycleDue})`)
       this.beginDrain(h, { reason: h.recycleDue })
@@ -486,7 +489,7 @@ class Pool extends EventEmitter {
   bootFailure () {
     const h = [...this.handles.values()].find((x) => x.lastError) || {}
     const appError = h.lastError || { message: 'workers exited before becoming ready' }
-    const headline = `the app failed to boot in every slot (${this.target} slots gave up)`
+    const headline = `the app failed to boot in every slot (${this.target} gave up)`
     return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { exitCode: EXIT.FAILURE, details: { headline, appError } })
   }
 

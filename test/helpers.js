@@ -12,6 +12,14 @@ const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'pool.js')
 const FIXTURES = path.join(__dirname, 'fixtures')
 
+// The pool under test runs as in production: without tap's loader hooks, which tap passes to
+// every child through NODE_OPTIONS (they make each worker heavier and slower to boot).
+function cleanEnv (extra = {}) {
+  const env = { ...process.env, ...extra }
+  delete env.NODE_OPTIONS
+  return env
+}
+
 function canBind (port, host = '127.0.0.1') {
   return new Promise((resolve) => {
     const s = net.createServer()
@@ -74,7 +82,7 @@ function isAlive (pid) {
 function startPool (args, { env = {}, cwd = ROOT } = {}) {
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd,
-    env: { ...process.env, POOL_TEST: '1', ...env },
+    env: cleanEnv({ POOL_TEST: '1', ...env }),
     stdio: ['ignore', 'pipe', 'pipe']
   })
   child.logs = []
@@ -129,7 +137,7 @@ function startPool (args, { env = {}, cwd = ROOT } = {}) {
 // Run `pool ARGS...` to completion (bounded). Resolves { code, signal, stdout, stderr }.
 function runPool (args, { env = {}, timeout = 30000, cwd = ROOT } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })
@@ -139,4 +147,4 @@ function runPool (args, { env = {}, timeout = 30000, cwd = ROOT } = {}) {
   })
 }
 
-module.exports = { ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool }
+module.exports = { cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool }

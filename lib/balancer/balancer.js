@@ -13,13 +13,17 @@ const headers = require('./headers')
 const { replyError, replyPing } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { createStatsServer } = require('./stats-server')
-const { createFrontServer, listen, closeServer, urlOf } = require('./listen')
+const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
 
 // Only these are replayed on another worker after the first one died holding them.
 const IDEMPOTENT = new Set(['GET', 'HEAD'])
 
 // Pool events that count as failures in pool_failures_total.
 const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
+
+// On stop, connections still open this long after the queued requests were answered (a client
+// still sending a body, say) are cut.
+const STOP_GRACE_MS = 1000
 
 const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
 
@@ -45,7 +49,7 @@ class EmbeddedBalancer {
     })
     this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slotViews() }))
     this.server = createFrontServer(options, (req, res) => this.onRequest(req, res))
-    this.statsServer = options.statsPort ? createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() }) : null
+    this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
     this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
     this.poolListeners = []
@@ -92,8 +96,8 @@ class EmbeddedBalancer {
   stopping () {
     if (this.isStopping) return
     this.isStopping = true
-    this.server.close()
-    this.server.closeIdleConnections()
+    beginClose(this.server) // idle keep-alive clients are let go; busy ones get Connection: close
+    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued }, 'balancer closed its listener; serving what is queued')
   }
 
   async stop () {
@@ -101,10 +105,14 @@ class EmbeddedBalancer {
     this.isStopped = true
     this.dispatcher.clear((job) => this.fail(job, 'stopping'))
     this.workers.closeAll(new Error('the pool stopped'))
-    this.server.closeAllConnections()
     for (const [event, fn] of this.poolListeners) this.pool.removeListener(event, fn)
     this.poolListeners = []
+    const cut = setTimeout(() => {
+      this.server.closeAllConnections()
+      if (this.statsServer) this.statsServer.closeAllConnections()
+    }, STOP_GRACE_MS)
     await Promise.all([closeServer(this.server), this.statsServer && closeServer(this.statsServer)])
+    clearTimeout(cut)
   }
 
   status () {

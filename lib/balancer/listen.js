@@ -20,7 +20,7 @@ function createFrontServer (opts, onRequest) {
     connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS
   }, onRequest)
   // Node answers a malformed or timed-out request itself (400/408/431) and closes.
-  return server
+  return trackClose(server)
 }
 
 function listen (server, { port, host, flag }) {
@@ -40,15 +40,29 @@ function listen (server, { port, host, flag }) {
   })
 }
 
+// Stop accepting connections; open ones end on their own (idle keep-alive ones at once).
+function beginClose (server) {
+  if (!server.listening) return
+  server.closeRequested = true
+  server.close()
+}
+
+// Resolves once the server is closed and its last connection has ended.
 function closeServer (server) {
+  if (server.isClosed || (!server.listening && !server.closeRequested)) return Promise.resolve()
   return new Promise((resolve) => {
-    if (!server.listening) return resolve()
-    server.close(() => resolve())
+    server.once('close', resolve)
+    beginClose(server)
   })
+}
+
+function trackClose (server) {
+  server.once('close', () => { server.isClosed = true })
+  return server
 }
 
 function urlOf (host, port) {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`
 }
 
-module.exports = { createFrontServer, listen, closeServer, urlOf }
+module.exports = { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf }

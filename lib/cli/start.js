@@ -13,6 +13,7 @@ const { printError } = require('./output')
 // control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
 const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
+const { formatReload, formatScale } = require('../control/format')
 
 const DEFAULT_FRONT = 'embedded'
 
@@ -96,7 +97,6 @@ function handleControlSignals (pool, logger) {
       (err) => logger.warn({ event: 'signal-failed', signal, code: err.code, error: err.message }, `${signal}: ${what} failed: ${err.message}`)
     )
   }
-  const { formatReload, formatScale } = require('../control/format')
   const say = (format) => (result) => format(result).trim()
   process.on('SIGHUP', () => run('SIGHUP', 'rolling reload', () => pool.reload(), say(formatReload)))
   process.on('SIGTTIN', () => run('SIGTTIN', `scale to ${pool.target + 1} workers`, () => pool.scale(pool.target + 1), say(formatScale)))

@@ -149,6 +149,7 @@ function defaultsSection (t) {
     '    # The client is nginx on this host, which buffers the whole request first: nothing slow',
     '    # comes from it. Slow clients are nginx\'s job (its client_*_timeout, send_timeout).',
     `    timeout http-request ${duration(t.httpRequest)}`,
+    '    # Longer than queue + server, so nginx waiting for an answer is never cut off.',
     `    timeout client ${duration(t.client)}`,
     '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
@@ -167,7 +168,7 @@ function frontendSection (o) {
     `    bind ${hostPort(o.host, o.port)}`,
     '    # nginx reaches HAProxy here (keepalive upstream over a unix socket).',
     `    bind unix@${o.httpSocket} mode 600${owner}`,
-    '    option httplog',
+    ...(o.log === 'none' ? [] : ['    option httplog']),
     `    default_backend ${o.backend}`,
     ''
   ]

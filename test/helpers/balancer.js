@@ -16,7 +16,8 @@ const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
 
 function forkWorker (port, logFile) {
   return new Promise((resolve, reject) => {
-    const child = fork(WORKER, [], { env: { ...process.env, PORT: String(port), LOG_FILE: logFile || '' }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+    const env = { ...process.env, PORT: String(port), LOG_FILE: logFile || '', CRASH_MARKER: (logFile || path.join(os.tmpdir(), `pool-balancer-${port}`)) + '.crashed' }
+    const child = fork(WORKER, [], { env, execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
     child.exited = new Promise((resolve) => child.once('exit', resolve))
     const t = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`worker on ${port} not ready in 10 s`)) }, 10000)
     child.once('message', (m) => { clearTimeout(t); if (m.ready) resolve(child) })
@@ -29,10 +30,10 @@ async function startWorkers (t, count, { logFile } = {}) {
   const ports = await freePorts(count)
   const workers = []
   t.teardown(() => Promise.all(workers.map(stopWorker)))
-  for (let i = 0; i < count; i++) {
-    const child = await forkWorker(ports[i], logFile)
-    workers.push({ slot: i + 1, name: `worker${i + 1}`, pid: child.pid, host: '127.0.0.1', port: ports[i], child })
-  }
+  await Promise.all(ports.map(async (port, i) => {
+    const child = await forkWorker(port, logFile)
+    workers[i] = { slot: i + 1, name: `worker${i + 1}`, pid: child.pid, host: '127.0.0.1', port, child }
+  }))
   return workers
 }
 
@@ -101,4 +102,14 @@ function openRequest (url, { method = 'GET', headers = {}, body } = {}) {
   return { req, response }
 }
 
-module.exports = { startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
+// `count` workers behind a balancer with `options`, all reported ready (unless ready: false).
+// `seen()` lists the requests the workers received, from their shared log file.
+async function setup (t, count, options = {}, { ready = true, pool } = {}) {
+  const logFile = tmpLog(t)
+  const workers = await startWorkers(t, count, { logFile })
+  const balancer = await startBalancer(t, options, { pool })
+  if (ready) for (const w of workers) balancer.workerReady(snapshot(w))
+  return { workers, balancer, logFile, seen: () => readLog(logFile) }
+}
+
+module.exports = { setup, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }

@@ -1,0 +1,239 @@
+'use strict'
+
+// `pool config haproxy|nginx`: the configs are accepted by the real haproxy 2.6 / nginx 1.22,
+// behave as their comments say when run, and conf/ holds exactly what the generator prints.
+
+const t = require('tap')
+const fs = require('node:fs')
+const net = require('node:net')
+const http = require('node:http')
+const path = require('node:path')
+const { haproxyConfig } = require('../lib/config/haproxy')
+const { nginxConfig } = require('../lib/config/nginx')
+const { HaproxyClient } = require('../lib/haproxy/client')
+const { ROOT, freePorts, request, runPool, sleep, waitFor } = require('./helpers')
+const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER } = require('./helpers/haproxy')
+
+function writeFile (dir, name, text) {
+  const file = path.join(dir, name)
+  fs.writeFileSync(file, text)
+  return file
+}
+
+// An HTTP "worker" on `port` that counts what it received; `render` ms per request.
+async function startWorker (t, port, { render = 0, body = () => `worker on ${port}\n` } = {}) {
+  const worker = { requests: [], inFlight: 0, maxInFlight: 0 }
+  const server = http.createServer((req, res) => {
+    worker.inFlight++
+    worker.maxInFlight = Math.max(worker.maxInFlight, worker.inFlight)
+    worker.requests.push({ url: req.url, headers: req.headers, at: Date.now() })
+    setTimeout(() => { worker.inFlight--; res.end(body(req)) }, render)
+  })
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve))
+  worker.close = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()) })
+  t.teardown(worker.close)
+  return worker
+}
+
+t.test('haproxy -c accepts the generated config', async (t) => {
+  const dir = tempDir(t)
+  const variants = {
+    defaults: { workers: 15 },
+    'static-rr, spares, users': { workers: 4, maxWorkers: 8, balance: 'static-rr', socketUser: 'nobody', httpSocketUser: 'nobody', user: 'nobody', group: 'nogroup', log: 'stdout' },
+    'one worker, no log': { workers: 1, log: 'none', prefix: dir }
+  }
+  for (const [name, options] of Object.entries(variants)) {
+    const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)))
+    t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
+  }
+  const spares = haproxyConfig({ workers: 4, maxWorkers: 8 })
+  t.match(spares, /server worker8 127\.0\.0\.1:9009$/m, 'spare servers up to --max-workers')
+  t.notMatch(spares, /server worker9 /)
+  t.notMatch(haproxyConfig({ workers: 2 }), /^\s*option abortonclose/m, 'abortonclose stays off (see the test below)')
+})
+
+t.test('nginx -t accepts the generated config, every path under the prefix', async (t) => {
+  const prefix = tempDir(t, 'pool-nginx-')
+  const cfg = nginxConfig({ prefix, port: 8080, haproxySocket: path.join(prefix, 'haproxy-http.sock') })
+  writeFile(prefix, 'nginx.conf', cfg)
+  const { ok, output } = checkNginxConfig(prefix)
+  t.ok(ok, output.trim())
+  const paths = [...cfg.matchAll(/^\s*(?:pid|error_log|access_log|\w+_temp_path)\s+(\/[^\s;]+)/gm)].map((m) => m[1])
+  t.equal(paths.length, 8, 'pid, two logs, five temp paths')
+  for (const p of paths) t.ok(p.startsWith(prefix + '/'), `${p} is under the prefix`)
+  t.equal([...cfg.matchAll(/_temp_path /g)].length, 5, 'all five temp paths are set')
+  t.ok(fs.existsSync(path.join(prefix, 'proxy_temp')), 'nginx created its temp directories there')
+  const upstream = nginxConfig({ prefix, upstream: '127.0.0.1:9001' })
+  t.match(upstream, /server 127\.0\.0\.1:9001;/, '--upstream host:port instead of the socket')
+})
+
+t.test('conf/ holds the generator output for 15 workers', async (t) => {
+  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'), haproxyConfig({ workers: 15 }),
+    'conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 > conf/haproxy.cfg)')
+  t.equal(fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'), nginxConfig(),
+    'conf/nginx.conf is up to date (regenerate: pool config nginx > conf/nginx.conf)')
+})
+
+t.test('pool config prints the configs; bad input is one line on stderr and exit 2', async (t) => {
+  const haproxy = await runPool(['config', 'haproxy', '-n', '15'])
+  t.equal(haproxy.code, 0, haproxy.stderr)
+  t.equal(haproxy.stdout, fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'))
+  const nginx = await runPool(['config', 'nginx'])
+  t.equal(nginx.code, 0, nginx.stderr)
+  t.equal(nginx.stdout, fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'))
+
+  const flags = await runPool(['config', 'haproxy', '-n', '2', '--balance', 'static-rr', '--backend', 'ssr', '--timeout', '45', '--socket', '/tmp/x/admin.sock'])
+  t.equal(flags.code, 0, flags.stderr)
+  t.match(flags.stdout, /^backend ssr\n\s+balance static-rr$/m)
+  t.match(flags.stdout, /stats socket \/tmp\/x\/admin\.sock mode 600 level admin/)
+  t.match(flags.stdout, /timeout server 75s/, 'server timeout = the pool\'s --timeout + 30 s')
+
+  const bad = [
+    [['config', 'haproxy', '-n', '0'], /workers/],
+    [['config', 'haproxy', '-n', '4', '--max-workers', '2'], /--max-workers \(2\) must be at least --workers \(4\)/],
+    [['config', 'haproxy', '--backend', 'a b'], /--backend must be a HAProxy name/],
+    [['config', 'haproxy', '--stats-port', '9003', '-n', '4'], /--stats-port 9003 is one of the workers' ports/],
+    [['config', 'haproxy', '--socket', '/' + 'x'.repeat(120)], /at most 107/],
+    [['config', 'nginx', '--upstream', 'nowhere'], /--upstream must be host:port/],
+    [['config', 'nginx', '--timeout', 'soon'], /--timeout must be a duration/],
+    [['config', 'apache'], /unknown config target 'apache'/]
+  ]
+  for (const [args, message] of bad) {
+    const r = await runPool(args)
+    t.equal(r.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(r.stdout, '', 'nothing on stdout')
+    t.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr.trim()}`)
+    t.match(r.stderr, message)
+  }
+})
+
+// haproxy from the generated config with tiny workers, on free ports in a temp dir.
+async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser } = {}) {
+  const dir = tempDir(t)
+  const ports = await freePorts(2 + (maxWorkers ?? workers))
+  const [port, statsPort] = ports
+  const workerPorts = ports.slice(2)
+  const cfg = edit(haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none', httpSocketUser }))
+  const haproxy = await startHaproxy({ cfg, dir, t })
+  const client = new HaproxyClient({ socket: haproxy.socket })
+  const servers = []
+  for (const p of workerPorts.slice(0, workers)) servers.push(await startWorker(t, p, { render, body }))
+  return { dir, port, statsPort, workerPorts, haproxy, client, servers }
+}
+
+t.test('the generated haproxy: disabled until ready, both binds, stats and /metrics', async (t) => {
+  const { dir, port, statsPort, client, servers } = await startGenerated(t, { workers: 2, maxWorkers: 3 })
+  const before = await client.servers('pool')
+  t.same(Object.keys(before), ['worker1', 'worker2', 'worker3'], 'worker1..N and the spare')
+  t.same(Object.values(before).map((s) => s.status), ['MAINT', 'MAINT', 'MAINT'], 'every server starts disabled')
+  t.same(Object.values(before).map((s) => s.slim), [1, 1, 1], 'maxconn 1 each')
+  t.equal((await client.showStat('pool')).find((r) => r.svname === 'BACKEND').algo, 'first')
+
+  const early = await request(`http://127.0.0.1:${port}/`)
+  t.equal(early.status, 503, 'nothing is sent before the pool says ready')
+  t.equal(servers[0].requests.length + servers[1].requests.length, 0)
+
+  await client.setServerState('pool', 'worker1', 'ready')
+  await client.setServerState('pool', 'worker2', 'ready')
+  const viaTcp = await request(`http://127.0.0.1:${port}/a`)
+  t.equal(viaTcp.status, 200)
+  const viaUnix = await new Promise((resolve, reject) => {
+    http.get({ socketPath: path.join(dir, 'haproxy-http.sock'), path: '/b' }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode))
+    }).on('error', reject)
+  })
+  t.equal(viaUnix, 200, 'the unix socket frontend (for nginx) serves too')
+  t.equal(servers[0].requests.length, 2, 'balance first: worker1 takes what it can')
+
+  const metrics = await request(`http://127.0.0.1:${statsPort}/metrics`)
+  t.equal(metrics.status, 200)
+  t.match(metrics.body, /haproxy_server_current_sessions\{proxy="pool",server="worker1"\}/, 'Prometheus exporter on /metrics')
+  const page = await request(`http://127.0.0.1:${statsPort}/`)
+  t.match(page.body, /Statistics Report for HAProxy/, 'stats page')
+})
+
+t.test('observe layer4 marks a dead worker DOWN on its first refused connect', async (t) => {
+  const { port, client, servers } = await startGenerated(t, { workers: 2 })
+  await client.setServerState('pool', 'worker1', 'ready')
+  await client.setServerState('pool', 'worker2', 'ready')
+  await servers[0].close() // worker1's port now refuses connections; nobody set MAINT
+  const statuses = []
+  for (let i = 0; i < 5; i++) statuses.push((await request(`http://127.0.0.1:${port}/`)).status)
+  t.same(statuses, [200, 200, 200, 200, 200], 'redispatched to worker2')
+  const worker1 = (await client.servers('pool')).worker1
+  t.equal(worker1.status, 'DOWN')
+  t.equal(worker1.check_status, 'HANA', 'marked down by observation, not by a periodic check')
+  t.equal(worker1.wredis, 1, 'only one request was tried on it')
+})
+
+// Request A runs (render 600 ms), B waits in the queue, A's client closes at 150 ms.
+// Resolves with when B reached the worker and the most requests the worker ever held.
+async function abortRunningRequest (t, edit) {
+  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 600, edit })
+  await client.setServerState('pool', 'worker1', 'ready')
+  const send = (name) => {
+    const s = net.connect(port, '127.0.0.1', () => s.write(`GET /${name} HTTP/1.1\r\nHost: test\r\n\r\n`))
+    s.on('error', () => {})
+    t.teardown(() => s.destroy())
+    return s
+  }
+  const started = Date.now()
+  const a = send('A')
+  await waitFor(() => servers[0].requests.length === 1, { what: 'A at the worker' })
+  send('B')
+  await sleep(150)
+  a.end() // the client goes away (FIN), as nginx does when its client leaves
+  await waitFor(() => servers[0].requests.length === 2, { timeout: 3000, what: 'B at the worker' })
+  return { bArrivedAfter: servers[0].requests[1].at - started, maxInFlight: servers[0].maxInFlight }
+}
+
+t.test('no abortonclose: a client that leaves does not free its worker\'s slot', async (t) => {
+  const without = await abortRunningRequest(t, (cfg) => cfg)
+  t.equal(without.maxInFlight, 1, 'never two requests in one worker')
+  t.ok(without.bArrivedAfter >= 580, `B reached the worker once A was rendered (${without.bArrivedAfter} ms)`)
+
+  // The measurement behind the choice: with the option, the same run breaks the guarantee.
+  const withOption = await abortRunningRequest(t, (cfg) => cfg.replace('    option dontlognull\n', '    option dontlognull\n    option abortonclose\n'))
+  t.equal(withOption.maxInFlight, 2, `with abortonclose B joins A in the busy worker (${withOption.bArrivedAfter} ms)`)
+})
+
+t.test('nginx → HAProxy (unix socket) → worker', async (t) => {
+  const big = 'x'.repeat(600 * 1024)
+  const body = (req) => (req.url === '/big' ? big : `served ${req.url}\n`)
+  const { dir, client, servers } = await startGenerated(t, { workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
+  const prefix = path.join(dir, 'nginx')
+  fs.mkdirSync(prefix)
+  const [nginxPort] = await freePorts(1)
+  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') })
+  await startNginx({ cfg, prefix, port: nginxPort, t })
+  const url = `http://127.0.0.1:${nginxPort}`
+
+  const ping = await request(`${url}/ping`)
+  t.equal(ping.body, 'pong\n', '/ping is answered by nginx')
+  t.equal((await request(`${url}/`)).status, 503, 'no worker ready yet: HAProxy answers 503')
+  t.equal(servers[0].requests.length, 0)
+
+  await client.setServerState('pool', 'worker1', 'ready')
+  await client.setServerState('pool', 'worker2', 'ready')
+  const page = await request(`${url}/page`, { headers: { host: 'shop.example' } })
+  t.equal(page.status, 200)
+  t.equal(page.body, 'served /page\n', 'the worker answered through nginx and HAProxy')
+  const seen = servers[0].requests.at(-1).headers
+  t.equal(seen.host, 'shop.example', 'Host is passed on')
+  t.equal(seen['x-forwarded-for'], '127.0.0.1', 'X-Forwarded-For is set')
+
+  const large = await request(`${url}/big`)
+  t.equal(large.body.length, big.length, 'a 600 KB response arrives whole')
+
+  // Keep-alive to HAProxy: many requests from one client, few connections into HAProxy.
+  const before = (await client.showStat('pool_http')).find((r) => r.svname === 'FRONTEND')
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  for (let i = 0; i < 10; i++) t.equal((await request(`${url}/k${i}`, { agent })).status, 200)
+  const after = (await client.showStat('pool_http')).find((r) => r.svname === 'FRONTEND')
+  const requests = after.req_tot - before.req_tot
+  const connections = after.conn_tot - before.conn_tot
+  t.equal(requests, 10)
+  t.ok(connections <= 1, `HAProxy saw ${requests} requests on ${connections} new connection(s)`)
+})
