@@ -2,13 +2,15 @@
 
 // Benchmark of the fronts a pool can have, side by side, against the ideal.
 //
-//   node bench/balancer.js [--duration 15] [--rho 0.55,0.8,0.9] [--workers 15]
-//                          [--median 30] [--sigma 0.8] [--seed 42] [--skip buffering,added]
+//   node bench/balancer.js [--duration 15] [--rounds 3] [--rho 0.55,0.8,0.9] [--workers 15]
+//                          [--median 30] [--sigma 0.8] [--seed 42] [--skip queueing,added,buffering]
 //
 // 1. Queueing: open-loop Poisson arrivals (a new connection per request) with lognormal
 //    service times, at each utilisation ρ, replayed identically on each front: the embedded
 //    balancer, HAProxy (maxconn 1) and Node's cluster (round-robin). The ideal is computed from
 //    the same arrival and service times: one FIFO queue over the workers, zero overhead.
+//    Each ρ's `duration` is cut into `rounds` runs that visit the fronts in turn, so that a
+//    change in the machine's background load falls on every front alike.
 // 2. Added latency: the median time a front adds to a 0 ms request, sequential requests on new
 //    connections, against hitting a worker directly (also for a bare http-proxy front).
 // 3. Buffering: a worker's busy time with a client uploading, then one reading, at 100 KB/s.
@@ -23,7 +25,7 @@ const haproxy = require('./lib/haproxy')
 const { measureBuffering } = require('./lib/buffering')
 
 function parseArgs (argv) {
-  const args = { duration: 15, rho: [0.55, 0.8, 0.9], workers: 15, median: 30, sigma: 0.8, cap: 2000, seed: 42, skip: [], addedCount: 2000 }
+  const args = { duration: 15, rounds: 3, rho: [0.55, 0.8, 0.9], workers: 15, median: 30, sigma: 0.8, cap: 2000, seed: 42, skip: [], addedCount: 2000 }
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, '')
     const value = argv[i + 1]
@@ -78,38 +80,51 @@ async function startFronts (args) {
 async function queueing (args, fronts, load) {
   const rows = []
   const names = ['embedded', 'haproxy', 'cluster'].filter((n) => fronts[n])
+  const shape = { workers: args.workers, median: args.median, sigma: args.sigma, capMs: args.cap }
   for (const [k, rho] of args.rho.entries()) {
-    const schedule = makeSchedule({ rho, workers: args.workers, durationMs: args.duration * 1000, median: args.median, sigma: args.sigma, capMs: args.cap, seed: args.seed + k })
+    const pooled = Object.fromEntries(names.map((n) => [n, { latency: [], ideal: [], errors: 0 }]))
+    let rate = 0
+    for (let round = 0; round < args.rounds; round++) {
+      const schedule = makeSchedule({ ...shape, rho, durationMs: (args.duration * 1000) / args.rounds, seed: args.seed + 100 * k + round })
+      rate = schedule.ratePerSecond
+      for (const name of names) {
+        // Warm the connections and the JIT with a short burst at the same rate, then measure.
+        const warm = makeSchedule({ ...shape, rho, durationMs: 500, seed: 7 })
+        await ask(load, { cmd: 'run', url: fronts[name].url, at: warm.at, ms: warm.ms })
+        await sleep(300)
+        const r = await ask(load, { cmd: 'run', url: fronts[name].url, at: schedule.at, ms: schedule.ms })
+        const p = pooled[name]
+        p.latency.push(...r.latency)
+        p.ideal.push(...idealLatencies(r.sent, schedule.ms, args.workers))
+        p.errors += r.status.filter((s) => s !== 200).length
+        await sleep(500)
+      }
+    }
     for (const name of names) {
-      // Warm the connections and JIT with a short burst at the same rate, then measure.
-      const warm = makeSchedule({ rho, workers: args.workers, durationMs: 1000, median: args.median, sigma: args.sigma, capMs: args.cap, seed: 7 })
-      await ask(load, { cmd: 'run', url: fronts[name].url, at: warm.at, ms: warm.ms })
-      await sleep(300)
-      const r = await ask(load, { cmd: 'run', url: fronts[name].url, at: schedule.at, ms: schedule.ms })
-      const ideal = idealLatencies(r.sent, schedule.ms, args.workers)
-      const errors = r.status.filter((s) => s !== 200).length
-      const row = { rho, front: name, requests: r.latency.length, errors, rps: schedule.ratePerSecond }
-      for (const p of [50, 90, 99]) {
-        row[`p${p}`] = percentile(r.latency, p)
-        row[`ideal${p}`] = percentile(ideal, p)
+      const p = pooled[name]
+      const row = { rho, front: name, requests: p.latency.length, errors: p.errors, rps: rate }
+      for (const q of [50, 90, 99]) {
+        row[`p${q}`] = percentile(p.latency, q)
+        row[`ideal${q}`] = percentile(p.ideal, q)
       }
       rows.push(row)
-      console.log(`  ρ=${rho} ${name.padEnd(8)} p50 ${fmt(row.p50)} (ideal ${fmt(row.ideal50)})  p90 ${fmt(row.p90)} (${fmt(row.ideal90)})  p99 ${fmt(row.p99)} (${fmt(row.ideal99)})  errors ${errors}`)
-      await sleep(1000)
+      console.log(`  ρ=${rho} ${name.padEnd(8)} p50 ${fmt(row.p50)} (ideal ${fmt(row.ideal50)})  p90 ${fmt(row.p90)} (${fmt(row.ideal90)})  p99 ${fmt(row.p99)} (${fmt(row.ideal99)})  errors ${row.errors}`)
     }
   }
   return rows
 }
 
 async function addedLatency (args, fronts, load) {
-  const out = {}
-  for (const name of ['direct', 'embedded', 'haproxy', 'cluster', 'http-proxy']) {
-    if (!fronts[name]) continue
-    await ask(load, { cmd: 'sequential', url: fronts[name].url, count: 200 })
-    const r = await ask(load, { cmd: 'sequential', url: fronts[name].url, count: args.addedCount })
-    out[name] = median(r.latency)
+  const names = ['direct', 'embedded', 'haproxy', 'cluster', 'http-proxy'].filter((n) => fronts[n])
+  const pooled = Object.fromEntries(names.map((n) => [n, []]))
+  for (const name of names) await ask(load, { cmd: 'sequential', url: fronts[name].url, count: 200 }) // warm-up
+  for (let round = 0; round < args.rounds; round++) {
+    for (const name of names) {
+      const r = await ask(load, { cmd: 'sequential', url: fronts[name].url, count: Math.ceil(args.addedCount / args.rounds) })
+      pooled[name].push(...r.latency)
+    }
   }
-  return out
+  return Object.fromEntries(names.map((n) => [n, median(pooled[n])]))
 }
 
 async function buffering () {
@@ -131,7 +146,7 @@ const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1)).padStart(5) + ' 
 
 function printQueueing (args, rows) {
   const mean = lognormalMean(args.median, args.sigma)
-  console.log(`\n## Latency under load: ${args.workers} workers, service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per run, a new connection per request\n`)
+  console.log(`\n## Latency under load: ${args.workers} workers, service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per front and ρ (${args.rounds} interleaved rounds), a new connection per request\n`)
   console.log('| ρ | front | req/s | p50 ms (ideal) | p90 ms (ideal) | p99 ms (ideal) | p50 / ideal | p90 / ideal | p99 / ideal | errors |')
   console.log('|---|---|---|---|---|---|---|---|---|---|')
   for (const r of rows) {
@@ -154,14 +169,14 @@ function printBuffering (b) {
   console.log(`\n## Worker busy time with slow clients (render ${b.renderMs} ms; ${b.uploadKb} KB uploaded at ${b.rateKbps} KB/s; ${b.readKb} KB read at ${b.rateKbps} KB/s)\n`)
   console.log('| front | worker busy, slow upload | worker busy, slow reader |')
   console.log('|---|---|---|')
-  const cell = (r) => (r ? `${r.busyMs.toFixed(0)} ms${r.finished ? '' : ' (client gave up first)'}` : 'n/a')
+  const cell = (r) => (r ? (r.finished ? `${r.busyMs.toFixed(0)} ms` : `> ${r.busyMs.toFixed(0)} ms (still sending when the client gave up)`) : 'n/a')
   for (const r of b.results) console.log(`| ${r.name} | ${cell(r.upload)} | ${cell(r.read)} |`)
 }
 
 async function main () {
   const args = parseArgs(process.argv.slice(2))
   const started = Date.now()
-  console.log(`bench: ${JSON.stringify(args)}`)
+  console.log(`bench: ${JSON.stringify(args)}; ${require('node:os').cpus().length} CPUs, load average ${require('node:os').loadavg().map((l) => l.toFixed(2)).join(' ')}`)
   const fronts = await startFronts(args)
   const load = await forkReady('load.js', {})
   const rows = args.skip.includes('queueing') ? [] : await queueing(args, fronts, load)
@@ -172,7 +187,7 @@ async function main () {
   if (rows.length) printQueueing(args, rows)
   if (added) printAdded(added)
   if (buffered) printBuffering(buffered)
-  console.log(`\n(total ${((Date.now() - started) / 1000).toFixed(0)} s)`)
+  console.log(`\n(total ${((Date.now() - started) / 1000).toFixed(0)} s; load average at the end ${require('node:os').loadavg().map((l) => l.toFixed(2)).join(' ')})`)
 }
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stopAll().then(() => process.exit(130)))

@@ -20,7 +20,8 @@
 //   stopping()         optional, sync. The whole pool is about to drain: stop accepting new
 //                      clients, but keep dispatching what is already queued.
 //   stop()             async. Every worker is gone: release listeners and sockets.
-//   status()           a JSON-able object describing the front, for `pool status`.
+//   status()           a JSON-able object describing the front, for `pool status`: at least
+//                      { type }, and { queue } (requests waiting for a worker) if it queues.
 
 class NoFront {
   constructor () { this.name = 'none' }

@@ -13,7 +13,7 @@
 // with the app's error; that slot goes on under the ordinary crash backoff.
 
 const { WorkerHandle } = require('./worker-handle')
-const { poolError, codes } = require('./errors')
+const { poolError, codes, EXIT } = require('./errors')
 
 class RollingReload {
   constructor (pool, now) {
@@ -103,7 +103,7 @@ class RollingReload {
       ? `reload aborted: the new code failed to boot: ${appError.message}`
       : appError.message
     this.pool.logger.error({ event: 'reload-failed', error: appError.message, stack: appError.stack, replaced: this.replaced.length }, message)
-    this.reject(poolError(code, message, { details: { appError, replaced: this.replaced } }))
+    this.reject(poolError(code, message, { exitCode: EXIT.FAILURE, details: { appError, replaced: this.replaced } }))
   }
 
   get finished () { return this.stage === 'done' || this.stage === 'aborted' }

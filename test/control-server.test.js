@@ -92,6 +92,20 @@ t.test('protocol: a status is answered while a reload on the same connection run
   t.same(second, { id: 'r', ok: true, result: { replaced: [], ms: 1 } })
 })
 
+t.test('protocol: a client that half-closes after its request still gets a slow answer', async (t) => {
+  const server = await serve(t, fakePool({ reload: () => new Promise((resolve) => setTimeout(() => resolve({ replaced: [], ms: 300 }), 300)) }))
+  const text = await new Promise((resolve, reject) => {
+    const socket = net.connect(server.path)
+    let out = ''
+    socket.setEncoding('utf8')
+    socket.on('data', (d) => { out += d })
+    socket.on('end', () => resolve(out))
+    socket.on('error', reject)
+    socket.end(JSON.stringify({ id: 7, command: 'reload' }) + '\n')
+  })
+  t.same(JSON.parse(text), { id: 7, ok: true, result: { replaced: [], ms: 300 } })
+})
+
 t.test('protocol: errors carry code, message, exit code and the app\'s error', async (t) => {
   const appError = { message: 'boom at load', stack: 'Error: boom at load\n    at app.js:1:7' }
   const server = await serve(t, fakePool({

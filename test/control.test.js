@@ -14,13 +14,15 @@ function tempDir (t) {
 }
 
 // A started pool with its control socket. `embedded` puts the balancer on the first port.
-async function pool (t, { workers = 2, app = path.join(FIXTURES, 'control.js'), embedded = false, args = [], dir = tempDir(t) } = {}) {
+// With `xdg`, no --control: the default path, in that directory as $XDG_RUNTIME_DIR.
+async function pool (t, { workers = 2, app = path.join(FIXTURES, 'control.js'), embedded = false, args = [], dir = tempDir(t), xdg = null } = {}) {
   const ports = await freePorts(workers + 3)
-  const control = path.join(dir, 'pool.sock')
+  const control = xdg ? null : path.join(dir, 'pool.sock')
   const front = embedded
     ? ['--port', String(ports[1]), '--stats-port', String(ports[0]), '--worker-port', String(ports[2])]
     : ['--balancer', 'none', '--worker-port', String(ports[2])]
-  const child = startPool(['start', app, '-n', String(workers), '--control', control, '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args])
+  const child = startPool(['start', app, '-n', String(workers), ...(control ? ['--control', control] : []), '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args],
+    { env: xdg ? { XDG_RUNTIME_DIR: xdg } : {} })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'started')
   return { child, control, frontUrl: `http://127.0.0.1:${ports[1]}`, workerPort: ports[2], ports }
@@ -233,4 +235,41 @@ t.test('CLI errors: no pool, a bad count', async (t) => {
   const r = await cli(['status', '--port', '1'], { env: { XDG_RUNTIME_DIR: dir } })
   t.equal(r.code, 2)
   t.match(r.stderr, new RegExp(`^pool: no pool is running on control socket ${dir.replace(/[.]/g, '\\.')}/pool-1\\.sock`))
+})
+
+t.test('without --control, start and the commands agree on the default path, named by the front port', async (t) => {
+  const xdg = tempDir(t)
+  const env = { XDG_RUNTIME_DIR: xdg }
+  const embedded = await pool(t, { workers: 1, embedded: true, xdg })
+  const bare = await pool(t, { workers: 1, xdg })
+  const embeddedPort = Number(new URL(embedded.frontUrl).port)
+  t.ok(fs.statSync(path.join(xdg, `pool-${embeddedPort}.sock`)).isSocket(), 'embedded: named after --port')
+  t.ok(fs.statSync(path.join(xdg, `pool-${bare.workerPort}.sock`)).isSocket(), 'none: named after --worker-port')
+  const a = await cli(['status', '--json', '--port', String(embeddedPort)], { env })
+  t.equal(JSON.parse(a.stdout).pid, embedded.child.pid)
+  const b = await cli(['status', '--json', '--port', String(bare.workerPort)], { env })
+  t.equal(JSON.parse(b.stdout).pid, bare.child.pid)
+  // A wrong --port names the pools that do answer, and not files nobody listens on.
+  fs.writeFileSync(path.join(xdg, 'pool-1.sock'), '')
+  const wrong = await cli(['status', '--port', '2'], { env })
+  t.equal(wrong.code, 2)
+  t.match(wrong.stderr, `pool: no pool is running on control socket ${path.join(xdg, 'pool-2.sock')} (found `)
+  t.match(wrong.stderr, `${path.join(xdg, `pool-${embeddedPort}.sock`)}: use --port ${embeddedPort}`)
+  t.match(wrong.stderr, `${path.join(xdg, `pool-${bare.workerPort}.sock`)}: use --port ${bare.workerPort}`)
+  t.notMatch(wrong.stderr, 'pool-1.sock')
+})
+
+t.test('pool stop while the pool is still starting ends it', async (t) => {
+  const dir = tempDir(t)
+  const control = path.join(dir, 'pool.sock')
+  const [port] = await freePorts(2)
+  const child = startPool(['start', path.join(FIXTURES, 'slow-boot.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--control', control, '--log-format', 'json'],
+    { env: { BOOT_MS: '5000' } })
+  t.teardown(() => child.stop())
+  await child.waitLog((l) => l.event === 'spawn')
+  const r = await cli(['stop', '--control', control])
+  t.equal(r.code, 0, r.stderr)
+  t.equal(r.stdout, 'stopped (clean)\n')
+  t.same(await child.exited, { code: 0, signal: null }, 'pool start exited without waiting for the boot')
+  t.notOk(child.logs.some((l) => l.event === 'ready'), 'before the worker was ever ready')
 })

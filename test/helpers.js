@@ -3,6 +3,8 @@
 // Shared helpers for integration tests: free loopback ports, a `pool` CLI child whose JSON log
 // lines can be awaited, bounded HTTP requests, and polling with a deadline.
 
+const fs = require('node:fs')
+const os = require('node:os')
 const net = require('node:net')
 const http = require('node:http')
 const path = require('node:path')
@@ -14,8 +16,12 @@ const FIXTURES = path.join(__dirname, 'fixtures')
 
 // The pool under test runs as in production: without tap's loader hooks, which tap passes to
 // every child through NODE_OPTIONS (they make each worker heavier and slower to boot).
+// Control sockets of test pools go to a directory of this test process, not the shared /tmp.
+const RUNTIME_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-run-'))
+process.on('exit', () => fs.rmSync(RUNTIME_DIR, { recursive: true, force: true }))
+
 function cleanEnv (extra = {}) {
-  const env = { ...process.env, ...extra }
+  const env = { ...process.env, XDG_RUNTIME_DIR: RUNTIME_DIR, ...extra }
   delete env.NODE_OPTIONS
   return env
 }

@@ -1,9 +1,10 @@
 'use strict'
 
-// How long a slow client holds a worker, per front. One client uploads at 100 KB/s, another
-// reads at 100 KB/s; the render itself takes 50 ms. The worker reports its own busy time (from
-// the request's headers to its last byte handed to the kernel). With buffering, that stays
-// close to the render time; without, it grows to the client's transfer time.
+// How long a slow client holds a worker, per front. One client uploads 300 KB at 100 KB/s,
+// another reads 4 MB at 100 KB/s (more than the kernel's socket buffers hold; it gives up after
+// 10 s); the render itself takes 50 ms. The worker reports its own busy time (from the
+// request's headers to its last byte handed to the kernel). With buffering, that stays close
+// to the render time; without, it grows to the client's transfer time.
 
 const http = require('node:http')
 
@@ -53,7 +54,7 @@ function slowRead (url, giveUpMs) {
 
 // fronts: [{ name, url, worker }] where worker is the forked bench worker (REPORT_BUSY) that
 // serves that front alone. Resolves [{ name, uploadBusyMs, readBusyMs }].
-async function measureBuffering (fronts, { renderMs = 50, uploadKb = 300, readKb = 1024, giveUpMs = 12000 } = {}) {
+async function measureBuffering (fronts, { renderMs = 50, uploadKb = 300, readKb = 4096, giveUpMs = 10000 } = {}) {
   const busy = new Map()
   for (const f of fronts) {
     busy.set(f.name, [])

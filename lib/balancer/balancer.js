@@ -7,7 +7,7 @@
 
 const { WorkerSet } = require('./workers')
 const { Dispatcher } = require('./dispatcher')
-const { forward } = require('./proxy')
+const { forward, streamTo } = require('./proxy')
 const { readBody, hasBody } = require('./buffering')
 const headers = require('./headers')
 const { replyError, replyPing } = require('./replies')
@@ -74,6 +74,13 @@ class EmbeddedBalancer {
   }
 
   workerReady (w) {
+    const known = this.workers.get(w.slot)
+    if (known && known.pid === w.pid && known.port === w.port && w.pid !== undefined) {
+      // The same process again: back in rotation, its requests in flight untouched.
+      known.draining = false
+      known.benchedUntil = 0
+      return this.dispatcher.pump()
+    }
     const record = this.workers.add(w)
     this.slot(record.slot, record.name)
     this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port }, `${record.name} in rotation`)
@@ -150,7 +157,7 @@ class EmbeddedBalancer {
       redispatches: 0,
       replayed: false,
       clientGone: false,
-      upstreamRes: null, // set while a response too large to buffer streams
+      head: null, // the request line and headers for the worker, built once
       reason: null
     }
     res.once('close', () => this.onClientClose(job))
@@ -183,14 +190,9 @@ class EmbeddedBalancer {
     job.record = record
     job.assignedAt = performance.now()
     this.slot(record.slot, record.name).requests++
-    this.metrics.workerRequests.inc({ worker: record.name })
-    const request = {
-      method: job.method,
-      url: job.url,
-      headers: headers.toWorker(job.req, { id: job.id, body: job.body }),
-      body: job.body
-    }
-    forward(request, record, this.options).then((outcome) => this.onOutcome(job, record, outcome))
+    this.metrics.workerRequestsFor(record.name).inc()
+    if (!job.head) job.head = headers.requestHead(job.req, { id: job.id, body: job.body })
+    forward(job, record, this.options).then((outcome) => this.onOutcome(job, record, outcome))
   }
 
   onOutcome (job, record, outcome) {
@@ -207,37 +209,27 @@ class EmbeddedBalancer {
     this.dispatcher.release(record)
   }
 
-  sendBuffered (job, { res: upstreamRes, body }) {
+  sendBuffered (job, { head, body }) {
     if (job.clientGone) return
-    const head = headers.toClient(upstreamRes, { id: job.id, bodyLength: body.length, close: this.isStopping })
-    job.res.writeHead(upstreamRes.statusCode, upstreamRes.statusMessage || undefined, head)
+    job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength: body.length, close: this.isStopping }))
     job.res.end(body)
   }
 
   // The response outgrew the buffer: stream it, holding the worker until the worker has sent
   // its last byte (the client's pace now matters, as with any streaming proxy).
-  stream (job, record, { res: upstreamRes, chunks }) {
-    let released = false
-    const release = () => {
-      if (released) return
-      released = true
-      job.upstreamRes = null
-      this.releaseWorker(job, record)
+  stream (job, record, { head, chunks, exchange }) {
+    const res = job.res
+    if (!job.clientGone) {
+      res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, close: this.isStopping }))
+      for (const chunk of chunks) res.write(chunk)
     }
-    upstreamRes.once('end', release)
-    upstreamRes.once('close', () => {
-      if (!upstreamRes.complete) {
+    streamTo(exchange, res, (err) => {
+      if (err) {
         this.metrics.failures.inc({ reason: 'worker_broken_response' })
-        job.res.destroy() // the client sees a truncated response, not a silently short one
+        res.destroy() // the client sees a truncated response, not a silently short one
       }
-      release()
+      this.releaseWorker(job, record)
     })
-    if (job.clientGone) return upstreamRes.resume() // read it to the end, then free the worker
-    job.upstreamRes = upstreamRes
-    const head = headers.toClient(upstreamRes, { id: job.id, close: this.isStopping })
-    job.res.writeHead(upstreamRes.statusCode, upstreamRes.statusMessage || undefined, head)
-    for (const chunk of chunks) job.res.write(chunk)
-    upstreamRes.pipe(job.res)
   }
 
   onWorkerFailure (job, record, { stage, error }) {
@@ -297,11 +289,10 @@ class EmbeddedBalancer {
         job.reason = 'client_aborted'
         this.metrics.failures.inc({ reason: 'client_aborted' })
       }
-      if (job.upstreamRes) job.upstreamRes.resume() // keep reading so the worker frees up
     }
     const status = finished ? job.res.statusCode : 499
     const ms = performance.now() - job.arrivedAt
-    this.metrics.duration.observe({ code: String(status) }, ms / 1000)
+    this.metrics.durationFor(status).observe(ms / 1000)
     if (this.options.accessLog) {
       this.log.info({
         event: 'request',

@@ -13,6 +13,9 @@ const HOP_BY_HOP = new Set([
   'upgrade', 'http2-settings', 'expect'
 ])
 
+// Request headers the balancer writes itself (below), so the client's copies are dropped.
+const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host'])
+
 // An incoming X-Request-Id is kept if it looks like an id and not like an injection.
 const REQUEST_ID = /^[\w\-.:/+=@]{1,128}$/
 
@@ -34,31 +37,36 @@ function clientAddress (req) {
   return a.startsWith('::ffff:') ? a.slice(7) : a
 }
 
-// Headers for the request to the worker. Host is kept as the client sent it.
-function toWorker (req, { id, body, proto = 'http' }) {
+// The request line and headers for the worker, as one string (written as latin1: header bytes
+// pass through unchanged). Header names keep the client's spelling.
+function requestHead (req, { id, body, proto = 'http' }) {
   const listed = connectionListed(req.headers.connection)
-  const out = {}
-  for (const name in req.headers) {
-    if (HOP_BY_HOP.has(name) || (listed && listed.has(name))) continue
-    out[name] = req.headers[name]
+  const raw = req.rawHeaders
+  let head = `${req.method} ${req.url} HTTP/1.1\r\n`
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i].toLowerCase()
+    if (HOP_BY_HOP.has(lower) || REWRITTEN.has(lower) || (listed && listed.has(lower))) continue
+    head += `${raw[i]}: ${raw[i + 1]}\r\n`
   }
-  delete out['content-length']
-  if (body) out['content-length'] = String(body.length)
-  else if (req.headers['content-length'] === '0') out['content-length'] = '0'
-  const prior = out['x-forwarded-for']
+  // One Host, as the client sent it (a second one would be ambiguous); HTTP/1.0 may have none.
+  head += `Host: ${req.headers.host !== undefined ? req.headers.host : `${req.socket.localAddress}:${req.socket.localPort}`}\r\n`
+  const prior = req.headers['x-forwarded-for']
   const ip = clientAddress(req)
-  out['x-forwarded-for'] = prior ? `${prior}, ${ip}` : ip
-  if (!out['x-forwarded-proto']) out['x-forwarded-proto'] = proto
-  out['x-request-id'] = id
-  return out
+  head += `X-Forwarded-For: ${prior ? `${prior}, ${ip}` : ip}\r\n`
+  head += `X-Forwarded-Proto: ${req.headers['x-forwarded-proto'] || proto}\r\n`
+  head += `X-Request-Id: ${id}\r\n`
+  if (body || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
+    head += `Content-Length: ${body ? body.length : 0}\r\n`
+  }
+  return head + 'Connection: keep-alive\r\n\r\n'
 }
 
 // Response headers for the client, as a flat [name, value, ...] list that keeps the worker's
 // spelling and repeated headers (Set-Cookie). `bodyLength` is set when the whole body was
 // buffered: it then goes out with a Content-Length instead of chunked.
-function toClient (upstreamRes, { id, bodyLength, close }) {
-  const raw = upstreamRes.rawHeaders
-  const listed = connectionListed(upstreamRes.headers.connection)
+function toClient (head, { id, bodyLength, close }) {
+  const raw = head.rawHeaders
+  const listed = connectionListed(headerValue(raw, 'connection'))
   const out = []
   let hasId = false
   let hasLength = false
@@ -66,18 +74,24 @@ function toClient (upstreamRes, { id, bodyLength, close }) {
     const lower = raw[i].toLowerCase()
     if (HOP_BY_HOP.has(lower) || (listed && listed.has(lower))) continue
     if (lower === 'x-request-id') hasId = true
-    if (lower === 'content-length') hasLength = true
+    else if (lower === 'content-length') {
+      if (head.contentLength === undefined || hasLength) continue // framing was chunked, or a duplicate
+      hasLength = true
+    }
     out.push(raw[i], raw[i + 1])
   }
   if (!hasId) out.push('X-Request-Id', id)
-  if (bodyLength !== undefined && !hasLength && mayHaveBody(upstreamRes)) out.push('Content-Length', String(bodyLength))
+  if (bodyLength !== undefined && !hasLength && head.hasBody) out.push('Content-Length', String(bodyLength))
   if (close) out.push('Connection', 'close')
   return out
 }
 
-function mayHaveBody (upstreamRes) {
-  const s = upstreamRes.statusCode
-  return upstreamRes.req.method !== 'HEAD' && s !== 204 && s !== 304 && !(s >= 100 && s < 200)
+function headerValue (raw, lowerName) {
+  let value
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) value = value === undefined ? raw[i + 1] : `${value}, ${raw[i + 1]}`
+  }
+  return value
 }
 
-module.exports = { requestId, toWorker, toClient, HOP_BY_HOP }
+module.exports = { requestId, requestHead, toClient, HOP_BY_HOP }

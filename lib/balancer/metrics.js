@@ -75,6 +75,8 @@ class BalancerMetrics {
         for (const w of view().workers) this.set({ worker: w.name }, w.inFlight)
       }
     })
+    this.durationFor = labelled(this.duration, 'code')
+    this.workerRequestsFor = labelled(this.workerRequests, 'worker')
     new client.Gauge({ // eslint-disable-line no-new
       name: 'pool_worker_state',
       help: `Each worker slot's state as the balancer sees it: 1 for the current one of ${WORKER_STATES.join(', ')}`,
@@ -90,4 +92,18 @@ class BalancerMetrics {
   }
 }
 
-module.exports = { BalancerMetrics, WORKER_STATES }
+// prom-client hashes the label set on every call; the per-request paths use these cached
+// children instead (a handful of status codes and worker names).
+function labelled (metric, label) {
+  const children = new Map()
+  return (value) => {
+    let child = children.get(value)
+    if (!child) {
+      child = metric.labels({ [label]: value })
+      children.set(value, child)
+    }
+    return child
+  }
+}
+
+module.exports = { labelled, BalancerMetrics, WORKER_STATES }

@@ -1,88 +1,96 @@
 'use strict'
 
-// One attempt to forward a buffered request to one worker, over the worker's keep-alive agent.
-// It reads the response whole when it fits in `maxResponseBuffer`, so the worker is free the
-// moment it has answered, however slowly the client reads. The outcome says how far the attempt
-// got, which is what decides whether it may be retried:
+// One attempt to forward a buffered request to one worker. The response is read whole when it
+// fits in `maxResponseBuffer`, so the worker is free the moment it has answered, however slowly
+// the client reads. The outcome says how far the attempt got, which decides whether it may be
+// retried:
 //
-//   { type: 'complete', res, body }   the whole response, in memory
-//   { type: 'overflow', res, chunks } the response outgrew the buffer; `res` is paused after
-//                                     `chunks` and must be streamed (the worker stays taken)
-//   { type: 'error', stage, error }   stage 'connect': the request was not written (refused,
-//                                     reset while connecting): safe to send elsewhere.
-//                                     stage 'sent': written, no response byte came back.
-//                                     stage 'response': the response broke off midway.
-//                                     stage 'timeout': no answer within proxyTimeout.
-
-const http = require('node:http')
+//   { type: 'complete', head, body }      the whole response, in memory
+//   { type: 'overflow', head, chunks, exchange }
+//                                         the response outgrew the buffer after `chunks`; the
+//                                         exchange is paused and must be streamed (streamTo)
+//   { type: 'error', stage, error }       stage 'connect': the request was not written
+//                                         (refused, reset before the write): safe elsewhere.
+//                                         'sent': written, no response byte came back.
+//                                         'response': the response broke off midway.
+//                                         'timeout': no answer within proxyTimeout.
 
 class ProxyTimeout extends Error {
   constructor (ms) { super(`no answer within ${ms} ms`); this.code = 'PROXY_TIMEOUT' }
 }
 
-function forward ({ method, url, headers, body }, record, { maxResponseBuffer, proxyTimeout }) {
+function forward ({ method, head, body }, record, { maxResponseBuffer, proxyTimeout }) {
   return new Promise((resolve) => {
     let settled = false
-    let written = false
-    let responded = false
+    let timer = null
     let timedOut = false
+    let responseHead = null
+    let chunks = []
+    let size = 0
     const settle = (outcome) => {
       if (settled) return
       settled = true
+      if (timer) clearTimeout(timer)
       resolve(outcome)
     }
-    const upstream = http.request({
-      host: record.host,
-      port: record.port,
-      method,
-      path: url,
-      headers,
-      agent: record.agent
-    })
-    record.upstreams.add(upstream)
-    upstream.on('close', () => record.upstreams.delete(upstream))
-    upstream.on('finish', () => { written = true })
-    upstream.on('error', (error) => {
-      const stage = timedOut ? 'timeout' : responded ? 'response' : written ? 'sent' : 'connect'
-      settle({ type: 'error', stage, error })
+    const exchange = record.connections.request(method, head, body, {
+      onHead (h) {
+        responseHead = h
+        if (timer) { clearTimeout(timer); timer = null }
+      },
+      onBody (chunk) {
+        chunks.push(chunk)
+        size += chunk.length
+        if (size > maxResponseBuffer) {
+          exchange.pause()
+          settle({ type: 'overflow', head: responseHead, chunks, exchange })
+          chunks = null
+        }
+      },
+      onEnd () {
+        const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
+        settle({ type: 'complete', head: responseHead, body })
+      },
+      onError (stage, error) {
+        settle({ type: 'error', stage: timedOut ? 'timeout' : stage, error })
+      }
     })
     if (proxyTimeout > 0) {
-      upstream.setTimeout(proxyTimeout, () => {
-        if (responded) return
+      timer = setTimeout(() => {
         timedOut = true
-        upstream.destroy(new ProxyTimeout(proxyTimeout))
-      })
+        exchange.abort(new ProxyTimeout(proxyTimeout))
+      }, proxyTimeout)
     }
-    upstream.on('response', (res) => {
-      responded = true
-      if (proxyTimeout > 0) upstream.setTimeout(0)
-      collect(res, maxResponseBuffer, settle)
-    })
-    upstream.end(body || undefined)
   })
 }
 
-function collect (res, limit, settle) {
-  const chunks = []
-  let size = 0
-  const onData = (chunk) => {
-    size += chunk.length
-    chunks.push(chunk)
-    if (size > limit) {
-      res.pause()
-      res.removeListener('data', onData)
-      res.removeListener('end', onEnd)
-      settle({ type: 'overflow', res, chunks })
-    }
+// Stream the rest of an overflowing response into `res`, with backpressure both ways.
+// done(error) is called once, when the worker has sent its last byte or the exchange broke.
+function streamTo (exchange, res, done) {
+  let finished = false
+  const finish = (err) => {
+    if (finished) return
+    finished = true
+    done(err)
   }
-  const onEnd = () => {
-    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
-    settle({ type: 'complete', res, body })
+  exchange.handlers = {
+    onHead () {},
+    onBody (chunk) {
+      if (res.destroyed) return // the client left: keep reading so the worker frees up
+      if (!res.write(chunk)) {
+        exchange.pause()
+        res.once('drain', () => exchange.resume())
+      }
+    },
+    onEnd () {
+      if (!res.destroyed) res.end()
+      finish(null)
+    },
+    onError (stage, error) { finish(error) }
   }
-  res.on('data', onData)
-  res.on('end', onEnd)
-  res.on('error', (error) => settle({ type: 'error', stage: 'response', error }))
-  res.on('aborted', () => settle({ type: 'error', stage: 'response', error: new Error('response aborted') }))
+  // A client gone mid-stream must not leave the worker's socket paused forever.
+  res.once('close', () => exchange.resume())
+  exchange.resume()
 }
 
-module.exports = { forward, ProxyTimeout }
+module.exports = { forward, streamTo, ProxyTimeout }

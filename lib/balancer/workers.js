@@ -5,13 +5,7 @@
 // connection only benches a worker briefly, because the supervisor's word on it may be a few
 // milliseconds behind the socket's.
 
-const http = require('node:http')
-
-// Idle keep-alive sockets to a worker are closed after this, well before Node's default
-// server keepAliveTimeout (5 s), so that a request is rarely written on a socket the worker is
-// closing at that very moment (that race would turn a POST into a 502). The agent also honours
-// a shorter `Keep-Alive: timeout=` hint from the worker.
-const FREE_SOCKET_TIMEOUT_MS = 2000
+const { ConnectionPool } = require('./upstream')
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner.
@@ -31,14 +25,7 @@ class WorkerRecord {
     this.draining = false
     this.gone = false
     this.benchedUntil = 0
-    this.upstreams = new Set() // requests in flight to this worker, destroyed if it goes away
-    this.agent = new http.Agent({
-      keepAlive: true,
-      maxSockets: maxconn,
-      maxFreeSockets: maxconn,
-      timeout: FREE_SOCKET_TIMEOUT_MS,
-      scheduling: 'lifo'
-    })
+    this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
   }
 
   state (now = Date.now()) {
@@ -49,11 +36,11 @@ class WorkerRecord {
     return 'idle'
   }
 
-  // Stop talking to this worker: its process is gone or going.
+  // Stop talking to this worker: its process is gone or going. What is in flight fails now
+  // (and may be redispatched) rather than when the socket notices.
   close (reason) {
     this.gone = true
-    for (const upstream of this.upstreams) upstream.destroy(reason)
-    this.agent.destroy()
+    this.connections.destroy(reason)
   }
 }
 
@@ -126,4 +113,4 @@ class WorkerSet {
   }
 }
 
-module.exports = { WorkerSet, WorkerRecord, BENCH_AFTER_FAILURE_MS, FREE_SOCKET_TIMEOUT_MS }
+module.exports = { WorkerSet, WorkerRecord, BENCH_AFTER_FAILURE_MS }

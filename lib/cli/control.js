@@ -36,12 +36,19 @@ async function send (argv, command, args = {}, { waitForClose = false } = {}) {
     return await sendCommand(socketPath, command, args, { timeout: timeout === 0 ? Infinity : timeout, waitForClose })
   } catch (err) {
     if (err.code === codes.CONTROL_UNREACHABLE && !o.control && ['missing', 'refused'].includes(err.details?.reason)) {
-      const others = otherControlSockets().filter((s) => s.path !== socketPath)
+      const others = await livePools(otherControlSockets().filter((s) => s.path !== socketPath))
       if (others.length > 0) err.message += ` (found ${others.map((s) => `${s.path}: use --port ${s.port}`).join('; ')})`
       else err.message += ' (pass the --port or --control the pool was started with)'
     }
     throw err
   }
+}
+
+// Only sockets a pool answers on: files left by SIGKILLed pools are not worth naming.
+async function livePools (sockets) {
+  const answers = await Promise.all(sockets.slice(0, 20).map((s) =>
+    sendCommand(s.path, 'ping', {}, { timeout: 500 }).then(() => s, () => null)))
+  return answers.filter(Boolean)
 }
 
 function command (spec) {

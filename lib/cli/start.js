@@ -84,7 +84,6 @@ function handleSignals (pool, logger) {
   }
   process.on('SIGTERM', onStop)
   process.on('SIGINT', onStop)
-  pool.handleSignals?.(logger)
 }
 
 // control signals: HUP rolling reload, TTIN one worker more, TTOU one fewer (never below 1).

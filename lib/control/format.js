@@ -56,6 +56,7 @@ function describeFront (front) {
   if (front.url) parts.push(front.url)
   if (front.backend) parts.push(`backend ${front.backend}`)
   if (front.socket) parts.push(`via ${front.socket}`)
+  if (front.reachable === false) parts.push(`(unreachable${front.lastError ? `: ${front.lastError.message || front.lastError}` : ''})`)
   return parts.join(' ')
 }
 

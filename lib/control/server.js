@@ -35,7 +35,9 @@ class ControlServer {
     this.path = path.resolve(socketPath)
     this.pool = pool
     this.logger = logger
-    this.server = net.createServer((socket) => this.onConnection(socket))
+    // Half-open: a client may send its request and shut its side (`echo ... | socat`), and
+    // still get the answer of a reload that takes a minute.
+    this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
     this.sockets = new Set()
     this.inFlight = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed
@@ -113,21 +115,26 @@ class ControlServer {
 
   onConnection (socket) {
     this.sockets.add(socket)
+    // pending: requests not answered yet; clientDone: the client shut its side, so hang up
+    // after the last answer.
+    const conn = { socket, pending: 0, clientDone: false }
     socket.setEncoding('utf8')
-    const reader = new LineReader((line) => this.onRequest(socket, line))
+    const reader = new LineReader((line) => this.onRequest(conn, line))
     socket.on('data', (chunk) => {
       try { reader.push(chunk) } catch (err) { this.reply(socket, { id: null, ok: false, error: serializeError(err) }); socket.end() }
     })
+    socket.on('end', () => { conn.clientDone = true; if (conn.pending === 0) socket.end() })
     socket.on('error', () => {}) // a client that went away; its command still runs to the end
     socket.on('close', () => this.sockets.delete(socket))
   }
 
-  onRequest (socket, line) {
+  onRequest (conn, line) {
     let req
     try { req = parseRequest(line) } catch (err) {
-      return this.reply(socket, { id: err.requestId ?? null, ok: false, error: serializeError(err) })
+      return this.reply(conn.socket, { id: err.requestId ?? null, ok: false, error: serializeError(err) })
     }
     const { id, command, args } = req
+    conn.pending++
     if (command !== 'ping' && command !== 'status') {
       this.logger?.info({ event: 'control-command', command, args }, `control: ${command}`)
     }
@@ -138,8 +145,8 @@ class ControlServer {
       return HANDLERS[command](this.pool, args)
     })
     const answered = run.then(
-      (result) => this.reply(socket, { id, ok: true, result }),
-      (err) => this.reply(socket, { id, ok: false, error: serializeError(err) })
+      (result) => this.answer(conn, { id, ok: true, result }),
+      (err) => this.answer(conn, { id, ok: false, error: serializeError(err) })
     )
     this.inFlight.add(answered)
     answered.finally(() => this.inFlight.delete(answered))
@@ -147,6 +154,12 @@ class ControlServer {
 
   reply (socket, message) {
     if (!socket.destroyed && socket.writable) socket.write(encode(message))
+  }
+
+  answer (conn, message) {
+    conn.pending--
+    this.reply(conn.socket, message)
+    if (conn.clientDone && conn.pending === 0) conn.socket.end()
   }
 
   // Stop listening and remove the socket file, answer what is in flight (the `stop` that led

@@ -1,0 +1,191 @@
+'use strict'
+
+// Keep-alive connections from the balancer to one worker, and the exchange of one request and
+// its response over one of them. Plain sockets: the request goes out in a single write, the
+// response is read by response-parser.js, and the balancer knows exactly whether its request
+// was written when something fails, which is what decides if it may be sent elsewhere.
+
+const net = require('node:net')
+const { ResponseParser } = require('./response-parser')
+
+// Idle connections older than this are not reused, well within Node's default server
+// keepAliveTimeout (5 s), so that a request is rarely written on a connection the worker is
+// closing at that very moment (that race would turn a POST into a 502). A shorter
+// `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s.
+const MAX_IDLE_MS = 2000
+
+class WorkerGoneError extends Error {
+  constructor (message) { super(message); this.code = 'WORKER_GONE' }
+}
+
+class Connection {
+  constructor (pool) {
+    this.pool = pool
+    this.exchange = null
+    this.idleSince = 0
+    this.maxIdleMs = MAX_IDLE_MS
+    this.closed = false
+    this.error = null
+    this.parser = new ResponseParser(this)
+    const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
+    socket.setNoDelay(true)
+    socket.on('data', (chunk) => this.onData(chunk))
+    socket.on('end', () => this.onEnd())
+    socket.on('error', (err) => { this.error = err })
+    socket.on('close', () => this.onClose())
+  }
+
+  onData (chunk) {
+    if (!this.exchange) return this.socket.destroy() // a worker speaking out of turn
+    try {
+      this.parser.execute(chunk)
+    } catch (err) {
+      this.socket.destroy(err)
+    }
+  }
+
+  onEnd () {
+    if (!this.exchange) return
+    try {
+      this.parser.end()
+    } catch (err) {
+      this.socket.destroy(err)
+    }
+  }
+
+  onClose () {
+    this.closed = true
+    this.pool.forget(this)
+    if (this.exchange) this.exchange.fail(this.error || new Error('the worker closed the connection'))
+  }
+
+  // Parser callbacks, forwarded to the current exchange.
+  onHead (head) { this.exchange.onHead(head) }
+  onBody (chunk) { this.exchange.onBody(chunk) }
+  onComplete (keepAlive) {
+    const exchange = this.exchange
+    this.exchange = null
+    if (keepAlive && !this.closed) this.pool.keep(this)
+    else this.socket.destroy()
+    exchange.onComplete()
+  }
+
+  usable (now) {
+    return !this.closed && !this.socket.destroyed && now - this.idleSince < this.maxIdleMs
+  }
+}
+
+// One request/response. handlers: onHead(head), onBody(chunk), onEnd(), onError(stage, err)
+// with stage 'connect' (not written: safe to send elsewhere), 'sent' (written, nothing back
+// yet) or 'response' (broke off midway). Exactly one of onEnd/onError is called.
+class Exchange {
+  constructor (connection, handlers) {
+    this.connection = connection
+    this.handlers = handlers
+    this.written = false
+    this.responded = false
+    this.finished = false
+  }
+
+  send (method, head, body) {
+    const { socket, parser } = this.connection
+    parser.expect(method)
+    const onWritten = (err) => { if (!err) this.written = true }
+    if (body && body.length > 0) {
+      socket.cork()
+      socket.write(head, 'latin1')
+      socket.write(body, onWritten)
+      socket.uncork()
+    } else {
+      socket.write(head, 'latin1', onWritten)
+    }
+  }
+
+  onHead (head) {
+    this.responded = true
+    const hint = keepAliveHint(head.rawHeaders)
+    if (hint) this.connection.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
+    this.handlers.onHead(head)
+  }
+
+  onBody (chunk) { this.handlers.onBody(chunk) }
+
+  onComplete () {
+    this.finished = true
+    this.connection.pool.active.delete(this)
+    this.handlers.onEnd()
+  }
+
+  fail (err) {
+    if (this.finished) return
+    this.finished = true
+    this.connection.pool.active.delete(this)
+    const stage = this.responded ? 'response' : this.written ? 'sent' : 'connect'
+    this.handlers.onError(stage, err)
+  }
+
+  // Backpressure while a large response streams to a slow client.
+  pause () { this.connection.socket.pause() }
+  resume () { this.connection.socket.resume() }
+
+  abort (err) { this.connection.socket.destroy(err) }
+}
+
+function keepAliveHint (rawHeaders) {
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i].length === 10 && rawHeaders[i].toLowerCase() === 'keep-alive') {
+      const m = /timeout=(\d+)/.exec(rawHeaders[i + 1])
+      if (m) return Number(m[1])
+    }
+  }
+  return 0
+}
+
+// The connections to one worker: at most `maxIdle` kept open between requests.
+class ConnectionPool {
+  constructor ({ host, port, maxIdle }) {
+    this.host = host
+    this.port = port
+    this.maxIdle = maxIdle
+    this.idle = [] // most recently used last: reused first, so the others age out
+    this.active = new Set()
+    this.closed = false
+  }
+
+  // Start a request on an idle connection, or a new one.
+  request (method, head, body, handlers) {
+    const now = Date.now()
+    let connection
+    while ((connection = this.idle.pop())) {
+      if (connection.usable(now)) break
+      connection.socket.destroy()
+    }
+    if (!connection) connection = new Connection(this)
+    const exchange = new Exchange(connection, handlers)
+    connection.exchange = exchange
+    this.active.add(exchange)
+    exchange.send(method, head, body)
+    return exchange
+  }
+
+  keep (connection) {
+    if (this.closed || this.idle.length >= this.maxIdle) return connection.socket.destroy()
+    connection.idleSince = Date.now()
+    this.idle.push(connection)
+  }
+
+  forget (connection) {
+    const i = this.idle.indexOf(connection)
+    if (i >= 0) this.idle.splice(i, 1)
+  }
+
+  // The worker is gone: fail what is in flight, close everything.
+  destroy (reason) {
+    this.closed = true
+    for (const connection of this.idle.splice(0)) connection.socket.destroy()
+    const err = reason instanceof Error ? reason : new WorkerGoneError(String(reason))
+    for (const exchange of [...this.active]) exchange.connection.socket.destroy(err)
+  }
+}
+
+module.exports = { ConnectionPool, WorkerGoneError, MAX_IDLE_MS }

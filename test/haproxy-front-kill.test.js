@@ -1,0 +1,111 @@
+'use strict'
+
+// A worker killed under HAProxy: the pool sets its server MAINT at once (before the respawn),
+// READY again once the new worker is up, and under load a kill costs at most the one request
+// that was running in the dead worker.
+
+const t = require('tap')
+const fs = require('node:fs')
+const path = require('node:path')
+const { performance } = require('node:perf_hooks')
+const { sleep, waitFor, isAlive } = require('./helpers')
+const { startLoad } = require('./helpers/load')
+const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot } = require('./helpers/haproxy-pool')
+
+// Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
+// counted from `since` (performance.now()).
+async function pollStatus (client, name, done, { since, timeout = 2000 }) {
+  const deadline = performance.now() + timeout
+  while (performance.now() < deadline) {
+    const status = (await client.servers('pool'))[name].status
+    if (done(status)) return { status, ms: performance.now() - since }
+    await sleep(2)
+  }
+  throw new Error(`${name} never reached the expected status within ${timeout} ms`)
+}
+
+t.test('SIGKILL → MAINT within 100 ms, then UP with the new worker serving', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--log-level', 'debug'] })
+  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'both servers UP' })
+  const oldPid = pidsBySlot(pool)[1]
+  t.same(await servedBy(lab.url), { pid: oldPid, slot: '1' }, 'balance first: an idle pool answers from worker1')
+
+  const killedAt = performance.now()
+  process.kill(oldPid, 'SIGKILL')
+  const maint = await pollStatus(lab.client, 'worker1', (s) => s === 'MAINT', { since: killedAt })
+  t.comment(`kill → MAINT seen in show stat: ${maint.ms.toFixed(1)} ms`)
+  t.ok(maint.ms < 100, `worker1 MAINT ${maint.ms.toFixed(1)} ms after the kill (bound 100 ms)`)
+
+  const line = await pool.waitLog((l) => l.event === 'haproxy-maint' && l.slot === 1)
+  t.comment(`exit handled → HAProxy's reply: ${line.ms} ms (pool's own measure)`)
+  t.ok(line.ms < 25, `the MAINT command took ${line.ms} ms from the exit (target 10 ms)`)
+  const respawn = await pool.waitLog((l) => l.event === 'spawn' && l.slot === 1 && l.pid !== oldPid)
+  t.ok(respawn.time >= line.time - 1, 'MAINT was asserted before the respawn')
+
+  const ready = await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== oldPid)
+  await waitFor(async () => (await statuses(lab.client)).worker1 === 'UP', { timeout: 3000, what: 'worker1 UP again' })
+  t.same(await servedBy(lab.url), { pid: ready.pid, slot: '1' }, 'HAProxy sends worker1\'s traffic to the new pid')
+  t.notOk(isAlive(oldPid), 'the old worker is gone')
+})
+
+// An app (the control fixture) whose listening socket gets a higher fd than any connection it
+// accepts: fds are reserved before the worker runtime listens and released after. The kernel
+// releases a dying process's files in reverse order (task_work LIFO), so the listener is then
+// closed before the connection of the request that dies with the worker, and HAProxy's next
+// connect is refused (and retried elsewhere) instead of accepted by a process already dead.
+// Without it a kill costs 1.3 requests on average; see docs/haproxy.md.
+function writeListenerFirstApp (dir) {
+  const file = path.join(dir, 'listener-first-app.js')
+  fs.writeFileSync(file, [
+    "'use strict'",
+    "const fs = require('node:fs')",
+    "const held = Array.from({ length: 4 }, () => fs.openSync('/dev/null', 'r'))",
+    "setTimeout(() => held.forEach((fd) => fs.closeSync(fd)), 300)",
+    `require(${JSON.stringify(CONTROL_APP)})`,
+    ''
+  ].join('\n'))
+  return file
+}
+
+// 4 workers, 12 closed-loop clients through HAProxy, a worker SIGKILLed every second for 10 s.
+async function killUnderLoad (t, { app } = {}) {
+  const lab = await startLabHaproxy(t, { workers: 4 })
+  const pool = await startHaproxyPool(t, lab, { workers: 4, app: app?.(lab.dir), args: ['--log-level', 'debug'] })
+  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'all servers UP' })
+  const load = startLoad(lab.url, { concurrency: 12, maxMs: 20000, maxRequests: 20000, timeout: 10000, path: (i) => `/block?ms=20&id=${i}` })
+  t.teardown(() => load.stop())
+  const killed = []
+  for (let i = 0; i < 10; i++) {
+    await sleep(1000)
+    const slot = (i % 4) + 1
+    const pid = pidsBySlot(pool)[slot]
+    // Kill only a worker that is serving: one that is still booting would cost no request.
+    if (!pool.logs.some((l) => l.event === 'ready' && l.pid === pid)) continue
+    process.kill(pid, 'SIGKILL')
+    killed.push(pid)
+  }
+  await sleep(500)
+  const stats = await load.stop()
+  t.comment(`${killed.length} kills, ${stats.ok} ok, ${stats.failed} failed (${JSON.stringify(stats.statuses)}; ${[...new Set(stats.failures)].join('; ')})`)
+  t.ok(killed.length >= 8, `${killed.length} workers killed`)
+  t.ok(stats.ok > 1000, `the load ran: ${stats.ok} requests answered`)
+  t.notOk(stats.statuses[503], 'no 503: nothing burnt its retries on a dead worker')
+  const maints = pool.logs.filter((l) => l.event === 'haproxy-maint' && killed.includes(l.pid))
+  t.equal(maints.length, killed.length, 'every killed worker was set MAINT')
+  t.comment(`MAINT latency under load (exit handled → reply): max ${Math.max(...maints.map((l) => l.ms))} ms, mean ${(maints.reduce((s, l) => s + l.ms, 0) / maints.length).toFixed(2)} ms`)
+  return { killed: killed.length, failed: stats.failed }
+}
+
+t.test('12 clients, a worker SIGKILLed every second for 10 s: failed requests ≤ kills', async (t) => {
+  const { killed, failed } = await killUnderLoad(t, { app: writeListenerFirstApp })
+  t.ok(failed <= killed, `${failed} failed requests ≤ ${killed} kills: only the request running in the killed worker is lost`)
+})
+
+t.test('the same with the plain fixture: at most the running request and the one racing the exit', async (t) => {
+  // Here the dying worker's listener may outlive the connection of its running request by a
+  // few µs, and HAProxy hands the next queued request to it (log: SH--, connect time 0).
+  // No front can see that exit before it happens; the bound is two per kill, not thousands.
+  const { killed, failed } = await killUnderLoad(t)
+  t.ok(failed <= 2 * killed, `${failed} failed requests ≤ 2 × ${killed} kills`)
+})

@@ -1,0 +1,107 @@
+'use strict'
+
+// HAProxy restarted or gone while the pool runs, and a graceful stop of the pool: the pool
+// re-asserts what HAProxy forgot, keeps its workers serving when HAProxy is away, and drains
+// each server (DRAIN, wait, MAINT) without cutting a running request.
+
+const t = require('tap')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { performance } = require('node:perf_hooks')
+const { BIN, request, sleep, waitFor, isAlive } = require('./helpers')
+const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot } = require('./helpers/haproxy-pool')
+
+const allUp = (client) => async () => Object.values(await statuses(client)).every((s) => s === 'UP')
+
+function poolStatus (lab) {
+  const r = spawnSync(process.execPath, [BIN, 'status', '--json', '--control', path.join(lab.dir, 'control.sock')], { encoding: 'utf8', timeout: 10000 })
+  if (r.status !== 0) throw new Error(`pool status: ${r.stderr}`)
+  return JSON.parse(r.stdout)
+}
+
+t.test('HAProxy restarted: the pool re-asserts every server within a few seconds', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const pool = await startHaproxyPool(t, lab, { workers: 2 })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
+  const pids = pidsBySlot(pool)
+
+  const restartedAt = performance.now()
+  const fresh = await lab.restartHaproxy()
+  t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'the new HAProxy starts with every server disabled')
+  await waitFor(allUp(lab.client), { timeout: 8000, interval: 50, what: 'servers UP again' })
+  const seconds = (performance.now() - restartedAt) / 1000
+  t.comment(`servers UP again ${seconds.toFixed(1)} s after the restart (check interval 2 s)`)
+  t.ok(seconds < 6, `re-asserted within ${seconds.toFixed(1)} s`)
+  t.same(pidsBySlot(pool), pids, 'without any pool action: no worker was replaced')
+  t.equal((await request(lab.url + '/')).status, 200, 'HAProxy serves again')
+
+  const reassert = await pool.waitLog((l) => l.event === 'haproxy-reassert')
+  t.same(reassert.servers.map((s) => [s.server, s.seen, s.wanted]), [['worker1', 'maint', 'ready'], ['worker2', 'maint', 'ready']], 'the log names what was re-asserted')
+  t.ok(pool.logs.some((l) => (l.event === 'haproxy-restarted' && l.toPid === fresh.pid) || l.event === 'haproxy-reachable'), 'the restart was noticed and logged')
+
+  const front = await waitFor(() => { const s = poolStatus(lab).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, { timeout: 5000, what: 'status of the new HAProxy' })
+  t.match(front, { type: 'haproxy', backend: 'pool', socket: lab.socket, reachable: true, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true }, worker2: { wanted: 'ready', seen: 'ready' } } }, 'pool status shows wanted and seen states')
+})
+
+t.test('HAProxy gone after start: workers keep serving, a warning, then re-assert when it is back', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const pool = await startHaproxyPool(t, lab, { workers: 2 })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
+  const pids = pidsBySlot(pool)
+
+  lab.haproxy.child.kill('SIGKILL') // no clean exit: its socket file stays, refusing connections
+  await lab.haproxy.child.exited
+  const warning = await pool.waitLog((l) => l.event === 'haproxy-unreachable', 5000)
+  t.equal(warning.level, 40, 'logged as a warning')
+  t.ok(warning.msg.includes(lab.socket) && /nothing listens/.test(warning.msg), `the reason is in it: ${warning.msg}`)
+
+  await sleep(2500) // a few retries
+  t.equal(pool.exitCode, null, 'the pool is still running')
+  for (const [slot, pid] of Object.entries(pids)) {
+    t.ok(isAlive(pid), `worker ${slot} is alive`)
+    const r = await request(`http://127.0.0.1:${lab.workerPort + Number(slot) - 1}/`)
+    t.equal(JSON.parse(r.body).pid, pid, `worker ${slot} answers on its port`)
+  }
+  t.equal(pool.logs.filter((l) => l.event === 'haproxy-unreachable' && l.level === 40).length, 1, 'one warning, not one per retry')
+  t.equal(poolStatus(lab).front.reachable, false, 'pool status says HAProxy is unreachable')
+
+  await lab.restartHaproxy()
+  await waitFor(allUp(lab.client), { timeout: 8000, interval: 50, what: 'servers UP again' })
+  t.ok(await pool.waitLog((l) => l.event === 'haproxy-reachable'), 'its return is logged')
+  t.same(pidsBySlot(pool), pids, 'the same workers serve through the new HAProxy')
+  t.equal((await request(lab.url + '/')).status, 200)
+})
+
+t.test('graceful stop: DRAIN, the running request completes, then MAINT', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--log-level', 'debug'] })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
+
+  const inFlight = request(lab.url + '/block?ms=1200', { timeout: 10000 })
+  await waitFor(async () => (await lab.client.servers('pool')).worker1.scur === 1, { timeout: 2000, interval: 5, what: 'the request on worker1' })
+
+  // Record every status worker1 goes through until the pool has exited.
+  const seen = []
+  let polling = true
+  const poller = (async () => {
+    while (polling) {
+      const s = await lab.client.servers('pool')
+      const row = `${s.worker1.status}/${s.worker2.status}`
+      if (seen.at(-1) !== row) seen.push(row)
+      await sleep(3)
+    }
+  })()
+  pool.kill('SIGTERM')
+  const response = await inFlight
+  const exit = await pool.exited
+  polling = false
+  await poller
+  const worker1 = seen.map((r) => r.split('/')[0]).filter((s, i, a) => s !== a[i - 1])
+  t.comment(`worker1/worker2 statuses during the stop: ${seen.join(' → ')}`)
+  t.same(worker1, ['UP', 'DRAIN', 'MAINT'], 'worker1: DRAIN while its request ran, then MAINT')
+  t.equal(response.status, 200, 'the request in flight at the stop completed')
+  t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'every server ends MAINT')
+  t.equal(exit.code, 0, 'a clean stop')
+  const order = pool.logs.filter((l) => ['haproxy-drained', 'haproxy-maint'].includes(l.event) && l.slot === 1).map((l) => l.event)
+  t.same(order, ['haproxy-drained', 'haproxy-maint'], 'drained before it was stopped')
+})
