@@ -129,7 +129,7 @@ class EmbeddedBalancer {
       stats: this.statsUrl,
       balance: this.options.balance,
       maxconn: this.options.maxconn,
-      queued: this.dispatcher.queued,
+      queue: this.dispatcher.queued,
       inFlight: this.workers.inFlight(),
       stopping: this.isStopping,
       workers: this.slotViews().map(({ slot, name, state, inFlight, requests }) => ({ slot, name, state, inFlight, requests }))
