@@ -81,6 +81,15 @@ t.test('a response larger than the buffer streams through intact', async (t) => 
   t.equal(balancer.status().inFlight, 0)
 })
 
+t.test('a chunked response that outgrows the buffer and ends in the same read', async (t) => {
+  const { balancer } = await setup(t, 1, { maxResponseBuffer: 1000 })
+  const r = await request(`${balancer.base}/chunks?n=50&size=100`, { timeout: 5000 })
+  t.equal(r.status, 200)
+  t.equal(r.body.length, 5000)
+  t.equal(r.body.slice(4900), 'x'.repeat(100), 'the last chunk is there')
+  t.equal(balancer.status().inFlight, 0, 'the worker was released')
+})
+
 // Send raw bytes, resolve with everything received until the balancer closes the connection.
 function raw (port, text, { timeout = 8000 } = {}) {
   return new Promise((resolve, reject) => {

@@ -70,7 +70,7 @@ t.test('a worker SIGKILLed under load: no request fails', async (t) => {
   const victim = workers[0]
   victim.child.once('exit', () => balancer.workerGone(snapshot(victim))) // as the supervisor does
   const requests = Array.from({ length: 30 }, (_, i) => request(`${balancer.base}/sleep?ms=60&i=${i}`))
-  await waitFor(() => balancer.status().queued > 10, { what: 'a queue to build' })
+  await waitFor(() => balancer.status().queue > 10, { what: 'a queue to build' })
   victim.child.kill('SIGKILL')
   const statuses = (await Promise.all(requests)).map((r) => r.status)
   t.same(statuses, Array(30).fill(200))

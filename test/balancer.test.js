@@ -55,7 +55,7 @@ t.test('requests waiting for a worker are served in arrival order', async (t) =>
   const queued = []
   for (let i = 1; i <= 8; i++) {
     queued.push(request(`${balancer.base}/sleep?order=${i}`))
-    await waitFor(() => balancer.status().queued === i, { what: `request ${i} queued` })
+    await waitFor(() => balancer.status().queue === i, { what: `request ${i} queued` })
   }
   await hold
   await Promise.all(queued)
@@ -77,7 +77,7 @@ t.test('balance first: the lowest free slot; rr: rotation among free workers', a
 t.test('only ready workers get work; a gone worker leaves rotation at once', async (t) => {
   const { workers, balancer, seen } = await setup(t, 2, {}, { ready: false })
   const early = request(`${balancer.base}/sleep?early`)
-  await waitFor(() => balancer.status().queued === 1, { what: 'request queued while no worker is ready' })
+  await waitFor(() => balancer.status().queue === 1, { what: 'request queued while no worker is ready' })
   balancer.workerReady(snapshot(workers[1]))
   t.equal((await early).status, 200)
   t.same(seen().map((r) => r.port), [workers[1].port], 'served by the only ready worker')
@@ -109,11 +109,11 @@ t.test('max-queue: beyond it, 503 at once (load shedding)', async (t) => {
   const hold = request(`${balancer.base}/sleep?ms=600`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = request(`${balancer.base}/sleep?queued`)
-  await waitFor(() => balancer.status().queued === 1)
+  await waitFor(() => balancer.status().queue === 1)
   const shed = await request(`${balancer.base}/sleep?shed`)
   t.equal(shed.status, 503)
   t.match(shed.body, /max-queue/)
-  t.equal(balancer.status().queued, 1, 'shed while the queue was still full')
+  t.equal(balancer.status().queue, 1, 'shed while the queue was still full')
   t.same([(await hold).status, (await queued).status], [200, 200])
   t.notOk(seen().some((r) => r.url.includes('shed')))
 })
@@ -123,9 +123,9 @@ t.test('a client that hangs up while queued leaves the queue and never reaches a
   const hold = request(`${balancer.base}/sleep?ms=400`)
   await waitFor(() => balancer.status().inFlight === 1)
   const gone = openRequest(`${balancer.base}/sleep?abandoned`)
-  await waitFor(() => balancer.status().queued === 1)
+  await waitFor(() => balancer.status().queue === 1)
   gone.req.destroy()
-  await waitFor(() => balancer.status().queued === 0, { what: 'the queue to forget the client' })
+  await waitFor(() => balancer.status().queue === 0, { what: 'the queue to forget the client' })
   await hold
   t.equal((await request(`${balancer.base}/sleep?after`)).status, 200)
   t.notOk(seen().some((r) => r.url.includes('abandoned')), 'the abandoned request was never forwarded')
@@ -210,7 +210,7 @@ t.test('metrics and status: queue, durations, per-worker state and counters, poo
   const holds = [request(`${balancer.base}/sleep?ms=600`), request(`${balancer.base}/sleep?ms=600`)]
   await waitFor(() => balancer.status().inFlight === 2)
   const timedOut = request(`${balancer.base}/sleep?timeout`)
-  await waitFor(() => balancer.status().queued === 1)
+  await waitFor(() => balancer.status().queue === 1)
   const during = await request(`${balancer.statsBase}/metrics`)
   t.equal(during.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8')
   t.match(during.body, /\npool_queue_length 1\n/)
@@ -233,12 +233,12 @@ t.test('metrics and status: queue, durations, per-worker state and counters, poo
   t.match(m, /pool_worker_busy_seconds_count 7/)
 
   const status = JSON.parse((await request(`${balancer.statsBase}/status`)).body)
-  t.match(status.balancer, { url: balancer.base, balance: 'first', maxconn: 1, queued: 0, inFlight: 0 })
+  t.match(status.balancer, { url: balancer.base, balance: 'first', maxconn: 1, queue: 0, inFlight: 0 })
   t.match(status.workers, [
     { slot: 1, name: 'worker1', state: 'idle', pid: workers[0].pid, port: workers[0].port, requests: 6, restarts: 1, pool: { restarts: 1 } },
     { slot: 2, name: 'worker2', state: 'idle', pid: workers[1].pid, requests: 1 }
   ])
-  t.match(balancer.status(), { type: 'embedded', url: balancer.base, queued: 0, workers: [{ slot: 1, requests: 6 }, { slot: 2, requests: 1 }] })
+  t.match(balancer.status(), { type: 'embedded', url: balancer.base, queue: 0, workers: [{ slot: 1, requests: 6 }, { slot: 2, requests: 1 }] })
   t.equal((await request(`${balancer.statsBase}/nothing`)).status, 404)
   t.match(balancer.logs.find((l) => l.event === 'balancer-listening'), { url: balancer.base, stats: balancer.statsBase })
 })
@@ -248,7 +248,7 @@ t.test('stopping: no new clients, the queue is still served; drain waits for it;
   const inFlight = request(`${balancer.base}/sleep?ms=300`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = [request(`${balancer.base}/sleep?q=1`), request(`${balancer.base}/sleep?q=2`)]
-  await waitFor(() => balancer.status().queued === 2)
+  await waitFor(() => balancer.status().queue === 2)
   balancer.stopping()
   await t.rejects(request(`${balancer.base}/sleep?new`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'the listener is closed')
   let drained = false
@@ -280,7 +280,7 @@ t.test('stop answers queued requests with 503', async (t) => {
   const held = request(`${balancer.base}/sleep?ms=400`).catch((err) => ({ error: err.code }))
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = request(`${balancer.base}/sleep?queued`)
-  await waitFor(() => balancer.status().queued === 1)
+  await waitFor(() => balancer.status().queue === 1)
   await balancer.stop()
   const r = await queued
   t.equal(r.status, 503)

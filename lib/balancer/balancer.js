@@ -316,6 +316,9 @@ class EmbeddedBalancer {
     if (!s) {
       s = { slot, name: name || `worker${slot}`, requests: 0, failures: 0, restarts: 0, busyMs: 0, spawned: false }
       this.slotStats.set(slot, s)
+      // Every slot's series exist from its first appearance, at 0, as Prometheus prefers.
+      this.metrics.restarts.inc({ worker: s.name }, 0)
+      this.metrics.workerRequestsFor(s.name).inc(0)
     }
     return s
   }
@@ -354,7 +357,7 @@ class EmbeddedBalancer {
         url: this.url,
         balance: this.options.balance,
         maxconn: this.options.maxconn,
-        queued: this.dispatcher.queued,
+        queue: this.dispatcher.queued,
         inFlight: this.workers.inFlight(),
         stopping: this.isStopping
       },

@@ -26,7 +26,7 @@ function requestId (req) {
 
 // Header names that the Connection header declares hop-by-hop for this message.
 function connectionListed (value) {
-  if (!value) return null
+  if (!value || value === 'close' || value === 'keep-alive') return null // the usual, nothing listed
   const names = new Set()
   for (const token of String(value).split(',')) names.add(token.trim().toLowerCase())
   return names

@@ -25,7 +25,7 @@ function forward ({ method, head, body }, record, { maxResponseBuffer, proxyTime
     let timer = null
     let timedOut = false
     let responseHead = null
-    let chunks = []
+    const chunks = []
     let size = 0
     const settle = (outcome) => {
       if (settled) return
@@ -39,12 +39,13 @@ function forward ({ method, head, body }, record, { maxResponseBuffer, proxyTime
         if (timer) { clearTimeout(timer); timer = null }
       },
       onBody (chunk) {
+        // After an overflow, what is left of the chunk being parsed still lands here; the
+        // socket is paused, so streamTo() takes over from the next read.
         chunks.push(chunk)
         size += chunk.length
-        if (size > maxResponseBuffer) {
+        if (size > maxResponseBuffer && !settled) {
           exchange.pause()
           settle({ type: 'overflow', head: responseHead, chunks, exchange })
-          chunks = null
         }
       },
       onEnd () {
@@ -88,6 +89,9 @@ function streamTo (exchange, res, done) {
     },
     onError (stage, error) { finish(error) }
   }
+  // The response may have ended (or broken) in the very read that overflowed the buffer.
+  if (exchange.state === 'complete') return exchange.handlers.onEnd()
+  if (exchange.state === 'failed') return finish(exchange.error)
   // A client gone mid-stream must not leave the worker's socket paused forever.
   res.once('close', () => exchange.resume())
   exchange.resume()

@@ -84,8 +84,11 @@ class Exchange {
     this.handlers = handlers
     this.written = false
     this.responded = false
-    this.finished = false
+    this.state = 'open' // then 'complete' or 'failed'
+    this.error = null
   }
+
+  get finished () { return this.state !== 'open' }
 
   send (method, head, body) {
     const { socket, parser } = this.connection
@@ -111,14 +114,15 @@ class Exchange {
   onBody (chunk) { this.handlers.onBody(chunk) }
 
   onComplete () {
-    this.finished = true
+    this.state = 'complete'
     this.connection.pool.active.delete(this)
     this.handlers.onEnd()
   }
 
   fail (err) {
     if (this.finished) return
-    this.finished = true
+    this.state = 'failed'
+    this.error = err
     this.connection.pool.active.delete(this)
     const stage = this.responded ? 'response' : this.written ? 'sent' : 'connect'
     this.handlers.onError(stage, err)
@@ -171,6 +175,7 @@ class ConnectionPool {
   keep (connection) {
     if (this.closed || this.idle.length >= this.maxIdle) return connection.socket.destroy()
     connection.idleSince = Date.now()
+    connection.socket.resume() // it may have been paused for a slow client; the next exchange reads
     this.idle.push(connection)
   }
 

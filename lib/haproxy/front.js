@@ -8,8 +8,9 @@
 //                        sessions, so to HAProxy it is always the free one, and every queued
 //                        request would be sent to it, refused and failed
 //   graceful stop      → state drain, wait for HAProxy's scur/qcur of that server to reach 0
-//   HAProxy reloaded   → it forgot all of the above: a periodic comparison of `show servers
-//   or restarted         state` with the wanted states re-asserts what differs
+//   HAProxy reloaded   → it forgot all of the above: a periodic check (`show info`, `show
+//   or restarted         servers state`, `show stat`) re-asserts what differs from the wanted
+//                        states, and notes HAProxy's queue for status()
 //   HAProxy down       → warn, retry with backoff, keep the workers serving on their ports
 //
 // Commands for one server go through a queue of their own (one HaproxyClient per server), so
@@ -63,6 +64,7 @@ class HaproxyFront {
     this.lastError = null
     this.haproxy = null // { pid, startTime, version } of the HAProxy last seen
     this.checkedAt = null
+    this.queue = 0
     this.failures = 0 // consecutive failed checks or commands: the retry backoff
     this.unreachableSince = null
     this.lastWarning = { message: null, at: 0 }
@@ -105,9 +107,11 @@ class HaproxyFront {
     })
   }
 
-  // Sync and fast: the command is queued now and its connection opened before this tick ends.
-  // The latency logged is from this call to HAProxy's reply; `sinceExitMs` counts from the
-  // supervisor's handling of the exit event (ms resolution), when this call comes from an exit.
+  // Sync and fast: the command goes into this server's own queue (normally empty) and its
+  // connection is opened a microtask later, before the event loop turns; nothing else the pool
+  // does (checks, drain polls, other servers) can delay it. The latency logged is from this
+  // call to HAProxy's reply; `sinceExitMs` counts from the supervisor's handling of the exit
+  // event (ms resolution), when this call comes from an exit rather than a kill by the pool.
   workerGone (w) {
     const name = serverName(w)
     const startedAt = performance.now()
@@ -130,10 +134,10 @@ class HaproxyFront {
   async drain (w) {
     const name = serverName(w)
     const rec = this._record(name)
-    const r = await this._want(name, 'drain')
+    const sent = this._want(name, 'drain')
+    const version = rec.version // before the await: a MAINT that follows must end the wait
     // HAProxy unreachable: it cannot be sending this worker anything we could wait for.
-    if (!r.ok) return
-    const version = rec.version
+    if (!(await sent).ok) return
     const startedAt = performance.now()
     while (!this.stopped && rec.version === version) {
       let row
@@ -173,7 +177,7 @@ class HaproxyFront {
     const names = [...this.servers.keys()].sort((a, b) => slotOf(a) - slotOf(b))
     for (const name of names) {
       const rec = this.servers.get(name)
-      servers[name] = { wanted: rec.wanted, seen: rec.seen, up: rec.op === null ? null : rec.op === 'running' }
+      servers[name] = { wanted: rec.wanted, seen: rec.seen, up: rec.op === null ? null : rec.op === 'running', sessions: rec.sessions ?? null }
     }
     return {
       type: 'haproxy',
@@ -183,6 +187,8 @@ class HaproxyFront {
       lastError: this.lastError,
       haproxyPid: this.haproxy?.pid ?? null,
       checkedAt: this.checkedAt,
+      // Requests waiting in HAProxy's backend queue at the last check (HAProxy owns the queue).
+      queue: this.queue,
       maintLatency: { ...this.maintLatency },
       servers
     }
@@ -265,8 +271,10 @@ class HaproxyFront {
     try {
       const info = await this.reader.info()
       const state = await readServersState(this.reader, this.backend)
+      const stat = await this.reader.showStat(this.backend)
       this._reached(info)
       this._reassert(state, readStartedAt)
+      this._noteLoad(stat)
       this.checkedAt = Date.now()
     } catch (err) {
       this._failed(err, { during: 'check' })
@@ -286,11 +294,11 @@ class HaproxyFront {
       const downMs = this.unreachableSince === null ? undefined : Date.now() - this.unreachableSince
       this.logger.info({ event: 'haproxy-reachable', socket: this.socket, haproxyPid: now.pid, downMs },
         `HAProxy answers again on ${this.socket}${downMs === undefined ? '' : ` after ${downMs} ms`}; re-asserting the server states`)
+      this.lastWarning = { message: null, at: 0 } // a new outage deserves a new warning
     }
     this.reachable = true
     this.failures = 0
     this.unreachableSince = null
-    this.lastWarning = { message: null, at: 0 }
     if (before && (before.pid !== now.pid || (now.startTime !== undefined && before.startTime !== now.startTime))) {
       this.logger.warn({ event: 'haproxy-restarted', socket: this.socket, fromPid: before.pid, toPid: now.pid },
         `HAProxy restarted or reloaded (pid ${before.pid} → ${now.pid}): it forgot the servers' runtime states; re-asserting them`)
@@ -323,6 +331,14 @@ class HaproxyFront {
     if (missing.length > 0) {
       this._warn('haproxy-missing-servers', `HAProxy backend '${this.backend}' has no server${missing.length > 1 ? 's' : ''} ${missing.join(', ')} any more (config changed?): those workers get no traffic`,
         { backend: this.backend, missing })
+    }
+  }
+
+  // HAProxy's backend queue and each server's sessions, for status(), as of the last check.
+  _noteLoad (rows) {
+    for (const row of rows) {
+      if (row.svname === 'BACKEND') this.queue = row.qcur ?? 0
+      else if (this.servers.has(row.svname)) this.servers.get(row.svname).sessions = row.scur ?? 0
     }
   }
 
