@@ -17,6 +17,9 @@
 //
 // Everything runs on 127.0.0.1 on free ports; every process is killed at the end.
 
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 const { forkReady, stopAll, freePorts } = require('./lib/procs')
 const { makeSchedule, lognormalMean } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
@@ -37,6 +40,7 @@ function parseArgs (argv) {
   return args
 }
 
+const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 function ask (child, message) {
@@ -142,41 +146,49 @@ async function buffering () {
   return measureBuffering(fronts)
 }
 
+// The tables go to stdout and to bench/results/balancer.md, with the command that made them.
+const report = []
+function out (line) {
+  report.push(line)
+  console.log(line)
+}
+
 const fmt = (ms) => (ms >= 100 ? ms.toFixed(0) : ms.toFixed(1)).padStart(5) + ' ms'
 
 function printQueueing (args, rows) {
   const mean = lognormalMean(args.median, args.sigma)
-  console.log(`\n## Latency under load: ${args.workers} workers, service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per front and ρ (${args.rounds} interleaved rounds), a new connection per request\n`)
-  console.log('| ρ | front | req/s | p50 ms (ideal) | p90 ms (ideal) | p99 ms (ideal) | p50 / ideal | p90 / ideal | p99 / ideal | errors |')
-  console.log('|---|---|---|---|---|---|---|---|---|---|')
+  out(`\n## Latency under load: ${args.workers} workers, service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per front and ρ (${args.rounds} interleaved rounds), a new connection per request\n`)
+  out('| ρ | front | req/s | p50 ms (ideal) | p90 ms (ideal) | p99 ms (ideal) | p50 / ideal | p90 / ideal | p99 / ideal | errors |')
+  out('|---|---|---|---|---|---|---|---|---|---|')
   for (const r of rows) {
     const cell = (p) => `${r[`p${p}`].toFixed(1)} (${r[`ideal${p}`].toFixed(1)})`
     const ratio = (p) => (r[`p${p}`] / r[`ideal${p}`]).toFixed(3)
-    console.log(`| ${r.rho} | ${r.front} | ${r.rps.toFixed(0)} | ${cell(50)} | ${cell(90)} | ${cell(99)} | ${ratio(50)} | ${ratio(90)} | ${ratio(99)} | ${r.errors} |`)
+    out(`| ${r.rho} | ${r.front} | ${r.rps.toFixed(0)} | ${cell(50)} | ${cell(90)} | ${cell(99)} | ${ratio(50)} | ${ratio(90)} | ${ratio(99)} | ${r.errors} |`)
   }
 }
 
 function printAdded (added) {
-  console.log('\n## Latency added per request (0 ms handler, sequential, new connection each; median)\n')
-  console.log('| front | median ms | added vs direct ms |')
-  console.log('|---|---|---|')
+  out('\n## Latency added per request (0 ms handler, sequential, new connection each; median)\n')
+  out('| front | median ms | added vs direct ms |')
+  out('|---|---|---|')
   for (const [name, ms] of Object.entries(added)) {
-    console.log(`| ${name} | ${ms.toFixed(3)} | ${name === 'direct' ? '-' : (ms - added.direct).toFixed(3)} |`)
+    out(`| ${name} | ${ms.toFixed(3)} | ${name === 'direct' ? '-' : (ms - added.direct).toFixed(3)} |`)
   }
 }
 
 function printBuffering (b) {
-  console.log(`\n## Worker busy time with slow clients (render ${b.renderMs} ms; ${b.uploadKb} KB uploaded at ${b.rateKbps} KB/s; ${b.readKb} KB read at ${b.rateKbps} KB/s)\n`)
-  console.log('| front | worker busy, slow upload | worker busy, slow reader |')
-  console.log('|---|---|---|')
+  out(`\n## Worker busy time with slow clients (render ${b.renderMs} ms; ${b.uploadKb} KB uploaded at ${b.rateKbps} KB/s; ${b.readKb} KB read at ${b.rateKbps} KB/s)\n`)
+  out('| front | worker busy, slow upload | worker busy, slow reader |')
+  out('|---|---|---|')
   const cell = (r) => (r ? (r.finished ? `${r.busyMs.toFixed(0)} ms` : `> ${r.busyMs.toFixed(0)} ms (still sending when the client gave up)`) : 'n/a')
-  for (const r of b.results) console.log(`| ${r.name} | ${cell(r.upload)} | ${cell(r.read)} |`)
+  for (const r of b.results) out(`| ${r.name} | ${cell(r.upload)} | ${cell(r.read)} |`)
 }
 
 async function main () {
   const args = parseArgs(process.argv.slice(2))
   const started = Date.now()
-  console.log(`bench: ${JSON.stringify(args)}; ${require('node:os').cpus().length} CPUs, load average ${require('node:os').loadavg().map((l) => l.toFixed(2)).join(' ')}`)
+  const loadAtStart = loadavg()
+  console.log(`bench: ${JSON.stringify(args)}; ${os.cpus().length} CPUs, load average ${loadAtStart}`)
   const fronts = await startFronts(args)
   const load = await forkReady('load.js', {})
   const rows = args.skip.includes('queueing') ? [] : await queueing(args, fronts, load)
@@ -187,7 +199,11 @@ async function main () {
   if (rows.length) printQueueing(args, rows)
   if (added) printAdded(added)
   if (buffered) printBuffering(buffered)
-  console.log(`\n(total ${((Date.now() - started) / 1000).toFixed(0)} s; load average at the end ${require('node:os').loadavg().map((l) => l.toFixed(2)).join(' ')})`)
+  out(`\nMade by: \`node bench/balancer.js${process.argv.slice(2).map((a) => ' ' + a).join('')}\` in ${((Date.now() - started) / 1000).toFixed(0)} s on ${os.cpus().length} CPUs (${os.cpus()[0].model}), load average ${loadAtStart} at the start and ${loadavg()} at the end (other work on the machine shows in the numbers).`)
+  const file = path.join(__dirname, 'results', 'balancer.md')
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  fs.writeFileSync(file, report.join('\n').trim() + '\n')
+  console.log(`\n(written to ${path.relative(process.cwd(), file)})`)
 }
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stopAll().then(() => process.exit(130)))

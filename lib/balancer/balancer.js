@@ -21,6 +21,10 @@ const IDEMPOTENT = new Set(['GET', 'HEAD'])
 // Pool events that count as failures in pool_failures_total.
 const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
 
+// A client that takes no byte of its response for this long is cut off (nginx's send_timeout):
+// a buffered response would otherwise pin memory, a streamed one a worker, for ever.
+const SEND_TIMEOUT_MS = 60000
+
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
 const STOP_GRACE_MS = 1000
@@ -213,6 +217,14 @@ class EmbeddedBalancer {
     if (job.clientGone) return
     job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength: body.length, close: this.isStopping }))
     job.res.end(body)
+    if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
+  }
+
+  limitSendTime (res) {
+    res.setTimeout(SEND_TIMEOUT_MS, () => {
+      this.metrics.failures.inc({ reason: 'client_send_timeout' })
+      res.destroy()
+    })
   }
 
   // The response outgrew the buffer: stream it, holding the worker until the worker has sent
@@ -222,6 +234,7 @@ class EmbeddedBalancer {
     if (!job.clientGone) {
       res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, close: this.isStopping }))
       for (const chunk of chunks) res.write(chunk)
+      this.limitSendTime(res)
     }
     streamTo(exchange, res, (err) => {
       if (err) {
