@@ -63,7 +63,6 @@ class EmbeddedBalancer {
 
   async start (pool) {
     this.pool = pool || null
-    this.followPoolEvents()
     await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (this.statsServer) {
       try {
@@ -73,6 +72,7 @@ class EmbeddedBalancer {
         throw err
       }
     }
+    this.followPoolEvents()
     this.log.info({ event: 'balancer-listening', url: this.url, stats: this.statsUrl, maxconn: this.options.maxconn, balance: this.options.balance },
       `balancer listening on ${this.url}` + (this.statsUrl ? ` (metrics and status on ${this.statsUrl})` : ''))
   }
@@ -80,8 +80,7 @@ class EmbeddedBalancer {
   workerReady (w) {
     const known = this.workers.get(w.slot)
     if (known && known.pid === w.pid && known.port === w.port && w.pid !== undefined) {
-      // The same process again: back in rotation, its requests in flight untouched.
-      known.draining = false
+      // The same process again: its requests in flight stay untouched, a bench is lifted.
       known.benchedUntil = 0
       return this.dispatcher.pump()
     }

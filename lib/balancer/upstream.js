@@ -175,7 +175,8 @@ class ConnectionPool {
   keep (connection) {
     if (this.closed || this.idle.length >= this.maxIdle) return connection.socket.destroy()
     connection.idleSince = Date.now()
-    connection.socket.resume() // it may have been paused for a slow client; the next exchange reads
+    // It may have been paused for a slow client; the next exchange must read.
+    if (connection.socket.isPaused()) connection.socket.resume()
     this.idle.push(connection)
   }
 
