@@ -54,6 +54,8 @@ class RollingReload {
       c.signal('SIGKILL') // it served its purpose: the new code boots
       pool.logger.info({ event: 'reload-canary-ready', pid: c.pid, bootMs: c.readyAt - c.spawnedAt }, 'new code boots; replacing workers one batch at a time')
       this.stage = 'rolling'
+      // The new code boots: slots given up on the old code get another chance with it.
+      for (const h of pool.handles.values()) if (h.state === 'given-up' && h.slot <= pool.target) pool.revive(h, now)
       return this.advanceRolling(now)
     }
     if (!c.alive) return this.abort(c.lastError || { message: `the new code exited before becoming ready (${describeExit(c.lastExit)})` })

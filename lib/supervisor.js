@@ -52,9 +52,11 @@ class Pool extends EventEmitter {
     this.startedAt = Date.now()
     try {
       await this.checkPorts()
+      this.assertStillStarting()
       await this.startFronts()
+      this.assertStillStarting()
     } catch (err) {
-      this.phase = 'stopped'
+      if (this.phase === 'starting') this.phase = 'stopped'
       throw err
     }
     const started = new Promise((resolve, reject) => { this.startWaiter = { resolve, reject } })
@@ -69,8 +71,11 @@ class Pool extends EventEmitter {
   stop ({ timeout = this.options.gracefulTimeout } = {}) {
     if (this.stopPromise) return this.stopPromise
     if (this.phase === 'idle' || this.phase === 'stopped') return Promise.resolve({ clean: true })
+    const wasStarting = this.phase === 'starting'
     this.phase = 'stopping'
     this.stopPromise = new Promise((resolve) => { this.stopWaiter = resolve })
+    // A start still in progress ends here, with an answer rather than a promise left hanging.
+    if (wasStarting && this.startWaiter && !this.failure) this.startWaiter.reject(poolError(codes.STOPPING, 'the pool was stopped before it finished starting'))
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
     this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
@@ -119,9 +124,11 @@ class Pool extends EventEmitter {
     this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${n} workers`)
     this.wake()
     await this.until(() => {
+      if (this.target !== n) return true // a later scale took over; it reports its own outcome
       const slots = [...this.handles.values()]
       return slots.every((h) => h.slot <= n) && slots.length >= n && slots.every((h) => h.ready || h.state === 'given-up')
     })
+    if (this.target !== n) throw poolError(codes.BUSY, `scaling to ${n} was superseded by a scale to ${this.target}`)
     return { from, to: n }
   }
 
@@ -152,6 +159,11 @@ class Pool extends EventEmitter {
       if (h.slot <= this.target && !h.ready && h.state !== 'given-up') n++
     }
     return n
+  }
+
+  // start() awaits port checks and fronts; a stop() in between wins.
+  assertStillStarting () {
+    if (this.phase !== 'starting') throw poolError(codes.STOPPING, 'the pool was stopped before it finished starting')
   }
 
   assertRunning (what) {
@@ -196,7 +208,15 @@ class Pool extends EventEmitter {
 
   handleEvent (event, now) {
     const h = event.handle
-    if (h.isCanary) return this.reloading?.onCanaryEvent(event, now)
+    // Node may deliver a child's last IPC message after its 'exit': keep its boot error.
+    if (event.child !== h.child && event.child === h.previousChild && event.type === 'message' && event.message?.type === msg.BOOT_ERROR) {
+      return this.onBootError(h, event.message.error)
+    }
+    if (h.isCanary) {
+      const reload = this.reloading
+      if (reload && reload.canary === h && event.child === h.child) reload.onCanaryEvent(event, now)
+      return
+    }
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
     if (event.type === 'exit') return this.onExit(h, event, now)
@@ -297,6 +317,14 @@ class Pool extends EventEmitter {
     this.logger.info({ event: 'respawn-scheduled', slot: h.slot, port: h.port, delay: Math.round(delay), crashes: h.crashes }, `worker ${h.slot} respawns in ${Math.round(delay)} ms`)
   }
 
+  revive (h, now) {
+    h.bootFailures = 0
+    h.crashes = 0
+    h.respawnAt = now
+    this.setState(h, 'dead')
+    this.logger.info({ event: 'revive', slot: h.slot, port: h.port }, `slot ${h.slot} tries again with the new code`)
+  }
+
   giveUp (h) {
     this.setState(h, 'given-up')
     const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
@@ -313,7 +341,9 @@ class Pool extends EventEmitter {
       return this.killWorker(h, 'boot-timeout')
     }
     if (h.request && h.killReason === null && now - h.request.startedAt > o.timeout) return this.killHung(h, 'timeout', now)
-    if (!h.request && h.state !== 'booting' && h.killReason === null && now - h.lastSeen > o.heartbeatTimeout) return this.killHung(h, 'heartbeat', now)
+    // A worker that never became ready is still loading (the boot timeout covers it), even
+    // when it is already being drained.
+    if (!h.request && h.readyAt !== null && h.killReason === null && now - h.lastSeen > o.heartbeatTimeout) return this.killHung(h, 'heartbeat', now)
     if (h.state === 'ready' && h.crashes > 0 && now - h.readyAt >= o.healthyAfter) h.crashes = 0
     if (h.drain) this.advanceDrain(h, now)
   }
@@ -427,7 +457,33 @@ class Pool extends EventEmitter {
 
   spawn (h, now) {
     const o = this.options
-    const child = fork(BOOTSTRAP, o.args || [], {
+    let child
+    try {
+      child = this.forkWorker(h)
+    } catch (err) {
+      // fork() throws for some spawn errors (ENOMEM): a failed start, not a dead supervisor.
+      h.lastError = { message: `cannot start a worker process: ${err.message}`, code: err.code }
+      this.logger.error({ event: 'spawn-failed', slot: h.slot, port: h.port, error: err.message }, `worker ${h.slot} could not be started: ${err.message}`)
+      if (h.isCanary) { h.lastExit = { code: null, signal: null, at: now }; return }
+      h.generation++
+      h.bootFailures++
+      if (h.bootFailures >= o.maxBootFailures) return this.giveUp(h)
+      return this.scheduleRespawn(h, now, 0)
+    }
+    h.attach(child, now)
+    h.requestLimit = o.maxRequests > 0 ? o.maxRequests + Math.floor(Math.random() * (o.maxRequestsJitter + 1)) : Infinity
+    child.on('message', (message) => this.enqueue({ type: 'message', handle: h, child, message }))
+    child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal }))
+    // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
+    child.on('error', (err) => { if (child.pid === undefined) this.enqueue({ type: 'exit', handle: h, child, code: null, signal: null, error: err }) })
+    if (h.isCanary) return this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
+    this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
+    this.emit('spawn', h.snapshot(now))
+  }
+
+  forkWorker (h) {
+    const o = this.options
+    return fork(BOOTSTRAP, o.args || [], {
       cwd: o.cwd || process.cwd(),
       execArgv: o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')),
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -447,15 +503,6 @@ class Pool extends EventEmitter {
         POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
       }
     })
-    h.attach(child, now)
-    h.requestLimit = o.maxRequests > 0 ? o.maxRequests + Math.floor(Math.random() * (o.maxRequestsJitter + 1)) : Infinity
-    child.on('message', (message) => this.enqueue({ type: 'message', handle: h, child, message }))
-    child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal }))
-    // A fork that failed outright (EAGAIN, ENOMEM) emits 'error' and no 'exit'.
-    child.on('error', (err) => { if (child.pid === undefined) this.enqueue({ type: 'exit', handle: h, child, code: null, signal: null, error: err }) })
-    if (h.isCanary) return this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
-    this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
-    this.emit('spawn', h.snapshot(now))
   }
 
   setState (h, to) {

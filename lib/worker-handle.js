@@ -68,10 +68,12 @@ class WorkerHandle {
     this.drain = null
     this.goneAnnounced = false
     this.recycleDue = null
+    this.lastError = null // errors of earlier processes explain nothing about this one
     this.transition('booting')
   }
 
   detach () {
+    this.previousChild = this.child // its last IPC message may still be on the way
     this.child = null
   }
 

@@ -123,3 +123,12 @@ t.test('--max-rss recycles a worker whose memory grew past the limit', async (t)
   await waitFor(() => pool.workers()[0].rss !== null, { what: 'an RSS report' })
   t.ok(pool.workers()[0].rss < 120 * 1024 * 1024, 'and is under the limit')
 })
+
+t.test('a scale superseded by a later one settles instead of hanging', async (t) => {
+  const { pool } = await startPool(t, { workers: 1 })
+  const first = pool.scale(3)
+  const second = pool.scale(2)
+  await t.rejects(first, { code: codes.BUSY, message: /superseded by a scale to 2/ })
+  t.same(await second, { from: 3, to: 2 })
+  t.equal(pool.workers().length, 2)
+})

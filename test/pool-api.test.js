@@ -57,3 +57,43 @@ t.test('a missing app throws POOL_E_APP_NOT_FOUND at construction', async (t) =>
 t.test('invalid options throw POOL_E_BAD_OPTION', async (t) => {
   t.throws(() => new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 0, logger: silent }), { code: codes.BAD_OPTION, message: /workers .* positive integer/ })
 })
+
+t.test('stop() during start(): start rejects with POOL_E_STOPPING instead of hanging', async (t) => {
+  const ports = await freePorts(2)
+  const pool = new Pool({ app: path.join(FIXTURES, 'slow-boot.js'), workers: 2, workerPort: ports[0], logger: silent, env: { BOOT_MS: '2000' } })
+  const starting = pool.start()
+  const stopped = pool.stop()
+  await t.rejects(starting, { code: codes.STOPPING })
+  t.same(await stopped, { clean: true })
+})
+
+t.test('a worker drained while still loading is not taken for hung', async (t) => {
+  const ports = await freePorts(1)
+  const pool = new Pool({ app: path.join(FIXTURES, 'slow-sync-boot.js'), workers: 1, workerPort: ports[0], logger: silent, heartbeatTimeout: 300, env: { BOOT_MS: '1200' } })
+  const hung = []
+  pool.on('hung', (w) => hung.push(w))
+  const starting = pool.start().catch((e) => e)
+  await waitFor(() => pool.workers()[0]?.state === 'booting', { what: 'booting' })
+  const result = await pool.stop()
+  t.equal(hung.length, 0, 'no heartbeat kill while loading')
+  t.same(result, { clean: true })
+  t.equal((await starting).code, codes.STOPPING)
+})
+
+t.test('a reload brings back a slot given up on the old code', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-revive-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const flag = path.join(dir, 'broken')
+  fs.writeFileSync(flag, '2')
+  const ports = await freePorts(2)
+  const pool = new Pool({ app: path.join(FIXTURES, 'broken-slot.js'), workers: 2, workerPort: ports[0], logger: silent, restartDelay: 10, maxBootFailures: 2, execArgv: [], env: { BROKEN_SLOT_FILE: flag } })
+  t.teardown(() => pool.kill())
+  await pool.start()
+  t.same(pool.workers().map((w) => w.state), ['ready', 'given-up'])
+  fs.rmSync(flag) // the fix is deployed
+  await pool.reload()
+  await waitFor(() => pool.workers()[1].state === 'ready', { what: 'slot 2 ready with the new code' })
+  t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[1]}/`)).body).slot, '2')
+})

@@ -109,3 +109,19 @@ t.test('two concurrent requests sent straight to one worker never interleave', a
   t.equal(warn.level, 40, 'the worker logs a warning')
   t.equal(warn.waiting, 1, 'with a count')
 })
+
+t.test('a client that leaves mid-request does not let the next request run beside the async handler', async (t) => {
+  const ports = await freePorts(1)
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  t.teardown(() => pool.stop('SIGKILL'))
+  await pool.waitLog((l) => l.event === 'started')
+  const base = `http://127.0.0.1:${ports[0]}`
+  const aborted = request(`${base}/wait?ms=500&id=a`, { timeout: 100 }).catch((e) => e) // leaves after 100 ms
+  await sleep(20)
+  const b = await request(`${base}/wait?ms=100&id=b`)
+  t.type(await aborted, Error)
+  t.equal(b.status, 200)
+  const stats = JSON.parse((await request(`${base}/stats`)).body)
+  t.equal(stats.maxActive, 1, 'b started only after a\'s handler finished')
+  t.same(stats.log.filter((e) => !e.endsWith('null')), ['start a', 'end a', 'start b', 'end b'])
+})

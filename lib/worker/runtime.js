@@ -76,6 +76,7 @@ class WorkerRuntime {
     this.guard = serializeRequests(server, {
       onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url }),
       onEnd: () => this.requestEnded(),
+      onIdle: () => { if (this.stopping) setImmediate(() => this.exit()) },
       onQueued: (waiting) => {
         this.send(msg.QUEUED, { waiting })
         this.logger.warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (one request at a time)`)
@@ -103,7 +104,6 @@ class WorkerRuntime {
   requestEnded () {
     this.requests++
     this.send(msg.IDLE, { rss: process.memoryUsage.rss(), requests: this.requests })
-    if (this.stopping && !this.guard.busy && this.guard.waiting === 0) setImmediate(() => this.exit())
   }
 
   failBoot (err) {

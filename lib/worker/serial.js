@@ -6,7 +6,7 @@
 // another runs waits here, first in first out, instead of interleaving with it on the event loop.
 
 // Take over `server`'s 'request' listeners and dispatch requests to them one at a time.
-// hooks: onStart(req), onEnd(req), onQueued(waitingCount)
+// hooks: onStart(req), onEnd(req), onQueued(waitingCount), onIdle() once nothing runs or waits.
 function serializeRequests (server, hooks = {}) {
   const listeners = server.listeners('request')
   server.removeAllListeners('request')
@@ -14,25 +14,37 @@ function serializeRequests (server, hooks = {}) {
   const waiting = []
   let running = null
 
+  function release (req, res) {
+    running = null
+    hooks.onEnd?.(req, res)
+  }
+
   function dispatch (req, res) {
     running = req
     let ended = false
+    let handlerWork = []
     const end = () => {
       if (ended) return
       ended = true
-      running = null
-      hooks.onEnd?.(req, res)
+      release(req, res)
       next()
     }
-    // 'close' fires once the response is finished or the connection is gone, whichever first.
-    res.once('close', end)
+    // The response is complete: the next request may start.
+    res.once('finish', end)
+    // The client left before the response was complete. An async handler may still be working
+    // on it: the next request waits for that work, or two would run at once.
+    res.once('close', () => {
+      if (handlerWork.length === 0) return end()
+      Promise.allSettled(handlerWork).then(end)
+    })
     hooks.onStart?.(req, res)
     try {
-      for (const listener of listeners) listener.call(server, req, res)
+      handlerWork = listeners.map((listener) => listener.call(server, req, res)).filter(isThenable)
     } catch (err) {
-      // A synchronous throw inside the app's handler is the app's crash, as it would be
-      // without the pool; rethrow after releasing the slot so the queue is not stuck.
-      end()
+      // A synchronous throw in the app's handler crashes the worker, as it would without the
+      // pool. Release the slot for the report, but start nothing new: the process is going.
+      ended = true
+      release(req, res)
       throw err
     }
   }
@@ -42,9 +54,9 @@ function serializeRequests (server, hooks = {}) {
       const { req, res } = waiting.shift()
       // A client that left while waiting needs no render.
       if (req.socket.destroyed) continue
-      dispatch(req, res)
-      return
+      return dispatch(req, res)
     }
+    hooks.onIdle?.()
   }
 
   server.on('request', (req, res) => {
@@ -57,6 +69,10 @@ function serializeRequests (server, hooks = {}) {
     get busy () { return running !== null },
     get waiting () { return waiting.length }
   }
+}
+
+function isThenable (x) {
+  return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof x.then === 'function'
 }
 
 module.exports = { serializeRequests }
