@@ -6,6 +6,8 @@
 const net = require('node:net')
 const path = require('node:path')
 const { fork, spawn } = require('node:child_process')
+// The same consecutive-free-ports finder the tests use.
+const { freePorts } = require('../../test/helpers')
 
 const children = new Set()
 
@@ -44,25 +46,6 @@ async function stop (child) {
 
 async function stopAll () {
   await Promise.all([...children].map(stop))
-}
-
-function canBind (port) {
-  return new Promise((resolve) => {
-    const s = net.createServer()
-    s.once('error', () => resolve(false))
-    s.listen({ port, host: '127.0.0.1', exclusive: true }, () => s.close(() => resolve(true)))
-  })
-}
-
-// `count` consecutive free ports on 127.0.0.1.
-async function freePorts (count) {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000)
-    let ok = true
-    for (let p = base; p < base + count && ok; p++) ok = await canBind(p)
-    if (ok) return Array.from({ length: count }, (_, i) => base + i)
-  }
-  throw new Error(`no run of ${count} free ports`)
 }
 
 function waitForPort (port, { timeout = 10000 } = {}) {

@@ -5,7 +5,7 @@
 // operators read haproxy.cfg, not this file.
 
 const path = require('node:path')
-const { resolveOptions, defaultWorkers } = require('../options')
+const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options')
 const { poolError, codes } = require('../errors')
 
 const DEFAULT_PREFIX = '/run/pool'
@@ -15,11 +15,12 @@ const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
 // lib/options.js table format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
-  workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Pool', describe: 'Servers worker1..N (match `pool start -n`)' },
+  // The pool's own flags, with the pool's defaults, so `pool config` and `pool start` agree.
+  workers: { ...POOL_OPTIONS.workers, group: 'Pool', describe: 'Servers worker1..N (match `pool start -n`)' },
   maxWorkers: { flag: 'max-workers', kind: 'count', group: 'Pool', defaultText: '--workers', describe: 'Also declare spare servers up to this many, for scaling up at run time' },
-  workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Pool', describe: 'Address the workers listen on' },
-  workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Pool', describe: 'Port of worker1; worker i is on worker-port + i - 1' },
-  timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
+  workerHost: { ...POOL_OPTIONS.workerHost, group: 'Pool' },
+  workerPort: { ...POOL_OPTIONS.workerPort, group: 'Pool' },
+  timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
   backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
