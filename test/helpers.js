@@ -79,8 +79,11 @@ function request (url, { method = 'GET', headers = {}, body, timeout = 10000, ag
   })
 }
 
+// A zombie (exited, not yet reaped by its new parent, often a container's PID 1 that reaps
+// lazily) runs no code and holds no port: it counts as gone.
 function isAlive (pid) {
-  try { process.kill(pid, 0); return true } catch { return false }
+  try { process.kill(pid, 0) } catch { return false }
+  try { return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] !== 'Z' } catch { return true }
 }
 
 // Start `pool ARGS...` as a child with JSON logs. `child.logs` collects parsed lines;

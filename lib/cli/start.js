@@ -7,7 +7,7 @@ const { Pool } = require('../supervisor')
 const { OPTIONS, resolveOptions } = require('../options')
 const { FRONTS, available } = require('../fronts')
 const { createLogger } = require('../logger')
-const { EXIT } = require('../errors')
+const { EXIT, codes } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
 // control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
@@ -58,7 +58,10 @@ async function handler (argv) {
     handleSignals(pool, logger)
     handleControlSignals(pool, logger)
     pool.on('failed', (err) => { process.exitCode = err.exitCode ?? EXIT.FAILURE })
-    await Promise.race([pool.start(), stopped])
+    // start() rejects with POOL_E_STOPPING when a stop was asked for: not an error, the stop
+    // below reports how it went.
+    const starting = pool.start().catch((err) => { if (err.code === codes.STOPPING) return stopped; throw err })
+    await Promise.race([starting, stopped])
   } catch (err) {
     await control?.close()
     return printError(err)
