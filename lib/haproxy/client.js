@@ -11,6 +11,7 @@
 const net = require('node:net')
 const { poolError, codes } = require('../errors')
 const { parseStat, serverState } = require('./stat')
+const { parseServersState } = require('./servers-state')
 
 const STATES = ['ready', 'drain', 'maint']
 // Proxy and server names as HAProxy accepts them. Checking them also keeps `;` and newlines,
@@ -86,6 +87,18 @@ class HaproxyClient {
     const reply = await this.command(cmd)
     if (!reply.startsWith('# ')) this._checkReply(reply, { backend, cmd })
     return parseStat(reply)
+  }
+
+  // svname → { admin: 'maint'|'drain'|'ready', op, adminBits, addr, port } from `show servers
+  // state`: what `set server ... state` left behind, which `show stat` cannot tell apart from a
+  // failed health check.
+  async serversState (backend) {
+    checkName('backend', backend)
+    const cmd = `show servers state ${backend}`
+    const reply = await this.command(cmd)
+    const servers = parseServersState(reply)
+    if (servers === null) this._checkReply(reply.trim() === '' ? `unexpected empty reply to "${cmd}"` : reply, { backend, cmd })
+    return servers
   }
 
   // svname → that server's `show stat` row, plus `state` ('ready', 'drain', 'maint', 'down').

@@ -19,7 +19,6 @@
 
 const { performance } = require('node:perf_hooks')
 const { HaproxyClient } = require('./client')
-const { readServersState } = require('./servers-state')
 const { resolveHaproxyFrontOptions } = require('./options')
 const { poolError, codes } = require('../errors')
 
@@ -82,7 +81,7 @@ class HaproxyFront {
     const n = this.opts.workers ?? pool?.target
     // verify: the backend, worker1..N and level admin; each failure is a coded one-line error.
     await this.reader.verify(this.backend, workerNames(n))
-    const state = await readServersState(this.reader, this.backend)
+    const state = await this.reader.serversState(this.backend)
     const info = await this.reader.info()
     const owned = Object.keys(state).filter((name) => WORKER_SERVER.test(name))
     this._checkPorts(state, owned, n)
@@ -168,7 +167,7 @@ class HaproxyFront {
 
   // `pool scale n`: refuse before anything changes when HAProxy has no server for a new slot.
   async checkScale (n) {
-    const state = await this.reader.verify(this.backend, workerNames(n)).then(() => readServersState(this.reader, this.backend))
+    const state = await this.reader.verify(this.backend, workerNames(n)).then(() => this.reader.serversState(this.backend))
     this._checkPorts(state, workerNames(n), n)
   }
 
@@ -270,7 +269,7 @@ class HaproxyFront {
     const readStartedAt = performance.now()
     try {
       const info = await this.reader.info()
-      const state = await readServersState(this.reader, this.backend)
+      const state = await this.reader.serversState(this.backend)
       const stat = await this.reader.showStat(this.backend)
       this._reached(info)
       this._reassert(state, readStartedAt)

@@ -44,18 +44,4 @@ function parseServersState (text) {
   return out
 }
 
-// Ask `client` (a HaproxyClient) for the state of `backend`'s servers. Errors (no such
-// backend, permission, unreachable) come back as the client's coded PoolErrors.
-async function readServersState (client, backend) {
-  const cmd = `show servers state ${backend}`
-  const reply = await client.command(cmd)
-  const servers = parseServersState(reply)
-  if (servers === null) {
-    // The client's reply checker names the backend or the level problem; a reply it does not
-    // recognise still becomes a coded error rather than an empty state.
-    client._checkReply(reply.trim() === '' ? `unexpected empty reply to "${cmd}"` : reply, { backend, cmd })
-  }
-  return servers
-}
-
-module.exports = { ADMIN, adminStateName, parseServersState, readServersState }
+module.exports = { ADMIN, adminStateName, parseServersState }
