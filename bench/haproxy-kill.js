@@ -27,6 +27,7 @@ const { spawn, spawnSync } = require('node:child_process')
 const { freePorts, waitForPort } = require('./lib/procs')
 const { haproxyConfig } = require('../lib/config/haproxy')
 const { HaproxyClient } = require('../lib/haproxy/client')
+const { startHaproxy: startHaproxyProcess } = require('../test/helpers/haproxy')
 
 const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'pool.js')
@@ -73,27 +74,14 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const live = new Set() // { stop() } of everything running now
 
+// HAProxy from `cfg` in `dir`, started and awaited the way the tests do it; tracked in `live`
+// so that an interrupted run still stops it.
 async function startHaproxy (dir, cfg) {
-  const file = path.join(dir, 'haproxy.cfg')
-  fs.writeFileSync(file, cfg)
-  const child = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] })
-  let stderr = ''
-  child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
-  const exited = new Promise((resolve) => child.once('exit', resolve))
-  const handle = {
-    async stop () {
-      live.delete(handle)
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-      await exited
-    }
-  }
+  const handle = await startHaproxyProcess({ cfg, dir })
+  const stop = handle.stop
+  handle.stop = () => { live.delete(handle); return stop() }
   live.add(handle)
-  const client = new HaproxyClient({ socket: path.join(dir, 'haproxy-admin.sock'), timeout: 1000 })
-  for (let i = 0; i < 100; i++) {
-    if (child.exitCode !== null) throw new Error(`haproxy exited: ${stderr}`)
-    try { await client.level(); return { handle, client } } catch { await sleep(50) }
-  }
-  throw new Error(`haproxy's socket never answered: ${stderr}`)
+  return { handle, client: new HaproxyClient({ socket: handle.socket, timeout: 1000 }) }
 }
 
 // `pool start` with JSON logs; `pids[slot]` follows spawns, `ready` holds pids that are serving.

@@ -13,12 +13,13 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { spawn, execFileSync } = require('node:child_process')
+const { execFileSync } = require('node:child_process')
 const autocannon = require('autocannon')
 const pino = require('pino')
 const { Pool } = require('..')
 const { createBalancer } = require('../lib/balancer')
-const { freePorts, waitFor } = require('../test/helpers')
+const { freePorts } = require('../test/helpers')
+const { startHaproxy } = require('../test/helpers/haproxy')
 
 const APP = path.join(__dirname, '..', 'examples', 'ssr', 'server.js')
 const silent = pino({ level: 'silent' })
@@ -58,13 +59,11 @@ async function haproxyFront (ports, workers) {
   const { createHaproxyFront } = require('../lib/haproxy/front')
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-haproxy-'))
   const cfg = haproxyConfig({ workers, workerPort: ports.worker, port: ports.front, statsPort: ports.stats, prefix: dir, log: 'none' })
-  fs.writeFileSync(path.join(dir, 'haproxy.cfg'), cfg)
-  const child = spawn('haproxy', ['-db', '-f', path.join(dir, 'haproxy.cfg')], { stdio: 'ignore' })
-  const socket = path.join(dir, 'haproxy-admin.sock')
-  await waitFor(() => fs.existsSync(socket), { timeout: 5000, what: 'the haproxy socket' })
+  const haproxy = await startHaproxy({ cfg, dir })
+  const socket = haproxy.socket
   const front = createHaproxyFront({ haproxySocket: socket, haproxyBackend: 'pool', workers }, { logger: silent })
   const stop = async () => {
-    child.kill('SIGKILL')
+    await haproxy.stop()
     fs.rmSync(dir, { recursive: true, force: true })
   }
   return { front, url: `http://127.0.0.1:${ports.front}`, stop }
