@@ -99,4 +99,4 @@ function resolveOptions (input = {}, table = OPTIONS) {
   return out
 }
 
-module.exports = { OPTIONS, resolveOptions, parseDuration, defaultWorkers }
+module.exports = { OPTIONS, resolveOptions, parseDuration }

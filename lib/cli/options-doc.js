@@ -50,6 +50,6 @@ function updateReadme () {
   return after !== before
 }
 
-module.exports = { blocks, render, updateReadme, README }
+module.exports = { render, updateReadme, README }
 
 if (require.main === module) process.stdout.write(updateReadme() ? 'README.md options tables updated\n' : 'README.md options tables already current\n')
