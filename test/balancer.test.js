@@ -50,12 +50,13 @@ t.test('maxconn 2 allows two per worker, never three', async (t) => {
 
 t.test('requests waiting for a worker are served in arrival order', async (t) => {
   const { balancer, seen } = await setup(t, 1)
-  const hold = request(`${balancer.base}/sleep?ms=400&hold`)
+  // The hold outlasts the eight queueing steps below even on a slow, loaded machine.
+  const hold = request(`${balancer.base}/sleep?ms=2500&hold`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = []
   for (let i = 1; i <= 8; i++) {
     queued.push(request(`${balancer.base}/sleep?order=${i}`))
-    await waitFor(() => balancer.status().queue === i, { what: `request ${i} queued` })
+    await waitFor(() => balancer.status().queue === i, { interval: 2, what: `request ${i} queued` })
   }
   await hold
   await Promise.all(queued)
@@ -106,7 +107,7 @@ t.test('queue timeout: 503 with Retry-After, and the request never reaches a wor
 
 t.test('max-queue: beyond it, 503 at once (load shedding)', async (t) => {
   const { balancer, seen } = await setup(t, 1, { maxQueue: 1 })
-  const hold = request(`${balancer.base}/sleep?ms=600`)
+  const hold = request(`${balancer.base}/sleep?ms=2000`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = request(`${balancer.base}/sleep?queued`)
   await waitFor(() => balancer.status().queue === 1)
@@ -120,7 +121,7 @@ t.test('max-queue: beyond it, 503 at once (load shedding)', async (t) => {
 
 t.test('a client that hangs up while queued leaves the queue and never reaches a worker', async (t) => {
   const { balancer, seen } = await setup(t, 1)
-  const hold = request(`${balancer.base}/sleep?ms=400`)
+  const hold = request(`${balancer.base}/sleep?ms=2000`)
   await waitFor(() => balancer.status().inFlight === 1)
   const gone = openRequest(`${balancer.base}/sleep?abandoned`)
   await waitFor(() => balancer.status().queue === 1)
@@ -201,13 +202,13 @@ t.test('metrics and status: queue, durations, per-worker state and counters, poo
   const { EventEmitter } = require('node:events')
   const pool = new EventEmitter()
   pool.workers = () => [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 }, { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
-  const { workers, balancer } = await setup(t, 2, { queueTimeout: 200 }, { pool })
+  const { workers, balancer } = await setup(t, 2, { queueTimeout: 1000 }, { pool })
   pool.emit('spawn', { slot: 1, name: 'worker1' })
   pool.emit('spawn', { slot: 1, name: 'worker1' }) // a second start of slot 1: one restart
   pool.emit('hung', { slot: 2, name: 'worker2' })
   for (let i = 0; i < 5; i++) await request(`${balancer.base}/sleep?m=${i}`)
   // Fill both workers, then let one more time out in the queue.
-  const holds = [request(`${balancer.base}/sleep?ms=600`), request(`${balancer.base}/sleep?ms=600`)]
+  const holds = [request(`${balancer.base}/sleep?ms=2000`), request(`${balancer.base}/sleep?ms=2000`)]
   await waitFor(() => balancer.status().inFlight === 2)
   const timedOut = request(`${balancer.base}/sleep?timeout`)
   await waitFor(() => balancer.status().queue === 1)
@@ -245,7 +246,7 @@ t.test('metrics and status: queue, durations, per-worker state and counters, poo
 
 t.test('stopping: no new clients, the queue is still served; drain waits for it; stop answers the rest', async (t) => {
   const { workers, balancer } = await setup(t, 1)
-  const inFlight = request(`${balancer.base}/sleep?ms=300`)
+  const inFlight = request(`${balancer.base}/sleep?ms=2000`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = [request(`${balancer.base}/sleep?q=1`), request(`${balancer.base}/sleep?q=2`)]
   await waitFor(() => balancer.status().queue === 2)
@@ -263,7 +264,7 @@ t.test('stopping: no new clients, the queue is still served; drain waits for it;
 
 t.test('drain (reload): the worker gets nothing new and drain resolves when it is idle', async (t) => {
   const { workers, balancer, seen } = await setup(t, 2)
-  const held = request(`${balancer.base}/sleep?ms=300&held`)
+  const held = request(`${balancer.base}/sleep?ms=2000&held`)
   await waitFor(() => balancer.status().inFlight === 1)
   let drained = false
   const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
@@ -277,7 +278,7 @@ t.test('drain (reload): the worker gets nothing new and drain resolves when it i
 
 t.test('stop answers queued requests with 503', async (t) => {
   const { balancer } = await setup(t, 1)
-  const held = request(`${balancer.base}/sleep?ms=400`).catch((err) => ({ error: err.code }))
+  const held = request(`${balancer.base}/sleep?ms=2000`).catch((err) => ({ error: err.code }))
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = request(`${balancer.base}/sleep?queued`)
   await waitFor(() => balancer.status().queue === 1)

@@ -79,14 +79,18 @@ t.test('protocol: each command reaches the pool and answers by id', async (t) =>
 })
 
 t.test('protocol: a status is answered while a reload on the same connection runs', async (t) => {
+  // The reload ends only once the status was asked for: a server that ran one command per
+  // connection at a time would never get to the status, and this test would time out.
   let finishReload
-  const server = await serve(t, fakePool({ reload: () => new Promise((resolve) => { finishReload = resolve }) }))
-  const replies = exchange(server.path, [
+  const base = fakePool()
+  const server = await serve(t, fakePool({
+    reload: () => new Promise((resolve) => { finishReload = resolve }),
+    status: () => { setTimeout(() => finishReload({ replaced: [], ms: 1 }), 20); return base.status() }
+  }))
+  const [first, second] = await exchange(server.path, [
     JSON.stringify({ id: 'r', command: 'reload' }),
     JSON.stringify({ id: 's', command: 'status' })
   ], 2)
-  setTimeout(() => finishReload({ replaced: [], ms: 1 }), 100)
-  const [first, second] = await replies
   t.equal(first.id, 's', 'status first')
   t.equal(second.id, 'r', 'reload when done')
   t.same(second, { id: 'r', ok: true, result: { replaced: [], ms: 1 } })

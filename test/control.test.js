@@ -41,7 +41,7 @@ const pids = (s) => s.workers.map((w) => w.pid)
 t.test('pool status: a row per slot with every field, then the queue and the front', async (t) => {
   const p = await pool(t, { workers: 2, embedded: true })
   await request(`${p.frontUrl}/`) // slot 1 has served one request
-  const busy = request(`${p.frontUrl}/wait?ms=2500`) // ...and now runs one
+  const busy = request(`${p.frontUrl}/wait?ms=6000`) // ...and now runs one, past the CLI calls below
   t.teardown(() => busy.catch(() => {}))
   const before = await statusJson(p.control)
   await waitFor(async () => (await statusJson(p.control)).workers.some((w) => w.state === 'busy' && w.request && w.rss), { what: 'a busy worker with its RSS known' })

@@ -101,15 +101,18 @@ t.test('commands reach HAProxy in the order they were asked for', async (t) => {
   t.equal((await client.servers('pool')).worker1.status, 'UP', 'the last command asked for wins')
 })
 
-t.test('one command costs well under the 10 ms budget of MAINT-on-exit', async (t) => {
+t.test('commands one after another on one client each take effect in turn', async (t) => {
   const { client } = await startLab(t, { workers: 1 })
-  await client.setServerState('pool', 'worker1', 'maint') // warm up
+  const seen = []
   const n = 50
   const started = process.hrtime.bigint()
-  for (let i = 0; i < n; i++) await client.setServerState('pool', 'worker1', i % 2 ? 'ready' : 'maint')
-  const perCommand = Number(process.hrtime.bigint() - started) / 1e6 / n
-  t.comment(`set server state: ${perCommand.toFixed(2)} ms per command`)
-  t.ok(perCommand < 10, `mean ${perCommand.toFixed(2)} ms < 10 ms`)
+  for (let i = 0; i < n; i++) {
+    await client.setServerState('pool', 'worker1', i % 2 ? 'ready' : 'maint')
+    if (i % 10 === 0 || i % 10 === 1) seen.push((await client.servers('pool')).worker1.status)
+  }
+  // The cost against MAINT-on-exit's 10 ms budget is measured in bench/haproxy-kill.js.
+  t.comment(`set server state: ${(Number(process.hrtime.bigint() - started) / 1e6 / n).toFixed(2)} ms per command, with the reads`)
+  t.same(seen, Array(5).fill(['MAINT', 'UP']).flat(), 'each command applied before the next one')
 })
 
 t.test('runtime API over host:port', async (t) => {

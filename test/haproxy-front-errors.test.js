@@ -6,10 +6,9 @@
 
 const t = require('tap')
 const path = require('node:path')
-const { freePorts, runPool, waitFor, BIN } = require('./helpers')
+const { freePorts, runPool, waitFor } = require('./helpers')
 const { tempDir } = require('./helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses } = require('./helpers/haproxy-pool')
-const { spawnSync } = require('node:child_process')
 
 // `pool start -n WORKERS` that is expected to fail before forking anything. The worker ports
 // are the lab's (HAProxy's servers point there) or free ones.
@@ -65,15 +64,16 @@ t.test('pool scale: refused for slots HAProxy has no server for, done for spares
   const lab = await startLabHaproxy(t, { workers: 2, maxWorkers: 3 })
   const pool = await startHaproxyPool(t, lab, { workers: 2 })
   const control = path.join(lab.dir, 'control.sock')
-  const scale = (n) => spawnSync(process.execPath, [BIN, 'scale', String(n), '--control', control], { encoding: 'utf8', timeout: 30000 })
+  // Run without blocking this process, so the pool's log lines keep arriving while it runs.
+  const scale = (n) => runPool(['scale', String(n), '--control', control])
 
-  const refused = scale(4)
-  t.not(refused.status, 0, 'scale 4 fails')
+  const refused = await scale(4)
+  t.not(refused.code, 0, 'scale 4 fails')
   t.match(refused.stderr, /HAProxy backend 'pool' \(socket [^)]+\) has no server 'worker4'/, refused.stderr.trim())
   t.equal(pool.logs.filter((l) => l.event === 'scale').length, 0, 'the pool did not start scaling')
 
-  const done = scale(3)
-  t.equal(done.status, 0, done.stderr)
+  const done = await scale(3)
+  t.equal(done.code, 0, done.stderr)
   await waitFor(async () => (await statuses(lab.client)).worker3 === 'UP', { timeout: 3000, what: 'worker3 UP' })
   t.same(await statuses(lab.client), { worker1: 'UP', worker2: 'UP', worker3: 'UP' }, 'the spare server is READY once its worker is')
 })

@@ -38,7 +38,7 @@ t.test('HAProxy restarted: the pool re-asserts every server within a few seconds
   t.same(reassert.servers.map((s) => [s.server, s.seen, s.wanted]), [['worker1', 'maint', 'ready'], ['worker2', 'maint', 'ready']], 'HAProxy had forgotten both; the log names what was re-asserted')
   t.ok(pool.logs.some((l) => (l.event === 'haproxy-restarted' && l.toPid === fresh.pid) || l.event === 'haproxy-reachable'), 'the restart was noticed and logged')
 
-  const front = await waitFor(() => { const s = poolStatus(lab).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, { timeout: 5000, what: 'status of the new HAProxy' })
+  const front = await waitFor(() => { const s = poolStatus(lab).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, { timeout: 10000, what: 'status of the new HAProxy' })
   t.match(front, { type: 'haproxy', backend: 'pool', socket: lab.socket, reachable: true, queue: 0, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 0 }, worker2: { wanted: 'ready', seen: 'ready' } } }, 'pool status shows wanted and seen states, and HAProxy\'s queue')
 })
 
@@ -48,6 +48,10 @@ t.test('HAProxy gone after start: workers keep serving, a warning, then re-asser
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   const pids = pidsBySlot(pool)
 
+  // Kill it just after a periodic check, not during one: a check cut mid-answer fails with a
+  // reset, not the refused connection this test is about.
+  const lastCheck = poolStatus(lab).front.checkedAt
+  await waitFor(() => poolStatus(lab).front.checkedAt !== lastCheck, { timeout: 8000, interval: 100, what: 'the next HAProxy check' })
   lab.haproxy.child.kill('SIGKILL') // no clean exit: its socket file stays, refusing connections
   await lab.haproxy.child.exited
   const warning = await pool.waitLog((l) => l.event === 'haproxy-unreachable', 5000)
@@ -65,7 +69,8 @@ t.test('HAProxy gone after start: workers keep serving, a warning, then re-asser
   t.equal(poolStatus(lab).front.reachable, false, 'pool status says HAProxy is unreachable')
 
   await lab.restartHaproxy()
-  await waitFor(allUp(lab.client), { timeout: 8000, interval: 50, what: 'servers UP again' })
+  // Retries back off up to 5 s, so the return can take that long to be noticed.
+  await waitFor(allUp(lab.client), { timeout: 12000, interval: 50, what: 'servers UP again' })
   t.ok(await pool.waitLog((l) => l.event === 'haproxy-reachable'), 'its return is logged')
   t.same(pidsBySlot(pool), pids, 'the same workers serve through the new HAProxy')
   t.equal((await request(lab.url + '/')).status, 200)
@@ -79,14 +84,19 @@ t.test('graceful stop: DRAIN, the running request completes, then MAINT', async 
   const inFlight = request(lab.url + '/block?ms=1200', { timeout: 10000 })
   await waitFor(async () => (await lab.client.servers('pool')).worker1.scur === 1, { timeout: 2000, interval: 5, what: 'the request on worker1' })
 
-  // Record every status worker1 goes through until the pool has exited.
+  // Record every status worker1 goes through until the pool has exited. The first sample is
+  // taken before the SIGTERM, so the UP before the stop is always on record.
   const seen = []
+  const sample = async () => {
+    const s = await lab.client.servers('pool')
+    const row = `${s.worker1.status}/${s.worker2.status}`
+    if (seen.at(-1) !== row) seen.push(row)
+  }
+  await sample()
   let polling = true
   const poller = (async () => {
     while (polling) {
-      const s = await lab.client.servers('pool')
-      const row = `${s.worker1.status}/${s.worker2.status}`
-      if (seen.at(-1) !== row) seen.push(row)
+      await sample()
       await sleep(3)
     }
   })()
@@ -103,4 +113,6 @@ t.test('graceful stop: DRAIN, the running request completes, then MAINT', async 
   t.equal(exit.code, 0, 'a clean stop')
   const order = pool.logs.filter((l) => ['haproxy-drained', 'haproxy-maint'].includes(l.event) && l.slot === 1).map((l) => l.event)
   t.same(order, ['haproxy-drained', 'haproxy-maint'], 'drained before it was stopped')
+  const at = (event) => pool.logs.findIndex((l) => l.event === event && l.slot === 1)
+  t.ok(at('haproxy-maint') < at('exit'), 'MAINT before its worker stopped: no health check could see its port closed while it was DRAIN')
 })

@@ -44,8 +44,10 @@ t.test('pool reload under load through HAProxy: zero failed requests, every pid 
   }
   for (const slot of [1, 2, 3]) {
     const drained = pool.logs.findIndex((l) => l.event === 'haproxy-drained' && l.slot === slot)
+    const maint = pool.logs.findIndex((l) => l.event === 'haproxy-maint' && l.slot === slot && before.includes(l.pid))
     const stopped = pool.logs.findIndex((l) => l.event === 'exit' && l.slot === slot && before.includes(l.pid))
     t.ok(drained >= 0 && drained < stopped, `worker${slot}: HAProxy had no session on it before its worker stopped`)
+    t.ok(maint > drained && maint < stopped, `worker${slot}: MAINT once drained, before its worker stopped`)
   }
 })
 

@@ -34,11 +34,24 @@ function canBind (port, host = '127.0.0.1') {
   })
 }
 
+// The lowest port the kernel hands out as a client's source port. Test ports stay below it:
+// a port in that range can be taken by any outgoing connection (a client of the test, say)
+// while a worker being respawned has it unbound, and the respawn then fails to listen.
+function ephemeralLow () {
+  try {
+    return Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768
+  } catch {
+    return 32768
+  }
+}
+
 // A run of `count` consecutive free ports on 127.0.0.1, from a random base so that concurrent
 // test files rarely meet.
 async function freePorts (count = 1) {
+  const low = 10000
+  const high = Math.max(low + 1000, ephemeralLow()) - count
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000)
+    const base = low + Math.floor(Math.random() * (high - low))
     let ok = true
     for (let p = base; p < base + count && ok; p++) ok = await canBind(p)
     if (ok) return Array.from({ length: count }, (_, i) => base + i)

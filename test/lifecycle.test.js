@@ -2,9 +2,18 @@
 // Stopping and failing: graceful SIGTERM, a SIGKILLed supervisor, an app that cannot boot.
 const t = require('tap')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep } = require('./helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, waitFor, isAlive } = require('./helpers')
 
 function fixture (name) { return path.join(FIXTURES, name) }
+
+// Until the supervisor itself has the worker on `port` as busy (over its control socket, at the
+// default path for that slot-1 port): a SIGTERM sent earlier would find it idle.
+async function untilBusy (workerPort) {
+  await waitFor(async () => {
+    const r = await runPool(['status', '--port', String(workerPort), '--json'])
+    return r.code === 0 && JSON.parse(r.stdout).workers.some((w) => w.state === 'busy')
+  }, { timeout: 5000, what: 'the supervisor to see the request' })
+}
 
 async function workerPids (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })
@@ -16,8 +25,8 @@ t.test('SIGTERM: the running request finishes, every worker is gone, exit 0', as
   const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   const pids = await workerPids(pool, 2)
-  const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=600&id=slow`)
-  await sleep(150)
+  const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=1500&id=slow`)
+  await untilBusy(ports[0])
   pool.kill('SIGTERM')
   const res = await inflight
   t.equal(res.status, 200, 'the request running at SIGTERM got its answer')
@@ -32,8 +41,8 @@ t.test('SIGTERM with a request running past --graceful-timeout: TERM then exit 3
   const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--graceful-timeout', '300ms', '--kill-timeout', '300ms'])
   t.teardown(() => pool.stop('SIGKILL'))
   const [pid] = await workerPids(pool, 1)
-  const inflight = request(`http://127.0.0.1:${ports[0]}/block?ms=3000`).catch((e) => e)
-  await sleep(150)
+  const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=3000`).catch((e) => e)
+  await untilBusy(ports[0])
   pool.kill('SIGTERM')
   const { code } = await pool.exited
   t.equal(code, 3, 'an unclean stop exits 3')

@@ -31,9 +31,9 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
   const ports = await freePorts(1)
   const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
     '--restart-delay', '100ms', '--restart-factor', '2', '--healthy-after', '500ms'],
-  { env: { CRASH_COUNTER: path.join(dir, 'boots'), FAST: '3', LONG_MS: '900' } })
+  { env: { CRASH_COUNTER: path.join(dir, 'boots'), FAST: '3', LONG_MS: '1500' } })
   t.teardown(() => pool.stop('SIGKILL'))
-  // boots 1-3 die 50 ms after ready, boot 4 lives 900 ms (> healthy-after), boot 5 dies fast.
+  // boots 1-3 die 50 ms after ready, boot 4 lives 1500 ms (> healthy-after), boot 5 dies fast.
   await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5, { timeout: 15000, what: '5 respawns' })
   const delays = pool.logs.filter((l) => l.event === 'respawn-scheduled').slice(0, 5).map((l) => l.delay)
   t.same(delays.slice(0, 3), [100, 200, 400], 'delay doubles on each consecutive crash')
@@ -46,22 +46,21 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
 
 t.test('an endless-loop request: worker killed after --timeout and replaced; other slots serve meanwhile', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '1s'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '2s'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
   const looping = request(`http://127.0.0.1:${ports[0]}/loop?id=x`, { timeout: 10000 }).catch((err) => err)
   await sleep(100) // let the request start
-  // While slot 1 spins, slot 2 keeps answering promptly.
+  // While slot 1 spins, slot 2 keeps answering: every answer comes before slot 1 is killed.
   for (let i = 0; i < 3; i++) {
-    const started = Date.now()
     const res = await request(`http://127.0.0.1:${ports[1]}/`)
     t.equal(res.status, 200)
-    t.ok(Date.now() - started < 500, 'slot 2 is not held up by slot 1')
+    t.notOk(pool.logs.some((l) => l.event === 'hung'), 'slot 2 answered while slot 1 was still spinning')
   }
   const hung = await pool.waitLog((l) => l.event === 'hung', 8000)
   t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' }, 'the log line names slot, pid, method and url')
-  t.ok(hung.ms >= 1000 && hung.ms < 3000, `killed after the timeout (${hung.ms} ms)`)
+  t.ok(hung.ms >= 2000 && hung.ms < 4000, `killed after the timeout (${hung.ms} ms)`)
   t.type(await looping, Error, 'the looping request did not get an answer')
   await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== hungPid)
   t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).slot, '1', 'slot 1 serves again')

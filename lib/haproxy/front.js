@@ -7,7 +7,8 @@
 //   worker exits       → state maint, at once (before the respawn): a dead server has no
 //                        sessions, so to HAProxy it is always the free one, and every queued
 //                        request would be sent to it, refused and failed
-//   graceful stop      → state drain, wait for HAProxy's scur/qcur of that server to reach 0
+//   graceful stop      → state drain, wait for HAProxy's scur/qcur of that server to reach 0,
+//                        then state maint; only then is the worker told to stop
 //   HAProxy reloaded   → it forgot all of the above: a periodic check (`show info`, `show
 //   or restarted         servers state`, `show stat`) re-asserts what differs from the wanted
 //                        states, and notes HAProxy's queue for status()
@@ -113,6 +114,9 @@ class HaproxyFront {
   // event (ms resolution), when this call comes from an exit rather than a kill by the pool.
   workerGone (w) {
     const name = serverName(w)
+    // A drained server was set MAINT before its worker was told to stop; if that command
+    // failed, the periodic check re-asserts it, since MAINT is what the pool wants.
+    if (this._record(name).wanted === 'maint') return
     const startedAt = performance.now()
     this._want(name, 'maint').then((r) => {
       if (!r.ok) return
@@ -148,10 +152,20 @@ class HaproxyFront {
       }
       if (!row || (row.scur === 0 && !row.qcur)) {
         this.logger.debug({ event: 'haproxy-drained', server: name, slot: w.slot, ms: round(performance.now() - startedAt) }, `${this.backend}/${name} drained`)
+        await this._maintAfterDrain(name, w)
         return
       }
       await sleep(DRAIN_POLL_INTERVAL)
     }
+  }
+
+  // A drained worker is told to stop only after this lands. Set after its exit instead, MAINT
+  // would leave a moment when the server is still DRAIN but its port refuses connections, and
+  // a health check in it marks the server DOWN and logs an outage that is not one.
+  async _maintAfterDrain (name, w) {
+    const startedAt = performance.now()
+    const r = await this._want(name, 'maint')
+    if (r.ok) this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms: round(performance.now() - startedAt), reason: 'drained' }, `${this.backend}/${name} MAINT: drained, its worker stops next`)
   }
 
   stopping () {}
