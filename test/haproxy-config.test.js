@@ -40,7 +40,8 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   const variants = {
     defaults: { workers: 15 },
     'static-rr, spares, users': { workers: 4, maxWorkers: 8, balance: 'static-rr', socketUser: 'nobody', httpSocketUser: 'nobody', user: 'nobody', group: 'nogroup', log: 'stdout' },
-    'one worker, no log': { workers: 1, log: 'none', prefix: dir }
+    'one worker, no log': { workers: 1, log: 'none', prefix: dir },
+    'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') }
   }
   for (const [name, options] of Object.entries(variants)) {
     const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)))
@@ -67,15 +68,18 @@ t.test('nginx -t accepts the generated config, every path under the prefix', asy
   t.match(upstream, /server 127\.0\.0\.1:9001;/, '--upstream host:port instead of the socket')
 })
 
+// Where the README's systemd unit keeps the state file: the pool's own RuntimeDirectory.
+const PRODUCTION_STATE_FILE = '/run/ssr/haproxy.state'
+
 t.test('conf/ holds the generator output for 15 workers', async (t) => {
-  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'), haproxyConfig({ workers: 15 }),
-    'conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 > conf/haproxy.cfg)')
+  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'), haproxyConfig({ workers: 15, stateFile: PRODUCTION_STATE_FILE }),
+    `conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 --state-file ${PRODUCTION_STATE_FILE} > conf/haproxy.cfg)`)
   t.equal(fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'), nginxConfig(),
     'conf/nginx.conf is up to date (regenerate: pool config nginx > conf/nginx.conf)')
 })
 
 t.test('pool config prints the configs; bad input is one line on stderr and exit 2', async (t) => {
-  const haproxy = await runPool(['config', 'haproxy', '-n', '15'])
+  const haproxy = await runPool(['config', 'haproxy', '-n', '15', '--state-file', PRODUCTION_STATE_FILE])
   t.equal(haproxy.code, 0, haproxy.stderr)
   t.equal(haproxy.stdout, fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'))
   const nginx = await runPool(['config', 'nginx'])

@@ -20,6 +20,7 @@
 
 const { performance } = require('node:perf_hooks')
 const { HaproxyClient } = require('./client')
+const { StateFile } = require('./state-file')
 const { resolveHaproxyFrontOptions } = require('./options')
 const { poolError, codes } = require('../errors')
 
@@ -73,6 +74,10 @@ class HaproxyFront {
     this.nextCheckAt = null
     this.checking = false
     this.stopped = false
+    // Optional: HAProxy's state dump kept on disk for its next reload (./state-file.js).
+    this.stateFile = opts.haproxyStateFile
+      ? new StateFile({ file: opts.haproxyStateFile, read: () => this.reader.command(`show servers state ${this.backend}`), logger: this.logger })
+      : null
   }
 
   // ── Front interface (lib/front.js) ─────────────────────────────────────────────────────────
@@ -86,11 +91,14 @@ class HaproxyFront {
     const info = await this.reader.info()
     const owned = Object.keys(state).filter((name) => WORKER_SERVER.test(name))
     this._checkPorts(state, owned, n)
+    // Before anything changes in HAProxy: a file the pool cannot write is bad input.
+    if (this.stateFile) await this.stateFile.saveOrThrow()
     // Every worker<k> server of the backend belongs to the pool: MAINT until its worker says
     // ready. The config starts them `disabled`, but a previous pool may have left some READY.
     await Promise.all(owned.map((name) => this._channel(name).setServerState(this.backend, name, 'maint')))
     const now = performance.now()
     for (const name of owned) Object.assign(this._record(name), { wanted: 'maint', appliedAt: now, seen: 'maint' })
+    if (this.stateFile) this.stateFile.changed()
     this.haproxy = { pid: info.Pid, startTime: info.Start_time_sec, version: info.Version }
     this.reachable = true
     this.checkedAt = Date.now()
@@ -177,6 +185,9 @@ class HaproxyFront {
     clearTimeout(this.timer)
     const settled = Promise.allSettled([...this.inFlight])
     await Promise.race([settled, sleep(this.opts.haproxyTimeout * 2)])
+    // The file must say MAINT too, or a HAProxy reload after the pool is gone would send
+    // requests to ports nobody listens on.
+    if (this.stateFile) await Promise.race([this.stateFile.flush(), sleep(this.opts.haproxyTimeout * 2)])
   }
 
   // `pool scale n`: refuse before anything changes when HAProxy has no server for a new slot.
@@ -203,6 +214,7 @@ class HaproxyFront {
       // Requests waiting in HAProxy's backend queue at the last check (HAProxy owns the queue).
       queue: this.queue,
       maintLatency: { ...this.maintLatency },
+      stateFile: this.stateFile ? { file: this.stateFile.file, error: this.stateFile.lastError } : null,
       servers
     }
   }
@@ -246,6 +258,7 @@ class HaproxyFront {
       () => {
         rec.pending--
         rec.appliedAt = performance.now()
+        if (this.stateFile) this.stateFile.changed()
         // After failures, a command that passes means HAProxy is back: check (and re-assert
         // the others) now rather than at the next backoff step.
         if (this.failures > 0 && !this.checking) this._schedule(0)

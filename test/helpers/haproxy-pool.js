@@ -7,28 +7,31 @@
 const path = require('node:path')
 const { haproxyConfig } = require('../../lib/config/haproxy')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { FIXTURES, freePorts, startPool, request, sleep } = require('../helpers')
+const { FIXTURES, freePorts, startPool, request, sleep, waitFor } = require('../helpers')
 const { tempDir, startHaproxy } = require('./haproxy')
 
 const CONTROL_APP = path.join(FIXTURES, 'control.js')
 
 // HAProxy for `workers` servers (plus spares up to maxWorkers). `edit` changes the config text;
-// `extraGlobal` adds lines to its global section.
-async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none' } = {}) {
+// `extraGlobal` adds lines to its global section; `stateFile` has it load server states from
+// lab.stateFile (`pool config haproxy --state-file`).
+async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none', stateFile = false, masterWorker = false } = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPort = ports[2]
-  let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser })
+  const stateFilePath = stateFile ? path.join(dir, 'haproxy.state') : undefined
+  let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser, stateFile: stateFilePath })
   const extra = extraGlobal({ dir }).map((line) => `    ${line}\n`).join('')
   cfg = edit(cfg.replace('global\n', 'global\n' + extra))
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, masterWorker })
   const lab = {
     dir,
     cfg,
     port,
     statsPort,
     workerPort,
+    stateFile: stateFilePath,
     url: `http://127.0.0.1:${port}`,
     socket: haproxy.socket,
     haproxy,
@@ -37,8 +40,18 @@ async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cf
     async restartHaproxy ({ downMs = 0 } = {}) {
       await lab.haproxy.stop()
       if (downMs > 0) await sleep(downMs)
-      lab.haproxy = await startHaproxy({ cfg, dir, t })
+      lab.haproxy = await startHaproxy({ cfg, dir, t, masterWorker })
       return lab.haproxy
+    },
+    // `systemctl reload haproxy` (masterWorker only): resolves with the new worker's pid once
+    // it answers on the runtime API.
+    async reloadHaproxy () {
+      const before = (await lab.client.info()).Pid
+      lab.haproxy.child.kill('SIGUSR2')
+      return waitFor(async () => {
+        const pid = (await lab.client.info().catch(() => ({}))).Pid
+        return pid !== undefined && pid !== before && pid
+      }, { timeout: 10000, interval: 5, what: 'a new HAProxy worker after SIGUSR2' })
     }
   }
   return lab

@@ -63,11 +63,14 @@ function nginxArgs (prefix, extra = []) {
 
 // Start haproxy in the foreground with `cfg` (text), written to DIR/haproxy.cfg. Resolves once
 // its runtime API answers. `socket` defaults to the config's first `stats socket`.
-async function startHaproxy ({ cfg, dir, socket, t }) {
+// `masterWorker`: run as systemd's haproxy.service does (-W), so SIGUSR2 to the child (the
+// master) is `systemctl reload haproxy`: a new worker process from the config, the old one
+// finishing what it runs.
+async function startHaproxy ({ cfg, dir, socket, t, masterWorker = false }) {
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, cfg)
   socket = socket ?? /^\s*stats socket (\S+)/m.exec(cfg)[1]
-  const child = spawn(HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(HAPROXY, [...(masterWorker ? ['-W'] : []), '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   watchOutput(child)
   const handle = { pid: child.pid, socket, child, file, stop: () => stopChild(child) }
   t?.teardown(handle.stop)

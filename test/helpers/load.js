@@ -6,10 +6,10 @@
 
 const http = require('node:http')
 
-function startLoad (url, { concurrency = 4, maxRequests = 5000, maxMs = 30000, timeout = 15000, path = () => '/' } = {}) {
+function startLoad (url, { concurrency = 4, maxRequests = 5000, maxMs = 30000, timeout = 15000, path = () => '/', keepAlive = true } = {}) {
   const stats = { sent: 0, ok: 0, failed: 0, failures: [], statuses: {} }
   const deadline = Date.now() + maxMs
-  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency })
+  const agent = new http.Agent({ keepAlive, maxSockets: concurrency })
   let stopped = false
 
   function once (i) {
