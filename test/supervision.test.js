@@ -124,3 +124,33 @@ t.test('a client that leaves mid-request does not let the next request run besid
   t.equal(stats.maxActive, 1, 'b started only after a\'s handler finished')
   t.same(stats.log.filter((e) => !e.endsWith('null')), ['start a', 'end a', 'start b', 'end b'])
 })
+
+t.test('a handler that throws crashes its worker without starting the request queued behind it', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-throw-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const requestLog = path.join(dir, 'requests')
+  const ports = await freePorts(1)
+  const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'],
+    { env: { REQUEST_LOG: requestLog } })
+  t.teardown(() => pool.stop('SIGKILL'))
+  await pool.waitLog((l) => l.event === 'started')
+  const base = `http://127.0.0.1:${ports[0]}`
+  const lines = () => (fs.existsSync(requestLog) ? fs.readFileSync(requestLog, 'utf8').trim().split('\n') : [])
+  // Straight to the worker, so the worker's own FIFO holds the second and third requests.
+  const first = request(`${base}/wait?ms=300&id=a`)
+  await waitFor(() => lines().length === 1, { what: 'the first request running' })
+  const throws = request(`${base}/throw?id=b`).catch((err) => err)
+  await pool.waitLog((l) => l.event === 'request-queued' && l.waiting === 1)
+  const behind = request(`${base}/?id=c`).catch((err) => err)
+  await pool.waitLog((l) => l.event === 'request-queued' && l.waiting === 2)
+  t.equal((await first).status, 200, 'the request before it completed')
+  const exit = await pool.waitLog((l) => l.event === 'exit' && l.slot === 1)
+  t.type(await throws, Error, 'the throwing request got no answer')
+  t.type(await behind, Error, 'the request queued behind it was dropped with the process')
+  const crashedPid = exit.pid
+  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]), ['/wait?ms=300&id=a', '/throw?id=b'],
+    'the crashing process never started the request behind the throw')
+  t.match(pool.stderrText + JSON.stringify(pool.logs), /render failed/, 'the app\'s error is reported')
+  await pool.waitLog((l) => l.event === 'ready' && l.pid !== crashedPid, 10000)
+  t.equal((await request(`${base}/?id=d`)).status, 200, 'the replacement serves')
+})
