@@ -62,6 +62,25 @@ t.test('a client that does not read does not hold the worker: the response is bu
   t.equal(received, size * 1024, 'the slow reader still got it all')
 })
 
+t.test('--send-timeout: a client that stops reading is cut off, and a streamed response frees its worker', async (t) => {
+  const { balancer } = await setup(t, 1, { maxResponseBuffer: 256 * 1024, sendTimeout: 1000 })
+  let res
+  const req = http.get(`${balancer.base}/big?kb=${12 * 1024}`, { agent: false }, (r) => { res = r; r.pause() })
+  req.on('error', () => {})
+  t.teardown(() => req.destroy())
+  await waitFor(() => res, { what: 'the big response to start' })
+  t.equal(balancer.status().inFlight, 1, 'streaming to a client that does not read holds the worker...')
+  await waitFor(() => balancer.status().inFlight === 0, { timeout: 5000, what: 'the worker released' })
+  t.equal((await request(`${balancer.base}/sleep?after`)).status, 200, '...until the send timeout frees it for the next client')
+  const metrics = (await request(`${balancer.statsBase}/metrics`)).body
+  t.match(metrics, /pool_failures_total\{reason="client_send_timeout"\} 1/, 'counted in /metrics')
+  // The stalled client, reading again, finds its response cut short: it was not sent in full.
+  let received = 0
+  res.on('data', (c) => { received += c.length })
+  await new Promise((resolve) => { res.on('close', resolve); res.resume() })
+  t.ok(!res.complete && received < 12 * 1024 * 1024, `the cut-off client got ${received} of ${12 * 1024 * 1024} bytes, and no complete response`)
+})
+
 t.test('a response larger than the buffer streams through intact', async (t) => {
   const { balancer } = await setup(t, 1, { maxResponseBuffer: 256 * 1024 })
   const r = await new Promise((resolve, reject) => {

@@ -11,7 +11,7 @@ const { createBalancer, OPTIONS } = require('../lib/balancer')
 
 t.test('options: defaults, stats port next to the front, bad values rejected', async (t) => {
   const b = createBalancer({})
-  t.match(b.options, { port: 9001, host: '127.0.0.1', maxconn: 1, balance: 'first', retries: 3, queueTimeout: 20000, maxBody: 10 * 1024 * 1024, pingPath: '/ping', statsPort: 9000, statsHost: '127.0.0.1' })
+  t.match(b.options, { port: 9001, host: '127.0.0.1', maxconn: 1, balance: 'first', retries: 3, queueTimeout: 20000, maxBody: 10 * 1024 * 1024, pingPath: '/ping', statsPort: 9000, statsHost: '127.0.0.1', sendTimeout: 60000 })
   t.equal(b.options.maxQueue, undefined, 'max-queue unlimited by default')
   t.equal(createBalancer({ port: 8080 }).options.statsPort, 8079)
   for (const name of ['port', 'host', 'maxconn', 'balance', 'retries', 'queueTimeout', 'maxQueue', 'maxBody', 'pingPath', 'statsPort', 'statsHost']) {

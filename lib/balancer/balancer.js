@@ -21,10 +21,6 @@ const IDEMPOTENT = new Set(['GET', 'HEAD'])
 // Pool events that count as failures in pool_failures_total.
 const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
 
-// A client that takes no byte of its response for this long is cut off (nginx's send_timeout):
-// a buffered response would otherwise pin memory, a streamed one a worker, for ever.
-const SEND_TIMEOUT_MS = 60000
-
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
 const STOP_GRACE_MS = 1000
@@ -219,8 +215,12 @@ class EmbeddedBalancer {
     if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
   }
 
+  // A client that takes no byte of its response for --send-timeout is cut off (nginx's
+  // send_timeout): a buffered response would otherwise pin memory, a streamed one a worker,
+  // for ever.
   limitSendTime (res) {
-    res.setTimeout(SEND_TIMEOUT_MS, () => {
+    if (this.options.sendTimeout === 0) return
+    res.setTimeout(this.options.sendTimeout, () => {
       this.metrics.failures.inc({ reason: 'client_send_timeout' })
       res.destroy()
     })
