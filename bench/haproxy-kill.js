@@ -96,7 +96,9 @@ function startPool (args) {
       try { line = JSON.parse(text) } catch { return }
       if (line.event === 'spawn') { pool.pids[line.slot] = line.pid; pool.allPids.add(line.pid) }
       if (line.event === 'ready') pool.ready.add(line.pid)
-      if (line.event === 'haproxy-maint') pool.maintMs.push(line.ms)
+      // Only MAINTs for exits: the ones that end a drain (reason 'drained', at the final stop)
+      // are not what the kill experiment measures.
+      if (line.event === 'haproxy-maint' && line.reason !== 'drained') pool.maintMs.push(line.ms)
       if (line.event === 'started') resolve()
     })
     child.once('exit', (code) => reject(new Error(`pool exited (${code}) before starting: ${stderr}`)))

@@ -47,11 +47,10 @@ t.test('a HAProxy reload keeps ready workers in service: no 503, no wait for the
   await waitFor(() => load.stats.ok >= okAtReload + 100, { timeout: 10000, what: '100 requests through the new HAProxy' })
   const stats = await load.stop()
   t.equal(stats.failed, 0, `no request failed across the reload (${stats.ok} ok; ${JSON.stringify(stats.statuses)}; ${[...new Set(stats.failures)].join('; ')})`)
-  t.notOk(pool.logs.some((l) => l.event === 'haproxy-reassert'), 'the pool had nothing to re-assert')
 })
 
-t.test('the file follows every state: MAINT on a kill, READY on the respawn, MAINT at stop', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true })
+t.test('the file follows every state: MAINT on a kill, READY on the respawn, gone at stop', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, '--restart-delay', '1s'] })
   await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'ready', { timeout: 5000, what: 'worker1 READY in the file' })
   const status = await runPool(['status', '--json', '--control', path.join(lab.dir, 'control.sock')])
@@ -65,8 +64,28 @@ t.test('the file follows every state: MAINT on a kill, READY on the respawn, MAI
 
   pool.kill('SIGTERM')
   t.equal((await pool.exited).code, 0, 'a clean stop')
-  t.same(fileStates(lab.stateFile), { worker1: 'maint', worker2: 'maint' }, 'a HAProxy reload after the pool is gone sends nothing to dead ports')
+  t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'every server MAINT first')
+  t.notOk(fs.existsSync(lab.stateFile), 'then the file is removed: a HAProxy reload after the pool is gone takes states and ports from its config')
   t.same(fs.readdirSync(lab.dir).filter((f) => f.endsWith('.tmp')), [], 'no temporary file left behind')
+  await lab.reloadHaproxy()
+  t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'a HAProxy reloaded after the stop sends nothing to dead ports')
+})
+
+t.test('HAProxy down when a worker dies: the file is removed, so no HAProxy loads READY for it', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true })
+  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, '--restart-delay', '2s'] })
+  await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'ready', { timeout: 5000, what: 'worker1 READY in the file' })
+  lab.haproxy.child.kill('SIGKILL')
+  await lab.haproxy.child.exited
+  const pid = pidsBySlot(pool)[1]
+  process.kill(pid, 'SIGKILL') // its MAINT cannot be sent: the file would say READY for it
+  await waitFor(() => !fs.existsSync(lab.stateFile), { timeout: 3000, interval: 5, what: 'the file removed' })
+  t.pass('removed once HAProxy could not be told')
+  await lab.restartHaproxy()
+  t.equal((await lab.client.serversState('pool')).worker1.admin, 'maint', 'a HAProxy started meanwhile has the dead worker MAINT (the config\'s disabled)')
+  await waitFor(allUp(lab.client), { timeout: 15000, interval: 50, what: 'the pool to re-assert, the new worker1 included' })
+  await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, { timeout: 3000, what: 'the file written again' })
+  t.not(pidsBySlot(pool)[1], pid, 'by then worker1 is the replacement')
 })
 
 t.test('a write that fails later: one warning, the pool goes on, and the file comes back', async (t) => {
@@ -96,6 +115,8 @@ t.test('a write that fails later: one warning, the pool goes on, and the file co
 
 t.test('a state file the pool cannot write: one line, exit 2, HAProxy untouched', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 1, stateFile: true })
+  // READY by hand: a start that got as far as touching HAProxy would set it MAINT.
+  await lab.client.setServerState('pool', 'worker1', 'ready')
   const missingDir = path.join(tempDir(t), 'no-such-dir', 'haproxy.state')
   const aDir = tempDir(t)
   for (const [file, why] of [[missingDir, 'its directory does not exist'], [aDir, 'it is a directory']]) {
@@ -105,7 +126,7 @@ t.test('a state file the pool cannot write: one line, exit 2, HAProxy untouched'
     t.equal(r.stderr, `pool: cannot write --haproxy-state-file ${file}: ${why}\n`)
     t.notMatch(r.stdout, /"event":"spawn"/, 'no worker was forked')
   }
-  t.same(await statuses(lab.client), { worker1: 'MAINT' }, 'nothing was changed in HAProxy')
+  t.equal((await lab.client.serversState('pool')).worker1.admin, 'ready', 'nothing was changed in HAProxy')
 })
 
 t.test('pool config haproxy --state-file: HAProxy accepts it and loads it', async (t) => {

@@ -137,7 +137,7 @@ t.test('a handler that throws crashes its worker without starting the request qu
   const base = `http://127.0.0.1:${ports[0]}`
   const lines = () => (fs.existsSync(requestLog) ? fs.readFileSync(requestLog, 'utf8').trim().split('\n') : [])
   // Straight to the worker, so the worker's own FIFO holds the second and third requests.
-  const first = request(`${base}/wait?ms=300&id=a`)
+  const first = request(`${base}/wait?ms=2000&id=a`) // outlasts the queueing steps below
   await waitFor(() => lines().length === 1, { what: 'the first request running' })
   const throws = request(`${base}/throw?id=b`).catch((err) => err)
   await pool.waitLog((l) => l.event === 'request-queued' && l.waiting === 1)
@@ -148,7 +148,7 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.type(await throws, Error, 'the throwing request got no answer')
   t.type(await behind, Error, 'the request queued behind it was dropped with the process')
   const crashedPid = exit.pid
-  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]), ['/wait?ms=300&id=a', '/throw?id=b'],
+  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]), ['/wait?ms=2000&id=a', '/throw?id=b'],
     'the crashing process never started the request behind the throw')
   t.match(pool.stderrText + JSON.stringify(pool.logs), /render failed/, 'the app\'s error is reported')
   await pool.waitLog((l) => l.event === 'ready' && l.pid !== crashedPid, 10000)

@@ -9,9 +9,10 @@
 //                        request would be sent to it, refused and failed
 //   graceful stop      → state drain, wait for HAProxy's scur/qcur of that server to reach 0,
 //                        then state maint; only then is the worker told to stop
-//   HAProxy reloaded   → it forgot all of the above: a periodic check (`show info`, `show
-//   or restarted         servers state`, `show stat`) re-asserts what differs from the wanted
-//                        states, and notes HAProxy's queue for status()
+//   HAProxy reloaded   → it forgot all of the above, unless --haproxy-state-file kept it for
+//   or restarted         the new process (./state-file.js); a periodic check (`show info`,
+//                        `show servers state`, `show stat`) re-asserts what differs from the
+//                        wanted states, and notes HAProxy's queue for status()
 //   HAProxy down       → warn, retry with backoff, keep the workers serving on their ports
 //
 // Commands for one server go through a queue of their own (one HaproxyClient per server), so
@@ -158,6 +159,9 @@ class HaproxyFront {
         this._failed(err, { server: name, during: 'drain' })
         return
       }
+      // The plan may have changed while `show stat` was on its way (the worker exited, MAINT;
+      // and its replacement may already be READY): this answer is no longer about this drain.
+      if (this.stopped || rec.version !== version) return
       if (!row || (row.scur === 0 && !row.qcur)) {
         this.logger.debug({ event: 'haproxy-drained', server: name, slot: w.slot, ms: round(performance.now() - startedAt) }, `${this.backend}/${name} drained`)
         await this._maintAfterDrain(name, w)
@@ -185,9 +189,10 @@ class HaproxyFront {
     clearTimeout(this.timer)
     const settled = Promise.allSettled([...this.inFlight])
     await Promise.race([settled, sleep(this.opts.haproxyTimeout * 2)])
-    // The file must say MAINT too, or a HAProxy reload after the pool is gone would send
-    // requests to ports nobody listens on.
-    if (this.stateFile) await Promise.race([this.stateFile.flush(), sleep(this.opts.haproxyTimeout * 2)])
+    // With the pool gone, a HAProxy reload must take everything from its config again: every
+    // worker `disabled`, and the ports the config says (a state file would carry the old ones
+    // over a config that changed them).
+    if (this.stateFile) await Promise.race([this.stateFile.remove(), sleep(this.opts.haproxyTimeout * 2)])
   }
 
   // `pool scale n`: refuse before anything changes when HAProxy has no server for a new slot.
@@ -266,6 +271,8 @@ class HaproxyFront {
       },
       (err) => {
         rec.pending--
+        // HAProxy did not take this state, so a file of the states it holds may be wrong now.
+        if (this.stateFile) this.stateFile.invalidate()
         this._failed(err, { server: name, state })
         return { ok: false, error: err }
       })
@@ -327,7 +334,7 @@ class HaproxyFront {
     this.unreachableSince = null
     if (before && (before.pid !== now.pid || (now.startTime !== undefined && before.startTime !== now.startTime))) {
       this.logger.warn({ event: 'haproxy-restarted', socket: this.socket, fromPid: before.pid, toPid: now.pid },
-        `HAProxy restarted or reloaded (pid ${before.pid} → ${now.pid}): it forgot the servers' runtime states; re-asserting them`)
+        `HAProxy restarted or reloaded (pid ${before.pid} → ${now.pid}): ${this.stateFile ? `it loaded the servers' states from ${this.stateFile.file}; re-asserting any that differ` : 'it forgot the servers\' runtime states; re-asserting them'}`)
     }
   }
 
@@ -417,7 +424,8 @@ class HaproxyFront {
     throw poolError(codes.BAD_OPTION,
       `HAProxy backend '${this.backend}' sends ${wrong.map((w) => `${w.name} to port ${w.port}`).slice(0, 3).join(', ')}${wrong.length > 3 ? ` (and ${wrong.length - 3} more)` : ''}, ` +
       `but the pool's slot ${first.slot} listens on ${first.expected}: start the pool with --worker-port ${workerPort}, ` +
-      `or regenerate the config with \`pool config haproxy -n ${n} --worker-port ${this.pool.portOf(1)} --backend ${this.backend}\``,
+      `or regenerate the config with \`pool config haproxy -n ${n} --worker-port ${this.pool.portOf(1)} --backend ${this.backend}\`` +
+      (this.stateFile ? ` (a HAProxy reload takes ports from ${this.stateFile.file} while it exists: reload HAProxy after the old pool stopped, which removes it)` : ''),
       { details: { backend: this.backend, wrong } })
   }
 }
