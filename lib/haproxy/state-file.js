@@ -72,11 +72,6 @@ class StateFile {
     await this._unlink()
   }
 
-  // Resolves when the last change is on disk (or failed to be).
-  async flush () {
-    while (this.saving) await this.saving
-  }
-
   _unlink () {
     return fs.promises.rm(this.file, { force: true }).catch(() => {})
   }
