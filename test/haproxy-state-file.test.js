@@ -94,7 +94,11 @@ t.test('a write that fails later: one warning, the pool goes on, and the file co
   const file = path.join(dir, 'haproxy.state')
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', file, '--restart-delay', '300ms'] })
   await waitFor(() => fileStates(file)?.worker2 === 'ready', { timeout: 5000, what: 'worker2 READY in the file' })
-  fs.rmSync(dir, { recursive: true, force: true }) // its directory is gone
+  // Its directory is gone, at once: a rename is atomic, where removing a directory the pool may
+  // be writing into at that moment is not.
+  const gone = `${dir}.gone`
+  fs.renameSync(dir, gone)
+  t.teardown(() => fs.rmSync(gone, { recursive: true, force: true }))
   for (let i = 0; i < 2; i++) {
     const pid = pidsBySlot(pool)[1]
     process.kill(pid, 'SIGKILL')
