@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, waitFor, isAlive, sleep, canBind } = require('./helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind } = require('./helpers')
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
@@ -30,11 +30,7 @@ async function pool (t, { workers = 2, app = path.join(FIXTURES, 'control.js'), 
 
 const cli = (args, opts) => runPool(args, { timeout: 60000, ...opts })
 
-async function statusJson (control) {
-  const r = await cli(['status', '--control', control, '--json'])
-  if (r.code !== 0) throw new Error(`pool status failed (${r.code}): ${r.stderr}`)
-  return JSON.parse(r.stdout)
-}
+const statusJson = (control) => poolStatus(['--control', control])
 
 const pids = (s) => s.workers.map((w) => w.pid)
 

@@ -10,7 +10,7 @@ const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { sleep, waitFor, isAlive } = require('./helpers')
 const { startLoad } = require('./helpers/load')
-const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot } = require('./helpers/haproxy-pool')
+const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('./helpers/haproxy-pool')
 
 // Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
 // counted from `since` (performance.now()).
@@ -29,7 +29,7 @@ t.test('SIGKILL → MAINT within 100 ms, then UP with the new worker serving', a
   // A respawn delay well past any MAINT round trip, so the order checked below is the pool's
   // doing, not a race between the command and the 100 ms default delay on a loaded machine.
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--log-level', 'debug', '--restart-delay', '500ms'] })
-  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'both servers UP' })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   const oldPid = pidsBySlot(pool)[1]
   t.same(await servedBy(lab.url), { pid: oldPid, slot: '1' }, 'balance first: an idle pool answers from worker1')
 
@@ -56,7 +56,7 @@ t.test('SIGKILL → MAINT within 100 ms, then UP with the new worker serving', a
 async function killUnderLoad (t) {
   const lab = await startLabHaproxy(t, { workers: 4 })
   const pool = await startHaproxyPool(t, lab, { workers: 4, args: ['--log-level', 'debug'] })
-  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'all servers UP' })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'all servers UP' })
   const load = startLoad(lab.url, { concurrency: 12, maxMs: 20000, maxRequests: 20000, timeout: 10000, path: (i) => `/block?ms=20&id=${i}` })
   t.teardown(() => load.stop())
   const killed = []

@@ -9,12 +9,12 @@ const path = require('node:path')
 const { nginxConfig } = require('../lib/config/nginx')
 const { ROOT, freePorts, request, waitFor } = require('./helpers')
 const { startNginx, NGINX_WORKER_USER } = require('./helpers/haproxy')
-const { startLabHaproxy, startHaproxyPool, statuses } = require('./helpers/haproxy-pool')
+const { startLabHaproxy, startHaproxyPool, allUp } = require('./helpers/haproxy-pool')
 
 t.test('nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
   const pool = await startHaproxyPool(t, lab, { workers: 2, app: path.join(ROOT, 'examples/ssr/server.js') })
-  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'both servers UP' })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
 
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)

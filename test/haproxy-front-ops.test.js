@@ -6,18 +6,11 @@
 
 const t = require('tap')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
 const { performance } = require('node:perf_hooks')
-const { BIN, request, sleep, waitFor, isAlive } = require('./helpers')
-const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot } = require('./helpers/haproxy-pool')
+const { request, sleep, waitFor, isAlive, poolStatus } = require('./helpers')
+const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('./helpers/haproxy-pool')
 
-const allUp = (client) => async () => Object.values(await statuses(client)).every((s) => s === 'UP')
-
-function poolStatus (lab) {
-  const r = spawnSync(process.execPath, [BIN, 'status', '--json', '--control', path.join(lab.dir, 'control.sock')], { encoding: 'utf8', timeout: 10000 })
-  if (r.status !== 0) throw new Error(`pool status: ${r.stderr}`)
-  return JSON.parse(r.stdout)
-}
+const labStatus = (lab) => poolStatus(['--control', path.join(lab.dir, 'control.sock')])
 
 t.test('HAProxy restarted: the pool re-asserts every server within a few seconds', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2 })
@@ -38,7 +31,7 @@ t.test('HAProxy restarted: the pool re-asserts every server within a few seconds
   t.same(reassert.servers.map((s) => [s.server, s.seen, s.wanted]), [['worker1', 'maint', 'ready'], ['worker2', 'maint', 'ready']], 'HAProxy had forgotten both; the log names what was re-asserted')
   t.ok(pool.logs.some((l) => (l.event === 'haproxy-restarted' && l.toPid === fresh.pid) || l.event === 'haproxy-reachable'), 'the restart was noticed and logged')
 
-  const front = await waitFor(() => { const s = poolStatus(lab).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, { timeout: 10000, what: 'status of the new HAProxy' })
+  const front = await waitFor(async () => { const s = (await labStatus(lab)).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, { timeout: 10000, what: 'status of the new HAProxy' })
   t.match(front, { type: 'haproxy', backend: 'pool', socket: lab.socket, reachable: true, queue: 0, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 0 }, worker2: { wanted: 'ready', seen: 'ready' } } }, 'pool status shows wanted and seen states, and HAProxy\'s queue')
 })
 
@@ -50,8 +43,8 @@ t.test('HAProxy gone after start: workers keep serving, a warning, then re-asser
 
   // Kill it just after a periodic check, not during one: a check cut mid-answer fails with a
   // reset, not the refused connection this test is about.
-  const lastCheck = poolStatus(lab).front.checkedAt
-  await waitFor(() => poolStatus(lab).front.checkedAt !== lastCheck, { timeout: 8000, interval: 100, what: 'the next HAProxy check' })
+  const lastCheck = (await labStatus(lab)).front.checkedAt
+  await waitFor(async () => (await labStatus(lab)).front.checkedAt !== lastCheck, { timeout: 8000, interval: 100, what: 'the next HAProxy check' })
   lab.haproxy.child.kill('SIGKILL') // no clean exit: its socket file stays, refusing connections
   await lab.haproxy.child.exited
   const warning = await pool.waitLog((l) => l.event === 'haproxy-unreachable', 5000)
@@ -66,7 +59,7 @@ t.test('HAProxy gone after start: workers keep serving, a warning, then re-asser
     t.equal(JSON.parse(r.body).pid, pid, `worker ${slot} answers on its port`)
   }
   t.equal(pool.logs.filter((l) => l.event === 'haproxy-unreachable' && l.level === 40).length, 1, 'one warning, not one per retry')
-  t.equal(poolStatus(lab).front.reachable, false, 'pool status says HAProxy is unreachable')
+  t.equal((await labStatus(lab)).front.reachable, false, 'pool status says HAProxy is unreachable')
 
   await lab.restartHaproxy()
   // Retries back off up to 5 s, so the return can take that long to be noticed.

@@ -7,7 +7,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { BIN, cleanEnv, waitFor, sleep } = require('./helpers')
 const { startLoad } = require('./helpers/load')
-const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot } = require('./helpers/haproxy-pool')
+const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('./helpers/haproxy-pool')
 
 // `pool CMD --control SOCK`, to completion, bounded.
 function control (args, lab) {
@@ -24,7 +24,7 @@ function control (args, lab) {
 t.test('pool reload under load through HAProxy: zero failed requests, every pid replaced, DRAIN before stop', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 3 })
   const pool = await startHaproxyPool(t, lab, { workers: 3, args: ['--log-level', 'debug'] })
-  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 5000, what: 'all servers UP' })
+  await waitFor(allUp(lab.client), { timeout: 5000, what: 'all servers UP' })
   const before = Object.values(pidsBySlot(pool))
   const load = startLoad(lab.url, { concurrency: 6, maxMs: 30000, path: (i) => `/block?ms=15&id=${i}` })
   t.teardown(() => load.stop())

@@ -7,7 +7,7 @@ const t = require('tap')
 const { parseServersState, adminStateName } = require('../lib/haproxy/servers-state')
 const { resolveHaproxyFrontOptions } = require('../lib/haproxy/options')
 const { waitFor } = require('./helpers')
-const { startLabHaproxy, startHaproxyPool, statuses } = require('./helpers/haproxy-pool')
+const { startLabHaproxy, startHaproxyPool, statuses, allUp } = require('./helpers/haproxy-pool')
 
 // Verbatim from HAProxy 2.6.12: worker1 after `state ready` (its check failing), worker2 after
 // `state drain`, worker3 as the config's `disabled` left it.
@@ -37,7 +37,7 @@ t.test('front options: defaults agree with `pool config haproxy`; bad values ref
 t.test('a state changed behind the pool\'s back is re-asserted at the next check', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2 })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-check-interval', '300ms'] })
-  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s === 'UP'), { timeout: 3000, what: 'both servers UP' })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   // An operator, or a stray script. (The pool may put it back before a read here could see it;
   // the reassert log line below is what proves the pool saw MAINT.)
   await lab.client.setServerState('pool', 'worker2', 'maint')

@@ -9,12 +9,10 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { parseServersState } = require('../lib/haproxy/servers-state')
-const { request, waitFor, runPool, freePorts } = require('./helpers')
+const { request, waitFor, runPool, freePorts, poolStatus } = require('./helpers')
 const { startLoad } = require('./helpers/load')
 const { tempDir } = require('./helpers/haproxy')
-const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot } = require('./helpers/haproxy-pool')
-
-const allUp = (client) => async () => Object.values(await statuses(client)).every((s) => s === 'UP')
+const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('./helpers/haproxy-pool')
 
 // The admin state of each server as the file on disk has it: { worker1: 'ready', ... }.
 function fileStates (file) {
@@ -53,8 +51,8 @@ t.test('the file follows every state: MAINT on a kill, READY on the respawn, gon
   const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, '--restart-delay', '1s'] })
   await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'ready', { timeout: 5000, what: 'worker1 READY in the file' })
-  const status = await runPool(['status', '--json', '--control', path.join(lab.dir, 'control.sock')])
-  t.same(JSON.parse(status.stdout).front.stateFile, { file: lab.stateFile, error: null }, 'pool status shows the file, and no error')
+  const status = await poolStatus(['--control', path.join(lab.dir, 'control.sock')])
+  t.same(status.front.stateFile, { file: lab.stateFile, error: null }, 'pool status shows the file, and no error')
   const oldPid = pidsBySlot(pool)[1]
   process.kill(oldPid, 'SIGKILL')
   await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'maint', { timeout: 3000, interval: 5, what: 'worker1 MAINT in the file' })

@@ -169,4 +169,12 @@ function runPool (args, { env = {}, timeout = 30000, cwd = ROOT } = {}) {
   })
 }
 
-module.exports = { cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool }
+// `pool status --json` with `target` (['--control', path] or ['--port', n]): the parsed status.
+// Rejects with the CLI's stderr when it fails.
+async function poolStatus (target) {
+  const r = await runPool(['status', '--json', ...target], { timeout: 10000 })
+  if (r.code !== 0) throw new Error(`pool status failed (${r.code}): ${r.stderr}`)
+  return JSON.parse(r.stdout)
+}
+
+module.exports = { cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus }

@@ -69,6 +69,9 @@ async function startHaproxyPool (t, lab, { workers = 2, app = CONTROL_APP, args 
   return pool
 }
 
+// For waitFor: resolves true once every server of backend `pool` is UP.
+const allUp = (client) => async () => Object.values(await statuses(client)).every((s) => s === 'UP')
+
 // The `status` column of every server of backend `pool`: { worker1: 'UP', ... }.
 async function statuses (client) {
   const out = {}
@@ -90,4 +93,4 @@ function pidsBySlot (pool) {
   return pids
 }
 
-module.exports = { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot }
+module.exports = { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp }
