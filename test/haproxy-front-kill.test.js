@@ -73,7 +73,9 @@ async function killUnderLoad (t) {
   const stats = await load.stop()
   t.comment(`${killed.length} kills, ${stats.ok} ok, ${stats.failed} failed (${JSON.stringify(stats.statuses)}; ${[...new Set(stats.failures)].join('; ')})`)
   t.ok(killed.length >= 8, `${killed.length} workers killed`)
-  t.ok(stats.ok > 1000, `the load ran: ${stats.ok} requests answered`)
+  // Enough requests that "failed ≤ kills" means something: every kill landed on a busy pool.
+  // (About 2,000 on an idle 2-core box, half that on a loaded one; throughput is the bench's job.)
+  t.ok(stats.ok > 200, `the load ran: ${stats.ok} requests answered`)
   t.notOk(stats.statuses[503], 'no 503: nothing burnt its retries on a dead worker')
   const maints = pool.logs.filter((l) => l.event === 'haproxy-maint' && killed.includes(l.pid))
   t.equal(maints.length, killed.length, 'every killed worker was set MAINT')
