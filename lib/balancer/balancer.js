@@ -7,16 +7,24 @@
 
 const { WorkerSet } = require('./workers')
 const { Dispatcher } = require('./dispatcher')
-const { forward, streamTo } = require('./proxy')
+const { forward } = require('./proxy')
+const { decide, mayReuseConnection } = require('./retry')
+const { refusalOf, bodyTooLargeToInvite } = require('./request-rules')
 const { readBody, hasBody } = require('./buffering')
 const headers = require('./headers')
-const { replyError, replyPing } = require('./replies')
+const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { createStatsServer } = require('./stats-server')
 const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
 
-// Only these are replayed on another worker after the first one died holding them.
-const IDEMPOTENT = new Set(['GET', 'HEAD'])
+// pool_failures_total's reason for each way an attempt on a worker fails (lib/balancer/retry.js).
+const FAILURE_METRIC = {
+  refused: 'worker_refused',
+  died: 'worker_died',
+  bad_response: 'bad_response',
+  broken_response: 'worker_broken_response',
+  timeout: 'worker_timeout'
+}
 
 // Pool events that count as failures in pool_failures_total.
 const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
@@ -48,7 +56,12 @@ class EmbeddedBalancer {
       }
     })
     this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slotViews() }))
-    this.server = createFrontServer(options, (req, res) => this.onRequest(req, res))
+    this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
+    this.server = createFrontServer(options, {
+      onRequest: (req, res) => this.onRequest(req, res),
+      onCheckContinue: (req, res) => this.onCheckContinue(req, res),
+      onConnect: (req, socket) => refuseConnect(socket)
+    })
     this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
     this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
@@ -77,8 +90,7 @@ class EmbeddedBalancer {
     const known = this.workers.get(w.slot)
     if (known && known.pid === w.pid && known.port === w.port && w.pid !== undefined) {
       // The same process again: its requests in flight stay untouched, a bench is lifted.
-      known.benchedUntil = 0
-      return this.dispatcher.pump()
+      return this.dispatcher.unbench(known)
     }
     const record = this.workers.add(w)
     this.slot(record.slot, record.name)
@@ -136,6 +148,11 @@ class EmbeddedBalancer {
   }
 
   // ---- a request's life -------------------------------------------------------------------
+  //
+  // arrives (onRequest) → body read → queued or assigned (admit) → attempt on a worker
+  // (onAssign) → outcome (onOutcome): answered, streamed, redispatched, or failed → the client's
+  // connection closes (onClientClose). Every entry point from outside (the HTTP server, timers,
+  // attempt outcomes) runs through `safely`, so an unexpected throw costs that one request.
 
   onRequest (req, res) {
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
@@ -149,7 +166,9 @@ class EmbeddedBalancer {
       url: req.url,
       arrivedAt: performance.now(),
       body: null,
-      record: null,
+      record: null, // the worker of the latest attempt
+      holding: null, // the worker whose place this request holds now, until releaseWorker
+      attempt: null,
       assignedAt: 0,
       queueMs: 0,
       attempts: 0,
@@ -159,19 +178,36 @@ class EmbeddedBalancer {
       head: null, // the request line and headers for the worker, built once
       reason: null
     }
-    res.once('close', () => this.onClientClose(job))
+    res.once('close', () => this.safely(job, () => this.onClientClose(job)))
+    this.safely(job, () => this.accept(job))
+  }
+
+  accept (job) {
+    const { req } = job
     if (this.isStopped) return this.fail(job, 'stopping')
+    const refusal = refusalOf(req)
+    if (refusal) return this.fail(job, refusal)
     if (!hasBody(req)) return this.admit(job)
     readBody(req, this.options.maxBody).then((body) => {
       job.body = body
-      this.admit(job)
-    }, (err) => {
+      this.safely(job, () => this.admit(job))
+    }, (err) => this.safely(job, () => {
       if (err.code === 'BODY_TOO_LARGE') {
         this.metrics.failures.inc({ reason: 'body_too_large' })
         this.fail(job, 'body_too_large')
       }
       // CLIENT_ABORTED: nobody is left to answer; onClientClose accounts for it.
-    })
+    }))
+  }
+
+  // `Expect: 100-continue`: invite the body only if it may be accepted.
+  onCheckContinue (req, res) {
+    if (bodyTooLargeToInvite(req, this.options.maxBody)) {
+      this.metrics.failures.inc({ reason: 'body_too_large' })
+      return replyError(res, 'body_too_large', { id: headers.requestId(req) })
+    }
+    res.writeContinue()
+    this.onRequest(req, res)
   }
 
   admit (job) {
@@ -187,21 +223,35 @@ class EmbeddedBalancer {
     if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
     job.attempts++
     job.record = record
+    job.holding = record
     job.assignedAt = performance.now()
     this.slot(record.slot, record.name).requests++
     this.metrics.workerRequestsFor(record.name).inc()
-    if (!job.head) job.head = headers.requestHead(job.req, { id: job.id, body: job.body })
-    forward(job, record, this.options).then((outcome) => this.onOutcome(job, record, outcome))
+    this.safely(job, () => {
+      if (!job.head) {
+        const trusted = this.options.isTrustedPeer(job.req.socket.remoteAddress)
+        job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted })
+      }
+      const options = { ...this.attemptOptions, reuse: mayReuseConnection(job.method) }
+      const attempt = forward(job, record, options, (outcome) => this.safely(job, () => this.onOutcome(job, record, attempt, outcome)))
+      job.attempt = attempt
+    })
   }
 
-  onOutcome (job, record, outcome) {
-    if (outcome.type === 'overflow') return this.stream(job, record, outcome)
-    this.releaseWorker(job, record)
-    if (outcome.type === 'complete') return this.sendBuffered(job, outcome)
-    this.onWorkerFailure(job, record, outcome)
+  onOutcome (job, record, attempt, outcome) {
+    if (outcome.type === 'complete') {
+      this.releaseWorker(job)
+      return this.sendBuffered(job, outcome)
+    }
+    if (outcome.type === 'overflow') return this.stream(job, attempt, outcome)
+    this.onAttemptFailed(job, record, attempt, outcome)
   }
 
-  releaseWorker (job, record) {
+  // Give back the worker's place, once per attempt, and let the queue have it.
+  releaseWorker (job) {
+    const record = job.holding
+    if (!record) return
+    job.holding = null
     const busy = performance.now() - job.assignedAt
     this.metrics.workerBusy.observe(busy / 1000)
     this.slot(record.slot, record.name).busyMs += busy
@@ -210,9 +260,21 @@ class EmbeddedBalancer {
 
   sendBuffered (job, { head, body }) {
     if (job.clientGone) return
-    job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength: body.length, close: this.isStopping }))
+    if (!this.writeHead(job, head, { bodyLength: body.length })) return
     job.res.end(body)
     if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
+  }
+
+  // Passes the worker's status and headers on. Node refuses some that our parser accepts
+  // (a status it cannot send, say): that is the worker's bad response, not a crash.
+  writeHead (job, head, { bodyLength } = {}) {
+    try {
+      job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength, close: this.isStopping }))
+      return true
+    } catch (err) {
+      this.badResponse(job, err)
+      return false
+    }
   }
 
   // A client that takes no byte of its response for --send-timeout is cut off (nginx's
@@ -228,55 +290,55 @@ class EmbeddedBalancer {
 
   // The response outgrew the buffer: stream it, holding the worker until the worker has sent
   // its last byte (the client's pace now matters, as with any streaming proxy).
-  stream (job, record, { head, chunks, exchange }) {
+  stream (job, attempt, { head, chunks }) {
     const res = job.res
     if (!job.clientGone) {
-      res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, close: this.isStopping }))
+      if (!this.writeHead(job, head)) return attempt.discard(() => this.releaseWorker(job))
       for (const chunk of chunks) res.write(chunk)
       this.limitSendTime(res)
     }
-    streamTo(exchange, res, (err) => {
-      if (err) {
-        this.metrics.failures.inc({ reason: 'worker_broken_response' })
+    attempt.stream(res, (failure) => {
+      if (failure) {
+        this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
         res.destroy() // the client sees a truncated response, not a silently short one
       }
-      this.releaseWorker(job, record)
+      this.releaseWorker(job)
     })
   }
 
-  onWorkerFailure (job, record, { stage, error }) {
-    const retryable = !job.clientGone && !this.isStopped
-    if (stage === 'connect' || stage === 'sent') this.workers.bench(record)
-    if (stage === 'connect') {
-      this.metrics.failures.inc({ reason: 'worker_refused' })
-      this.slot(record.slot, record.name).failures++
-      if (retryable && job.redispatches < this.options.retries) {
-        job.redispatches++
-        return this.redispatch(job, record, 'refused', error)
-      }
-      return this.fail(job, 'worker_refused')
-    }
-    if (stage === 'sent') {
-      this.metrics.failures.inc({ reason: 'worker_died' })
-      this.slot(record.slot, record.name).failures++
-      if (retryable && IDEMPOTENT.has(job.method) && !job.replayed) {
-        job.replayed = true
-        return this.redispatch(job, record, 'died', error)
-      }
-      return this.fail(job, job.replayed ? 'worker_died_twice' : 'worker_died')
-    }
-    if (stage === 'timeout') {
-      this.metrics.failures.inc({ reason: 'worker_timeout' })
-      return this.fail(job, 'worker_timeout')
-    }
-    this.metrics.failures.inc({ reason: 'worker_broken_response' })
-    this.fail(job, 'worker_broken_response')
+  onAttemptFailed (job, record, attempt, { failure, error }) {
+    this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
+    if (failure !== 'timeout') this.slot(record.slot, record.name).failures++
+    if (failure === 'bad_response') this.logBadResponse(job, record, error)
+    // A worker that refused or reset the connection is benched before its place is given back,
+    // so that the release cannot hand it the next request. One given up on by the timeout is
+    // still working: it keeps its place until it has sent its answer or died.
+    if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
+    if (failure === 'timeout') attempt.discard(() => this.releaseWorker(job))
+    else this.releaseWorker(job)
+    const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped })
+    if (decision.action === 'answer') return this.fail(job, decision.reason)
+    if (decision.why === 'refused') job.redispatches++
+    else job.replayed = true
+    this.redispatch(job, record, decision.why, error)
   }
 
-  redispatch (job, record, reason, error) {
-    this.metrics.redispatches.inc({ reason })
-    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason, error: error.message },
-      `${job.method} ${job.url} redispatched: ${record.name} ${reason === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
+  badResponse (job, err) {
+    this.metrics.failures.inc({ reason: 'bad_response' })
+    if (job.record) this.slot(job.record.slot, job.record.name).failures++
+    this.logBadResponse(job, job.record, err)
+    this.fail(job, 'bad_response')
+  }
+
+  logBadResponse (job, record, err) {
+    this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, error: err.message },
+      `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); answered 502`)
+  }
+
+  redispatch (job, record, why, error) {
+    this.metrics.redispatches.inc({ reason: why })
+    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, error: error.message },
+      `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
     this.dispatcher.requeue(job)
   }
 
@@ -288,6 +350,36 @@ class EmbeddedBalancer {
     if (status >= 500) {
       this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
         `${job.method} ${job.url} answered ${status} (${reason})`)
+    }
+  }
+
+  // The error boundary of the data path: a throw in the balancer's own code costs the request it
+  // happened for (500, or a cut connection once the response has started), never the process,
+  // and never the worker's place: a worker still working on the request keeps it until done.
+  safely (job, fn) {
+    try {
+      fn()
+    } catch (err) {
+      this.internalError(job, err)
+    }
+  }
+
+  internalError (job, err) {
+    this.metrics.failures.inc({ reason: 'internal_error' })
+    this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
+      `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
+    try {
+      this.dispatcher.cancel(job)
+      if (job.holding) {
+        if (job.attempt) job.attempt.discard(() => this.releaseWorker(job))
+        else this.releaseWorker(job)
+      }
+      if (job.res.headersSent) job.res.destroy()
+      else this.fail(job, 'internal_error')
+    } catch (again) {
+      // Nothing more can be done for this request; the process must not follow it.
+      this.log.error({ event: 'balancer-internal-error', id: job.id, err: again }, `cleaning up after an internal error failed: ${again && again.message}`)
+      job.res.destroy()
     }
   }
 
@@ -337,14 +429,13 @@ class EmbeddedBalancer {
 
   // One entry per slot ever seen, in slot order, with the live record's state if in rotation.
   slotViews () {
-    const now = Date.now()
     const views = []
     for (const s of this.slotStats.values()) {
       const record = this.workers.get(s.slot)
       views.push({
         slot: s.slot,
         name: s.name,
-        state: record ? record.state(now) : 'down',
+        state: record ? record.state() : 'down',
         inFlight: record ? record.inFlight : 0,
         pid: record ? record.pid : undefined,
         port: record ? record.port : undefined,
@@ -397,4 +488,4 @@ class EmbeddedBalancer {
   }
 }
 
-module.exports = { EmbeddedBalancer, IDEMPOTENT }
+module.exports = { EmbeddedBalancer }

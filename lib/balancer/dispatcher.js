@@ -4,6 +4,15 @@
 // per worker. A request goes straight to a free worker only when nobody is waiting, so the
 // order of arrival is the order of service. Whoever frees a worker calls release(), which hands
 // it the head of the queue at once.
+//
+// The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
+// worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
+// same step: a release, a worker in rotation, the end of a bench (its own timer lifts it).
+
+// A worker that refused or reset a connection gets no request for this long, unless the
+// supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
+// milliseconds behind the socket's.
+const BENCH_AFTER_FAILURE_MS = 1000
 
 const { FifoQueue } = require('./queue')
 
@@ -19,7 +28,6 @@ class Dispatcher {
     this.onQueueTimeout = onQueueTimeout
     this.queue = new FifoQueue()
     this.drains = new Set()
-    this.unbenchTimer = null
   }
 
   get queued () { return this.queue.length }
@@ -95,16 +103,28 @@ class Dispatcher {
       this.dequeue(job)
       this.assign(job, record)
     }
-    if (this.queue.length > 0) this.wakeWhenUnbenched()
   }
 
-  // Benched workers come back by the clock, not by an event: pump again then.
-  wakeWhenUnbenched () {
-    if (this.unbenchTimer) return
-    const at = this.workers.nextUnbench()
-    if (!at) return
-    this.unbenchTimer = setTimeout(() => { this.unbenchTimer = null; this.pump() }, Math.max(1, at - Date.now()))
-    this.unbenchTimer.unref()
+  // Take `record` out of the choice for a moment. Called before the failed attempt's release,
+  // so that the release cannot hand it the next request.
+  bench (record) {
+    clearTimeout(record.benchTimer)
+    record.benched = true
+    record.benchTimer = setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
+    record.benchTimer.unref()
+  }
+
+  unbench (record) {
+    clearTimeout(record.benchTimer)
+    record.benchTimer = null
+    if (!record.benched) return
+    record.benched = false
+    this.pump()
+  }
+
+  // True when the invariant above is broken: requests wait while a worker could take one.
+  stuck () {
+    return this.queue.length > 0 && this.workers.anyFree()
   }
 
   // Resolve once `record` holds nothing in flight and, with `untilQueueEmpty` (the pool is
@@ -131,7 +151,6 @@ class Dispatcher {
 
   // Stop: every queued job leaves through `fn`, every drain resolves.
   clear (fn) {
-    clearTimeout(this.unbenchTimer)
     let job
     while ((job = this.queue.head && this.queue.head.item)) {
       this.dequeue(job)
@@ -142,4 +161,4 @@ class Dispatcher {
   }
 }
 
-module.exports = { Dispatcher }
+module.exports = { Dispatcher, BENCH_AFTER_FAILURE_MS }

@@ -16,6 +16,10 @@ const HOP_BY_HOP = new Set([
 // Request headers the balancer writes itself (below), so the client's copies are dropped.
 const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host'])
 
+// Headers by which a proxy tells the app who the client is. Only a peer in --trust-proxy may
+// send them; from anyone else they are dropped, and the app sees what the front saw.
+const FORWARDING = new Set(['forwarded', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip'])
+
 // An incoming X-Request-Id is kept if it looks like an id and not like an injection.
 const REQUEST_ID = /^[\w\-.:/+=@]{1,128}$/
 
@@ -38,22 +42,26 @@ function clientAddress (req) {
 }
 
 // The request line and headers for the worker, as one string (written as latin1: header bytes
-// pass through unchanged). Header names keep the client's spelling.
-function requestHead (req, { id, body, proto = 'http' }) {
+// pass through unchanged). Header names keep the client's spelling. `trusted`: the peer is a
+// proxy in --trust-proxy, whose forwarding headers are believed.
+function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
   const listed = connectionListed(req.headers.connection)
   const raw = req.rawHeaders
   let head = `${req.method} ${req.url} HTTP/1.1\r\n`
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i].toLowerCase()
     if (HOP_BY_HOP.has(lower) || REWRITTEN.has(lower) || (listed && listed.has(lower))) continue
+    if (!trusted && FORWARDING.has(lower)) continue
     head += `${raw[i]}: ${raw[i + 1]}\r\n`
   }
-  // One Host, as the client sent it (a second one would be ambiguous); HTTP/1.0 may have none.
+  // One Host, as the client sent it (the front refuses two); HTTP/1.0 may have none.
   head += `Host: ${req.headers.host !== undefined ? req.headers.host : `${req.socket.localAddress}:${req.socket.localPort}`}\r\n`
-  const prior = req.headers['x-forwarded-for']
+  // A trusted proxy's chain is kept and the peer appended, as nginx's
+  // $proxy_add_x_forwarded_for does; anyone else's is replaced by the peer's address.
+  const prior = trusted ? req.headers['x-forwarded-for'] : undefined
   const ip = clientAddress(req)
   head += `X-Forwarded-For: ${prior ? `${prior}, ${ip}` : ip}\r\n`
-  head += `X-Forwarded-Proto: ${req.headers['x-forwarded-proto'] || proto}\r\n`
+  head += `X-Forwarded-Proto: ${(trusted && req.headers['x-forwarded-proto']) || proto}\r\n`
   head += `X-Request-Id: ${id}\r\n`
   if (body || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
     head += `Content-Length: ${body ? body.length : 0}\r\n`
@@ -75,7 +83,8 @@ function toClient (head, { id, bodyLength, close }) {
     if (HOP_BY_HOP.has(lower) || (listed && listed.has(lower))) continue
     if (lower === 'x-request-id') hasId = true
     else if (lower === 'content-length') {
-      if (head.contentLength === undefined || hasLength) continue // framing was chunked, or a duplicate
+      // Framing was chunked, a duplicate, or a 204, which must not carry one (RFC 9110 §8.6).
+      if (head.contentLength === undefined || hasLength || head.statusCode === 204) continue
       hasLength = true
     }
     out.push(raw[i], raw[i + 1])
@@ -94,4 +103,4 @@ function headerValue (raw, lowerName) {
   return value
 }
 
-module.exports = { requestId, requestHead, toClient, HOP_BY_HOP }
+module.exports = { requestId, requestHead, toClient, clientAddress, HOP_BY_HOP }

@@ -43,7 +43,7 @@ class BalancerMetrics {
     })
     this.failures = new client.Counter({
       name: 'pool_failures_total',
-      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, and the pool\'s worker_hung, worker_boot_failed, worker_gave_up',
+      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error, and the pool\'s worker_hung, worker_boot_failed, worker_gave_up',
       labelNames: ['reason'],
       registers
     })

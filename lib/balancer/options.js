@@ -4,6 +4,7 @@
 // build its flags from it and the Pool can validate it. Durations are milliseconds, sizes bytes.
 
 const { resolveOptions } = require('../options')
+const { trustedPeers } = require('./trust')
 const { poolError, codes } = require('../errors')
 
 const MB = 1024 * 1024
@@ -13,7 +14,7 @@ const OPTIONS = {
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'Balancer', describe: 'Address the embedded balancer listens on' },
   maxconn: { flag: 'maxconn', kind: 'count', default: 1, group: 'Balancer', describe: 'Requests one worker is given at a time; the rest wait in one FIFO queue' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'rr'], default: 'first', group: 'Balancer', describe: 'first: lowest free slot (keeps a few workers hot); rr: rotate among free workers' },
-  retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Redispatches of a request whose connection was refused or reset before it was written' },
+  retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Times a request whose connection to a worker was refused is sent to another worker (any method: the worker saw nothing)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 20000, group: 'Balancer', describe: 'A request queued longer gets 503 with Retry-After (0: wait forever)' },
   maxQueue: { flag: 'max-queue', kind: 'int', default: undefined, group: 'Balancer', describe: 'Queued requests beyond this get 503 at once (default: unlimited)' },
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
@@ -26,6 +27,7 @@ const OPTIONS = {
   sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes no byte of its response for this long is cut off, freeing what it held (nginx\'s send_timeout; 0: never)' },
   keepAliveTimeout: { flag: 'keep-alive-timeout', kind: 'duration', default: 5000, group: 'Balancer', describe: 'An idle client connection is closed after this' },
   proxyTimeout: { flag: 'proxy-timeout', kind: 'duration', default: 0, group: 'Balancer', describe: 'A worker silent this long after being given a request yields 504 (0: off, the pool\'s --timeout kills it)' },
+  trustProxy: { flag: 'trust-proxy', kind: 'string', default: '127.0.0.1,::1', group: 'Balancer', describe: 'Peers (addresses, CIDR ranges, or none) whose X-Forwarded-For/-Proto and Forwarded headers are passed on; from others they are replaced by what the balancer sees' },
   accessLog: { flag: 'access-log', kind: 'bool', default: true, group: 'Balancer', describe: 'Log one line per request (id, status, worker, queue and total time)' }
 }
 
@@ -38,6 +40,11 @@ function resolveBalancerOptions (input = {}) {
   if (o.statsPort > 65535) throw bad(`statsPort (--stats-port) must be a port number 1-65535, or 0 for off (got ${o.statsPort})`)
   if (o.statsPort !== 0 && o.statsPort === o.port && o.statsHost === o.host) throw bad(`statsPort (--stats-port) must differ from port (--port) (both ${o.port})`)
   if (!o.pingPath.startsWith('/')) throw bad(`pingPath (--ping-path) must start with / (got ${JSON.stringify(o.pingPath)})`)
+  try {
+    o.isTrustedPeer = trustedPeers(o.trustProxy)
+  } catch (err) {
+    throw bad(`trustProxy (--trust-proxy): ${err.message} (got ${JSON.stringify(o.trustProxy)})`)
+  }
   if (o.requestTimeout > 0 && o.headersTimeout > o.requestTimeout) throw bad(`headersTimeout (--headers-timeout) must not exceed requestTimeout (--request-timeout) (${o.headersTimeout} > ${o.requestTimeout})`)
   return o
 }

@@ -6,18 +6,30 @@
 const RETRY_AFTER_SECONDS = 1
 
 const REASONS = {
+  duplicate_host: { status: 400, text: 'the request has more than one Host header (RFC 9112 §3.2)', close: true },
+  websocket: { status: 501, text: 'WebSocket is not served through the pool: a connection held open would hold a one-request worker for its whole life; serve it from another process', close: true },
+  body_too_large: { status: 413, text: 'the request body is larger than the limit (--max-body)', close: true },
   queue_timeout: { status: 503, text: 'every worker stayed busy while this request waited in the queue; retry shortly', retryAfter: true },
   queue_full: { status: 503, text: 'the queue is full (--max-queue); retry shortly', retryAfter: true },
   stopping: { status: 503, text: 'the pool is stopping', retryAfter: true },
-  body_too_large: { status: 413, text: 'the request body is larger than the limit (--max-body)', close: true },
   worker_refused: { status: 502, text: 'no worker accepted the connection (tried --retries times)' },
   worker_died: { status: 502, text: 'the worker closed the connection before answering; a request that is not GET/HEAD is never replayed' },
   worker_died_twice: { status: 502, text: 'the worker closed the connection before answering, and so did the one it was retried on' },
+  bad_response: { status: 502, text: 'the worker answered with a malformed HTTP response, which was not passed on' },
   worker_broken_response: { status: 502, text: 'the worker closed the connection in the middle of its response' },
-  worker_timeout: { status: 504, text: 'the worker did not answer within --proxy-timeout' }
+  worker_timeout: { status: 504, text: 'the worker did not answer within --proxy-timeout' },
+  internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
 }
 
-const STATUS_TEXT = { 413: 'Payload Too Large', 502: 'Bad Gateway', 503: 'Service Unavailable', 504: 'Gateway Timeout' }
+const STATUS_TEXT = {
+  400: 'Bad Request',
+  413: 'Payload Too Large',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout'
+}
 
 // Write the error answer for `reason` unless the response has started or the client is gone.
 // Returns the status written (or that would have been).
@@ -33,9 +45,17 @@ function replyError (res, reason, { id, close = false } = {}) {
   if (id) headers['X-Request-Id'] = id
   if (r.retryAfter) headers['Retry-After'] = String(RETRY_AFTER_SECONDS)
   if (r.close || close) headers.Connection = 'close'
-  res.writeHead(r.status, headers)
+  // The reason phrase is given: a worker's refused one may still be on `res`.
+  res.writeHead(r.status, STATUS_TEXT[r.status], headers)
   res.end(body)
   return r.status
+}
+
+// CONNECT arrives as a bare socket (Node's 'connect' event), not a request/response pair.
+function refuseConnect (socket) {
+  const body = '501 Not Implemented: the pool is not a forward proxy; CONNECT is not served.\n'
+  socket.end('HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
 }
 
 function replyPing (req, res, { stopping }) {
@@ -49,4 +69,4 @@ function replyPing (req, res, { stopping }) {
   res.end(req.method === 'HEAD' ? undefined : body)
 }
 
-module.exports = { replyError, replyPing, REASONS, RETRY_AFTER_SECONDS }
+module.exports = { replyError, replyPing, refuseConnect, REASONS, RETRY_AFTER_SECONDS }

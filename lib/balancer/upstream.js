@@ -2,8 +2,8 @@
 
 // Keep-alive connections from the balancer to one worker, and the exchange of one request and
 // its response over one of them. Plain sockets: the request goes out in a single write, the
-// response is read by response-parser.js, and the balancer knows exactly whether its request
-// was written when something fails, which is what decides if it may be sent elsewhere.
+// response is read by response-parser.js, and when something fails the exchange says how far it
+// got (see `failure` below), which is what lib/balancer/retry.js decides on.
 
 const net = require('node:net')
 const { ResponseParser } = require('./response-parser')
@@ -25,10 +25,13 @@ class Connection {
     this.idleSince = 0
     this.maxIdleMs = MAX_IDLE_MS
     this.closed = false
+    this.connected = false // the TCP handshake completed: from then on the worker may read what we wrote
+    this.badResponse = false
     this.error = null
     this.parser = new ResponseParser(this)
     const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
     socket.setNoDelay(true)
+    socket.once('connect', () => { this.connected = true })
     socket.on('data', (chunk) => this.onData(chunk))
     socket.on('end', () => this.onEnd())
     socket.on('error', (err) => { this.error = err })
@@ -37,13 +40,16 @@ class Connection {
 
   onData (chunk) {
     if (!this.exchange) return this.socket.destroy() // a worker speaking out of turn
+    this.exchange.received = true
     try {
       this.parser.execute(chunk)
     } catch (err) {
-      this.socket.destroy(err)
+      this.refuseResponse(err)
     }
   }
 
+  // The worker closed its side. That ends a response delimited by the close; anything else is
+  // cut short (died, or broken_response), not malformed.
   onEnd () {
     if (!this.exchange) return
     try {
@@ -51,6 +57,13 @@ class Connection {
     } catch (err) {
       this.socket.destroy(err)
     }
+  }
+
+  // Whatever the parser threw, the bytes on this connection can no longer be trusted: drop it.
+  // The exchange fails as a bad response even if the throw was not a ResponseParseError.
+  refuseResponse (err) {
+    this.badResponse = true
+    this.socket.destroy(err)
   }
 
   onClose () {
@@ -75,15 +88,19 @@ class Connection {
   }
 }
 
-// One request/response. handlers: onHead(head), onBody(chunk), onEnd(), onError(stage, err)
-// with stage 'connect' (not written: safe to send elsewhere), 'sent' (written, nothing back
-// yet) or 'response' (broke off midway). Exactly one of onEnd/onError is called.
+// One request/response. handlers: onHead(head), onBody(chunk), onEnd(), onError(failure, err)
+// with failure (see lib/balancer/retry.js):
+//   'refused'          the connection never got established: the worker saw nothing
+//   'died'             established, closed or reset before any byte of a response
+//   'bad_response'     the worker's bytes are not a valid response (ResponseParseError)
+//   'broken_response'  a response (valid so far) broke off midway
+// Exactly one of onEnd/onError is called. `handlers` may be replaced while the exchange runs
+// (the balancer's response sink does, to stream or to discard).
 class Exchange {
   constructor (connection, handlers) {
     this.connection = connection
     this.handlers = handlers
-    this.written = false
-    this.responded = false
+    this.received = false // some byte of a response came back
     this.state = 'open' // then 'complete' or 'failed'
     this.error = null
   }
@@ -93,19 +110,17 @@ class Exchange {
   send (method, head, body) {
     const { socket, parser } = this.connection
     parser.expect(method)
-    const onWritten = (err) => { if (!err) this.written = true }
     if (body && body.length > 0) {
       socket.cork()
       socket.write(head, 'latin1')
-      socket.write(body, onWritten)
+      socket.write(body)
       socket.uncork()
     } else {
-      socket.write(head, 'latin1', onWritten)
+      socket.write(head, 'latin1')
     }
   }
 
   onHead (head) {
-    this.responded = true
     const hint = keepAliveHint(head.rawHeaders)
     if (hint) this.connection.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
     this.handlers.onHead(head)
@@ -124,8 +139,15 @@ class Exchange {
     this.state = 'failed'
     this.error = err
     this.connection.pool.active.delete(this)
-    const stage = this.responded ? 'response' : this.written ? 'sent' : 'connect'
-    this.handlers.onError(stage, err)
+    this.handlers.onError(this.failureOf(err), err)
+  }
+
+  failureOf (err) {
+    if (this.connection.badResponse) return 'bad_response'
+    if (this.received) return 'broken_response'
+    // The request is written as soon as it is handed over, so once the connection was
+    // established the worker may have read it, whatever our write callback says.
+    return this.connection.connected ? 'died' : 'refused'
   }
 
   // Backpressure while a large response streams to a slow client.
@@ -156,11 +178,11 @@ class ConnectionPool {
     this.closed = false
   }
 
-  // Start a request on an idle connection, or a new one.
-  request (method, head, body, handlers) {
+  // Start a request on an idle connection (when `reuse` allows), or a new one.
+  request (method, head, body, handlers, { reuse = true } = {}) {
     const now = Date.now()
     let connection
-    while ((connection = this.idle.pop())) {
+    while (reuse && (connection = this.idle.pop())) {
       if (connection.usable(now)) break
       connection.socket.destroy()
     }

@@ -7,10 +7,6 @@
 
 const { ConnectionPool } = require('./upstream')
 
-// A worker that refused or reset a connection gets no request for this long, unless the
-// supervisor reports it ready again sooner.
-const BENCH_AFTER_FAILURE_MS = 1000
-
 class WorkerRecord {
   constructor (snapshot, maxconn) {
     this.slot = snapshot.slot
@@ -24,15 +20,16 @@ class WorkerRecord {
     this.busyMs = 0
     this.draining = false
     this.gone = false
-    this.benchedUntil = 0
+    this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
+    this.benchTimer = null
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
   }
 
-  state (now = Date.now()) {
+  state () {
     if (this.gone) return 'down'
     if (this.draining) return 'draining'
     if (this.inFlight > 0) return 'busy'
-    if (this.benchedUntil > now) return 'benched'
+    if (this.benched) return 'benched'
     return 'idle'
   }
 
@@ -40,6 +37,7 @@ class WorkerRecord {
   // (and may be redispatched) rather than when the socket notices.
   close (reason) {
     this.gone = true
+    clearTimeout(this.benchTimer)
     this.connections.destroy(reason)
   }
 }
@@ -75,31 +73,27 @@ class WorkerSet {
     return record
   }
 
-  canTake (record, now) {
-    return !record.draining && record.inFlight < this.maxconn && record.benchedUntil <= now
+  canTake (record) {
+    return !record.draining && !record.benched && record.inFlight < this.maxconn
   }
 
   // The worker the next request goes to, or undefined if none can take one now.
-  pickFree (now = Date.now()) {
+  pickFree () {
     const list = this.records
     if (this.balance === 'rr') {
       for (let k = 1; k <= list.length; k++) {
         const i = (this.rrCursor + k) % list.length
-        if (this.canTake(list[i], now)) { this.rrCursor = i; return list[i] }
+        if (this.canTake(list[i])) { this.rrCursor = i; return list[i] }
       }
       return undefined
     }
-    for (const record of list) if (this.canTake(record, now)) return record
+    for (const record of list) if (this.canTake(record)) return record
     return undefined
   }
 
-  bench (record, now = Date.now()) { record.benchedUntil = now + BENCH_AFTER_FAILURE_MS }
-
-  // When the earliest benched worker may take requests again (0 if none is benched).
-  nextUnbench (now = Date.now()) {
-    let t = 0
-    for (const r of this.records) if (r.benchedUntil > now && (!t || r.benchedUntil < t)) t = r.benchedUntil
-    return t
+  // Whether some worker could take a request now (pickFree without moving the rr cursor).
+  anyFree () {
+    return this.records.some((r) => this.canTake(r))
   }
 
   inFlight () {
@@ -113,4 +107,4 @@ class WorkerSet {
   }
 }
 
-module.exports = { WorkerSet, WorkerRecord, BENCH_AFTER_FAILURE_MS }
+module.exports = { WorkerSet, WorkerRecord }

@@ -13,11 +13,13 @@ const { freePorts, request, waitFor } = require('../helpers')
 const { createBalancer } = require('../../lib/balancer')
 
 const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
+// A worker that answers with raw bytes, resets, and logs overlapping requests.
+const RAW_WORKER = path.join(__dirname, '..', 'fixtures', 'raw-worker.js')
 
-function forkWorker (port, logFile) {
+function forkWorker (port, logFile, script = WORKER) {
   return new Promise((resolve, reject) => {
     const env = { ...process.env, PORT: String(port), LOG_FILE: logFile || '', CRASH_MARKER: (logFile || path.join(os.tmpdir(), `pool-balancer-${port}`)) + '.crashed' }
-    const child = fork(WORKER, [], { env, execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+    const child = fork(script, [], { env, execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
     child.exited = new Promise((resolve) => child.once('exit', resolve))
     const t = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`worker on ${port} not ready in 10 s`)) }, 10000)
     child.once('message', (m) => { clearTimeout(t); if (m.ready) resolve(child) })
@@ -26,20 +28,20 @@ function forkWorker (port, logFile) {
 }
 
 // `count` workers on consecutive free ports; returns [{ slot, name, pid, host, port, child }].
-async function startWorkers (t, count, { logFile } = {}) {
+async function startWorkers (t, count, { logFile, script } = {}) {
   const ports = await freePorts(count)
   const workers = []
   t.teardown(() => Promise.all(workers.map(stopWorker)))
   await Promise.all(ports.map(async (port, i) => {
-    const child = await forkWorker(port, logFile)
+    const child = await forkWorker(port, logFile, script)
     workers[i] = { slot: i + 1, name: `worker${i + 1}`, pid: child.pid, host: '127.0.0.1', port, child }
   }))
   return workers
 }
 
 // Start a fresh process for `w`'s slot on its port (after a crash).
-async function restartWorker (w, { logFile } = {}) {
-  const child = await forkWorker(w.port, logFile)
+async function restartWorker (w, { logFile, script } = {}) {
+  const child = await forkWorker(w.port, logFile, script)
   Object.assign(w, { pid: child.pid, child })
   return w
 }
@@ -104,12 +106,12 @@ function openRequest (url, { method = 'GET', headers = {}, body } = {}) {
 
 // `count` workers behind a balancer with `options`, all reported ready (unless ready: false).
 // `seen()` lists the requests the workers received, from their shared log file.
-async function setup (t, count, options = {}, { ready = true, pool } = {}) {
+async function setup (t, count, options = {}, { ready = true, pool, script } = {}) {
   const logFile = tmpLog(t)
-  const workers = await startWorkers(t, count, { logFile })
+  const workers = await startWorkers(t, count, { logFile, script })
   const balancer = await startBalancer(t, options, { pool })
   if (ready) for (const w of workers) balancer.workerReady(snapshot(w))
   return { workers, balancer, logFile, seen: () => readLog(logFile) }
 }
 
-module.exports = { setup, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
+module.exports = { RAW_WORKER, setup, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
