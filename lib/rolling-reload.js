@@ -27,10 +27,11 @@ class RollingReload {
     this.done = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
   }
 
-  // Events of the canary process come here instead of the slot handlers.
+  // Events of the canary process come here instead of the slot handlers (the pool has already
+  // detached it on exit).
   onCanaryEvent (event, now) {
     const c = this.canary
-    if (event.type === 'exit') { c.detach(); c.lastExit = { code: event.code, signal: event.signal, at: now }; return }
+    if (event.type === 'exit') { c.lastExit = { code: event.code, signal: event.signal, at: now }; return }
     const m = event.message
     if (m?.type === 'ready') c.readyAt = now
     if (m?.type === 'boot-error') c.lastError = m.error

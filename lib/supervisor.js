@@ -6,7 +6,6 @@
 // does, read `tick` and the handlers it calls; no feature keeps a timer of its own.
 
 const { EventEmitter } = require('node:events')
-const { fork } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
@@ -16,10 +15,12 @@ const { RollingReload } = require('./rolling-reload')
 const { resolveOptions } = require('./options')
 const { createLogger } = require('./logger')
 const { NoFront } = require('./front')
+const { captureRemnant, Remnants } = require('./process-group')
+const { forkWorker } = require('./worker-process')
 const { poolError, codes, EXIT } = require('./errors')
 
-const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
+const FRONT_START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
 class Pool extends EventEmitter {
   constructor (options = {}) {
@@ -31,12 +32,16 @@ class Pool extends EventEmitter {
     this.fronts = fronts.length ? fronts : [new NoFront()]
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle
+    this.canaries = new Set() // reload canaries still running: a stop waits for them too
+    this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
+    this.startedFronts = [] // fronts whose start() resolved: the ones a stop must stop
+    this.frontsStarting = null
     this.phase = 'idle' // idle → starting → running → stopping → stopped
     this.events = []
     this.tickScheduled = false
     this.timer = null
     this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
-    this.unclean = false
+    this.unclean = false // the stop had to signal a worker (set only while stopping)
     this.startedAt = null
     this.reloading = null // the RollingReload in progress
     this.waiters = [] // { done(): boolean, resolve } settled by checkProgress
@@ -67,7 +72,8 @@ class Pool extends EventEmitter {
   }
 
   // Graceful: stop giving work, let running requests finish up to `timeout`, then TERM, then
-  // KILL. Resolves { clean } where clean is false when any worker had to be signalled.
+  // KILL. Resolves { clean } where clean is false when this stop had to signal a worker. It
+  // resolves once the processes the workers' apps left behind are gone too (process-group.js).
   stop ({ timeout = this.options.gracefulTimeout } = {}) {
     if (this.stopPromise) return this.stopPromise
     if (this.phase === 'idle' || this.phase === 'stopped') return Promise.resolve({ clean: true })
@@ -79,18 +85,24 @@ class Pool extends EventEmitter {
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
     this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
-    for (const front of this.fronts) front.stopping?.()
-    for (const h of this.handles.values()) {
-      if (h.alive) this.beginDrain(h, { reason: 'stop', timeout })
-    }
+    this.eachFront('stopping', (front) => front.stopping?.())
+    // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
+    // if they come sooner.
+    for (const h of this.handles.values()) this.beginDrain(h, { reason: 'stop', timeout })
     this.wake()
     return this.stopPromise
   }
 
-  // Immediate: SIGKILL every worker (a second Ctrl-C).
+  // Immediate: SIGKILL every worker, and what their apps left running (a second Ctrl-C).
   kill () {
-    this.unclean = true
-    for (const h of this.handles.values()) this.killWorker(h, 'pool-killed')
+    if (this.phase === 'idle' || this.phase === 'stopped') return this.stop()
+    for (const h of this.handles.values()) {
+      if (!h.alive) continue
+      this.unclean = true
+      this.killWorker(h, 'pool-killed')
+    }
+    for (const c of this.canaries) c.signal('SIGKILL')
+    this.remnants.killAll(Date.now())
     return this.stop({ timeout: 0 })
   }
 
@@ -100,7 +112,7 @@ class Pool extends EventEmitter {
   }
 
   // Replace every worker with one running the code now on disk, without failing a request.
-  reload () {
+  async reload () {
     this.assertRunning('reload')
     if (this.reloading) return Promise.reject(poolError(codes.BUSY, 'a reload is already running'))
     const reload = new RollingReload(this, Date.now())
@@ -119,6 +131,7 @@ class Pool extends EventEmitter {
     const max = this.options.maxWorkers
     if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
     for (const front of this.fronts) await front.checkScale?.(n)
+    this.assertRunning('scale') // a stop may have come while a front was checking
     const from = this.target
     this.target = n
     this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${n} workers`)
@@ -175,6 +188,7 @@ class Pool extends EventEmitter {
   // Resolves once `done()` holds, checked after every tick; rejects if the pool stops first.
   until (done) {
     return new Promise((resolve, reject) => {
+      if (this.phase === 'stopped') return reject(poolError(codes.STOPPING, 'the pool stopped'))
       this.waiters.push({ done, resolve, reject })
       this.wake()
     })
@@ -200,6 +214,7 @@ class Pool extends EventEmitter {
     const now = Date.now()
     while (this.events.length > 0) this.handleEvent(this.events.shift(), now)
     for (const h of this.handles.values()) this.enforceDeadlines(h, now)
+    this.remnants.sweep(now)
     this.reconcile(now)
     if (this.reloading && !this.reloading.finished) this.reloading.advance(now)
     this.recycle()
@@ -208,14 +223,11 @@ class Pool extends EventEmitter {
 
   handleEvent (event, now) {
     const h = event.handle
+    if (event.remnant) this.remnants.add(event.remnant, { who: h.isCanary ? 'the reload canary' : `worker ${h.slot}`, slot: h.slot, pid: event.child.pid }, now)
+    if (h.isCanary) return this.onCanaryEvent(h, event, now)
     // Node may deliver a child's last IPC message after its 'exit': keep its boot error.
     if (event.child !== h.child && event.child === h.previousChild && event.type === 'message' && event.message?.type === msg.BOOT_ERROR) {
       return this.onBootError(h, event.message.error)
-    }
-    if (h.isCanary) {
-      const reload = this.reloading
-      if (reload && reload.canary === h && event.child === h.child) reload.onCanaryEvent(event, now)
-      return
     }
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
@@ -224,8 +236,19 @@ class Pool extends EventEmitter {
     if (event.type === 'message') return this.onMessage(h, event.message, now)
   }
 
+  // The canary reports to its reload; once that reload is over, its exit still ends it here.
+  onCanaryEvent (h, event, now) {
+    const lateMessage = event.type === 'message' && event.child === h.previousChild // its boot error, say
+    if (event.child !== h.child && !lateMessage) return
+    if (event.type === 'exit') {
+      h.detach()
+      this.canaries.delete(h)
+    }
+    const reload = this.reloading
+    if (reload && reload.canary === h) reload.onCanaryEvent(event, now)
+  }
+
   onMessage (h, m, now) {
-    if (!msg.isPoolMessage(m)) return
     h.lastSeen = now
     switch (m.type) {
       case msg.READY: return this.onReady(h, now)
@@ -241,16 +264,16 @@ class Pool extends EventEmitter {
     if (h.state !== 'booting') return
     h.readyAt = now
     h.bootFailures = 0
-    this.setState(h, 'ready')
+    h.transition('ready')
     const view = h.snapshot(now)
     this.logger.info({ event: 'ready', slot: h.slot, pid: h.pid, port: h.port, bootMs: now - h.spawnedAt }, `worker ${h.slot} ready`)
-    for (const front of this.fronts) front.workerReady(view)
+    this.eachFront('workerReady', (front) => front.workerReady(view))
     this.emit('ready', view)
   }
 
   onBusy (h, m, now) {
     h.request = { method: m.method, url: m.url, startedAt: now }
-    if (h.state === 'ready') this.setState(h, 'busy')
+    if (h.state === 'ready') h.transition('busy')
     this.emit('busy', h.snapshot(now))
   }
 
@@ -259,7 +282,7 @@ class Pool extends EventEmitter {
     h.requests = m.requests
     h.totalRequests++
     h.rss = m.rss
-    if (h.state === 'busy') this.setState(h, 'ready')
+    if (h.state === 'busy') h.transition('ready')
     this.emit('idle', h.snapshot())
     const o = this.options
     if (h.requests >= h.requestLimit) h.recycleDue = 'max-requests'
@@ -281,8 +304,8 @@ class Pool extends EventEmitter {
 
   onExit (h, { code, signal }, now) {
     const wasReady = h.readyAt !== null
-    const planned = h.drain !== null && h.killReason === null
-    const reason = h.killReason || (planned ? h.drain.reason : wasReady ? 'crashed' : 'boot-failed')
+    const { reason, planned } = h.exitReason(code, signal)
+    const draining = h.drain?.reason ?? null
     const pid = h.pid
     h.lastExit = { code, signal, reason, at: now }
     this.announceGone(h)
@@ -291,12 +314,16 @@ class Pool extends EventEmitter {
     const view = { ...h.snapshot(now), code, signal, reason }
     const line = { event: 'exit', slot: h.slot, pid, port: h.port, code, signal, reason }
     if (planned) this.logger.info(line, `worker ${h.slot} stopped`)
+    else if (draining) this.logger.warn({ ...line, draining }, `worker ${h.slot} exited (${signal || `code ${code}`}, ${reason}) while draining for ${draining}`)
     else this.logger.warn(line, `worker ${h.slot} exited (${signal || `code ${code}`}, ${reason})`)
     this.emit('exit', view)
 
-    if (this.phase === 'stopping' || this.phase === 'stopped' || planned) {
+    // A process that was draining was going away anyway: however it ended (its drain's end, a
+    // crash, a kill), its slot goes on as the drain meant: replaced at once (reload, recycling),
+    // removed (scale-down) or left dead (stop), with no crash backoff.
+    if (this.phase === 'stopping' || this.phase === 'stopped' || draining) {
       h.respawnAt = now
-      this.setState(h, 'dead')
+      h.transition('dead')
       return
     }
     if (!wasReady) {
@@ -313,7 +340,7 @@ class Pool extends EventEmitter {
     h.crashes++
     const delay = Math.min(o.restartDelay * o.restartFactor ** (h.crashes - 1), o.restartMaxDelay)
     h.respawnAt = now + delay
-    this.setState(h, 'dead')
+    h.transition('dead')
     this.logger.info({ event: 'respawn-scheduled', slot: h.slot, port: h.port, delay: Math.round(delay), crashes: h.crashes }, `worker ${h.slot} respawns in ${Math.round(delay)} ms`)
   }
 
@@ -321,12 +348,12 @@ class Pool extends EventEmitter {
     h.bootFailures = 0
     h.crashes = 0
     h.respawnAt = now
-    this.setState(h, 'dead')
+    h.transition('dead')
     this.logger.info({ event: 'revive', slot: h.slot, port: h.port }, `slot ${h.slot} tries again with the new code`)
   }
 
   giveUp (h) {
-    this.setState(h, 'given-up')
+    h.transition('given-up')
     const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
     this.logger.error({ event: 'give-up', slot: h.slot, port: h.port, failures: h.bootFailures, error: error.message }, `slot ${h.slot} given up after ${h.bootFailures} failed boots in a row`)
     this.emit('give-up', { ...h.snapshot(), error })
@@ -374,23 +401,35 @@ class Pool extends EventEmitter {
     if (h.goneAnnounced) return
     h.goneAnnounced = true
     const view = h.snapshot()
-    for (const front of this.fronts) front.workerGone(view)
+    this.eachFront('workerGone', (front) => front.workerGone(view))
+  }
+
+  // A front's bug must not stop the supervisor half-way through a change (a worker announced
+  // gone but never signalled, say): log it and go on with the other fronts.
+  eachFront (hook, call) {
+    for (const front of this.fronts) {
+      try {
+        call(front)
+      } catch (err) {
+        this.logger.error({ event: 'front-error', front: front.name, hook, error: err.message, stack: err.stack }, `front ${front.name} failed in ${hook}(): ${err.message}`)
+      }
+    }
   }
 
   // ── draining: the one path for stop, reload, scale-down and recycling ─────────────────────
 
   beginDrain (h, { reason, timeout = this.options.gracefulTimeout }) {
-    if (h.drain || !h.alive) return
+    if (!h.alive) return
     const now = Date.now()
-    h.drain = { reason, termAt: now + timeout, killAt: now + timeout + this.options.killTimeout, released: false, stopSent: false, termSent: false }
+    if (!h.startDrain(reason, now, { timeout, killTimeout: this.options.killTimeout })) return
     const wasServing = h.ready
-    this.setState(h, 'draining')
+    h.transition('draining')
     const view = h.snapshot(now)
     this.logger.info({ event: 'draining', reason, slot: h.slot, pid: h.pid, port: h.port }, `worker ${h.slot} draining (${reason})`)
     this.emit('draining', { ...view, reason })
     if (!wasServing) { h.drain.released = true; return }
     const child = h.child
-    Promise.allSettled(this.fronts.map((f) => f.drain(view)))
+    Promise.allSettled(this.fronts.map(async (f) => f.drain(view)))
       .then(() => this.enqueue({ type: 'released', handle: h, child }))
   }
 
@@ -400,19 +439,25 @@ class Pool extends EventEmitter {
       d.stopSent = true
       h.send(msg.message(msg.STOP))
     }
-    if (now >= d.killAt) {
-      this.unclean = true
+    if (now >= d.killAt && !d.killSent) {
+      d.killSent = true
+      this.noteSignalled()
       this.logger.warn({ event: 'kill', slot: h.slot, pid: h.pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
       h.killReason = h.killReason || `${d.reason}-killed`
       h.signal('SIGKILL')
-      d.killAt = Infinity
     } else if (now >= d.termAt && !d.termSent) {
       d.termSent = true
-      this.unclean = true
+      this.noteSignalled()
       this.logger.warn({ event: 'terminate', slot: h.slot, pid: h.pid, request: h.request }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
       this.announceGone(h)
       h.signal('SIGTERM')
     }
+  }
+
+  // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
+  // does not make the stop that follows unclean.
+  noteSignalled () {
+    if (this.phase === 'stopping') this.unclean = true
   }
 
   // ── reconcile: make the live set match the wanted set ─────────────────────────────────────
@@ -442,7 +487,7 @@ class Pool extends EventEmitter {
     for (let slot = 1; slot <= this.target; slot++) {
       let h = this.handles.get(slot)
       if (!h) {
-        h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot) })
+        h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), onState: (handle, from) => this.emit('state', { ...handle.snapshot(), from }) })
         this.handles.set(slot, h)
       }
       if (h.state === 'dead' && !h.alive && now >= h.respawnAt) this.spawn(h, now)
@@ -470,44 +515,29 @@ class Pool extends EventEmitter {
       if (h.bootFailures >= o.maxBootFailures) return this.giveUp(h)
       return this.scheduleRespawn(h, now, 0)
     }
-    h.attach(child, now)
-    h.requestLimit = o.maxRequests > 0 ? o.maxRequests + Math.floor(Math.random() * (o.maxRequestsJitter + 1)) : Infinity
-    child.on('message', (message) => this.enqueue({ type: 'message', handle: h, child, message }))
-    child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal }))
+    // Listening before attach(), whose 'state' event runs user code: the exit is heard whatever.
+    // What the app sends is checked here, at the door: the loop only sees messages it can use.
+    child.on('message', (raw) => {
+      const message = msg.parseWorkerMessage(raw)
+      if (message) this.enqueue({ type: 'message', handle: h, child, message })
+    })
+    // The one event source that acts: right at the reap, while the group's number is surely the
+    // worker's, what is left of its group gets its SIGTERM (lib/process-group.js).
+    child.on('exit', (code, signal) => this.enqueue({ type: 'exit', handle: h, child, code, signal, remnant: captureRemnant(child.pid) }))
     // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
     child.on('error', (err) => { if (child.pid === undefined) this.enqueue({ type: 'exit', handle: h, child, code: null, signal: null, error: err }) })
-    if (h.isCanary) return this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
+    h.attach(child, now)
+    h.requestLimit = o.maxRequests > 0 ? o.maxRequests + Math.floor(Math.random() * (o.maxRequestsJitter + 1)) : Infinity
+    if (h.isCanary) {
+      this.canaries.add(h)
+      return this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
+    }
     this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
     this.emit('spawn', h.snapshot(now))
   }
 
   forkWorker (h) {
-    const o = this.options
-    return fork(BOOTSTRAP, o.args || [], {
-      cwd: o.cwd || process.cwd(),
-      execArgv: o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')),
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      // Own process group: a terminal's Ctrl-C reaches the supervisor only, which then stops
-      // the workers gracefully instead of every worker dying mid-request at once.
-      detached: true,
-      env: {
-        ...process.env,
-        ...o.env,
-        PORT: String(h.port),
-        POOL_WORKER_ID: String(h.slot),
-        POOL_WORKERS: String(this.target),
-        POOL_WORKER_HOST: h.host,
-        POOL_APP: this.app,
-        POOL_LOG_LEVEL: o.logLevel,
-        POOL_LOG_FORMAT: o.logFormat,
-        POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
-      }
-    })
-  }
-
-  setState (h, to) {
-    const from = h.transition(to)
-    if (from !== to) this.emit('state', { ...h.snapshot(), from })
+    return forkWorker({ options: this.options, app: this.app, workers: this.target, slot: h.slot, host: h.host, port: h.port })
   }
 
   // ── progress of start and stop ────────────────────────────────────────────────────────────
@@ -530,7 +560,7 @@ class Pool extends EventEmitter {
     for (const w of [...this.waiters]) {
       if (w.done()) { this.waiters.splice(this.waiters.indexOf(w), 1); w.resolve() }
     }
-    if (this.phase === 'stopping' && handles.every((h) => !h.alive) && !this.reloading?.canary?.alive) this.finishStop()
+    if (this.phase === 'stopping' && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.remnants.size === 0) this.finishStop()
   }
 
   bootFailure () {
@@ -554,16 +584,15 @@ class Pool extends EventEmitter {
     }
   }
 
-  finishStop () {
+  async finishStop () {
     this.phase = 'stopped'
     clearInterval(this.timer)
     for (const w of this.waiters.splice(0)) w.reject(poolError(codes.STOPPING, 'the pool stopped'))
-    Promise.allSettled(this.fronts.map((f) => f.stop())).then(() => {
-      const clean = !this.unclean && !this.failure
-      this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
-      this.emit('stopped', { clean })
-      this.stopWaiter({ clean })
-    })
+    await this.stopFronts()
+    const clean = !this.unclean && !this.failure
+    this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
+    this.emit('stopped', { clean })
+    this.stopWaiter({ clean })
   }
 
   // ── start-up checks ───────────────────────────────────────────────────────────────────────
@@ -577,18 +606,38 @@ class Pool extends EventEmitter {
     }
   }
 
+  // One front after the other; a stop arriving meanwhile lets the front being started finish
+  // starting (stopFronts waits for it) and starts no more.
   async startFronts () {
-    const started = []
-    try {
+    this.frontsStarting = (async () => {
       for (const front of this.fronts) {
+        if (this.phase !== 'starting') return
         await front.start(this)
-        started.push(front)
+        this.startedFronts.push(front)
       }
+    })()
+    try {
+      await this.frontsStarting
     } catch (err) {
-      await Promise.allSettled(started.map((f) => f.stop()))
+      await this.stopFronts()
       throw err
     }
   }
+
+  // Stops each started front once. A front still starting is waited for first, or it would
+  // open its listener after its stop() and keep it (bounded: a start that never settles must
+  // not keep the pool from stopping).
+  async stopFronts () {
+    if (this.frontsStarting) await settledWithin(this.frontsStarting, FRONT_START_BOUND)
+    const fronts = this.startedFronts.splice(0)
+    await Promise.allSettled(fronts.map(async (f) => f.stop()))
+  }
+}
+
+function settledWithin (promise, ms) {
+  let timer
+  const bound = new Promise((resolve) => { timer = setTimeout(resolve, ms) })
+  return Promise.race([promise.then(() => {}, () => {}), bound]).finally(() => clearTimeout(timer))
 }
 
 function resolveApp (app, cwd = process.cwd()) {

@@ -1,23 +1,29 @@
 'use strict'
 
 // One small object per slot: which process holds the slot now, its explicit state, its
-// deadlines and its counters. The supervisor changes a handle only through `transition`, so
-// there is one place where a state changes and one event per change.
+// deadlines and its counters. A state changes only through `transition`, which reports each
+// change to `onState` exactly once (the pool turns it into its 'state' event): `state` itself is
+// read-only.
 //
 //   booting ──ready──► ready ⇄ busy ──drain──► draining ──exit──► dead ──respawn──► booting
 //      │                 │                                          ▲
 //      └──── exit ───────┴──────────── (crash, hung kill) ──────────┘
 //   dead ──(too many boot failures in a row)──► given-up
 
+const { signalWorker } = require('./process-group')
+
 const STATES = Object.freeze(['booting', 'ready', 'busy', 'draining', 'dead', 'given-up'])
 
 class WorkerHandle {
-  constructor ({ slot, host, port }) {
+  #state = 'dead'
+  #onState
+
+  constructor ({ slot, host, port, onState = () => {} }) {
     this.slot = slot
     this.name = `worker${slot}`
     this.host = host
     this.port = port
-    this.state = 'dead'
+    this.#onState = onState
     this.child = null
     this.pid = null
     this.generation = 0 // processes started in this slot
@@ -42,14 +48,16 @@ class WorkerHandle {
     this.recycleDue = null // 'max-requests' | 'max-rss' once the process should be replaced
   }
 
+  get state () { return this.#state }
   get alive () { return this.child !== null }
-  get ready () { return this.state === 'ready' || this.state === 'busy' }
+  get ready () { return this.#state === 'ready' || this.#state === 'busy' }
 
   transition (to) {
     if (!STATES.includes(to)) throw new Error(`unknown worker state ${to}`)
-    const from = this.state
-    this.state = to
-    return from
+    const from = this.#state
+    if (from === to) return
+    this.#state = to
+    this.#onState(this, from)
   }
 
   // Attach a freshly forked process to this slot.
@@ -73,13 +81,39 @@ class WorkerHandle {
   }
 
   detach () {
+    if (!this.child) return
     this.previousChild = this.child // its last IPC message may still be on the way
     this.child = null
   }
 
+  // The worker and the processes the app started in its group (lib/process-group.js).
   signal (sig) {
-    if (!this.child) return false
-    try { return this.child.kill(sig) } catch { return false }
+    return this.child !== null && signalWorker(this.child, sig)
+  }
+
+  // Take the process out of service: it stops at `timeout`'s end at the latest, SIGTERM then,
+  // SIGKILL `killTimeout` later. Draining again (a stop during a reload's drain) only brings
+  // those deadlines closer. Returns whether this began a drain.
+  startDrain (reason, now, { timeout, killTimeout }) {
+    const termAt = now + timeout
+    if (this.drain) {
+      this.drain.termAt = Math.min(this.drain.termAt, termAt)
+      this.drain.killAt = Math.min(this.drain.killAt, this.drain.termAt + killTimeout)
+      return false
+    }
+    this.drain = { reason, termAt, killAt: termAt + killTimeout, released: false, stopSent: false, termSent: false, killSent: false }
+    return true
+  }
+
+  // Why the current process ended. A drained process may end with code 0, or, once the pool has
+  // sent it SIGTERM, by that signal or with any code its SIGTERM handler chose: the drain's own
+  // end. Any other end is a crash (or a failed boot), drain or not.
+  exitReason (code, signal) {
+    if (this.killReason) return { reason: this.killReason, planned: false }
+    const d = this.drain
+    const answered = d && (d.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null)
+    if (answered) return { reason: d.reason, planned: true }
+    return { reason: this.readyAt !== null ? 'crashed' : 'boot-failed', planned: false }
   }
 
   send (message) {

@@ -10,6 +10,7 @@ const { createLogger } = require('../logger')
 const { EXIT, codes } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
+const { exitOnUncaught } = require('./fatal')
 // control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
 const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
@@ -43,12 +44,15 @@ async function handler (argv) {
   let pool
   let control = null
   let stopped
+  let guard
   try {
     const options = resolveOptions(fromArgv(argv, OPTIONS))
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
     const front = FRONTS[argv.balancer]
     const frontOptions = fromArgv(argv, front.options())
     pool = new Pool({ ...options, app: argv.app, logger, fronts: [front.create({ ...frontOptions, workers: options.workers }, { logger })] })
+    // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
+    guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same
     // socket refuses (CONTROL_IN_USE) without disturbing the running pool.
     const frontPort = frontPortOf({ balancer: argv.balancer, port: frontOptions.port ?? front.options().port?.default, workerPort: options.workerPort })
@@ -68,7 +72,9 @@ async function handler (argv) {
   }
   const { clean } = await stopped
   await control.close() // answers the `pool stop` that may have caused this, removes the file
+  guard.done()
   if (pool.failure) return printError(pool.failure)
+  if (guard.failed) process.exit(EXIT.FAILURE)
   process.exit(clean ? EXIT.OK : EXIT.UNCLEAN_STOP)
 }
 

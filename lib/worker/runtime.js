@@ -42,7 +42,7 @@ class WorkerRuntime {
   install () {
     globalThis[RUNTIME_KEY] = this
     // No supervisor, no reason to live: never leave an orphan holding the port.
-    process.on('disconnect', () => process.exit(0))
+    process.on('disconnect', () => this.orphaned())
     process.on('message', (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() })
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
@@ -126,6 +126,18 @@ class WorkerRuntime {
 
   exit () {
     this.server?.closeAllConnections()
+    process.exit(0)
+  }
+
+  // The supervisor died without stopping us (SIGKILL, say): take down the processes the app
+  // started in this worker's process group too, as the supervisor would have. The group is
+  // numbered by our pid, so while we run it can only be our own (or none, and kill fails).
+  // The SIGTERM reaches this process too: caught, so that it still leaves through exit(), which
+  // joins Node's threads before the process ends, rather than dying of the signal with its
+  // port possibly still open for a moment after it shows as gone.
+  orphaned () {
+    process.on('SIGTERM', () => {})
+    try { process.kill(-process.pid, 'SIGTERM') } catch { /* not a group leader: nothing of ours to stop */ }
     process.exit(0)
   }
 }

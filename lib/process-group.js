@@ -1,0 +1,151 @@
+'use strict'
+
+// Workers and the processes the app starts. Every worker is forked detached, so it leads its own
+// session and process group (both numbered by its pid), and whatever the app spawns without
+// `detached: true` joins that group. Signalling the group (kill(-pgid)) reaches those children
+// too. Children the app spawns with `detached: true` start a session of their own: out of reach.
+//
+// The danger is pid reuse. Once a group is empty, the kernel may give its number to a new
+// process, which may make itself a group leader, and kill(-pgid) would then hit a stranger. The
+// kernel frees a number only when no process uses it as its pid, group or session id, hence:
+// - Until Node has reaped the worker, its pid, so its group's number, cannot be reused:
+//   signalling the group is safe (signalWorker).
+// - Once the worker is reaped, what is left of its group is a Remnant: the processes found in the
+//   group right at the reap. The number stays taken while one of them lives on in the worker's
+//   session, so every signal to the group is sent only after checking that one does, in the same
+//   synchronous step: the window left is the few microseconds between that check and kill(2).
+
+const fs = require('node:fs')
+
+const KILL_GRACE = 1000 // ms a SIGKILLed remnant has to be gone before we stop waiting for it
+
+// kill(-0) and kill(-1) would signal our own group and every process we may signal.
+function isGroupId (pgid) { return Number.isInteger(pgid) && pgid > 1 }
+
+function signalGroup (pgid, sig) {
+  if (!isGroupId(pgid)) return false
+  try { process.kill(-pgid, sig); return true } catch { return false }
+}
+
+// `child` is a worker's ChildProcess. Its whole group while it is not reaped, else nothing: its
+// exit is being handled, and its group, if anything is left of it, is a Remnant's business.
+function signalWorker (child, sig) {
+  if (child.exitCode !== null || child.signalCode !== null) return false
+  if (signalGroup(child.pid, sig)) return true
+  try { return child.kill(sig) } catch { return false }
+}
+
+// /proc/<pid>/stat: { state, pgrp, session, startTime } or null when the process is gone.
+function readStat (pid) {
+  let text
+  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ') // fields 3.. (comm may hold spaces)
+  return { state: f[0], pgrp: Number(f[2]), session: Number(f[3]), startTime: f[19] }
+}
+
+// Live (non-zombie) processes of group `pgid`: Map pid → start time. null without /proc.
+function groupMembers (pgid) {
+  let names
+  try { names = fs.readdirSync('/proc') } catch { return null }
+  const members = new Map()
+  for (const name of names) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid)) continue
+    const stat = readStat(pid)
+    if (stat && stat.pgrp === pgid && stat.state !== 'Z') members.set(pid, stat.startTime)
+  }
+  return members
+}
+
+// What is left of a worker's group after the worker itself exited.
+class Remnant {
+  constructor (pgid, members) {
+    this.pgid = pgid
+    this.members = members // pid → start time, as seen at the worker's reap
+    this.killAt = Infinity
+    this.killSent = false
+    this.giveUpAt = Infinity
+  }
+
+  // One process seen at the reap (same pid, same start time) still lives in the worker's session,
+  // so the group's number is still taken by the worker's own processes.
+  get pinned () {
+    for (const [pid, startTime] of this.members) {
+      const stat = readStat(pid)
+      if (stat && stat.startTime === startTime && stat.state !== 'Z' && stat.session === this.pgid) return true
+    }
+    return false
+  }
+
+  signal (sig) { return this.pinned && signalGroup(this.pgid, sig) }
+
+  // Zombies wait for their new parent (init) to reap them; they run nothing and count as gone.
+  // A group no longer pinned may be a stranger's by now: gone, as far as we may know.
+  get gone () { return !this.pinned || !signalGroup(this.pgid, 0) }
+}
+
+// Called from the worker's 'exit' listener, in the same step as Node's reap of it, so that the
+// processes found in its group are its leftovers. They are sent SIGTERM at once; the Remnant
+// returned (null when nothing is left) lets the supervisor SIGKILL them later. Without /proc
+// (not Linux) the SIGTERM is all we can safely do.
+function captureRemnant (pgid) {
+  try {
+    if (!signalGroup(pgid, 0)) return null
+    const members = groupMembers(pgid)
+    if (members === null) { signalGroup(pgid, 'SIGTERM'); return null }
+    if (members.size === 0) return null
+    const remnant = new Remnant(pgid, members)
+    remnant.signal('SIGTERM')
+    return remnant
+  } catch {
+    return null
+  }
+}
+
+// The remnants the pool still waits for: SIGKILL at --kill-timeout after their SIGTERM, and
+// forgotten once gone, or KILL_GRACE after the SIGKILL if something survives even that (a
+// process stuck in the kernel), so that nothing here can keep a stop from finishing.
+class Remnants {
+  constructor ({ logger, killTimeout }) {
+    this.logger = logger
+    this.killTimeout = killTimeout
+    this.pending = new Set()
+  }
+
+  get size () { return this.pending.size }
+
+  // `who` names the worker in log lines ('worker 3'); `slot` and `pid` are its log fields.
+  add (remnant, { who, slot, pid }, now) {
+    remnant.who = who
+    remnant.fields = { slot, pid }
+    remnant.killAt = now + this.killTimeout
+    this.pending.add(remnant)
+    const count = remnant.members.size
+    this.logger.info({ event: 'leftovers', ...remnant.fields, processes: [...remnant.members.keys()] },
+      `${who} (pid ${pid}) left ${count} process${count === 1 ? '' : 'es'} of its group running; SIGTERM`)
+  }
+
+  sweep (now) {
+    for (const r of this.pending) {
+      if (r.gone) { this.pending.delete(r); continue }
+      if (!r.killSent && now >= r.killAt) this.kill(r, now, `still running ${this.killTimeout} ms after SIGTERM`)
+      else if (now >= r.giveUpAt) {
+        this.pending.delete(r)
+        this.logger.error({ event: 'leftovers-stuck', ...r.fields }, `processes left by ${r.who} survive SIGKILL; no longer waiting for them`)
+      }
+    }
+  }
+
+  killAll (now) {
+    for (const r of this.pending) if (!r.killSent) this.kill(r, now, 'the pool is killed')
+  }
+
+  kill (r, now, why) {
+    r.killSent = true
+    r.giveUpAt = now + KILL_GRACE
+    r.signal('SIGKILL')
+    this.logger.warn({ event: 'leftovers-killed', ...r.fields }, `processes left by ${r.who}: ${why}; SIGKILL`)
+  }
+}
+
+module.exports = { signalWorker, captureRemnant, Remnants }

@@ -1,0 +1,46 @@
+'use strict'
+
+// How the supervisor starts a worker: the bootstrap, forked in a session and process group of
+// its own, with the slot's environment and the user's node flags.
+
+const { fork } = require('node:child_process')
+const path = require('node:path')
+
+const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
+// The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
+// them with headers of its own (X-Forwarded-For, X-Request-Id...): a worker must accept more.
+const HEADER_LIMIT = '--max-http-header-size=32768'
+
+// `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
+function forkWorker ({ options: o, app, workers, slot, host, port }) {
+  const env = { ...process.env, ...o.env }
+  return fork(BOOTSTRAP, o.args || [], {
+    cwd: o.cwd || process.cwd(),
+    execArgv: withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env),
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
+    // then stops the workers gracefully instead of every worker dying mid-request at once; and
+    // the supervisor can signal a worker together with the processes its app started
+    // (lib/process-group.js).
+    detached: true,
+    env: {
+      ...env,
+      PORT: String(port),
+      POOL_WORKER_ID: String(slot),
+      POOL_WORKERS: String(workers),
+      POOL_WORKER_HOST: host,
+      POOL_APP: app,
+      POOL_LOG_LEVEL: o.logLevel,
+      POOL_LOG_FORMAT: o.logFormat,
+      POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
+    }
+  })
+}
+
+// The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).
+function withHeaderLimit (execArgv, env) {
+  const flags = [...execArgv, ...String(env.NODE_OPTIONS || '').split(/\s+/)]
+  return flags.some((a) => a.startsWith('--max-http-header-size')) ? execArgv : [...execArgv, HEADER_LIMIT]
+}
+
+module.exports = { forkWorker }
