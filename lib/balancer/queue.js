@@ -29,13 +29,6 @@ class FifoQueue {
     return node
   }
 
-  shift () {
-    const node = this.head
-    if (!node) return undefined
-    this.remove(node)
-    return node.item
-  }
-
   // `node` is what push/unshift returned. Removing a node twice is harmless.
   remove (node) {
     if (node.removed) return

@@ -8,10 +8,11 @@
 const net = require('node:net')
 const { ResponseParser } = require('./response-parser')
 
-// Idle connections older than this are not reused, well within Node's default server
-// keepAliveTimeout (5 s), so that a request is rarely written on a connection the worker is
-// closing at that very moment (that race would turn a POST into a 502). A shorter
-// `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s.
+// Idle connections older than this are not reused: well within any server's keep-alive timeout
+// (the pool's workers keep 65 s, Node's default is 5 s), so that a GET is rarely written on a
+// connection the worker is closing at that very moment (it would be retried, at a cost). A
+// shorter `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s. Other methods never
+// reuse a connection (lib/balancer/retry.js).
 const MAX_IDLE_MS = 2000
 
 class WorkerGoneError extends Error {

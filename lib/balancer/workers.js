@@ -16,8 +16,6 @@ class WorkerRecord {
     this.port = snapshot.port
     this.inFlight = 0
     this.requests = 0
-    this.failures = 0
-    this.busyMs = 0
     this.draining = false
     this.gone = false
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
