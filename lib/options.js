@@ -39,7 +39,7 @@ const OPTIONS = {
   maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB after a request (0: never)' },
   maxWorkers: { flag: 'max-workers', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Upper bound for `pool scale` (0: no bound; in HAProxy mode the backend\'s servers bound it)' },
   // control socket (lib/control): made by the CLI's `pool start`, not by the Pool itself
-  control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
+  control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-UID/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
   logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' }
 }

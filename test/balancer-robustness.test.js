@@ -71,6 +71,8 @@ t.test('--proxy-timeout: the worker given up on gets no request until it has fin
   t.equal(balancer.status().workers[0].state, 'busy', 'still held: it is rendering')
   const next = await request(`${balancer.base}/ok?next`)
   t.equal(next.status, 200, 'the next request is served after the old one ended')
+  // The worker logs a request's end just after writing its answer: wait for that line.
+  await waitFor(() => readLog(logFile).length === 4, { what: 'the last request logged as ended' })
   const log = readLog(logFile)
   t.same(log.map((l) => `${l.ev} ${l.url}`), ['start /ok?ms=1200&slow', 'end /ok?ms=1200&slow', 'start /ok?next', 'end /ok?next'], 'one request at a time')
   t.notOk(log.some((l) => l.overlap), 'never two at once in one worker')

@@ -219,21 +219,24 @@ t.test('client errors: no pool, and a socket that never answers', async (t) => {
   t.match(refused.message, /does not answer as a pool/)
 })
 
-t.test('default path: XDG_RUNTIME_DIR when writable, else the temp dir, named by the front port', async (t) => {
+t.test('default path: a private XDG_RUNTIME_DIR, else TMPDIR/pool-UID, named by the front port', async (t) => {
   const xdg = tempDir(t)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: xdg }), path.join(xdg, 'pool-9001.sock'))
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: path.join(xdg, 'missing') }), path.join(os.tmpdir(), 'pool-9001.sock'))
-  t.equal(defaultControlPath(9001, {}), path.join(os.tmpdir(), 'pool-9001.sock'))
+  const tmp = tempDir(t) // TMPDIR of these calls: the real temp dir is never touched
+  const own = path.join(tmp, `pool-${process.geteuid()}`)
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp }), path.join(xdg, 'pool-9001.sock'))
+  t.notOk(fs.existsSync(own), 'no temp dir made when XDG_RUNTIME_DIR serves')
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: path.join(xdg, 'missing'), TMPDIR: tmp }), path.join(own, 'pool-9001.sock'))
+  t.equal(fs.statSync(own).mode & 0o777, 0o700, 'the per-user dir is made 0700')
+  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(own, 'pool-9001.sock'), 'no XDG_RUNTIME_DIR: the per-user dir')
   t.equal(frontPortOf({ balancer: 'embedded', port: 8080, workerPort: 9002 }), 8080)
   t.equal(frontPortOf({ balancer: 'none', port: 8080, workerPort: 9002 }), 9002)
   t.equal(frontPortOf({ balancer: 'haproxy', port: undefined, workerPort: 9102 }), 9102)
   t.equal(clientControlPath({ control: 'rel.sock', frontPort: 1 }), path.resolve('rel.sock'), '--control wins')
   // A pool started without XDG_RUNTIME_DIR is still found from a shell that has it.
-  const port = 40000 + Math.floor(Math.random() * 20000)
-  const inTmp = path.join(os.tmpdir(), `pool-${port}.sock`)
+  const inTmp = path.join(own, 'pool-4321.sock')
   fs.writeFileSync(inTmp, '')
-  t.teardown(() => fs.rmSync(inTmp, { force: true }))
-  t.equal(clientControlPath({ frontPort: port, env: { XDG_RUNTIME_DIR: xdg } }), inTmp)
+  t.equal(clientControlPath({ frontPort: 4321, env: { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp } }), inTmp)
+  t.equal(clientControlPath({ frontPort: 4322, env: { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp } }), path.join(xdg, 'pool-4322.sock'), 'none: the preferred path is named')
 })
 
 t.test('formats', async (t) => {

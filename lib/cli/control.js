@@ -2,7 +2,8 @@
 
 // `pool status|reload|scale|stop`: commands for a running pool, sent over its control socket
 // (lib/control). The socket is found the way `pool start` made it: --control, else the
-// default path named after --port (see lib/control/path.js).
+// default path named after --port (see lib/control/path.js). A socket owned by another user
+// is refused without connecting (lib/control/client.js).
 
 const { EXIT, poolError, codes } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')

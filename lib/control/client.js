@@ -3,13 +3,19 @@
 // One control command: connect, send, await the answer. Failures are PoolErrors with a stable
 // code; `details.reason` says what happened to the connection so callers (the server's "is
 // this socket stale?" probe) can tell a dead socket from a live one that refused.
+//
+// Only a socket owned by the user running the command is talked to, root included: another
+// user's process listening there could answer anything ("stopped (clean)" for a pool that
+// still runs), so its answer would not be the pool's.
 
 const net = require('node:net')
 const { poolError, codes, EXIT } = require('../errors')
 const { encode, LineReader, deserializeError } = require('./protocol')
+const { ownerOf, myUid, userName, describeUser } = require('./path')
 
-// reason: 'missing' (no file), 'refused' (file, nobody listening: stale), 'denied' (another
-// user's socket), 'timeout', 'closed' (the pool hung up before answering), 'io'.
+// reason: 'missing' (no file), 'refused' (file, nobody listening: stale), 'denied' (no
+// permission on the file), 'foreign' (another user's socket, not even connected to),
+// 'timeout', 'closed' (the pool hung up before answering), 'io'.
 function connectionError (socketPath, err) {
   const code = err.code
   if (code === 'ENOENT' || code === 'ECONNREFUSED' || code === 'ENOTSOCK') {
@@ -24,12 +30,25 @@ function connectionError (socketPath, err) {
     { cause: err, exitCode: EXIT.FAILURE, details: { reason: 'io' } })
 }
 
+// The error for a socket file owned by another user, or null (ours, or no file).
+function foreignOwnerError (socketPath) {
+  const owner = ownerOf(socketPath)
+  if (owner === null || owner === myUid()) return null
+  const name = userName(owner)
+  const asOwner = name ? `sudo -u ${name} pool ...` : `sudo -u '#${owner}' pool ...`
+  return poolError(codes.CONTROL_UNREACHABLE,
+    `control socket ${socketPath} belongs to ${describeUser(owner)}, not to ${describeUser(myUid())}; refusing to talk to it: run the command as the user the pool runs as (${asOwner})`,
+    { details: { reason: 'foreign', owner } })
+}
+
 // Resolves the command's result or rejects a PoolError: the pool's own error (err.remote) or a
 // connection error. `timeout` (ms, 0 or Infinity: none) bounds the whole exchange; reload and
 // stop have no natural bound, so their callers pass a long one. With `waitForClose`, resolves
 // only once the pool has closed the connection too: after `stop`, that is the pool exiting.
 function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitForClose = false } = {}) {
   return new Promise((resolve, reject) => {
+    const foreign = foreignOwnerError(socketPath)
+    if (foreign) return reject(foreign)
     const socket = net.connect(socketPath)
     const id = 1
     let answered = null
@@ -52,16 +71,27 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
       : null
 
     const reader = new LineReader((line) => {
-      let reply
-      try { reply = JSON.parse(line) } catch { return finish(poolError(codes.CONTROL_UNREACHABLE, `control socket ${socketPath} answered something that is not JSON`, { exitCode: EXIT.FAILURE, details: { reason: 'io' } })) }
-      if (reply.id !== id) return
+      let reply = null
+      try { reply = JSON.parse(line) } catch {}
+      if (reply === null || typeof reply !== 'object') {
+        return finish(poolError(codes.CONTROL_UNREACHABLE, `control socket ${socketPath} answered something that is not a JSON object`, { exitCode: EXIT.FAILURE, details: { reason: 'io' } }))
+      }
+      // An error without an id is about the connection itself (a line too long, a client
+      // idle too long): the pool hangs up after it, so it is the answer too.
+      const aboutConnection = reply.id === null && reply.ok === false
+      if (reply.id !== id && !aboutConnection) return
       if (!reply.ok) return finish(deserializeError(reply.error || {}))
       if (!waitForClose) return finish(null, reply.result)
       answered = reply
     })
 
     socket.setEncoding('utf8')
-    socket.on('connect', () => socket.write(encode({ id, command, args })))
+    socket.on('connect', () => {
+      // Again once connected: the file may have been replaced since the first look.
+      const replaced = foreignOwnerError(socketPath)
+      if (replaced) return finish(replaced)
+      socket.write(encode({ id, command, args }))
+    })
     socket.on('data', (chunk) => {
       try { reader.push(chunk) } catch (err) { finish(connectionError(socketPath, err)) }
     })

@@ -1,9 +1,9 @@
 'use strict'
 
 // The control protocol: newline-delimited JSON over a unix socket. One request per line, one
-// response per request, matched by `id`; a connection may carry several requests and each is
-// answered when it finishes (a `status` is answered while a `reload` on the same connection
-// still runs).
+// response per request, matched by `id` (a string, a number or null); a connection may carry
+// several requests and each is answered when it finishes (a `status` is answered while a
+// `reload` on the same connection still runs).
 //
 //   → { "id": 1, "command": "scale", "args": { "workers": 6 } }
 //   ← { "id": 1, "ok": true, "result": { "from": 4, "to": 6 } }
@@ -12,17 +12,24 @@
 //
 // Commands: status, reload, scale { workers }, stop, and ping (→ { pid, phase }: the cheap
 // "is a pool alive here" probe used before claiming a socket).
+//
+// An error with `"id": null` can also be about the connection itself (a line too long, no
+// request for too long): the pool closes the connection right after it (./connection.js).
 
 const { poolError, codes, EXIT } = require('../errors')
 
 const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'stop', 'ping'])
-const MAX_LINE = 1024 * 1024 // a request is a few dozen bytes; anything this long is not one
+// A request is a few dozen bytes and a status answer a few hundred per worker: a line this long
+// is not the protocol.
+const MAX_LINE = 1024 * 1024
 
 function encode (message) {
   return JSON.stringify(message) + '\n'
 }
 
-// Splits a byte stream into lines; calls onLine(text) for each complete one.
+// Splits a text stream into lines; calls onLine(text) for each complete one. A line longer
+// than maxLine throws, and what was buffered is dropped: the caller hangs up, as the stream
+// has stopped being the protocol.
 class LineReader {
   constructor (onLine, { maxLine = MAX_LINE } = {}) {
     this.onLine = onLine
@@ -31,14 +38,24 @@ class LineReader {
   }
 
   push (chunk) {
-    this.buffer += chunk
-    let i
-    while ((i = this.buffer.indexOf('\n')) >= 0) {
-      const line = this.buffer.slice(0, i)
-      this.buffer = this.buffer.slice(i + 1)
+    let start = 0
+    let end
+    // Only the new chunk is searched: a long partial line is not scanned again on every push.
+    while ((end = chunk.indexOf('\n', start)) >= 0) {
+      const line = this.buffer + chunk.slice(start, end)
+      this.buffer = ''
+      start = end + 1
+      this.checkLength(line.length)
       if (line.trim() !== '') this.onLine(line)
     }
-    if (this.buffer.length > this.maxLine) throw new Error(`control message longer than ${this.maxLine} bytes`)
+    this.buffer += chunk.slice(start)
+    this.checkLength(this.buffer.length)
+  }
+
+  checkLength (length) {
+    if (length <= this.maxLine) return
+    this.buffer = ''
+    throw poolError(codes.BAD_OPTION, `a line longer than ${this.maxLine} characters`)
   }
 }
 
@@ -73,17 +90,26 @@ function badRequest (message) {
 }
 
 // Parses and checks one request line. Returns { id, command, args } or throws badRequest, with
-// `id` attached when the line had one (so the error response can carry it).
+// `id` attached when the line had a valid one (so the error response can carry it).
+// The id is echoed in the answer, so it must be a scalar: an id nested 100,000 arrays deep
+// parses, but JSON.stringify overflows the stack on it.
 function parseRequest (line) {
   let req
   try { req = JSON.parse(line) } catch { throw badRequest('not JSON') }
   if (req === null || typeof req !== 'object' || Array.isArray(req)) throw badRequest('not a JSON object')
   const id = req.id ?? null
+  if (id !== null && typeof id !== 'string' && typeof id !== 'number') throw badRequest('id must be a string, a number or null')
   const fail = (message) => Object.assign(badRequest(message), { requestId: id })
-  if (!COMMANDS.includes(req.command)) throw fail(`unknown command ${JSON.stringify(req.command)} (known: ${COMMANDS.join(', ')})`)
+  if (!COMMANDS.includes(req.command)) throw fail(`unknown command ${describeCommand(req.command)} (known: ${COMMANDS.join(', ')})`)
   const args = req.args ?? {}
   if (typeof args !== 'object' || Array.isArray(args)) throw fail('args must be an object')
   return { id, command: req.command, args }
 }
 
-module.exports = { COMMANDS, MAX_LINE, encode, LineReader, serializeError, deserializeError, parseRequest }
+// A client's unknown command, quoted short enough for one line.
+function describeCommand (command) {
+  if (typeof command !== 'string') return command === undefined ? '(none)' : `of type ${Array.isArray(command) ? 'array' : typeof command}`
+  return JSON.stringify(command.length > 60 ? command.slice(0, 60) + '…' : command)
+}
+
+module.exports = { COMMANDS, MAX_LINE, encode, LineReader, serializeError, deserializeError, badRequest, parseRequest }

@@ -8,17 +8,26 @@
 // can even reach it there), chmod-ed to 0600, then hard-linked to its real name. link(2) fails
 // if the name exists, so two pools starting at once cannot both win the name, and an owner
 // check (dev/ino) on close keeps a pool from unlinking a socket that is no longer its own.
+// A socket already at the path that belongs to another user is neither probed nor removed.
+//
+// What one client connection may hold is bounded in ./connection.js; how many connections
+// may be open at once, here (each costs the pool a file descriptor, which its workers and
+// balancer need too).
 
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { poolError, codes } = require('../errors')
-const { MAX_SOCKET_PATH } = require('./path')
-const { encode, LineReader, serializeError, parseRequest } = require('./protocol')
+const { MAX_SOCKET_PATH, myUid, describeUser } = require('./path')
+const { serializeError, parseRequest } = require('./protocol')
+const { ControlConnection } = require('./connection')
 const { sendCommand } = require('./client')
 
 const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its socket counts as taken anyway
-const CLOSE_GRACE = 2000 // ms close() waits for commands in flight (the `stop` that caused it) to be answered
+// ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
+// their clients to hang up, before it cuts them
+const CLOSE_GRACE = 4000
+const MAX_CONNECTIONS = 32 // open at once; more are closed as soon as accepted
 
 // What each command does to the pool. Methods may throw synchronously (a pool that is not
 // running) or reject; either becomes an error response.
@@ -31,15 +40,18 @@ const HANDLERS = {
 }
 
 class ControlServer {
-  constructor ({ path: socketPath, pool, logger }) {
+  // `connection`: limits of one connection ({ idleTimeout, maxPending, maxLine }, see
+  // ./connection.js); tests pass small ones.
+  constructor ({ path: socketPath, pool, logger, maxConnections = MAX_CONNECTIONS, connection = {} }) {
     this.path = path.resolve(socketPath)
     this.pool = pool
     this.logger = logger
+    this.connectionLimits = connection
     // Half-open: a client may send its request and shut its side (`echo ... | socat`), and
     // still get the answer of a reload that takes a minute.
     this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
-    this.sockets = new Set()
-    this.inFlight = new Set()
+    this.server.maxConnections = maxConnections
+    this.connections = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed
     this.closing = null
     this.removeOnExit = () => this.unlinkIfOurs()
@@ -66,6 +78,8 @@ class ControlServer {
     }
     const st = fs.statSync(this.path)
     this.owned = { dev: st.dev, ino: st.ino }
+    // Once listening, a failed accept (out of file descriptors) costs that one client only.
+    this.server.on('error', (err) => this.logger?.warn({ event: 'control-error', err: err.message }, `control socket ${this.path}: ${err.message}`))
     // An exit that skips close() (printError, a fatal error) still leaves no stale file.
     process.once('exit', this.removeOnExit)
     this.logger?.info({ event: 'control-listening', path: this.path }, `control socket ${this.path}`)
@@ -95,6 +109,9 @@ class ControlServer {
       throw claimError(this.path, err)
     }
     if (!st.isSocket()) throw poolError(codes.BAD_OPTION, `control socket path ${this.path} exists and is not a socket; refusing to replace it`)
+    if (st.uid !== myUid()) {
+      throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} belongs to ${describeUser(st.uid)}; refusing to use or replace another user's socket: choose another --control path`)
+    }
     try {
       const { pid } = await sendCommand(this.path, 'ping', {}, { timeout: PROBE_TIMEOUT })
       throw poolError(codes.CONTROL_IN_USE, `another pool is running on control socket ${this.path} (pid ${pid})`)
@@ -108,58 +125,40 @@ class ControlServer {
         this.logger?.info({ event: 'control-stale', path: this.path }, `removed a stale control socket ${this.path}`)
         return
       }
-      if (reason === 'denied') throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} belongs to another user; choose another --control path`)
+      if (reason === 'denied') throw poolError(codes.CONTROL_IN_USE, `permission denied on control socket ${this.path}; refusing to replace it: choose another --control path`)
       throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} is in use by a process that does not answer as a pool (${err.message})`)
     }
   }
 
   onConnection (socket) {
-    this.sockets.add(socket)
-    // pending: requests not answered yet; clientDone: the client shut its side, so hang up
-    // after the last answer.
-    const conn = { socket, pending: 0, clientDone: false }
-    socket.setEncoding('utf8')
-    const reader = new LineReader((line) => this.onRequest(conn, line))
-    socket.on('data', (chunk) => {
-      try { reader.push(chunk) } catch (err) { this.reply(socket, { id: null, ok: false, error: serializeError(err) }); socket.end() }
-    })
-    socket.on('end', () => { conn.clientDone = true; if (conn.pending === 0) socket.end() })
-    socket.on('error', () => {}) // a client that went away; its command still runs to the end
-    socket.on('close', () => this.sockets.delete(socket))
+    const connection = new ControlConnection(socket, (line) => this.respond(line), this.connectionLimits)
+    this.connections.add(connection)
+    socket.on('close', () => this.connections.delete(connection))
   }
 
-  onRequest (conn, line) {
-    let req
-    try { req = parseRequest(line) } catch (err) {
-      return this.reply(conn.socket, { id: err.requestId ?? null, ok: false, error: serializeError(err) })
-    }
-    const { id, command, args } = req
-    conn.pending++
-    if (command !== 'ping' && command !== 'status') {
-      this.logger?.info({ event: 'control-command', command, args }, `control: ${command}`)
-    }
-    const run = Promise.resolve().then(() => {
-      if (typeof this.pool[command] !== 'function' && command !== 'ping') {
-        throw poolError(codes.BAD_OPTION, `this pool does not support '${command}'`)
-      }
-      return HANDLERS[command](this.pool, args)
-    })
-    const answered = run.then(
-      (result) => this.answer(conn, { id, ok: true, result }),
-      (err) => this.answer(conn, { id, ok: false, error: serializeError(err) })
-    )
-    this.inFlight.add(answered)
-    answered.finally(() => this.inFlight.delete(answered))
+  // The answer to one request line. Never rejects, never throws: whatever the line holds
+  // becomes an error answer.
+  respond (line) {
+    let id = null
+    return Promise.resolve()
+      .then(() => {
+        const req = parseRequest(line)
+        id = req.id
+        this.logCommand(req)
+        if (typeof this.pool[req.command] !== 'function' && req.command !== 'ping') {
+          throw poolError(codes.BAD_OPTION, `this pool does not support '${req.command}'`)
+        }
+        return HANDLERS[req.command](this.pool, req.args)
+      })
+      .then((result) => ({ id, ok: true, result }), (err) => ({ id: id ?? err.requestId ?? null, ok: false, error: serializeError(err) }))
   }
 
-  reply (socket, message) {
-    if (!socket.destroyed && socket.writable) socket.write(encode(message))
-  }
-
-  answer (conn, message) {
-    conn.pending--
-    this.reply(conn.socket, message)
-    if (conn.clientDone && conn.pending === 0) conn.socket.end()
+  logCommand ({ command, args }) {
+    if (command === 'ping' || command === 'status') return
+    // Only what the command uses, and only a plain number: the rest of `args` is the client's
+    // to fill, with anything up to a megabyte.
+    const logged = command === 'scale' && typeof args.workers === 'number' ? { workers: args.workers } : {}
+    this.logger?.info({ event: 'control-command', command, args: logged }, `control: ${command}`)
   }
 
   // Stop listening and remove the socket file, answer what is in flight (the `stop` that led
@@ -170,10 +169,9 @@ class ControlServer {
       this.unlinkIfOurs()
       process.removeListener('exit', this.removeOnExit)
       const listening = new Promise((resolve) => this.server.close(() => resolve()))
-      await withTimeout(Promise.allSettled([...this.inFlight]), CLOSE_GRACE)
-      const hungUp = [...this.sockets].map((s) => new Promise((resolve) => { s.once('close', resolve); s.end() }))
+      const hungUp = [...this.connections].map((c) => new Promise((resolve) => { c.socket.once('close', resolve); c.end() }))
       await withTimeout(Promise.all(hungUp), CLOSE_GRACE)
-      for (const s of this.sockets) s.destroy()
+      for (const c of this.connections) c.socket.destroy()
       await listening
     })()
     return this.closing
