@@ -18,23 +18,13 @@ const { Pool } = require('..')
 const { createBalancer } = require('../lib/balancer')
 const { FIXTURES, freePorts, request, waitFor } = require('./helpers')
 const { MALFORMED } = require('./fixtures/chaos-app')
+const { rng: prng } = require('../bench/lib/schedule') // mulberry32, seeded
 
 const WORKERS = 4
 const REQUESTS = 400
 const CONCURRENCY = 8
 const DEADLINE_MS = 60000
 const MAX_RESPONSE_BUFFER = 256 * 1024
-
-function prng (seed) { // mulberry32
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let x = a
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function pick (rand, weighted) {
   let r = rand() * weighted.reduce((s, [, w]) => s + w, 0)
