@@ -1,32 +1,58 @@
 'use strict'
 
-// One small object per slot: which process holds the slot now, its explicit state, its
-// deadlines and its counters. A state changes only through `transition`, which reports each
-// change to `onState` exactly once (the pool turns it into its 'state' event): `state` itself is
-// read-only.
+// One object per slot: which process holds the slot, in which state, until when, and what
+// happens when that time comes. The policy of a worker's life is the handle's own: the deadline
+// of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
+// slot may start again. The supervisor (lib/supervisor.js) asks the handle and acts on its
+// answers where other parties are concerned (fronts hear of a kill before the signal, events,
+// logs); it never re-implements them.
 //
-//   booting ──ready──► ready ⇄ busy ──drain──► draining ──exit──► dead ──respawn──► booting
-//      │                 │                                          ▲
-//      └──── exit ───────┴──────────── (crash, hung kill) ──────────┘
-//   dead ──(too many boot failures in a row)──► given-up
+// States and the only changes allowed between them; each change is reported to `onState` once,
+// and `state` cannot be written from outside:
+//
+//   from       to                                   on
+//   dead       booting                              a process is forked for the slot
+//   dead       given-up                             a fork failed, the last allowed boot failure
+//   booting    ready                                the worker listens (IPC 'ready')
+//   ready      busy ⇄ ready                         a request starts / ends (IPC 'busy' / 'idle')
+//   booting, ready, busy  draining                  stop, reload, scale-down, recycling
+//   any live   dead                                 the process exited (respawn at `respawnAt`)
+//   booting    given-up                             it exited before ready, the last allowed time
+//   given-up   dead                                 a reload revives the slot with new code
 
 const { signalWorker } = require('./process-group')
 
-const STATES = Object.freeze(['booting', 'ready', 'busy', 'draining', 'dead', 'given-up'])
+const TRANSITIONS = Object.freeze({
+  dead: ['booting', 'given-up'],
+  booting: ['ready', 'draining', 'dead', 'given-up'],
+  ready: ['busy', 'draining', 'dead'],
+  busy: ['ready', 'draining', 'dead'],
+  draining: ['dead'],
+  'given-up': ['dead']
+})
+
+// Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' and
+// 'heartbeat' for a hung worker, 'boot-timeout', 'pool-killed', '<drain>-killed'), or, for a
+// drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
+// 'max-requests', 'max-rss').
 
 class WorkerHandle {
   #state = 'dead'
   #onState
 
-  constructor ({ slot, host, port, onState = () => {} }) {
+  // policy: the pool's options (timeouts, restart backoff, recycling limits).
+  constructor ({ slot, host, port, policy, onState = () => {}, signal = signalWorker }) {
     this.slot = slot
     this.name = `worker${slot}`
     this.host = host
     this.port = port
+    this.policy = policy
     this.#onState = onState
+    this.signalChild = signal
     this.child = null
     this.pid = null
     this.generation = 0 // processes started in this slot
+    this.codeGeneration = 0 // the pool's code generation this process was started with
     this.spawnedAt = null
     this.readyAt = null
     this.lastSeen = null
@@ -53,17 +79,19 @@ class WorkerHandle {
   get ready () { return this.#state === 'ready' || this.#state === 'busy' }
 
   transition (to) {
-    if (!STATES.includes(to)) throw new Error(`unknown worker state ${to}`)
     const from = this.#state
     if (from === to) return
+    if (!TRANSITIONS[from].includes(to)) throw new Error(`worker ${this.slot}: no transition from ${from} to ${to}`)
     this.#state = to
     this.#onState(this, from)
   }
 
-  // Attach a freshly forked process to this slot.
-  attach (child, now) {
+  // ── a process's life ─────────────────────────────────────────────────────────────────────
+
+  attach (child, now, { codeGeneration = 0 } = {}) {
     if (this.generation > 0) this.restarts++
     this.generation++
+    this.codeGeneration = codeGeneration
     this.child = child
     this.pid = child.pid
     this.spawnedAt = now
@@ -77,31 +105,136 @@ class WorkerHandle {
     this.goneAnnounced = false
     this.recycleDue = null
     this.lastError = null // errors of earlier processes explain nothing about this one
+    const { maxRequests, maxRequestsJitter } = this.policy
+    this.requestLimit = maxRequests > 0 ? maxRequests + Math.floor(Math.random() * (maxRequestsJitter + 1)) : Infinity
     this.transition('booting')
   }
 
-  detach () {
-    if (!this.child) return
-    this.previousChild = this.child // its last IPC message may still be on the way
-    this.child = null
+  // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
+  becameReady (now) {
+    if (this.#state !== 'booting') return false
+    this.readyAt = now
+    this.bootFailures = 0
+    this.transition('ready')
+    return true
   }
 
-  // The worker and the processes the app started in its group (lib/process-group.js).
-  signal (sig) {
-    return this.child !== null && signalWorker(this.child, sig)
+  started (request, now) {
+    this.request = { method: request.method, url: request.url, startedAt: now }
+    if (this.#state === 'ready') this.transition('busy')
+  }
+
+  // A request ended. Past --max-requests or --max-rss the process is due for recycling.
+  finished ({ requests, rss }) {
+    this.request = null
+    this.requests = requests
+    this.totalRequests++
+    this.rss = rss
+    if (this.#state === 'busy') this.transition('ready')
+    const maxRss = this.policy.maxRss
+    if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
+    else if (maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
+  }
+
+  // What is overdue now, for the supervisor to carry out, or null:
+  //   { do: 'kill', reason, ms }   boot-timeout, timeout (a request ran too long), heartbeat
+  //                                (an idle worker went silent), or '<drain>-killed'
+  //   { do: 'stop' }               the drained worker holds nothing any more: ask it to exit
+  //   { do: 'term' }               the drain's graceful time is up: SIGTERM
+  due (now) {
+    if (!this.alive) return null
+    const p = this.policy
+    if (this.killReason === null) {
+      if (this.#state === 'booting' && now - this.spawnedAt > p.bootTimeout) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
+      if (this.request && now - this.request.startedAt > p.timeout) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
+      // A worker that never became ready is still loading (the boot timeout covers it), even
+      // when it is already being drained.
+      if (!this.request && this.readyAt !== null && now - this.lastSeen > p.heartbeatTimeout) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
+    }
+    if (this.#state === 'ready' && this.crashes > 0 && now - this.readyAt >= p.healthyAfter) this.crashes = 0
+    const d = this.drain
+    if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
+    if (d.released && !this.request && !d.stopSent) return { do: 'stop' }
+    if (now >= d.killAt && !d.killSent) return { do: 'kill', reason: `${d.reason}-killed` }
+    if (now >= d.termAt && !d.termSent) return { do: 'term' }
+    return null
+  }
+
+  // The signals (to the worker's whole process group, lib/process-group.js).
+  kill (reason) {
+    if (!this.alive) return
+    this.killReason = this.killReason || reason
+    if (this.drain) this.drain.killSent = true
+    this.signal('SIGKILL')
+  }
+
+  terminate () {
+    this.drain.termSent = true
+    this.signal('SIGTERM')
+  }
+
+  signal (sig) { return this.child !== null && this.signalChild(this.child, sig) }
+
+  send (message) {
+    if (!this.child || !this.child.connected) return false
+    try { this.child.send(message); return true } catch { return false }
   }
 
   // Take the process out of service: it stops at `timeout`'s end at the latest, SIGTERM then,
   // SIGKILL `killTimeout` later. Draining again (a stop during a reload's drain) only brings
   // those deadlines closer. Returns whether this began a drain.
-  startDrain (reason, now, { timeout, killTimeout }) {
+  startDrain (reason, now, timeout) {
     const termAt = now + timeout
+    const killTimeout = this.policy.killTimeout
     if (this.drain) {
       this.drain.termAt = Math.min(this.drain.termAt, termAt)
       this.drain.killAt = Math.min(this.drain.killAt, this.drain.termAt + killTimeout)
       return false
     }
     this.drain = { reason, termAt, killAt: termAt + killTimeout, released: false, stopSent: false, termSent: false, killSent: false }
+    const wasServing = this.ready
+    this.transition('draining')
+    if (!wasServing) this.drain.released = true // nothing was sent to it: no front to wait for
+    return true
+  }
+
+  // The process exited. Classifies the exit, sets the slot's next step, and returns what the
+  // supervisor reports: { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }.
+  // A process that was draining was going away anyway: however it ended, its slot goes on as the
+  // drain meant (replaced, removed, or left dead by a stop) with no crash backoff; so does any
+  // exit while the pool stops.
+  exited (code, signal, now, { stopping }) {
+    const { reason, planned } = this.exitReason(code, signal)
+    const draining = this.drain?.reason ?? null
+    const wasReady = this.readyAt !== null
+    this.lastExit = { code, signal, reason, at: now }
+    this.detach()
+    this.request = null
+    const outcome = { reason, planned, draining, next: 'dead' }
+    if (stopping || draining) {
+      this.respawnAt = now
+      this.transition('dead')
+      return outcome
+    }
+    if (!wasReady && this.failedBoot()) return { ...outcome, next: 'given-up' }
+    this.scheduleRespawn(now, wasReady ? now - this.readyAt : 0)
+    return { ...outcome, next: 'respawn' }
+  }
+
+  // A fork that threw (ENOMEM): a failed start. Returns 'given-up' or 'respawn'.
+  forkFailed (error, now) {
+    this.lastError = error
+    this.generation++
+    if (this.failedBoot()) return 'given-up'
+    this.scheduleRespawn(now, 0)
+    return 'respawn'
+  }
+
+  // One more failure before ready; true when that is one too many (--max-boot-failures).
+  failedBoot () {
+    this.bootFailures++
+    if (this.bootFailures < this.policy.maxBootFailures) return false
+    this.transition('given-up')
     return true
   }
 
@@ -116,9 +249,31 @@ class WorkerHandle {
     return { reason: this.readyAt !== null ? 'crashed' : 'boot-failed', planned: false }
   }
 
-  send (message) {
-    if (!this.child || !this.child.connected) return false
-    try { this.child.send(message); return true } catch { return false }
+  // Backoff per slot: --restart-delay × --restart-factor per consecutive crash, capped at
+  // --restart-max-delay; the count starts over after --healthy-after of uptime.
+  scheduleRespawn (now, uptime) {
+    const p = this.policy
+    if (uptime >= p.healthyAfter) this.crashes = 0
+    this.crashes++
+    this.respawnDelay = Math.min(p.restartDelay * p.restartFactor ** (this.crashes - 1), p.restartMaxDelay)
+    this.respawnAt = now + this.respawnDelay
+    this.transition('dead')
+  }
+
+  // New code: a given-up slot starts over, at once.
+  revive (now) {
+    this.bootFailures = 0
+    this.crashes = 0
+    this.respawnAt = now
+    this.transition('dead')
+  }
+
+  dueForRespawn (now) { return this.#state === 'dead' && !this.alive && now >= this.respawnAt }
+
+  detach () {
+    if (!this.child) return
+    this.previousChild = this.child // its last IPC message may still be on the way
+    this.child = null
   }
 
   // What fronts, events, `pool status` and metrics see: plain data, no process object.
@@ -144,4 +299,4 @@ class WorkerHandle {
   }
 }
 
-module.exports = { WorkerHandle, STATES }
+module.exports = { WorkerHandle, TRANSITIONS }

@@ -1,10 +1,16 @@
 'use strict'
 
-// How the supervisor starts a worker: the bootstrap, forked in a session and process group of
-// its own, with the slot's environment and the user's node flags.
+// What the supervisor needs from the operating system to run workers: the app's path, free
+// ports, forking a worker (the bootstrap, in a session and process group of its own, with the
+// slot's environment and the user's node flags), signalling it, and the clock. `SYSTEM` is all
+// of it in one object, so that tests can drive the supervisor with a fake one.
 
 const { fork } = require('node:child_process')
+const fs = require('node:fs')
+const net = require('node:net')
 const path = require('node:path')
+const { signalWorker, captureRemnant } = require('./process-group')
+const { poolError, codes } = require('./errors')
 
 const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -43,4 +49,32 @@ function withHeaderLimit (execArgv, env) {
   return flags.some((a) => a.startsWith('--max-http-header-size')) ? execArgv : [...execArgv, HEADER_LIMIT]
 }
 
-module.exports = { forkWorker }
+function resolveApp (app, cwd = process.cwd()) {
+  if (typeof app !== 'string' || app === '') throw poolError(codes.APP_NOT_FOUND, 'no app given: pass the path of the app module (options.app)')
+  const file = path.resolve(cwd, app)
+  try {
+    return require.resolve(file)
+  } catch {
+    const hint = fs.existsSync(file) ? ' (it exists but cannot be resolved as a module)' : ''
+    throw poolError(codes.APP_NOT_FOUND, `cannot find app '${app}' (looked for ${file})${hint}`)
+  }
+}
+
+// Resolves null when `port` can be bound on `host`, else the error's code.
+function bindError (port, host) {
+  return new Promise((resolve) => {
+    const server = net.createServer()
+    server.once('error', (err) => resolve(err.code || err.message))
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(null)))
+  })
+}
+
+const SYSTEM = Object.freeze({
+  fork: forkWorker,
+  signal: signalWorker,
+  captureRemnant,
+  bindError,
+  now: () => Date.now()
+})
+
+module.exports = { SYSTEM, forkWorker, resolveApp, bindError }

@@ -1,0 +1,293 @@
+'use strict'
+
+// The supervisor's policy without real processes: a fake fork hands out child objects the test
+// speaks for (IPC messages, exits), a fake clock moves only when the test says so, and signals
+// are recorded instead of sent. Each test runs in well under a second; the real-process tests
+// (supervision, lifecycle, operations) stay.
+
+const t = require('tap')
+const path = require('node:path')
+const { EventEmitter } = require('node:events')
+const { Pool } = require('..')
+const { FIXTURES } = require('./helpers')
+
+class FakeChild extends EventEmitter {
+  constructor (pid, spec) {
+    super()
+    this.pid = pid
+    this.slot = spec.slot
+    this.connected = true
+    this.exitCode = null
+    this.signalCode = null
+    this.sent = []
+    this.signals = []
+  }
+
+  send (m) { this.sent.push(m) }
+  say (type, fields = {}) { this.emit('message', { v: 1, type, ...fields }) }
+  exit (code, signal = null) {
+    this.connected = false
+    this.exitCode = code
+    this.signalCode = signal
+    this.emit('exit', code, signal)
+  }
+}
+
+// A pool on a fake system. `at` is the fake clock; `step()` lets the pool's ticks run.
+function harness (t, options = {}) {
+  const sys = {
+    at: 1e9,
+    pids: 1 << 30, // above any real pid: nothing real can ever be signalled
+    forks: [],
+    order: [], // fronts' workerGone and signals, in the order they happened
+    fork: (spec) => { const c = new FakeChild(sys.pids++, spec); sys.forks.push(c); return c },
+    signal: (child, sig) => { child.signals.push(sig); sys.order.push(`${sig} ${child.slot}`); return true },
+    captureRemnant: () => null,
+    bindError: async () => null,
+    now: () => sys.at
+  }
+  const logs = []
+  const logger = {}
+  for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) logger[level] = (obj) => logs.push({ level, ...obj })
+  logger.child = () => logger
+  const front = {
+    name: 'fake',
+    calls: [],
+    async start () {},
+    workerReady (w) { front.calls.push(`ready ${w.slot}`) },
+    workerGone (w) { front.calls.push(`gone ${w.slot}`); sys.order.push(`gone ${w.slot}`) },
+    async drain (w) { front.calls.push(`drain ${w.slot}`) },
+    stopping () {},
+    async stop () {},
+    status () { return { type: 'fake' } }
+  }
+  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort: 40000, logger, fronts: [front], ...options }, { system: sys })
+  // Whatever a test left running is killed, and the fake children exit as real ones would.
+  t.teardown(async () => {
+    const stopped = pool.kill()
+    await step()
+    for (const c of sys.forks) if (c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
+    await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 1000))])
+    clearInterval(pool.timer)
+  })
+  const step = async (n = 3) => { for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve)) }
+  const latest = (slot) => sys.forks.filter((c) => c.slot === slot).at(-1)
+  const advance = async (ms) => { sys.at += ms; pool.wake(); await step() }
+  return { pool, sys, logs, front, step, latest, advance }
+}
+
+async function started (h, slots = 1) {
+  const starting = h.pool.start()
+  await h.step()
+  for (let s = 1; s <= slots; s++) h.latest(s).say('ready')
+  await h.step()
+  await starting
+}
+
+t.test('backoff: 20 crashes in a row, ×1.5 each from 100 ms, capped at 15 s; reset after healthy uptime', async (t) => {
+  const h = harness(t)
+  await started(h)
+  const want = (i) => Math.min(100 * 1.5 ** i, 15000)
+  for (let i = 0; i < 20; i++) {
+    const child = h.latest(1)
+    child.exit(1)
+    await h.step()
+    const handle = h.pool.handles.get(1)
+    t.equal(handle.respawnDelay, want(i), `crash ${i + 1}: ${want(i)} ms`)
+    const forks = h.sys.forks.length
+    await h.advance(Math.ceil(want(i)) - 1)
+    t.equal(h.sys.forks.length, forks, 'not respawned before its time')
+    await h.advance(1)
+    t.equal(h.sys.forks.length, forks + 1, 'respawned at its time')
+    h.latest(1).say('ready')
+    await h.step()
+  }
+  await h.advance(30000) // healthy for --healthy-after
+  h.latest(1).exit(1)
+  await h.step()
+  t.equal(h.pool.handles.get(1).respawnDelay, 100, 'the count started over')
+})
+
+t.test('crash-loop breaker: 5 deaths before ready give the slot up; every slot given up fails start()', async (t) => {
+  const h = harness(t, { maxBootFailures: 5 })
+  const starting = h.pool.start()
+  starting.catch(() => {})
+  await h.step()
+  for (let i = 0; i < 5; i++) {
+    h.latest(1).say('boot-error', { error: { message: 'Cannot find module x', stack: 'Error: Cannot find module x' } })
+    h.latest(1).exit(1)
+    await h.step()
+    if (i < 4) await h.advance(20000)
+  }
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  t.equal(h.sys.forks.length, 5, 'five processes, no sixth')
+  await t.rejects(starting, { code: 'POOL_E_BOOT_FAILED', message: /Cannot find module x/ })
+})
+
+t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-timeout, the slot respawns', async (t) => {
+  const h = harness(t, { workers: 2, bootTimeout: 5000 })
+  h.pool.start().catch(() => {})
+  await h.step()
+  h.latest(2).say('ready')
+  await h.advance(5000)
+  t.same(h.latest(1).signals, [], 'not at the deadline')
+  await h.advance(1)
+  t.same(h.latest(1).signals, ['SIGKILL'], 'killed past it')
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'boot-timeout')
+  t.equal(h.pool.handles.get(1).state, 'dead')
+  t.match(h.logs.find((l) => l.event === 'respawn-scheduled'), { slot: 1 })
+})
+
+t.test('hung kill: a request past --timeout; the front hears of it before the signal', async (t) => {
+  const h = harness(t, { timeout: 3000 })
+  await started(h)
+  const hung = []
+  h.pool.on('hung', (w) => hung.push(w.reason))
+  h.latest(1).say('busy', { method: 'GET', url: '/loop' })
+  await h.step()
+  await h.advance(3000)
+  t.same(hung, [])
+  await h.advance(1)
+  t.same(hung, ['timeout'])
+  t.same(h.sys.order, ['gone 1', 'SIGKILL 1'], 'out of rotation first, then killed')
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
+})
+
+t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
+  const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
+  await started(h, 2)
+  h.latest(2).say('busy', { method: 'GET', url: '/slow' })
+  await h.step()
+  const stopped = h.pool.stop()
+  await h.step()
+  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the idle worker is asked to exit')
+  t.same(h.latest(2).sent, [], 'the busy one is not, yet')
+  h.latest(1).exit(0)
+  await h.advance(1000)
+  t.same(h.latest(2).signals, ['SIGTERM'])
+  await h.advance(499)
+  t.same(h.latest(2).signals, ['SIGTERM'])
+  await h.advance(1)
+  t.same(h.latest(2).signals, ['SIGTERM', 'SIGKILL'])
+  h.latest(2).exit(null, 'SIGKILL')
+  await h.step()
+  t.same(await stopped, { clean: false }, 'a stop that had to signal is not clean')
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'stop')
+  t.equal(h.pool.handles.get(2).lastExit.reason, 'stop-killed')
+})
+
+// Canary ready; then slots drain one at a time (batch 1), each respawning with the new code.
+async function rollThrough (h, slots, t) {
+  for (const slot of slots) {
+    await h.step()
+    const old = h.latest(slot)
+    t.match(old.sent, [{ type: 'stop' }], `slot ${slot} drained`)
+    old.exit(0)
+    await h.step()
+    t.not(h.latest(slot), old, `slot ${slot} respawned at once`)
+    t.equal(h.pool.handles.get(slot).codeGeneration, 1, `with the new generation`)
+    h.latest(slot).say('ready')
+  }
+}
+
+t.test('reload: a canary first, then one generation rolled out a batch at a time', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const oldPids = [h.latest(1).pid, h.latest(2).pid]
+  const reloading = h.pool.reload()
+  await h.step()
+  const canary = h.latest(0)
+  t.ok(canary, 'a canary process, outside the slots')
+  t.same(h.front.calls.filter((c) => c.startsWith('drain')), [], 'no slot touched while the canary boots')
+  canary.say('ready')
+  await h.step()
+  t.same(canary.signals, ['SIGKILL'], 'the canary is done once ready')
+  t.equal(h.pool.codeGeneration, 1)
+  t.equal(h.pool.unavailableCount(), 1, 'one slot out of service at a time')
+  await rollThrough(h, [1, 2], t)
+  const result = await reloading
+  t.same(result.replaced, [{ slot: 1, oldPid: oldPids[0], newPid: h.latest(1).pid }, { slot: 2, oldPid: oldPids[1], newPid: h.latest(2).pid }])
+})
+
+t.test('reload: a canary that cannot boot fails the reload and touches no slot', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  h.latest(0).say('boot-error', { error: { message: 'SyntaxError: Unexpected token', stack: '...' } })
+  h.latest(0).exit(1)
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /Unexpected token/ })
+  t.equal(h.pool.codeGeneration, 0)
+  t.same(h.front.calls.filter((c) => c.startsWith('drain')), [])
+  t.equal(h.sys.forks.length, 3, 'two workers and the canary, nothing more')
+})
+
+t.test('reload: a new worker that dies before ready stops the reload there', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  h.latest(0).say('ready')
+  await h.step(4)
+  h.latest(1).exit(0) // drained
+  await h.step()
+  h.latest(1).exit(1) // the new process dies before ready
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED' })
+  await h.step()
+  t.same(h.latest(2).sent, [], 'slot 2 keeps its old worker')
+})
+
+t.test('scale during a reload: the new slot starts with the new code; the reload completes', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  await h.step()
+  h.latest(0).say('ready')
+  await h.step()
+  const scaling = h.pool.scale(3)
+  await h.step()
+  t.equal(h.pool.handles.get(3).codeGeneration, 1, 'slot 3 boots the new generation')
+  h.latest(3).say('ready')
+  await rollThrough(h, [1, 2], t)
+  t.same(await scaling, { from: 2, to: 3 })
+  const { replaced } = await reloading
+  t.same(replaced.map((r) => r.slot), [1, 2], 'slot 3 needed no replacing')
+})
+
+t.test('stop during start: start() rejects STOPPING, booting workers are stopped, the stop resolves', async (t) => {
+  const h = harness(t, { workers: 2 })
+  const starting = h.pool.start()
+  starting.catch(() => {})
+  await h.step()
+  h.latest(1).say('ready')
+  const stopped = h.pool.stop()
+  await t.rejects(starting, { code: 'POOL_E_STOPPING' })
+  await h.step()
+  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the ready one is asked to exit')
+  t.match(h.latest(2).sent, [{ type: 'stop' }], 'and so is the booting one')
+  h.latest(1).exit(0)
+  h.latest(2).exit(0)
+  await h.step()
+  t.same(await stopped, { clean: true })
+  t.equal(h.pool.phase, 'stopped')
+})
+
+t.test('commands act in the tick: stop() and kill() change nothing before it runs', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  h.pool.kill()
+  t.same(h.latest(1).signals, [], 'not signalled from inside kill()')
+  await h.step()
+  t.same(h.latest(1).signals, ['SIGKILL'])
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.phase, 'stopped')
+})
