@@ -15,13 +15,13 @@ const { Canary } = require('./canary')
 const { Reload } = require('./reload')
 const { resolveOptions } = require('./options')
 const { createLogger } = require('./logger')
-const { NoFront } = require('./front')
+const { FrontSet } = require('./front-set')
 const { Remnants } = require('./process-group')
-const { SYSTEM, resolveApp } = require('./worker-process')
+const { WorkerLog } = require('./worker-log')
+const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
 const { poolError, codes, EXIT } = require('./errors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
-const FRONT_START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
 class Pool extends EventEmitter {
   // `system` (tests only): fork, signal, captureRemnant, bindError and now(), the pool's only
@@ -32,21 +32,18 @@ class Pool extends EventEmitter {
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
-    const fronts = [].concat(this.options.fronts ?? this.options.front ?? [])
-    this.fronts = fronts.length ? fronts : [new NoFront()]
+    this.log = new WorkerLog(this.logger, this.options) // the lines of each worker's life
+    this.fronts = new FrontSet([].concat(this.options.fronts ?? this.options.front ?? []), this.logger)
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
     this.reloading = null // the Reload in progress
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
-    this.startedFronts = [] // fronts whose start() resolved: the ones a stop must stop
-    this.frontsStarting = null
     this.phase = 'idle' // idle → starting → running → stopping → stopped
     this.events = []
     this.tickScheduled = false
     this.timer = null
-    this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
     this.unclean = false // the stop had to signal a worker
     this.startedAt = null
     this.waiters = [] // { done(): boolean, resolve, reject } settled by checkProgress
@@ -61,9 +58,9 @@ class Pool extends EventEmitter {
     this.phase = 'starting'
     this.startedAt = this.now()
     try {
-      await this.checkPorts()
+      await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
       this.assertStillStarting()
-      await this.startFronts()
+      await this.fronts.start(this, () => this.phase === 'starting')
       this.assertStillStarting()
     } catch (err) {
       if (this.phase === 'starting') this.phase = 'stopped'
@@ -123,7 +120,7 @@ class Pool extends EventEmitter {
     if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
     const max = this.options.maxWorkers
     if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
-    for (const front of this.fronts) await front.checkScale?.(n)
+    await this.fronts.checkScale(n)
     this.assertRunning('scale') // a stop may have come while a front was checking
     const from = this.target
     this.target = n // read by the next tick's reconcile
@@ -138,9 +135,7 @@ class Pool extends EventEmitter {
   }
 
   status () {
-    const fronts = this.fronts.map((f) => f.status())
-    const front = fronts.length === 1 ? fronts[0] : fronts
-    const queue = fronts.reduce((sum, f) => sum + (Number(f.queue) || 0), 0)
+    const { front, queue } = this.fronts.status()
     const outdated = this.reloading ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.generation ?? Infinity) && !h.drain).length : 0
     return {
       pid: process.pid,
@@ -227,20 +222,15 @@ class Pool extends EventEmitter {
   onReady (h, now) {
     if (!h.becameReady(now)) return
     const view = h.snapshot(now)
-    this.logger.info({ event: 'ready', slot: h.slot, pid: h.pid, port: h.port, bootMs: now - h.spawnedAt }, `worker ${h.slot} ready`)
-    this.eachFront('workerReady', (front) => front.workerReady(view))
+    this.log.ready(h, now)
+    this.fronts.tell('workerReady', view)
     this.reloading?.slotReady(h)
     this.emit('ready', view)
   }
 
   onBootError (h, error) {
     h.lastError = error
-    const seen = this.bootErrorsSeen.get(error.message) || 0
-    this.bootErrorsSeen.set(error.message, seen + 1)
-    const fields = { event: 'boot-error', slot: h.slot, pid: h.pid, port: h.port, error: error.message }
-    // The app's stack once; the crash loop that follows repeats only the short line, at debug.
-    if (seen === 0) this.logger.error({ ...fields, stack: error.stack }, `worker ${h.slot} failed to boot: ${error.message}`)
-    else this.logger.debug(fields, `worker ${h.slot} failed to boot again (seen ${seen + 1} times)`)
+    this.log.bootError(h, error)
     if (error.code === 'EADDRINUSE' && this.phase === 'starting') this.fail(poolError(codes.PORT_IN_USE, error.message))
   }
 
@@ -248,17 +238,14 @@ class Pool extends EventEmitter {
     const pid = h.pid
     const wasReady = h.readyAt !== null
     this.announceGone(h)
-    const { reason, planned, draining, next } = h.exited(code, signal, now, { stopping: this.phase === 'stopping' || this.phase === 'stopped' })
-    const line = { event: 'exit', slot: h.slot, pid, port: h.port, code, signal, reason }
-    const how = `${signal || `code ${code}`}, ${reason}`
-    if (planned) this.logger.info(line, `worker ${h.slot} stopped`)
-    else if (draining) this.logger.warn({ ...line, draining }, `worker ${h.slot} exited (${how}) while draining for ${draining}`)
-    else this.logger.warn(line, `worker ${h.slot} exited (${how})`)
+    const outcome = h.exited(code, signal, now, { stopping: this.phase === 'stopping' || this.phase === 'stopped' })
+    const { reason, draining, next } = outcome
+    this.log.exited(h, pid, { code, signal, ...outcome })
     const view = { ...h.snapshot(now), code, signal, reason }
     this.emit('exit', view)
     if (!wasReady && !draining && next !== 'dead') this.bootFailed(h, view)
     if (next === 'given-up') this.gaveUp(h)
-    if (next === 'respawn') this.respawnScheduled(h)
+    if (next === 'respawn') this.log.respawnScheduled(h)
   }
 
   bootFailed (h, view) {
@@ -269,14 +256,9 @@ class Pool extends EventEmitter {
     }
   }
 
-  respawnScheduled (h) {
-    const delay = Math.round(h.respawnDelay)
-    this.logger.info({ event: 'respawn-scheduled', slot: h.slot, port: h.port, delay, crashes: h.crashes }, `worker ${h.slot} respawns in ${delay} ms`)
-  }
-
   gaveUp (h) {
     const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
-    this.logger.error({ event: 'give-up', slot: h.slot, port: h.port, failures: h.bootFailures, error: error.message }, `slot ${h.slot} given up after ${h.bootFailures} failed boots in a row`)
+    this.log.gaveUp(h, error)
     this.emit('give-up', { ...h.snapshot(), error })
   }
 
@@ -285,53 +267,20 @@ class Pool extends EventEmitter {
   carryOut (h, action, now) {
     if (!action) return
     if (action.do === 'stop') return h.send(msg.message(msg.STOP))
-    const fields = { slot: h.slot, pid: h.pid, port: h.port }
-    if (action.do === 'term') {
-      this.noteSignalled()
-      this.logger.warn({ event: 'terminate', ...fields, request: h.request }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
-      this.announceGone(h)
-      return h.terminate()
-    }
-    if (action.reason === 'boot-timeout') {
-      h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
-      this.logger.error({ event: 'boot-timeout', ...fields, ms: action.ms }, `worker ${h.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
-    } else if (action.reason === 'timeout' || action.reason === 'heartbeat') {
-      this.logHung(h, action, fields)
-      this.emit('hung', { ...h.snapshot(now), reason: action.reason })
-    } else {
-      this.noteSignalled()
-      this.logger.warn({ event: 'kill', ...fields }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
-    }
+    this.log.overdue(h, action)
+    if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
+    if (action.reason === 'boot-timeout') h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
+    if (action.reason === 'timeout' || action.reason === 'heartbeat') this.emit('hung', { ...h.snapshot(now), reason: action.reason })
     this.announceGone(h)
-    h.kill(action.reason)
-  }
-
-  logHung (h, { reason, ms }, fields) {
-    const r = h.request
-    if (r) {
-      this.logger.error({ event: 'hung', reason, ...fields, method: r.method, url: r.url, ms }, `worker ${h.slot} (pid ${h.pid}) ran ${r.method} ${r.url} for ${ms} ms (timeout ${this.options.timeout} ms); killing it`)
-    } else {
-      this.logger.error({ event: 'hung', reason, ...fields, ms }, `worker ${h.slot} (pid ${h.pid}) sent no heartbeat for ${ms} ms; killing it`)
-    }
+    if (action.do === 'term') h.terminate()
+    else h.kill(action.reason)
   }
 
   announceGone (h) {
     if (h.goneAnnounced) return
     h.goneAnnounced = true
     const view = h.snapshot()
-    this.eachFront('workerGone', (front) => front.workerGone(view))
-  }
-
-  // A front's bug must not stop the supervisor half-way through a change (a worker announced
-  // gone but never signalled, say): log it and go on with the other fronts.
-  eachFront (hook, call) {
-    for (const front of this.fronts) {
-      try {
-        call(front)
-      } catch (err) {
-        this.logger.error({ event: 'front-error', front: front.name, hook, error: err.message, stack: err.stack }, `front ${front.name} failed in ${hook}(): ${err.message}`)
-      }
-    }
+    this.fronts.tell('workerGone', view)
   }
 
   // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
@@ -346,7 +295,7 @@ class Pool extends EventEmitter {
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
     this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
-    this.eachFront('stopping', (front) => front.stopping?.())
+    this.fronts.tell('stopping')
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
     for (const h of this.handles.values()) this.beginDrain(h, { reason: 'stop', timeout })
@@ -371,12 +320,11 @@ class Pool extends EventEmitter {
     const serving = h.ready
     if (!h.startDrain(reason, now, timeout)) return
     const view = h.snapshot(now)
-    this.logger.info({ event: 'draining', reason, slot: h.slot, pid: h.pid, port: h.port }, `worker ${h.slot} draining (${reason})`)
+    this.log.draining(h, reason)
     this.emit('draining', { ...view, reason })
     if (!serving) return
     const child = h.child
-    Promise.allSettled(this.fronts.map(async (f) => f.drain(view)))
-      .then(() => this.enqueue({ type: 'released', handle: h, child }))
+    this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
   }
 
   // ── reconcile: make the live set match the wanted set ─────────────────────────────────────
@@ -421,7 +369,7 @@ class Pool extends EventEmitter {
       if (!reason || h.drain || !h.ready) continue
       if (this.unavailableCount() >= this.options.reloadBatch) return
       if (outdated) this.reloading.draining(h)
-      else this.logger.info({ event: 'recycle', reason, slot: h.slot, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${reason})`)
+      else this.log.recycling(h, reason)
       this.beginDrain(h, { reason })
     }
   }
@@ -440,7 +388,7 @@ class Pool extends EventEmitter {
       for (const h of this.wanted()) {
         if (h.state !== 'given-up') continue
         h.revive(now)
-        this.logger.info({ event: 'revive', slot: h.slot, port: h.port }, `slot ${h.slot} tries again with the new code`)
+        this.log.revived(h)
       }
     }
     if (this.wanted().every((h) => h.codeGeneration >= r.generation && h.ready)) r.finish(now)
@@ -448,7 +396,7 @@ class Pool extends EventEmitter {
 
   removeSlot (h) {
     this.handles.delete(h.slot)
-    this.logger.info({ event: 'removed', slot: h.slot, port: h.port }, `slot ${h.slot} removed`)
+    this.log.removed(h)
     this.emit('removed', h.snapshot())
   }
 
@@ -458,13 +406,13 @@ class Pool extends EventEmitter {
       child = this.fork({ slot: h.slot, host: h.host, port: h.port })
     } catch (err) {
       // fork() throws for some spawn errors (ENOMEM): a failed start, not a dead supervisor.
-      this.logger.error({ event: 'spawn-failed', slot: h.slot, port: h.port, error: err.message }, `worker ${h.slot} could not be started: ${err.message}`)
+      this.log.spawnFailed(h, err)
       const next = h.forkFailed({ message: `cannot start a worker process: ${err.message}`, code: err.code }, now)
-      return next === 'given-up' ? this.gaveUp(h) : this.respawnScheduled(h)
+      return next === 'given-up' ? this.gaveUp(h) : this.log.respawnScheduled(h)
     }
     this.listen(child, { handle: h, who: `worker ${h.slot}`, slot: h.slot })
     h.attach(child, now, { codeGeneration: this.codeGeneration })
-    this.logger.info({ event: 'spawn', slot: h.slot, pid: child.pid, port: h.port, restarts: h.restarts }, `worker ${h.slot} spawned`)
+    this.log.spawned(h)
     this.emit('spawn', h.snapshot(now))
   }
 
@@ -547,7 +495,7 @@ class Pool extends EventEmitter {
     this.phase = 'stopped'
     clearInterval(this.timer)
     for (const w of this.waiters.splice(0)) w.reject(poolError(codes.STOPPING, 'the pool stopped'))
-    await this.stopFronts()
+    await this.fronts.stop()
     const clean = !this.unclean && !this.failure
     this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
     this.emit('stopped', { clean })
@@ -566,48 +514,6 @@ class Pool extends EventEmitter {
     const code = this.phase === 'stopping' || this.phase === 'stopped' ? codes.STOPPING : codes.NOT_STARTED
     throw poolError(code, `cannot ${what}: the pool is ${this.phase}`)
   }
-
-  async checkPorts () {
-    for (let slot = 1; slot <= this.target; slot++) {
-      const port = this.portOf(slot)
-      const err = await this.system.bindError(port, this.options.workerHost)
-      if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slot}) is already in use on ${this.options.workerHost}`)
-      if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${this.options.workerHost}:${port} (slot ${slot}): ${err}`)
-    }
-  }
-
-  // One front after the other; a stop arriving meanwhile lets the front being started finish
-  // starting (stopFronts waits for it) and starts no more.
-  async startFronts () {
-    this.frontsStarting = (async () => {
-      for (const front of this.fronts) {
-        if (this.phase !== 'starting') return
-        await front.start(this)
-        this.startedFronts.push(front)
-      }
-    })()
-    try {
-      await this.frontsStarting
-    } catch (err) {
-      await this.stopFronts()
-      throw err
-    }
-  }
-
-  // Stops each started front once. A front still starting is waited for first, or it would
-  // open its listener after its stop() and keep it (bounded: a start that never settles must
-  // not keep the pool from stopping).
-  async stopFronts () {
-    if (this.frontsStarting) await settledWithin(this.frontsStarting, FRONT_START_BOUND)
-    const fronts = this.startedFronts.splice(0)
-    await Promise.allSettled(fronts.map(async (f) => f.stop()))
-  }
-}
-
-function settledWithin (promise, ms) {
-  let timer
-  const bound = new Promise((resolve) => { timer = setTimeout(resolve, ms) })
-  return Promise.race([promise.then(() => {}, () => {}), bound]).finally(() => clearTimeout(timer))
 }
 
 module.exports = { Pool }

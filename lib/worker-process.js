@@ -69,6 +69,15 @@ function bindError (port, host) {
   })
 }
 
+// Every slot's port must be free before the first worker is forked.
+async function checkWorkerPorts (system, { host, ports }) {
+  for (const [i, port] of ports.entries()) {
+    const err = await system.bindError(port, host)
+    if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${i + 1}) is already in use on ${host}`)
+    if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (slot ${i + 1}): ${err}`)
+  }
+}
+
 const SYSTEM = Object.freeze({
   fork: forkWorker,
   signal: signalWorker,
@@ -77,4 +86,4 @@ const SYSTEM = Object.freeze({
   now: () => Date.now()
 })
 
-module.exports = { SYSTEM, forkWorker, resolveApp, bindError }
+module.exports = { SYSTEM, forkWorker, resolveApp, bindError, checkWorkerPorts }

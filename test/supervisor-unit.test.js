@@ -48,8 +48,12 @@ function harness (t, options = {}) {
   }
   const logs = []
   const logger = {}
-  for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) logger[level] = (obj) => logs.push({ level, ...obj })
-  logger.child = () => logger
+  const child = (bindings) => {
+    const log = { child: (more) => child({ ...bindings, ...more }) }
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) log[level] = (obj) => logs.push({ level, ...bindings, ...obj })
+    return log
+  }
+  Object.assign(logger, child({}))
   const front = {
     name: 'fake',
     calls: [],

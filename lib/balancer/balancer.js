@@ -14,6 +14,7 @@ const { readBody, hasBody } = require('./buffering')
 const headers = require('./headers')
 const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
+const { SlotStats } = require('./slots')
 const { createStatsServer } = require('./stats-server')
 const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
 
@@ -25,9 +26,6 @@ const FAILURE_METRIC = {
   broken_response: 'worker_broken_response',
   timeout: 'worker_timeout'
 }
-
-// Pool events that count as failures in pool_failures_total.
-const POOL_FAILURE_EVENTS = { hung: 'worker_hung', 'boot-failed': 'worker_boot_failed', 'give-up': 'worker_gave_up' }
 
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
@@ -43,7 +41,6 @@ class EmbeddedBalancer {
     this.pool = null
     this.isStopping = false
     this.isStopped = false
-    this.slotStats = new Map() // slot -> counters that outlive each worker process
     this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
     this.dispatcher = new Dispatcher({
       workers: this.workers,
@@ -55,7 +52,7 @@ class EmbeddedBalancer {
         this.fail(job, 'queue_timeout')
       }
     })
-    this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slotViews() }))
+    this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views() }))
     this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
     this.server = createFrontServer(options, {
       onRequest: (req, res) => this.onRequest(req, res),
@@ -65,7 +62,7 @@ class EmbeddedBalancer {
     this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
     this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
-    this.poolListeners = []
+    this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process
   }
 
   // ---- Front hooks ------------------------------------------------------------------------
@@ -81,7 +78,7 @@ class EmbeddedBalancer {
         throw err
       }
     }
-    this.followPoolEvents()
+    this.slots.follow(this.pool)
     this.log.info({ event: 'balancer-listening', url: this.url, stats: this.statsUrl, maxconn: this.options.maxconn, balance: this.options.balance },
       `balancer listening on ${this.url}` + (this.statsUrl ? ` (metrics and status on ${this.statsUrl})` : ''))
   }
@@ -93,7 +90,7 @@ class EmbeddedBalancer {
       return this.dispatcher.unbench(known)
     }
     const record = this.workers.add(w)
-    this.slot(record.slot, record.name)
+    this.slots.of(record.slot, record.name)
     this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port }, `${record.name} in rotation`)
     this.dispatcher.pump()
   }
@@ -123,8 +120,7 @@ class EmbeddedBalancer {
     this.isStopped = true
     this.dispatcher.clear((job) => this.fail(job, 'stopping'))
     this.workers.closeAll(new Error('the pool stopped'))
-    for (const [event, fn] of this.poolListeners) this.pool.removeListener(event, fn)
-    this.poolListeners = []
+    this.slots.unfollow()
     const cut = setTimeout(() => {
       this.server.closeAllConnections()
       if (this.statsServer) this.statsServer.closeAllConnections()
@@ -143,7 +139,7 @@ class EmbeddedBalancer {
       queue: this.dispatcher.queued,
       inFlight: this.workers.inFlight(),
       stopping: this.isStopping,
-      workers: this.slotViews().map(({ slot, name, state, inFlight, requests }) => ({ slot, name, state, inFlight, requests }))
+      workers: this.slots.views().map(({ slot, name, state, inFlight, requests }) => ({ slot, name, state, inFlight, requests }))
     }
   }
 
@@ -225,7 +221,7 @@ class EmbeddedBalancer {
     job.record = record
     job.holding = record
     job.assignedAt = performance.now()
-    this.slot(record.slot, record.name).requests++
+    this.slots.of(record.slot, record.name).requests++
     this.metrics.workerRequestsFor(record.name).inc()
     this.safely(job, () => {
       if (!job.head) {
@@ -254,7 +250,7 @@ class EmbeddedBalancer {
     job.holding = null
     const busy = performance.now() - job.assignedAt
     this.metrics.workerBusy.observe(busy / 1000)
-    this.slot(record.slot, record.name).busyMs += busy
+    this.slots.of(record.slot, record.name).busyMs += busy
     this.dispatcher.release(record)
   }
 
@@ -308,7 +304,7 @@ class EmbeddedBalancer {
 
   onAttemptFailed (job, record, attempt, { failure, error }) {
     this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
-    if (failure !== 'timeout') this.slot(record.slot, record.name).failures++
+    if (failure !== 'timeout') this.slots.of(record.slot, record.name).failures++
     if (failure === 'bad_response') this.logBadResponse(job, record, error)
     // A worker that refused or reset the connection is benched before its place is given back,
     // so that the release cannot hand it the next request. One given up on by the timeout is
@@ -325,7 +321,7 @@ class EmbeddedBalancer {
 
   badResponse (job, err) {
     this.metrics.failures.inc({ reason: 'bad_response' })
-    if (job.record) this.slot(job.record.slot, job.record.name).failures++
+    if (job.record) this.slots.of(job.record.slot, job.record.name).failures++
     this.logBadResponse(job, job.record, err)
     this.fail(job, 'bad_response')
   }
@@ -415,46 +411,13 @@ class EmbeddedBalancer {
 
   // ---- views --------------------------------------------------------------------------------
 
-  slot (slot, name) {
-    let s = this.slotStats.get(slot)
-    if (!s) {
-      s = { slot, name: name || `worker${slot}`, requests: 0, failures: 0, restarts: 0, busyMs: 0, spawned: false }
-      this.slotStats.set(slot, s)
-      // Every slot's series exist from its first appearance, at 0, as Prometheus prefers.
-      this.metrics.restarts.inc({ worker: s.name }, 0)
-      this.metrics.workerRequestsFor(s.name).inc(0)
-    }
-    return s
-  }
-
-  // One entry per slot ever seen, in slot order, with the live record's state if in rotation.
-  slotViews () {
-    const views = []
-    for (const s of this.slotStats.values()) {
-      const record = this.workers.get(s.slot)
-      views.push({
-        slot: s.slot,
-        name: s.name,
-        state: record ? record.state() : 'down',
-        inFlight: record ? record.inFlight : 0,
-        pid: record ? record.pid : undefined,
-        port: record ? record.port : undefined,
-        requests: s.requests,
-        failures: s.failures,
-        restarts: s.restarts,
-        busySeconds: Math.round(s.busyMs) / 1000
-      })
-    }
-    return views.sort((a, b) => a.slot - b.slot)
-  }
-
   // /status: the balancer's facts per worker, beside the pool's own snapshot when there is one.
   statusDetail () {
     const snapshots = new Map()
     if (this.pool && typeof this.pool.workers === 'function') {
       for (const snap of this.pool.workers()) snapshots.set(snap.slot, snap)
     }
-    for (const slot of snapshots.keys()) this.slot(slot, snapshots.get(slot).name)
+    for (const slot of snapshots.keys()) this.slots.of(slot, snapshots.get(slot).name)
     return {
       balancer: {
         url: this.url,
@@ -464,26 +427,7 @@ class EmbeddedBalancer {
         inFlight: this.workers.inFlight(),
         stopping: this.isStopping
       },
-      workers: this.slotViews().map((v) => ({ ...v, pool: snapshots.get(v.slot) }))
-    }
-  }
-
-  followPoolEvents () {
-    if (!this.pool || typeof this.pool.on !== 'function') return
-    const on = (event, fn) => {
-      this.pool.on(event, fn)
-      this.poolListeners.push([event, fn])
-    }
-    on('spawn', (w) => {
-      const s = this.slot(w.slot, w.name)
-      if (s.spawned) {
-        s.restarts++
-        this.metrics.restarts.inc({ worker: s.name })
-      }
-      s.spawned = true
-    })
-    for (const [event, reason] of Object.entries(POOL_FAILURE_EVENTS)) {
-      on(event, () => this.metrics.failures.inc({ reason }))
+      workers: this.slots.views().map((v) => ({ ...v, pool: snapshots.get(v.slot) }))
     }
   }
 }

@@ -1,0 +1,80 @@
+'use strict'
+
+// The pool's fronts, seen as one (the interface each implements is lib/front.js). Every call
+// from the supervisor to a front goes through here: so a front that throws from a hook is
+// logged and the others still hear (a worker announced gone but never signalled would be worse
+// than a log line), fronts start one after the other, and each started front is stopped once.
+
+const { NoFront } = require('./front')
+
+const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
+
+class FrontSet {
+  constructor (fronts, logger) {
+    this.list = fronts.length ? fronts : [new NoFront()]
+    this.logger = logger
+    this.started = [] // fronts whose start() resolved: the ones stop() must stop
+    this.starting = null
+  }
+
+  // Sync hooks (workerReady, workerGone, stopping): every front is told, whatever one throws.
+  tell (hook, ...args) {
+    for (const front of this.list) {
+      try {
+        front[hook]?.(...args)
+      } catch (err) {
+        this.logger.error({ event: 'front-error', front: front.name, hook, error: err.message, stack: err.stack }, `front ${front.name} failed in ${hook}(): ${err.message}`)
+      }
+    }
+  }
+
+  // Resolves once no front holds a request for the worker any more (or gave up trying).
+  drain (view) {
+    return Promise.allSettled(this.list.map(async (f) => f.drain(view)))
+  }
+
+  async checkScale (n) {
+    for (const front of this.list) await front.checkScale?.(n)
+  }
+
+  // One front after the other; `stillWanted()` false (a stop came) starts no more. A failure
+  // stops the fronts already started and rejects.
+  async start (pool, stillWanted) {
+    this.starting = (async () => {
+      for (const front of this.list) {
+        if (!stillWanted()) return
+        await front.start(pool)
+        this.started.push(front)
+      }
+    })()
+    try {
+      await this.starting
+    } catch (err) {
+      await this.stop()
+      throw err
+    }
+  }
+
+  // Stops each started front once. A front still starting is waited for first, or it would
+  // open its listener after its stop() and keep it (bounded: a start that never settles must
+  // not keep the pool from stopping).
+  async stop () {
+    if (this.starting) await settledWithin(this.starting, START_BOUND)
+    const fronts = this.started.splice(0)
+    await Promise.allSettled(fronts.map(async (f) => f.stop()))
+  }
+
+  // For `pool status`: one front's status (or the list of them), and the requests they queue.
+  status () {
+    const all = this.list.map((f) => f.status())
+    return { front: all.length === 1 ? all[0] : all, queue: all.reduce((sum, f) => sum + (Number(f.queue) || 0), 0) }
+  }
+}
+
+function settledWithin (promise, ms) {
+  let timer
+  const bound = new Promise((resolve) => { timer = setTimeout(resolve, ms) })
+  return Promise.race([promise.then(() => {}, () => {}), bound]).finally(() => clearTimeout(timer))
+}
+
+module.exports = { FrontSet }
