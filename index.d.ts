@@ -56,8 +56,14 @@ export interface WorkerSnapshot {
 export interface ExitInfo extends WorkerSnapshot {
   code: number | null
   signal: string | null
-  /** 'crashed' | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' | 'stop' | 'reload' | 'scale-down' | 'max-requests' | 'max-rss' | ... */
+  /**
+   * 'crashed' (also while draining) | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' |
+   * 'pool-killed' | '<drain reason>-killed', or a drain's own end: 'stop' | 'reload' |
+   * 'scale-down' | 'max-requests' | 'max-rss'
+   */
   reason: string
+  /** set when the process crashed while draining for this reason */
+  draining?: string
 }
 
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
@@ -157,8 +163,13 @@ export declare class Pool extends EventEmitter {
   stop (options?: { timeout?: number }): Promise<{ clean: boolean }>
   /** SIGKILL every worker now */
   kill (): Promise<{ clean: boolean }>
-  /** rolling reload; rejects with POOL_E_RELOAD_FAILED (old workers keep serving) */
+  /**
+   * rolling reload; rejects with POOL_E_RELOAD_FAILED (old workers keep serving), POOL_E_BUSY
+   * (one is running), POOL_E_NOT_STARTED or POOL_E_STOPPING. Never throws: every method that
+   * returns a promise reports its errors through it.
+   */
   reload (): Promise<ReloadResult>
+  /** rejects with POOL_E_BAD_OPTION, POOL_E_BUSY (a later scale took over), POOL_E_STOPPING... */
   scale (workers: number): Promise<{ from: number, to: number }>
   workers (): WorkerSnapshot[]
   status (): PoolStatus

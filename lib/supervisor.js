@@ -241,7 +241,7 @@ class Pool extends EventEmitter {
     const outcome = h.exited(code, signal, now, { stopping: this.phase === 'stopping' || this.phase === 'stopped' })
     const { reason, draining, next } = outcome
     this.log.exited(h, pid, { code, signal, ...outcome })
-    const view = { ...h.snapshot(now), code, signal, reason }
+    const view = { ...h.snapshot(now), code, signal, reason, ...(draining && !outcome.planned ? { draining } : {}) }
     this.emit('exit', view)
     if (!wasReady && !draining && next !== 'dead') this.bootFailed(h, view)
     if (next === 'given-up') this.gaveUp(h)

@@ -89,7 +89,7 @@ t.test('a worker that crashes while draining for scale-down is logged as a crash
   await waitFor(() => pool.workers()[1]?.state === 'draining', { what: 'slot 2 draining' })
   process.kill(pid, 'SIGKILL') // a signal the pool did not send
   t.same(await scaling, { from: 2, to: 1 }, 'the scale-down completes')
-  t.match(exits.find((w) => w.pid === pid), { slot: 2, signal: 'SIGKILL', reason: 'crashed' }, 'the exit event says crashed')
+  t.match(exits.find((w) => w.pid === pid), { slot: 2, signal: 'SIGKILL', reason: 'crashed', draining: 'scale-down' }, 'the exit event says crashed, while draining')
   t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid), { level: 40, reason: 'crashed', draining: 'scale-down' }, 'logged as a warning')
   t.same(pool.workers().map((w) => w.slot), [1], 'slot 2 was removed, as the drain it interrupted would have')
   t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'no respawn for a slot going away')

@@ -84,7 +84,6 @@ class Dispatcher {
 
   assign (job, record) {
     record.inFlight++
-    record.requests++
     this.onAssign(job, record)
   }
 

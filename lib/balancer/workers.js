@@ -15,7 +15,6 @@ class WorkerRecord {
     this.host = snapshot.host || '127.0.0.1'
     this.port = snapshot.port
     this.inFlight = 0
-    this.requests = 0
     this.draining = false
     this.gone = false
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)

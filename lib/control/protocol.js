@@ -8,7 +8,7 @@
 //   → { "id": 1, "command": "scale", "args": { "workers": 6 } }
 //   ← { "id": 1, "ok": true, "result": { "from": 4, "to": 6 } }
 //   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...",
-//        "exitCode": 2, "appError": { "message": "...", "stack": "..." } } }
+//        "exitCode": 1, "appError": { "message": "...", "stack": "..." } } }
 //
 // Commands: status, reload, scale { workers }, stop, and ping (→ { pid, phase }: the cheap
 // "is a pool alive here" probe used before claiming a socket).
