@@ -10,6 +10,9 @@
 //
 //   start(pool)        async. Called once by pool.start() before any worker is forked. Bind
 //                      listeners, connect, verify configuration. Throw a PoolError to abort.
+//                      `pool.metrics` (lib/pool-metrics.js) is the pool's Prometheus registry
+//                      (`registry`) and its `failures` counter: a front adds its series there
+//                      rather than listening to the pool's events around this interface.
 //   workerReady(w)     sync. w listens and may be given requests now.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn.

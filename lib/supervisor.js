@@ -18,6 +18,7 @@ const { createLogger } = require('./logger')
 const { FrontSet } = require('./front-set')
 const { Remnants } = require('./process-group')
 const { WorkerLog } = require('./worker-log')
+const { PoolMetrics } = require('./pool-metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
 const { poolError, codes, EXIT } = require('./errors')
 
@@ -33,6 +34,7 @@ class Pool extends EventEmitter {
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
     this.log = new WorkerLog(this.logger, this.options) // the lines of each worker's life
+    this.metrics = new PoolMetrics(() => this.workers()) // fronts add theirs (lib/front.js)
     this.fronts = new FrontSet([].concat(this.options.fronts ?? this.options.front ?? []), this.logger)
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle
@@ -249,6 +251,7 @@ class Pool extends EventEmitter {
   }
 
   bootFailed (h, view) {
+    this.metrics.failed('worker_boot_failed')
     this.emit('boot-failed', { ...view, error: h.lastError })
     // A process of the code being rolled out died before ready: the reload stops here.
     if (this.reloading?.rolling && h.codeGeneration === this.reloading.generation) {
@@ -259,6 +262,7 @@ class Pool extends EventEmitter {
   gaveUp (h) {
     const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
     this.log.gaveUp(h, error)
+    this.metrics.failed('worker_gave_up')
     this.emit('give-up', { ...h.snapshot(), error })
   }
 
@@ -270,7 +274,10 @@ class Pool extends EventEmitter {
     this.log.overdue(h, action)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
     if (action.reason === 'boot-timeout') h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
-    if (action.reason === 'timeout' || action.reason === 'heartbeat') this.emit('hung', { ...h.snapshot(now), reason: action.reason })
+    if (action.reason === 'timeout' || action.reason === 'heartbeat') {
+      this.metrics.failed('worker_hung')
+      this.emit('hung', { ...h.snapshot(now), reason: action.reason })
+    }
     this.announceGone(h)
     if (action.do === 'term') h.terminate()
     else h.kill(action.reason)
@@ -413,6 +420,7 @@ class Pool extends EventEmitter {
     this.listen(child, { handle: h, who: `worker ${h.slot}`, slot: h.slot })
     h.attach(child, now, { codeGeneration: this.codeGeneration })
     this.log.spawned(h)
+    this.metrics.spawned(h)
     this.emit('spawn', h.snapshot(now))
   }
 

@@ -198,14 +198,15 @@ t.test('oversize body: 413, and the worker never sees it', async (t) => {
   t.same(seen().map((r) => r.url), ['/echo?fits'])
 })
 
-t.test('metrics and status: queue, durations, per-worker state and counters, pool events', async (t) => {
-  const { EventEmitter } = require('node:events')
-  const pool = new EventEmitter()
-  pool.workers = () => [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 }, { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
+t.test('metrics and status: queue, durations, per-worker state and counters, beside the pool\'s own', async (t) => {
+  const { PoolMetrics } = require('../lib/pool-metrics')
+  const snapshots = [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 }, { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
+  // A stand-in for the Pool: what a front may use of it (lib/front.js).
+  const pool = { workers: () => snapshots, metrics: new PoolMetrics(() => snapshots) }
   const { workers, balancer } = await setup(t, 2, { queueTimeout: 1000 }, { pool })
-  pool.emit('spawn', { slot: 1, name: 'worker1' })
-  pool.emit('spawn', { slot: 1, name: 'worker1' }) // a second start of slot 1: one restart
-  pool.emit('hung', { slot: 2, name: 'worker2' })
+  pool.metrics.spawned({ name: 'worker1', restarts: 0 })
+  pool.metrics.spawned({ name: 'worker1', restarts: 1 }) // a second start of slot 1: one restart
+  pool.metrics.failed('worker_hung')
   for (let i = 0; i < 5; i++) await request(`${balancer.base}/sleep?m=${i}`)
   // Fill both workers, then let one more time out in the queue.
   const holds = [request(`${balancer.base}/sleep?ms=2000`), request(`${balancer.base}/sleep?ms=2000`)]
@@ -230,13 +231,14 @@ t.test('metrics and status: queue, durations, per-worker state and counters, poo
   t.match(m, /pool_worker_state\{worker="worker1",slot="1",state="idle"\} 1/)
   t.match(m, /pool_worker_restarts_total\{worker="worker1"\} 1/)
   t.match(m, /pool_failures_total\{reason="queue_timeout"\} 1/)
-  t.match(m, /pool_failures_total\{reason="worker_hung"\} 1/)
+  t.match(m, /pool_failures_total\{reason="worker_hung"\} 1/, 'the pool\'s failures and the balancer\'s in one counter')
+  t.match(m, /pool_worker_process_state\{worker="worker1",slot="1",state="ready"\} 1/, 'the pool\'s own view of each slot')
   t.match(m, /pool_worker_busy_seconds_count 7/)
 
   const status = JSON.parse((await request(`${balancer.statsBase}/status`)).body)
   t.match(status.balancer, { url: balancer.base, balance: 'first', maxconn: 1, queue: 0, inFlight: 0 })
   t.match(status.workers, [
-    { slot: 1, name: 'worker1', state: 'idle', pid: workers[0].pid, port: workers[0].port, requests: 6, restarts: 1, pool: { restarts: 1 } },
+    { slot: 1, name: 'worker1', state: 'idle', pid: workers[0].pid, port: workers[0].port, requests: 6, pool: { restarts: 1 } },
     { slot: 2, name: 'worker2', state: 'idle', pid: workers[1].pid, requests: 1 }
   ])
   t.match(balancer.status(), { type: 'embedded', url: balancer.base, queue: 0, workers: [{ slot: 1, requests: 6 }, { slot: 2, requests: 1 }] })

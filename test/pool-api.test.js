@@ -30,6 +30,11 @@ t.test('start, events, workers(), stop', async (t) => {
   await waitFor(() => pool.workers()[1].state === 'ready', { what: 'slot 2 ready again' })
   t.equal(pool.workers()[1].restarts, 1, 'slot 2 restarted once')
   t.equal(pool.workers()[1].lastExit.reason, 'timeout')
+  // The pool's own metrics, with no front at all.
+  const metrics = await pool.metrics.registry.metrics()
+  t.match(metrics, /pool_worker_restarts_total\{worker="worker2"\} 1\n/, 'one restart, counted once')
+  t.match(metrics, /pool_worker_restarts_total\{worker="worker1"\} 0\n/)
+  t.match(metrics, /pool_failures_total\{reason="worker_hung"\} 1\n/)
 
   const result = await pool.stop()
   t.same(result, { clean: true })

@@ -52,23 +52,29 @@ class EmbeddedBalancer {
         this.fail(job, 'queue_timeout')
       }
     })
-    this.metrics = new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views() }))
+    this.metrics = this.createMetrics(null)
     this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
     this.server = createFrontServer(options, {
       onRequest: (req, res) => this.onRequest(req, res),
       onCheckContinue: (req, res) => this.onCheckContinue(req, res),
       onConnect: (req, socket) => refuseConnect(socket)
     })
-    this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: this.metrics.registry, status: () => this.statusDetail() })) : null
+    this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: () => this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
     this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
     this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process
+  }
+
+  createMetrics (poolMetrics) {
+    return new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views() }), poolMetrics)
   }
 
   // ---- Front hooks ------------------------------------------------------------------------
 
   async start (pool) {
     this.pool = pool || null
+    // In front of a pool, the balancer's series join the pool's registry (lib/front.js).
+    if (this.pool && this.pool.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.pool.metrics)
     await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (this.statsServer) {
       try {
@@ -78,7 +84,6 @@ class EmbeddedBalancer {
         throw err
       }
     }
-    this.slots.follow(this.pool)
     this.log.info({ event: 'balancer-listening', url: this.url, stats: this.statsUrl, maxconn: this.options.maxconn, balance: this.options.balance },
       `balancer listening on ${this.url}` + (this.statsUrl ? ` (metrics and status on ${this.statsUrl})` : ''))
   }
@@ -120,7 +125,6 @@ class EmbeddedBalancer {
     this.isStopped = true
     this.dispatcher.clear((job) => this.fail(job, 'stopping'))
     this.workers.closeAll(new Error('the pool stopped'))
-    this.slots.unfollow()
     const cut = setTimeout(() => {
       this.server.closeAllConnections()
       if (this.statsServer) this.statsServer.closeAllConnections()

@@ -1,8 +1,9 @@
 'use strict'
 
-// Prometheus metrics of one balancer, in a Registry of its own (several pools, or tests, may
-// live in one process; the global registry would mix them). Per-worker gauges are filled when
-// scraped, from the balancer's live view, so they cost nothing per request.
+// Prometheus metrics of one balancer: in the pool's registry, beside the pool's own series, when
+// it runs in front of a pool (lib/pool-metrics.js); in a registry of its own otherwise (never
+// the global one: several pools, or tests, may live in one process). Per-worker gauges are
+// filled when scraped, from the balancer's live view, so they cost nothing per request.
 
 const client = require('prom-client')
 
@@ -11,8 +12,9 @@ const WORKER_STATES = ['idle', 'busy', 'draining', 'benched', 'down']
 
 class BalancerMetrics {
   // view(): { queued, workers: [{ name, slot, state, inFlight }] }, read at scrape time.
-  constructor (view) {
-    const registry = new client.Registry()
+  // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
+  constructor (view, pool = null) {
+    const registry = pool ? pool.registry : new client.Registry()
     const registers = [registry]
     this.registry = registry
 
@@ -41,9 +43,9 @@ class BalancerMetrics {
       buckets: SECONDS_BUCKETS,
       registers
     })
-    this.failures = new client.Counter({
+    this.failures = pool ? pool.failures : new client.Counter({
       name: 'pool_failures_total',
-      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error, and the pool\'s worker_hung, worker_boot_failed, worker_gave_up',
+      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
       labelNames: ['reason'],
       registers
     })
@@ -56,12 +58,6 @@ class BalancerMetrics {
     this.workerRequests = new client.Counter({
       name: 'pool_worker_requests_total',
       help: 'Requests given to each worker slot',
-      labelNames: ['worker'],
-      registers
-    })
-    this.restarts = new client.Counter({
-      name: 'pool_worker_restarts_total',
-      help: 'Times each worker slot was started again after its first start',
       labelNames: ['worker'],
       registers
     })
