@@ -133,11 +133,11 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   await waitFor(() => {
     const s = front.status()
     // A bench (after a reset) ends by itself within a second.
-    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'idle') && pool.workers().every((w) => w.state === 'ready')
+    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') && pool.workers().every((w) => w.state === 'ready')
   }, { timeout: 15000, what: 'the pool to settle' })
   const status = JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
   t.equal(status.balancer.queue, 0, '/status: the queue is empty')
-  t.same(status.workers.map((w) => w.state), Array(WORKERS).fill('idle'), '/status: every worker free')
+  t.same(status.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: every worker free')
   // The one exception: an app that writes raw bytes and ends the socket itself never finishes
   // its response in Node's eyes; its worker is free only when it sees the connection close,
   // which can come a moment after the balancer (which has read the whole answer and closed)

@@ -74,7 +74,7 @@ t.test('a worker SIGKILLed under load: no request fails', async (t) => {
   victim.child.kill('SIGKILL')
   const statuses = (await Promise.all(requests)).map((r) => r.status)
   t.same(statuses, Array(30).fill(200))
-  t.equal(balancer.status().workers.find((w) => w.slot === 1).state, 'down')
+  t.equal(balancer.status().workers.find((w) => w.slot === 1).state, 'dead')
 })
 
 t.test('--proxy-timeout: a worker silent too long yields 504', async (t) => {

@@ -228,7 +228,7 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
   t.match(m, /pool_request_duration_seconds_count\{code="503"\} 1/)
   t.match(m, /pool_worker_requests_total\{worker="worker1"\} 6/)
   t.match(m, /pool_worker_requests_total\{worker="worker2"\} 1/)
-  t.match(m, /pool_worker_state\{worker="worker1",slot="1",state="idle"\} 1/)
+  t.match(m, /pool_worker_state\{worker="worker1",slot="1",state="ready"\} 1/)
   t.match(m, /pool_worker_restarts_total\{worker="worker1"\} 1/)
   t.match(m, /pool_failures_total\{reason="queue_timeout"\} 1/)
   t.match(m, /pool_failures_total\{reason="worker_hung"\} 1/, 'the pool\'s failures and the balancer\'s in one counter')
@@ -238,8 +238,8 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
   const status = JSON.parse((await request(`${balancer.statsBase}/status`)).body)
   t.match(status.balancer, { url: balancer.base, balance: 'first', maxconn: 1, queue: 0, inFlight: 0 })
   t.match(status.workers, [
-    { slot: 1, name: 'worker1', state: 'idle', pid: workers[0].pid, port: workers[0].port, requests: 6, pool: { restarts: 1 } },
-    { slot: 2, name: 'worker2', state: 'idle', pid: workers[1].pid, requests: 1 }
+    { slot: 1, name: 'worker1', state: 'ready', pid: workers[0].pid, port: workers[0].port, requests: 6, pool: { restarts: 1 } },
+    { slot: 2, name: 'worker2', state: 'ready', pid: workers[1].pid, requests: 1 }
   ])
   t.match(balancer.status(), { type: 'embedded', url: balancer.base, queue: 0, workers: [{ slot: 1, requests: 6 }, { slot: 2, requests: 1 }] })
   t.equal((await request(`${balancer.statsBase}/nothing`)).status, 404)

@@ -8,7 +8,7 @@
 const client = require('prom-client')
 
 const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60]
-const WORKER_STATES = ['idle', 'busy', 'draining', 'benched', 'down']
+const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
 
 class BalancerMetrics {
   // view(): { queued, workers: [{ name, slot, state, inFlight }] }, read at scrape time.

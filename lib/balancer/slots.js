@@ -32,7 +32,7 @@ class SlotStats {
       views.push({
         slot: s.slot,
         name: s.name,
-        state: record ? record.state() : 'down',
+        state: record ? record.state() : 'dead', // not in rotation
         inFlight: record ? record.inFlight : 0,
         pid: record ? record.pid : undefined,
         port: record ? record.port : undefined,

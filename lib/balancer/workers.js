@@ -22,12 +22,15 @@ class WorkerRecord {
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
   }
 
+  // In the pool's words (lib/worker-handle.js), seen from the balancer: dead once out of
+  // rotation, ready when it may be given a request, and `benched`, the one state of the
+  // balancer's own: ready, but given nothing for a moment after a refused or reset connection.
   state () {
-    if (this.gone) return 'down'
+    if (this.gone) return 'dead'
     if (this.draining) return 'draining'
     if (this.inFlight > 0) return 'busy'
     if (this.benched) return 'benched'
-    return 'idle'
+    return 'ready'
   }
 
   // Stop talking to this worker: its process is gone or going. What is in flight fails now
