@@ -132,6 +132,8 @@ t.test('a client that hangs up while queued leaves the queue and never reaches a
   t.notOk(seen().some((r) => r.url.includes('abandoned')), 'the abandoned request was never forwarded')
   const metrics = (await request(`${balancer.statsBase}/metrics`)).body
   t.match(metrics, /pool_failures_total\{reason="client_aborted"\} 1/)
+  t.match(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?abandoned'), { status: 499, reason: 'client_aborted', leftAt: 'queued' }, 'the access log says where the client left')
+  t.notOk(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?after').leftAt, 'and says nothing of an answered one')
 })
 
 t.test('/ping is answered by the balancer, never by a worker', async (t) => {

@@ -15,6 +15,7 @@ const headers = require('./headers')
 const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
+const { BalancedRequest } = require('./request')
 const { createStatsServer } = require('./stats-server')
 const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
 
@@ -158,26 +159,7 @@ class EmbeddedBalancer {
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
       return replyPing(req, res, { stopping: this.isStopping })
     }
-    const job = {
-      req,
-      res,
-      id: headers.requestId(req),
-      method: req.method,
-      url: req.url,
-      arrivedAt: performance.now(),
-      body: null,
-      record: null, // the worker of the latest attempt
-      holding: null, // the worker whose place this request holds now, until releaseWorker
-      attempt: null,
-      assignedAt: 0,
-      queueMs: 0,
-      attempts: 0,
-      redispatches: 0,
-      replayed: false,
-      clientGone: false,
-      head: null, // the request line and headers for the worker, built once
-      reason: null
-    }
+    const job = new BalancedRequest(req, res)
     res.once('close', () => this.safely(job, () => this.onClientClose(job)))
     this.safely(job, () => this.accept(job))
   }
@@ -213,6 +195,7 @@ class EmbeddedBalancer {
   admit (job) {
     if (job.clientGone) return
     if (this.isStopped) return this.fail(job, 'stopping')
+    job.enter('queued')
     if (this.dispatcher.submit(job) === 'full') {
       this.metrics.failures.inc({ reason: 'queue_full' })
       this.fail(job, 'queue_full')
@@ -222,6 +205,7 @@ class EmbeddedBalancer {
   onAssign (job, record) {
     if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
     job.attempts++
+    job.enter('on-worker')
     job.record = record
     job.holding = record
     job.assignedAt = performance.now()
@@ -260,6 +244,7 @@ class EmbeddedBalancer {
 
   sendBuffered (job, { head, body }) {
     if (job.clientGone) return
+    job.enter('responding')
     if (!this.writeHead(job, head, { bodyLength: body.length })) return
     job.res.end(body)
     if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
@@ -292,6 +277,7 @@ class EmbeddedBalancer {
   // its last byte (the client's pace now matters, as with any streaming proxy).
   stream (job, attempt, { head, chunks }) {
     const res = job.res
+    job.enter('responding')
     if (!job.clientGone) {
       if (!this.writeHead(job, head)) return attempt.discard(() => this.releaseWorker(job))
       for (const chunk of chunks) res.write(chunk)
@@ -339,6 +325,7 @@ class EmbeddedBalancer {
     this.metrics.redispatches.inc({ reason: why })
     this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, error: error.message },
       `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
+    job.enter('queued')
     this.dispatcher.requeue(job)
   }
 
@@ -346,6 +333,7 @@ class EmbeddedBalancer {
   fail (job, reason) {
     job.reason = reason
     if (job.clientGone) return
+    job.enter('responding')
     const status = replyError(job.res, reason, { id: job.id, close: this.isStopping })
     if (status >= 500) {
       this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
@@ -387,7 +375,7 @@ class EmbeddedBalancer {
   onClientClose (job) {
     const finished = job.res.writableFinished
     if (!finished) {
-      job.clientGone = true
+      job.clientLeft()
       this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
       if (!job.reason) {
         job.reason = 'client_aborted'
@@ -408,8 +396,10 @@ class EmbeddedBalancer {
         queueMs: Math.round(job.queueMs * 10) / 10,
         worker: job.record ? job.record.name : undefined,
         attempts: job.attempts,
-        reason: job.reason || undefined
-      }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms`)
+        reason: job.reason || undefined,
+        leftAt: job.goneAt || undefined // the stage a request was at when its client left
+      }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : ''))
+    job.enter('done')
     }
   }
 
