@@ -189,7 +189,8 @@ export declare class Pool extends EventEmitter {
 
 export declare class PoolError extends Error {
   code: string
-  exitCode: number
+  /** the exit code the CLI gives for this error (derived from `code`) */
+  readonly exitCode: number
   details?: Record<string, unknown>
 }
 
@@ -210,4 +211,10 @@ export declare const codes: {
   readonly CONTROL_UNREACHABLE: 'POOL_E_CONTROL_UNREACHABLE'
   readonly RELOAD_FAILED: 'POOL_E_RELOAD_FAILED'
   readonly BUSY: 'POOL_E_BUSY'
+  readonly INTERNAL: 'POOL_E_INTERNAL'
+  readonly BODY_TOO_LARGE: 'POOL_E_BODY_TOO_LARGE'
+  readonly CLIENT_ABORTED: 'POOL_E_CLIENT_ABORTED'
+  readonly PROXY_TIMEOUT: 'POOL_E_PROXY_TIMEOUT'
+  readonly WORKER_GONE: 'POOL_E_WORKER_GONE'
+  readonly BAD_RESPONSE: 'POOL_E_BAD_RESPONSE'
 }

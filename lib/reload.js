@@ -11,7 +11,7 @@
 //            Done when every wanted slot runs the new generation and is ready; failed if a
 //            process of the new generation dies before ready.
 
-const { poolError, codes, EXIT } = require('./errors')
+const { poolError, codes } = require('./errors')
 
 class Reload {
   constructor ({ now, logger }) {
@@ -59,7 +59,7 @@ class Reload {
     this.canary?.kill()
     const message = code === codes.RELOAD_FAILED ? `reload aborted: the new code failed to boot: ${appError.message}` : appError.message
     this.logger.error({ event: 'reload-failed', error: appError.message, stack: appError.stack, replaced: this.replaced.length }, message)
-    this.reject(poolError(code, message, { exitCode: EXIT.FAILURE, details: { appError, replaced: this.replaced } }))
+    this.reject(poolError(code, message, { details: { appError, replaced: this.replaced } }))
   }
 
   // pending: workers of an older generation not yet draining.

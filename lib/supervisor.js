@@ -20,7 +20,7 @@ const { Remnants } = require('./process-group')
 const { WorkerLog } = require('./worker-log')
 const { PoolMetrics } = require('./pool-metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
-const { poolError, codes, EXIT } = require('./errors')
+const { poolError, codes } = require('./errors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
 
@@ -482,7 +482,7 @@ class Pool extends EventEmitter {
     const h = this.slots().find((x) => x.lastError) || {}
     const appError = h.lastError || { message: 'workers exited before becoming ready' }
     const headline = `the app failed to boot in every slot (${this.target} gave up)`
-    return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { exitCode: EXIT.FAILURE, details: { headline, appError } })
+    return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { details: { headline, appError } })
   }
 
   // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.

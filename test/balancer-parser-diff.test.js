@@ -22,6 +22,7 @@
 const t = require('tap')
 const http = require('node:http')
 const { ResponseParser, ResponseParseError } = require('../lib/balancer/response-parser')
+const { codes } = require('../lib/errors')
 const { startOracle } = require('./helpers/llhttp-oracle')
 const { generateCase, validResponse, mutate, caseRng, int } = require('./helpers/response-gen')
 
@@ -55,7 +56,7 @@ function ours (pieces, method) {
     if (!out.accepted) parser.end()
   } catch (err) {
     out.accepted = false
-    if (err instanceof ResponseParseError && err.code === 'RESPONSE_PARSE') out.error = err.message
+    if (err instanceof ResponseParseError && err.code === codes.BAD_RESPONSE) out.error = err.message
     else out.foreign = err
   }
   out.body = Buffer.concat(out.body)

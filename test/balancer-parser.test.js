@@ -8,6 +8,7 @@
 const t = require('tap')
 const http = require('node:http')
 const { ResponseParser, ResponseParseError, MAX_HEAD_BYTES } = require('../lib/balancer/response-parser')
+const { codes } = require('../lib/errors')
 
 // Parse `text` (latin1, fed in pieces of `step` bytes, or cut at `cuts`) as the answer to
 // `method`; end() at the end when `end`. Pieces that arrive after onComplete are not fed: the
@@ -45,7 +46,7 @@ function refused (t, text, what, opts = {}) {
     error = err
   }
   if (!error) return t.fail(`${what}: accepted ${JSON.stringify(text.slice(0, 80))}`)
-  t.ok(error instanceof ResponseParseError && error.code === 'RESPONSE_PARSE', what, { error: error.stack })
+  t.ok(error instanceof ResponseParseError && error.code === codes.BAD_RESPONSE, what, { error: error.stack })
 }
 
 const ok = (body = 'ok') => `Content-Length: ${body.length}\r\n\r\n${body}`
@@ -392,11 +393,11 @@ t.test('bytes after the end of a response with a body: the response completes, t
 
 t.test('the parser refuses bytes nobody asked for, and stays refused after an error', async (t) => {
   const parser = new ResponseParser({ onHead () {}, onBody () {}, onComplete () {} })
-  t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 OK\r\n\r\n')), { code: 'RESPONSE_PARSE' }, 'no expect()')
+  t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 OK\r\n\r\n')), { code: codes.BAD_RESPONSE }, 'no expect()')
   parser.expect('GET')
-  t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 O\x01K\r\n\r\n')), { code: 'RESPONSE_PARSE' })
-  t.throws(() => parser.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${ok()}`)), { code: 'RESPONSE_PARSE' }, 'no more after a refusal')
-  t.throws(() => parser.end(), { code: 'RESPONSE_PARSE' })
+  t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 O\x01K\r\n\r\n')), { code: codes.BAD_RESPONSE })
+  t.throws(() => parser.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${ok()}`)), { code: codes.BAD_RESPONSE }, 'no more after a refusal')
+  t.throws(() => parser.end(), { code: codes.BAD_RESPONSE })
   t.equal(parser.inProgress, true)
   parser.expect('GET') // a new exchange (on a new connection, in the balancer)
   t.doesNotThrow(() => parser.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${ok()}`)))

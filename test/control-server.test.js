@@ -113,7 +113,7 @@ t.test('protocol: a client that half-closes after its request still gets a slow 
 t.test('protocol: errors carry code, message, exit code and the app\'s error', async (t) => {
   const appError = { message: 'boom at load', stack: 'Error: boom at load\n    at app.js:1:7' }
   const server = await serve(t, fakePool({
-    reload: async () => { throw poolError(codes.RELOAD_FAILED, 'reload aborted: the new code failed to boot: boom at load', { exitCode: 1, details: { appError } }) },
+    reload: async () => { throw poolError(codes.RELOAD_FAILED, 'reload aborted: the new code failed to boot: boom at load', { details: { appError } }) },
     scale: () => { throw poolError(codes.BAD_OPTION, 'scale needs a positive integer') } // synchronous throw
   }))
   const [reload, scale, unknown, notJson] = await exchange(server.path, [

@@ -15,9 +15,11 @@ const headers = require('./headers')
 const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
+const { WorkerGoneError } = require('./upstream')
 const { BalancedRequest } = require('./request')
 const { createStatsServer } = require('./stats-server')
 const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
+const { codes } = require('../errors')
 
 // pool_failures_total's reason for each way an attempt on a worker fails (lib/balancer/retry.js).
 const FAILURE_METRIC = {
@@ -102,7 +104,7 @@ class EmbeddedBalancer {
   }
 
   workerGone (w) {
-    const record = this.workers.remove(w.slot, w.pid, new Error(`worker ${w.name || w.slot} is gone`))
+    const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return
     this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
@@ -125,7 +127,7 @@ class EmbeddedBalancer {
     this.isStopping = true
     this.isStopped = true
     this.dispatcher.clear((job) => this.fail(job, 'stopping'))
-    this.workers.closeAll(new Error('the pool stopped'))
+    this.workers.closeAll(new WorkerGoneError('the pool stopped'))
     const cut = setTimeout(() => {
       this.server.closeAllConnections()
       if (this.statsServer) this.statsServer.closeAllConnections()
@@ -174,7 +176,7 @@ class EmbeddedBalancer {
       job.body = body
       this.safely(job, () => this.admit(job))
     }, (err) => this.safely(job, () => {
-      if (err.code === 'BODY_TOO_LARGE') {
+      if (err.code === codes.BODY_TOO_LARGE) {
         this.metrics.failures.inc({ reason: 'body_too_large' })
         this.fail(job, 'body_too_large')
       }

@@ -3,17 +3,17 @@
 // Request buffering, nginx-style: the whole body is read from the client before a worker is
 // taken, so a client uploading slowly costs the balancer memory, never a worker's time.
 
-class BodyTooLarge extends Error {
+const { PoolError, codes } = require('../errors')
+
+class BodyTooLarge extends PoolError {
   constructor (limit) {
-    super(`request body larger than ${limit} bytes`)
-    this.code = 'BODY_TOO_LARGE'
+    super(codes.BODY_TOO_LARGE, `request body larger than ${limit} bytes`)
   }
 }
 
-class ClientAborted extends Error {
+class ClientAborted extends PoolError {
   constructor () {
-    super('client closed the connection while sending its request')
-    this.code = 'CLIENT_ABORTED'
+    super(codes.CLIENT_ABORTED, 'client closed the connection while sending its request')
   }
 }
 

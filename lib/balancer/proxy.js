@@ -16,8 +16,10 @@
 // sends and calls `done` when it has finished (or its connection died), so that a worker given
 // up on gets no new request while it is still rendering the old one.
 
-class ProxyTimeout extends Error {
-  constructor (ms) { super(`no answer within ${ms} ms`); this.code = 'PROXY_TIMEOUT' }
+const { PoolError, codes } = require('../errors')
+
+class ProxyTimeout extends PoolError {
+  constructor (ms) { super(codes.PROXY_TIMEOUT, `no answer within ${ms} ms`) }
 }
 
 // Where the bytes of the worker's response go: into a buffer, then (after an overflow) to the

@@ -46,6 +46,8 @@
 // - bytes after the end of a response are never parsed: the response completes with
 //   keepAlive false and they go with the connection (HAProxy drops such a server connection).
 
+const { PoolError, codes } = require('../errors')
+
 const MAX_HEAD_BYTES = 64 * 1024
 const MAX_CHUNK_LINE_BYTES = 4096
 const CRLF = Buffer.from('\r\n')
@@ -62,10 +64,9 @@ const CONTENT_LENGTH = /^\d{1,15} *$/
 const QUOTED_STRING = '"(?:[\\t !#-\\[\\]-~\\x80-\\xff]|\\\\[\\t -~\\x80-\\xff])*"'
 const CHUNK_LINE = new RegExp(`^([0-9A-Fa-f]{1,12})(?:;${TOKEN}(?:=(?:${TOKEN}|${QUOTED_STRING}))?)*$`)
 
-class ResponseParseError extends Error {
+class ResponseParseError extends PoolError {
   constructor (message) {
-    super(`malformed response from worker: ${message}`)
-    this.code = 'RESPONSE_PARSE'
+    super(codes.BAD_RESPONSE, `malformed response from worker: ${message}`)
   }
 }
 

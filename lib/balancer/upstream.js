@@ -7,6 +7,7 @@
 
 const net = require('node:net')
 const { ResponseParser } = require('./response-parser')
+const { PoolError, codes } = require('../errors')
 
 // Idle connections older than this are not reused: well within any server's keep-alive timeout
 // (the pool's workers keep 65 s, Node's default is 5 s), so that a GET is rarely written on a
@@ -15,8 +16,8 @@ const { ResponseParser } = require('./response-parser')
 // reuse a connection (lib/balancer/retry.js).
 const MAX_IDLE_MS = 2000
 
-class WorkerGoneError extends Error {
-  constructor (message) { super(message); this.code = 'WORKER_GONE' }
+class WorkerGoneError extends PoolError {
+  constructor (message) { super(codes.WORKER_GONE, message) }
 }
 
 class Connection {

@@ -5,7 +5,7 @@
 // connection only benches a worker briefly, because the supervisor's word on it may be a few
 // milliseconds behind the socket's.
 
-const { ConnectionPool } = require('./upstream')
+const { ConnectionPool, WorkerGoneError } = require('./upstream')
 
 class WorkerRecord {
   constructor (snapshot, maxconn) {
@@ -54,7 +54,7 @@ class WorkerSet {
 
   add (snapshot) {
     const old = this.get(snapshot.slot)
-    if (old) this.remove(old.slot, undefined, new Error(`worker ${old.name} replaced`))
+    if (old) this.remove(old.slot, undefined, new WorkerGoneError(`worker ${old.name} replaced`))
     const record = new WorkerRecord(snapshot, this.maxconn)
     this.records.push(record)
     this.records.sort((a, b) => a.slot - b.slot)
@@ -69,7 +69,7 @@ class WorkerSet {
     const record = this.records[i]
     if (pid !== undefined && record.pid !== undefined && pid !== record.pid) return undefined
     this.records.splice(i, 1)
-    record.close(reason || new Error(`worker ${record.name} is gone`))
+    record.close(reason || new WorkerGoneError(`worker ${record.name} is gone`))
     return record
   }
 

@@ -1,8 +1,8 @@
 'use strict'
 
-// How the CLI reports a failure: one line `pool: <message>` on stderr and the error's exit code.
-// A failed boot also shows the app's own error, once.
-const { EXIT } = require('../errors')
+// How the CLI reports a failure: one line `pool: <message>` on stderr and the error's exit code
+// (lib/errors.js exitCodeOf). A failed boot also shows the app's own error, once.
+const { exitCodeOf } = require('../errors')
 
 function printError (err) {
   const appStack = err.details?.appError?.stack
@@ -10,7 +10,7 @@ function printError (err) {
   if (appStack) process.stderr.write(`pool: ${err.details.headline}; the app's error:\n${appStack}\n`)
   else process.stderr.write(`pool: ${err.message}\n`)
   if (!err.code || !String(err.code).startsWith('POOL_E')) process.stderr.write(`${err.stack}\n`)
-  process.exit(err.exitCode ?? EXIT.FAILURE)
+  process.exit(exitCodeOf(err))
 }
 
 module.exports = { printError }

@@ -7,7 +7,7 @@ const { Pool } = require('../supervisor')
 const { OPTIONS, resolveOptions } = require('../options')
 const { FRONTS, available } = require('../fronts')
 const { createLogger } = require('../logger')
-const { EXIT, codes } = require('../errors')
+const { EXIT, codes, exitCodeOf } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
 const { exitOnUncaught } = require('./fatal')
@@ -61,7 +61,7 @@ async function handler (argv) {
     stopped = new Promise((resolve) => pool.once('stopped', resolve))
     handleSignals(pool, logger)
     handleControlSignals(pool, logger)
-    pool.on('failed', (err) => { process.exitCode = err.exitCode ?? EXIT.FAILURE })
+    pool.on('failed', (err) => { process.exitCode = exitCodeOf(err) })
     // start() rejects with POOL_E_STOPPING when a stop was asked for: not an error, the stop
     // below reports how it went.
     const starting = pool.start().catch((err) => { if (err.code === codes.STOPPING) return stopped; throw err })

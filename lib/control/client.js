@@ -9,7 +9,7 @@
 // still runs), so its answer would not be the pool's.
 
 const net = require('node:net')
-const { poolError, codes, EXIT } = require('../errors')
+const { poolError, codes } = require('../errors')
 const { encode, LineReader, deserializeError } = require('./protocol')
 const { ownerOf, myUid, userName, describeUser } = require('./path')
 
@@ -27,7 +27,7 @@ function connectionError (socketPath, err) {
       { cause: err, details: { reason: 'denied' } })
   }
   return poolError(codes.CONTROL_UNREACHABLE, `cannot talk to the pool on control socket ${socketPath}: ${err.message}`,
-    { cause: err, exitCode: EXIT.FAILURE, details: { reason: 'io' } })
+    { cause: err, details: { reason: 'io' } })
 }
 
 // The error for a socket file owned by another user, or null (ours, or no file).
@@ -66,7 +66,7 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
         // The answer came but the pool is slow to exit: the answer is still the outcome.
         if (answered) return finish(null, answered.result)
         finish(poolError(codes.CONTROL_UNREACHABLE, `no answer to '${command}' from the pool on control socket ${socketPath} within ${formatMs(timeout)}`,
-          { exitCode: EXIT.FAILURE, details: { reason: 'timeout' } }))
+          { details: { reason: 'timeout' } }))
       }, timeout)
       : null
 
@@ -74,7 +74,7 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
       let reply = null
       try { reply = JSON.parse(line) } catch {}
       if (reply === null || typeof reply !== 'object') {
-        return finish(poolError(codes.CONTROL_UNREACHABLE, `control socket ${socketPath} answered something that is not a JSON object`, { exitCode: EXIT.FAILURE, details: { reason: 'io' } }))
+        return finish(poolError(codes.CONTROL_UNREACHABLE, `control socket ${socketPath} answered something that is not a JSON object`, { details: { reason: 'io' } }))
       }
       // An error without an id is about the connection itself (a line too long, a client
       // idle too long): the pool hangs up after it, so it is the answer too.
@@ -99,7 +99,7 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
     socket.on('close', () => {
       if (answered) return finish(null, answered.result)
       finish(poolError(codes.CONTROL_UNREACHABLE, `the pool on control socket ${socketPath} closed the connection before answering '${command}'`,
-        { exitCode: EXIT.FAILURE, details: { reason: 'closed' } }))
+        { details: { reason: 'closed' } }))
     })
   })
 }

@@ -62,7 +62,7 @@ class LineReader {
 // An Error (usually a PoolError) as the `error` member of a response.
 function serializeError (err) {
   const out = {
-    code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : 'POOL_E_INTERNAL',
+    code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : codes.INTERNAL,
     message: err?.message || String(err)
   }
   if (Number.isInteger(err?.exitCode)) out.exitCode = err.exitCode
@@ -77,10 +77,10 @@ function serializeError (err) {
 // The `error` member of a response, back into a PoolError the CLI can print with printError.
 function deserializeError (error) {
   const details = error.appError ? { headline: error.headline || error.message, appError: error.appError } : undefined
-  const err = poolError(error.code || 'POOL_E_INTERNAL', error.message || 'the pool reported an error without a message', {
-    exitCode: Number.isInteger(error.exitCode) && error.exitCode > 0 ? error.exitCode : EXIT.FAILURE,
-    details
-  })
+  const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message', { details })
+  // The exit code the pool chose wins over this side's table (the pool may be another version).
+  const exitCode = Number.isInteger(error.exitCode) && error.exitCode > 0 ? error.exitCode : EXIT.FAILURE
+  Object.defineProperty(err, 'exitCode', { value: exitCode, enumerable: true })
   err.remote = true // said by the pool, not by the connection
   return err
 }
