@@ -7,7 +7,7 @@
 
 const t = require('tap')
 const net = require('node:net')
-const { request } = require('./helpers')
+const { request, waitFor } = require('./helpers')
 const { setup, readLog, RAW_WORKER } = require('./helpers/balancer')
 const { createBalancer } = require('../lib/balancer')
 const { MAX_HEADER_BYTES } = require('../lib/balancer/listen')
@@ -64,6 +64,41 @@ t.test('CONNECT gets 501 at once instead of a silent close', async (t) => {
   t.match(answer, /^HTTP\/1\.1 501 Not Implemented/)
   t.match(answer, /not a forward proxy/)
   t.equal(seenBy(logFile).length, 0)
+})
+
+t.test('CONNECT then a reset: no uncaught error (this test process hosts the balancer), the next request is served', async (t) => {
+  const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
+  for (let i = 0; i < 5; i++) {
+    await new Promise((resolve) => {
+      const socket = net.connect(Number(new URL(balancer.base).port), '127.0.0.1')
+      socket.on('error', () => {})
+      socket.on('close', resolve)
+      // Reset at once, and after the answer has started: both were uncaught ECONNRESETs.
+      socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', () => {
+        if (i % 2 === 0) socket.resetAndDestroy()
+      })
+      socket.once('data', () => socket.resetAndDestroy())
+    })
+  }
+  await waitFor(() => balancer.connectSockets.size === 0, { what: 'the refused sockets to be closed' })
+  t.equal((await request(`${balancer.base}/ok`)).status, 200)
+})
+
+t.test('a CONNECT client that keeps its side open is cut after its answer, and cannot keep a stop waiting', async (t) => {
+  const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
+  const socket = net.connect(Number(new URL(balancer.base).port), '127.0.0.1')
+  let got = ''
+  socket.setEncoding('latin1')
+  socket.on('data', (d) => { got += d })
+  socket.on('error', () => {})
+  const closed = new Promise((resolve) => socket.on('close', resolve))
+  socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n') // and never ends
+  await closed
+  t.match(got, /^HTTP\/1\.1 501 /, 'answered, then closed by the balancer')
+  let stopped = false
+  balancer.stop().then(() => { stopped = true })
+  await waitFor(() => stopped, { timeout: 5000, what: 'the stop to finish' })
+  t.ok(stopped)
 })
 
 t.test('Expect: 100-continue: 413 without an invitation when the length is over --max-body; 100 then 200 otherwise', async (t) => {

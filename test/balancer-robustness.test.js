@@ -154,3 +154,16 @@ t.test('a worker that resets in the middle of a streamed response: the client se
   t.ok(settled(balancer), 'the worker holds nothing')
   t.match(await metricsOf(balancer), /pool_failures_total\{reason="worker_broken_response"\} 1/)
 })
+
+t.test('a throw in the bookkeeping of a release cannot keep the worker\'s place', async (t) => {
+  const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
+  const observe = balancer.metrics.workerBusy.observe
+  balancer.metrics.workerBusy.observe = function () {
+    balancer.metrics.workerBusy.observe = observe
+    throw new Error('boom in the metrics')
+  }
+  const r = await request(`${balancer.base}/ok?first`)
+  t.equal(r.status, 500, 'that request is the one that pays')
+  t.equal((await request(`${balancer.base}/ok?second`)).status, 200, 'the worker was given back: the next request is served, not queued')
+  t.ok(settled(balancer))
+})

@@ -50,21 +50,22 @@ class EmbeddedBalancer {
       queueTimeout: options.queueTimeout,
       maxQueue: options.maxQueue,
       onAssign: (job, record) => this.onAssign(job, record),
-      onQueueTimeout: (job) => {
+      onQueueTimeout: (job) => this.safely(job, () => {
         this.metrics.failures.inc({ reason: 'queue_timeout' })
         this.fail(job, 'queue_timeout')
-      }
+      })
     })
     this.metrics = this.createMetrics(null)
     this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
     this.server = createFrontServer(options, {
       onRequest: (req, res) => this.onRequest(req, res),
       onCheckContinue: (req, res) => this.onCheckContinue(req, res),
-      onConnect: (req, socket) => refuseConnect(socket)
+      onConnect: (req, socket) => this.onConnect(socket)
     })
     this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: () => this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
     this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
+    this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
     this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process
   }
 
@@ -126,7 +127,8 @@ class EmbeddedBalancer {
   async stop () {
     this.isStopping = true
     this.isStopped = true
-    this.dispatcher.clear((job) => this.fail(job, 'stopping'))
+    this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
+    for (const socket of this.connectSockets) socket.destroy()
     this.workers.closeAll(new WorkerGoneError('the pool stopped'))
     const cut = setTimeout(() => {
       this.server.closeAllConnections()
@@ -184,6 +186,12 @@ class EmbeddedBalancer {
     }))
   }
 
+  // CONNECT: refused (replies.js); its socket is the balancer's to close on stop.
+  onConnect (socket) {
+    this.connectSockets.add(refuseConnect(socket))
+    socket.once('close', () => this.connectSockets.delete(socket))
+  }
+
   // `Expect: 100-continue`: invite the body only if it may be accepted.
   onCheckContinue (req, res) {
     if (bodyTooLargeToInvite(req, this.options.maxBody)) {
@@ -204,16 +212,18 @@ class EmbeddedBalancer {
     }
   }
 
+  // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
+  // everything here runs in this request's own boundary.
   onAssign (job, record) {
-    if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
-    job.attempts++
-    job.enter('on-worker')
-    job.record = record
     job.holding = record
     job.assignedAt = performance.now()
-    this.slots.of(record.slot, record.name).requests++
-    this.metrics.workerRequestsFor(record.name).inc()
     this.safely(job, () => {
+      if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
+      job.attempts++
+      job.enter('on-worker')
+      job.record = record
+      this.slots.of(record.slot, record.name).requests++
+      this.metrics.workerRequestsFor(record.name).inc()
       if (!job.head) {
         const trusted = this.options.isTrustedPeer(job.req.socket.remoteAddress)
         job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted })
@@ -234,14 +244,18 @@ class EmbeddedBalancer {
   }
 
   // Give back the worker's place, once per attempt, and let the queue have it.
+  // The place first, the bookkeeping after: nothing that throws can keep the place.
   releaseWorker (job) {
     const record = job.holding
     if (!record) return
     job.holding = null
     const busy = performance.now() - job.assignedAt
-    this.metrics.workerBusy.observe(busy / 1000)
-    this.slots.of(record.slot, record.name).busyMs += busy
-    this.dispatcher.release(record)
+    try {
+      this.dispatcher.release(record)
+    } finally {
+      this.metrics.workerBusy.observe(busy / 1000)
+      this.slots.of(record.slot, record.name).busyMs += busy
+    }
   }
 
   sendBuffered (job, { head, body }) {
@@ -281,17 +295,17 @@ class EmbeddedBalancer {
     const res = job.res
     job.enter('responding')
     if (!job.clientGone) {
-      if (!this.writeHead(job, head)) return attempt.discard(() => this.releaseWorker(job))
+      if (!this.writeHead(job, head)) return attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
       for (const chunk of chunks) res.write(chunk)
       this.limitSendTime(res)
     }
-    attempt.stream(res, (failure) => {
+    attempt.stream(res, (failure) => this.safely(job, () => {
       if (failure) {
         this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
         res.destroy() // the client sees a truncated response, not a silently short one
       }
       this.releaseWorker(job)
-    })
+    }))
   }
 
   onAttemptFailed (job, record, attempt, { failure, error }) {
@@ -302,7 +316,7 @@ class EmbeddedBalancer {
     // so that the release cannot hand it the next request. One given up on by the timeout is
     // still working: it keeps its place until it has sent its answer or died.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
-    if (failure === 'timeout') attempt.discard(() => this.releaseWorker(job))
+    if (failure === 'timeout') attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
     else this.releaseWorker(job)
     const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
@@ -355,21 +369,21 @@ class EmbeddedBalancer {
   }
 
   internalError (job, err) {
-    this.metrics.failures.inc({ reason: 'internal_error' })
-    this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
-      `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
     try {
+      this.metrics.failures.inc({ reason: 'internal_error' })
+      this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
+        `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
       this.dispatcher.cancel(job)
       if (job.holding) {
-        if (job.attempt) job.attempt.discard(() => this.releaseWorker(job))
+        if (job.attempt) job.attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
         else this.releaseWorker(job)
       }
       if (job.res.headersSent) job.res.destroy()
       else this.fail(job, 'internal_error')
-    } catch (again) {
-      // Nothing more can be done for this request; the process must not follow it.
-      this.log.error({ event: 'balancer-internal-error', id: job.id, err: again }, `cleaning up after an internal error failed: ${again && again.message}`)
-      job.res.destroy()
+    } catch {
+      // Nothing more can be done for this request (not even, maybe, a log line); the process
+      // must not follow it.
+      try { job.res.destroy() } catch {}
     }
   }
 
@@ -384,6 +398,7 @@ class EmbeddedBalancer {
         this.metrics.failures.inc({ reason: 'client_aborted' })
       }
     }
+    job.enter('done')
     const status = finished ? job.res.statusCode : 499
     const ms = performance.now() - job.arrivedAt
     this.metrics.durationFor(status).observe(ms / 1000)
@@ -401,7 +416,6 @@ class EmbeddedBalancer {
         reason: job.reason || undefined,
         leftAt: job.goneAt || undefined // the stage a request was at when its client left
       }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : ''))
-    job.enter('done')
     }
   }
 

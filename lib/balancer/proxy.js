@@ -32,6 +32,7 @@ class ResponseSink {
     this.chunks = []
     this.size = 0
     this.res = null
+    this.waitingForDrain = false
     this.ended = false // the worker sent its last byte, or the exchange broke
     this.failure = null // how it broke, if it did
     this.done = null // (failure) => void, in stream and discard modes
@@ -58,9 +59,13 @@ class ResponseSink {
   write (chunk) {
     const res = this.res
     if (res.destroyed) return // the client left: keep reading so the worker frees up
-    if (!res.write(chunk)) {
+    if (!res.write(chunk) && !this.waitingForDrain) {
+      this.waitingForDrain = true
       this.attempt.exchange.pause()
-      res.once('drain', () => this.attempt.exchange.resume())
+      res.once('drain', () => {
+        this.waitingForDrain = false
+        this.attempt.exchange.resume()
+      })
     }
   }
 
@@ -149,8 +154,10 @@ class Attempt {
     this.exchange.resume()
   }
 
-  // After 'timeout': drop what the worker still sends; done() once it is finished with it.
+  // After 'timeout' (or an error of the balancer's own): drop what the worker still sends;
+  // done() once it is finished with it.
   discard (done) {
+    clearTimeout(this.timer)
     if (this.sink.switchTo('discard', done)) return
     this.exchange.resume()
   }

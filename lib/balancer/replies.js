@@ -51,11 +51,22 @@ function replyError (res, reason, { id, close = false } = {}) {
   return r.status
 }
 
-// CONNECT arrives as a bare socket (Node's 'connect' event), not a request/response pair.
+// How long a refused CONNECT's socket may take to receive its answer before it is cut.
+const CONNECT_ANSWER_MS = 1000
+
+// CONNECT arrives as a bare socket (Node's 'connect' event), not a request/response pair, and
+// Node lets go of it: no 'error' listener any more (a reset would be an uncaught exception), and
+// the server no longer counts it (it would keep a stop waiting for ever). So it gets its own
+// error listener, and is destroyed once answered, or after CONNECT_ANSWER_MS at the latest.
 function refuseConnect (socket) {
+  socket.on('error', () => socket.destroy())
+  const cut = setTimeout(() => socket.destroy(), CONNECT_ANSWER_MS)
+  cut.unref()
+  socket.once('close', () => clearTimeout(cut))
   const body = '501 Not Implemented: the pool is not a forward proxy; CONNECT is not served.\n'
   socket.end('HTTP/1.1 501 Not Implemented\r\nContent-Type: text/plain; charset=utf-8\r\n' +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`)
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`, () => socket.destroy())
+  return socket
 }
 
 function replyPing (req, res, { stopping }) {

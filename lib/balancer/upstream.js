@@ -152,9 +152,10 @@ class Exchange {
     return this.connection.connected ? 'died' : 'refused'
   }
 
-  // Backpressure while a large response streams to a slow client.
-  pause () { this.connection.socket.pause() }
-  resume () { this.connection.socket.resume() }
+  // Backpressure while a large response streams to a slow client. Only while this exchange owns
+  // the connection: a listener left over from it must not resume the next request's reads.
+  pause () { if (this.connection.exchange === this) this.connection.socket.pause() }
+  resume () { if (this.connection.exchange === this) this.connection.socket.resume() }
 
   abort (err) { this.connection.socket.destroy(err) }
 }
