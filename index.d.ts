@@ -71,6 +71,8 @@ export interface Front {
   name?: string
   start(pool: Pool): Promise<void>
   workerReady(worker: WorkerSnapshot): void
+  /** optional: the worker reported the end of a request */
+  workerIdle?(worker: WorkerSnapshot): void
   workerGone(worker: WorkerSnapshot): void
   drain(worker: WorkerSnapshot): Promise<void>
   stopping?(): void

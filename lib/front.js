@@ -14,6 +14,8 @@
 //                      (`registry`) and its `failures` counter: a front adds its series there
 //                      rather than listening to the pool's events around this interface.
 //   workerReady(w)     sync. w listens and may be given requests now.
+//   workerIdle(w)      optional, sync. w reported the end of a request (it finished its response,
+//                      or its handler's work after the client's connection closed).
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn.
 //   drain(w)           returns a Promise. Stop giving w new requests; resolve once the front
@@ -30,6 +32,7 @@ class NoFront {
   constructor () { this.name = 'none' }
   async start () {}
   workerReady () {}
+  workerIdle () {}
   workerGone () {}
   async drain () {}
   stopping () {}

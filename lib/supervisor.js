@@ -214,7 +214,7 @@ class Pool extends EventEmitter {
     switch (m.type) {
       case msg.READY: return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.emit('busy', h.snapshot(now))
-      case msg.IDLE: h.finished(m); return this.emit('idle', h.snapshot(now))
+      case msg.IDLE: return this.onIdle(h, m, now)
       case msg.HEARTBEAT: h.rss = m.rss; return
       case msg.QUEUED: h.queued++; return this.emit('queued', { ...h.snapshot(now), waiting: m.waiting })
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
@@ -228,6 +228,13 @@ class Pool extends EventEmitter {
     this.fronts.tell('workerReady', view)
     this.reloading?.slotReady(h)
     this.emit('ready', view)
+  }
+
+  onIdle (h, m, now) {
+    h.finished(m)
+    const view = h.snapshot(now)
+    this.fronts.tell('workerIdle', view)
+    this.emit('idle', view)
   }
 
   onBootError (h, error) {

@@ -167,3 +167,34 @@ t.test('a throw in the bookkeeping of a release cannot keep the worker\'s place'
   t.equal((await request(`${balancer.base}/ok?second`)).status, 200, 'the worker was given back: the next request is served, not queued')
   t.ok(settled(balancer))
 })
+
+t.test('a worker whose app goes on after its answer failed gets no request until it is idle', async (t) => {
+  const fs = require('node:fs')
+  const os = require('node:os')
+  const path = require('node:path')
+  const pino = require('pino')
+  const { Pool } = require('..')
+  const { createBalancer } = require('../lib/balancer')
+  const { FIXTURES, freePorts } = require('./helpers')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-idle-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const appLog = path.join(dir, 'app.log')
+  const [port, workerPort] = await freePorts(2)
+  const front = createBalancer({ port, statsPort: 0, accessLog: false })
+  const pool = new Pool({ app: path.join(FIXTURES, 'fails-then-works.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), logLevel: 'silent', env: { APP_LOG: appLog }, fronts: [front] })
+  t.teardown(() => pool.kill())
+  let queued = 0
+  pool.on('queued', () => queued++)
+  await pool.start()
+  for (const failing of ['/cut', '/drop']) {
+    const first = request(`http://127.0.0.1:${port}${failing}`).catch((err) => ({ error: err.message }))
+    await waitFor(() => fs.existsSync(appLog) && fs.readFileSync(appLog, 'utf8').includes(failing), { what: `${failing} running` })
+    const next = await request(`http://127.0.0.1:${port}/ok`)
+    t.equal(next.status, 200, `after ${failing}: the next request is served`)
+    const failed = await first
+    t.ok(failed.error || failed.status === 502, `${failing}: its client gets a 502 or a cut response`)
+  }
+  const lines = fs.readFileSync(appLog, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+  t.same(lines.map((l) => `${l.ev} ${l.url}`), ['start /cut', 'end /cut', 'start /ok', 'end /ok', 'start /drop', 'end /drop', 'start /ok', 'end /ok'], 'one request at a time, the next only once the app was done')
+  t.equal(queued, 0, 'no request reached the worker while it was busy')
+})

@@ -104,9 +104,18 @@ class EmbeddedBalancer {
     this.dispatcher.pump()
   }
 
+  // The supervisor heard the end of a request: a worker whose answer failed may work again.
+  workerIdle (w) {
+    const record = this.workers.get(w.slot)
+    if (!record || record.pid !== w.pid || !record.awaitingIdle) return
+    record.awaitingIdle = false
+    this.dispatcher.release(record)
+  }
+
   workerGone (w) {
     const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return
+    if (record.awaitingIdle) { record.awaitingIdle = false; this.dispatcher.release(record) }
     this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
   }
@@ -258,6 +267,18 @@ class EmbeddedBalancer {
     }
   }
 
+  // The worker's answer failed (malformed, cut short, or its connection closed), but its app may
+  // still be running the request: a handler that destroyed its response and carries on, say.
+  // The request lets go of the worker now; the worker's place is given back when the supervisor
+  // hears it is idle (workerIdle), or it is gone. Without a supervisor to ask, or when it says
+  // the worker is not busy (the request's end was already heard), at once.
+  releaseWhenIdle (job, record) {
+    const snapshot = this.pool && typeof this.pool.workers === 'function' && this.pool.workers().find((w) => w.slot === record.slot)
+    if (job.holding !== record || !snapshot || snapshot.pid !== record.pid || snapshot.state !== 'busy' || record.gone) return this.releaseWorker(job)
+    job.holding = null
+    record.awaitingIdle = true
+  }
+
   sendBuffered (job, { head, body }) {
     if (job.clientGone) return
     job.enter('responding')
@@ -300,11 +321,10 @@ class EmbeddedBalancer {
       this.limitSendTime(res)
     }
     attempt.stream(res, (failure) => this.safely(job, () => {
-      if (failure) {
-        this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
-        res.destroy() // the client sees a truncated response, not a silently short one
-      }
-      this.releaseWorker(job)
+      if (!failure) return this.releaseWorker(job)
+      this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
+      res.destroy() // the client sees a truncated response, not a silently short one
+      this.releaseWhenIdle(job, job.record)
     }))
   }
 
@@ -317,7 +337,8 @@ class EmbeddedBalancer {
     // still working: it keeps its place until it has sent its answer or died.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
     if (failure === 'timeout') attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
-    else this.releaseWorker(job)
+    else if (failure === 'refused') this.releaseWorker(job)
+    else this.releaseWhenIdle(job, record)
     const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
     if (decision.why === 'refused') job.redispatches++

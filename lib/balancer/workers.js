@@ -19,6 +19,7 @@ class WorkerRecord {
     this.gone = false
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
     this.benchTimer = null
+    this.awaitingIdle = false // its last answer failed while its app may still be running the request
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
   }
 
