@@ -64,11 +64,12 @@ class WorkerHandle {
     this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
     this.bootFailures = 0 // consecutive deaths before ready: drives the crash-loop breaker
     this.respawnAt = 0
+    this.respawnDelay = 0 // the backoff of the last scheduled respawn
     this.rss = null
     this.lastError = null // the app's own error from the last failed boot
     this.lastExit = null // { code, signal, reason, at }
     this.killReason = null // why the supervisor killed the current process, if it did
-    this.drain = null // { reason, termAt, killAt, released, stopSent, termSent, killSent }
+    this.drain = null // { reason, termAt, killAt, released, stopSent, termSent }
     this.goneAnnounced = false
     this.requestLimit = Infinity // --max-requests plus this process's jitter
     this.recycleDue = null // 'max-requests' | 'max-rss' once the process should be replaced
@@ -155,7 +156,7 @@ class WorkerHandle {
     const d = this.drain
     if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
     if (d.released && !this.request && !d.stopSent) return { do: 'stop' }
-    if (now >= d.killAt && !d.killSent) return { do: 'kill', reason: `${d.reason}-killed` }
+    if (now >= d.killAt) return { do: 'kill', reason: `${d.reason}-killed` }
     if (now >= d.termAt && !d.termSent) return { do: 'term' }
     return null
   }
@@ -164,7 +165,6 @@ class WorkerHandle {
   kill (reason) {
     if (!this.alive) return
     this.killReason = this.killReason || reason
-    if (this.drain) this.drain.killSent = true
     this.signal('SIGKILL')
   }
 
@@ -191,7 +191,7 @@ class WorkerHandle {
       this.drain.killAt = Math.min(this.drain.killAt, this.drain.termAt + killTimeout)
       return false
     }
-    this.drain = { reason, termAt, killAt: termAt + killTimeout, released: false, stopSent: false, termSent: false, killSent: false }
+    this.drain = { reason, termAt, killAt: termAt + killTimeout, released: false, stopSent: false, termSent: false }
     const wasServing = this.ready
     this.transition('draining')
     if (!wasServing) this.drain.released = true // nothing was sent to it: no front to wait for

@@ -15,7 +15,7 @@ class WorkerLog {
   of (h) {
     let log = this.children.get(h.slot)
     if (!log) {
-      log = typeof this.logger.child === 'function' ? this.logger.child({ slot: h.slot, port: h.port }) : bind(this.logger, { slot: h.slot, port: h.port })
+      log = this.logger.child({ slot: h.slot, port: h.port })
       this.children.set(h.slot, log)
     }
     return log
@@ -72,15 +72,6 @@ class WorkerLog {
     this.of(h).info({ event: 'removed' }, `slot ${h.slot} removed`)
     this.children.delete(h.slot)
   }
-}
-
-// A logger without child(): the bindings are added to every line.
-function bind (logger, bindings) {
-  const out = {}
-  for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) {
-    out[level] = (obj, msg) => logger[level]({ ...bindings, ...obj }, msg)
-  }
-  return out
 }
 
 module.exports = { WorkerLog }

@@ -9,8 +9,8 @@ const { WorkerSet } = require('./workers')
 const { Dispatcher } = require('./dispatcher')
 const { forward } = require('./proxy')
 const { decide, mayReuseConnection } = require('./retry')
-const { refusalOf, bodyTooLargeToInvite } = require('./request-rules')
-const { readBody, hasBody } = require('./buffering')
+const { refusalOf } = require('./request-rules')
+const { readBody, hasBody, declaredTooLarge } = require('./buffering')
 const headers = require('./headers')
 const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
@@ -203,7 +203,7 @@ class EmbeddedBalancer {
 
   // `Expect: 100-continue`: invite the body only if it may be accepted.
   onCheckContinue (req, res) {
-    if (bodyTooLargeToInvite(req, this.options.maxBody)) {
+    if (declaredTooLarge(req, this.options.maxBody)) {
       this.metrics.failures.inc({ reason: 'body_too_large' })
       return replyError(res, 'body_too_large', { id: headers.requestId(req) })
     }

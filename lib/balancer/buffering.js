@@ -23,12 +23,17 @@ function hasBody (req) {
   return (len !== undefined && len !== '0') || req.headers['transfer-encoding'] !== undefined
 }
 
+// The body the request announces is over `limit`: refused before a byte of it is read.
+function declaredTooLarge (req, limit) {
+  const declared = req.headers['content-length']
+  return declared !== undefined && Number(declared) > limit
+}
+
 // Resolves with the body (a Buffer, or null when the request has none); rejects with
 // BodyTooLarge (the rest of the body is left unread: answer and close) or ClientAborted.
 function readBody (req, limit) {
   if (!hasBody(req)) return Promise.resolve(null)
-  const declared = Number(req.headers['content-length'])
-  if (declared > limit) return Promise.reject(new BodyTooLarge(limit))
+  if (declaredTooLarge(req, limit)) return Promise.reject(new BodyTooLarge(limit))
   return new Promise((resolve, reject) => {
     const chunks = []
     let size = 0
@@ -64,4 +69,4 @@ function readBody (req, limit) {
   })
 }
 
-module.exports = { readBody, hasBody, BodyTooLarge, ClientAborted }
+module.exports = { readBody, hasBody, declaredTooLarge, BodyTooLarge, ClientAborted }

@@ -83,8 +83,9 @@ function toClient (head, { id, bodyLength, close }) {
     if (HOP_BY_HOP.has(lower) || (listed && listed.has(lower))) continue
     if (lower === 'x-request-id') hasId = true
     else if (lower === 'content-length') {
-      // Framing was chunked, a duplicate, or a 204, which must not carry one (RFC 9110 §8.6).
-      if (head.contentLength === undefined || hasLength || head.statusCode === 204) continue
+      // The parser says when the worker's length must not go out (chunked framing, a 204);
+      // a duplicate goes out once.
+      if (head.dropLength || hasLength) continue
       hasLength = true
     }
     out.push(raw[i], raw[i + 1])

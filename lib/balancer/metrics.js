@@ -6,6 +6,7 @@
 // filled when scraped, from the balancer's live view, so they cost nothing per request.
 
 const client = require('prom-client')
+const { PoolMetrics } = require('../pool-metrics')
 
 const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60]
 const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
@@ -14,7 +15,9 @@ class BalancerMetrics {
   // view(): { queued, workers: [{ name, slot, state, inFlight }] }, read at scrape time.
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
-    const registry = pool ? pool.registry : new client.Registry()
+    // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
+    const shared = pool || new PoolMetrics(() => [])
+    const registry = shared.registry
     const registers = [registry]
     this.registry = registry
 
@@ -43,12 +46,7 @@ class BalancerMetrics {
       buckets: SECONDS_BUCKETS,
       registers
     })
-    this.failures = pool ? pool.failures : new client.Counter({
-      name: 'pool_failures_total',
-      help: 'Failures by reason: queue_timeout, queue_full, body_too_large, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
-      labelNames: ['reason'],
-      registers
-    })
+    this.failures = shared.failures
     this.redispatches = new client.Counter({
       name: 'pool_redispatches_total',
       help: 'Requests sent to another worker after a failure, by reason (refused: not written; died: idempotent retry)',

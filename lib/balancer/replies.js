@@ -3,6 +3,8 @@
 // The answers the balancer writes itself. Each error body says who failed and what to do,
 // with the request id so that a user's report can be matched with the logs.
 
+const { STATUS_CODES } = require('node:http')
+
 const RETRY_AFTER_SECONDS = 1
 
 const REASONS = {
@@ -21,22 +23,13 @@ const REASONS = {
   internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
 }
 
-const STATUS_TEXT = {
-  400: 'Bad Request',
-  413: 'Payload Too Large',
-  500: 'Internal Server Error',
-  501: 'Not Implemented',
-  502: 'Bad Gateway',
-  503: 'Service Unavailable',
-  504: 'Gateway Timeout'
-}
 
 // Write the error answer for `reason` unless the response has started or the client is gone.
 // Returns the status written (or that would have been).
 function replyError (res, reason, { id, close = false } = {}) {
   const r = REASONS[reason]
   if (res.headersSent || res.destroyed) return r.status
-  const body = `${r.status} ${STATUS_TEXT[r.status]}: ${r.text}.` + (id ? ` Request id: ${id}.` : '') + '\n'
+  const body = `${r.status} ${STATUS_CODES[r.status]}: ${r.text}.` + (id ? ` Request id: ${id}.` : '') + '\n'
   const headers = {
     'Content-Type': 'text/plain; charset=utf-8',
     'Content-Length': Buffer.byteLength(body),
@@ -46,7 +39,7 @@ function replyError (res, reason, { id, close = false } = {}) {
   if (r.retryAfter) headers['Retry-After'] = String(RETRY_AFTER_SECONDS)
   if (r.close || close) headers.Connection = 'close'
   // The reason phrase is given: a worker's refused one may still be on `res`.
-  res.writeHead(r.status, STATUS_TEXT[r.status], headers)
+  res.writeHead(r.status, STATUS_CODES[r.status], headers)
   res.end(body)
   return r.status
 }

@@ -29,11 +29,4 @@ function upgradesTo (req, protocol) {
   return String(value).toLowerCase().split(',').some((p) => p.trim().split('/')[0] === protocol)
 }
 
-// `Expect: 100-continue` with a declared body over the limit: answer 413 instead of inviting
-// the client to send what would be refused.
-function bodyTooLargeToInvite (req, maxBody) {
-  const declared = req.headers['content-length']
-  return declared !== undefined && Number(declared) > maxBody
-}
-
-module.exports = { refusalOf, bodyTooLargeToInvite }
+module.exports = { refusalOf }
