@@ -123,6 +123,14 @@ export interface PoolOptions {
   maxRss?: number
   /** upper bound for scale(); 0 = none (default) */
   maxWorkers?: number
+  /** port of the pool's /metrics and /status, in every mode; 0 or absent = off (the library's default) */
+  statsPort?: number
+  /** default '127.0.0.1' */
+  statsHost?: string
+  /** port of the HAProxy agent-check responder for a fleet's edge; 0 = off (default) */
+  agentPort?: number
+  /** default: the embedded balancer's host, else workerHost */
+  agentHost?: string
   /** default 'info' */
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** default 'auto': pretty on a terminal, JSON lines otherwise */
@@ -146,6 +154,10 @@ export interface PoolStatus {
   target: number
   front: Record<string, unknown>
   queue: number
+  /** the stats listener's URL, or null when off */
+  stats: string | null
+  /** the agent-check responder's host:port, or null when off */
+  agent: string | null
   reload: { stage: string, pending: number, active: number[], replaced: number } | null
   workers: WorkerSnapshot[]
 }
@@ -157,7 +169,7 @@ export interface ReloadResult {
 
 export declare class Pool extends EventEmitter {
   constructor (options: PoolOptions)
-  readonly options: Required<Omit<PoolOptions, 'logger' | 'fronts' | 'env' | 'execArgv' | 'cwd'>>
+  readonly options: Required<Omit<PoolOptions, 'logger' | 'fronts' | 'env' | 'execArgv' | 'cwd' | 'statsPort' | 'agentHost'>> & Pick<PoolOptions, 'statsPort' | 'agentHost'>
   readonly logger: Logger
   /** resolves when every slot is ready or given up (at least one ready) */
   start (): Promise<this>

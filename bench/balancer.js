@@ -57,13 +57,13 @@ async function startWorkers (ports, env = {}) {
 // Start every front over its own set of workers; returns { name: { url, ... } }.
 async function startFronts (args) {
   const n = args.workers
-  const [embeddedPort, embeddedStats, haproxyPort, clusterPort, httpProxyPort] = await freePorts(5)
+  const [embeddedPort, haproxyPort, clusterPort, httpProxyPort] = await freePorts(4)
   const workerPorts = await freePorts(n)
   await startWorkers(workerPorts)
   const fronts = { direct: { url: `http://127.0.0.1:${workerPorts[0]}` } }
   await forkReady('embedded-front.js', {
     CONFIG: JSON.stringify({
-      options: { port: embeddedPort, statsPort: embeddedStats, queueTimeout: 60000 },
+      options: { port: embeddedPort, queueTimeout: 60000 },
       workers: workerPorts.map((port, i) => ({ slot: i + 1, port }))
     })
   })
@@ -132,9 +132,9 @@ async function addedLatency (args, fronts, load) {
 }
 
 async function buffering () {
-  const [w1, w2, w3, embeddedPort, embeddedStats, haproxyPort] = await freePorts(6)
+  const [w1, w2, w3, embeddedPort, haproxyPort] = await freePorts(5)
   const [direct, viaEmbedded, viaHaproxy] = await startWorkers([w1, w2, w3], { REPORT_BUSY: '1' })
-  await forkReady('embedded-front.js', { CONFIG: JSON.stringify({ options: { port: embeddedPort, statsPort: embeddedStats }, workers: [{ slot: 1, port: w2 }] }) })
+  await forkReady('embedded-front.js', { CONFIG: JSON.stringify({ options: { port: embeddedPort }, workers: [{ slot: 1, port: w2 }] }) })
   const fronts = [
     { name: 'direct', url: `http://127.0.0.1:${w1}`, worker: direct },
     { name: 'embedded', url: `http://127.0.0.1:${embeddedPort}`, worker: viaEmbedded }

@@ -51,7 +51,7 @@ function summary (result) {
 }
 
 async function embeddedFront (ports) {
-  return { front: createBalancer({ port: ports.front, statsPort: 0 }, { logger: silent }), url: `http://127.0.0.1:${ports.front}`, stop: async () => {} }
+  return { front: createBalancer({ port: ports.front }, { logger: silent }), url: `http://127.0.0.1:${ports.front}`, stop: async () => {} }
 }
 
 async function haproxyFront (ports, workers) {

@@ -6,9 +6,8 @@
 // process; the supervisor forks it, routes its events here and asks `check` each tick.
 
 class Canary {
-  constructor ({ child, now, bootTimeout, signal }) {
-    this.child = child
-    this.pid = child.pid
+  constructor ({ now, bootTimeout, signal }) {
+    this.child = null // set by the supervisor once forked
     this.spawnedAt = now
     this.bootTimeout = bootTimeout
     this.signalChild = signal

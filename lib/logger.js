@@ -9,8 +9,11 @@ function wantsPretty (format, stream = process.stdout) {
   return Boolean(stream.isTTY)
 }
 
-function createLogger ({ level = 'info', format = 'auto', base } = {}) {
-  const options = { level, base: base === undefined ? { pid: process.pid } : base }
+// No `pid` in the supervisor's base: a line about a worker carries that worker's pid, once (a
+// second `pid` key would be dropped by JSON parsers, which keep the last). The supervisor's pid
+// is on its `starting` line (`supervisorPid`) and in `pool status`.
+function createLogger ({ level = 'info', format = 'auto', base = null } = {}) {
+  const options = { level, base }
   if (!wantsPretty(format)) return pino(options, pino.destination({ fd: 1, sync: true }))
   const pretty = require('pino-pretty')({ colorize: process.stdout.isTTY, sync: true, ignore: 'hostname', translateTime: 'HH:MM:ss.l' })
   return pino(options, pretty)

@@ -16,7 +16,8 @@ function defaultWorkers (env = process.env) {
   return os.availableParallelism ? os.availableParallelism() : os.cpus().length
 }
 
-// kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'duration' (ms >= 0),
+// kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
+// 0 meaning off), 'duration' (ms >= 0),
 // 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
 const OPTIONS = {
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
@@ -38,6 +39,10 @@ const OPTIONS = {
   maxRequestsJitter: { flag: 'max-requests-jitter', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Add 0..this many requests to each worker\'s limit, so workers do not recycle together' },
   maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB after a request (0: never)' },
   maxWorkers: { flag: 'max-workers', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Upper bound for `pool scale` (0: no bound; in HAProxy mode the backend\'s servers bound it)' },
+  statsPort: { flag: 'stats-port', kind: 'port-or-off', default: undefined, defaultText: 'CLI: 9000 (--port − 1; --worker-port − 2 without the embedded balancer); library: off', group: 'Stats and agent', describe: 'Port of the pool\'s /metrics and /status, in every mode (0: off)' },
+  statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Stats and agent', describe: 'Address of the stats listener' },
+  agentPort: { flag: 'agent-port', kind: 'port-or-off', default: 0, group: 'Stats and agent', describe: 'Port of the HAProxy agent-check responder for a fleet\'s edge: one line per connection with this host\'s ready workers (0: off)' },
+  agentHost: { flag: 'agent-host', kind: 'string', default: undefined, defaultText: 'the embedded balancer\'s --host, else --worker-host', group: 'Stats and agent', describe: 'Address of the agent-check responder' },
   // control socket (lib/control): made by the CLI's `pool start`, not by the Pool itself
   control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-UID/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
@@ -67,6 +72,9 @@ function check (name, spec, value) {
       break
     case 'port':
       if (!Number.isInteger(value) || value < 1 || value > 65535) throw bad('must be a port number 1-65535')
+      break
+    case 'port-or-off':
+      if (!Number.isInteger(value) || value < 0 || value > 65535) throw bad('must be a port number 1-65535, or 0 for off')
       break
     case 'duration':
     case 'number':
@@ -99,4 +107,21 @@ function resolveOptions (input = {}, table = OPTIONS) {
   return out
 }
 
-module.exports = { OPTIONS, resolveOptions, parseDuration }
+const WILDCARD = new Set(['0.0.0.0', '::', '[::]'])
+
+// The pool's own listeners (stats, agent) must not sit on a worker's port: the worker would find
+// it taken only when it boots, and the error would blame "some other process".
+function checkOwnPorts (o) {
+  const slots = Math.max(o.workers, o.maxWorkers || 0)
+  const last = o.workerPort + slots - 1
+  const overlaps = (host) => host === undefined || host === o.workerHost || WILDCARD.has(host) || WILDCARD.has(o.workerHost)
+  for (const [name, host] of [['statsPort', o.statsHost], ['agentPort', o.agentHost]]) {
+    const port = o[name]
+    if (port && port >= o.workerPort && port <= last && overlaps(host)) {
+      throw poolError(codes.BAD_OPTION, `${name} (--${OPTIONS[name].flag}) ${port} is one of the workers' ports (${o.workerPort}-${last})`)
+    }
+  }
+  return o
+}
+
+module.exports = { OPTIONS, resolveOptions, checkOwnPorts, parseDuration }

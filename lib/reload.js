@@ -58,7 +58,7 @@ class Reload {
     this.stage = 'aborted'
     this.canary?.kill()
     const message = code === codes.RELOAD_FAILED ? `reload aborted: the new code failed to boot: ${appError.message}` : appError.message
-    this.logger.error({ event: 'reload-failed', error: appError.message, stack: appError.stack, replaced: this.replaced.length }, message)
+    this.logger.error({ event: 'reload-failed', err: appError, replaced: this.replaced.length }, message)
     this.reject(poolError(code, message, { details: { appError, replaced: this.replaced } }))
   }
 

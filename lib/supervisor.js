@@ -13,13 +13,14 @@ const msg = require('./messages')
 const { WorkerHandle } = require('./worker-handle')
 const { Canary } = require('./canary')
 const { Reload } = require('./reload')
-const { resolveOptions } = require('./options')
+const { resolveOptions, checkOwnPorts } = require('./options')
 const { createLogger } = require('./logger')
 const { FrontSet } = require('./front-set')
+const { PoolListeners } = require('./pool-listeners')
 const { Remnants } = require('./process-group')
-const { WorkerLog } = require('./worker-log')
+const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('./pool-metrics')
-const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
+const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./worker-process')
 const { poolError, codes } = require('./errors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
@@ -29,13 +30,15 @@ class Pool extends EventEmitter {
   // ways to reach processes, ports and the clock (lib/worker-process.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
-    this.options = resolveOptions(options)
+    this.options = checkOwnPorts(resolveOptions(options))
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
-    this.log = new WorkerLog(this.logger, this.options) // the lines of each worker's life
     this.metrics = new PoolMetrics(() => this.workers()) // fronts add theirs (lib/front.js)
+    // Each happening in a worker's life, told once: log line, metric, event.
+    this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     this.fronts = new FrontSet([].concat(this.options.fronts ?? this.options.front ?? []), this.logger)
+    this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
@@ -62,15 +65,21 @@ class Pool extends EventEmitter {
     try {
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
       this.assertStillStarting()
+      await this.listeners.start()
+      this.assertStillStarting()
       await this.fronts.start(this, () => this.phase === 'starting')
       this.assertStillStarting()
     } catch (err) {
-      if (this.phase === 'starting') this.phase = 'stopped'
+      if (this.phase === 'starting') {
+        this.phase = 'stopped'
+        await this.listeners.stop()
+      }
       throw err
     }
     const started = new Promise((resolve, reject) => { this.startWaiter = { resolve, reject } })
     this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
-    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}` }, `starting ${this.target} workers of ${this.app}`)
+    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
+      `starting ${this.target} workers of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
   }
@@ -146,6 +155,7 @@ class Pool extends EventEmitter {
       target: this.target,
       front,
       queue,
+      ...this.listeners.urls(),
       reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
       workers: this.workers()
     }
@@ -213,33 +223,23 @@ class Pool extends EventEmitter {
     h.lastSeen = now
     switch (m.type) {
       case msg.READY: return this.onReady(h, now)
-      case msg.BUSY: h.started(m, now); return this.emit('busy', h.snapshot(now))
-      case msg.IDLE: return this.onIdle(h, m, now)
+      case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
+      case msg.IDLE: h.finished(m); return this.fronts.tell('workerIdle', this.report.idle(h, now))
       case msg.HEARTBEAT: h.rss = m.rss; return
-      case msg.QUEUED: h.queued++; return this.emit('queued', { ...h.snapshot(now), waiting: m.waiting })
+      case msg.QUEUED: h.queued++; return this.report.queued(h, now, m.waiting)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
     }
   }
 
   onReady (h, now) {
     if (!h.becameReady(now)) return
-    const view = h.snapshot(now)
-    this.log.ready(h, now)
-    this.fronts.tell('workerReady', view)
+    this.fronts.tell('workerReady', this.report.ready(h, now))
     this.reloading?.slotReady(h)
-    this.emit('ready', view)
-  }
-
-  onIdle (h, m, now) {
-    h.finished(m)
-    const view = h.snapshot(now)
-    this.fronts.tell('workerIdle', view)
-    this.emit('idle', view)
   }
 
   onBootError (h, error) {
     h.lastError = error
-    this.log.bootError(h, error)
+    this.report.bootError(h, error)
     if (error.code === 'EADDRINUSE' && this.phase === 'starting') this.fail(poolError(codes.PORT_IN_USE, error.message))
   }
 
@@ -248,29 +248,18 @@ class Pool extends EventEmitter {
     const wasReady = h.readyAt !== null
     this.announceGone(h)
     const outcome = h.exited(code, signal, now, { stopping: this.phase === 'stopping' || this.phase === 'stopped' })
-    const { reason, draining, next } = outcome
-    this.log.exited(h, pid, { code, signal, ...outcome })
-    const view = { ...h.snapshot(now), code, signal, reason, ...(draining && !outcome.planned ? { draining } : {}) }
-    this.emit('exit', view)
-    if (!wasReady && !draining && next !== 'dead') this.bootFailed(h, view)
-    if (next === 'given-up') this.gaveUp(h)
-    if (next === 'respawn') this.log.respawnScheduled(h)
+    const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
+    if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
+    if (outcome.next === 'given-up') this.report.gaveUp(h)
+    if (outcome.next === 'respawn') this.report.respawnScheduled(h)
   }
 
   bootFailed (h, view) {
-    this.metrics.failed('worker_boot_failed')
-    this.emit('boot-failed', { ...view, error: h.lastError })
+    this.report.bootFailed(h, view)
     // A process of the code being rolled out died before ready: the reload stops here.
     if (this.reloading?.rolling && h.codeGeneration === this.reloading.generation) {
       this.reloading.abort(h.lastError || { message: `slot ${h.slot}'s new worker exited before becoming ready` })
     }
-  }
-
-  gaveUp (h) {
-    const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
-    this.log.gaveUp(h, error)
-    this.metrics.failed('worker_gave_up')
-    this.emit('give-up', { ...h.snapshot(), error })
   }
 
   // What a handle says is overdue, done in the order the world needs: fronts hear of a worker
@@ -278,13 +267,9 @@ class Pool extends EventEmitter {
   carryOut (h, action, now) {
     if (!action) return
     if (action.do === 'stop') return h.send(msg.message(msg.STOP))
-    this.log.overdue(h, action)
+    this.report.overdue(h, action, now)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
     if (action.reason === 'boot-timeout') h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
-    if (action.reason === 'timeout' || action.reason === 'heartbeat') {
-      this.metrics.failed('worker_hung')
-      this.emit('hung', { ...h.snapshot(now), reason: action.reason })
-    }
     this.announceGone(h)
     if (action.do === 'term') h.terminate()
     else h.kill(action.reason)
@@ -333,9 +318,7 @@ class Pool extends EventEmitter {
     const now = this.now()
     const serving = h.ready
     if (!h.startDrain(reason, now, timeout)) return
-    const view = h.snapshot(now)
-    this.log.draining(h, reason)
-    this.emit('draining', { ...view, reason })
+    const view = this.report.draining(h, reason, now)
     if (!serving) return
     const child = h.child
     this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
@@ -383,7 +366,7 @@ class Pool extends EventEmitter {
       if (!reason || h.drain || !h.ready) continue
       if (this.unavailableCount() >= this.options.reloadBatch) return
       if (outdated) this.reloading.draining(h)
-      else this.log.recycling(h, reason)
+      else this.report.recycling(h, reason)
       this.beginDrain(h, { reason })
     }
   }
@@ -402,7 +385,7 @@ class Pool extends EventEmitter {
       for (const h of this.wanted()) {
         if (h.state !== 'given-up') continue
         h.revive(now)
-        this.log.revived(h)
+        this.report.revived(h)
       }
     }
     if (this.wanted().every((h) => h.codeGeneration >= r.generation && h.ready)) r.finish(now)
@@ -410,59 +393,42 @@ class Pool extends EventEmitter {
 
   removeSlot (h) {
     this.handles.delete(h.slot)
-    this.log.removed(h)
-    this.emit('removed', h.snapshot())
+    this.report.removed(h)
   }
 
   spawn (h, now) {
     let child
     try {
-      child = this.fork({ slot: h.slot, host: h.host, port: h.port })
+      child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
     } catch (err) {
       // fork() throws for some spawn errors (ENOMEM): a failed start, not a dead supervisor.
-      this.log.spawnFailed(h, err)
+      this.report.spawnFailed(h, err)
       const next = h.forkFailed({ message: `cannot start a worker process: ${err.message}`, code: err.code }, now)
-      return next === 'given-up' ? this.gaveUp(h) : this.log.respawnScheduled(h)
+      return next === 'given-up' ? this.report.gaveUp(h) : this.report.respawnScheduled(h)
     }
-    this.listen(child, { handle: h, who: `worker ${h.slot}`, slot: h.slot })
     h.attach(child, now, { codeGeneration: this.codeGeneration })
-    this.log.spawned(h)
-    this.metrics.spawned(h)
-    this.emit('spawn', h.snapshot(now))
+    this.report.spawned(h, now)
   }
 
   spawnCanary (reload, now) {
+    const canary = new Canary({ now, bootTimeout: this.options.bootTimeout, signal: this.system.signal })
     let child
     try {
-      child = this.fork({ slot: 0, host: this.options.workerHost, port: 0 })
+      child = canary.child = this.fork({ slot: 0, host: this.options.workerHost, port: 0 }, { canary, who: 'the reload canary' })
     } catch (err) {
       return reload.abort({ message: `cannot start a process of the new code: ${err.message}` })
     }
-    const canary = new Canary({ child, now, bootTimeout: this.options.bootTimeout, signal: this.system.signal })
     reload.canary = canary
     this.canaries.add(canary)
-    this.listen(child, { canary, who: 'the reload canary', slot: 0 })
     this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
   }
 
-  // A child's events, as events of the loop. What the app sends is checked at this door
-  // (messages.parseWorkerMessage): the loop only sees messages it can use.
-  listen (child, { handle, canary, who, slot }) {
-    const prefix = canary ? 'canary-' : ''
-    const base = { handle, canary, child }
-    child.on('message', (raw) => {
-      const message = msg.parseWorkerMessage(raw)
-      if (message) this.enqueue({ ...base, type: `${prefix}message`, message })
-    })
-    // The one event source that acts: right at the reap, while the group's number is surely the
-    // worker's, what is left of its group gets its SIGTERM (lib/process-group.js).
-    child.on('exit', (code, signal) => this.enqueue({ ...base, type: `${prefix}exit`, code, signal, remnant: this.system.captureRemnant(child.pid), who, slot, pid: child.pid }))
-    // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
-    child.on('error', () => { if (child.pid === undefined) this.enqueue({ ...base, type: `${prefix}exit`, code: null, signal: null }) })
-  }
-
-  fork ({ slot, host, port }) {
-    return this.system.fork({ options: this.options, app: this.app, workers: this.target, slot, host, port })
+  // A new process for a slot or a canary, its events routed to the loop (worker-process.js).
+  // Throws what fork() throws.
+  fork ({ slot, host, port }, about) {
+    const child = this.system.fork({ options: this.options, app: this.app, workers: this.target, slot, host, port })
+    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event) })
+    return child
   }
 
   // ── progress of start and stop ────────────────────────────────────────────────────────────
@@ -511,6 +477,7 @@ class Pool extends EventEmitter {
     clearInterval(this.timer)
     for (const w of this.waiters.splice(0)) w.reject(poolError(codes.STOPPING, 'the pool stopped'))
     await this.fronts.stop()
+    await this.listeners.stop()
     const clean = !this.unclean && !this.failure
     this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
     this.emit('stopped', { clean })

@@ -2,7 +2,7 @@
 
 // What the supervisor needs from the operating system to run workers: the app's path, free
 // ports, forking a worker (the bootstrap, in a session and process group of its own, with the
-// slot's environment and the user's node flags), signalling it, and the clock. `SYSTEM` is all
+// slot's environment and the user's node flags), its events, signalling it, and the clock. `SYSTEM` is all
 // of it in one object, so that tests can drive the supervisor with a fake one.
 
 const { fork } = require('node:child_process')
@@ -11,6 +11,7 @@ const net = require('node:net')
 const path = require('node:path')
 const { signalWorker, captureRemnant } = require('./process-group')
 const { poolError, codes } = require('./errors')
+const msg = require('./messages')
 
 const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -78,6 +79,23 @@ async function checkWorkerPorts (system, { host, ports }) {
   }
 }
 
+// A child's events, as events of the supervisor's loop: `enqueue({ type, handle | canary, child,
+// ... })`, types prefixed `canary-` for a reload's canary. What the app sends is checked at this
+// door (messages.parseWorkerMessage): the loop only sees messages it can use.
+function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue }) {
+  const prefix = canary ? 'canary-' : ''
+  const base = { handle, canary, child }
+  child.on('message', (raw) => {
+    const message = msg.parseWorkerMessage(raw)
+    if (message) enqueue({ ...base, type: `${prefix}message`, message })
+  })
+  // The one event source that acts: right at the reap, while the group's number is surely the
+  // worker's, what is left of its group gets its SIGTERM (lib/process-group.js).
+  child.on('exit', (code, signal) => enqueue({ ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }))
+  // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
+  child.on('error', () => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}exit`, code: null, signal: null }) })
+}
+
 const SYSTEM = Object.freeze({
   fork: forkWorker,
   signal: signalWorker,
@@ -86,4 +104,4 @@ const SYSTEM = Object.freeze({
   now: () => Date.now()
 })
 
-module.exports = { SYSTEM, forkWorker, resolveApp, bindError, checkWorkerPorts }
+module.exports = { SYSTEM, forkWorker, resolveApp, bindError, checkWorkerPorts, watchChild }

@@ -84,11 +84,12 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const log = path.join(dir, 'requests.log')
   const [port, statsPort, workerPort] = await freePorts(2 + WORKERS)
-  const front = createBalancer({ port, statsPort, maxResponseBuffer: MAX_RESPONSE_BUFFER, accessLog: false })
+  const front = createBalancer({ port, maxResponseBuffer: MAX_RESPONSE_BUFFER, accessLog: false })
   const pool = new Pool({
     app: path.join(FIXTURES, 'chaos-app.js'),
     workers: WORKERS,
     workerPort,
+    statsPort,
     timeout: 5000,
     logger: pino({ level: 'silent' }),
     logLevel: 'silent', // the workers' own lines (a request that found its worker busy, say)
@@ -139,8 +140,9 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
     return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') && pool.workers().every((w) => w.state === 'ready')
   }, { timeout: 15000, what: 'the pool to settle' })
   const status = JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
-  t.equal(status.balancer.queue, 0, '/status: the queue is empty')
-  t.same(status.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: every worker free')
+  t.equal(status.queue, 0, '/status: the queue is empty')
+  t.same(status.front.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: every worker free, as the balancer sees it')
+  t.same(status.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: and as the supervisor sees it')
   // Behind an answer that failed (malformed, cut, dropped), the balancer waits until the
   // supervisor hears the worker idle. The one exception: an app that writes a *valid* answer as
   // raw bytes and ends the socket itself (the 204 variant) is done as far as anyone outside it

@@ -162,7 +162,7 @@ t.test('a head just under the front\'s limit reaches a real worker of the pool: 
   const { Pool } = require('..')
   const { FIXTURES, freePorts } = require('./helpers')
   const [port, workerPort] = await freePorts(2)
-  const front = createBalancer({ port, statsPort: 0 })
+  const front = createBalancer({ port })
   const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), fronts: [front] })
   t.teardown(() => pool.kill())
   await pool.start()

@@ -180,7 +180,7 @@ t.test('a worker whose app goes on after its answer failed gets no request until
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const appLog = path.join(dir, 'app.log')
   const [port, workerPort] = await freePorts(2)
-  const front = createBalancer({ port, statsPort: 0, accessLog: false })
+  const front = createBalancer({ port, accessLog: false })
   const pool = new Pool({ app: path.join(FIXTURES, 'fails-then-works.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), logLevel: 'silent', env: { APP_LOG: appLog }, fronts: [front] })
   t.teardown(() => pool.kill())
   let queued = 0

@@ -99,10 +99,17 @@ function isAlive (pid) {
   try { return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] !== 'Z' } catch { return true }
 }
 
+// `pool start` listens for stats just below the pool's ports by default, ports a test did not
+// reserve: off unless the test names --stats-port (or asks for the default, `stats: true`).
+function statsOff (args, stats) {
+  if (args[0] !== 'start' || stats || args.includes('--stats-port')) return args
+  return [...args, '--stats-port', '0']
+}
+
 // Start `pool ARGS...` as a child with JSON logs. `child.logs` collects parsed lines;
 // `child.waitLog(pred)` resolves with the first line matching; `child.stop()` ends it for sure.
-function startPool (args, { env = {}, cwd = ROOT } = {}) {
-  const child = spawn(process.execPath, [BIN, ...args], {
+function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
+  const child = spawn(process.execPath, [BIN, ...statsOff(args, stats)], {
     cwd,
     env: cleanEnv({ POOL_TEST: '1', ...env }),
     stdio: ['ignore', 'pipe', 'pipe']
@@ -157,9 +164,9 @@ function startPool (args, { env = {}, cwd = ROOT } = {}) {
 }
 
 // Run `pool ARGS...` to completion (bounded). Resolves { code, signal, stdout, stderr }.
-function runPool (args, { env = {}, timeout = 30000, cwd = ROOT } = {}) {
+function runPool (args, { env = {}, timeout = 30000, cwd = ROOT, stats = false } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, ...statsOff(args, stats)], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })

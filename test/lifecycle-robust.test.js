@@ -135,7 +135,7 @@ async function faultyPool (t, { env = {}, flags = [] } = {}) {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', ...flags],
+  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--stats-port', '0', ...flags],
     { CHILD_PID_FILE: file, ...env })
   t.teardown(async () => { if (pool.exitCode === null && pool.signalCode === null) { pool.kill('SIGKILL'); await pool.exited } })
   await pool.waitLog((l) => l.event === 'started', 'the pool to start')
@@ -163,8 +163,8 @@ t.test('an uncaught error in the supervisor: fatal log with the stack, a gracefu
   t.equal(code, 1, 'exit 1, so that systemd restarts the pool')
   const fatal = pool.logs.filter((l) => l.event === 'fatal')
   t.equal(fatal.length, 1, 'one fatal line')
-  t.match(fatal[0], { level: 60, origin: 'uncaughtException', error: 'supervisor bug (test): thrown' })
-  t.match(fatal[0].stack, /supervisorBug .*supervisor-fault\.js:\d+/, 'with the stack')
+  t.match(fatal[0], { level: 60, origin: 'uncaughtException', err: { message: 'supervisor bug (test): thrown' } })
+  t.match(fatal[0].err.stack, /supervisorBug .*supervisor-fault\.js:\d+/, 'with the stack')
   t.ok(pool.logs.some((l) => l.event === 'stopped'), 'the pool stopped')
   for (const pid of [...workers, ...helpers]) t.notOk(isAlive(pid), `${pid} is gone`)
 })
@@ -175,8 +175,8 @@ t.test('an unhandled rejection in the supervisor is fatal the same way', async (
   const { code } = await pool.exited
   t.equal(code, 1)
   const fatal = pool.logs.find((l) => l.event === 'fatal')
-  t.match(fatal, { level: 60, origin: 'unhandledRejection', error: 'supervisor bug (test): rejected' })
-  t.match(fatal.stack, /supervisor-fault\.js:\d+/)
+  t.match(fatal, { level: 60, origin: 'unhandledRejection', err: { message: 'supervisor bug (test): rejected' } })
+  t.match(fatal.err.stack, /supervisor-fault\.js:\d+/)
   for (const pid of [...workers, ...helpers]) t.notOk(isAlive(pid), `${pid} is gone`)
 })
 
@@ -190,7 +190,7 @@ t.test('a second uncaught error during that stop kills the workers at once inste
   t.equal(code, 1)
   t.type(await inflight, Error, 'the request running at the second error was cut: the workers were killed')
   const fatal = pool.logs.filter((l) => l.event === 'fatal')
-  t.same(fatal.map((l) => l.error), ['supervisor bug (test): thrown', 'supervisor bug (test): again'], 'both errors logged at fatal, in order')
+  t.same(fatal.map((l) => l.err.message), ['supervisor bug (test): thrown', 'supervisor bug (test): again'], 'both errors logged at fatal, in order')
   for (const pid of [...workers, ...helpers]) t.notOk(isAlive(pid), `${pid} is gone`)
 })
 

@@ -21,7 +21,7 @@ async function startPool (t, { workers = 3, fixture = 'control.js', ...options }
   const app = path.join(dir, 'app.js')
   fs.copyFileSync(path.join(FIXTURES, fixture), app)
   const [port, ...workerPorts] = await freePorts(workers + 4)
-  const front = createBalancer({ port, statsPort: 0 }, { logger: silent })
+  const front = createBalancer({ port }, { logger: silent })
   // execArgv and NODE_OPTIONS cleared: tap's loader hooks stay out of the workers (heavier, slower).
   const pool = new Pool({ app, workers, workerPort: workerPorts[0], logger: silent, fronts: [front], execArgv: [], env: { NODE_OPTIONS: '' }, ...options })
   t.teardown(async () => { await pool.kill(); fs.rmSync(dir, { recursive: true, force: true }) })

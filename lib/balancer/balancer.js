@@ -17,8 +17,8 @@ const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
 const { WorkerGoneError } = require('./upstream')
 const { BalancedRequest } = require('./request')
-const { createStatsServer } = require('./stats-server')
-const { createFrontServer, listen, beginClose, closeServer, trackClose, urlOf } = require('./listen')
+const { createFrontServer } = require('./listen')
+const { listen, beginClose, closeServer, urlOf } = require('../listen')
 const { codes } = require('../errors')
 
 // pool_failures_total's reason for each way an attempt on a worker fails (lib/balancer/retry.js).
@@ -62,9 +62,7 @@ class EmbeddedBalancer {
       onCheckContinue: (req, res) => this.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
     })
-    this.statsServer = options.statsPort ? trackClose(createStatsServer({ registry: () => this.metrics.registry, status: () => this.statusDetail() })) : null
     this.url = urlOf(options.host, options.port)
-    this.statsUrl = options.statsPort ? urlOf(options.statsHost, options.statsPort) : null
     this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
     this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process
   }
@@ -80,16 +78,7 @@ class EmbeddedBalancer {
     // In front of a pool, the balancer's series join the pool's registry (lib/front.js).
     if (this.pool && this.pool.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.pool.metrics)
     await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
-    if (this.statsServer) {
-      try {
-        await listen(this.statsServer, { port: this.options.statsPort, host: this.options.statsHost, flag: 'stats-port' })
-      } catch (err) {
-        await closeServer(this.server)
-        throw err
-      }
-    }
-    this.log.info({ event: 'balancer-listening', url: this.url, stats: this.statsUrl, maxconn: this.options.maxconn, balance: this.options.balance },
-      `balancer listening on ${this.url}` + (this.statsUrl ? ` (metrics and status on ${this.statsUrl})` : ''))
+    this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance }, `balancer listening on ${this.url}`)
   }
 
   workerReady (w) {
@@ -139,11 +128,8 @@ class EmbeddedBalancer {
     this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
     for (const socket of this.connectSockets) socket.destroy()
     this.workers.closeAll(new WorkerGoneError('the pool stopped'))
-    const cut = setTimeout(() => {
-      this.server.closeAllConnections()
-      if (this.statsServer) this.statsServer.closeAllConnections()
-    }, STOP_GRACE_MS)
-    await Promise.all([closeServer(this.server), this.statsServer && closeServer(this.statsServer)])
+    const cut = setTimeout(() => this.server.closeAllConnections(), STOP_GRACE_MS)
+    await closeServer(this.server)
     clearTimeout(cut)
   }
 
@@ -151,13 +137,12 @@ class EmbeddedBalancer {
     return {
       type: 'embedded',
       url: this.url,
-      stats: this.statsUrl,
       balance: this.options.balance,
       maxconn: this.options.maxconn,
       queue: this.dispatcher.queued,
       inFlight: this.workers.inFlight(),
       stopping: this.isStopping,
-      workers: this.slots.views().map(({ slot, name, state, inFlight, requests }) => ({ slot, name, state, inFlight, requests }))
+      workers: this.slots.views()
     }
   }
 
@@ -354,13 +339,13 @@ class EmbeddedBalancer {
   }
 
   logBadResponse (job, record, err) {
-    this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, error: err.message },
+    this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, err },
       `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); answered 502`)
   }
 
   redispatch (job, record, why, error) {
     this.metrics.redispatches.inc({ reason: why })
-    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, error: error.message },
+    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, err: error },
       `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
     job.enter('queued')
     this.dispatcher.requeue(job)
@@ -437,28 +422,6 @@ class EmbeddedBalancer {
         reason: job.reason || undefined,
         leftAt: job.goneAt || undefined // the stage a request was at when its client left
       }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : ''))
-    }
-  }
-
-  // ---- views --------------------------------------------------------------------------------
-
-  // /status: the balancer's facts per worker, beside the pool's own snapshot when there is one.
-  statusDetail () {
-    const snapshots = new Map()
-    if (this.pool && typeof this.pool.workers === 'function') {
-      for (const snap of this.pool.workers()) snapshots.set(snap.slot, snap)
-    }
-    for (const slot of snapshots.keys()) this.slots.of(slot, snapshots.get(slot).name)
-    return {
-      balancer: {
-        url: this.url,
-        balance: this.options.balance,
-        maxconn: this.options.maxconn,
-        queue: this.dispatcher.queued,
-        inFlight: this.workers.inFlight(),
-        stopping: this.isStopping
-      },
-      workers: this.slots.views().map((v) => ({ ...v, pool: snapshots.get(v.slot) }))
     }
   }
 }

@@ -1,10 +1,9 @@
 'use strict'
 
-// The client-facing HTTP server, hardened, and a listen() that turns a busy port into the
-// pool's usual error.
+// The client-facing HTTP server, hardened (listening and closing: lib/listen.js).
 
 const http = require('node:http')
-const { poolError, codes } = require('../errors')
+const { trackClose } = require('../listen')
 
 // How often Node checks headersTimeout/requestTimeout. Its default (30 s) would let a slowloris
 // connection live up to 30 s past the timeout.
@@ -34,46 +33,4 @@ function createFrontServer (opts, { onRequest, onCheckContinue, onConnect }) {
   return trackClose(server)
 }
 
-function listen (server, { port, host, flag }) {
-  return new Promise((resolve, reject) => {
-    const onError = (err) => {
-      server.removeListener('listening', onListening)
-      if (err.code === 'EADDRINUSE') reject(poolError(codes.PORT_IN_USE, `port ${port} on ${host} is already in use (--${flag})`, { cause: err }))
-      else reject(poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (--${flag}): ${err.message}`, { cause: err }))
-    }
-    const onListening = () => {
-      server.removeListener('error', onError)
-      resolve()
-    }
-    server.once('error', onError)
-    server.once('listening', onListening)
-    server.listen({ port, host, exclusive: true })
-  })
-}
-
-// Stop accepting connections; open ones end on their own (idle keep-alive ones at once).
-function beginClose (server) {
-  if (!server.listening) return
-  server.closeRequested = true
-  server.close()
-}
-
-// Resolves once the server is closed and its last connection has ended.
-function closeServer (server) {
-  if (server.isClosed || (!server.listening && !server.closeRequested)) return Promise.resolve()
-  return new Promise((resolve) => {
-    server.once('close', resolve)
-    beginClose(server)
-  })
-}
-
-function trackClose (server) {
-  server.once('close', () => { server.isClosed = true })
-  return server
-}
-
-function urlOf (host, port) {
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`
-}
-
-module.exports = { MAX_HEADER_BYTES, createFrontServer, listen, beginClose, closeServer, trackClose, urlOf }
+module.exports = { MAX_HEADER_BYTES, createFrontServer }

@@ -20,8 +20,6 @@ const OPTIONS = {
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
   maxResponseBuffer: { flag: 'max-response-buffer', kind: 'int', default: 8 * MB, group: 'Balancer', describe: 'A response up to this many bytes is read whole before it is sent, freeing the worker at once; larger ones stream' },
   pingPath: { flag: 'ping-path', kind: 'string', default: '/ping', group: 'Balancer', describe: 'Path answered by the balancer itself (200, or 503 while stopping), never by a worker' },
-  statsPort: { flag: 'stats-port', kind: 'int', default: undefined, group: 'Balancer', describe: 'Port of /metrics and /status (default: --port minus 1, i.e. 9000; 0: off)' },
-  statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Balancer', describe: 'Address of the stats listener' },
   headersTimeout: { flag: 'headers-timeout', kind: 'duration', default: 10000, group: 'Balancer', describe: 'A client must send its request headers within this (slowloris)' },
   requestTimeout: { flag: 'request-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client must send its whole request, body included, within this (at the defaults a 10 MB body needs 175 KB/s)' },
   sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes no byte of its response for this long is cut off, freeing what it held (nginx\'s send_timeout; 0: never)' },
@@ -36,9 +34,6 @@ function bad (message) { return poolError(codes.BAD_OPTION, message) }
 // Defaults, the table's checks, then what the table cannot say: relations between options.
 function resolveBalancerOptions (input = {}) {
   const o = resolveOptions(input, OPTIONS)
-  if (o.statsPort === undefined || o.statsPort === null) o.statsPort = o.port > 1 ? o.port - 1 : 0
-  if (o.statsPort > 65535) throw bad(`statsPort (--stats-port) must be a port number 1-65535, or 0 for off (got ${o.statsPort})`)
-  if (o.statsPort !== 0 && o.statsPort === o.port && o.statsHost === o.host) throw bad(`statsPort (--stats-port) must differ from port (--port) (both ${o.port})`)
   if (!o.pingPath.startsWith('/')) throw bad(`pingPath (--ping-path) must start with / (got ${JSON.stringify(o.pingPath)})`)
   try {
     o.isTrustedPeer = trustedPeers(o.trustProxy)

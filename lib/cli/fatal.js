@@ -60,7 +60,8 @@ function logFatal (logger, err, origin, nth) {
   const what = nth === 1 ? 'stopping the workers' : 'during the stop; killing every worker now'
   const line = `uncaught error in the supervisor (${origin}): ${message}; ${what}`
   try {
-    logger.fatal({ event: 'fatal', origin, error: message, stack }, line)
+    // Something thrown that is not an Error (a string, say) is logged as an error's message.
+    logger.fatal({ event: 'fatal', origin, err: err instanceof Error ? err : { message } }, line)
   } catch {
     attempt(() => process.stderr.write(`pool: ${line}\n${stack || ''}\n`)) // the log itself may be what broke (EPIPE)
   }

@@ -32,16 +32,22 @@ function toYargs (table) {
   return out
 }
 
+const WHOLE_NUMBER = {
+  count: 'must be a positive integer',
+  int: 'must be a whole number >= 0',
+  port: 'must be a port number 1-65535',
+  'port-or-off': 'must be a port number 1-65535, or 0 for off'
+}
+
 function convert (spec, raw) {
   const bad = (what) => poolError(codes.BAD_OPTION, `--${spec.flag} ${what} (got '${raw}')`)
   if (Array.isArray(raw)) throw bad('was given more than once')
   switch (spec.kind) {
     case 'count':
     case 'int':
-    case 'port': {
-      if (!/^\s*\d+\s*$/.test(String(raw))) {
-        throw bad(spec.kind === 'count' ? 'must be a positive integer' : spec.kind === 'port' ? 'must be a port number 1-65535' : 'must be a whole number >= 0')
-      }
+    case 'port':
+    case 'port-or-off': {
+      if (!/^\s*\d+\s*$/.test(String(raw))) throw bad(WHOLE_NUMBER[spec.kind])
       return Number(raw)
     }
     case 'number': {

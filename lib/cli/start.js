@@ -7,7 +7,7 @@ const { Pool } = require('../supervisor')
 const { OPTIONS, resolveOptions } = require('../options')
 const { FRONTS, available } = require('../fronts')
 const { createLogger } = require('../logger')
-const { EXIT, codes, exitCodeOf } = require('../errors')
+const { EXIT, codes, exitCodeOf, poolError } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
 const { exitOnUncaught } = require('./fatal')
@@ -46,16 +46,17 @@ async function handler (argv) {
   let stopped
   let guard
   try {
-    const options = resolveOptions(fromArgv(argv, OPTIONS))
-    const logger = createLogger({ level: options.logLevel, format: options.logFormat })
     const front = FRONTS[argv.balancer]
     const frontOptions = fromArgv(argv, front.options())
+    const port = frontOptions.port ?? front.options().port?.default
+    const options = resolveOptions(withStatsPort(fromArgv(argv, OPTIONS), { balancer: argv.balancer, port, host: frontOptions.host ?? front.options().host?.default }))
+    const logger = createLogger({ level: options.logLevel, format: options.logFormat })
     pool = new Pool({ ...options, app: argv.app, logger, fronts: [front.create({ ...frontOptions, workers: options.workers }, { logger })] })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same
     // socket refuses (CONTROL_IN_USE) without disturbing the running pool.
-    const frontPort = frontPortOf({ balancer: argv.balancer, port: frontOptions.port ?? front.options().port?.default, workerPort: options.workerPort })
+    const frontPort = frontPortOf({ balancer: argv.balancer, port, workerPort: options.workerPort })
     control = await createControlServer({ path: options.control ?? defaultControlPath(frontPort), pool, logger })
     // A stop during start (signal or `pool stop`) ends the pool before start() settles.
     stopped = new Promise((resolve) => pool.once('stopped', resolve))
@@ -76,6 +77,22 @@ async function handler (argv) {
   if (pool.failure) return printError(pool.failure)
   if (guard.failed) process.exit(EXIT.FAILURE)
   process.exit(clean ? EXIT.OK : EXIT.UNCLEAN_STOP)
+}
+
+// The stats listener is on by default on the command line, just below the pool's ports (9000 at
+// the defaults): --port − 1 with the embedded balancer; without it --worker-port − 2, since
+// --worker-port − 1 is where a HAProxy on this host usually listens (`pool config haproxy`).
+function withStatsPort (options, { balancer, port, host }) {
+  const workerPort = options.workerPort ?? OPTIONS.workerPort.default
+  if (options.statsPort === undefined) {
+    const below = balancer === 'embedded' ? port - 1 : workerPort - 2
+    options.statsPort = below >= 1 ? below : 0
+  }
+  const statsHost = options.statsHost ?? OPTIONS.statsHost.default
+  if (balancer === 'embedded' && options.statsPort === port && statsHost === host) {
+    throw poolError(codes.BAD_OPTION, `--stats-port must differ from --port (both ${port})`)
+  }
+  return options
 }
 
 // TERM/INT: graceful stop; a second one: kill now.
@@ -102,7 +119,7 @@ function handleControlSignals (pool, logger) {
     logger.info({ event: 'signal', signal }, `${signal}: ${what}`)
     Promise.resolve().then(operation).then(
       (result) => logger.info({ event: 'signal-done', signal, result }, `${signal}: ${describe(result)}`),
-      (err) => logger.warn({ event: 'signal-failed', signal, code: err.code, error: err.message }, `${signal}: ${what} failed: ${err.message}`)
+      (err) => logger.warn({ event: 'signal-failed', signal, err }, `${signal}: ${what} failed: ${err.message}`)
     )
   }
   const say = (format) => (result) => format(result).trim()

@@ -11,6 +11,7 @@ const http = require('node:http')
 const { fork } = require('node:child_process')
 const { freePorts, request, waitFor } = require('../helpers')
 const { createBalancer } = require('../../lib/balancer')
+const { StatsListener } = require('../../lib/stats-listener')
 
 const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
 // A worker that answers with raw bytes, resets, and logs overlapping requests.
@@ -62,9 +63,13 @@ async function startBalancer (t, options = {}, { pool } = {}) {
   for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) {
     logger[level] = (obj, msg) => logs.push({ level, ...(typeof obj === 'object' ? obj : { msg: obj }), msg })
   }
-  const balancer = createBalancer({ port, statsPort, ...options }, { logger })
+  const balancer = createBalancer({ port, ...options }, { logger })
   await balancer.start(pool)
   t.teardown(() => balancer.stop())
+  // The stats listener is the pool's; a balancer tested alone gets one of its own.
+  const stats = new StatsListener({ host: '127.0.0.1', port: statsPort, registry: () => balancer.metrics.registry, status: () => balancer.status() })
+  await stats.start()
+  t.teardown(() => stats.stop())
   balancer.logs = logs
   balancer.base = `http://127.0.0.1:${port}`
   balancer.statsBase = `http://127.0.0.1:${statsPort}`

@@ -1,0 +1,54 @@
+'use strict'
+
+// The ports the pool itself listens on, whatever the front: the stats listener (/metrics,
+// /status) and the HAProxy agent-check responder of a fleet's edge (lib/agent.js). They open
+// before the fronts, so that a scrape or an edge sees the pool start, and close after them, so
+// that they see it stop.
+
+const { StatsListener } = require('./stats-listener')
+
+class PoolListeners {
+  constructor (pool) {
+    const { statsPort, statsHost, agentPort } = pool.options
+    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => pool.metrics.registry, status: () => pool.status() }) : null
+    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(pool), port: agentPort, pool, logger: pool.logger }) : null
+    this.list = [this.stats, this.agent].filter(Boolean)
+    this.started = []
+  }
+
+  // One after the other; a failure closes what was opened and rejects.
+  async start () {
+    this.starting = (async () => {
+      for (const listener of this.list) {
+        await listener.start()
+        this.started.push(listener)
+      }
+    })()
+    try {
+      await this.starting
+    } catch (err) {
+      await this.stop()
+      throw err
+    }
+  }
+
+  // A stop during start waits for the listener being opened (it settles quickly), or that one
+  // would stay open.
+  async stop () {
+    await this.starting?.catch(() => {})
+    await Promise.allSettled(this.started.splice(0).map((l) => l.stop()))
+  }
+
+  // For `pool status` and the start-up log line.
+  urls () {
+    return { stats: this.stats?.url ?? null, agent: this.agent ? `${this.agent.host}:${this.agent.port}` : null }
+  }
+}
+
+// The agent answers the edge, which reaches this host where its front listens: by default the
+// front's address (the embedded balancer's --host), else the workers'.
+function agentHostOf (pool) {
+  return pool.options.agentHost ?? pool.fronts.list.find((f) => f.options?.host)?.options.host ?? pool.options.workerHost
+}
+
+module.exports = { PoolListeners }
