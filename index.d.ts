@@ -82,7 +82,8 @@ export interface Front {
   checkScale?(workers: number): Promise<void> | void
 }
 
-export interface PoolOptions {
+/** The supervisor's own options; see PoolOptions for the front. */
+export interface SupervisorOptions {
   /** path of the app module (required) */
   app: string
   /** number of workers; default `$WEB_CONCURRENCY`, else the number of CPUs */
@@ -137,15 +138,78 @@ export interface PoolOptions {
   logFormat?: 'auto' | 'json' | 'pretty'
   /** a pino logger to use instead of creating one */
   logger?: Logger
-  /** what sits in front of the workers; default: nothing */
-  fronts?: Front[]
   /** extra environment for the workers */
   env?: Record<string, string>
   /** node flags for the workers; default: the supervisor's, without --inspect */
   execArgv?: string[]
+  /** extra arguments for the workers' process.argv */
+  args?: string[]
   /** working directory of the workers; default process.cwd() */
   cwd?: string
 }
+
+/** `balancer: 'embedded'`: the built-in balancer (README, "The embedded balancer"). */
+export interface EmbeddedBalancerOptions {
+  /** default 9001 */
+  port?: number
+  /** default '127.0.0.1' */
+  host?: string
+  /** requests one worker is given at a time. Default 1 */
+  maxconn?: number
+  /** default 'first' */
+  balance?: 'first' | 'rr'
+  /** times a refused request goes to another worker. Default 3 */
+  retries?: number
+  /** a request queued longer gets 503; 0 = forever. Default 20000 */
+  queueTimeout?: number
+  /** queued requests beyond this get 503 at once; default unlimited */
+  maxQueue?: number
+  /** largest request body in bytes. Default 10 MiB */
+  maxBody?: number
+  /** responses up to this many bytes are buffered whole. Default 8 MiB */
+  maxResponseBuffer?: number
+  /** default '/ping' */
+  pingPath?: string
+  /** default 10000 */
+  headersTimeout?: number
+  /** default 60000 */
+  requestTimeout?: number
+  /** default 60000; 0 = never */
+  sendTimeout?: number
+  /** default 5000 */
+  keepAliveTimeout?: number
+  /** 0 = off (default) */
+  proxyTimeout?: number
+  /** addresses or CIDR ranges, comma-separated, or 'none'. Default '127.0.0.1,::1' */
+  trustProxy?: string
+  /** default true */
+  accessLog?: boolean
+}
+
+/** `balancer: 'haproxy'`: drive an external HAProxy (README, "Production"). */
+export interface HaproxyFrontOptions {
+  /** HAProxy's runtime API at level admin: a unix socket path or host:port (required) */
+  haproxySocket: string
+  /** default 'pool' */
+  haproxyBackend?: string
+  /** default 2000 */
+  haproxyCheckInterval?: number
+  /** default 2000 */
+  haproxyTimeout?: number
+  /** keep HAProxy's server states in this file; default none */
+  haproxyStateFile?: string
+}
+
+/**
+ * What `new Pool()` accepts: the supervisor's options, and what sits in front of the workers,
+ * either `balancer` with that front's options, or your own `fronts`. Unknown keys are refused
+ * (POOL_E_BAD_OPTION), so a typo is never silently ignored.
+ */
+export type PoolOptions = SupervisorOptions & (
+  | ({ balancer?: 'none', fronts?: Front[] } & { [K in keyof EmbeddedBalancerOptions | keyof HaproxyFrontOptions]?: never })
+  | ({ balancer: 'embedded' } & EmbeddedBalancerOptions)
+  | ({ balancer: 'haproxy' } & HaproxyFrontOptions)
+)
 
 export interface PoolStatus {
   pid: number
@@ -169,7 +233,7 @@ export interface ReloadResult {
 
 export declare class Pool extends EventEmitter {
   constructor (options: PoolOptions)
-  readonly options: Required<Omit<PoolOptions, 'logger' | 'fronts' | 'env' | 'execArgv' | 'cwd' | 'statsPort' | 'agentHost'>> & Pick<PoolOptions, 'statsPort' | 'agentHost'>
+  readonly options: Required<Omit<SupervisorOptions, 'logger' | 'env' | 'execArgv' | 'args' | 'cwd' | 'statsPort' | 'agentHost'>> & Pick<SupervisorOptions, 'statsPort' | 'agentHost'>
   readonly logger: Logger
   /** resolves when every slot is ready or given up (at least one ready) */
   start (): Promise<this>
@@ -203,8 +267,6 @@ export declare class Pool extends EventEmitter {
 
 export declare class PoolError extends Error {
   code: string
-  /** the exit code the CLI gives for this error (derived from `code`) */
-  readonly exitCode: number
   details?: Record<string, unknown>
 }
 

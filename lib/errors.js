@@ -81,16 +81,14 @@ class PoolError extends Error {
     this.code = code
     if (details) this.details = details
   }
-
-  // For the CLI, and callers of earlier versions. An own `exitCode` shadows it: an error the
-  // pool reported over the control socket keeps the exit code the pool chose.
-  get exitCode () { return exitCodeFor(this.code, this.details) }
 }
 
-// The exit code the CLI gives for `err`: an error the library did not raise on purpose is an
-// unexpected internal one.
+// The exit code the CLI gives for `err`. An error a pool reported over the control socket
+// carries the exit code that pool chose (its own `exitCode`); an error the library did not
+// raise on purpose is an unexpected internal one. Library errors themselves carry none.
 function exitCodeOf (err) {
-  return err instanceof PoolError ? err.exitCode : EXIT.FAILURE
+  if (Number.isInteger(err?.exitCode)) return err.exitCode
+  return err instanceof PoolError ? exitCodeFor(err.code, err.details) : EXIT.FAILURE
 }
 
 function poolError (code, message, opts) {

@@ -41,7 +41,7 @@ class PoolListeners {
 
   // For `pool status` and the start-up log line.
   urls () {
-    return { stats: this.stats?.url ?? null, agent: this.agent ? `${this.agent.host}:${this.agent.port}` : null }
+    return { stats: this.stats?.url ?? null, agent: this.agent?.address ?? null }
   }
 }
 

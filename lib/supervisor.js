@@ -13,7 +13,7 @@ const msg = require('./messages')
 const { WorkerHandle } = require('./worker-handle')
 const { Canary } = require('./canary')
 const { Reload } = require('./reload')
-const { resolveOptions, checkOwnPorts } = require('./options')
+const { resolvePoolOptions } = require('./pool-options')
 const { createLogger } = require('./logger')
 const { FrontSet } = require('./front-set')
 const { PoolListeners } = require('./pool-listeners')
@@ -30,14 +30,15 @@ class Pool extends EventEmitter {
   // ways to reach processes, ports and the clock (lib/worker-process.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
-    this.options = checkOwnPorts(resolveOptions(options))
+    const { options: resolved, createFront } = resolvePoolOptions(options)
+    this.options = resolved
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
     this.metrics = new PoolMetrics(() => this.workers()) // fronts add theirs (lib/front.js)
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
-    this.fronts = new FrontSet([].concat(this.options.fronts ?? this.options.front ?? []), this.logger)
+    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
     this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle

@@ -13,7 +13,7 @@ const { ControlServer, createControlServer } = require('../lib/control/server')
 const { sendCommand } = require('../lib/control/client')
 const { defaultControlPath, clientControlPath } = require('../lib/control/path')
 const { MAX_LINE } = require('../lib/control/protocol')
-const { codes } = require('../lib/errors')
+const { codes, exitCodeOf } = require('../lib/errors')
 const { FIXTURES, freePorts, startPool, runPool, waitFor, isAlive } = require('./helpers')
 
 const NOBODY = 65534
@@ -136,7 +136,7 @@ t.test('the client refuses another user\'s socket, says whose it is, and never c
 
   const err = await sendCommand(socketPath, 'stop', {}, { waitForClose: true }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_UNREACHABLE)
-  t.equal(err.exitCode, 2)
+  t.equal(exitCodeOf(err), 2)
   t.equal(err.details.reason, 'foreign')
   t.equal(err.message, expected)
 
@@ -155,7 +155,7 @@ t.test('pool start never probes nor removes another user\'s socket', asRoot, asy
   const fake = await impostor(t, live)
   const err = await createControlServer({ path: live, pool: fakePool() }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_IN_USE)
-  t.equal(err.exitCode, 2)
+  t.equal(exitCodeOf(err), 2)
   t.equal(err.message, `control socket ${live} belongs to user nobody (uid ${NOBODY}); refusing to use or replace another user's socket: choose another --control path`)
   t.equal(fake.connections, 0, 'not probed')
 
@@ -184,7 +184,7 @@ t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mo
     const env = { TMPDIR: tmp }
     const forStart = (() => { try { return defaultControlPath(9001, env) } catch (e) { return e } })()
     t.equal(forStart.code, codes.BAD_OPTION, `${what}: pool start refuses`)
-    t.equal(forStart.exitCode, 2)
+    t.equal(exitCodeOf(forStart), 2)
     t.equal(forStart.message, message)
     const forClient = (() => { try { return clientControlPath({ frontPort: 9001, env }) } catch (e) { return e } })()
     t.equal(forClient.message, message, `${what}: the commands refuse`)

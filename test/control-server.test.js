@@ -10,7 +10,7 @@ const { ControlServer, createControlServer } = require('../lib/control/server')
 const { sendCommand } = require('../lib/control/client')
 const { defaultControlPath, clientControlPath, frontPortOf } = require('../lib/control/path')
 const { formatDuration, formatStatus, formatReload, formatScale } = require('../lib/control/format')
-const { poolError, codes } = require('../lib/errors')
+const { poolError, codes, exitCodeOf } = require('../lib/errors')
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
@@ -132,7 +132,7 @@ t.test('protocol: errors carry code, message, exit code and the app\'s error', a
   // The client turns the pool's error back into a PoolError printError can show.
   const err = await sendCommand(server.path, 'reload').catch((e) => e)
   t.equal(err.code, codes.RELOAD_FAILED)
-  t.equal(err.exitCode, 1)
+  t.equal(exitCodeOf(err), 1)
   t.same(err.details.appError, appError)
   t.ok(err.remote)
 })
@@ -142,7 +142,7 @@ t.test('a live pool on the path: the second server refuses with its pid', async 
   const err = await createControlServer({ path: first.path, pool: fakePool() }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_IN_USE)
   t.equal(err.message, `another pool is running on control socket ${first.path} (pid ${process.pid})`)
-  t.equal(err.exitCode, 2)
+  t.equal(exitCodeOf(err), 2)
   t.same(await sendCommand(first.path, 'ping'), { pid: process.pid, phase: 'running' }, 'the first still answers')
 })
 

@@ -24,7 +24,7 @@ async function refusedStart (t, { workers = 1, lab, args }) {
 
 t.test('no --haproxy-socket, or a socket that does not exist', async (t) => {
   const none = await refusedStart(t, { args: [] })
-  t.equal(none, 'pool: --balancer haproxy needs --haproxy-socket: the path (or host:port) of HAProxy\'s "stats socket ... level admin"')
+  t.equal(none, 'pool: the HAProxy front needs haproxySocket (--haproxy-socket): the path (or host:port) of HAProxy\'s "stats socket ... level admin"')
 
   const missing = path.join(tempDir(t), 'haproxy-admin.sock')
   const line = await refusedStart(t, { args: ['--haproxy-socket', missing] })
@@ -48,7 +48,7 @@ t.test('a backend without the servers the pool needs, or no such backend', async
   t.equal(noBackend, `pool: HAProxy has no backend 'ssr' (socket ${lab.socket}); check --haproxy-backend and the config's 'backend' section`)
 
   const badName = await refusedStart(t, { workers: 2, lab, args: ['--haproxy-socket', lab.socket, '--haproxy-backend', 'a;b'] })
-  t.match(badName, /--haproxy-backend must be a HAProxy name/)
+  t.match(badName, /haproxyBackend \(--haproxy-backend\) must be a HAProxy name/)
 })
 
 t.test('servers that send to other ports than the pool listens on', async (t) => {

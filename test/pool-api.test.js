@@ -102,3 +102,27 @@ t.test('a reload brings back a slot given up on the old code', async (t) => {
   await waitFor(() => pool.workers()[1].state === 'ready', { what: 'slot 2 ready with the new code' })
   t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[1]}/`)).body).slot, '2')
 })
+
+t.test('the embedded balancer from the library: balancer, port and its other options', async (t) => {
+  const [port, stats, workerPort] = await freePorts(4)
+  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 2, workerPort, logger: silent, balancer: 'embedded', port, maxconn: 1, statsPort: stats })
+  t.teardown(() => pool.kill())
+  await pool.start()
+  const answers = await Promise.all([1, 2, 3, 4].map((i) => request(`http://127.0.0.1:${port}/?i=${i}`)))
+  t.same(answers.map((a) => a.status), [200, 200, 200, 200], 'served through the balancer on `port`')
+  t.match(pool.status().front, { type: 'embedded', url: `http://127.0.0.1:${port}`, maxconn: 1 })
+  t.match((await request(`http://127.0.0.1:${stats}/metrics`)).body, /pool_worker_requests_total\{worker="worker1"\}/, 'its metrics in the pool\'s registry')
+  t.same(await pool.stop(), { clean: true })
+})
+
+t.test('unknown options are refused, naming the closest known one', async (t) => {
+  const app = path.join(FIXTURES, 'handler.js')
+  t.throws(() => new Pool({ app, gracefullTimeout: 1 }), { code: codes.BAD_OPTION, message: 'unknown option gracefullTimeout (did you mean gracefulTimeout?)' })
+  t.throws(() => new Pool({ app, port: 9001 }), { code: codes.BAD_OPTION, message: /unknown option port; .*balancer: 'embedded'/ })
+  t.throws(() => new Pool({ app, balancer: 'embedded', maxconn: 0 }), { code: codes.BAD_OPTION, message: /^maxconn \(--maxconn\) must be a positive integer/ })
+  t.throws(() => new Pool({ app, balancer: 'haproxy' }), { code: codes.BAD_OPTION, message: /needs haproxySocket/ })
+  t.throws(() => new Pool({ app, balancer: 'nginx' }), { code: codes.BAD_OPTION, message: /balancer must be one of embedded, haproxy, none/ })
+  t.throws(() => new Pool({ app, balancer: 'embedded', fronts: [] }), { code: codes.BAD_OPTION, message: /either balancer or fronts/ })
+  const err = t.throws(() => new Pool({ app, workers: 0 }))
+  t.notOk('exitCode' in err, 'a library error carries no CLI exit code')
+})

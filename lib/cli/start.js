@@ -51,7 +51,7 @@ async function handler (argv) {
     const port = frontOptions.port ?? front.options().port?.default
     const options = resolveOptions(withStatsPort(fromArgv(argv, OPTIONS), { balancer: argv.balancer, port, host: frontOptions.host ?? front.options().host?.default }))
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
-    pool = new Pool({ ...options, app: argv.app, logger, fronts: [front.create({ ...frontOptions, workers: options.workers }, { logger })] })
+    pool = new Pool({ ...options, ...frontOptions, balancer: argv.balancer, app: argv.app, logger })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same

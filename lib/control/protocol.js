@@ -16,7 +16,7 @@
 // An error with `"id": null` can also be about the connection itself (a line too long, no
 // request for too long): the pool closes the connection right after it (./connection.js).
 
-const { poolError, codes, EXIT } = require('../errors')
+const { PoolError, poolError, codes, EXIT, exitCodeOf } = require('../errors')
 
 const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'stop', 'ping'])
 // A request is a few dozen bytes and a status answer a few hundred per worker: a line this long
@@ -65,7 +65,7 @@ function serializeError (err) {
     code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : codes.INTERNAL,
     message: err?.message || String(err)
   }
-  if (Number.isInteger(err?.exitCode)) out.exitCode = err.exitCode
+  if (err instanceof PoolError) out.exitCode = exitCodeOf(err)
   const appError = err?.details?.appError
   if (appError) {
     out.appError = { message: appError.message, stack: appError.stack }

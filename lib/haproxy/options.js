@@ -22,14 +22,14 @@ function bad (message) { return poolError(codes.BAD_OPTION, message) }
 function resolveHaproxyFrontOptions (input = {}) {
   const o = resolveOptions(input, OPTIONS)
   if (o.haproxySocket === undefined) {
-    throw bad('--balancer haproxy needs --haproxy-socket: the path (or host:port) of HAProxy\'s "stats socket ... level admin"')
+    throw bad('the HAProxy front needs haproxySocket (--haproxy-socket): the path (or host:port) of HAProxy\'s "stats socket ... level admin"')
   }
   parseAddress(o.haproxySocket) // throws a PoolError naming the bad value
   if (!/^[A-Za-z0-9_.:-]+$/.test(o.haproxyBackend)) {
-    throw bad(`--haproxy-backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.haproxyBackend}')`)
+    throw bad(`haproxyBackend (--haproxy-backend) must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.haproxyBackend}')`)
   }
-  if (o.haproxyCheckInterval < 100) throw bad(`--haproxy-check-interval must be at least 100ms (got ${o.haproxyCheckInterval} ms)`)
-  if (o.haproxyTimeout < 10) throw bad(`--haproxy-timeout must be at least 10ms (got ${o.haproxyTimeout} ms)`)
+  if (o.haproxyCheckInterval < 100) throw bad(`haproxyCheckInterval (--haproxy-check-interval) must be at least 100ms (got ${o.haproxyCheckInterval} ms)`)
+  if (o.haproxyTimeout < 10) throw bad(`haproxyTimeout (--haproxy-timeout) must be at least 10ms (got ${o.haproxyTimeout} ms)`)
   return o
 }
 
