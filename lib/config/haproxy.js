@@ -120,7 +120,17 @@ function logLine (target) {
   return [`    log ${target} local0`]
 }
 
-function globalSection (o, t) {
+// What the runtime API is for in this config, and why its sessions may idle this long.
+const POOL_SOCKET_COMMENTS = {
+  socket: [
+    '    # The runtime API `pool start --balancer haproxy --haproxy-socket` drives: it sets each',
+    '    # server READY, DRAIN or MAINT. `set server` needs level admin; mode 600 keeps everyone but',
+    '    # its owner out. expose-fd lets a reload take over the listeners without dropping any.'
+  ],
+  timeout: '    # Idle limit of an interactive session; the pool opens one connection per command.'
+}
+
+function globalSection (o, t, comments = POOL_SOCKET_COMMENTS) {
   const owner = (user) => (user ? ` user ${user}` : '')
   return [
     'global',
@@ -128,11 +138,9 @@ function globalSection (o, t) {
     `    pidfile ${o.pidFile}`,
     ...(o.user ? [`    user ${o.user}`] : []),
     ...(o.group ? [`    group ${o.group}`] : []),
-    '    # The runtime API `pool start --balancer haproxy --haproxy-socket` drives: it sets each',
-    '    # server READY, DRAIN or MAINT. `set server` needs level admin; mode 600 keeps everyone but',
-    '    # its owner out. expose-fd lets a reload take over the listeners without dropping any.',
+    ...comments.socket,
     `    stats socket ${o.socket} mode 600 level admin expose-fd listeners${owner(o.socketUser)}`,
-    '    # Idle limit of an interactive session; the pool opens one connection per command.',
+    comments.timeout,
     '    stats timeout 30s',
     '    # After a reload, the old process may finish what it runs, up to the longest request.',
     `    hard-stop-after ${duration(t.queue + t.server + 10000)}`,
@@ -266,4 +274,20 @@ function haproxyConfig (input = {}) {
   ].join('\n')
 }
 
-module.exports = { haproxyConfig, resolveHaproxyOptions, timeouts, duration, OPTIONS, DEFAULT_PREFIX }
+module.exports = {
+  haproxyConfig,
+  resolveHaproxyOptions,
+  timeouts,
+  duration,
+  OPTIONS,
+  DEFAULT_PREFIX,
+  // Shared with the fleet's edge config (lib/config/edge.js).
+  PROXY_NAME,
+  bad,
+  camel,
+  checkPath,
+  checkWord,
+  hostPort,
+  globalSection,
+  statsSection
+}
