@@ -17,6 +17,7 @@ const { resolvePoolOptions } = require('./pool-options')
 const { createLogger } = require('./logger')
 const { FrontSet } = require('./front-set')
 const { PoolListeners } = require('./pool-listeners')
+const { PoolPhase } = require('./pool-phase')
 const { Remnants } = require('./process-group')
 const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('./pool-metrics')
@@ -46,41 +47,39 @@ class Pool extends EventEmitter {
     this.reloading = null // the Reload in progress
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
-    this.phase = 'idle' // idle → starting → running → stopping → stopped
+    this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
     this.events = []
     this.tickScheduled = false
     this.timer = null
     this.unclean = false // the stop had to signal a worker
     this.startedAt = null
-    this.waiters = [] // { done(): boolean, resolve, reject } settled by checkProgress
   }
+
+  get phase () { return this.life.name }
+  get failure () { return this.life.failure }
 
   // ── public API: checks at once, acts in the tick ──────────────────────────────────────────
 
   // Resolves when every slot is ready or given up and at least one is ready. Rejects when the
   // app cannot boot at all, a worker port is taken, or a front refuses to start.
   async start () {
-    if (this.phase !== 'idle') throw poolError(codes.BAD_OPTION, 'pool.start() was already called')
-    this.phase = 'starting'
+    this.life.begin()
     this.startedAt = this.now()
     try {
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
-      this.assertStillStarting()
+      this.life.assertStarting()
       await this.listeners.start()
-      this.assertStillStarting()
-      await this.fronts.start(this, () => this.phase === 'starting')
-      this.assertStillStarting()
+      this.life.assertStarting()
+      await this.fronts.start(this, () => this.life.is('starting'))
+      this.life.assertStarting()
     } catch (err) {
-      if (this.phase === 'starting') {
-        this.phase = 'stopped'
-        await this.listeners.stop()
-      }
+      if (this.life.abandon()) await this.listeners.stop()
       throw err
     }
-    const started = new Promise((resolve, reject) => { this.startWaiter = { resolve, reject } })
+    const started = this.life.untilRunning()
     this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
     this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
-      `starting ${this.target} workers of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
+      `starting ${this.target} worker${this.target === 1 ? '' : 's'} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
   }
@@ -89,20 +88,14 @@ class Pool extends EventEmitter {
   // KILL. Resolves { clean } where clean is false when this stop had to signal a worker, once
   // the processes the workers' apps left behind are gone too (process-group.js).
   stop ({ timeout = this.options.gracefulTimeout } = {}) {
-    if (this.stopPromise) return this.stopPromise
-    if (this.phase === 'idle' || this.phase === 'stopped') return Promise.resolve({ clean: true })
-    const wasStarting = this.phase === 'starting'
-    this.phase = 'stopping'
-    this.stopPromise = new Promise((resolve) => { this.stopWaiter = resolve })
-    // A start still in progress ends here, with an answer rather than a promise left hanging.
-    if (wasStarting && this.startWaiter && !this.failure) this.startWaiter.reject(poolError(codes.STOPPING, 'the pool was stopped before it finished starting'))
-    this.enqueue({ type: 'stop', timeout })
-    return this.stopPromise
+    const { promise, began } = this.life.stop()
+    if (began) this.enqueue({ type: 'stop', timeout })
+    return promise
   }
 
   // Immediate: SIGKILL every worker, and what their apps left running (a second Ctrl-C).
   kill () {
-    if (this.phase === 'idle' || this.phase === 'stopped') return this.stop()
+    if (this.life.is('idle', 'stopped')) return this.stop()
     const stopped = this.stop({ timeout: 0 })
     this.enqueue({ type: 'kill' })
     return stopped
@@ -115,7 +108,7 @@ class Pool extends EventEmitter {
 
   // Replace every worker with one running the code now on disk, without failing a request.
   async reload () {
-    this.assertRunning('reload')
+    this.life.assertRunning('reload')
     if (this.reloading) throw poolError(codes.BUSY, 'a reload is already running')
     const reload = new Reload({ now: this.now(), logger: this.logger })
     this.reloading = reload
@@ -128,12 +121,16 @@ class Pool extends EventEmitter {
 
   // Grow or shrink the pool. Shrinking drains the highest slots first.
   async scale (n) {
-    this.assertRunning('scale')
+    this.life.assertRunning('scale')
     if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
     const max = this.options.maxWorkers
     if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
+    if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
     await this.fronts.checkScale(n)
-    this.assertRunning('scale') // a stop may have come while a front was checking
+    // New slots' ports must be free now, or the answer would be "scaled" and the slot give up.
+    const added = Array.from({ length: n }, (_, i) => i + 1).filter((slot) => !this.handles.has(slot))
+    await checkWorkerPorts(this.system, { host: this.options.workerHost, slots: added, ports: added.map((slot) => this.portOf(slot)) })
+    this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
     const from = this.target
     this.target = n // read by the next tick's reconcile
     this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${n} workers`)
@@ -180,11 +177,9 @@ class Pool extends EventEmitter {
 
   // Resolves once `done()` holds, checked after every tick; rejects if the pool stops first.
   until (done) {
-    return new Promise((resolve, reject) => {
-      if (this.phase === 'stopped') return reject(poolError(codes.STOPPING, 'the pool stopped'))
-      this.waiters.push({ done, resolve, reject })
-      this.wake()
-    })
+    const waiting = this.life.until(done)
+    this.wake()
+    return waiting
   }
 
   // ── the loop ──────────────────────────────────────────────────────────────────────────────
@@ -241,14 +236,14 @@ class Pool extends EventEmitter {
   onBootError (h, error) {
     h.lastError = error
     this.report.bootError(h, error)
-    if (error.code === 'EADDRINUSE' && this.phase === 'starting') this.fail(poolError(codes.PORT_IN_USE, error.message))
+    if (error.code === 'EADDRINUSE' && this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
   }
 
   onExit (h, { code, signal }, now) {
     const pid = h.pid
     const wasReady = h.readyAt !== null
     this.announceGone(h)
-    const outcome = h.exited(code, signal, now, { stopping: this.phase === 'stopping' || this.phase === 'stopped' })
+    const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
     if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
@@ -286,7 +281,7 @@ class Pool extends EventEmitter {
   // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
   // does not make the stop that follows unclean.
   noteSignalled () {
-    if (this.phase === 'stopping') this.unclean = true
+    if (this.life.is('stopping')) this.unclean = true
   }
 
   // ── commands ──────────────────────────────────────────────────────────────────────────────
@@ -338,13 +333,13 @@ class Pool extends EventEmitter {
   }
 
   reconcile (now) {
-    if (this.phase !== 'starting' && this.phase !== 'running') return
+    if (!this.life.is('starting', 'running')) return
     for (const h of this.slots()) {
       if (h.slot <= this.target) continue
       if (h.alive) this.beginDrain(h, { reason: 'scale-down' })
       else this.removeSlot(h)
     }
-    if (this.phase === 'running') this.replaceOutdated()
+    if (this.life.is('running')) this.replaceOutdated()
     for (let slot = 1; slot <= this.target; slot++) {
       let h = this.handles.get(slot)
       if (!h) {
@@ -375,7 +370,7 @@ class Pool extends EventEmitter {
   // The reload's canary, then its outcome; the replacing itself is replaceOutdated's.
   advanceReload (now) {
     const r = this.reloading
-    if (!r || r.finished || this.phase !== 'running') return
+    if (!r || r.finished || !this.life.is('running')) return
     if (r.stage === 'canary') {
       if (!r.canary) return this.spawnCanary(r, now)
       const verdict = r.canary.check(now)
@@ -436,20 +431,17 @@ class Pool extends EventEmitter {
 
   checkProgress (now) {
     const handles = this.slots()
-    if (this.phase === 'starting' || this.phase === 'running') {
+    if (this.life.is('starting', 'running')) {
       const wanted = this.wanted()
       if (wanted.length > 0 && wanted.every((h) => h.state === 'given-up')) return this.fail(this.bootFailure())
     }
-    if (this.phase === 'starting' && handles.length >= this.target && handles.every((h) => h.ready || h.state === 'given-up')) {
-      this.phase = 'running'
+    if (this.life.is('starting') && handles.length >= this.target && handles.every((h) => h.ready || h.state === 'given-up')) {
       const ready = handles.filter((h) => h.ready).length
       this.logger.info({ event: 'started', ready, workers: this.target, ms: now - this.startedAt }, `${ready}/${this.target} workers ready`)
-      this.startWaiter.resolve(this)
+      this.life.running(this)
     }
-    for (const w of [...this.waiters]) {
-      if (w.done()) { this.waiters.splice(this.waiters.indexOf(w), 1); w.resolve() }
-    }
-    if (this.phase === 'stopping' && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.remnants.size === 0) this.finishStop()
+    this.life.settle()
+    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.remnants.size === 0) this.finishStop()
   }
 
   bootFailure () {
@@ -461,10 +453,10 @@ class Pool extends EventEmitter {
 
   // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.
   fail (err) {
-    if (this.failure) return
-    this.failure = err
-    if (this.phase === 'starting') {
-      const waiter = this.startWaiter
+    if (this.life.failure) return
+    this.life.failure = err
+    if (this.life.is('starting')) {
+      const waiter = this.life.startWaiter
       this.stop({ timeout: 0 }).then(() => waiter.reject(err))
     } else {
       this.logger.fatal({ event: 'failed', code: err.code }, err.message)
@@ -474,28 +466,14 @@ class Pool extends EventEmitter {
   }
 
   async finishStop () {
-    this.phase = 'stopped'
+    this.life.end()
     clearInterval(this.timer)
-    for (const w of this.waiters.splice(0)) w.reject(poolError(codes.STOPPING, 'the pool stopped'))
     await this.fronts.stop()
     await this.listeners.stop()
-    const clean = !this.unclean && !this.failure
+    const clean = !this.unclean && !this.life.failure
     this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
     this.emit('stopped', { clean })
-    this.stopWaiter({ clean })
-  }
-
-  // ── start-up ──────────────────────────────────────────────────────────────────────────────
-
-  // start() awaits port checks and fronts; a stop() in between wins.
-  assertStillStarting () {
-    if (this.phase !== 'starting') throw poolError(codes.STOPPING, 'the pool was stopped before it finished starting')
-  }
-
-  assertRunning (what) {
-    if (this.phase === 'running') return
-    const code = this.phase === 'stopping' || this.phase === 'stopped' ? codes.STOPPING : codes.NOT_STARTED
-    throw poolError(code, `cannot ${what}: the pool is ${this.phase}`)
+    this.life.ended({ clean })
   }
 }
 

@@ -70,12 +70,13 @@ function bindError (port, host) {
   })
 }
 
-// Every slot's port must be free before the first worker is forked.
-async function checkWorkerPorts (system, { host, ports }) {
+// Every slot's port must be free before its first worker is forked (at start, and for the slots
+// a scale-up adds). `slots[i]` is the slot of `ports[i]` (default: 1, 2, ...).
+async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i) => i + 1) }) {
   for (const [i, port] of ports.entries()) {
     const err = await system.bindError(port, host)
-    if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${i + 1}) is already in use on ${host}`)
-    if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (slot ${i + 1}): ${err}`)
+    if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slots[i]}) is already in use on ${host}`)
+    if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (slot ${slots[i]}): ${err}`)
   }
 }
 

@@ -126,3 +126,17 @@ t.test('unknown options are refused, naming the closest known one', async (t) =>
   const err = t.throws(() => new Pool({ app, workers: 0 }))
   t.notOk('exitCode' in err, 'a library error carries no CLI exit code')
 })
+
+t.test('scale onto a taken port: refused before answering, naming the port and slot', async (t) => {
+  const [workerPort] = await freePorts(3)
+  const blocker = require('node:net').createServer().listen(workerPort + 2, '127.0.0.1')
+  await new Promise((resolve) => blocker.once('listening', resolve))
+  t.teardown(() => blocker.close())
+  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 2, workerPort, logger: silent })
+  t.teardown(() => pool.kill())
+  await pool.start()
+  await t.rejects(pool.scale(3), { code: codes.PORT_IN_USE, message: `port ${workerPort + 2} (slot 3) is already in use on 127.0.0.1` })
+  t.equal(pool.target, 2, 'the pool stays at 2')
+  t.same(pool.workers().map((w) => w.state), ['ready', 'ready'])
+  await t.rejects(pool.scale(70000), { code: codes.BAD_OPTION, message: /above 65535/ })
+})
