@@ -16,7 +16,7 @@ export type Servable = RequestListener | Server | { callback(): RequestListener 
  */
 export function listen (target: Servable, options?: { port?: number, host?: string }): Server
 
-export type WorkerState = 'booting' | 'ready' | 'busy' | 'draining' | 'dead' | 'given-up'
+export type WorkerState = 'booting' | 'warming' | 'ready' | 'busy' | 'draining' | 'dead' | 'given-up'
 
 export interface RunningRequest {
   method: string
@@ -114,6 +114,10 @@ export interface SupervisorOptions {
   healthyAfter?: number
   /** consecutive deaths before ready after which a slot is given up. Default 5 */
   maxBootFailures?: number
+  /** paths a new worker is sent GET requests for before it is given traffic; default none */
+  warmup?: string[]
+  /** warm-up requests per new worker, cycling through `warmup`. Default 5 */
+  warmupRequests?: number
   /** slots replaced at a time by reload and recycling. Default 1 */
   reloadBatch?: number
   /** recycle a worker after this many requests; 0 = never (default) */

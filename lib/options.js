@@ -17,7 +17,7 @@ function defaultWorkers (env = process.env) {
 }
 
 // kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
-// 0 meaning off), 'duration' (ms >= 0),
+// 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0),
 // 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
 const OPTIONS = {
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
@@ -34,6 +34,8 @@ const OPTIONS = {
   restartMaxDelay: { flag: 'restart-max-delay', kind: 'duration', default: 15000, group: 'Restarts', describe: 'Upper bound of the respawn delay' },
   healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a slot\'s crash count resets' },
   maxBootFailures: { flag: 'max-boot-failures', kind: 'count', default: 5, group: 'Restarts', describe: 'A slot whose worker dies before ready this many times in a row is given up' },
+  warmup: { flag: 'warmup', kind: 'list', default: () => [], defaultText: 'none', group: 'Workers', describe: 'A path a new worker is sent GET requests for before it is given traffic (repeatable); 500 or more fails its boot' },
+  warmupRequests: { flag: 'warmup-requests', kind: 'int', default: 5, group: 'Workers', describe: 'Warm-up requests per new worker, cycling through the --warmup paths, one at a time, within --boot-timeout' },
   reloadBatch: { flag: 'reload-batch', kind: 'count', default: 1, group: 'Reload and recycling', describe: 'Slots replaced at a time by a rolling reload or recycling; capacity never drops below workers - batch' },
   maxRequests: { flag: 'max-requests', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker after this many requests (0: never)' },
   maxRequestsJitter: { flag: 'max-requests-jitter', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Add 0..this many requests to each worker\'s limit, so workers do not recycle together' },
@@ -88,6 +90,9 @@ function check (name, spec, value) {
       break
     case 'bool':
       if (typeof value !== 'boolean') throw bad('must be true or false')
+      break
+    case 'list':
+      if (!Array.isArray(value) || value.some((v) => typeof v !== 'string' || v === '')) throw bad('must be a list of non-empty strings')
       break
   }
 }

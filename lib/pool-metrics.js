@@ -8,7 +8,7 @@
 
 const client = require('prom-client')
 
-const STATES = ['booting', 'ready', 'busy', 'draining', 'dead', 'given-up']
+const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'given-up']
 
 class PoolMetrics {
   // workers(): the pool's worker snapshots, read at scrape time.

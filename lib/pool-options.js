@@ -34,6 +34,8 @@ function resolvePoolOptions (input = {}) {
     else own[key] = value
   }
   const options = checkOwnPorts(resolveOptions(own))
+  const path = options.warmup.find((p) => !p.startsWith('/'))
+  if (path !== undefined) throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
   if (!balancer) return { options, createFront: null }
   const create = (logger) => FRONTS[balancer].create({ ...frontOptions, workers: options.workers }, { logger })
   create() // throws now, before anything starts, if the front's options are wrong

@@ -211,6 +211,8 @@ class Pool extends EventEmitter {
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
     if (event.type === 'exit') return this.onExit(h, event, now)
+    if (event.type === 'warmed') return this.onReady(h, now)
+    if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
     if (event.type === 'message') return this.onMessage(h, event.message, now)
   }
@@ -227,10 +229,27 @@ class Pool extends EventEmitter {
     }
   }
 
+  // The worker listens; with --warmup, it is ready once warmed up ('warmed' comes back here).
   onReady (h, now) {
+    if (this.options.warmup.length > 0 && h.beganWarmup()) return this.warmUp(h, now)
     if (!h.becameReady(now)) return
     this.fronts.tell('workerReady', this.report.ready(h, now))
     this.reloading?.slotReady(h)
+  }
+
+  warmUp (h, now) {
+    const { warmup: paths, warmupRequests: count, timeout } = this.options
+    this.report.warming(h, now)
+    const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
+    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done('warmed'), (err) => done('warmup-failed', err))
+  }
+
+  // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
+  onWarmupFailed (h, err) {
+    h.lastError = { message: `warm-up failed: ${err.message}` }
+    this.report.bootError(h, h.lastError)
+    this.announceGone(h)
+    h.kill('warmup-failed')
   }
 
   onBootError (h, error) {

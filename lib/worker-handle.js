@@ -14,17 +14,20 @@
 //   dead       booting                              a process is forked for the slot
 //   dead       given-up                             a fork failed, the last allowed boot failure
 //   booting    ready                                the worker listens (IPC 'ready')
+//   booting    warming → ready                      with --warmup: it listens, then answered
+//                                                   its warm-up requests
 //   ready      busy ⇄ ready                         a request starts / ends (IPC 'busy' / 'idle')
-//   booting, ready, busy  draining                  stop, reload, scale-down, recycling
+//   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling
 //   any live   dead                                 the process exited (respawn at `respawnAt`)
-//   booting    given-up                             it exited before ready, the last allowed time
+//   booting, warming  given-up                      it exited before ready, the last allowed time
 //   given-up   dead                                 a reload revives the slot with new code
 
 const { signalWorker } = require('./process-group')
 
 const TRANSITIONS = Object.freeze({
   dead: ['booting', 'given-up'],
-  booting: ['ready', 'draining', 'dead', 'given-up'],
+  booting: ['warming', 'ready', 'draining', 'dead', 'given-up'],
+  warming: ['ready', 'draining', 'dead', 'given-up'],
   ready: ['busy', 'draining', 'dead'],
   busy: ['ready', 'draining', 'dead'],
   draining: ['dead'],
@@ -32,7 +35,8 @@ const TRANSITIONS = Object.freeze({
 })
 
 // Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' and
-// 'heartbeat' for a hung worker, 'boot-timeout', 'pool-killed', '<drain>-killed'), or, for a
+// 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'pool-killed',
+// '<drain>-killed'), or, for a
 // drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
 // 'max-requests', 'max-rss').
 
@@ -57,7 +61,8 @@ class WorkerHandle {
     this.readyAt = null
     this.lastSeen = null
     this.request = null // { method, url, startedAt } while a request runs
-    this.requests = 0 // served by the current process
+    this.requests = 0 // served by the current process, warm-up excluded
+    this.warmupServed = 0 // warm-up requests the current process answered
     this.totalRequests = 0 // served in this slot, all processes
     this.queued = 0 // requests that reached the worker while it was busy
     this.restarts = 0 // processes started in this slot after the first
@@ -100,6 +105,7 @@ class WorkerHandle {
     this.lastSeen = now
     this.request = null
     this.requests = 0
+    this.warmupServed = 0
     this.rss = null
     this.killReason = null
     this.drain = null
@@ -111,9 +117,16 @@ class WorkerHandle {
     this.transition('booting')
   }
 
+  // The worker listens and its warm-up begins (--warmup). Returns true when this began it.
+  beganWarmup () {
+    if (this.#state !== 'booting') return false
+    this.transition('warming')
+    return true
+  }
+
   // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
   becameReady (now) {
-    if (this.#state !== 'booting') return false
+    if (this.#state !== 'booting' && this.#state !== 'warming') return false
     this.readyAt = now
     this.bootFailures = 0
     this.transition('ready')
@@ -125,12 +138,14 @@ class WorkerHandle {
     if (this.#state === 'ready') this.transition('busy')
   }
 
-  // A request ended. Past --max-requests or --max-rss the process is due for recycling.
+  // A request ended. Past --max-requests or --max-rss the process is due for recycling. A
+  // warm-up request counts for none of it: the worker counts it, the handle takes it off.
   finished ({ requests, rss }) {
     this.request = null
-    this.requests = requests
-    this.totalRequests++
     this.rss = rss
+    if (this.#state === 'warming') { this.warmupServed = requests; return }
+    this.requests = requests - this.warmupServed
+    this.totalRequests++
     if (this.#state === 'busy') this.transition('ready')
     const maxRss = this.policy.maxRss
     if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
@@ -146,7 +161,8 @@ class WorkerHandle {
     if (!this.alive) return null
     const p = this.policy
     if (this.killReason === null) {
-      if (this.#state === 'booting' && now - this.spawnedAt > p.bootTimeout) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
+      // The boot timeout covers the warm-up too: ready in time means warmed up in time.
+      if ((this.#state === 'booting' || this.#state === 'warming') && now - this.spawnedAt > p.bootTimeout) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
       if (this.request && now - this.request.startedAt > p.timeout) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
       // A worker that never became ready is still loading (the boot timeout covers it), even
       // when it is already being drained.

@@ -2,7 +2,8 @@
 
 // What the supervisor needs from the operating system to run workers: the app's path, free
 // ports, forking a worker (the bootstrap, in a session and process group of its own, with the
-// slot's environment and the user's node flags), its events, signalling it, and the clock. `SYSTEM` is all
+// slot's environment and the user's node flags, its output captured as log records), its
+// events, signalling it, and the clock. `SYSTEM` is all
 // of it in one object, so that tests can drive the supervisor with a fake one.
 
 const { fork } = require('node:child_process')
@@ -10,8 +11,11 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { signalWorker, captureRemnant } = require('./process-group')
+const { captureOutput } = require('./app-output')
+const { createLogger } = require('./logger')
 const { poolError, codes } = require('./errors')
 const msg = require('./messages')
+const { warmUp } = require('./warmup')
 
 const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -19,12 +23,21 @@ const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
+// The worker's stdout and stderr are pipes read by the supervisor (lib/app-output.js): what the
+// app prints reaches the pool's stdout as log records tagged with slot and pid, not raw text
+// between the JSON lines.
 function forkWorker ({ options: o, app, workers, slot, host, port }) {
+  const child = spawnWorker({ options: o, app, workers, slot, host, port })
+  captureOutput(child, { logger: outputLogger(o), slot, port })
+  return child
+}
+
+function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
   return fork(BOOTSTRAP, o.args || [], {
     cwd: o.cwd || process.cwd(),
     execArgv: withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env),
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
     // then stops the workers gracefully instead of every worker dying mid-request at once; and
     // the supervisor can signal a worker together with the processes its app started
@@ -38,10 +51,22 @@ function forkWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_WORKER_HOST: host,
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
-      POOL_LOG_FORMAT: o.logFormat,
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
     }
   })
+}
+
+// The app's lines go through the pool's logger when it was given one (`pool start` gives it);
+// else through one made like the supervisor's own (same level, format and stdout), one per pool.
+const madeLoggers = new WeakMap()
+function outputLogger (o) {
+  if (o.logger) return o.logger
+  let logger = madeLoggers.get(o)
+  if (!logger) {
+    logger = createLogger({ level: o.logLevel, format: o.logFormat })
+    madeLoggers.set(o, logger)
+  }
+  return logger
 }
 
 // The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).
@@ -99,6 +124,7 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
 
 const SYSTEM = Object.freeze({
   fork: forkWorker,
+  warmUp,
   signal: signalWorker,
   captureRemnant,
   bindError,

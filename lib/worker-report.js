@@ -43,6 +43,11 @@ class WorkerReport {
     return view
   }
 
+  warming (h, now) {
+    const { warmup, warmupRequests } = this.options
+    this.of(h).info({ event: 'warming', pid: h.pid, bootMs: now - h.spawnedAt, requests: warmupRequests }, `worker ${h.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
+  }
+
   busy (h, now) { this.emit('busy', h.snapshot(now)) }
 
   idle (h, now) {

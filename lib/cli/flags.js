@@ -20,7 +20,7 @@ function toYargs (table) {
   const out = {}
   for (const spec of Object.values(table)) {
     out[spec.flag] = {
-      type: spec.kind === 'bool' ? 'boolean' : 'string',
+      type: spec.kind === 'bool' ? 'boolean' : spec.kind === 'list' ? 'array' : 'string',
       describe: spec.describe,
       group: spec.group ? `${spec.group}:` : undefined,
       alias: spec.alias,
@@ -41,6 +41,7 @@ const WHOLE_NUMBER = {
 
 function convert (spec, raw) {
   const bad = (what) => poolError(codes.BAD_OPTION, `--${spec.flag} ${what} (got '${raw}')`)
+  if (spec.kind === 'list') return [].concat(raw).map(String)
   if (Array.isArray(raw)) throw bad('was given more than once')
   switch (spec.kind) {
     case 'count':
