@@ -6,6 +6,7 @@
 // than a log line), fronts start one after the other, and each started front is stopped once.
 
 const { NoFront } = require('./front')
+const { StartedInOrder } = require('./in-order')
 
 const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
@@ -13,8 +14,8 @@ class FrontSet {
   constructor (fronts, logger) {
     this.list = fronts.length ? fronts : [new NoFront()]
     this.logger = logger
-    this.started = [] // fronts whose start() resolved: the ones stop() must stop
-    this.starting = null
+    this.pool = null
+    this.order = new StartedInOrder(this.list, { startOne: (front) => front.start(this.pool), startBound: START_BOUND })
   }
 
   // Sync hooks (workerReady, workerGone, stopping): every front is told, whatever one throws.
@@ -37,44 +38,20 @@ class FrontSet {
     for (const front of this.list) await front.checkScale?.(n)
   }
 
-  // One front after the other; `stillWanted()` false (a stop came) starts no more. A failure
-  // stops the fronts already started and rejects.
-  async start (pool, stillWanted) {
-    this.starting = (async () => {
-      for (const front of this.list) {
-        if (!stillWanted()) return
-        await front.start(pool)
-        this.started.push(front)
-      }
-    })()
-    try {
-      await this.starting
-    } catch (err) {
-      await this.stop()
-      throw err
-    }
+  // One front after the other, each started one stopped once (lib/in-order.js); a stop waits
+  // for a front still starting, up to START_BOUND.
+  start (pool, stillWanted) {
+    this.pool = pool
+    return this.order.start(stillWanted)
   }
 
-  // Stops each started front once. A front still starting is waited for first, or it would
-  // open its listener after its stop() and keep it (bounded: a start that never settles must
-  // not keep the pool from stopping).
-  async stop () {
-    if (this.starting) await settledWithin(this.starting, START_BOUND)
-    const fronts = this.started.splice(0)
-    await Promise.allSettled(fronts.map(async (f) => f.stop()))
-  }
+  stop () { return this.order.stop() }
 
   // For `pool status`: one front's status (or the list of them), and the requests they queue.
   status () {
     const all = this.list.map((f) => f.status())
     return { front: all.length === 1 ? all[0] : all, queue: all.reduce((sum, f) => sum + (Number(f.queue) || 0), 0) }
   }
-}
-
-function settledWithin (promise, ms) {
-  let timer
-  const bound = new Promise((resolve) => { timer = setTimeout(resolve, ms) })
-  return Promise.race([promise.then(() => {}, () => {}), bound]).finally(() => clearTimeout(timer))
 }
 
 module.exports = { FrontSet }

@@ -6,38 +6,19 @@
 // that they see it stop.
 
 const { StatsListener } = require('./stats-listener')
+const { StartedInOrder } = require('./in-order')
 
 class PoolListeners {
   constructor (pool) {
     const { statsPort, statsHost, agentPort } = pool.options
     this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => pool.metrics.registry, status: () => pool.status() }) : null
     this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(pool), port: agentPort, pool, logger: pool.logger }) : null
-    this.list = [this.stats, this.agent].filter(Boolean)
-    this.started = []
+    this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 
-  // One after the other; a failure closes what was opened and rejects.
-  async start () {
-    this.starting = (async () => {
-      for (const listener of this.list) {
-        await listener.start()
-        this.started.push(listener)
-      }
-    })()
-    try {
-      await this.starting
-    } catch (err) {
-      await this.stop()
-      throw err
-    }
-  }
-
-  // A stop during start waits for the listener being opened (it settles quickly), or that one
-  // would stay open.
-  async stop () {
-    await this.starting?.catch(() => {})
-    await Promise.allSettled(this.started.splice(0).map((l) => l.stop()))
-  }
+  // One after the other; a failure closes what was opened and rejects (lib/in-order.js).
+  start () { return this.order.start() }
+  stop () { return this.order.stop() }
 
   // For `pool status` and the start-up log line.
   urls () {
