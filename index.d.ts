@@ -188,6 +188,18 @@ export interface EmbeddedBalancerOptions {
   trustProxy?: string
   /** default true */
   accessLog?: boolean
+  /** serve newest first and shed requests queued past overloadMaxWait while the queue stands. Default false */
+  overloadControl?: boolean
+  /** default 400 */
+  overloadInterval?: number
+  /** default 100 */
+  overloadTarget?: number
+  /** default 200 */
+  overloadMaxWait?: number
+  /** header whose value (high, normal, low) sets a request's class, from trustProxy peers only; default none */
+  priorityHeader?: string
+  /** classes by path prefix: 'PREFIX=CLASS,...'; default none */
+  priorityRoutes?: string
 }
 
 /** `balancer: 'haproxy'`: drive an external HAProxy (README, "Production"). */

@@ -49,10 +49,13 @@ class EmbeddedBalancer {
       workers: this.workers,
       queueTimeout: options.queueTimeout,
       maxQueue: options.maxQueue,
+      overload: options.overload,
+      priorityOf: options.priorityOf,
       onAssign: (job, record) => this.onAssign(job, record),
-      onQueueTimeout: (job) => this.safely(job, () => {
-        this.metrics.failures.inc({ reason: 'queue_timeout' })
-        this.fail(job, 'queue_timeout')
+      // queue_timeout, queue_shed (overload control) or queue_full (a higher class took its place)
+      onTurnedAway: (job, reason) => this.safely(job, () => {
+        this.metrics.failures.inc({ reason })
+        this.fail(job, reason)
       })
     })
     this.metrics = this.createMetrics(null)

@@ -1,83 +1,136 @@
 'use strict'
 
-// Matches requests to workers: one FIFO queue for the whole pool, at most `maxconn` requests
-// per worker. A request goes straight to a free worker only when nobody is waiting, so the
-// order of arrival is the order of service. Whoever frees a worker calls release(), which hands
-// it the head of the queue at once.
+// Matches requests to workers: one queue for the whole pool, at most `maxconn` requests per
+// worker. A request goes straight to a free worker only when nobody is waiting, so the order of
+// arrival is the order of service, within each priority class (lib/balancer/priority.js; a
+// higher class is always served first). Whoever frees a worker calls release(), which hands it
+// the next queued request at once.
 //
 // The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
 // worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
 // same step: a release, a worker in rotation, the end of a bench (its own timer lifts it).
+//
+// With overload control (lib/balancer/overload.js), each class's queue is watched on its own (a
+// busy high class must not hide a low class that stands behind it): one that stands is served
+// newest first, and whoever in it has waited longer than the limit is turned away at once.
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
 // milliseconds behind the socket's.
 const BENCH_AFTER_FAILURE_MS = 1000
 
-const { FifoQueue } = require('./queue')
+const { ClassQueues } = require('./queue')
+const { CLASSES, NORMAL } = require('./priority')
+const { OverloadControl } = require('./overload')
 
 class Dispatcher {
   // onAssign(job, record): the job now owns one of record's maxconn places; it must call
   //   release(record) exactly once when done with it.
-  // onQueueTimeout(job): the job waited past its deadline and has left the queue.
-  constructor ({ workers, queueTimeout, maxQueue, onAssign, onQueueTimeout }) {
+  // onTurnedAway(job, reason): the job has left the queue unserved, for `reason`: queue_timeout
+  //   (it waited past its deadline), queue_shed (the queue stands and it waited too long), or
+  //   queue_full (the queue was full and a request of a higher class took its place).
+  // priorityOf(req): the request's class (lib/balancer/priority.js); every request is normal
+  //   without it.
+  // overload: { interval, target, maxWait } turns overload control on.
+  constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway }) {
     this.workers = workers
     this.queueTimeout = queueTimeout
     this.maxQueue = maxQueue
+    this.priorityOf = priorityOf || (() => NORMAL)
     this.onAssign = onAssign
-    this.onQueueTimeout = onQueueTimeout
-    this.queue = new FifoQueue()
+    this.onTurnedAway = onTurnedAway
+    this.queue = new ClassQueues(CLASSES.length)
+    this.overload = overload ? CLASSES.map(() => new OverloadControl(overload)) : null
+    this.newestFirst = (cls) => this.overload !== null && this.overload[cls].standing
+    this.overloadTimer = null
+    this.overloadTimerAt = Infinity
     this.drains = new Set()
   }
 
   get queued () { return this.queue.length }
 
+  // The classes whose queue stands now (none without overload control).
+  standingClasses () {
+    if (!this.overload) return []
+    const now = performance.now()
+    return CLASSES.filter((_, c) => this.overload[c].update(now, this.oldestQueuedAt(c)))
+  }
+
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
   submit (job) {
+    if (job.priority === undefined) job.priority = this.priorityOf(job.req)
     if (this.queue.length === 0) {
       const record = this.workers.pickFree()
       if (record) { this.assign(job, record); return 'assigned' }
     }
-    if (this.maxQueue !== undefined && this.queue.length >= this.maxQueue) return 'full'
+    if (this.maxQueue !== undefined && this.queue.length >= this.maxQueue && !this.makeRoom(job)) return 'full'
     this.enqueue(job, false)
+    this.police()
     return 'queued'
   }
 
-  // A request that must try another worker (redispatch) goes back to the head of the queue:
-  // it has waited longer than anyone behind it. Its queue deadline still runs from arrival.
+  // A full queue still takes a request of a higher class than some queued one: the lower one
+  // that would be served last gives way.
+  makeRoom (job) {
+    const node = this.queue.lastBelow(job.priority, this.newestFirst)
+    if (!node) return false
+    this.turnAway(node.item, 'queue_full')
+    return true
+  }
+
+  // A request that must try another worker (redispatch) goes back to where its class is served
+  // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival.
   requeue (job) {
     this.enqueue(job, true)
     this.pump()
+    this.police()
   }
 
-  enqueue (job, atHead) {
-    job.queuedAt = performance.now()
-    job.queueNode = atHead ? this.queue.unshift(job) : this.queue.push(job)
+  enqueue (job, servedNext) {
+    const now = performance.now()
+    const cls = job.priority
+    // Until now this class's queue was empty: overload control counts from here.
+    if (this.overload && this.queue.classes[cls].length === 0) this.overload[cls].emptied(now)
+    job.queuedAt = now
+    job.queueNode = servedNext
+      ? this.queue.addNext(job, cls, this.newestFirst(cls))
+      : this.queue.add(job, cls)
     if (this.queueTimeout > 0) {
       if (job.deadline === undefined) job.deadline = job.queuedAt + this.queueTimeout
       job.queueTimer = setTimeout(() => this.expire(job), Math.max(0, job.deadline - job.queuedAt))
     }
   }
 
-  dequeue (job) {
+  // `how` the job leaves: served, turned-away, or cancelled (for overload control).
+  dequeue (job, how) {
     this.queue.remove(job.queueNode)
     job.queueNode = null
     clearTimeout(job.queueTimer)
     job.queueTimer = null
-    job.queueMs = (job.queueMs || 0) + (performance.now() - job.queuedAt)
+    const now = performance.now()
+    const waited = now - job.queuedAt
+    job.queueMs = (job.queueMs || 0) + waited
+    if (!this.overload) return
+    const o = this.overload[job.priority]
+    o.left(waited, now, how)
+    if (this.queue.classes[job.priority].length === 0) o.emptied(now)
   }
 
   expire (job) {
     if (!job.queueNode) return
-    this.dequeue(job)
-    this.onQueueTimeout(job)
+    this.turnAway(job, 'queue_timeout')
     this.checkDrains()
+  }
+
+  turnAway (job, reason) {
+    this.dequeue(job, 'turned-away')
+    this.onTurnedAway(job, reason)
   }
 
   // The client went away: a queued job leaves without ever reaching a worker.
   cancel (job) {
     if (!job.queueNode) return false
-    this.dequeue(job)
+    this.dequeue(job, 'cancelled')
     this.checkDrains()
     return true
   }
@@ -93,16 +146,82 @@ class Dispatcher {
     this.checkDrains()
   }
 
-  // Give free workers to the head of the queue, for as long as both last.
+  // Give free workers to the queue, for as long as both last: the highest class first; within
+  // it the oldest request, or the newest while that class's queue stands.
   pump () {
     while (this.queue.length > 0) {
       const record = this.workers.pickFree()
       if (!record) break
-      const job = this.queue.head.item
-      this.dequeue(job)
+      const job = this.queue.next(this.newestFirst).item
+      this.dequeue(job, 'served')
       this.assign(job, record)
     }
   }
+
+  // ---- overload control (lib/balancer/overload.js) -------------------------------------------
+
+  // Decide, class by class, whether the queue stands; where it does, turn away whoever has
+  // waited too long. Runs after each arrival in the queue, and from a timer while the queue is
+  // not empty, so that a queue nobody leaves (every worker on a long render) is noticed too.
+  police () {
+    if (!this.overload || this.queue.length === 0) return
+    const now = performance.now()
+    let next = Infinity
+    let shed = false
+    for (let c = 0; c < CLASSES.length; c++) {
+      if (this.queue.classes[c].length === 0) continue
+      const o = this.overload[c]
+      if (o.update(now, this.oldestQueuedAt(c))) {
+        const old = this.tooOld(c, now)
+        for (const job of old) this.turnAway(job, 'queue_shed')
+        shed = shed || old.length > 0
+        const oldest = this.oldestQueuedAt(c)
+        if (oldest !== null) next = Math.min(next, oldest + o.maxWait)
+      }
+      next = Math.min(next, o.nextChangeAt())
+    }
+    if (next < Infinity) this.armOverloadTimer(next)
+    if (shed) this.checkDrains()
+  }
+
+  // The requests of class `c` that have waited past the overload limit. The class is walked
+  // from its oldest end and the walk stops at the first request young enough (those behind it
+  // are younger), except for redispatched requests put back in front, which may be younger than
+  // those behind them.
+  tooOld (c, now) {
+    const o = this.overload[c]
+    const old = []
+    for (let node = this.queue.classes[c].head; node; node = node.next) {
+      if (o.tooOld(node.item.queuedAt, now)) old.push(node.item)
+      else if (!node.servedNext) break
+    }
+    return old
+  }
+
+  // When the longest-waiting request of class `c` was queued (null: none is).
+  oldestQueuedAt (c) {
+    let oldest = null
+    for (let node = this.queue.classes[c].head; node; node = node.next) {
+      if (oldest === null || node.item.queuedAt < oldest) oldest = node.item.queuedAt
+      if (!node.servedNext) break
+    }
+    return oldest
+  }
+
+  // One timer, at the earliest moment police() has something to do.
+  armOverloadTimer (at) {
+    if (this.overloadTimer && this.overloadTimerAt <= at) return
+    clearTimeout(this.overloadTimer)
+    this.overloadTimerAt = at
+    this.overloadTimer = setTimeout(() => {
+      this.overloadTimer = null
+      this.overloadTimerAt = Infinity
+      this.police()
+    }, Math.max(0, at - performance.now()) + 1) // +1: a timer may fire a fraction of a ms early
+    this.overloadTimer.unref()
+  }
+
+  // ---- workers ---------------------------------------------------------------------------------
 
   // Take `record` out of the choice for a moment. Called before the failed attempt's release,
   // so that the release cannot hand it the next request.
@@ -150,10 +269,12 @@ class Dispatcher {
 
   // Stop: every queued job leaves through `fn`, every drain resolves.
   clear (fn) {
-    let job
-    while ((job = this.queue.head && this.queue.head.item)) {
-      this.dequeue(job)
-      fn(job)
+    clearTimeout(this.overloadTimer)
+    this.overloadTimer = null
+    let node
+    while ((node = this.queue.next(() => false))) {
+      this.dequeue(node.item, 'cancelled')
+      fn(node.item)
     }
     for (const d of this.drains) d.resolve()
     this.drains.clear()

@@ -5,6 +5,7 @@
 
 const { resolveOptions } = require('../options')
 const { trustedPeers } = require('./trust')
+const { classifier, CLASSES } = require('./priority')
 const { poolError, codes } = require('../errors')
 
 const MB = 1024 * 1024
@@ -16,7 +17,13 @@ const OPTIONS = {
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'rr'], default: 'first', group: 'Balancer', describe: 'first: lowest free slot (keeps a few workers hot); rr: rotate among free workers' },
   retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Times a request whose connection to a worker was refused is sent to another worker (any method: the worker saw nothing)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 20000, group: 'Balancer', describe: 'A request queued longer gets 503 with Retry-After (0: wait forever)' },
-  maxQueue: { flag: 'max-queue', kind: 'int', default: undefined, group: 'Balancer', describe: 'Queued requests beyond this get 503 at once (default: unlimited)' },
+  maxQueue: { flag: 'max-queue', kind: 'int', default: undefined, group: 'Balancer', describe: 'Queued requests beyond this get 503 at once (default: unlimited); a request of a higher class takes the place of the lowest-class one that would be served last' },
+  overloadControl: { flag: 'overload-control', kind: 'bool', default: false, group: 'Balancer', describe: 'When the queue stands (see --overload-interval), serve the newest request first and answer those queued longer than --overload-max-wait 503 at once, rather than serving them after their clients gave up' },
+  overloadInterval: { flag: 'overload-interval', kind: 'duration', default: 400, group: 'Balancer', describe: 'The queue stands once it has gone this long without emptying and without serving any request that waited at most --overload-target' },
+  overloadTarget: { flag: 'overload-target', kind: 'duration', default: 100, group: 'Balancer', describe: 'A queue that serves requests within this wait is keeping up, however long it is' },
+  overloadMaxWait: { flag: 'overload-max-wait', kind: 'duration', default: 200, group: 'Balancer', describe: 'While the queue stands, a request queued longer than this gets 503 with Retry-After at once' },
+  priorityHeader: { flag: 'priority-header', kind: 'string', default: undefined, group: 'Balancer', describe: `Request header whose value (${CLASSES.join(', ')}) sets the request's class, believed only from --trust-proxy peers; a higher class is always served first` },
+  priorityRoutes: { flag: 'priority-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Classes by path prefix, longest first: PREFIX=CLASS,... (e.g. /health=high,/static/=high,/export/=low); the header wins over a route' },
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
   maxResponseBuffer: { flag: 'max-response-buffer', kind: 'int', default: 8 * MB, group: 'Balancer', describe: 'A response up to this many bytes is read whole before it is sent, freeing the worker at once; larger ones stream' },
   pingPath: { flag: 'ping-path', kind: 'string', default: '/ping', group: 'Balancer', describe: 'Path answered by the balancer itself (200, or 503 while stopping), never by a worker' },
@@ -29,6 +36,8 @@ const OPTIONS = {
   accessLog: { flag: 'access-log', kind: 'bool', default: true, group: 'Balancer', describe: 'Log one line per request (id, status, worker, queue and total time)' }
 }
 
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+
 function bad (message) { return poolError(codes.BAD_OPTION, message) }
 
 // Defaults, the table's checks, then what the table cannot say: relations between options.
@@ -40,6 +49,15 @@ function resolveBalancerOptions (input = {}) {
   } catch (err) {
     throw bad(`trustProxy (--trust-proxy): ${err.message} (got ${JSON.stringify(o.trustProxy)})`)
   }
+  if (o.priorityHeader !== undefined && !HEADER_NAME.test(o.priorityHeader)) throw bad(`priorityHeader (--priority-header) must be a header name (got ${JSON.stringify(o.priorityHeader)})`)
+  try {
+    o.priorityOf = classifier({ header: o.priorityHeader, routes: o.priorityRoutes, isTrustedPeer: o.isTrustedPeer })
+  } catch (err) {
+    throw bad(`priorityRoutes (--priority-routes): ${err.message} (got ${JSON.stringify(o.priorityRoutes)})`)
+  }
+  if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)
+  if (o.overloadMaxWait <= 0) throw bad(`overloadMaxWait (--overload-max-wait) must be more than 0 (got ${o.overloadMaxWait})`)
+  o.overload = o.overloadControl ? { interval: o.overloadInterval, target: o.overloadTarget, maxWait: o.overloadMaxWait } : null
   if (o.requestTimeout > 0 && o.headersTimeout > o.requestTimeout) throw bad(`headersTimeout (--headers-timeout) must not exceed requestTimeout (--request-timeout) (${o.headersTimeout} > ${o.requestTimeout})`)
   return o
 }
