@@ -174,6 +174,8 @@ export interface EmbeddedBalancerOptions {
   maxResponseBuffer?: number
   /** default '/ping' */
   pingPath?: string
+  /** on stop, how long the listener stays open answering /ping 503 (less once no worker can serve). Default 2000 */
+  stopAnnounce?: number
   /** default 10000 */
   headersTimeout?: number
   /** default 60000 */

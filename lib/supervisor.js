@@ -127,9 +127,7 @@ class Pool extends EventEmitter {
     if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
     if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
     await this.fronts.checkScale(n)
-    // New slots' ports must be free now, or the answer would be "scaled" and the slot give up.
-    const added = Array.from({ length: n }, (_, i) => i + 1).filter((slot) => !this.handles.has(slot))
-    await checkWorkerPorts(this.system, { host: this.options.workerHost, slots: added, ports: added.map((slot) => this.portOf(slot)) })
+    await this.checkNewPorts(n)
     this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
     const from = this.target
     this.target = n // read by the next tick's reconcile
@@ -141,6 +139,17 @@ class Pool extends EventEmitter {
     })
     if (this.target !== n) throw poolError(codes.BUSY, `scaling to ${n} was superseded by a scale to ${this.target}`)
     return { from, to: n }
+  }
+
+  // New slots' ports must be free now, or the answer would be "scaled" and the slot give up. One
+  // scale's checks at a time: two probing the same port at once would each find it taken.
+  checkNewPorts (n) {
+    const check = async () => {
+      const added = Array.from({ length: n }, (_, i) => i + 1).filter((slot) => !this.handles.has(slot))
+      await checkWorkerPorts(this.system, { host: this.options.workerHost, slots: added, ports: added.map((slot) => this.portOf(slot)), ours: (slot) => this.handles.has(slot) })
+    }
+    this.portChecks = (this.portChecks ?? Promise.resolve()).catch(() => {}).then(check)
+    return this.portChecks
   }
 
   status () {

@@ -116,10 +116,35 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
     if (message) enqueue({ ...base, type: `${prefix}message`, message })
   })
   // The one event source that acts: right at the reap, while the group's number is surely the
-  // worker's, what is left of its group gets its SIGTERM (lib/process-group.js).
-  child.on('exit', (code, signal) => enqueue({ ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }))
+  // worker's, what is left of its group gets its SIGTERM (lib/process-group.js). The exit is
+  // told once the worker's last lines are read and logged (lib/app-output.js): its `exit` line
+  // comes after them, and the pool's `stopped` after every worker's output.
+  child.on('exit', (code, signal) => {
+    const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
+    afterOutputRead(child, () => enqueue(exit))
+  })
   // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
   child.on('error', () => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}exit`, code: null, signal: null }) })
+}
+
+// A worker's stdout and stderr close when it exits, unless a process its app started still holds
+// them (it got its SIGTERM at the reap, above): then the exit is told after OUTPUT_GRACE ms all
+// the same, and that process's last lines come after it, tagged with the worker's pid.
+const OUTPUT_GRACE = 200
+
+function afterOutputRead (child, fn) {
+  const open = [child.stdout, child.stderr].filter((stream) => stream && !stream.closed)
+  if (open.length === 0) return fn()
+  let left = open.length
+  let told = false
+  const tell = () => {
+    if (told) return
+    told = true
+    clearTimeout(timer)
+    fn()
+  }
+  const timer = setTimeout(tell, OUTPUT_GRACE)
+  for (const stream of open) stream.once('close', () => { if (--left === 0) tell() })
 }
 
 const SYSTEM = Object.freeze({

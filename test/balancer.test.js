@@ -254,22 +254,38 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
   t.match(balancer.logs.find((l) => l.event === 'balancer-listening'), { url: balancer.base })
 })
 
-t.test('stopping: no new clients, the queue is still served; drain waits for it; stop answers the rest', async (t) => {
-  const { workers, balancer } = await setup(t, 1)
-  const inFlight = request(`${balancer.base}/sleep?ms=2000`)
+t.test('stopping: /ping 503 while the listener stays open; the queue is served; the listener closes once no worker is left', async (t) => {
+  const { workers, balancer } = await setup(t, 1, { stopAnnounce: 10000 })
+  const inFlight = request(`${balancer.base}/sleep?ms=1500`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = [request(`${balancer.base}/sleep?q=1`), request(`${balancer.base}/sleep?q=2`)]
   await waitFor(() => balancer.status().queue === 2)
   balancer.stopping()
-  await t.rejects(request(`${balancer.base}/sleep?new`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'the listener is closed')
+  const ping = await request(`${balancer.base}/ping`)
+  t.equal(ping.status, 503, 'a health check sees the stop, not a refused connection')
+  const late = request(`${balancer.base}/sleep?late`)
+  await waitFor(() => balancer.status().queue === 3, { what: 'the late request queued' })
   let drained = false
   const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
   t.equal(drained, false)
-  const statuses = await Promise.all([inFlight, ...queued].map((p) => p.then((r) => r.status)))
-  t.same(statuses, [200, 200, 200], 'what was queued was served')
+  const statuses = await Promise.all([inFlight, ...queued, late].map((p) => p.then((r) => r.status)))
+  t.same(statuses, [200, 200, 200, 200], 'what was queued, and what came during the stop, was served')
   await drain
   t.equal(balancer.status().inFlight, 0)
+  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'no worker left: the listener is closed (a balancer in front sends elsewhere)')
+  t.ok(balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'no-worker'))
   await balancer.stop()
+})
+
+t.test('stopping: the listener closes after --stop-announce even while workers still serve', async (t) => {
+  const { balancer } = await setup(t, 1, { stopAnnounce: 300 })
+  const running = request(`${balancer.base}/sleep?ms=1500`)
+  await waitFor(() => balancer.status().inFlight === 1)
+  balancer.stopping()
+  t.equal((await request(`${balancer.base}/ping`)).status, 503)
+  await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'announced'), { what: 'the close after the announce time' })
+  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' })
+  t.equal((await running).status, 200, 'the running request still finished')
 })
 
 t.test('drain (reload): the worker gets nothing new and drain resolves when it is idle', async (t) => {

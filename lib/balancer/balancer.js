@@ -110,23 +110,43 @@ class EmbeddedBalancer {
     if (record.awaitingIdle) { record.awaitingIdle = false; this.dispatcher.release(record) }
     this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
+    this.closeIfNoWorker()
   }
 
   drain (w) {
     const record = this.workers.get(w.slot)
     if (!record || (w.pid !== undefined && record.pid !== undefined && w.pid !== record.pid)) return Promise.resolve()
-    return this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping })
+    return this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }).then(() => this.closeIfNoWorker())
   }
 
+  // The pool stops. /ping answers 503 at once, but the listener stays open a moment
+  // (--stop-announce) so that a health check in front sees the stop rather than a refused
+  // connection, and what arrives meanwhile is served by the draining workers; then it closes
+  // (idle keep-alive clients are let go, busy ones get Connection: close), and at once when no
+  // worker is left to take a request: from then on a refused connection is what lets a balancer
+  // in front send the request elsewhere.
   stopping () {
     if (this.isStopping) return
     this.isStopping = true
-    beginClose(this.server) // idle keep-alive clients are let go; busy ones get Connection: close
-    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued }, 'balancer closed its listener; serving what is queued')
+    this.announceTimer = setTimeout(() => this.closeListener('announced'), this.options.stopAnnounce)
+    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs: this.options.stopAnnounce }, 'balancer stopping: /ping answers 503; serving what is queued')
+    this.closeIfNoWorker()
+  }
+
+  closeIfNoWorker () {
+    if (this.isStopping && !this.workers.records.some((r) => !r.draining)) this.closeListener('no-worker')
+  }
+
+  closeListener (why) {
+    clearTimeout(this.announceTimer)
+    if (!this.server.listening || this.server.closeRequested) return
+    beginClose(this.server)
+    this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued }, 'balancer closed its listener')
   }
 
   async stop () {
     this.isStopping = true
+    clearTimeout(this.announceTimer)
     this.isStopped = true
     this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
     for (const socket of this.connectSockets) socket.destroy()

@@ -27,6 +27,7 @@ const OPTIONS = {
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
   maxResponseBuffer: { flag: 'max-response-buffer', kind: 'int', default: 8 * MB, group: 'Balancer', describe: 'A response up to this many bytes is read whole before it is sent, freeing the worker at once; larger ones stream' },
   pingPath: { flag: 'ping-path', kind: 'string', default: '/ping', group: 'Balancer', describe: 'Path answered by the balancer itself (200, or 503 while stopping), never by a worker' },
+  stopAnnounce: { flag: 'stop-announce', kind: 'duration', default: 2000, group: 'Balancer', describe: 'On stop, the listener stays open this long (less once no worker can take a request), answering /ping 503 and serving what arrives, so that a health check in front sees the stop' },
   headersTimeout: { flag: 'headers-timeout', kind: 'duration', default: 10000, group: 'Balancer', describe: 'A client must send its request headers within this (slowloris)' },
   requestTimeout: { flag: 'request-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client must send its whole request, body included, within this (at the defaults a 10 MB body needs 175 KB/s)' },
   sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes no byte of its response for this long is cut off, freeing what it held (nginx\'s send_timeout; 0: never)' },
