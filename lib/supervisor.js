@@ -450,7 +450,7 @@ class Pool extends EventEmitter {
   // A new process for a slot or a canary, its events routed to the loop (worker-process.js).
   // Throws what fork() throws.
   fork ({ slot, host, port }, about) {
-    const child = this.system.fork({ options: this.options, app: this.app, workers: this.target, slot, host, port })
+    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
     watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event) })
     return child
   }

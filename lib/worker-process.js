@@ -12,7 +12,6 @@ const net = require('node:net')
 const path = require('node:path')
 const { signalWorker, captureRemnant } = require('./process-group')
 const { captureOutput } = require('./app-output')
-const { createLogger } = require('./logger')
 const { poolError, codes } = require('./errors')
 const msg = require('./messages')
 const { warmUp } = require('./warmup')
@@ -24,11 +23,11 @@ const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
 // The worker's stdout and stderr are pipes read by the supervisor (lib/app-output.js): what the
-// app prints reaches the pool's stdout as log records tagged with slot and pid, not raw text
-// between the JSON lines.
-function forkWorker ({ options: o, app, workers, slot, host, port }) {
+// app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with slot
+// and pid, not raw text between the JSON lines.
+function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
   const child = spawnWorker({ options: o, app, workers, slot, host, port })
-  captureOutput(child, { logger: outputLogger(o), slot, port })
+  captureOutput(child, { logger, slot, port })
   return child
 }
 
@@ -56,18 +55,6 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   })
 }
 
-// The app's lines go through the pool's logger when it was given one (`pool start` gives it);
-// else through one made like the supervisor's own (same level, format and stdout), one per pool.
-const madeLoggers = new WeakMap()
-function outputLogger (o) {
-  if (o.logger) return o.logger
-  let logger = madeLoggers.get(o)
-  if (!logger) {
-    logger = createLogger({ level: o.logLevel, format: o.logFormat })
-    madeLoggers.set(o, logger)
-  }
-  return logger
-}
 
 // The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).
 function withHeaderLimit (execArgv, env) {
@@ -96,10 +83,12 @@ function bindError (port, host) {
 }
 
 // Every slot's port must be free before its first worker is forked (at start, and for the slots
-// a scale-up adds). `slots[i]` is the slot of `ports[i]` (default: 1, 2, ...).
-async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i) => i + 1) }) {
+// a scale-up adds). `slots[i]` is the slot of `ports[i]` (default: 1, 2, ...). `ours(slot)`: the
+// port is taken by the pool's own worker by now (another scale got there first): not an error.
+async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i) => i + 1), ours = () => false }) {
   for (const [i, port] of ports.entries()) {
     const err = await system.bindError(port, host)
+    if (err && ours(slots[i])) continue
     if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slots[i]}) is already in use on ${host}`)
     if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (slot ${slots[i]}): ${err}`)
   }

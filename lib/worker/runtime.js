@@ -21,10 +21,15 @@ class WorkerRuntime {
     this.port = Number(env.PORT)
     this.host = env.POOL_WORKER_HOST || '127.0.0.1'
     this.heartbeatInterval = Number(env.POOL_HEARTBEAT_INTERVAL) || 1000
+    // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
+    // renders readably (lib/app-output.js). Through process.stdout, the stream console.log
+    // writes to: one queue, so a line of ours never lands inside one of the app's, and never
+    // blocks this process when the pipe is full (a write to fd 1 directly would do both).
     this.logger = createLogger({
       level: env.POOL_LOG_LEVEL || 'info',
-      format: env.POOL_LOG_FORMAT || 'json',
-      base: { pid: process.pid, slot: this.slot, port: this.port }
+      format: 'json',
+      base: { pid: process.pid, slot: this.slot, port: this.port },
+      destination: process.stdout
     })
     this.server = null
     this.guard = null
@@ -109,9 +114,9 @@ class WorkerRuntime {
   failBoot (err) {
     const error = msg.serializeError(err)
     if (err && err.code === 'EADDRINUSE') error.message = `port ${this.port} (slot ${this.slot}) is already in use`
-    if (!process.connected) process.exit(1)
-    process.send(msg.message(msg.BOOT_ERROR, { error }), () => process.exit(1))
-    setTimeout(() => process.exit(1), 1000).unref()
+    if (!process.connected) return afterOutput(() => process.exit(1))
+    process.send(msg.message(msg.BOOT_ERROR, { error }), () => afterOutput(() => process.exit(1)))
+    setTimeout(() => process.exit(1), 1000 + OUTPUT_WAIT).unref()
   }
 
   // Finish what is running and queued, then leave. New connections are refused from now on.
@@ -126,7 +131,7 @@ class WorkerRuntime {
 
   exit () {
     this.server?.closeAllConnections()
-    process.exit(0)
+    afterOutput(() => process.exit(0))
   }
 
   // The supervisor died without stopping us (SIGKILL, say): take down the processes the app
@@ -161,6 +166,21 @@ function reserveLowFds () {
 
 function releaseFds (fds) {
   for (const fd of fds) { try { fs.closeSync(fd) } catch {} }
+}
+
+// stdout and stderr are pipes to the supervisor, and a write the pipe cannot take at once waits
+// in this process: process.exit() would drop it. Leave once both have written out what they
+// hold, or after OUTPUT_WAIT ms if the supervisor is not reading (the pool is stopping anyway).
+const OUTPUT_WAIT = 1000
+
+function afterOutput (fn) {
+  let left = 2
+  const timer = setTimeout(fn, OUTPUT_WAIT)
+  const once = () => { if (--left === 0) { clearTimeout(timer); fn() } }
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream.writableLength === 0 || stream.destroyed || !stream.writable) once()
+    else stream.write('', once)
+  }
 }
 
 async function loadModule (file) {
