@@ -241,7 +241,8 @@ export interface PoolStatus {
   /** the agent-check responder's host:port, or null when off */
   agent: string | null
   reload: { stage: string, pending: number, active: number[], replaced: number } | null
-  workers: WorkerSnapshot[]
+  /** `cpu`: CPU time the process has used, in microseconds, read at `at` (ms); null when none runs */
+  workers: Array<WorkerSnapshot & { cpu: { user: number, system: number, at: number } | null }>
 }
 
 export interface ReloadResult {

@@ -114,19 +114,32 @@ function resolveOptions (input = {}, table = OPTIONS) {
 
 const WILDCARD = new Set(['0.0.0.0', '::', '[::]'])
 
-// The pool's own listeners (stats, agent) must not sit on a worker's port: the worker would find
-// it taken only when it boots, and the error would blame "some other process".
-function checkOwnPorts (o) {
+// The workers' ports must exist, and the pool's own listeners (stats, agent, and the embedded
+// balancer's port where the caller knows it) must not sit on one of them: the worker would find
+// it taken only when it boots, and the error would blame "some other process". Checked before
+// anything starts, so `-n 100000` is refused at once instead of after probing every port.
+// `others`: more listeners of the pool, [{ name, flag, port, host }].
+function checkOwnPorts (o, others = []) {
   const slots = Math.max(o.workers, o.maxWorkers || 0)
   const last = o.workerPort + slots - 1
+  if (last > 65535) {
+    const by = o.maxWorkers > o.workers ? `--max-workers ${o.maxWorkers}` : `${o.workers} workers`
+    throw poolError(codes.BAD_OPTION, `workerPort (--worker-port) ${o.workerPort} with ${by} needs ports up to ${last}, past 65535: lower --worker-port or the number of workers`)
+  }
   const overlaps = (host) => host === undefined || host === o.workerHost || WILDCARD.has(host) || WILDCARD.has(o.workerHost)
-  for (const [name, host] of [['statsPort', o.statsHost], ['agentPort', o.agentHost]]) {
-    const port = o[name]
+  // The caller's first: a stats port derived from the balancer's (--port − 1) would otherwise
+  // take the blame for the --port the user gave.
+  const listeners = [
+    ...others,
+    { name: 'statsPort', flag: OPTIONS.statsPort.flag, port: o.statsPort, host: o.statsHost },
+    { name: 'agentPort', flag: OPTIONS.agentPort.flag, port: o.agentPort, host: o.agentHost }
+  ]
+  for (const { name, flag, port, host } of listeners) {
     if (port && port >= o.workerPort && port <= last && overlaps(host)) {
-      throw poolError(codes.BAD_OPTION, `${name} (--${OPTIONS[name].flag}) ${port} is one of the workers' ports (${o.workerPort}-${last})`)
+      throw poolError(codes.BAD_OPTION, `${name} (--${flag}) ${port} is one of the workers' ports (${o.workerPort}-${last})`)
     }
   }
   return o
 }
 
-module.exports = { OPTIONS, resolveOptions, checkOwnPorts, parseDuration }
+module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration }

@@ -33,7 +33,9 @@ function resolvePoolOptions (input = {}) {
     if (Object.hasOwn(frontTable, key)) frontOptions[key] = value
     else own[key] = value
   }
-  const options = checkOwnPorts(resolveOptions(own))
+  // The embedded balancer's port is one of the pool's own listeners too.
+  const frontPorts = balancer === 'embedded' ? [{ name: 'port', flag: 'port', port: frontOptions.port ?? frontTable.port.default, host: frontOptions.host ?? frontTable.host.default }] : []
+  const options = checkOwnPorts(resolveOptions(own), frontPorts)
   const path = options.warmup.find((p) => !p.startsWith('/'))
   if (path !== undefined) throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
   if (!balancer) return { options, createFront: null }
@@ -72,4 +74,4 @@ function distance (a, b) {
   return previous[b.length]
 }
 
-module.exports = { resolvePoolOptions, LIBRARY_KEYS }
+module.exports = { resolvePoolOptions, LIBRARY_KEYS, closest }

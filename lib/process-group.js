@@ -43,6 +43,19 @@ function readStat (pid) {
   return { state: f[0], pgrp: Number(f[2]), session: Number(f[3]), startTime: f[19] }
 }
 
+// The CPU time `pid` has used so far, { user, system } in microseconds, with `at` (ms) when it
+// was read; null without /proc or once the process is gone. Read from /proc rather than reported
+// by the worker: a worker blocked in a render sends nothing, which is when its CPU matters.
+const TICKS_PER_SECOND = 100 // USER_HZ: 100 on every Linux architecture Node runs on
+
+function cpuTime (pid, now = Date.now()) {
+  let text
+  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  const toMicros = (ticks) => Number(ticks) * (1e6 / TICKS_PER_SECOND)
+  return { user: toMicros(f[11]), system: toMicros(f[12]), at: now }
+}
+
 // Live (non-zombie) processes of group `pgid`: Map pid → start time. null without /proc.
 function groupMembers (pgid) {
   let names
@@ -148,4 +161,4 @@ class Remnants {
   }
 }
 
-module.exports = { signalWorker, captureRemnant, Remnants }
+module.exports = { signalWorker, captureRemnant, cpuTime, Remnants }

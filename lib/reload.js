@@ -49,7 +49,7 @@ class Reload {
     if (this.finished) return
     this.stage = 'done'
     const ms = now - this.startedAt
-    this.logger.info({ event: 'reloaded', workers: this.replaced.length, ms }, `reload done: ${this.replaced.length} workers replaced in ${ms} ms`)
+    this.logger.info({ event: 'reloaded', workers: this.replaced.length, ms }, `reload done: ${this.replaced.length} worker${this.replaced.length === 1 ? '' : 's'} replaced in ${ms} ms`)
     this.resolve({ replaced: this.replaced, ms })
   }
 

@@ -79,7 +79,7 @@ class Pool extends EventEmitter {
     const started = this.life.untilRunning()
     this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
     this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
-      `starting ${this.target} worker${this.target === 1 ? '' : 's'} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
+      `starting ${plural(this.target, 'worker')} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
   }
@@ -112,7 +112,7 @@ class Pool extends EventEmitter {
     if (this.reloading) throw poolError(codes.BUSY, 'a reload is already running')
     const reload = new Reload({ now: this.now(), logger: this.logger })
     this.reloading = reload
-    this.logger.info({ event: 'reload', workers: this.target }, `reloading ${this.target} workers`)
+    this.logger.info({ event: 'reload', workers: this.target }, `reloading ${plural(this.target, 'worker')}`)
     const clear = () => { if (this.reloading === reload) this.reloading = null }
     reload.done.then(clear, clear)
     this.wake()
@@ -131,7 +131,7 @@ class Pool extends EventEmitter {
     this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
     const from = this.target
     this.target = n // read by the next tick's reconcile
-    this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${n} workers`)
+    this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${plural(n, 'worker')}`)
     await this.until(() => {
       if (this.target !== n) return true // a later scale took over; it reports its own outcome
       const slots = this.slots()
@@ -164,7 +164,8 @@ class Pool extends EventEmitter {
       queue,
       ...this.listeners.urls(),
       reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
-      workers: this.workers()
+      // With the CPU time each worker has used (for `pool status --watch` and the status page).
+      workers: this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
     }
   }
 
@@ -504,5 +505,7 @@ class Pool extends EventEmitter {
     this.life.ended({ clean })
   }
 }
+
+function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
 module.exports = { Pool }

@@ -10,7 +10,7 @@ const { fork } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
-const { signalWorker, captureRemnant } = require('./process-group')
+const { signalWorker, captureRemnant, cpuTime } = require('./process-group')
 const { captureOutput } = require('./app-output')
 const { poolError, codes } = require('./errors')
 const msg = require('./messages')
@@ -141,6 +141,7 @@ const SYSTEM = Object.freeze({
   warmUp,
   signal: signalWorker,
   captureRemnant,
+  cpuTime,
   bindError,
   now: () => Date.now()
 })

@@ -7,10 +7,10 @@
 
 const { EXIT, poolError, codes } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
-const { printError } = require('./output')
+const { printError, Screen } = require('./output')
 const { sendCommand } = require('../control/client')
 const { clientControlPath, otherControlSockets } = require('../control/path')
-const { formatStatus, statusJson, formatReload, formatScale, formatStop } = require('../control/format')
+const { formatStatus, statusJson, formatReload, formatScale, formatStop, rates } = require('../control/format')
 
 const DEFAULT_FRONT_PORT = 9001
 
@@ -28,15 +28,16 @@ function connectionBuilder (y) {
   return y.options(toYargs(CONNECTION))
 }
 
-// Send one command; on "no pool here" with a default path, name the pools that do exist.
-async function send (argv, command, args = {}, { waitForClose = false } = {}) {
+// Send one command; on "no pool here" with a default path, name the pools that do exist
+// (unless `lookAround` is off: a watched pool that went away is not one to look for).
+async function send (argv, command, args = {}, { waitForClose = false, lookAround = true } = {}) {
   const o = fromArgv(argv, CONNECTION)
   const socketPath = clientControlPath({ control: o.control, frontPort: o.port ?? DEFAULT_FRONT_PORT })
   const timeout = o.timeout ?? TIMEOUTS[command]
   try {
     return await sendCommand(socketPath, command, args, { timeout: timeout === 0 ? Infinity : timeout, waitForClose })
   } catch (err) {
-    if (err.code === codes.CONTROL_UNREACHABLE && !o.control && ['missing', 'refused'].includes(err.details?.reason)) {
+    if (lookAround && err.code === codes.CONTROL_UNREACHABLE && !o.control && ['missing', 'refused'].includes(err.details?.reason)) {
       const others = await livePools(otherControlSockets().filter((s) => s.path !== socketPath))
       if (others.length > 0) err.message += ` (found ${others.map((s) => `${s.path}: use --port ${s.port}`).join('; ')})`
       else err.message += ' (pass the --port or --control the pool was started with)'
@@ -67,15 +68,68 @@ function command (spec) {
   }
 }
 
+const WATCH = {
+  interval: { flag: 'interval', kind: 'duration', default: 1000, group: 'Watch', describe: 'With --watch: how often the status is asked for and shown' }
+}
+const MIN_INTERVAL = 100
+
 const status = command({
   command: 'status',
   describe: 'show every worker slot of a running pool, its queue and its front',
-  builder: (y) => y.option('json', { type: 'boolean', describe: 'print the status as JSON: { front, queue, workers: [...] }' }),
+  builder: (y) => y
+    .option('json', { type: 'boolean', describe: 'print the status as JSON: { front, queue, workers: [...] } (with --watch: one line per interval)' })
+    .option('watch', { alias: 'w', type: 'boolean', group: 'Watch:', describe: 'keep the table on screen, refreshed every --interval, with CPU% and REQ/S per worker; Ctrl-C ends it' })
+    .options(toYargs(WATCH)),
   run: async (argv) => {
+    const { interval } = fromArgv(argv, WATCH)
+    if (interval !== undefined && !argv.watch) throw poolError(codes.BAD_OPTION, '--interval goes with --watch')
+    if (argv.watch) return watch(argv, interval ?? WATCH.interval.default)
     const s = await send(argv, 'status')
     process.stdout.write(argv.json ? statusJson(s) : formatStatus(s))
   }
 })
+
+// `pool status --watch`: the status again every interval until Ctrl-C (exit 0) or until the
+// pool goes away (one line, exit 1). On a terminal the table is redrawn in place on the
+// alternate screen, as top does, so the user's scrollback is left as it was; piped, one table
+// per interval, for a log.
+async function watch (argv, interval) {
+  if (interval < MIN_INTERVAL) throw poolError(codes.BAD_OPTION, `--interval must be at least ${MIN_INTERVAL}ms (got ${interval}ms)`)
+  const out = process.stdout
+  const screen = out.isTTY && !argv.json ? new Screen(out) : null
+  const end = (code, line) => {
+    screen?.leave()
+    if (line) process.stderr.write(line)
+    process.exit(code)
+  }
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => end(EXIT.OK))
+  out.on('error', () => end(EXIT.OK)) // the reader went away (`| head`)
+  let previous = null
+  for (;;) {
+    const started = Date.now()
+    let s
+    try {
+      s = await send(argv, 'status', {}, { lookAround: previous === null })
+    } catch (err) {
+      if (previous === null) { screen?.leave(); throw err } // as `pool status`: no pool here
+      const gone = ['missing', 'refused', 'closed'].includes(err.details?.reason)
+      end(EXIT.FAILURE, `pool: pool pid ${previous.status.pid} ${gone ? 'went away' : 'stopped answering'}: ${err.message}\n`)
+    }
+    const current = { at: Date.now(), status: s }
+    if (argv.json) out.write(JSON.stringify(s) + '\n')
+    else {
+      const frame = `every ${formatInterval(interval)}, ${new Date(current.at).toTimeString().slice(0, 8)}  ` + formatStatus(s, { rates: rates(previous, current) })
+      if (screen) screen.draw(frame)
+      else out.write(frame + '\n')
+    }
+    previous = current
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, interval - (Date.now() - started))))
+  }
+}
+
+function formatInterval (ms) {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
 
 const reload = command({
   command: 'reload',

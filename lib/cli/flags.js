@@ -1,11 +1,14 @@
 'use strict'
 
-// Turn an options table (lib/options.js format) into yargs flags, and parsed flags back into
-// library options. Numbers are parsed here rather than by yargs so that `-n abc` says what
-// was wrong with `abc` instead of a silent NaN.
+// Turn an options table (lib/options.js format) into yargs flags, and flags or POOL_*
+// environment variables back into library options. Values are parsed here rather than by yargs
+// so that `-n abc` says what was wrong with `abc` instead of a silent NaN, and so that a flag and
+// its environment variable are parsed alike.
 
 const { parseDuration } = require('../options')
 const { poolError, codes } = require('../errors')
+
+const NUMERIC = new Set(['count', 'int', 'port', 'port-or-off', 'number'])
 
 function describeDefault (spec) {
   if (spec.defaultText) return spec.defaultText
@@ -16,11 +19,23 @@ function describeDefault (spec) {
   return String(d)
 }
 
+// yargs shows the type it parses with. Numbers are declared both 'number' (what --help shows)
+// and 'string' (which stops yargs converting them, so convert() sees the text as typed); a
+// duration gets no type at all (it is text like 500ms, and its default says so); the CLI turns
+// yargs' own number parsing off for everything else (lib/cli/index.js).
+function yargsType (kind) {
+  if (kind === 'bool') return { type: 'boolean' }
+  if (kind === 'list') return { type: 'array' }
+  if (NUMERIC.has(kind)) return { type: 'number', string: true }
+  if (kind === 'duration') return {}
+  return { type: 'string' }
+}
+
 function toYargs (table) {
   const out = {}
   for (const spec of Object.values(table)) {
     out[spec.flag] = {
-      type: spec.kind === 'bool' ? 'boolean' : spec.kind === 'list' ? 'array' : 'string',
+      ...yargsType(spec.kind),
       describe: spec.describe,
       group: spec.group ? `${spec.group}:` : undefined,
       alias: spec.alias,
@@ -39,8 +54,12 @@ const WHOLE_NUMBER = {
   'port-or-off': 'must be a port number 1-65535, or 0 for off'
 }
 
-function convert (spec, raw) {
-  const bad = (what) => poolError(codes.BAD_OPTION, `--${spec.flag} ${what} (got '${raw}')`)
+const TRUE = new Set(['true', '1', 'yes', 'on'])
+const FALSE = new Set(['false', '0', 'no', 'off'])
+
+// `label` names where the value came from in errors: `--timeout` or `POOL_TIMEOUT`.
+function convert (spec, raw, label = `--${spec.flag}`) {
+  const bad = (what) => poolError(codes.BAD_OPTION, `${label} ${what} (got '${raw}')`)
   if (spec.kind === 'list') return [].concat(raw).map(String)
   if (Array.isArray(raw)) throw bad('was given more than once')
   switch (spec.kind) {
@@ -56,7 +75,20 @@ function convert (spec, raw) {
       if (String(raw).trim() === '' || !Number.isFinite(n)) throw bad('must be a number')
       return n
     }
-    case 'duration': return parseDuration(raw, spec.flag)
+    case 'duration':
+      try {
+        return parseDuration(raw, spec.flag)
+      } catch {
+        throw bad('must be a duration like 30, 2.5s or 500ms')
+      }
+    case 'choice':
+      if (!spec.choices.includes(raw)) throw bad(`must be one of ${spec.choices.join(', ')}`)
+      return raw
+    case 'bool':
+      if (typeof raw === 'boolean') return raw
+      if (TRUE.has(String(raw).toLowerCase())) return true
+      if (FALSE.has(String(raw).toLowerCase())) return false
+      throw bad('must be true or false')
     default: return raw
   }
 }
@@ -72,4 +104,23 @@ function fromArgv (argv, table) {
   return out
 }
 
-module.exports = { toYargs, fromArgv, describeDefault }
+// The environment variable of a flag: POOL_ and the flag in capitals, '-' as '_'
+// (--worker-port: POOL_WORKER_PORT).
+function envName (flag) {
+  return `POOL_${flag.toUpperCase().replace(/-/g, '_')}`
+}
+
+// Values are text, parsed as on the command line; a list (a repeatable flag) is comma-separated.
+// An empty variable counts as unset, as the shell's `POOL_X= pool start` means.
+function fromEnv (env, table) {
+  const out = {}
+  for (const [name, spec] of Object.entries(table)) {
+    const raw = env[envName(spec.flag)]
+    if (raw === undefined || raw === '') continue
+    const value = spec.kind === 'list' ? raw.split(',').map((s) => s.trim()).filter(Boolean) : raw
+    out[name] = convert(spec, value, envName(spec.flag))
+  }
+  return out
+}
+
+module.exports = { toYargs, fromArgv, fromEnv, envName, describeDefault }

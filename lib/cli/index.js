@@ -1,8 +1,11 @@
 'use strict'
 
-// `pool` command line: yargs in strict mode; each command lives in its own module.
+// `pool` command line: yargs in strict mode; each command lives in its own module. Bad input is
+// one line on stderr, `pool: <what is wrong>; see `pool CMD --help``, and exit 2, never the
+// whole help text or a stack.
 const yargs = require('yargs/yargs')
 const { EXIT } = require('../errors')
+const { closest } = require('../pool-options')
 const { printError } = require('./output')
 
 const COMMANDS = ['./start', './config', './control']
@@ -21,25 +24,87 @@ function loadCommands () {
 }
 
 function run (argv) {
+  const commands = loadCommands()
   const cli = yargs(argv)
     .scriptName('pool')
     .usage('$0 <command> [options]')
     .strict()
+    // Values reach the option tables' parsers as typed (lib/cli/flags.js), never as yargs' numbers.
+    .parserConfiguration({ 'parse-numbers': false })
     .demandCommand(1, 'give a command, e.g. pool start app.js -n 4')
     .recommendCommands()
     .help()
     .alias('h', 'help')
     .version()
     .wrap(Math.min(110, process.stdout.columns || 100))
-    .fail((message, err, y) => {
-      if (err) return printError(err)
-      process.stderr.write(y.help ? '' : '')
-      y.showHelp((s) => process.stderr.write(s + '\n\n'))
-      process.stderr.write(`pool: ${message}\n`)
+    .fail((message, err) => {
+      // yargs' own complaints (YError) are usage errors; anything else was thrown by a command.
+      if (err && err.name !== 'YError') return printError(err)
+      process.stderr.write(`pool: ${usageLine(message || err?.message || 'bad usage', argv, cli, commands)}; see \`${helpCommand(argv, commands)}\`\n`)
       process.exit(EXIT.USAGE)
     })
-  for (const command of loadCommands()) cli.command(command)
+  for (const command of commands) cli.command(command)
   cli.parse()
+}
+
+// yargs' messages, some of them several lines long, as one line in the pool's words.
+function usageLine (message, argv, cli, commands) {
+  const text = String(message)
+  let m = /^Unknown arguments?: (.*)$/s.exec(text)
+  if (m) return unknownArguments(m[1].split(', '), argv, cli, commands)
+  m = /^Did you mean (\S+)\?$/.exec(text)
+  if (m) return `unknown command '${argv.find((a) => !a.startsWith('-'))}' (did you mean ${m[1]}?)`
+  m = /^Not enough arguments following: (.*)$/.exec(text)
+  if (m) return `${dashed(m[1])} needs a value`
+  m = /Argument: (\S+), Given: (.*), Choices: (.*)$/m.exec(text)
+  if (m) return `${dashed(m[1])} must be one of ${m[3].replace(/"/g, '')} (got ${m[2].replace(/^"|"$/g, "'")})`
+  if (/^Not enough non-option arguments/.test(text)) {
+    const command = commands.find((c) => c.command.split(' ')[0] === argv[0])
+    if (command) return `missing ${command.command.split(' ').slice(1).join(' ')}: pool ${command.command}`
+  }
+  return text.replace(/\s*\n\s*/g, ' ')
+}
+
+function dashed (name) {
+  return name.length === 1 ? `-${name}` : `--${name}`
+}
+
+// Names the user wrote as options get `--name` and the nearest real option; others were stray
+// words.
+function unknownArguments (names, argv, cli, commands) {
+  const flags = knownFlags(cli)
+  // yargs names an unknown --some-flag twice, the second time as someFlag.
+  const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  const unique = names.filter((name) => name === kebab(name) || !names.includes(kebab(name)))
+  const words = argv.filter((a) => !a.startsWith('-'))
+  const said = unique.map((name) => {
+    const written = argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`) || a === `-${name}` || a === `--no-${name}`)
+    if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) return `unknown command '${name}'`
+    if (!written) return `unexpected argument '${name}'`
+    const near = closest(name, flags)
+    return `unknown option ${dashed(name)}${near ? ` (did you mean ${dashed(near)}?)` : ''}`
+  })
+  return said.join(', ')
+}
+
+// The option names as written on the command line (yargs also keeps camelCase copies).
+// `cli` holds the running command's options by now: yargs resets the one instance for each.
+function knownFlags (cli) {
+  try {
+    return Object.keys(cli.getOptions().key).filter((k) => k.length > 1 && !/[A-Z]/.test(k))
+  } catch {
+    return []
+  }
+}
+
+// `pool start --help`, `pool config haproxy --help`, or `pool --help`.
+function helpCommand (argv, commands) {
+  const words = argv.filter((a) => !a.startsWith('-'))
+  const command = commands.find((c) => c.command.split(' ')[0] === words[0])
+  if (!command) return 'pool --help'
+  const targets = command.targets
+  if (targets && targets.includes(words[1])) return `pool ${words[0]} ${words[1]} --help`
+  return `pool ${words[0]} --help`
 }
 
 module.exports = { run }

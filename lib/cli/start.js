@@ -1,14 +1,16 @@
 'use strict'
 
-// `pool start APP`: build the pool and its front from flags, run until a signal, exit with a
-// documented code.
+// `pool start APP`: build the pool and its front from flags, POOL_* environment variables and a
+// --config file (in that order of precedence, over the defaults), run until a signal, exit with
+// a documented code.
 
 const { Pool } = require('../supervisor')
-const { OPTIONS, resolveOptions } = require('../options')
+const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options')
 const { FRONTS, available } = require('../fronts')
+const { readConfigFile, DEFAULT_BALANCER } = require('../config-file')
 const { createLogger } = require('../logger')
 const { EXIT, codes, exitCodeOf, poolError } = require('../errors')
-const { toYargs, fromArgv } = require('./flags')
+const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
 const { printError } = require('./output')
 const { exitOnUncaught } = require('./fatal')
 // control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
@@ -16,7 +18,18 @@ const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
 const { formatReload, formatScale } = require('../control/format')
 
-const DEFAULT_FRONT = 'embedded'
+// `pool start`'s own flags, in the table format of lib/options.js.
+function startTable () {
+  const fronts = available()
+  return {
+    balancer: { flag: 'balancer', kind: 'choice', choices: fronts, group: 'Front', defaultText: defaultBalancer(), describe: 'What sits in front of the workers' },
+    config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'Read options from this file: JSON, or a CommonJS module (.js) exporting an object; keys as in new Pool(), plus app and balancer. Flags and POOL_* variables override it' }
+  }
+}
+
+function defaultBalancer () {
+  return available().includes(DEFAULT_BALANCER) ? DEFAULT_BALANCER : 'none'
+}
 
 function frontTables () {
   const tables = {}
@@ -25,19 +38,51 @@ function frontTables () {
 }
 
 function builder (y) {
-  const fronts = available()
-  y.positional('app', { describe: 'the app module: a request listener, an http.Server, or a file that calls listen()', type: 'string' })
-  y.option('balancer', {
-    describe: 'what sits in front of the workers',
-    choices: fronts,
-    default: fronts.includes(DEFAULT_FRONT) ? DEFAULT_FRONT : 'none',
-    group: 'Front:'
-  })
+  y.positional('app', { describe: 'the app module: a request listener, an http.Server, or a file that calls listen() (or "app" in the --config file)', type: 'string' })
+  y.options(toYargs(startTable()))
   y.options(toYargs(OPTIONS))
   for (const table of Object.values(frontTables())) y.options(toYargs(table))
-  y.example('$0 start app.js -n 15', '15 workers behind the embedded balancer on 127.0.0.1:9001')
-  y.example('$0 start app.js --balancer haproxy --haproxy-socket /run/haproxy/admin.sock', 'drive HAProxy instead')
+  // One line of comment, one command: a long command never squeezes its description into a
+  // narrow column.
+  y.example('# 15 workers behind the embedded balancer on 127.0.0.1:9001', '')
+  y.example('$0 start app.js -n 15', '')
+  y.example('# drive HAProxy instead (its config: pool config haproxy)', '')
+  y.example('$0 start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock', '')
+  y.example('# the options in a file, one of them overridden', '')
+  y.example('$0 start --config pool.config.json --workers 4', '')
+  y.epilogue('Durations are seconds (30) or take a unit (500ms, 2s, 1m). Each flag can also be given as an environment variable, POOL_ and the flag in capitals with _ for - (--worker-port: POOL_WORKER_PORT), or in a --config file (durations in ms there). A flag wins over the environment, which wins over the file.')
   return y
+}
+
+// Where each setting comes from, strongest first: flags, POOL_* variables, the --config file,
+// the defaults. Returns { app, balancer, options, frontOptions }, before any default is filled.
+function settingsOf (argv, env) {
+  const start = startTable()
+  const own = { ...fromEnv(env, start), ...fromArgv(argv, start) }
+  const file = own.config === undefined ? { values: {} } : readConfigFile(own.config)
+  const { app: fileApp, balancer: fileBalancer, ...fileValues } = file.values
+  const balancer = own.balancer ?? fileBalancer ?? defaultBalancer()
+  const frontTable = FRONTS[balancer].options()
+  const table = { ...OPTIONS, ...frontTable }
+  // The file's options of another front than the chosen one (a --balancer given over the
+  // file's) do not apply.
+  const merged = { ...pick(fileValues, table), ...fromEnv(env, table), ...fromArgv(argv, table) }
+  const app = argv.app ?? fileApp
+  if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
+  return { app, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
+}
+
+function pick (values, table) {
+  const out = {}
+  for (const key of Object.keys(values)) if (Object.hasOwn(table, key)) out[key] = values[key]
+  return out
+}
+
+// The POOL_* variables are the supervisor's settings, not the app's: its workers must not inherit
+// them (POOL_WORKERS, for one, is also the name of what each worker is told).
+function forgetEnv (env) {
+  const tables = [startTable(), OPTIONS, ...Object.values(frontTables())]
+  for (const table of tables) for (const spec of Object.values(table)) delete env[envName(spec.flag)]
 }
 
 async function handler (argv) {
@@ -46,17 +91,21 @@ async function handler (argv) {
   let stopped
   let guard
   try {
-    const front = FRONTS[argv.balancer]
-    const frontOptions = fromArgv(argv, front.options())
-    const port = frontOptions.port ?? front.options().port?.default
-    const options = resolveOptions(withStatsPort(fromArgv(argv, OPTIONS), { balancer: argv.balancer, port, host: frontOptions.host ?? front.options().host?.default }))
+    const settings = settingsOf(argv, process.env)
+    forgetEnv(process.env)
+    const { balancer, frontOptions } = settings
+    const frontTable = FRONTS[balancer].options()
+    const port = frontOptions.port ?? frontTable.port?.default
+    const host = frontOptions.host ?? frontTable.host?.default
+    const options = resolveOptions(withStatsPort(settings.options, { balancer, port, host }))
+    checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
-    pool = new Pool({ ...options, ...frontOptions, balancer: argv.balancer, app: argv.app, logger })
+    pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, logger })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same
     // socket refuses (CONTROL_IN_USE) without disturbing the running pool.
-    const frontPort = frontPortOf({ balancer: argv.balancer, port, workerPort: options.workerPort })
+    const frontPort = frontPortOf({ balancer, port, workerPort: options.workerPort })
     control = await createControlServer({ path: options.control ?? defaultControlPath(frontPort), pool, logger })
     // A stop during start (signal or `pool stop`) ends the pool before start() settles.
     stopped = new Promise((resolve) => pool.once('stopped', resolve))
@@ -124,15 +173,19 @@ function handleControlSignals (pool, logger) {
   }
   const say = (format) => (result) => format(result).trim()
   process.on('SIGHUP', () => run('SIGHUP', 'rolling reload', () => pool.reload(), say(formatReload)))
-  process.on('SIGTTIN', () => run('SIGTTIN', `scale to ${pool.target + 1} workers`, () => pool.scale(pool.target + 1), say(formatScale)))
+  process.on('SIGTTIN', () => run('SIGTTIN', `scale to ${workers(pool.target + 1)}`, () => pool.scale(pool.target + 1), say(formatScale)))
   process.on('SIGTTOU', () => {
     if (pool.target <= 1) return logger.warn({ event: 'signal', signal: 'SIGTTOU' }, 'SIGTTOU: already at 1 worker; not scaling below 1')
-    run('SIGTTOU', `scale to ${pool.target - 1} workers`, () => pool.scale(pool.target - 1), say(formatScale))
+    run('SIGTTOU', `scale to ${workers(pool.target - 1)}`, () => pool.scale(pool.target - 1), say(formatScale))
   })
 }
 
+function workers (n) {
+  return `${n} worker${n === 1 ? '' : 's'}`
+}
+
 module.exports = {
-  command: 'start <app>',
+  command: 'start [app]',
   describe: 'start a pool of single-request workers for APP',
   builder,
   handler

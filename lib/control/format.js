@@ -41,11 +41,49 @@ const COLUMNS = [
   { title: 'REQUEST', right: true, value: (w) => (w.request ? formatDuration(w.request.age) : '-') } // age of the running one
 ]
 
-function table (rows) {
-  const cells = rows.map((w) => COLUMNS.map((c) => String(c.value(w))))
-  const widths = COLUMNS.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
-  const line = (values) => values.map((v, i) => (COLUMNS[i].right ? v.padStart(widths[i]) : v.padEnd(widths[i]))).join('  ').trimEnd()
-  return [line(COLUMNS.map((c) => c.title)), ...cells.map(line)].join('\n')
+// `pool status --watch`: what the worker did since the previous answer (see rates()).
+const RATE_COLUMNS = [
+  { title: 'CPU%', right: true, value: (w, { rates }) => formatRate(rates.get(w.slot)?.cpu) },
+  { title: 'REQ/S', right: true, value: (w, { rates }) => formatRate(rates.get(w.slot)?.rps) }
+]
+
+// HAProxy mode: per server, the state the pool wants, the one HAProxy reported at its last check
+// (with "down" when its health check says so), and its sessions.
+const HAPROXY_COLUMNS = [
+  { title: 'WANTED', value: (w, { servers }) => servers[w.name]?.wanted ?? '-' },
+  { title: 'HAPROXY', value: (w, { servers }) => haproxyState(servers[w.name]) },
+  { title: 'SESS', right: true, value: (w, { servers }) => servers[w.name]?.sessions ?? '-' }
+]
+
+function haproxyState (server) {
+  if (!server || !server.seen) return '-'
+  return server.up === false && server.seen !== 'maint' ? `${server.seen} (down)` : server.seen
+}
+
+function formatRate (x) {
+  if (x === undefined || x === null || !Number.isFinite(x)) return '-'
+  return x < 10 ? x.toFixed(1) : String(Math.round(x))
+}
+
+function columnsFor (context) {
+  const columns = [...COLUMNS]
+  if (context.rates) columns.splice(columns.findIndex((c) => c.title === 'UPTIME') + 1, 0, ...RATE_COLUMNS)
+  if (context.servers) columns.push(...HAPROXY_COLUMNS)
+  return columns
+}
+
+function table (rows, context = {}) {
+  const columns = columnsFor(context)
+  const cells = rows.map((w) => columns.map((c) => String(c.value(w, context))))
+  const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
+  const line = (values) => values.map((v, i) => (columns[i].right ? v.padStart(widths[i]) : v.padEnd(widths[i]))).join('  ').trimEnd()
+  return [line(columns.map((c) => c.title)), ...cells.map(line)].join('\n')
+}
+
+// The HAProxy front's servers, by name, when the pool drives one.
+function haproxyServers (front) {
+  const fronts = Array.isArray(front) ? front : [front]
+  return fronts.find((f) => f && f.type === 'haproxy' && f.servers && typeof f.servers === 'object')?.servers ?? null
 }
 
 // "embedded http://127.0.0.1:9001", "haproxy backend app via /run/haproxy.sock", "none".
@@ -56,17 +94,19 @@ function describeFront (front) {
   if (front.url) parts.push(front.url)
   if (front.backend) parts.push(`backend ${front.backend}`)
   if (front.socket) parts.push(`via ${front.socket}`)
+  if (front.haproxyPid) parts.push(`(HAProxy pid ${front.haproxyPid})`)
   if (front.reachable === false) parts.push(`(unreachable${front.lastError ? `: ${front.lastError.message || front.lastError}` : ''})`)
   return parts.join(' ')
 }
 
-function formatStatus (status) {
+// `rates` (pool status --watch): a Map slot → { cpu, rps } from rates() below.
+function formatStatus (status, { rates = null } = {}) {
   const workers = status.workers || []
   const ready = workers.filter((w) => w.state === 'ready' || w.state === 'busy').length
   const lines = [
     `pool pid ${status.pid}, ${status.phase}, ${ready}/${status.target} workers ready, app ${status.app}`,
     '',
-    table(workers),
+    table(workers, { rates, servers: haproxyServers(status.front) }),
     '',
     `queue: ${status.queue ?? 0}`,
     `front: ${describeFront(status.front)}`
@@ -76,6 +116,37 @@ function formatStatus (status) {
     lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` + (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : ''))
   }
   return lines.join('\n') + '\n'
+}
+
+// Per slot, from two successive status answers ({ at: ms, status }): REQ/S from the `requests`
+// counts, CPU% from the CPU time the worker used (`cpu: { user, system }` in microseconds, and
+// `at`, when it was measured, if the pool says). Only for the same process in both answers: a
+// new pid starts afresh. A value that cannot be known is left out (shown as -).
+function rates (previous, current) {
+  const out = new Map()
+  if (!previous) return out
+  const before = new Map((previous.status.workers || []).map((w) => [w.slot, w]))
+  const seconds = (current.at - previous.at) / 1000
+  for (const w of current.status.workers || []) {
+    const p = before.get(w.slot)
+    if (!p || !w.pid || p.pid !== w.pid || !RUNNING.has(w.state)) continue
+    const r = {}
+    if (seconds > 0 && Number.isFinite(w.requests) && Number.isFinite(p.requests)) r.rps = Math.max(0, w.requests - p.requests) / seconds
+    r.cpu = cpuPercent(p.cpu, w.cpu, seconds)
+    out.set(w.slot, r)
+  }
+  return out
+}
+
+function cpuPercent (before, now, seconds) {
+  const used = (c) => (c && Number.isFinite(c.user) && Number.isFinite(c.system) ? c.user + c.system : null)
+  const a = used(before)
+  const b = used(now)
+  if (a === null || b === null) return undefined
+  // The measurement's own clock when the pool gives it, else the time between the answers.
+  const span = Number.isFinite(now.at) && Number.isFinite(before.at) ? (now.at - before.at) / 1000 : seconds
+  if (!(span > 0)) return undefined
+  return Math.max(0, b - a) / 1e6 / span * 100
 }
 
 // The documented `--json` shape first, then the rest of what the pool said.
@@ -100,4 +171,4 @@ function formatStop ({ clean }) {
   return clean ? 'stopped (clean)\n' : 'stopped (not clean: some workers had to be signalled)\n'
 }
 
-module.exports = { formatDuration, formatStatus, statusJson, formatReload, formatScale, formatStop, describeFront }
+module.exports = { formatDuration, formatStatus, statusJson, formatReload, formatScale, formatStop, describeFront, rates }

@@ -19,4 +19,7 @@ Module._resolveFilename = function resolvePool (request, ...rest) {
   }
 }
 
-new WorkerRuntime().boot(process.env.POOL_APP)
+// A boot that throws (the app's load, or an export that can never serve) is a failed boot the
+// supervisor hears about at once.
+const runtime = new WorkerRuntime()
+runtime.boot(process.env.POOL_APP).catch((err) => runtime.failBoot(err))
