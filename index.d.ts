@@ -50,7 +50,7 @@ export interface WorkerSnapshot {
   /** bytes, as last reported by the worker */
   rss: number | null
   request: RunningRequest | null
-  lastExit: { code: number | null, signal: string | null, reason: string, at: number } | null
+  lastExit: { pid: number, code: number | null, signal: string | null, reason: string, at: number } | null
 }
 
 export interface ExitInfo extends WorkerSnapshot {
@@ -243,6 +243,8 @@ export interface PoolStatus {
   reload: { stage: string, pending: number, active: number[], replaced: number } | null
   /** `cpu`: CPU time the process has used, in microseconds, read at `at` (ms); null when none runs */
   workers: Array<WorkerSnapshot & { cpu: { user: number, system: number, at: number } | null }>
+  /** the last 20 worker exits, newest first */
+  recentExits: Array<{ slot: number, name: string, pid: number, code: number | null, signal: string | null, reason: string, planned: boolean, at: number }>
 }
 
 export interface ReloadResult {

@@ -25,6 +25,7 @@ const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./worker-p
 const { poolError, codes } = require('./errors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
+const RECENT_EXITS = 20 // kept for /status and the status page
 
 class Pool extends EventEmitter {
   // `system` (tests only): fork, signal, captureRemnant, bindError and now(), the pool's only
@@ -52,6 +53,7 @@ class Pool extends EventEmitter {
     this.tickScheduled = false
     this.timer = null
     this.unclean = false // the stop had to signal a worker
+    this.recentExits = [] // the last worker exits, newest first
     this.startedAt = null
   }
 
@@ -165,7 +167,8 @@ class Pool extends EventEmitter {
       ...this.listeners.urls(),
       reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
       // With the CPU time each worker has used (for `pool status --watch` and the status page).
-      workers: this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
+      workers: this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null })),
+      recentExits: this.recentExits.slice()
     }
   }
 
@@ -274,6 +277,8 @@ class Pool extends EventEmitter {
     this.announceGone(h)
     const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
+    this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: now })
+    this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
     if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
     if (outcome.next === 'respawn') this.report.respawnScheduled(h)

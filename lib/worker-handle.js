@@ -223,7 +223,7 @@ class WorkerHandle {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
     const wasReady = this.readyAt !== null
-    this.lastExit = { code, signal, reason, at: now }
+    this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
     this.request = null
     const outcome = { reason, planned, draining, next: 'dead' }
