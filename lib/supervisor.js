@@ -10,8 +10,7 @@
 
 const { EventEmitter } = require('node:events')
 const msg = require('./messages')
-const { WorkerHandle } = require('./worker-handle')
-const { Canary } = require('./canary')
+const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
 const { resolvePoolOptions } = require('./pool-options')
 const { createLogger } = require('./logger')
@@ -21,7 +20,7 @@ const { PoolPhase } = require('./pool-phase')
 const { Remnants } = require('./process-group')
 const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('./pool-metrics')
-const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./worker-process')
+const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
 const { poolError, codes } = require('./errors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
@@ -42,6 +41,7 @@ class Pool extends EventEmitter {
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
     this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
+    this.reconciler = new Reconciler(this) // the live set against the wanted set, from the tick
     this.target = this.options.workers
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
@@ -203,8 +203,8 @@ class Pool extends EventEmitter {
     while (this.events.length > 0) this.handleEvent(this.events.shift(), now)
     for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
     this.remnants.sweep(now)
-    this.advanceReload(now)
-    this.reconcile(now)
+    this.reconciler.advanceReload(now)
+    this.reconciler.reconcile(now)
     this.checkProgress(now)
   }
 
@@ -354,112 +354,10 @@ class Pool extends EventEmitter {
     this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
   }
 
-  // ── reconcile: make the live set match the wanted set ─────────────────────────────────────
+  // ── the wanted set (the steps that act on it: lib/reconcile.js) ──────────────────────────
 
   slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
   wanted () { return this.slots().filter((h) => h.slot <= this.target) }
-
-  // Wanted slots not serving right now (draining, stopped, booting, waiting to respawn).
-  // Replacements start only while this is below the batch size, which is what keeps capacity at
-  // workers − batch or more.
-  unavailableCount () {
-    return this.wanted().filter((h) => !h.ready && h.state !== 'given-up').length
-  }
-
-  reconcile (now) {
-    if (!this.life.is('starting', 'running')) return
-    for (const h of this.slots()) {
-      if (h.slot <= this.target) continue
-      if (h.alive) this.beginDrain(h, { reason: 'scale-down' })
-      else this.removeSlot(h)
-    }
-    if (this.life.is('running')) this.replaceOutdated()
-    for (let slot = 1; slot <= this.target; slot++) {
-      let h = this.handles.get(slot)
-      if (!h) {
-        h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState: (handle, from) => this.emit('state', { ...handle.snapshot(), from }) })
-        this.handles.set(slot, h)
-      }
-      if (h.dueForRespawn(now)) this.spawn(h, now)
-    }
-  }
-
-  // Reload and recycling are one step: a ready worker of an older code generation (while a
-  // reload rolls) or past --max-requests / --max-rss is drained, never mid-request (the drain
-  // lets its request finish; waiting for an idle moment would never come under load), and no
-  // more at once than --reload-batch. Its slot respawns at once, with the code now on disk.
-  replaceOutdated () {
-    const rolling = this.reloading?.rolling ? this.reloading.generation : null
-    for (const h of this.wanted()) {
-      const outdated = rolling !== null && h.codeGeneration < rolling
-      const reason = outdated ? 'reload' : h.recycleDue
-      if (!reason || h.drain || !h.ready) continue
-      if (this.unavailableCount() >= this.options.reloadBatch) return
-      if (outdated) this.reloading.draining(h)
-      else this.report.recycling(h, reason)
-      this.beginDrain(h, { reason })
-    }
-  }
-
-  // The reload's canary, then its outcome; the replacing itself is replaceOutdated's.
-  advanceReload (now) {
-    const r = this.reloading
-    if (!r || r.finished || !this.life.is('running')) return
-    if (r.stage === 'canary') {
-      if (!r.canary) return this.spawnCanary(r, now)
-      const verdict = r.canary.check(now)
-      if (verdict === 'booting') return
-      if (verdict !== 'ready') return r.abort(verdict.failed)
-      r.roll(++this.codeGeneration, r.canary)
-      // The new code boots: slots given up on the old code get another chance with it.
-      for (const h of this.wanted()) {
-        if (h.state !== 'given-up') continue
-        h.revive(now)
-        this.report.revived(h)
-      }
-    }
-    if (this.wanted().every((h) => h.codeGeneration >= r.generation && h.ready)) r.finish(now)
-  }
-
-  removeSlot (h) {
-    this.handles.delete(h.slot)
-    this.report.removed(h)
-  }
-
-  spawn (h, now) {
-    let child
-    try {
-      child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
-    } catch (err) {
-      // fork() throws for some spawn errors (ENOMEM): a failed start, not a dead supervisor.
-      this.report.spawnFailed(h, err)
-      const next = h.forkFailed({ message: `cannot start a worker process: ${err.message}`, code: err.code }, now)
-      return next === 'given-up' ? this.report.gaveUp(h) : this.report.respawnScheduled(h)
-    }
-    h.attach(child, now, { codeGeneration: this.codeGeneration })
-    this.report.spawned(h, now)
-  }
-
-  spawnCanary (reload, now) {
-    const canary = new Canary({ now, bootTimeout: this.options.bootTimeout, signal: this.system.signal })
-    let child
-    try {
-      child = canary.child = this.fork({ slot: 0, host: this.options.workerHost, port: 0 }, { canary, who: 'the reload canary' })
-    } catch (err) {
-      return reload.abort({ message: `cannot start a process of the new code: ${err.message}` })
-    }
-    reload.canary = canary
-    this.canaries.add(canary)
-    this.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
-  }
-
-  // A new process for a slot or a canary, its events routed to the loop (worker-process.js).
-  // Throws what fork() throws.
-  fork ({ slot, host, port }, about) {
-    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
-    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event) })
-    return child
-  }
 
   // ── progress of start and stop ────────────────────────────────────────────────────────────
 

@@ -211,7 +211,7 @@ t.test('reload: a canary first, then one generation rolled out a batch at a time
   await h.step()
   t.same(canary.signals, ['SIGKILL'], 'the canary is done once ready')
   t.equal(h.pool.codeGeneration, 1)
-  t.equal(h.pool.unavailableCount(), 1, 'one slot out of service at a time')
+  t.equal(h.pool.reconciler.unavailableCount(), 1, 'one slot out of service at a time')
   await rollThrough(h, [1, 2], t)
   const result = await reloading
   t.same(result.replaced, [{ slot: 1, oldPid: oldPids[0], newPid: h.latest(1).pid }, { slot: 2, oldPid: oldPids[1], newPid: h.latest(2).pid }])
