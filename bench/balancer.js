@@ -34,6 +34,7 @@ function parseArgs (argv) {
     const value = argv[i + 1]
     if (key === 'rho') args.rho = value.split(',').map(Number)
     else if (key === 'skip') args.skip = value.split(',')
+    else if (key === 'json') args.json = value // also write the raw results there, for bench/run.js's report
     else if (key in args) args[key] = Number(value)
     else throw new Error(`unknown option --${key}`)
   }
@@ -104,6 +105,8 @@ async function queueing (args, fronts, load) {
         await sleep(500)
       }
     }
+    // The whole distribution at ρ 0.8, for the report's chart (capped: a sample is enough).
+    if (rho === 0.8) rows.samples = { rho, latency: Object.fromEntries(names.map((n) => [n, sample(pooled[n].latency)])), ideal: sample(pooled[names[0]].ideal) }
     for (const name of names) {
       const p = pooled[name]
       const row = { rho, front: name, requests: p.latency.length, errors: p.errors, rps: rate }
@@ -116,6 +119,13 @@ async function queueing (args, fronts, load) {
     }
   }
   return rows
+}
+
+// Every n-th value, sorted, at most `max` of them.
+function sample (values, max = 2000) {
+  const sorted = [...values].sort((a, b) => a - b)
+  const step = Math.max(1, Math.ceil(sorted.length / max))
+  return sorted.filter((_, i) => i % step === 0).map((v) => Math.round(v * 100) / 100)
 }
 
 async function addedLatency (args, fronts, load) {
@@ -204,6 +214,20 @@ async function main () {
   fs.mkdirSync(path.dirname(file), { recursive: true })
   fs.writeFileSync(file, report.join('\n').trim() + '\n')
   console.log(`\n(written to ${path.relative(process.cwd(), file)})`)
+  if (args.json) {
+    const madeBy = `node bench/balancer.js${process.argv.slice(2).map((a) => ' ' + a).join('')}`
+    const json = {
+      args,
+      madeBy,
+      at: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, model: os.cpus()[0].model, loadavg: [loadAtStart, loadavg()], node: process.version },
+      queueing: rows.map(({ rho, front, rps, errors, p50, ideal50, p90, ideal90, p99, ideal99 }) => ({ rho, front, rps, errors, p50, ideal50, p90, ideal90, p99, ideal99 })),
+      samples: rows.samples || null,
+      added: added ? Object.entries(added).map(([front, medianMs]) => ({ front, medianMs })) : null,
+      buffering: buffered
+    }
+    fs.writeFileSync(args.json, JSON.stringify(json, null, 2) + '\n')
+  }
 }
 
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stopAll().then(() => process.exit(130)))

@@ -54,13 +54,14 @@ const RUNS = [
 ]
 
 function parseArgs (argv) {
-  const args = { duration: 10, repeat: 1, only: null }
+  const args = { duration: 10, repeat: 1, only: null, json: null }
   for (let i = 0; i < argv.length; i += 2) {
     const key = argv[i].replace(/^--/, '')
     const value = argv[i + 1]
     if (key === 'duration') args.duration = Number(value)
     else if (key === 'repeat') args.repeat = Number(value)
     else if (key === 'only') args.only = value.split(',')
+    else if (key === 'json') args.json = value // the raw results too, for bench/run.js's report
     else throw new Error(`unknown option --${key} (use --duration S, --repeat N, --only a,b,...)`)
   }
   if (!(args.duration >= 1 && args.duration <= 120)) throw new Error('--duration must be 1..120 seconds')
@@ -86,7 +87,7 @@ async function startHaproxy (dir, cfg) {
 
 // `pool start` with JSON logs; `pids[slot]` follows spawns, `ready` holds pids that are serving.
 function startPool (args) {
-  const child = spawn(process.execPath, [BIN, 'start', ...args, '--log-format', 'json'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [BIN, 'start', ...args, '--log-format', 'json', '--stats-port', '0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   const pool = { child, pids: {}, ready: new Set(), allPids: new Set(), maintMs: [], started: null }
   let stderr = ''
   child.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000) })
@@ -245,6 +246,10 @@ async function main () {
   fs.mkdirSync(path.dirname(RESULTS), { recursive: true })
   fs.writeFileSync(RESULTS, md)
   console.log(`written to ${path.relative(ROOT, RESULTS)}`)
+  if (args.json) {
+    const results2 = results.map(({ id, drive, checks, kills, ok, failed, byKind, maintMs }) => ({ id, drive, checks, kills, ok, failed, byKind, maintMs }))
+    fs.writeFileSync(args.json, JSON.stringify({ args, madeBy: command, at: new Date().toISOString(), versions: versions(), results: results2 }, null, 2) + '\n')
+  }
 }
 
 function median (xs) {

@@ -5,7 +5,9 @@
 // workers behave like a 15-core machine even on a 2-core one: a worker is unavailable for
 // exactly its service time, and the balancing in front is what is measured.
 //
-// `?kb=` sends a body of that many KB (for the buffering measurement). With `onBusy`, each
+// `?kb=` sends a body of that many KB (for the buffering measurement). `?hang=1` never answers:
+// it blocks the event loop for good, as an endless loop in a render would, still without burning
+// a core (only the supervisor's request timeout ends it). With `onBusy`, each
 // request reports how long the worker was taken by it: from its headers to its last byte
 // handed to the kernel, upload and download included (or to the connection's end, if the
 // client gave up first: `finished` false).
@@ -23,9 +25,11 @@ function createApp ({ onBusy } = {}) {
     const params = new URLSearchParams(q >= 0 ? req.url.slice(q + 1) : '')
     const ms = Number(params.get('ms') || 0)
     const kb = Number(params.get('kb') || 0)
+    const hang = params.get('hang') === '1'
     let received = 0
     req.on('data', (c) => { received += c.length })
     req.on('end', () => {
+      if (hang) Atomics.wait(sleeper, 0, 0) // no timeout: never returns
       block(ms)
       const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })

@@ -38,10 +38,14 @@ function spawnTracked (cmd, args, opts) {
   return track(spawn(cmd, args, { stdio: ['ignore', 'inherit', 'inherit'], ...opts }))
 }
 
+// SIGKILL, unless the child names a gentler `stopSignal` because it must end children of its
+// own first (nginx's master its workers): then that, and SIGKILL after 5 s.
 async function stop (child) {
   if (!child || child.exitCode !== null || child.signalCode !== null) return
-  child.kill('SIGKILL')
+  child.kill(child.stopSignal || 'SIGKILL')
+  const timer = child.stopSignal ? setTimeout(() => child.kill('SIGKILL'), 5000) : null
   await child.exited
+  clearTimeout(timer)
 }
 
 async function stopAll () {

@@ -43,4 +43,4 @@ function makeSchedule ({ rho, workers, durationMs, median, sigma, capMs, seed })
   return { at, ms, ratePerSecond: rate * 1000 }
 }
 
-module.exports = { makeSchedule, lognormalMean, rng }
+module.exports = { makeSchedule, lognormalMean, rng, normal }

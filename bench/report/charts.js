@@ -1,0 +1,371 @@
+'use strict'
+
+// The charts of the report, as Vega-Lite specs built from each part's results. Every builder
+// returns a spec (rendered by vega.js) or null when it has nothing to draw. Axis titles carry
+// their units; every series is named as in style.js, with the same colour in every chart.
+
+const { label, colorScale, chart } = require('./style')
+
+// A legend beside the plot, one entry per line: for line charts that are not too wide already.
+const RIGHT = { orient: 'right', direction: 'vertical', columns: 1 }
+const fronts = (rows, key = 'front') => [...new Set(rows.map((r) => r[key]))]
+const finite = (x) => typeof x === 'number' && Number.isFinite(x)
+
+// p50 and p99 as a multiple of the ideal's, against the load: one panel per percentile.
+// rows: [{ rho, [key], p50, ideal50, p99, ideal99 }]
+function ratioVsLoad (rows, { key = 'front', title, subtitle }) {
+  const values = []
+  for (const r of rows) {
+    for (const p of [50, 99]) {
+      if (finite(r[`p${p}`]) && finite(r[`ideal${p}`]) && r[`ideal${p}`] > 0) {
+        values.push({ rho: r.rho, series: label(r[key]), panel: `p${p} ÷ ideal p${p}`, ratio: r[`p${p}`] / r[`ideal${p}`] })
+      }
+    }
+  }
+  if (!values.length) return null
+  const rhos = [...new Set(values.map((v) => v.rho))].sort((a, b) => a - b)
+  return chart(title, subtitle, {
+    data: { values },
+    facet: { column: { field: 'panel', type: 'nominal', title: null, sort: ['p50 ÷ ideal p50', 'p99 ÷ ideal p99'] } },
+    spec: {
+      width: 260,
+      height: 220,
+      layer: [
+        { mark: { type: 'rule', strokeDash: [4, 3], color: '#222222' }, encoding: { y: { datum: 1 } } },
+        {
+          mark: { type: 'line', point: true },
+          encoding: {
+            x: { field: 'rho', type: 'quantitative', title: 'load ρ (share of the workers busy)', scale: { domain: [Math.min(0.5, rhos[0] - 0.05), Math.max(0.95, rhos[rhos.length - 1] + 0.05)] }, axis: { values: rhos, format: '.2f' } },
+            y: { field: 'ratio', type: 'quantitative', title: 'latency ÷ ideal (×; 1 = ideal)', scale: { zero: false, nice: true }, axis: { format: '.3~g' } },
+            color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(rows, key)) },
+            shape: { field: 'series', type: 'nominal', title: null, scale: { domain: colorScale(fronts(rows, key)).domain, range: ['circle', 'square', 'triangle-up', 'diamond', 'cross'] } }
+          }
+        }
+      ]
+    },
+    resolve: { scale: { y: 'shared' } }
+  })
+}
+
+// Share of requests slower than x, per front, from sorted latency samples (log-log: the body and
+// the tail both show). samples: { name: [ms...] }.
+function latencyTail (samples, { title, subtitle }) {
+  const values = []
+  for (const [name, list] of Object.entries(samples)) {
+    const sorted = Float64Array.from(list).sort()
+    if (sorted.length < 10) continue
+    const n = sorted.length
+    for (let k = 0; k <= 200; k++) {
+      const slower = Math.pow(10, -3 * k / 200) // 1 down to 0.001
+      const i = Math.min(n - 1, Math.max(0, Math.floor((1 - slower) * n)))
+      values.push({ series: label(name), ms: Math.max(0.1, sorted[i]), slower })
+    }
+  }
+  if (!values.length) return null
+  return chart(title, subtitle, {
+    data: { values },
+    width: 520,
+    height: 300,
+    mark: { type: 'line', interpolate: 'step-after' },
+    encoding: {
+      x: { field: 'ms', type: 'quantitative', title: 'latency (ms, log scale)', scale: { type: 'log' } },
+      y: { field: 'slower', type: 'quantitative', title: 'share of requests slower (log scale)', scale: { type: 'log', domain: [0.001, 1] }, axis: { format: '~%' } },
+      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(Object.keys(samples)) }
+    }
+  })
+}
+
+// Horizontal bars with their value written at the end. values: [{ series, value, group? }].
+function bars (values, { title, subtitle, x, format = ',.0f', offsetField, offsetTitle, keys, width = 440 }) {
+  const encoding = {
+    y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label), axis: { labelLimit: 400 } },
+    x: { field: 'value', type: 'quantitative', title: x, axis: { format } }
+  }
+  const colored = offsetField
+    ? { ...encoding, yOffset: { field: offsetField, type: 'nominal' }, color: { field: offsetField, type: 'nominal', title: offsetTitle, scale: { range: ['#4c78a8', '#a0c4e8'] } } }
+    : { ...encoding, color: { field: 'series', type: 'nominal', legend: null, scale: colorScale(keys) } }
+  return chart(title, subtitle, {
+    data: { values },
+    width,
+    height: { step: offsetField ? 16 : 26 },
+    layer: [
+      { mark: { type: 'bar' }, encoding: colored },
+      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { ...colored, color: { value: '#333333' }, text: { field: 'value', type: 'quantitative', format } } }
+    ]
+  })
+}
+
+// The front overhead: time per 0 ms request, new connection and kept alive.
+function overheadLatency (rows) {
+  if (!rows?.length) return null
+  const values = rows.flatMap((r) => [
+    { series: label(r.front), value: r.newConnection.p50, how: 'new connection per request' },
+    { series: label(r.front), value: r.keepAlive.p50, how: 'one kept-alive connection' }
+  ])
+  return bars(values, {
+    title: 'Time per request with a 0 ms handler',
+    subtitle: 'median of sequential requests, one at a time; the gap to direct is what the front adds',
+    x: 'ms per request (median)',
+    format: '.2f',
+    offsetField: 'how',
+    offsetTitle: null,
+    keys: rows.map((r) => r.front)
+  })
+}
+
+function overheadPeak (rows) {
+  if (!rows?.length) return null
+  const values = rows.map((r) => ({ series: label(r.front), value: r.peak.rps }))
+  return bars(values, {
+    title: 'Peak requests per second with a 0 ms handler',
+    subtitle: 'autocannon, keep-alive; load generator, front and workers share the same 2 cores',
+    x: 'requests per second',
+    keys: rows.map((r) => r.front)
+  })
+}
+
+const SCENARIO_TITLE = { normal: 'normal', reload: 'rolling reload', kill: 'SIGKILL each 1 s', loop: 'endless requests', stop: 'SIGSTOP 1 worker' }
+
+// The matrix: p50 (dashed) and p99 (solid) per scenario (columns), against concurrency.
+function matrixLatency (data) {
+  const values = []
+  for (const r of data.rows) {
+    for (const p of ['p50', 'p99']) if (finite(r[p])) values.push({ scenario: SCENARIO_TITLE[r.scenario], c: r.connections, series: label(r.front), percentile: p, ms: r[p] })
+  }
+  if (!values.length) return null
+  const scenarios = data.scenarios.map((s) => SCENARIO_TITLE[s])
+  return chart('Latency in the matrix: p99 (solid) and p50 (dashed)', `${data.config.workers} workers, lognormal renders (median ${data.config.median} ms); closed loop: each client sends its next request when the last one ends`, {
+    data: { values },
+    facet: { column: { field: 'scenario', type: 'nominal', title: null, sort: scenarios } },
+    spec: {
+      width: 125,
+      height: 220,
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'c', type: 'ordinal', title: 'clients', axis: { labelAngle: 0 } },
+        y: { field: 'ms', type: 'quantitative', title: 'latency (ms, log scale)', scale: { type: 'log' }, axis: { format: '~s' } },
+        color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)) },
+        strokeDash: { field: 'percentile', type: 'nominal', title: null, sort: ['p99', 'p50'], scale: { domain: ['p99', 'p50'], range: [[1, 0], [4, 3]] }, legend: { symbolType: 'stroke', symbolStrokeColor: '#333333' } },
+        detail: { field: 'percentile', type: 'nominal' }
+      }
+    }
+  })
+}
+
+// The matrix: failed requests per scenario and concurrency, the count written on each bar.
+function matrixFailures (data) {
+  const values = data.rows.map((r) => ({ scenario: SCENARIO_TITLE[r.scenario], c: String(r.connections), series: label(r.front), failed: r.failed }))
+  if (!values.length) return null
+  const scenarios = data.scenarios.map((s) => SCENARIO_TITLE[s])
+  const enc = {
+    x: { field: 'c', type: 'ordinal', title: 'clients', sort: data.config.connections.map(String), axis: { labelAngle: 0 } },
+    xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.rows)).domain },
+    // Room above the tallest bar for its count.
+    y: { field: 'failed', type: 'quantitative', title: 'failed requests (symlog)', scale: { type: 'symlog', domainMax: Math.max(2, ...values.map((v) => v.failed)) * 2 } }
+  }
+  return chart('Failed requests in the matrix', `per run of ${data.config.duration} s; a failure is a 5xx, a connection closed without an answer, or no answer within ${data.config.clientTimeout} s`, {
+    data: { values },
+    facet: { column: { field: 'scenario', type: 'nominal', title: null, sort: scenarios } },
+    spec: {
+      width: 125,
+      height: 180,
+      layer: [
+        { mark: 'bar', encoding: { ...enc, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)) } } },
+        { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { ...enc, text: { field: 'failed', type: 'quantitative' } } }
+      ]
+    }
+  })
+}
+
+// Requests that never return: how long until each one's client got an answer (or gave up).
+function matrixHangs (data) {
+  const values = data.rows.filter((r) => r.hangs).flatMap((r) => r.hangs.map((h) => ({ series: label(r.front), s: h.ms / 1000, outcome: h.outcome === 'no answer' ? 'no answer (client gave up)' : `ended: ${/^\d+$/.test(h.outcome) ? `status ${h.outcome}` : `connection ${h.outcome}`}`, c: r.connections })))
+  if (!values.length) return null
+  const keys = fronts(data.rows.filter((r) => r.hangs))
+  return chart('Endless requests: time until each one ended', `one dot per request (one line each for ${data.config.connections.join(', ')} clients); dashed: the pool's --timeout, ${data.config.timeout / 1000} s`, {
+    data: { values },
+    width: 480,
+    height: { step: 34 },
+    layer: [
+      { mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { x: { datum: data.config.timeout / 1000 } } },
+      {
+        mark: { type: 'point', size: 90, filled: true, opacity: 0.8 },
+        encoding: {
+          y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label) },
+          x: { field: 's', type: 'quantitative', title: 'seconds from sending the request to its end', scale: { domainMin: 0 } },
+          color: { field: 'series', type: 'nominal', legend: null, scale: colorScale(keys) },
+          shape: { field: 'outcome', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 1 } },
+          yOffset: { field: 'c', type: 'nominal' }
+        }
+      }
+    ]
+  })
+}
+
+// Ticks a symlog axis can show without crowding: 0, then 1, 4, 10, 40... up to the data's max.
+function symlogTicks (values) {
+  const max = Math.max(1, ...values.map((v) => v.rate))
+  const ticks = [0]
+  for (let decade = 1; decade <= max * 2; decade *= 10) ticks.push(decade, 4 * decade)
+  return ticks.filter((t) => t <= max * 1.2)
+}
+
+// Answered and failed requests per second over time, kills marked.
+function killTimeline (data) {
+  if (!data?.rows?.length) return null
+  const perS = 1000 / data.binMs
+  const values = data.rows.flatMap((r) => r.bins.flatMap((b) => [
+    { series: label(r.config), t: b.t, rate: b.ok * perS, what: 'answered' },
+    { series: label(r.config), t: b.t, rate: b.failed * perS, what: 'failed' }
+  ]))
+  const kills = data.rows[0].kills.map((t) => ({ t }))
+  const keys = data.rows.map((r) => r.config)
+  const panel = (what, title, scale, ticks) => ({
+    width: 560,
+    height: 170,
+    layer: [
+      { data: { values: kills }, mark: { type: 'rule', color: '#bbbbbb', strokeDash: [3, 3] }, encoding: { x: { field: 't', type: 'quantitative' } } },
+      {
+        transform: [{ filter: `datum.what === '${what}'` }],
+        mark: { type: 'line', interpolate: 'step-after', strokeWidth: 1.8 },
+        encoding: {
+          x: { field: 't', type: 'quantitative', title: 'time (s); dashed lines: a worker SIGKILLed', axis: { format: 'd', tickMinStep: 1 } },
+          y: { field: 'rate', type: 'quantitative', title, scale, axis: ticks ? { values: ticks } : {} },
+          color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys) }
+        }
+      }
+    ]
+  })
+  return chart('Kill timeline: a worker SIGKILLed every second', `${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders; rates over ${data.binMs} ms bins`, {
+    data: { values },
+    vconcat: [panel('answered', 'answered req/s', {}), panel('failed', 'failed req/s (symlog)', { type: 'symlog' }, symlogTicks(values.filter((v) => v.what === 'failed')))]
+  })
+}
+
+// bench/haproxy-kill.js: failed requests per kill, per configuration.
+function haproxyKill (data) {
+  if (!data?.runs?.length) return null
+  const POOL = 'the pool sets MAINT on exit'
+  const NOBODY = 'nobody drives HAProxy'
+  const values = data.runs.map((r) => {
+    const kills = r.kills.reduce((a, b) => a + b, 0)
+    const failed = r.failed.reduce((a, b) => a + b, 0)
+    return { series: `${r.id}: ${r.checks}`, value: kills ? failed / kills : null, by: r.maintBy === 'pool' ? POOL : NOBODY }
+  }).filter((v) => v.value !== null)
+  const max = Math.max(...values.map((v) => v.value))
+  const y = { field: 'series', type: 'nominal', title: 'run: health-check line', sort: null, axis: { labelLimit: 400 } }
+  const x = { field: 'value', type: 'quantitative', title: 'failed requests per kill (log scale)', scale: { type: 'log', domain: [0.5, Math.max(10, max) * 3], nice: false } }
+  return chart('A worker SIGKILLed every second behind HAProxy', 'failed requests per kill, all repeats of bench/haproxy-kill.js', {
+    data: { values },
+    width: 420,
+    height: { step: 28 },
+    layer: [
+      // A log scale has no zero: the bars start at its left end.
+      { mark: 'bar', encoding: { y, x, x2: { datum: 0.5 }, color: { field: 'by', type: 'nominal', title: null, scale: { domain: [POOL, NOBODY], range: ['#1f77b4', '#d62728'] } } } },
+      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { y, x, text: { field: 'value', type: 'quantitative', format: ',.1f' } } }
+    ]
+  })
+}
+
+// bench/reload.js: p50 and p99 steady against during the reload.
+function reload (data) {
+  if (!data?.rows?.length) return null
+  const name = (r) => `${label(r.front)}${r.warmup === null ? '' : r.warmup > 0 ? `, warm-up ${r.warmup}` : ', no warm-up'}`
+  const values = data.rows.flatMap((r) => ['p50', 'p99'].flatMap((p) => [
+    { series: name(r), when: 'steady', p: `${p} latency (ms)`, ms: r.steady[p] },
+    { series: name(r), when: 'during the reload', p: `${p} latency (ms)`, ms: r.during[p] }
+  ])).filter((v) => finite(v.ms))
+  return chart('Rolling reload under load', 'latency while every worker is replaced, against steady state just before, same run', {
+    data: { values },
+    facet: { column: { field: 'p', type: 'nominal', title: null } },
+    spec: {
+      width: 260,
+      height: { step: 22 },
+      encoding: {
+        y: { field: 'series', type: 'nominal', title: null, sort: null, axis: { labelLimit: 400 } },
+        yOffset: { field: 'when', type: 'nominal', sort: ['steady', 'during the reload'] },
+        x: { field: 'ms', type: 'quantitative', title: 'ms' },
+        color: { field: 'when', type: 'nominal', title: null, sort: ['steady', 'during the reload'], scale: { range: ['#a0c4e8', '#1f4e8c'] } }
+      },
+      layer: [{ mark: 'bar' }, { mark: { type: 'text', align: 'left', dx: 3, fontSize: 10 }, encoding: { text: { field: 'ms', type: 'quantitative', format: '.0f' }, color: { value: '#333333' } } }]
+    }
+  })
+}
+
+// Slow clients: the worker's busy time per front and size, uploads and reads side by side.
+function slowClients (data) {
+  if (!data?.rows?.length) return null
+  const sizeLabel = (kb) => (kb >= 1024 ? `${kb / 1024} MB` : `${kb} KB`)
+  const byKey = new Map()
+  for (const r of data.rows) {
+    if (!finite(r.busyMs)) continue
+    const key = `${r.front}|${r.direction}|${r.sizeKb}`
+    byKey.set(key, [...(byKey.get(key) || []), r.busyMs])
+  }
+  const values = [...byKey].map(([key, list]) => {
+    const [front, direction, sizeKb] = key.split('|')
+    const sorted = list.sort((a, b) => a - b)
+    return { series: label(front), direction: direction === 'upload' ? `slow uploader (${data.config.rate} KB/s)` : `slow reader (${data.config.rate} KB/s)`, size: sizeLabel(Number(sizeKb)), kb: Number(sizeKb), ms: sorted[Math.floor((sorted.length - 1) / 2)] }
+  })
+  const sizes = [...new Set(data.rows.map((r) => r.sizeKb))].sort((a, b) => a - b).map(sizeLabel)
+  const keys = data.fronts
+  return chart('How long one slow client holds a worker', `render ${data.config.render} ms; the worker's own busy time, from request headers to its last byte handed to the kernel`, {
+    data: { values },
+    facet: { column: { field: 'direction', type: 'nominal', title: null, sort: 'descending' } },
+    spec: {
+      width: 250,
+      height: 220,
+      encoding: {
+        x: { field: 'size', type: 'ordinal', title: 'body size', sort: sizes, axis: { labelAngle: 0 } },
+        xOffset: { field: 'series', type: 'nominal', sort: keys.map(label) },
+        y: { field: 'ms', type: 'quantitative', title: 'worker busy (ms, log scale)', scale: { type: 'log', domain: [10, Math.max(1000, ...values.map((v) => v.ms)) * 1.5], nice: false } },
+        // A log scale has no zero: the bars start at its bottom.
+        y2: { datum: 10 }
+      },
+      layer: [{ mark: 'bar', encoding: { color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys), legend: { columns: 4 } } } }]
+    }
+  })
+}
+
+// bench/overload.js: goodput as a share of capacity, and the p99 of what was answered.
+function overloadGoodput (data) {
+  if (!data?.rows?.length) return null
+  const values = data.rows.map((r) => ({ series: label(r.front), load: r.load, share: r.share }))
+  const loads = [...new Set(values.map((v) => v.load))].sort((a, b) => a - b)
+  return chart('Goodput under overload', `answers within the clients' ${data.args?.deadline ?? '?'} ms deadline, per second, as a share of what the workers can render`, {
+    data: { values },
+    width: 460,
+    height: 260,
+    layer: [
+      { mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { y: { datum: 1 } } },
+      {
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: { field: 'load', type: 'quantitative', title: 'offered load (× capacity)', axis: { values: loads, format: '.1f' }, scale: { domain: [Math.min(0.7, loads[0] - 0.1), loads[loads.length - 1] + 0.1] } },
+          y: { field: 'share', type: 'quantitative', title: 'goodput (of capacity)', axis: { format: '.0%' }, scale: { domain: [0, 1.05] } },
+          color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)), legend: RIGHT }
+        }
+      }
+    ]
+  })
+}
+
+function overloadLatency (data) {
+  if (!data?.rows?.length) return null
+  const values = data.rows.filter((r) => finite(r.p99)).map((r) => ({ series: label(r.front), load: r.load, ms: r.p99 }))
+  if (!values.length) return null
+  const loads = [...new Set(data.rows.map((r) => r.load))].sort((a, b) => a - b)
+  return chart('Latency of what was answered under overload', 'p99 of the requests answered (200), whether in time or not; no point: nothing was answered', {
+    data: { values },
+    width: 460,
+    height: 240,
+    mark: { type: 'line', point: true },
+    encoding: {
+      x: { field: 'load', type: 'quantitative', title: 'offered load (× capacity)', axis: { values: loads, format: '.1f' }, scale: { domain: [Math.min(0.7, loads[0] - 0.1), loads[loads.length - 1] + 0.1] } },
+      y: { field: 'ms', type: 'quantitative', title: 'p99 of answered (ms)' },
+      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)), legend: RIGHT }
+    }
+  })
+}
+
+module.exports = { ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixFailures, matrixHangs, killTimeline, haproxyKill, reload, slowClients, overloadGoodput, overloadLatency, SCENARIO_TITLE }

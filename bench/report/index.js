@@ -1,0 +1,291 @@
+'use strict'
+
+// Writes the benchmark report (docs/benchmarks.md and its SVG charts) from the results
+// directory alone: each part's result file and run.json, the orchestrator's record of when and
+// how each part ran. Nothing is measured here, so the report can be rebuilt at any time, and a
+// part rerun with `--only` shows up next to the stored results of the others.
+
+const fs = require('node:fs')
+const path = require('node:path')
+const load = require('./adapters')
+const charts = require('./charts')
+const { toSvg } = require('./vega')
+const { label } = require('./style')
+const { PARTS } = require('./parts')
+
+// ── formatting ──────────────────────────────────────────────────────────────────────────────
+
+const finite = (x) => typeof x === 'number' && Number.isFinite(x)
+const ms = (x) => (finite(x) ? (x >= 100 ? x.toFixed(0) : x.toFixed(1)) : '–')
+const ms3 = (x) => (finite(x) ? x.toFixed(3) : '–')
+const times = (x) => (finite(x) ? `${x.toFixed(2)}×` : '–')
+const pct = (x) => (finite(x) ? `${(x * 100).toFixed(0)}%` : '–')
+const int = (x) => (finite(x) ? Math.round(x).toLocaleString('en-US') : '–')
+const secs = (s) => (finite(s) ? (s >= 90 ? `${Math.floor(s / 60)} min ${Math.round(s % 60)} s` : `${Math.round(s)} s`) : '–')
+const when = (iso) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '–')
+
+function table (header, rows) {
+  return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n')
+}
+
+// ── the document ────────────────────────────────────────────────────────────────────────────
+
+class Report {
+  constructor ({ outFile, chartsDir }) {
+    this.outFile = outFile
+    this.chartsDir = chartsDir
+    this.lines = []
+    this.figures = []
+  }
+
+  add (...blocks) {
+    for (const b of blocks) if (b !== null && b !== undefined && b !== '') this.lines.push(b, '')
+  }
+
+  // Renders `spec` to CHARTS/NAME.svg and returns the markdown that shows it.
+  async figure (name, spec, alt) {
+    if (!spec) return null
+    const svg = await toSvg(spec)
+    fs.mkdirSync(this.chartsDir, { recursive: true })
+    fs.writeFileSync(path.join(this.chartsDir, `${name}.svg`), svg)
+    this.figures.push(`${name}.svg`)
+    const rel = path.relative(path.dirname(this.outFile), path.join(this.chartsDir, `${name}.svg`)).split(path.sep).join('/')
+    return `![${alt}](${rel})`
+  }
+
+  write () {
+    fs.mkdirSync(path.dirname(this.outFile), { recursive: true })
+    fs.writeFileSync(this.outFile, this.lines.join('\n').replace(/\n{3,}/g, '\n\n').trim() + '\n')
+    // Charts of an earlier report that this one no longer has would only mislead.
+    fs.mkdirSync(this.chartsDir, { recursive: true })
+    for (const f of fs.readdirSync(this.chartsDir)) {
+      if (f.endsWith('.svg') && !this.figures.includes(f)) fs.rmSync(path.join(this.chartsDir, f))
+    }
+  }
+}
+
+// How a part was made: its command, when, how long, the load average around it; and whether
+// a later attempt failed (its results are then the ones before).
+function provenance (run, name, fallback) {
+  const p = run?.parts?.[name]
+  const failed = p?.lastFailure ? ` Its last run (\`${p.lastFailure.command}\` at ${when(p.lastFailure.startedAt)}) ${p.lastFailure.status}: these results are from before it.` : ''
+  if (!p || p.status !== 'ok') return (fallback ? `Made by \`${fallback}\` (not by \`npm run bench\`: no record of when).` : '') + failed || null
+  const load = p.loadavgBefore ? ` Load average ${p.loadavgBefore.join(' ')} before, ${p.loadavgAfter?.join(' ') ?? '–'} after.` : ''
+  return `Made by \`${p.command}\` at ${when(p.startedAt)}, in ${secs(p.seconds)}.${load}${failed}`
+}
+
+function notAvailable (what, why) {
+  return `> **Not available: ${what}.** ${why}`
+}
+
+// Why a part has no result: its last run failed or was skipped, or it never ran.
+function missing (run, name, what) {
+  const p = run?.parts?.[name]
+  const last = p?.lastFailure ?? (p && p.status !== 'ok' ? p : null)
+  if (last) return notAvailable(what, `Its last run (\`${last.command}\`${last.startedAt ? ` at ${when(last.startedAt)}` : ''}) ${last.status.startsWith('skipped') ? `was ${last.status}` : `${last.status}; its output is in the log of \`npm run bench\``}.`)
+  return notAvailable(what, `No result in the results directory; run \`npm run bench -- --only ${name}\`.`)
+}
+
+// ── sections ────────────────────────────────────────────────────────────────────────────────
+
+async function latencySection (r, dir, run) {
+  const data = load.balancer(dir)
+  r.add('## Latency against the ideal central queue', 'Open-loop Poisson arrivals (a new connection per request) with lognormal service times at each load ρ, replayed identically on every front; the ideal is computed from the very same arrivals and service times: one FIFO queue over all the workers, zero overhead. A front at 1.00× is as good as a central queue can be.')
+  if (!data || !data.queueing.length) return r.add(missing(run, 'balancer', 'latency against the ideal'))
+  if (data.workload) r.add(`Workload: ${data.workload}.`)
+  r.add(await r.figure('latency-ratio', charts.ratioVsLoad(data.queueing, { title: 'Latency against the ideal central queue', subtitle: 'p50 and p99 as a multiple of the ideal\'s, same arrivals and service times' }), 'p50 and p99 latency as a multiple of the ideal, per front, against the load'))
+  r.add(table(['ρ', 'front', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors'], data.queueing.map((q) => [
+    q.rho, label(q.front), int(q.rps), `${ms(q.p50)} (${ms(q.ideal50)})`, `${ms(q.p99)} (${ms(q.ideal99)})`, times(q.p50 / q.ideal50), times(q.p99 / q.ideal99), int(q.errors)
+  ])))
+  if (!data.queueing.some((q) => q.front === 'nginx-haproxy')) {
+    r.add(notAvailable('nginx → HAProxy', '`bench/balancer.js` does not run this front yet; its overhead and buffering are measured below.'))
+  }
+  const tail = data.samples && charts.latencyTail(data.samples.latency ?? data.samples, { title: `Latency distribution at ρ ${data.samples.rho ?? 0.8}`, subtitle: 'share of requests slower than a given latency; both axes log scale' })
+  if (tail) r.add(await r.figure('latency-distribution', tail, 'share of requests slower than each latency, per front and for the ideal'))
+  else r.add(notAvailable('latency distribution at ρ 0.8', '`bench/balancer.js` writes percentiles only (balancer.md); the distribution needs each request\'s latency and the ideal\'s, which it does not write yet.'))
+  r.add(provenance(run, 'balancer', data.madeBy?.command))
+}
+
+async function overheadSection (r, dir, run) {
+  const data = load.overhead(dir)
+  r.add('## Front overhead', 'What a front costs by itself, with a handler that answers at once (0 ms): the time per request, one request at a time, and the most requests per second the whole stack answers. Each front but "direct" has its own workers behind it; "direct" is one worker reached without a front.')
+  if (!data) return r.add(missing(run, 'overhead', 'front overhead'))
+  r.add(await r.figure('overhead-latency', charts.overheadLatency(data.rows), 'median time per 0 ms request per front, on a new connection and on a kept-alive one'))
+  r.add(await r.figure('overhead-peak', charts.overheadPeak(data.rows), 'peak requests per second with a 0 ms handler, per front'))
+  const direct = data.rows.find((x) => x.front === 'direct')
+  const added = (x, k) => (direct && x.front !== 'direct' ? `+${ms3(x[k].p50 - direct[k].p50)}` : '–')
+  r.add(table(['front', 'new connection p50 / p99 ms', 'added p50 ms', 'kept alive p50 / p99 ms', 'added p50 ms', 'peak req/s', 'p99 ms at peak'], data.rows.map((x) => [
+    label(x.front), `${ms3(x.newConnection.p50)} / ${ms3(x.newConnection.p99)}`, added(x, 'newConnection'), `${ms3(x.keepAlive.p50)} / ${ms3(x.keepAlive.p99)}`, added(x, 'keepAlive'), int(x.peak.rps), ms(x.peak.p99)
+  ])))
+  r.add(`${data.config.count} sequential requests per front and connection kind (${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn); peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET; on this machine the load generator, the front and the workers share the same cores, so peak req/s is the CPU a request costs the whole stack rather than what a front could do alone.`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'overhead'))
+}
+
+function happened (x) {
+  if (x.kills) return `${x.kills.length} workers killed`
+  if (x.reloads) {
+    const done = x.reloads.filter((l) => l.code === 0)
+    return `${x.reloads.length} reloads (${done.length} completed${done.length ? `, ${secs(done.reduce((a, l) => a + l.ms, 0) / done.length / 1000)} each` : ''})`
+  }
+  if (x.hangs) return `endless requests ended after ${x.hangs.map((h) => `${(h.ms / 1000).toFixed(1)} s (${h.outcome})`).join(', ')}; ${x.hungKills.length} workers killed as hung`
+  if (x.stopped !== undefined) return x.stopped ? `stopped worker ${x.stopped.endedAfterMs === null ? 'never ended' : `killed after ${(x.stopped.endedAfterMs / 1000).toFixed(1)} s (${x.stopped.reason})`}` : 'no worker stopped'
+  return ''
+}
+
+async function matrixSection (r, dir, run) {
+  const data = load.matrix(dir)
+  r.add('## The operator\'s matrix', 'What SSR operators run before trusting a front: closed-loop clients (each sends its next request when the last one ended) at 5 clients (low load), 13 (high load) and 20 (a standing queue of 5 over 15 workers), in five situations: normal; rolling reloads back to back; one worker SIGKILLed every second; requests that never return mixed in (how long until each is ended, and what the others see); one worker SIGSTOPped (unresponsive, but its port still accepts connections). Node\'s cluster has no rolling reload.')
+  if (!data?.rows?.length) return r.add(missing(run, 'matrix', 'the matrix'))
+  const c = data.config
+  r.add(`${c.workers} workers; renders lognormal (median ${c.median} ms, σ ${c.sigma}), modelled with Atomics.wait; ${c.duration} s per run; the pool runs with \`--timeout ${c.timeout / 1000}s --heartbeat-timeout ${c.timeout / 1000}s\`; clients give up after ${c.clientTimeout} s. Fronts: the embedded balancer (\`pool start\`), HAProxy mode (\`pool start --balancer haproxy\` driving HAProxy from \`pool config haproxy\`), Node's cluster (round-robin, a primary that respawns workers). A failure is a 5xx, a connection closed without an answer, or no answer in time. The clients keep their connections alive: under cluster a connection stays with the worker that accepted it, so a stuck worker holds the clients whose connections it has, and every new connection dealt to it. A front that retries a GET whose worker died (the embedded balancer does, once: it cannot know the request was at fault) sends an endless request to a second worker, which hangs too: the table counts the workers killed as hung.`)
+  r.add(await r.figure('matrix-latency', charts.matrixLatency(data), 'p50 and p99 latency per scenario, front and number of clients'))
+  r.add(await r.figure('matrix-failures', charts.matrixFailures(data), 'failed requests per scenario, front and number of clients'))
+  r.add(await r.figure('matrix-hangs', charts.matrixHangs(data), 'time until each endless request ended, per front'))
+  r.add(table(['situation', 'front', 'clients', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'failed', 'what happened'], data.rows.map((x) => [
+    charts.SCENARIO_TITLE[x.scenario], label(x.front), x.connections, int(x.rps), ms(x.p50), ms(x.p99), ms(x.max),
+    x.failed ? `${x.failed} (${Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ')})` : '0', happened(x)
+  ])))
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'matrix'))
+}
+
+async function killTimelineSection (r, dir, run) {
+  const data = load.killTimeline(dir)
+  r.add('## Kill timeline', 'Requests answered and failed per second while one worker is SIGKILLed every second: HAProxy driven by the pool (READY when a worker is ready, MAINT the moment it exits) against HAProxy left to itself, which keeps sending the dead server its share of the queue until a health check (if any) notices; a dead worker refuses in microseconds, so to `balance first` it looks like the freest server of all.')
+  if (!data?.rows?.length) return r.add(missing(run, 'kill-timeline', 'the kill timeline'))
+  r.add(await r.figure('kill-timeline', charts.killTimeline(data), 'answered and failed requests per second over time, per configuration, with the kills marked'))
+  r.add(table(['configuration', 'kills', 'answered', 'failed', 'of which', 'p99 ms'], data.rows.map((x) => [
+    label(x.config), x.kills.length, int(x.ok), int(x.failed), Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ') || '–', ms(x.p99)
+  ])))
+  r.add(`${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders, kills from 2 s on (slots in turn, serving workers only). "closed": the connection was closed without an answer (the request running in the killed worker); "503": HAProxy gave up after its retries, all spent on the dead server.`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.config).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'kill-timeline'))
+}
+
+async function haproxyKillSection (r, dir, run) {
+  const data = load.haproxyKill(dir)
+  r.add('## The kill experiment, counted', 'The same experiment as the timeline, counted per health-check configuration by `bench/haproxy-kill.js`, with and without the pool setting MAINT on exit.')
+  if (!data?.runs?.length) return r.add(missing(run, 'haproxy-kill', 'the kill experiment'))
+  r.add(await r.figure('haproxy-kill', charts.haproxyKill(data), 'failed requests per kill for each HAProxy configuration'))
+  r.add(table(['run', 'MAINT set by', 'health-check line', 'kills', 'failed', 'of which 503', 'of which closed', 'answered'], data.runs.map((x) => [
+    x.id, x.maintBy, x.checks, x.kills.join(', '), x.failed.join(', '), x.status503.join(', '), x.closed.join(', ') || '–', x.answered.join(', ')
+  ])))
+  if (data.about) r.add(data.about)
+  if (data.maint) r.add(data.maint)
+  r.add(provenance(run, 'haproxy-kill', data.command))
+}
+
+async function reloadSection (r, dir, run) {
+  const data = load.reload(dir)
+  r.add('## Rolling reload under load', 'Latency while `pool reload` replaces every worker, one at a time, against steady state just before it in the same run, by `bench/reload.js` on the SSR demo. The matrix above has reloads back to back on 15 workers, with failures counted.')
+  if (!data?.rows?.length) return r.add(missing(run, 'reload', 'the reload measurement'))
+  r.add(await r.figure('reload', charts.reload(data), 'p50 and p99 latency steady and during the reload, per front'))
+  r.add(table(['front', 'warm-up requests', 'steady p50 / p99 ms', 'during reload p50 / p99 ms', 'p99 ratio', 'failed', 'reload time', 'replaced'], data.rows.map((x) => [
+    label(x.front), x.warmup ?? '–', `${ms(x.steady.p50)} / ${ms(x.steady.p99)}`, `${ms(x.during.p50)} / ${ms(x.during.p99)}`, times(x.during.p99 / x.steady.p99), finite(x.failed) ? `${x.failed} of ${int(x.requests)}` : '–', finite(x.reloadS) ? `${x.reloadS.toFixed(1)} s` : '–', x.replaced ?? '–'
+  ])))
+  r.add('`bench/reload.js` loads with autocannon, which silently sends a request again when its connection is closed without an answer; such a failure would not be counted there. The matrix\'s reload runs count it.')
+  r.add(provenance(run, 'reload', data.madeBy?.command))
+}
+
+async function slowClientsSection (r, dir, run) {
+  const data = load.slowClients(dir)
+  r.add('## Slow clients', 'What a reverse proxy\'s buffering is for: one slow client at a time, uploading a body or reading a response at 100 KB/s, and how long it holds the worker. Without buffering in front, a worker is held for the whole transfer, and a pool of 15 workers is taken by 15 slow phones.')
+  if (!data?.rows?.length) return r.add(missing(run, 'slow-clients', 'slow clients'))
+  r.add(await r.figure('slow-clients', charts.slowClients(data), 'worker busy time per front and body size, for a slow uploader and a slow reader'))
+  const sizes = [...new Set(data.rows.map((x) => x.sizeKb))].sort((a, b) => a - b)
+  const median = (list) => { const s = list.filter(finite).sort((a, b) => a - b); return s.length ? s[Math.floor((s.length - 1) / 2)] : null }
+  const cell = (front, direction, kb) => {
+    const rows = data.rows.filter((x) => x.front === front && x.direction === direction && x.sizeKb === kb)
+    const v = median(rows.map((x) => x.busyMs))
+    return v === null ? '–' : `${ms(v)}${rows.some((x) => x.finished === false) ? ' (client gave up)' : ''}`
+  }
+  const sizeName = (kb) => (kb >= 1024 ? `${kb / 1024} MB` : `${kb} KB`)
+  r.add(table(['front', ...sizes.map((kb) => `upload ${sizeName(kb)}`), ...sizes.map((kb) => `read ${sizeName(kb)}`)], data.fronts.map((f) => [
+    label(f), ...sizes.map((kb) => cell(f, 'upload', kb)), ...sizes.map((kb) => cell(f, 'read', kb))
+  ])))
+  const wmem = data.socketBuffers?.tcp_wmem
+  const rmem = data.socketBuffers?.tcp_rmem
+  r.add(`Worker busy time in ms (median of ${data.config.repeat}), render ${data.config.render} ms, transfers at ${data.config.rate} KB/s. A slow *reader* of up to 1 MB holds no worker even without a front: the kernel's socket buffers take the whole response (here up to ${wmem ? `${(wmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to send and ${rmem ? `${(rmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to receive per socket on loopback, \`net.ipv4.tcp_wmem\`/\`tcp_rmem\`); across a real network the window is smaller and the worker waits. A slow *uploader* holds a worker for its whole upload unless the front reads the body first: the embedded balancer and nginx do, HAProxy does not.`)
+  const balancer = load.balancer(dir)
+  if (balancer?.buffering) {
+    r.add(`Larger, from \`bench/balancer.js\` (${balancer.buffering.heading.replace(/^Worker busy time with slow clients\s*/, '')}):`)
+    r.add(table(['front', 'worker busy, slow upload', 'worker busy, slow reader'], balancer.buffering.rows.map((x) => [label(x.front), x.upload, x.read])))
+  }
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'slow-clients'))
+}
+
+async function overloadSection (r, dir, run) {
+  const data = load.overload(dir)
+  r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s `--overload-control` serves the newest first and turns away, at once, what has waited too long. By `bench/overload.js`.')
+  if (!data?.rows?.length) return r.add(missing(run, 'overload', 'overload goodput'))
+  r.add(await r.figure('overload-goodput', charts.overloadGoodput(data), 'goodput as a share of capacity against the offered load, per front'))
+  r.add(await r.figure('overload-latency', charts.overloadLatency(data), 'p99 latency of the answered requests against the offered load, per front'))
+  r.add(table(['load', 'front', 'offered req/s', 'goodput req/s', 'goodput ÷ capacity', 'answered p50 / p99 ms', '503', 'gave up'], data.rows.map((x) => [
+    `${x.load}×`, label(x.front), int(x.offered), int(x.goodput), pct(x.share), `${ms(x.p50)} / ${ms(x.p99)}`, pct(x.turnedAway), pct(x.gaveUp)
+  ])))
+  const a = data.args ?? {}
+  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per front and load. "HAProxy, short queue timeout": HAProxy with \`timeout queue\` below the deadline, the most HAProxy itself can do.`)
+  r.add(provenance(run, 'overload', 'node bench/overload.js'))
+}
+
+async function fleetSection (r, dir, run) {
+  const data = load.fleet(dir)
+  r.add('## Several hosts behind an edge HAProxy', 'A fleet of pools (hosts × workers) behind one edge HAProxy: with each host\'s maxconn set by its agent to its ready workers, requests wait at the edge in one queue for the whole fleet; with plain round-robin each host queues its share. Against the ideal central queue over all the workers, by `bench/fleet.js`.')
+  const rows = data?.rows?.filter((x) => finite(x.p50) && finite(x.ideal50))
+  if (!rows?.length) return r.add(data ? notAvailable('multi-host results', 'fleet.json has no rows the report can read (expected rows of { rho, edge, p50, ideal50, p99, ideal99 }).') : missing(run, 'fleet', 'multi-host results'))
+  r.add(await r.figure('fleet-ratio', charts.ratioVsLoad(rows, { key: 'edge', title: 'A fleet against the ideal central queue', subtitle: `${data.args?.hosts ?? '?'} hosts × ${data.args?.perHost ?? '?'} workers; p50 and p99 as a multiple of the ideal's` }), 'p50 and p99 as a multiple of the ideal for each edge configuration, against the load'))
+  r.add(table(['ρ', 'edge', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors', 'edge CPU µs/req'], rows.map((x) => [
+    x.rho, label(x.edge), int(x.rps), `${ms(x.p50)} (${ms(x.ideal50)})`, `${ms(x.p99)} (${ms(x.ideal99)})`, times(x.p50 / x.ideal50), times(x.p99 / x.ideal99), int(x.errors), int(x.cpuUsPerRequest)
+  ])))
+  r.add(`"3 edges (computed)": the agent runs' arrivals dealt at random to 3 edges, each an ideal queue over its share of every host's workers (not run). ${data.mode === 'netns' ? 'Each host is a network namespace.' : data.mode ? `Hosts: ${data.mode}.` : ''}`)
+  r.add(provenance(run, 'fleet', 'node bench/fleet.js'))
+}
+
+const SECTIONS = [
+  ['balancer', 'Latency against the ideal central queue', latencySection],
+  ['overhead', 'Front overhead', overheadSection],
+  ['matrix', "The operator's matrix", matrixSection],
+  ['kill-timeline', 'Kill timeline', killTimelineSection],
+  ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
+  ['reload', 'Rolling reload under load', reloadSection],
+  ['slow-clients', 'Slow clients', slowClientsSection],
+  ['overload', 'Overload', overloadSection],
+  ['fleet', 'Several hosts behind an edge HAProxy', fleetSection]
+]
+
+const anchor = (title) => title.toLowerCase().replace(/[^\w\s-]/g, '').trim().replace(/\s+/g, '-')
+
+function header (r, run) {
+  const m = run?.machine
+  const v = run?.versions ?? {}
+  r.add('# Benchmarks')
+  r.add(`${run?.quick ? '**Quick run** (`npm run bench -- --quick`: fewer and shorter runs, for a first look; the full suite is `npm run bench`).' : 'Made by `npm run bench`.'} Last run ${when(run?.endedAt)}. Every number and chart here is rebuilt by the command from the result files in \`${run?.resultsDir ?? 'bench/results'}\`; \`npm run bench -- --only NAME\` reruns one part and rebuilds the whole report from the stored results of the others, so the parts below may come from different runs (each says when it was made).`)
+  r.add(table(['', ''], [
+    ['CPU', m ? `${m.cpus} × ${m.model}` : '–'],
+    ['memory', m ? `${m.memGb} GB` : '–'],
+    ['system', m?.kernel ?? '–'],
+    ['load average (1, 5, 15 min)', run?.loadavgStart ? `${run.loadavgStart.join(' ')} at the start, ${run.loadavgEnd?.join(' ') ?? '–'} at the end of the last run` : '–'],
+    ['versions', [v.node && `Node ${v.node}`, v.haproxy, v.nginx, v.pool && `pool ${v.pool}`, v.autocannon && `autocannon ${v.autocannon}`, v.vega && `vega ${v.vega}`, v.vegaLite && `vega-lite ${v.vegaLite}`].filter(Boolean).join(', ') || '–']
+  ]))
+  r.add('Renders are modelled by blocking each worker\'s event loop with `Atomics.wait` for the service time: a busy worker burns no CPU, so 15 workers behave like a 15-core machine even on a small one, and what is measured is the balancing in front. Everything runs on one machine over loopback; other work on it shows in the numbers (hence the load averages).')
+  const rows = PARTS.map((p) => {
+    const rec = run?.parts?.[p.name]
+    const title = SECTIONS.find(([n]) => n === p.name)?.[1] ?? p.name
+    const status = !rec ? 'not run by `npm run bench`' : rec.lastFailure ? `${rec.lastFailure.status} at ${when(rec.lastFailure.startedAt)}${rec.status === 'ok' ? '; results from the run before' : ''}` : rec.status
+    const ok = rec?.status === 'ok'
+    return [`[${title}](#${anchor(title)})`, `\`${p.name}\``, status, ok ? when(rec.startedAt) : '–', ok ? secs(rec.seconds) : '–', ok && rec.loadavgBefore ? `${rec.loadavgBefore[0]} → ${rec.loadavgAfter?.[0] ?? '–'}` : '–']
+  })
+  r.add(table(['part', '--only', 'last run', 'results made at', 'took', 'load (1 min) before → after'], rows))
+}
+
+async function buildReport ({ resultsDir, outFile, chartsDir, run }) {
+  const r = new Report({ outFile, chartsDir })
+  header(r, run)
+  for (const [, , section] of SECTIONS) await section(r, resultsDir, run)
+  r.write()
+  return { outFile, charts: r.figures.map((f) => path.join(chartsDir, f)) }
+}
+
+module.exports = { buildReport, SECTIONS }

@@ -1,0 +1,60 @@
+'use strict'
+
+// The parts of the suite, in the order `npm run bench` runs them and the report shows them.
+//   script    the bench, run as a child process (node bench/SCRIPT ARGS)
+//   own       written for the suite: takes --quick and --results DIR, reports its progress, and
+//             writes RESULTS/NAME.json itself
+//   writes    for the other benches: the files they write in bench/results/, whatever the
+//             suite's results directory (the report reads them through report/adapters.js)
+//   args      arguments of the full and the quick run (own parts get --quick instead)
+//   estimate  seconds a full and a quick run take on an idle 2-core machine: the time left
+//             shown while the suite runs starts from these and is corrected as parts finish
+
+const PARTS = [
+  {
+    name: 'balancer',
+    about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9',
+    script: 'balancer.js',
+    writes: ['balancer.md', 'balancer.json'],
+    args: { full: ['--json', 'bench/results/balancer.json'], quick: ['--duration', '2', '--rounds', '1', '--skip', 'added,buffering', '--json', 'bench/results/balancer.json'] },
+    estimate: { full: 240, quick: 35 }
+  },
+  { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
+  { name: 'matrix', about: 'the operator\'s matrix: 5 situations × 3 concurrencies × 3 fronts', script: 'matrix.js', own: true, estimate: { full: 900, quick: 105 } },
+  { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
+  {
+    name: 'haproxy-kill',
+    about: 'failed requests per kill, per HAProxy configuration',
+    script: 'haproxy-kill.js',
+    writes: ['haproxy-kill.md', 'haproxy-kill.json'],
+    args: { full: ['--repeat', '2', '--json', 'bench/results/haproxy-kill.json'], quick: ['--duration', '5', '--only', 'a,f', '--json', 'bench/results/haproxy-kill.json'] },
+    estimate: { full: 180, quick: 18 }
+  },
+  {
+    name: 'reload',
+    about: 'latency during a rolling reload against steady state',
+    script: 'reload.js',
+    writes: ['reload.md', 'reload.json'],
+    args: { full: [], quick: ['--rounds', '1', '--steady', '2', '--warmup-requests', '0'] },
+    estimate: { full: 170, quick: 16 }
+  },
+  { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 55, quick: 25 } },
+  {
+    name: 'overload',
+    about: 'goodput under overload, clients with deadlines',
+    script: 'overload.js',
+    writes: ['overload.md', 'overload.json'],
+    args: { full: [], quick: ['--load', '1.5,2', '--measure', '2', '--warmup', '1'] },
+    estimate: { full: 230, quick: 60 }
+  },
+  {
+    name: 'fleet',
+    about: 'hosts × workers behind an edge HAProxy against the ideal',
+    script: 'fleet.js',
+    writes: ['fleet.md', 'fleet.json'],
+    args: { full: [], quick: ['--duration', '2', '--rounds', '1', '--rho', '0.55,0.8'] },
+    estimate: { full: 150, quick: 20 }
+  }
+]
+
+module.exports = { PARTS }

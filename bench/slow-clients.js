@@ -1,0 +1,165 @@
+'use strict'
+
+// Slow clients, what a reverse proxy's buffering is for: how long one slow client holds a
+// worker, per front, for transfers of 1 KB, 100 KB and 1 MB.
+//
+//   node bench/slow-clients.js [--quick] [--sizes 1,100,1024] [--rate 100] [--render 50]
+//                              [--repeat 2] [--results DIR]
+//
+// A slow uploader sends a POST body of SIZE KB at `rate` KB/s; a slow reader fetches a response
+// of SIZE KB and reads it at `rate` KB/s (giving up once it took twice as long as it should,
+// plus 5 s). The render itself takes `render` ms (Atomics.wait). The worker measures its own busy
+// time, from the request's headers to its last byte handed to the kernel: with buffering in
+// front it stays near the render time, without it grows towards the client's transfer time.
+//
+// Fronts, each with a worker of its own, measured side by side: direct (no front), the embedded
+// balancer, HAProxy from the generated config (it buffers neither way beyond its own buffers),
+// and nginx → HAProxy from the generated configs. Loopback only: the kernel's socket buffers
+// (net.ipv4.tcp_wmem/tcp_rmem, recorded in the result) take up to a few MB of a response on
+// their own, which is why a reader of a small response never holds a worker, even direct.
+
+const fs = require('node:fs')
+const http = require('node:http')
+const { forkReady, freePorts } = require('./lib/procs')
+const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = require('./lib/stack')
+const { runPart, progress, round, log, sleep } = require('./lib/part')
+
+const defaults = { sizes: [1, 100, 1024], rate: 100, render: 50, repeat: 2 }
+const quick = { sizes: [1, 100, 1024], repeat: 1 }
+const TICK_MS = 50
+
+function sysctl (name) {
+  try { return fs.readFileSync(`/proc/sys/${name.replace(/\./g, '/')}`, 'utf8').trim().split(/\s+/).map(Number) } catch { return null }
+}
+
+// A POST whose body of `bytes` trickles in at `rate` bytes/s. Resolves the client's total time.
+function slowUpload (url, bytes, rate) {
+  const started = performance.now()
+  return new Promise((resolve) => {
+    const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': bytes } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - started }))
+    })
+    req.on('error', (err) => resolve({ status: err.code || 'error', ms: performance.now() - started }))
+    const chunk = Buffer.alloc(Math.max(1, Math.round(rate * TICK_MS / 1000)), 'u')
+    let sent = 0
+    const tick = () => {
+      const n = Math.min(chunk.length, bytes - sent)
+      sent += n
+      if (sent >= bytes) return req.end(chunk.subarray(0, n))
+      req.write(chunk.subarray(0, n))
+      setTimeout(tick, TICK_MS)
+    }
+    tick()
+  })
+}
+
+// A GET whose response is read at `rate` bytes/s; gives up (closing) after `giveUpMs`.
+function slowRead (url, rate, giveUpMs) {
+  const started = performance.now()
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      let received = 0
+      const giveUp = setTimeout(() => { req.destroy(); resolve({ received, complete: false, ms: performance.now() - started }) }, giveUpMs)
+      res.on('data', (c) => {
+        received += c.length
+        const ahead = (received / rate) * 1000 - (performance.now() - started)
+        if (ahead > 0) {
+          res.pause()
+          setTimeout(() => res.resume(), ahead)
+        }
+      })
+      res.on('end', () => { clearTimeout(giveUp); resolve({ received, complete: true, ms: performance.now() - started }) })
+    })
+    req.on('error', () => resolve({ complete: false, ms: performance.now() - started }))
+  })
+}
+
+async function startFronts () {
+  const fronts = []
+  const skipped = []
+  const worker = async () => {
+    const [port] = await freePorts(1)
+    const child = await forkReady('worker.js', { PORT: String(port), REPORT_BUSY: '1' })
+    const busy = new Map() // id → the worker's busy report
+    child.on('message', (m) => { if (m.busy) busy.set(new URLSearchParams(m.busy.url.split('?')[1]).get('id'), m.busy) })
+    return { port, busy }
+  }
+  const direct = await worker()
+  fronts.push({ name: 'direct', url: `http://127.0.0.1:${direct.port}`, worker: direct })
+  const viaEmbedded = await worker()
+  const [embeddedPort] = await freePorts(1)
+  await forkReady('embedded-front.js', { CONFIG: JSON.stringify({ options: { port: embeddedPort }, workers: [{ slot: 1, port: viaEmbedded.port }] }) })
+  fronts.push({ name: 'embedded', url: `http://127.0.0.1:${embeddedPort}`, worker: viaEmbedded })
+  if (!has(HAPROXY)) {
+    skipped.push({ front: 'haproxy', reason: `${HAPROXY} not found` }, { front: 'nginx-haproxy', reason: `${HAPROXY} not found` })
+    return { fronts, skipped }
+  }
+  const viaHaproxy = await worker()
+  const [hp, hs] = await freePorts(2)
+  const haproxy = await startGeneratedHaproxy({ workers: 1, workerPort: viaHaproxy.port, port: hp, statsPort: hs, ready: true })
+  fronts.push({ name: 'haproxy', url: haproxy.url, worker: viaHaproxy })
+  if (!has(NGINX)) {
+    skipped.push({ front: 'nginx-haproxy', reason: `${NGINX} not found` })
+    return { fronts, skipped }
+  }
+  const viaNginx = await worker()
+  const [np, ns, nginxPort] = await freePorts(3)
+  const behindNginx = await startGeneratedHaproxy({ workers: 1, workerPort: viaNginx.port, port: np, statsPort: ns, ready: true })
+  const nginx = await startGeneratedNginx({ port: nginxPort, haproxySocket: behindNginx.httpSocket })
+  fronts.push({ name: 'nginx-haproxy', url: nginx.url, worker: viaNginx })
+  return { fronts, skipped }
+}
+
+// One slow client on every front at once (each front has its own worker); resolves a row per
+// front with the worker's busy time.
+async function measure (fronts, direction, sizeKb, round_, args) {
+  const bytes = sizeKb * 1024
+  const rate = args.rate * 1024
+  const transferMs = (bytes / rate) * 1000
+  return Promise.all(fronts.map(async (f) => {
+    const id = `${direction}-${sizeKb}-${round_}`
+    const client = direction === 'upload'
+      ? await slowUpload(`${f.url}/?ms=${args.render}&id=${id}`, bytes, rate)
+      : await slowRead(`${f.url}/?ms=${args.render}&kb=${sizeKb}&id=${id}`, rate, 2 * transferMs + 5000)
+    // The worker's report arrives once its side of the connection is closed.
+    for (let i = 0; i < 50 && !f.worker.busy.has(id); i++) await sleep(100)
+    const busy = f.worker.busy.get(id)
+    return {
+      front: f.name,
+      direction,
+      sizeKb,
+      round: round_,
+      busyMs: busy ? round(busy.busyMs, 1) : null,
+      finished: busy ? busy.finished : null,
+      clientMs: round(client.ms, 0),
+      clientComplete: direction === 'upload' ? client.status === 200 : client.complete
+    }
+  }))
+}
+
+async function main (args) {
+  const { fronts, skipped } = await startFronts()
+  const rows = []
+  const steps = args.repeat * args.sizes.length * 2
+  let done = 0
+  for (let r = 1; r <= args.repeat; r++) {
+    for (const sizeKb of args.sizes) {
+      for (const direction of ['upload', 'read']) {
+        progress(done++, steps, `${direction} ${sizeKb} KB`)
+        const got = await measure(fronts, direction, sizeKb, r, args)
+        rows.push(...got)
+        log(`  ${direction.padEnd(6)} ${String(sizeKb).padStart(5)} KB  ` + got.map((g) => `${g.front} ${g.busyMs === null ? '?' : Math.round(g.busyMs)} ms`).join('  '))
+      }
+    }
+  }
+  progress(steps, steps, 'done')
+  return {
+    fronts: fronts.map((f) => f.name),
+    skipped,
+    socketBuffers: { tcp_wmem: sysctl('net.ipv4.tcp_wmem'), tcp_rmem: sysctl('net.ipv4.tcp_rmem') },
+    rows
+  }
+}
+
+runPart('slow-clients', { defaults, quick, main })
