@@ -6,7 +6,7 @@
 //   node bench/haproxy-kill.js [--duration 10] [--repeat 1] [--only a,b,...]
 //
 // Each run: a real HAProxy from `pool config haproxy` (4 servers, maxconn 1, balance first,
-// redispatch, retries 3), `pool start test/fixtures/control.js -n 4`, 12 closed-loop keep-alive
+// redispatch 1, retries 1, L7 retries for GET and HEAD), `pool start test/fixtures/control.js -n 4`, 12 closed-loop keep-alive
 // clients sending GET /block?ms=20 through HAProxy, and one worker SIGKILLed every second
 // (slots in turn, only workers that are serving). Runs differ in who sets server states and
 // in the health-check line of the config:
@@ -234,7 +234,7 @@ async function main () {
     '',
     `${WORKERS} workers (test/fixtures/control.js, GET /block?ms=20), ${CLIENTS} closed-loop keep-alive clients through HAProxy ` +
     `for ${args.duration} s, one worker SIGKILLed every second. HAProxy config from \`pool config haproxy -n ${WORKERS}\` ` +
-    '(maxconn 1, balance first, option redispatch, retries 3), with its health-check line as stated. ' +
+    '(maxconn 1, balance first, option redispatch 1, retries 1, L7 retries for GET and HEAD), with its health-check line as stated. ' +
     '"closed": the connection was closed without a response (what HAProxy does when the server dies under a request that was not the first on its client connection; other failures would be listed too).',
     '',
     table(results),

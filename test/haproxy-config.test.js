@@ -11,8 +11,12 @@ const path = require('node:path')
 const { haproxyConfig } = require('../lib/config/haproxy')
 const { nginxConfig } = require('../lib/config/nginx')
 const { HaproxyClient } = require('../lib/haproxy/client')
-const { ROOT, freePorts, request, runPool, sleep, waitFor } = require('./helpers')
-const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER } = require('./helpers/haproxy')
+const { spawn, spawnSync } = require('node:child_process')
+const { ROOT, BIN, cleanEnv, freePorts, request, runPool, sleep, waitFor } = require('./helpers')
+const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, NGINX_WORKER_USER, IS_ROOT } = require('./helpers/haproxy')
+
+// nginx's default worker user when started as root, and the unprivileged user of the tests.
+const NOBODY = { uid: 65534, gid: 65534 }
 
 function writeFile (dir, name, text) {
   const file = path.join(dir, name)
@@ -64,6 +68,12 @@ t.test('nginx -t accepts the generated config, every path under the prefix', asy
   for (const p of paths) t.ok(p.startsWith(prefix + '/'), `${p} is under the prefix`)
   t.equal([...cfg.matchAll(/_temp_path /g)].length, 5, 'all five temp paths are set')
   t.ok(fs.existsSync(path.join(prefix, 'proxy_temp')), 'nginx created its temp directories there')
+  // Debian has no group 'nobody', which `user nobody;` alone would ask for (nginx -t: getgrnam).
+  writeFile(prefix, 'nginx.conf', nginxConfig({ prefix, user: 'nobody', group: 'nogroup' }))
+  const withUser = checkNginxConfig(prefix)
+  t.ok(withUser.ok, `--user nobody --group nogroup: ${withUser.output.trim().split('\n').pop()}`)
+  t.match(nginxConfig({ prefix, timeout: 60000 }), /proxy_read_timeout 150s;/,
+    'nginx outwaits a GET that HAProxy replays after the pool killed its worker: 2 x (queue 10 s + timeout 60 s) + 10 s')
   const upstream = nginxConfig({ prefix, upstream: '127.0.0.1:9001' })
   t.match(upstream, /server 127\.0\.0\.1:9001;/, '--upstream host:port instead of the socket')
 })
@@ -100,6 +110,7 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
     [['config', 'haproxy', '--socket', '/' + 'x'.repeat(120)], /at most 107/],
     [['config', 'nginx', '--upstream', 'nowhere'], /--upstream must be host:port/],
     [['config', 'nginx', '--timeout', 'soon'], /--timeout must be a duration/],
+    [['config', 'nginx', '--group', 'nogroup'], /--group needs --user/],
     [['config', 'apache'], /unknown config target 'apache'/]
   ]
   for (const [args, message] of bad) {
@@ -243,4 +254,105 @@ t.test('nginx → HAProxy (unix socket) → worker', async (t) => {
   const connections = after.conn_tot - before.conn_tot
   t.equal(requests, 10)
   t.ok(connections <= 1, `HAProxy saw ${requests} requests on ${connections} new connection(s)`)
+})
+
+// The commands a generated config's header gives (`#   cmd` lines, in order), with its
+// placeholders filled in.
+function headerCommands (cfg, fill) {
+  const lines = []
+  for (const line of cfg.split('\n')) {
+    if (!line.startsWith('#')) break
+    const m = /^# {3}([^(\s].*)$/.exec(line)
+    if (m) lines.push(Object.entries(fill).reduce((cmd, [word, value]) => cmd.replaceAll(word, value), m[1]))
+  }
+  return lines
+}
+
+// One header command through sh, as an operator would type it; output to `log` for failures.
+function shell (command, { user, log }) {
+  const fd = fs.openSync(log, 'a')
+  try {
+    const r = spawnSync('sh', ['-c', command], { stdio: ['ignore', fd, fd], timeout: 10000, ...user })
+    if (r.status !== 0) throw new Error(`\`${command}\` exited with ${r.status}: ${fs.readFileSync(log, 'utf8')}`)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+function uidOf (pid) {
+  return Number(/^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1])
+}
+
+function childrenOf (pid) {
+  return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).stdout.trim().split(/\s+/).filter(Boolean).map(Number)
+}
+
+// `pool start ...` from a header, as `user` ({ uid, gid } or {}): resolves once it started.
+async function startHeaderPool (t, command, { user, env }) {
+  const child = spawn(process.execPath, [BIN, ...command.split(' ').slice(1)], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...user })
+  let output = ''
+  const started = new Promise((resolve, reject) => {
+    const add = (d) => { output += d; if (/"event":"started"/.test(output)) resolve() }
+    child.stdout.on('data', add)
+    child.stderr.on('data', add)
+    child.once('exit', (code) => reject(new Error(`pool exited with ${code}: ${output.slice(-2000)}`)))
+  })
+  t.teardown(() => stopChild(child, 15000))
+  let timer
+  const late = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(`pool not started in 30 s: ${output.slice(-2000)}`)), 30000) })
+  await Promise.race([started, late]).finally(() => clearTimeout(timer))
+  return child
+}
+
+// Generate both configs with the CLI into a fresh prefix, start HAProxy, nginx and the pool
+// exactly as the headers say (as `user`, or as whoever runs the test), and fetch the SSR demo
+// through nginx → HAProxy → pool.
+async function pairAsHeadersSay (t, { user = {} } = {}) {
+  const dir = tempDir(t, 'pool-pair-')
+  // workerPort − 2, left free, is where the pool puts its own /status by default.
+  const [port, statsPort, nginxPort, , , workerPort] = await freePorts(7)
+  const haproxy = await runPool(['config', 'haproxy', '-n', '2', '--prefix', dir, '--port', String(port), '--stats-port', String(statsPort), '--worker-port', String(workerPort), '--log', 'none'])
+  t.equal(haproxy.code, 0, haproxy.stderr)
+  const haproxyFile = writeFile(dir, 'haproxy.cfg', haproxy.stdout)
+  const nginxArgs = /^# nginx in front: `pool (config nginx [^`]+)`/m.exec(haproxy.stdout)[1].split(' ')
+  const prefix = path.join(dir, 'nginx')
+  fs.mkdirSync(prefix)
+  const nginx = await runPool([...nginxArgs, '--prefix', prefix, '--host', '127.0.0.1', '--port', String(nginxPort)])
+  t.equal(nginx.code, 0, nginx.stderr)
+  writeFile(prefix, 'nginx.conf', nginx.stdout)
+  if (user.uid !== undefined) spawnSync('chown', ['-R', `${user.uid}:${user.gid}`, dir])
+
+  const log = path.join(dir, 'commands.log')
+  const [startHaproxyCmd, stopHaproxyCmd, poolCmd] = headerCommands(haproxy.stdout, { FILE: haproxyFile, APP: path.join(ROOT, 'examples/ssr/server.js') })
+  const [startNginxCmd, stopNginxCmd] = headerCommands(nginx.stdout, {})
+  t.match(poolCmd, `--worker-port ${workerPort} --timeout 30s --balancer haproxy --haproxy-socket ${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
+
+  shell(startHaproxyCmd, { user, log })
+  t.teardown(() => shell(stopHaproxyCmd, { user, log }))
+  shell(startNginxCmd, { user, log })
+  t.teardown(() => shell(stopNginxCmd, { user, log }))
+  const pool = await startHeaderPool(t, poolCmd, { user, env: user.uid !== undefined ? { XDG_RUNTIME_DIR: dir } : {} })
+  const client = new HaproxyClient({ socket: path.join(dir, 'haproxy-admin.sock') })
+  await waitFor(async () => Object.values(await client.servers('pool')).every((s) => s.status === 'UP'), { timeout: 10000, what: 'both servers UP' })
+
+  const page = await request(`http://127.0.0.1:${nginxPort}/`)
+  t.equal(page.status, 200, 'nginx → HAProxy → pool answers')
+  t.match(page.body, /<main class="catalogue">/, 'the SSR demo page, rendered by a worker')
+  const nginxMaster = Number(fs.readFileSync(path.join(prefix, 'nginx.pid'), 'utf8'))
+  const haproxyPid = Number(fs.readFileSync(path.join(dir, 'haproxy.pid'), 'utf8'))
+  return { nginxMaster, nginxWorkers: childrenOf(nginxMaster), haproxyPid, pool, dir }
+}
+
+t.test('the generated pair, started as its headers say, serves through nginx → HAProxy → pool', async (t) => {
+  const { nginxMaster, nginxWorkers, dir } = await pairAsHeadersSay(t)
+  t.equal((fs.statSync(path.join(dir, 'haproxy-http.sock')).mode & 0o777), 0o666, 'HAProxy\'s HTTP socket admits nginx\'s workers, whoever they run as')
+  if (IS_ROOT) {
+    t.equal(uidOf(nginxMaster), 0, 'nginx started as root')
+    t.ok(nginxWorkers.length > 0 && nginxWorkers.every((pid) => uidOf(pid) === NOBODY.uid), 'its workers run as nobody, and still reach HAProxy')
+  }
+})
+
+t.test('the same as an unprivileged user', { skip: !IS_ROOT && 'run by an unprivileged user: the test above is this one' }, async (t) => {
+  const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY })
+  t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf), Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
 })

@@ -33,7 +33,7 @@ const OPTIONS = {
   pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy.pid', describe: 'Pid file' },
   stateFile: { flag: 'state-file', kind: 'string', group: 'Paths', defaultText: 'none', describe: 'Load the servers\' states from this file at each start and reload; the pool keeps it written (`pool start --haproxy-state-file`), so a reload keeps ready workers in service' },
   socketUser: { flag: 'socket-user', kind: 'string', group: 'Users', describe: 'Owner of the runtime API socket: the user `pool` runs as' },
-  httpSocketUser: { flag: 'http-socket-user', kind: 'string', group: 'Users', describe: 'Owner of the HTTP socket: the user nginx\'s workers run as' },
+  httpSocketUser: { flag: 'http-socket-user', kind: 'string', group: 'Users', defaultText: 'none: mode 666', describe: 'Owner of the HTTP socket, then mode 600: the user nginx\'s workers run as' },
   user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
   group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' },
   log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' }
@@ -47,10 +47,14 @@ const OPTIONS = {
 //                       the worker behind the first)
 //   timeout queue       how long a request may wait for a free worker (503 after)
 //   timeout client      the client is nginx on this host; it never stalls, so only a bound
-//   nginx read timeout  queue + server + 10 s: HAProxy's 503/504 reach the client, not nginx's
+//   nginx read timeout  10 s above the longest HAProxy can take to answer, so that its 502, 503
+//                       or 504 reaches the client, not nginx's: queue + server (the pool gone,
+//                       HAProxy's own 504), or twice queue + T (a GET whose worker the pool
+//                       killed at T is replayed once, and may queue and be killed again)
 function timeouts ({ timeout = 30000, queueTimeout = 10000 } = {}) {
   const server = timeout + 30000
   return {
+    request: timeout,
     connect: 1000,
     queue: queueTimeout,
     server,
@@ -60,7 +64,7 @@ function timeouts ({ timeout = 30000, queueTimeout = 10000 } = {}) {
     // connection first and never sends a request on one HAProxy is closing.
     httpKeepAlive: 75000,
     upstreamKeepAlive: 60000,
-    nginxRead: queueTimeout + server + 10000
+    nginxRead: Math.max(queueTimeout + server, 2 * (queueTimeout + timeout)) + 10000
   }
 }
 
@@ -171,7 +175,7 @@ function defaultsSection (o, t) {
     `    timeout client ${duration(t.client)}`,
     '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
-    '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.server - 30000) + ' here): it kills a',
+    '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.request) + ' here): it kills a',
     '    # worker that renders too long and sets it MAINT. HAProxy must never give up first, or it',
     '    # would free the slot (maxconn 1) while the worker is still busy with the old request.',
     `    timeout server ${duration(t.server)}`,
@@ -180,15 +184,32 @@ function defaultsSection (o, t) {
 }
 
 function frontendSection (o) {
-  const owner = o.httpSocketUser ? ` user ${o.httpSocketUser}` : ''
   return [
     'frontend pool_http',
     `    bind ${hostPort(o.host, o.port)}`,
-    '    # nginx reaches HAProxy here (keepalive upstream over a unix socket).',
-    `    bind unix@${o.httpSocket} mode 600${owner}`,
+    ...httpSocketBind(o),
     ...(o.log === 'none' ? [] : ['    option httplog']),
     `    default_backend ${o.backend}`,
     ''
+  ]
+}
+
+// nginx's workers open the HTTP socket, and which user they run as depends on how nginx was
+// started (as root: its `user`, nobody by default; otherwise whoever started it). Without
+// --http-socket-user the socket is open to every local user: no less private than the TCP bind
+// above, which any local process can reach, and it works whoever runs nginx.
+function httpSocketBind (o) {
+  if (o.httpSocketUser) {
+    return [
+      `    # nginx reaches HAProxy here (keepalive upstream over a unix socket); its workers run as ${o.httpSocketUser}.`,
+      `    bind unix@${o.httpSocket} mode 600 user ${o.httpSocketUser}`
+    ]
+  }
+  return [
+    '    # nginx reaches HAProxy here (keepalive upstream over a unix socket). Mode 666: nginx\'s',
+    '    # workers connect as whatever user they run as (nobody when nginx starts as root), and the',
+    '    # TCP bind above is open to every local user anyway. --http-socket-user limits it to one.',
+    `    bind unix@${o.httpSocket} mode 666`
   ]
 }
 
@@ -213,13 +234,33 @@ const ABORT_ON_CLOSE_COMMENT = [
   '    # option would drop it). `timeout queue` bounds how late such a render can come.'
 ]
 
+// Retries as the embedded balancer makes them (lib/balancer/retry.js), as far as HAProxy 2.6 can;
+// measured against the real HAProxy by test/haproxy-retries.test.js.
+const RETRY_LINES = [
+  '    # Retries, each on another worker (`redispatch 1`):',
+  '    #   conn-failure    the connection was refused (a dead worker not yet MAINT): nothing',
+  '    #                   reached a worker, so any method is retried.',
+  '    #   empty-response  the worker closed the connection without answering: it died holding',
+  '    #                   the request. Only GET and HEAD are sent again (disable-l7-retry below):',
+  '    #                   anything else may have been acted on, and gets a 502.',
+  '    # `retries` is one budget for both: HAProxy counts a replay as a retry, and tries a request',
+  '    # at most retries + 1 times. 1, so that a GET that kills every worker it reaches costs two',
+  '    # workers (with 3 it cost four), as in the embedded balancer. The price: a refused connection',
+  '    # is retried once, not three times; with the pool setting a dead worker MAINT within',
+  '    # milliseconds and `observe` below, that one retry lands on a live worker.',
+  '    # A replay needs the whole request in one buffer (tune.bufsize, 16 KB by default): a larger',
+  '    # request is not replayed.',
+  '    option redispatch 1',
+  '    retries 1',
+  '    retry-on conn-failure empty-response',
+  '    http-request disable-l7-retry if !METH_GET !METH_HEAD'
+]
+
 function backendSection (o, t) {
   return [
     `backend ${o.backend}`,
     `    balance ${o.balance}`,
-    '    # A dead worker refuses connections at once: try again, on another server.',
-    '    option redispatch',
-    '    retries 3',
+    ...RETRY_LINES,
     '    # Requests wait here, in the backend queue, while every worker is busy.',
     `    timeout queue ${duration(t.queue)}`,
     '    # A new connection per request: a connect is ~0.1 ms on loopback against renders of tens',
@@ -258,13 +299,8 @@ function statsSection (o) {
 function haproxyConfig (input = {}) {
   const o = resolveHaproxyOptions(input)
   const t = timeouts(o)
-  const flags = [`-n ${o.workers}`]
-  if (o.maxWorkers !== o.workers) flags.push(`--max-workers ${o.maxWorkers}`)
-  if (o.stateFile) flags.push(`--state-file ${o.stateFile}`)
   return [
-    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} on ${hostPort(o.workerHost, o.workerPort)} and up).`,
-    `# Generated by \`pool config haproxy ${flags.join(' ')}\`; run the pool with`,
-    `#   pool start APP ${flags[0]} --balancer haproxy --haproxy-socket ${o.socket} --haproxy-backend ${o.backend}${o.stateFile ? ` --haproxy-state-file ${o.stateFile}` : ''}`,
+    ...header(o),
     '',
     ...globalSection(o, t),
     ...defaultsSection(o, t),
@@ -274,9 +310,73 @@ function haproxyConfig (input = {}) {
   ].join('\n')
 }
 
+// The header says how to start HAProxy and the pool on this file, with every `pool start` flag
+// that must agree with it spelled out (a default left implicit is one that can drift).
+function header (o) {
+  const poolUser = o.socketUser ?? 'the user that started HAProxy'
+  return [
+    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} on ${hostPort(o.workerHost, o.workerPort)} and up).`,
+    `# Generated by \`${generatedBy(o)}\`.`,
+    '# Start HAProxy on this file (FILE), as root or as the pool\'s user (systemd\'s haproxy.service',
+    '# does it for /etc/haproxy/haproxy.cfg); stop it by its pid file:',
+    `#   mkdir -p ${o.prefix} && haproxy -D -f FILE`,
+    `#   kill $(cat ${o.pidFile})`,
+    `# Then the pool, as ${poolUser} (the runtime API socket is mode 600, theirs), with`,
+    '# every setting that must match this file:',
+    `#   ${poolStartLine(o)}`,
+    ...(poolStatsClash(o)
+      ? [`#   (--stats-port 0: the pool's /status would default to --worker-port - 2 = ${o.workerPort - 2}, which`,
+          '#   HAProxy takes here; give it a free port instead.)']
+      : []),
+    `# nginx in front: \`pool config nginx --haproxy-http-socket ${o.httpSocket}\`.`
+  ]
+}
+
+function poolStartLine (o) {
+  return ['pool', 'start', 'APP', ...poolStartArgs(o)].join(' ')
+}
+
+// The `pool start` flags that must agree with the config of options `o` (resolved), as an argv.
+// scripts/demo-stack.js starts its pool with them too.
+function poolStartArgs (o) {
+  const args = ['-n', String(o.workers)]
+  if (o.workerHost !== POOL_OPTIONS.workerHost.default) args.push('--worker-host', o.workerHost)
+  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout),
+    '--balancer', 'haproxy', '--haproxy-socket', o.socket, '--haproxy-backend', o.backend)
+  if (o.stateFile) args.push('--haproxy-state-file', o.stateFile)
+  if (poolStatsClash(o)) args.push('--stats-port', '0')
+  return args
+}
+
+// `pool start --balancer haproxy` listens for its own /status and /metrics on --worker-port − 2
+// unless told otherwise (lib/cli/start.js).
+function poolStatsClash (o) {
+  return [o.port, o.statsPort].includes(o.workerPort - 2)
+}
+
+// The `pool config haproxy` command line that prints this config: every setting that is not
+// its default.
+function generatedBy (o) {
+  const words = ['pool config haproxy', `-n ${o.workers}`]
+  const derived = {
+    maxWorkers: o.workers,
+    socket: path.join(o.prefix, 'haproxy-admin.sock'),
+    httpSocket: path.join(o.prefix, 'haproxy-http.sock'),
+    pidFile: path.join(o.prefix, 'haproxy.pid')
+  }
+  for (const [name, spec] of Object.entries(OPTIONS)) {
+    if (name === 'workers' || o[name] === undefined) continue
+    const byDefault = name in derived ? derived[name] : spec.default
+    if (o[name] === byDefault) continue
+    words.push(`--${spec.flag} ${spec.kind === 'duration' ? duration(o[name]) : o[name]}`)
+  }
+  return words.join(' ')
+}
+
 module.exports = {
   haproxyConfig,
   resolveHaproxyOptions,
+  poolStartArgs,
   timeouts,
   duration,
   OPTIONS,
