@@ -123,12 +123,12 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
 })
 
 // haproxy from the generated config with tiny workers, on free ports in a temp dir.
-async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser } = {}) {
+async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser, options = {} } = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPorts = ports.slice(2)
-  const cfg = edit(haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none', httpSocketUser }))
+  const cfg = edit(haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none', httpSocketUser, ...options }))
   const haproxy = await startHaproxy({ cfg, dir, t })
   const client = new HaproxyClient({ socket: haproxy.socket })
   const servers = []
@@ -355,4 +355,21 @@ t.test('the generated pair, started as its headers say, serves through nginx →
 t.test('the same as an unprivileged user', { skip: !IS_ROOT && 'run by an unprivileged user: the test above is this one' }, async (t) => {
   const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY })
   t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf), Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
+})
+
+t.test('priority classes (--priority-routes, --priority-header): a higher class leaves HAProxy\'s queue first', async (t) => {
+  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 300, options: { priorityRoutes: '/health=high,/export/=low', priorityHeader: 'X-Priority' } })
+  await client.setServerState('pool', 'worker1', 'ready')
+  const url = (p) => `http://127.0.0.1:${port}${p}`
+  const first = request(url('/first'))
+  await waitFor(() => servers[0].requests.length === 1, { what: 'the first request on the worker' })
+  // Queued in this order, one after the other, while the worker renders the first.
+  const queued = []
+  for (const [p, headers] of [['/export/report', {}], ['/plain', {}], ['/health', {}], ['/header', { 'x-priority': 'high' }]]) {
+    queued.push(request(url(p), { headers }))
+    await waitFor(async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND').qcur === queued.length, { what: `${p} queued` })
+  }
+  await Promise.all([first, ...queued])
+  t.same(servers[0].requests.map((r) => r.url), ['/first', '/health', '/header', '/plain', '/export/report'],
+    'high (a route, then the header from this host) before normal, normal before low; arrival order within a class')
 })

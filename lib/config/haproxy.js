@@ -7,6 +7,7 @@
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options')
 const { poolError, codes } = require('../errors')
+const { parseRoutes, CLASSES } = require('../balancer/priority')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -25,7 +26,9 @@ const OPTIONS = {
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
   backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
-  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503' },
+  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
+  priorityRoutes: { flag: 'priority-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a higher class leaves the queue first' },
+  priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
   statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
   prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
   socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
@@ -107,6 +110,10 @@ function resolveHaproxyOptions (input = {}) {
   o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'), { unixSocket: true })
   o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy.pid'))
   if (o.stateFile !== undefined) o.stateFile = checkPath('state-file', o.stateFile)
+  if (o.priorityRoutes !== undefined) {
+    try { o.priorityRules = parseRoutes(o.priorityRoutes) } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
+  }
+  if (o.priorityHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(o.priorityHeader)) throw bad(`--priority-header must be a header name (got '${o.priorityHeader}')`)
   return o
 }
 
@@ -202,14 +209,14 @@ function httpSocketBind (o) {
   if (o.httpSocketUser) {
     return [
       `    # nginx reaches HAProxy here (keepalive upstream over a unix socket); its workers run as ${o.httpSocketUser}.`,
-      `    bind unix@${o.httpSocket} mode 600 user ${o.httpSocketUser}`
+      `    bind unix@${o.httpSocket} mode 600 user ${o.httpSocketUser} name nginx`
     ]
   }
   return [
     '    # nginx reaches HAProxy here (keepalive upstream over a unix socket). Mode 666: nginx\'s',
     '    # workers connect as whatever user they run as (nobody when nginx starts as root), and the',
     '    # TCP bind above is open to every local user anyway. --http-socket-user limits it to one.',
-    `    bind unix@${o.httpSocket} mode 666`
+    `    bind unix@${o.httpSocket} mode 666 name nginx`
   ]
 }
 
@@ -256,6 +263,27 @@ const RETRY_LINES = [
   '    http-request disable-l7-retry if !METH_GET !METH_HEAD'
 ]
 
+// HAProxy's queue is ordered by class, then arrival: the embedded balancer's priority classes
+// (lib/balancer/priority.js) as `set-priority-class` rules, high -1, normal 0, low 1. Each
+// matching rule sets the class and the last one wins, so routes go shortest prefix first (the
+// longest match wins) and the header last (it wins over a route).
+const CLASS_NUMBER = { high: -1, normal: 0, low: 1 }
+
+function priorityLines (o) {
+  if (!o.priorityRules && !o.priorityHeader) return []
+  const lines = ['    # Priority classes: a lower class leaves the queue first; within a class, arrival order.']
+  for (const { prefix, cls } of [...(o.priorityRules || [])].reverse()) {
+    lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[CLASSES[cls]]}) if { path_beg ${prefix} }`)
+  }
+  if (o.priorityHeader) {
+    const h = o.priorityHeader.toLowerCase()
+    lines.push('    # The header is believed only from nginx (the unix socket, its bind named nginx) and this host.')
+    lines.push('    acl pool_trusted_peer src 127.0.0.1 ::1', '    acl pool_trusted_peer so_name nginx')
+    for (const name of CLASSES) lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[name]}) if pool_trusted_peer { req.hdr(${h}) -i ${name} }`)
+  }
+  return lines
+}
+
 function backendSection (o, t) {
   return [
     `backend ${o.backend}`,
@@ -263,6 +291,7 @@ function backendSection (o, t) {
     ...RETRY_LINES,
     '    # Requests wait here, in the backend queue, while every worker is busy.',
     `    timeout queue ${duration(t.queue)}`,
+    ...priorityLines(o),
     '    # A new connection per request: a connect is ~0.1 ms on loopback against renders of tens',
     '    # of ms, and it removes the race of reusing an idle connection the worker is closing. Each',
     '    # request is then a fresh connect, which is what `observe layer4` judges.',
