@@ -215,11 +215,16 @@ function backendSection (o, t) {
     `    #   refuses connections sooner. Only this check takes a vanished host out: its agent is gone too.`,
     `    # agent-check: every ${duration(o.agentInter)}, HAProxy reads one line from the host's agent on port ${o.agentPort}`,
     '    #   (`pool start --agent-port`), e.g. `up ready maxconn:5`: maxconn follows the host\'s ready',
-    '    #   workers, `drain` (reload, stop) sends it nothing new, `down` takes it out until `up`.',
+    '    #   workers (a reload lowers it while workers are replaced), `drain` (the pool stops) sends',
+    '    #   it nothing new, `down` (no worker ready) takes it out until `up`.',
     '    #   An agent that does not answer leaves the host as it was. Its `ready` also ends a MAINT set',
     '    #   on the runtime API: to take a host out by hand, `disable agent BACKEND/hostN` first.',
     `    # maxconn ${o.workers}: each host's slots until its agent first answers (after every start and reload).`,
-    `    default-server maxconn ${o.workers} check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} agent-check agent-port ${o.agentPort} agent-inter ${duration(o.agentInter)}`,
+    '    # observe layer4 ... mark-down: a host that refuses a connection (its pool was killed, or has',
+    '    #   stopped listening) is DOWN at once. Without it a refusing host looks like the free one to',
+    '    #   leastconn, and while the others are full every retry goes back to it: hundreds of 503s',
+    '    #   until the check notices (test/fleet.test.js, SIGKILL of a host\'s pool).',
+    `    default-server maxconn ${o.workers} check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 on-error mark-down agent-check agent-port ${o.agentPort} agent-inter ${duration(o.agentInter)}`,
     ...serverLines(o),
     ''
   ]
