@@ -13,7 +13,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
-const { FIXTURES, BIN, cleanEnv, freePorts, waitFor, poolStatus, runPool, isAlive, sleep } = require('./helpers')
+const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor, poolStatus, runPool, isAlive, sleep } = require('./helpers')
 const { HAPROXY, tempDir } = require('./helpers/haproxy')
 const { createNetwork, stopChild } = require('./helpers/netns')
 const { HaproxyClient } = require('../lib/haproxy/client')
@@ -44,19 +44,10 @@ async function startHost (h, workers) {
   child.output = '' // the last lines, for an error message
   child.requests = [] // the host balancer's access-log lines
   child.started = false
-  let buf = ''
-  child.stdout.setEncoding('utf8').on('data', (d) => {
-    child.output = (child.output + d).slice(-6000)
-    buf += d
-    let i
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i)
-      buf = buf.slice(i + 1)
-      let rec
-      try { rec = JSON.parse(line) } catch { continue }
-      if (rec.event === 'request') child.requests.push(rec)
-      else if (rec.event === 'started') child.started = true
-    }
+  child.stdout.on('data', (d) => { child.output = (child.output + d).slice(-6000) })
+  onJsonLines(child.stdout, (rec) => {
+    if (rec.event === 'request') child.requests.push(rec)
+    else if (rec.event === 'started') child.started = true
   })
   child.stderr.setEncoding('utf8').on('data', (d) => { child.output = (child.output + d).slice(-6000) })
   child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))

@@ -106,6 +106,23 @@ function statsOff (args, stats) {
   return [...args, '--stats-port', '0']
 }
 
+// Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.
+function onJsonLines (stream, onRecord) {
+  let buf = ''
+  stream.setEncoding('utf8')
+  stream.on('data', (d) => {
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i)
+      buf = buf.slice(i + 1)
+      let rec
+      try { rec = JSON.parse(line) } catch { continue }
+      onRecord(rec)
+    }
+  })
+}
+
 // Start `pool ARGS...` as a child with JSON logs. `child.logs` collects parsed lines;
 // `child.waitLog(pred)` resolves with the first line matching; `child.stop()` ends it for sure.
 function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
@@ -118,20 +135,10 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
   child.stderrText = ''
   child.stdoutText = ''
   const waiters = new Set()
-  let buf = ''
-  child.stdout.setEncoding('utf8')
-  child.stdout.on('data', (d) => {
-    child.stdoutText += d
-    buf += d
-    let i
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i)
-      buf = buf.slice(i + 1)
-      let rec
-      try { rec = JSON.parse(line) } catch { continue }
-      child.logs.push(rec)
-      for (const w of waiters) if (w.pred(rec)) { waiters.delete(w); w.resolve(rec) }
-    }
+  child.stdout.on('data', (d) => { child.stdoutText += d })
+  onJsonLines(child.stdout, (rec) => {
+    child.logs.push(rec)
+    for (const w of waiters) if (w.pred(rec)) { waiters.delete(w); w.resolve(rec) }
   })
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (d) => { child.stderrText += d })
@@ -184,4 +191,4 @@ async function poolStatus (target) {
   return JSON.parse(r.stdout)
 }
 
-module.exports = { cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus }
+module.exports = { onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus }
