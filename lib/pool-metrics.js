@@ -2,7 +2,8 @@
 
 // The pool's own Prometheus metrics, in a registry of its own (several pools, or tests, may
 // live in one process), in every mode: restarts per slot, the pool's failures (hung workers,
-// failed boots, given-up slots) and each slot's state. A front adds its series to the same
+// failed boots, given-up slots), each slot's state, RSS and CPU time, and the supervisor's own
+// process (CPU, memory, event-loop lag: prom-client's default metrics, prefixed pool_supervisor_). A front adds its series to the same
 // registry when it starts (lib/front.js), and counts its own failures in the same
 // pool_failures_total, so that one scrape has everything.
 
@@ -11,11 +12,13 @@ const client = require('prom-client')
 const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'given-up']
 
 class PoolMetrics {
-  // workers(): the pool's worker snapshots, read at scrape time.
-  constructor (workers) {
+  // workers(): the pool's worker snapshots, with `cpu` when known, read at scrape time.
+  // supervisor: false leaves out the supervisor's process metrics (a balancer tested alone).
+  constructor (workers, { supervisor = true } = {}) {
     const registry = new client.Registry()
     const registers = [registry]
     this.registry = registry
+    if (supervisor) client.collectDefaultMetrics({ register: registry, prefix: 'pool_supervisor_' })
     this.failures = new client.Counter({
       name: 'pool_failures_total',
       help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up; the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
@@ -40,6 +43,22 @@ class PoolMetrics {
         }
       }
     })
+    const perWorker = (name, help, value) => new client.Gauge({
+      name,
+      help,
+      labelNames: ['worker'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of workers()) {
+          const v = value(w)
+          if (v !== null && v !== undefined) this.set({ worker: w.name }, v)
+        }
+      }
+    })
+    perWorker('pool_worker_rss_bytes', 'Resident memory of each worker\'s process, as it last reported it', (w) => w.rss)
+    // A gauge: the process's CPU time restarts at 0 with each new process; deriv() gives its use.
+    perWorker('pool_worker_cpu_seconds', 'CPU time used by each worker\'s current process (from /proc; 0 again after a restart)', (w) => w.cpu ? (w.cpu.user + w.cpu.system) / 1e6 : null)
   }
 
   // A process started in a slot; from the second on, a restart. The series exists from the first.

@@ -36,7 +36,7 @@ class Pool extends EventEmitter {
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
-    this.metrics = new PoolMetrics(() => this.workers()) // fronts add theirs (lib/front.js)
+    this.metrics = new PoolMetrics(() => this.measuredWorkers()) // fronts add theirs (lib/front.js)
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
@@ -166,10 +166,15 @@ class Pool extends EventEmitter {
       queue,
       ...this.listeners.urls(),
       reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
-      // With the CPU time each worker has used (for `pool status --watch` and the status page).
-      workers: this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null })),
+      workers: this.measuredWorkers(),
       recentExits: this.recentExits.slice()
     }
+  }
+
+  // The snapshots with the CPU time each running process has used (`pool status --watch`, the
+  // status page, /metrics), read from /proc when asked for.
+  measuredWorkers () {
+    return this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }

@@ -65,3 +65,19 @@ t.test('a taken stats port: the start fails naming it, and leaves nothing runnin
   t.same(pool.workers(), [], 'no worker was started')
   await waitFor(() => canBind(workerPort))
 })
+
+t.test('HAProxy mode: the pool\'s facts reach Prometheus (HAProxy reachability, wanted and seen states, CPU, RSS, event-loop lag)', async (t) => {
+  const { startLabHaproxy, startHaproxyPool, allUp } = require('./helpers/haproxy-pool')
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const [stats] = await freePorts(1)
+  await startHaproxyPool(t, lab, { workers: 2, args: ['--stats-port', String(stats)] })
+  await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
+  const scrape = async () => (await request(`http://127.0.0.1:${stats}/metrics`)).body
+  const m = await waitFor(async () => { const body = await scrape(); return /pool_haproxy_server_state\{server="worker2",kind="seen",state="ready"\} 1/.test(body) && /pool_worker_rss_bytes\{worker="worker2"\} [1-9]/.test(body) && body }, { timeout: 8000, what: 'HAProxy seen as ready and the RSS reported' })
+  t.match(m, /\npool_haproxy_up 1\n/, 'HAProxy reachable')
+  t.match(m, /pool_haproxy_server_state\{server="worker1",kind="wanted",state="ready"\} 1/, 'the state the pool wants')
+  t.match(m, /pool_haproxy_server_state\{server="worker1",kind="seen",state="ready"\} 1/, 'and the one HAProxy reported')
+  t.match(m, /pool_haproxy_queue_length 0/)
+  t.match(m, /pool_worker_cpu_seconds\{worker="worker1"\} \d/, 'CPU time per worker')
+  t.match(m, /pool_supervisor_nodejs_eventloop_lag_seconds \d/, 'the supervisor\'s event-loop lag')
+})

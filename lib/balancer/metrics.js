@@ -16,7 +16,7 @@ class BalancerMetrics {
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
     // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
-    const shared = pool || new PoolMetrics(() => [])
+    const shared = pool || new PoolMetrics(() => [], { supervisor: false })
     const registry = shared.registry
     const registers = [registry]
     this.registry = registry

@@ -22,6 +22,7 @@
 const { performance } = require('node:perf_hooks')
 const { HaproxyClient } = require('./client')
 const { StateFile } = require('./state-file')
+const { addHaproxyMetrics } = require('./metrics')
 const { resolveHaproxyFrontOptions } = require('./options')
 const { poolError, codes } = require('../errors')
 
@@ -85,6 +86,7 @@ class HaproxyFront {
 
   async start (pool) {
     this.pool = pool
+    if (pool?.metrics) addHaproxyMetrics(this, pool.metrics.registry)
     const n = this.opts.workers ?? pool?.target
     // verify: the backend, worker1..N and level admin; each failure is a coded one-line error.
     await this.reader.verify(this.backend, workerNames(n))
