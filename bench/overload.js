@@ -185,7 +185,7 @@ async function main () {
   const loadAtStart = loadavg()
   console.log(`bench: ${JSON.stringify(args)}; ${os.cpus().length} CPUs, load average ${loadAtStart}`)
   const urls = await startFronts(args)
-  const load = await forkReady('deadline-load.js', {})
+  const load = await forkReady('load.js', {})
   const rows = await measure(args, urls, load)
   await stopAll()
   print(args, rows)

@@ -3,32 +3,41 @@
 // The load generator, in a process of its own so that its timers do not share an event loop
 // with the front under test. Open loop: request i is sent at its scheduled time on a new
 // connection, whatever happened to the ones before. It reports, per request, when it was
-// actually sent and how long until the last byte of the answer.
+// actually sent, how long until the last byte of the answer, and its status. With `deadlineMs`
+// (the overload bench) each client gives up after that long, as browsers and upstream proxies
+// do: it closes its connection and the request counts as unanswered (status 0).
+//
+// Messages: { cmd: 'run', url, at, ms, deadlineMs? } → { sent, latency, status };
+// { cmd: 'sequential', url, count } → { latency }; { cmd: 'idle', url, probes } → { idle }.
 
 const http = require('node:http')
 
-function run ({ url, at, ms }) {
+function run ({ url, at, ms, deadlineMs = 0 }) {
   return new Promise((resolve) => {
     const n = at.length
     const sent = new Float64Array(n)
     const latency = new Float64Array(n)
     const status = new Int32Array(n)
-    let done = 0
+    const done = new Uint8Array(n)
+    let finished = 0
     let next = 0
     const t0 = performance.now() + 50
     const finish = (i, code) => {
+      if (done[i]) return // a client that gave up hears nothing more
+      done[i] = 1
       latency[i] = performance.now() - sent[i]
       status[i] = code
-      if (++done === n) resolve({ sent: Array.from(sent, (s) => s - t0), latency: Array.from(latency), status: Array.from(status) })
+      if (++finished === n) resolve({ sent: Array.from(sent, (s) => s - t0), latency: Array.from(latency), status: Array.from(status) })
     }
     const fire = (i) => {
       sent[i] = performance.now()
       const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}`, { agent: false }, (res) => {
         res.resume()
-        res.on('end', () => finish(i, res.statusCode))
+        res.on('end', () => { clearTimeout(giveUp); finish(i, res.statusCode) })
         res.on('error', () => finish(i, -1))
       })
-      req.on('error', () => finish(i, -1))
+      const giveUp = deadlineMs > 0 ? setTimeout(() => { finish(i, 0); req.destroy() }, deadlineMs) : null
+      req.on('error', () => { clearTimeout(giveUp); finish(i, -1) })
     }
     // Wake up a little early and send whatever is due; setTimeout alone is late by up to ~1 ms.
     const tick = () => {
@@ -57,8 +66,34 @@ async function sequential ({ url, count }) {
   return { latency }
 }
 
+function probe (url) {
+  const start = performance.now()
+  return new Promise((resolve) => {
+    const req = http.get(`${url}/?ms=0`, { agent: false }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(performance.now() - start))
+    })
+    req.setTimeout(5000, () => req.destroy())
+    req.on('error', () => resolve(Infinity))
+  })
+}
+
+async function idle ({ url, probes, quickMs = 50, timeoutMs = 60000 }) {
+  const deadline = performance.now() + timeoutMs
+  let quickRounds = 0
+  while (performance.now() < deadline) {
+    const times = await Promise.all(Array.from({ length: probes }, () => probe(url)))
+    quickRounds = Math.max(...times) < quickMs ? quickRounds + 1 : 0
+    if (quickRounds === 2) return { idle: true }
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  return { idle: false }
+}
+
+const COMMANDS = { run, sequential, idle }
+
 process.on('message', async (m) => {
-  const result = m.cmd === 'run' ? await run(m) : await sequential(m)
+  const result = await COMMANDS[m.cmd](m)
   process.send({ result })
 })
 process.send({ ready: true })
