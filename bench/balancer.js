@@ -20,7 +20,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { forkReady, stopAll, freePorts } = require('./lib/procs')
+const { forkReady, stopAll, freePorts, ask, sleep, loadavg } = require('./lib/procs')
 const { makeSchedule, lognormalMean } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
 const { percentile, median } = require('./lib/stats')
@@ -41,15 +41,6 @@ function parseArgs (argv) {
   return args
 }
 
-const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function ask (child, message) {
-  return new Promise((resolve) => {
-    child.once('message', (m) => resolve(m.result))
-    child.send(message)
-  })
-}
 
 async function startWorkers (ports, env = {}) {
   return Promise.all(ports.map((port) => forkReady('worker.js', { PORT: String(port), ...env })))

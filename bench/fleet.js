@@ -36,6 +36,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { makeSchedule, lognormalMean, rng } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
+const { ask, sleep, loadavg } = require('./lib/procs')
 const { percentile, median } = require('./lib/stats')
 const { createNetwork } = require('../test/helpers/netns')
 const { freePorts, waitFor, cleanEnv } = require('../test/helpers')
@@ -61,8 +62,6 @@ function parseArgs (argv) {
   return args
 }
 
-const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const TICK_MS = 1000 / 100 // USER_HZ is 100 on Linux
 
 // CPU time (user + system) a process used so far, in ms.
@@ -131,13 +130,6 @@ function startLoad (net) {
     const t = setTimeout(() => reject(new Error('the load client did not start')), 10000)
     child.once('message', (m) => { clearTimeout(t); if (m.ready) resolve(child) })
     child.once('exit', (code) => { clearTimeout(t); reject(new Error(`the load client exited (${code})`)) })
-  })
-}
-
-function ask (child, message) {
-  return new Promise((resolve) => {
-    child.once('message', (m) => resolve(m.result))
-    child.send(message)
   })
 }
 

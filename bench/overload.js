@@ -32,7 +32,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { forkReady, stopAll, freePorts } = require('./lib/procs')
+const { forkReady, stopAll, freePorts, ask, sleep, loadavg } = require('./lib/procs')
 const { makeSchedule, lognormalMean } = require('./lib/schedule')
 const { percentile } = require('./lib/stats')
 const haproxy = require('./lib/haproxy')
@@ -55,15 +55,6 @@ function parseArgs (argv) {
   return args
 }
 
-const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function ask (child, message) {
-  return new Promise((resolve) => {
-    child.once('message', (m) => resolve(m.result))
-    child.send(message)
-  })
-}
 
 async function startEmbedded (port, workerPorts, options) {
   await forkReady('embedded-front.js', {

@@ -3,6 +3,7 @@
 // Every process the bench starts is registered here and killed on the way out, whatever
 // happens (normal end, error, Ctrl-C).
 
+const os = require('node:os')
 const net = require('node:net')
 const path = require('node:path')
 const { fork, spawn } = require('node:child_process')
@@ -67,4 +68,15 @@ function waitForPort (port, { timeout = 10000 } = {}) {
   })
 }
 
-module.exports = { forkReady, spawnTracked, stop, stopAll, freePorts, waitForPort }
+// A request to a forked helper (load.js, a front) and its answer: { cmd, ... } → m.result.
+function ask (child, message) {
+  return new Promise((resolve) => {
+    child.once('message', (m) => resolve(m.result))
+    child.send(message)
+  })
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
+const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
+
+module.exports = { forkReady, spawnTracked, stop, stopAll, freePorts, waitForPort, ask, sleep, loadavg }
