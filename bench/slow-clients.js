@@ -19,60 +19,16 @@
 // their own, which is why a reader of a small response never holds a worker, even direct.
 
 const fs = require('node:fs')
-const http = require('node:http')
 const { forkReady, freePorts } = require('./lib/procs')
 const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = require('./lib/stack')
 const { runPart, progress, round, log, sleep } = require('./lib/part')
+const { slowUpload, slowRead } = require('./lib/buffering')
 
 const defaults = { sizes: [1, 100, 1024], rate: 100, render: 50, repeat: 2 }
 const quick = { sizes: [1, 100, 1024], repeat: 1 }
-const TICK_MS = 50
 
 function sysctl (name) {
   try { return fs.readFileSync(`/proc/sys/${name.replace(/\./g, '/')}`, 'utf8').trim().split(/\s+/).map(Number) } catch { return null }
-}
-
-// A POST whose body of `bytes` trickles in at `rate` bytes/s. Resolves the client's total time.
-function slowUpload (url, bytes, rate) {
-  const started = performance.now()
-  return new Promise((resolve) => {
-    const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': bytes } }, (res) => {
-      res.resume()
-      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - started }))
-    })
-    req.on('error', (err) => resolve({ status: err.code || 'error', ms: performance.now() - started }))
-    const chunk = Buffer.alloc(Math.max(1, Math.round(rate * TICK_MS / 1000)), 'u')
-    let sent = 0
-    const tick = () => {
-      const n = Math.min(chunk.length, bytes - sent)
-      sent += n
-      if (sent >= bytes) return req.end(chunk.subarray(0, n))
-      req.write(chunk.subarray(0, n))
-      setTimeout(tick, TICK_MS)
-    }
-    tick()
-  })
-}
-
-// A GET whose response is read at `rate` bytes/s; gives up (closing) after `giveUpMs`.
-function slowRead (url, rate, giveUpMs) {
-  const started = performance.now()
-  return new Promise((resolve) => {
-    const req = http.get(url, { agent: false }, (res) => {
-      let received = 0
-      const giveUp = setTimeout(() => { req.destroy(); resolve({ received, complete: false, ms: performance.now() - started }) }, giveUpMs)
-      res.on('data', (c) => {
-        received += c.length
-        const ahead = (received / rate) * 1000 - (performance.now() - started)
-        if (ahead > 0) {
-          res.pause()
-          setTimeout(() => res.resume(), ahead)
-        }
-      })
-      res.on('end', () => { clearTimeout(giveUp); resolve({ received, complete: true, ms: performance.now() - started }) })
-    })
-    req.on('error', () => resolve({ complete: false, ms: performance.now() - started }))
-  })
 }
 
 async function startFronts () {

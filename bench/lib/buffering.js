@@ -11,14 +11,16 @@ const http = require('node:http')
 const RATE = 100 * 1024 // bytes per second, both ways
 const TICK_MS = 50
 
-function slowUpload (url, bytes) {
-  return new Promise((resolve, reject) => {
+// A POST whose body of `bytes` trickles in at `rate` bytes/s. Resolves the client's total time.
+function slowUpload (url, bytes, rate = RATE) {
+  const started = performance.now()
+  return new Promise((resolve) => {
     const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': bytes } }, (res) => {
       res.resume()
-      res.on('end', () => resolve(res.statusCode))
+      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - started }))
     })
-    req.on('error', reject)
-    const chunk = Buffer.alloc(Math.round(RATE * TICK_MS / 1000), 'u')
+    req.on('error', (err) => resolve({ status: err.code || 'error', ms: performance.now() - started }))
+    const chunk = Buffer.alloc(Math.max(1, Math.round(rate * TICK_MS / 1000)), 'u')
     let sent = 0
     const tick = () => {
       const n = Math.min(chunk.length, bytes - sent)
@@ -31,24 +33,25 @@ function slowUpload (url, bytes) {
   })
 }
 
-// Reads at RATE; gives up (closing the connection) after `giveUpMs`.
-function slowRead (url, giveUpMs) {
-  return new Promise((resolve, reject) => {
+// A GET whose response is read at `rate` bytes/s; gives up (closing) after `giveUpMs`.
+function slowRead (url, rate = RATE, giveUpMs) {
+  const started = performance.now()
+  return new Promise((resolve) => {
     const req = http.get(url, { agent: false }, (res) => {
-      const start = performance.now()
+      const reading = performance.now() // paced from the first byte of the answer, after the render
       let received = 0
-      const giveUp = setTimeout(() => { req.destroy(); resolve({ received, complete: false }) }, giveUpMs)
+      const giveUp = setTimeout(() => { req.destroy(); resolve({ received, complete: false, ms: performance.now() - started }) }, giveUpMs)
       res.on('data', (c) => {
         received += c.length
-        const ahead = (received / RATE) * 1000 - (performance.now() - start)
+        const ahead = (received / rate) * 1000 - (performance.now() - reading)
         if (ahead > 0) {
           res.pause()
           setTimeout(() => res.resume(), ahead)
         }
       })
-      res.on('end', () => { clearTimeout(giveUp); resolve({ received, complete: true }) })
+      res.on('end', () => { clearTimeout(giveUp); resolve({ received, complete: true, ms: performance.now() - started }) })
     })
-    req.on('error', (err) => (err.code === 'ECONNRESET' ? resolve({ complete: false }) : reject(err)))
+    req.on('error', () => resolve({ complete: false, ms: performance.now() - started }))
   })
 }
 
@@ -62,7 +65,7 @@ async function measureBuffering (fronts, { renderMs = 50, uploadKb = 300, readKb
   }
   const results = await Promise.all(fronts.map(async (f) => {
     await slowUpload(`${f.url}/upload?ms=${renderMs}`, uploadKb * 1024)
-    const read = await slowRead(`${f.url}/download?ms=${renderMs}&kb=${readKb}`, giveUpMs)
+    const read = await slowRead(`${f.url}/download?ms=${renderMs}&kb=${readKb}`, RATE, giveUpMs)
     await new Promise((resolve) => setTimeout(resolve, 200)) // let the last busy report arrive
     const reports = busy.get(f.name)
     const of = (path) => reports.find((r) => r.url.startsWith(path))
