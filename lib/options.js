@@ -2,7 +2,7 @@
 
 // One table for every `pool start` option: the library's name (camelCase), the CLI flag, its
 // kind, its default and a one-line description. The CLI builds its yargs options from it, the
-// Pool validates against it, and the README's options table mirrors it (a test checks that).
+// Pool validates against it, and docs/reference/options.md's table mirrors it (a test checks that).
 //
 // Durations are milliseconds in the library. On the command line a bare number means seconds
 // (`--timeout 30`), and a unit may be given (`500ms`, `2s`, `1m`).

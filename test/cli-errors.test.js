@@ -158,7 +158,7 @@ t.test('an app that loads pool may still call listen() later: it is waited for',
   t.notOk(pool.logs.some((l) => l.event === 'boot-error'), 'no boot error')
 })
 
-t.test('--help: numbers shown as numbers, examples whole on their line, the README\'s socket path', async (t) => {
+t.test('--help: numbers shown as numbers, examples whole on their line, the production guide\'s socket path', async (t) => {
   const r = await runPool(['start', '--help'])
   t.equal(r.code, 0)
   t.match(r.stdout, /--worker-port .*\n?.*\[number\] \[default: 9002\]/)
@@ -166,6 +166,6 @@ t.test('--help: numbers shown as numbers, examples whole on their line, the READ
   const examples = r.stdout.split('Examples:\n')[1]
   const example = '  pool start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock\n'
   t.ok(examples.includes(example), 'the HAProxy example is one line')
-  const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8')
-  t.ok(readme.includes('--haproxy-socket /run/pool/haproxy-admin.sock'), 'with the socket path the README uses')
+  const guide = fs.readFileSync(path.join(__dirname, '..', 'docs', 'guide', 'production.md'), 'utf8')
+  t.ok(guide.includes('--haproxy-socket /run/pool/haproxy-admin.sock'), 'with the socket path the production guide uses')
 })

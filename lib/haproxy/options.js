@@ -1,7 +1,7 @@
 'use strict'
 
 // `pool start --balancer haproxy` options, in the table format of lib/options.js so that the
-// CLI builds its flags from it and the README's table is generated from it.
+// CLI builds its flags from it and docs/reference/options.md's table is generated from it.
 
 const { resolveOptions } = require('../options')
 const { poolError, codes } = require('../errors')

@@ -1,15 +1,16 @@
 'use strict'
 
-// The README's options tables are generated from the option tables themselves, so docs and
-// defaults cannot drift apart: `npm run docs` rewrites them, and a test fails when they differ.
+// The options reference's tables (docs/reference/options.md) are generated from the option
+// tables themselves, so docs and defaults cannot drift apart: `npm run docs` rewrites them, and a
+// test fails when they differ. A development tool: not part of the npm package.
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { OPTIONS } = require('../options')
-const { FRONTS, available } = require('../fronts')
-const { describeDefault } = require('./flags')
+const { OPTIONS } = require('../lib/options')
+const { FRONTS, available } = require('../lib/fronts')
+const { describeDefault } = require('../lib/cli/flags')
 
-const README = path.join(__dirname, '..', '..', 'README.md')
+const OPTIONS_DOC = path.join(__dirname, '..', 'docs', 'reference', 'options.md')
 
 function row (name, spec) {
   const flag = `\`--${spec.flag}\`` + (spec.alias ? ` (\`-${spec.alias}\`)` : '')
@@ -24,7 +25,7 @@ function table (options) {
   return lines.join('\n')
 }
 
-// Each block: <!-- options:NAME --> ... <!-- /options:NAME --> in README.md.
+// Each block: <!-- options:NAME --> ... <!-- /options:NAME --> in docs/reference/options.md.
 function blocks () {
   const out = { pool: table(OPTIONS) }
   for (const name of available()) {
@@ -34,8 +35,8 @@ function blocks () {
   return out
 }
 
-function render (readme) {
-  let text = readme
+function render (doc) {
+  let text = doc
   for (const [name, body] of Object.entries(blocks())) {
     const re = new RegExp(`(<!-- options:${name} -->\\n)[\\s\\S]*?(\\n<!-- /options:${name} -->)`)
     text = text.replace(re, (_, open, close) => `${open}${body}${close}`)
@@ -43,13 +44,13 @@ function render (readme) {
   return text
 }
 
-function updateReadme () {
-  const before = fs.readFileSync(README, 'utf8')
+function updateOptionsDoc () {
+  const before = fs.readFileSync(OPTIONS_DOC, 'utf8')
   const after = render(before)
-  if (after !== before) fs.writeFileSync(README, after)
+  if (after !== before) fs.writeFileSync(OPTIONS_DOC, after)
   return after !== before
 }
 
-module.exports = { render, updateReadme, README }
+module.exports = { render, updateOptionsDoc, OPTIONS_DOC }
 
-if (require.main === module) process.stdout.write(updateReadme() ? 'README.md options tables updated\n' : 'README.md options tables already current\n')
+if (require.main === module) process.stdout.write(updateOptionsDoc() ? 'docs/reference/options.md: tables updated\n' : 'docs/reference/options.md: tables already current\n')
