@@ -58,7 +58,8 @@ export interface ExitInfo extends WorkerSnapshot {
   signal: string | null
   /**
    * 'crashed' (also while draining) | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' |
-   * 'pool-killed' | '<drain reason>-killed', or a drain's own end: 'stop' | 'reload' |
+   * 'warmup-failed' | 'channel-broken' | 'pool-killed' | '<drain reason>-killed', or a drain's
+   * own end: 'stop' | 'reload' |
    * 'scale-down' | 'max-requests' | 'max-rss'
    */
   reason: string

@@ -25,6 +25,12 @@ class Canary {
 
   onExit (code, signal) { this.exit = { code, signal } }
 
+  // The new code broke the pool channel (lib/channel.js): it cannot be supervised, so it failed.
+  onChannelBroken (problem) {
+    this.error = this.error || { message: `the new code broke the pool channel: ${problem}` }
+    this.kill()
+  }
+
   // 'booting', 'ready', or { failed: { message, stack } }. Ready or failed, it is killed: it
   // served its purpose.
   check (now) {

@@ -1,7 +1,8 @@
 'use strict'
 
-// The IPC vocabulary between the supervisor and its workers, in one place so both sides agree.
-// Every message is a small plain object with a `type` and the protocol version `v`.
+// The vocabulary between the supervisor and its workers, in one place so both sides agree (how
+// messages travel, framed on the pool channel: lib/channel.js). Every message is a small plain
+// object with a `type` and the protocol version `v`.
 
 const VERSION = 1
 
@@ -25,9 +26,10 @@ function isPoolMessage (msg) {
 }
 
 // A worker's message as the supervisor may trust it, or null. The app runs in the worker and
-// can call process.send() itself, so every field is checked and copied, never used as sent:
-// a message the supervisor cannot use is dropped, not a reason to throw.
+// can write well-framed messages to the channel itself, so every field is checked and copied,
+// never used as sent: a message the supervisor cannot use is dropped, not a reason to throw.
 const MAX_TEXT = 8192
+const MAX_STACK = 65536
 const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
 const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
 const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null
@@ -40,7 +42,7 @@ const WORKER_MESSAGES = {
   [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting } : null,
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
-    return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, 65536) || '', code: text(e.code, 64) } }
+    return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
   }
 }
 
@@ -50,10 +52,16 @@ function parseWorkerMessage (m) {
   return fields && { v: VERSION, type: m.type, ...fields }
 }
 
-// Errors cross the IPC channel as plain data.
+// Errors cross the channel as plain data, cut to what the supervisor keeps, so that the message
+// always fits in a frame.
 function serializeError (err) {
-  if (!(err instanceof Error)) return { message: String(err), stack: String(err) }
-  return { message: err.message, stack: err.stack || String(err), code: err.code }
+  if (!(err instanceof Error)) return { message: asText(err, MAX_TEXT), stack: asText(err, MAX_STACK) }
+  return { message: asText(err.message, MAX_TEXT), stack: asText(err.stack || err, MAX_STACK), code: typeof err.code === 'string' ? err.code.slice(0, 64) : undefined }
 }
 
-module.exports = { VERSION, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }
+// Whatever the app threw, as text (String() throws for an object without a usable toString).
+function asText (v, max) {
+  try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
+}
+
+module.exports = { VERSION, MAX_TEXT, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }

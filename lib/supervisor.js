@@ -1,6 +1,6 @@
 'use strict'
 
-// The supervisor, in the manner of gunicorn's arbiter: event sources (child exits, IPC messages,
+// The supervisor, in the manner of gunicorn's arbiter: event sources (child exits, worker messages,
 // front callbacks, commands) only record what happened and ask for a tick. One `tick()` then
 // handles what was recorded, carries out what each worker's handle says is overdue, and
 // reconciles the live workers with the wanted set: the target size, the current code
@@ -219,10 +219,12 @@ class Pool extends EventEmitter {
       case 'stop': return this.onStop(event.timeout)
       case 'kill': return this.onKill(now)
       case 'canary-message': return event.canary.onMessage(event.message, now)
+      case 'canary-channel-broken': this.report.canaryChannelBroken(event.pid, event.problem); return event.canary.onChannelBroken(event.problem)
       case 'canary-exit': event.canary.onExit(event.code, event.signal); this.canaries.delete(event.canary); return
     }
     const h = event.handle
-    // Node may deliver a child's last IPC message after its 'exit': keep its boot error.
+    // A child's last message may be read after its 'exit' (when a process its app started holds
+    // the channel open): keep its boot error.
     if (event.child !== h.child && event.child === h.previousChild && event.message?.type === msg.BOOT_ERROR) {
       return this.onBootError(h, event.message.error)
     }
@@ -233,6 +235,7 @@ class Pool extends EventEmitter {
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
     if (event.type === 'message') return this.onMessage(h, event.message, now)
+    if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
   }
 
   onMessage (h, m, now) {
@@ -268,6 +271,16 @@ class Pool extends EventEmitter {
     this.report.bootError(h, h.lastError)
     this.announceGone(h)
     h.kill('warmup-failed')
+  }
+
+  // What came on the worker's channel was not a frame (garbage, or more than a frame may hold):
+  // the app broke the channel, and a worker that cannot be heard cannot be supervised. It is
+  // killed and its slot respawns with backoff, like a crash.
+  onChannelBroken (h, problem) {
+    this.report.channelBroken(h, problem)
+    if (h.readyAt === null) h.lastError = h.lastError || { message: `broke the pool channel: ${problem}` }
+    this.announceGone(h)
+    h.kill('channel-broken')
   }
 
   onBootError (h, error) {

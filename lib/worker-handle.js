@@ -13,16 +13,17 @@
 //   from       to                                   on
 //   dead       booting                              a process is forked for the slot
 //   dead       given-up                             a fork failed, the last allowed boot failure
-//   booting    ready                                the worker listens (IPC 'ready')
+//   booting    ready                                the worker listens (message 'ready')
 //   booting    warming → ready                      with --warmup: it listens, then answered
 //                                                   its warm-up requests
-//   ready      busy ⇄ ready                         a request starts / ends (IPC 'busy' / 'idle')
+//   ready      busy ⇄ ready                         a request starts / ends ('busy' / 'idle')
 //   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling
 //   any live   dead                                 the process exited (respawn at `respawnAt`)
 //   booting, warming  given-up                      it exited before ready, the last allowed time
 //   given-up   dead                                 a reload revives the slot with new code
 
 const { signalWorker } = require('./process-group')
+const channel = require('./channel')
 
 const TRANSITIONS = Object.freeze({
   dead: ['booting', 'given-up'],
@@ -35,8 +36,8 @@ const TRANSITIONS = Object.freeze({
 })
 
 // Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' and
-// 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'pool-killed',
-// '<drain>-killed'), or, for a
+// 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
+// the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
 // drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
 // 'max-requests', 'max-rss').
 
@@ -192,8 +193,7 @@ class WorkerHandle {
   signal (sig) { return this.child !== null && this.signalChild(this.child, sig) }
 
   send (message) {
-    if (!this.child || !this.child.connected) return false
-    try { this.child.send(message); return true } catch { return false }
+    return this.child !== null && channel.sendFrame(channel.supervisorEnd(this.child), message)
   }
 
   // Take the process out of service: it stops at `timeout`'s end at the latest, SIGTERM then,
@@ -288,7 +288,7 @@ class WorkerHandle {
 
   detach () {
     if (!this.child) return
-    this.previousChild = this.child // its last IPC message may still be on the way
+    this.previousChild = this.child // its last message may still be on the way
     this.child = null
   }
 

@@ -6,7 +6,7 @@
 // events, signalling it, and the clock. `SYSTEM` is all
 // of it in one object, so that tests can drive the supervisor with a fake one.
 
-const { fork } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
@@ -14,6 +14,7 @@ const { signalWorker, captureRemnant, cpuTime } = require('./process-group')
 const { captureOutput } = require('./app-output')
 const { poolError, codes } = require('./errors')
 const msg = require('./messages')
+const channel = require('./channel')
 const { warmUp } = require('./warmup')
 
 const BOOTSTRAP = path.join(__dirname, 'worker', 'bootstrap.js')
@@ -33,10 +34,15 @@ function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
 
 function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
-  return fork(BOOTSTRAP, o.args || [], {
+  // Node's own IPC channel is never set up in a worker (through it the app could break the
+  // supervisor, lib/channel.js), even when the options' env names one.
+  delete env.NODE_CHANNEL_FD
+  delete env.NODE_CHANNEL_SERIALIZATION_MODE
+  const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
+  return spawn(process.execPath, [...execArgv, BOOTSTRAP, ...(o.args || [])], {
     cwd: o.cwd || process.cwd(),
-    execArgv: withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env),
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    // stdout and stderr for the app's output, and the pool channel at fd CHANNEL_FD.
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
     // then stops the workers gracefully instead of every worker dying mid-request at once; and
     // the supervisor can signal a worker together with the processes its app started
@@ -50,11 +56,11 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_WORKER_HOST: host,
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
-      POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval)
+      POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
+      [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD)
     }
   })
 }
-
 
 // The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).
 function withHeaderLimit (execArgv, env) {
@@ -96,33 +102,44 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
 
 // A child's events, as events of the supervisor's loop: `enqueue({ type, handle | canary, child,
 // ... })`, types prefixed `canary-` for a reload's canary. What the app sends is checked at this
-// door (messages.parseWorkerMessage): the loop only sees messages it can use.
+// door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
+// kills the process), a message the loop cannot use (messages.parseWorkerMessage) is dropped.
 function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue }) {
   const prefix = canary ? 'canary-' : ''
   const base = { handle, canary, child }
-  child.on('message', (raw) => {
-    const message = msg.parseWorkerMessage(raw)
-    if (message) enqueue({ ...base, type: `${prefix}message`, message })
-  })
+  const end = channel.supervisorEnd(child)
+  if (end) {
+    channel.readFrames(end, {
+      onMessage: (raw) => {
+        const message = msg.parseWorkerMessage(raw)
+        if (message) enqueue({ ...base, type: `${prefix}message`, message })
+      },
+      onError: (problem) => enqueue({ ...base, type: `${prefix}channel-broken`, problem, pid: child.pid })
+    })
+  }
   // The one event source that acts: right at the reap, while the group's number is surely the
   // worker's, what is left of its group gets its SIGTERM (lib/process-group.js). The exit is
-  // told once the worker's last lines are read and logged (lib/app-output.js): its `exit` line
-  // comes after them, and the pool's `stopped` after every worker's output.
+  // told once the worker's last lines and messages are read (lib/app-output.js): its `exit`
+  // line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
     const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
-    afterOutputRead(child, () => enqueue(exit))
+    afterOutputRead(child, () => {
+      end?.destroy() // a process the app started may hold the worker's end: ours is done
+      enqueue(exit)
+    })
   })
   // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
   child.on('error', () => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}exit`, code: null, signal: null }) })
 }
 
-// A worker's stdout and stderr close when it exits, unless a process its app started still holds
-// them (it got its SIGTERM at the reap, above): then the exit is told after OUTPUT_GRACE ms all
-// the same, and that process's last lines come after it, tagged with the worker's pid.
+// A worker's stdout, stderr and channel close when it exits, unless a process its app started
+// still holds them (it got its SIGTERM at the reap, above): then the exit is told after
+// OUTPUT_GRACE ms all the same, and that process's last lines come after it, tagged with the
+// worker's pid.
 const OUTPUT_GRACE = 200
 
 function afterOutputRead (child, fn) {
-  const open = [child.stdout, child.stderr].filter((stream) => stream && !stream.closed)
+  const open = [child.stdout, child.stderr, channel.supervisorEnd(child)].filter((stream) => stream && !stream.closed)
   if (open.length === 0) return fn()
   let left = open.length
   let told = false

@@ -113,6 +113,17 @@ class WorkerReport {
     else log.error(fields, `worker ${h.slot} (pid ${pid}) sent no heartbeat for ${action.ms} ms; killing it`)
   }
 
+  // The worker's channel carried something that is not a frame (lib/channel.js); it is killed.
+  channelBroken (h, problem) {
+    this.metrics.failed('worker_channel_broken')
+    this.of(h).error({ event: 'channel-broken', pid: h.pid, problem }, `worker ${h.slot} (pid ${h.pid}) broke the pool channel: ${problem}; killing it`)
+  }
+
+  canaryChannelBroken (pid, problem) {
+    this.metrics.failed('worker_channel_broken')
+    this.logger.error({ event: 'channel-broken', pid, problem }, `the reload canary (pid ${pid}) broke the pool channel: ${problem}; killing it`)
+  }
+
   draining (h, reason, now) {
     this.of(h).info({ event: 'draining', reason, pid: h.pid }, `worker ${h.slot} draining (${reason})`)
     const view = h.snapshot(now)

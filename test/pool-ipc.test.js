@@ -1,13 +1,14 @@
 'use strict'
-// The app runs inside the worker and can call process.send() itself: no message it sends can
-// crash the supervisor or corrupt what it believes about the worker.
+// The app runs inside the worker and can write well-framed messages to the pool channel itself:
+// no message it sends can crash the supervisor or corrupt what it believes about the worker
+// (what breaks the framing: test/worker-channel.test.js).
 const t = require('tap')
 const path = require('node:path')
 const pino = require('pino')
 const { Pool } = require('..')
 const { FIXTURES, freePorts, request, waitFor } = require('./helpers')
 
-t.test('malformed and misleading IPC messages from an app are ignored; the pool serves on', async (t) => {
+t.test('malformed and misleading messages from an app are ignored; the pool serves on', async (t) => {
   const [workerPort] = await freePorts(1)
   const pool = new Pool({ app: path.join(FIXTURES, 'ipc-liar.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), logLevel: 'silent' })
   const errors = []

@@ -8,27 +8,35 @@
 const t = require('tap')
 const path = require('node:path')
 const { EventEmitter } = require('node:events')
+const { Duplex } = require('node:stream')
+const { encode, MAX_FRAME } = require('../lib/channel')
 const { Pool } = require('..')
 const { FIXTURES } = require('./helpers')
 
+// A child whose pool channel (stdio[3], lib/channel.js) the test speaks into with `say` and
+// whose frames from the supervisor land in `sent`.
 class FakeChild extends EventEmitter {
   constructor (pid, spec) {
     super()
     this.pid = pid
     this.slot = spec.slot
-    this.connected = true
     this.exitCode = null
     this.signalCode = null
     this.sent = []
     this.signals = []
+    const channel = new Duplex({
+      read () {},
+      write: (frame, encoding, done) => { this.sent.push(JSON.parse(frame)); done() }
+    })
+    this.stdio = [null, null, null, channel]
   }
 
-  send (m) { this.sent.push(m) }
-  say (type, fields = {}) { this.emit('message', { v: 1, type, ...fields }) }
+  say (type, fields = {}) { this.write(encode({ v: 1, type, ...fields })) }
+  write (bytes) { this.stdio[3].push(bytes) }
   exit (code, signal = null) {
-    this.connected = false
     this.exitCode = code
     this.signalCode = signal
+    this.stdio[3].destroy() // the channel closes with the process
     this.emit('exit', code, signal)
   }
 }
@@ -161,6 +169,34 @@ t.test('hung kill: a request past --timeout; the front hears of it before the si
   t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
 })
 
+t.test('a broken channel: garbage or an oversize frame kills the worker like a crash, whatever came before it', async (t) => {
+  const h = harness(t)
+  await started(h)
+  const cases = [
+    ['not json\n', /not JSON: "not json"/],
+    [Buffer.alloc(MAX_FRAME + 1, 'x'), /longer than 1048576 bytes/],
+    [encode({ v: 1, type: 'heartbeat', rss: 1 }) + '{"v":1,"type":"idle"\n', /not JSON/]
+  ]
+  for (const [i, [bytes, problem]] of cases.entries()) {
+    const child = h.latest(1)
+    child.write(bytes)
+    await h.step()
+    t.same(child.signals, ['SIGKILL'], `case ${i + 1}: killed`)
+    t.match(h.logs.filter((l) => l.event === 'channel-broken').at(-1), { level: 'error', slot: 1, pid: child.pid, problem }, 'one line says who and why')
+    child.write('more garbage\n')
+    await h.step()
+    t.same(child.signals, ['SIGKILL'], 'what follows is dropped, not told again')
+    child.exit(null, 'SIGKILL')
+    await h.step()
+    t.match(h.pool.handles.get(1).lastExit, { reason: 'channel-broken' })
+    await h.advance(h.pool.handles.get(1).respawnDelay)
+    t.not(h.latest(1), child, 'the slot respawns, with the crash backoff')
+    h.latest(1).say('ready')
+    await h.step()
+  }
+  t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
+})
+
 t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
   const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
   await started(h, 2)
@@ -230,6 +266,23 @@ t.test('reload: a canary that cannot boot fails the reload and touches no slot',
   t.equal(h.pool.codeGeneration, 0)
   t.same(h.front.calls.filter((c) => c.startsWith('drain')), [])
   t.equal(h.sys.forks.length, 3, 'two workers and the canary, nothing more')
+})
+
+t.test('reload: a canary that breaks its channel is killed and fails the reload', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  const canary = h.latest(0)
+  canary.write('garbage\n')
+  await h.step()
+  t.same(canary.signals, ['SIGKILL'])
+  t.match(h.logs.find((l) => l.event === 'channel-broken'), { level: 'error', pid: canary.pid, problem: /not JSON/ })
+  canary.exit(null, 'SIGKILL')
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /the new code broke the pool channel: a frame that is not JSON/ })
+  t.equal(h.pool.codeGeneration, 0, 'no slot touched')
 })
 
 t.test('reload: a new worker that dies before ready stops the reload there', async (t) => {

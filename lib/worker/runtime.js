@@ -1,12 +1,13 @@
 'use strict'
 
 // The pool's side of a worker process: load the app, listen on the slot's port, and report to
-// the supervisor over IPC (ready, busy, idle, heartbeat). The worker only reports; the supervisor
+// the supervisor over the pool channel (lib/channel.js: ready, busy, idle, heartbeat). The worker only reports; the supervisor
 // decides, because a worker whose event loop is blocked cannot decide anything.
 
 const fs = require('node:fs')
 const { pathToFileURL } = require('node:url')
 const msg = require('../messages')
+const channel = require('../channel')
 const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
 const { isServable, toServer, unwrapDefault } = require('./servable')
@@ -36,19 +37,32 @@ class WorkerRuntime {
     this.requests = 0
     this.stopping = false
     this.booted = false
+    this.channel = null // the pool channel's worker end (null when not forked by a pool)
     this.onBootFailure = (err) => this.failBoot(err)
   }
 
-  send (type, fields) {
-    if (!process.connected) return
-    try { process.send(msg.message(type, fields)) } catch { /* channel closing: the supervisor is gone */ }
+  // Returns whether the message went out; `done` is called once it has (or could not).
+  send (type, fields, done) {
+    try {
+      return channel.sendFrame(this.channel, msg.message(type, fields), done)
+    } catch (err) { // a message too large for a frame: a bug of ours, not a reason to crash
+      this.logger.error({ event: 'channel-send-failed', err }, err.message)
+      return false
+    }
   }
 
   install () {
     globalThis[RUNTIME_KEY] = this
-    // No supervisor, no reason to live: never leave an orphan holding the port.
-    process.on('disconnect', () => this.orphaned())
-    process.on('message', (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() })
+    this.channel = channel.workerEnd()
+    if (this.channel) {
+      channel.readFrames(this.channel, {
+        onMessage: (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() },
+        onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
+      })
+      // No supervisor, no reason to live: never leave an orphan holding the port. The
+      // channel closes when the supervisor's end does, however it died.
+      this.channel.on('close', () => this.orphaned())
+    }
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
@@ -79,7 +93,7 @@ class WorkerRuntime {
     const server = toServer(target)
     this.server = server
     this.guard = serializeRequests(server, {
-      onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url }),
+      onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }),
       onEnd: () => this.requestEnded(),
       onIdle: () => { if (this.stopping) setImmediate(() => this.exit()) },
       onQueued: (waiting) => {
@@ -114,8 +128,8 @@ class WorkerRuntime {
   failBoot (err) {
     const error = msg.serializeError(err)
     if (err && err.code === 'EADDRINUSE') error.message = `port ${this.port} (slot ${this.slot}) is already in use`
-    if (!process.connected) return afterOutput(() => process.exit(1))
-    process.send(msg.message(msg.BOOT_ERROR, { error }), () => afterOutput(() => process.exit(1)))
+    const leave = () => afterOutput(() => process.exit(1))
+    if (!this.send(msg.BOOT_ERROR, { error }, leave)) return leave()
     setTimeout(() => process.exit(1), 1000 + OUTPUT_WAIT).unref()
   }
 
