@@ -39,7 +39,7 @@ const OPTIONS = {
   reloadBatch: { flag: 'reload-batch', kind: 'count', default: 1, group: 'Reload and recycling', describe: 'Slots replaced at a time by a rolling reload or recycling; capacity never drops below workers - batch' },
   maxRequests: { flag: 'max-requests', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker after this many requests (0: never)' },
   maxRequestsJitter: { flag: 'max-requests-jitter', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Add 0..this many requests to each worker\'s limit, so workers do not recycle together' },
-  maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB after a request (0: never)' },
+  maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB, as reported after a request or in a heartbeat (0: never)' },
   maxWorkers: { flag: 'max-workers', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Upper bound for `pool scale` (0: no bound; in HAProxy mode the backend\'s servers bound it)' },
   statsPort: { flag: 'stats-port', kind: 'port-or-off', default: undefined, defaultText: 'CLI: 9000 (--port − 1; --worker-port − 2 without the embedded balancer); library: off', group: 'Stats and agent', describe: 'Port of the pool\'s /metrics and /status, in every mode (0: off)' },
   statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Stats and agent', describe: 'Address of the stats listener' },

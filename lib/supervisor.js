@@ -244,7 +244,7 @@ class Pool extends EventEmitter {
       case msg.READY: return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
       case msg.IDLE: h.finished(m); return this.fronts.tell('workerIdle', this.report.idle(h, now))
-      case msg.HEARTBEAT: h.rss = m.rss; return
+      case msg.HEARTBEAT: return h.measured(m.rss)
       case msg.QUEUED: h.queued++; return this.report.queued(h, now, m.waiting)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
     }

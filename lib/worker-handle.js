@@ -139,18 +139,25 @@ class WorkerHandle {
     if (this.#state === 'ready') this.transition('busy')
   }
 
-  // A request ended. Past --max-requests or --max-rss the process is due for recycling. A
-  // warm-up request counts for none of it: the worker counts it, the handle takes it off.
+  // A request ended. Past --max-requests the process is due for recycling. A warm-up request
+  // counts for none of it: the worker counts it, the handle takes it off.
   finished ({ requests, rss }) {
     this.request = null
-    this.rss = rss
-    if (this.#state === 'warming') { this.warmupServed = requests; return }
+    if (this.#state === 'warming') { this.warmupServed = requests; this.rss = rss; return }
     this.requests = requests - this.warmupServed
     this.totalRequests++
     if (this.#state === 'busy') this.transition('ready')
-    const maxRss = this.policy.maxRss
     if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
-    else if (maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
+    this.measured(rss)
+  }
+
+  // The process's resident memory, as a request's end or a heartbeat reported it. A serving
+  // process past --max-rss is due for recycling, busy or idle: a leak that grows between
+  // requests is caught without waiting for one.
+  measured (rss) {
+    this.rss = rss
+    const maxRss = this.policy.maxRss
+    if (this.ready && this.recycleDue === null && maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
   }
 
   // What is overdue now, for the supervisor to carry out, or null:

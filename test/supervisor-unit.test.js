@@ -197,6 +197,23 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
   t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
 })
 
+t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled without a request', async (t) => {
+  const h = harness(t, { maxRss: 100 })
+  await started(h)
+  const worker = h.latest(1)
+  worker.say('heartbeat', { rss: 90 * 1024 * 1024 })
+  await h.step()
+  t.same(worker.sent, [], 'under the limit: kept')
+  worker.say('heartbeat', { rss: 101 * 1024 * 1024 })
+  await h.step()
+  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-rss', rss: 101 * 1024 * 1024 })
+  t.match(worker.sent, [{ type: 'stop' }], 'drained at once: it was idle')
+  worker.exit(0)
+  await h.step()
+  t.match(h.pool.handles.get(1).lastExit, { reason: 'max-rss' })
+  t.equal(h.sys.forks.length, 2, 'and replaced')
+})
+
 t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
   const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
   await started(h, 2)

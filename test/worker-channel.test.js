@@ -1,7 +1,8 @@
 'use strict'
 // The channel between a worker and the supervisor (lib/channel.js) against an app that writes to
 // it behind the runtime's back: whatever comes on it costs that worker, never the supervisor,
-// and the supervisor holds a bounded amount of it.
+// and the supervisor holds a bounded amount of it. And --max-rss on heartbeats: an idle worker
+// that leaks is recycled without waiting for a request.
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -56,6 +57,20 @@ t.test('an oversize frame: the supervisor holds a bounded part of it, the worker
   t.match(pool.logs.find((l) => l.event === 'channel-broken'), { slot: 1, pid: victim, problem: /longer than 1048576 bytes/ })
   await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== victim)
   t.not(await pidOf(1), victim, 'replaced')
+  t.same(await pool.stop(), { code: 0, signal: null })
+})
+
+t.test('--max-rss: an idle worker that leaks is recycled on its heartbeats, without a request', async (t) => {
+  const [port] = await freePorts(1)
+  const pool = startPool(['start', fixture('idle-leak.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none',
+    '--max-rss', '120', '--heartbeat-interval', '200ms'])
+  t.teardown(() => pool.stop())
+  const first = await pool.waitLog((l) => l.event === 'ready')
+  const recycle = await pool.waitLog((l) => l.event === 'recycle')
+  t.match(recycle, { slot: 1, pid: first.pid, reason: 'max-rss', requests: 0 })
+  t.ok(recycle.rss > 120 * MB, `its RSS was past the limit (${Math.round(recycle.rss / MB)} MB)`)
+  t.match(await pool.waitLog((l) => l.event === 'exit' && l.pid === first.pid), { code: 0, signal: null, reason: 'max-rss' }, 'drained, not killed: it was idle')
+  await pool.waitLog((l) => l.event === 'ready' && l.pid !== first.pid)
   t.same(await pool.stop(), { code: 0, signal: null })
 })
 
