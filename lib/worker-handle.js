@@ -199,6 +199,12 @@ class WorkerHandle {
 
   signal (sig) { return this.child !== null && this.signalChild(this.child, sig) }
 
+  // The drained worker holds nothing any more: ask it, once, to exit.
+  askToStop (message) {
+    this.drain.stopSent = true
+    return this.send(message)
+  }
+
   send (message) {
     return this.child !== null && channel.sendFrame(channel.supervisorEnd(this.child), message)
   }
