@@ -11,15 +11,21 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { ControlServer, createControlServer } = require('../lib/control/server')
 const { sendCommand } = require('../lib/control/client')
-const { defaultControlPath, clientControlPath } = require('../lib/control/path')
+const { defaultControlPath, clientControlPath, describeUser } = require('../lib/control/path')
 const { MAX_LINE } = require('../lib/control/protocol')
 const { codes, exitCodeOf } = require('../lib/errors')
 const { FIXTURES, freePorts, startPool, runPool, waitFor, isAlive } = require('./helpers')
 
 const NOBODY = 65534
 const ME = process.geteuid()
-const asRoot = ME === 0 ? {} : { skip: 'needs root, to make files owned by another user' }
 const myName = `user ${os.userInfo().username} (uid ${ME})`
+// "Another user's file" without root: the file is the test's own, and the code under test is
+// told it runs as OTHER (the `uid` option of lib/control; a `pool` CLI child believes it through
+// test/fixtures/as-uid.js). Only the last case, as root, chowns files to a real other user.
+const OTHER = ME === NOBODY ? NOBODY - 1 : NOBODY
+const otherName = describeUser(OTHER)
+const asOther = { NODE_OPTIONS: `--require ${path.join(FIXTURES, 'as-uid.js')}`, POOL_TEST_EUID: String(OTHER) }
+const asRoot = ME === 0 ? {} : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-sec-'))
@@ -27,9 +33,10 @@ function tempDir (t) {
   return dir
 }
 
-// Another user's process on `socketPath` that answers every line the way a pool answers a
-// clean `stop`: a client that talks to it would believe it. Counts its connections.
-async function impostor (t, socketPath) {
+// A process on `socketPath` that answers every line the way a pool answers a clean `stop`: a
+// client that talks to it would believe it. Counts its connections. `owner`: chown the socket
+// to this uid (root only).
+async function impostor (t, socketPath, { owner } = {}) {
   const sockets = new Set()
   const fake = { connections: 0 }
   const server = net.createServer((socket) => {
@@ -40,20 +47,19 @@ async function impostor (t, socketPath) {
     socket.on('data', () => socket.write('{"id":1,"ok":true,"result":{"clean":true,"pid":1}}\n'))
   })
   await new Promise((resolve) => server.listen(socketPath, resolve))
-  fs.chownSync(socketPath, NOBODY, NOBODY)
+  if (owner !== undefined) fs.chownSync(socketPath, owner, owner)
   t.teardown(() => { for (const s of sockets) s.destroy(); return new Promise((resolve) => server.close(resolve)) })
   return fake
 }
 
-// A socket file owned by another user with nobody listening (what a dead pool of theirs leaves).
-async function deadForeignSocket (socketPath) {
+// A socket file with nobody listening (what a dead pool leaves).
+async function deadSocket (socketPath) {
   const server = net.createServer()
   await new Promise((resolve) => server.listen(socketPath, resolve))
   const keep = socketPath + '.keep'
   fs.linkSync(socketPath, keep) // close() unlinks the path; the inode survives under this name
   await new Promise((resolve) => server.close(resolve))
   fs.renameSync(keep, socketPath)
-  fs.chownSync(socketPath, NOBODY, NOBODY)
 }
 
 function fakePool (overrides = {}) {
@@ -97,11 +103,15 @@ function rawClient (t, socketPath, { allowHalfOpen = false } = {}) {
 
 const envWithoutXdg = (tmp) => ({ XDG_RUNTIME_DIR: undefined, TMPDIR: tmp })
 
-t.test('another user\'s socket where pool used to put it (TMPDIR/pool-PORT.sock) changes nothing', asRoot, async (t) => {
+const tryIt = (fn) => { try { return fn() } catch (e) { return e } }
+
+t.test('a socket planted where pool used to put it (TMPDIR/pool-PORT.sock) changes nothing', async (t) => {
   const tmp = tempDir(t)
   const env = envWithoutXdg(tmp)
   const [port] = await freePorts(1)
-  const fake = await impostor(t, path.join(tmp, `pool-${port}.sock`))
+  // Another user's, as root. As anyone else it is the test's own: a harder case, since then no
+  // ownership check keeps the pool off it, only where the pool looks.
+  const fake = await impostor(t, path.join(tmp, `pool-${port}.sock`), { owner: ME === 0 ? NOBODY : undefined })
 
   const child = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--log-format', 'json'], { env })
   t.teardown(() => child.stop())
@@ -129,19 +139,19 @@ t.test('another user\'s socket where pool used to put it (TMPDIR/pool-PORT.sock)
   t.equal(fake.connections, 0, 'the impostor was never talked to')
 })
 
-t.test('the client refuses another user\'s socket, says whose it is, and never connects', asRoot, async (t) => {
+t.test('the client refuses another user\'s socket, says whose it is, and never connects', async (t) => {
   const socketPath = path.join(tempDir(t), 'pool.sock')
   const fake = await impostor(t, socketPath)
-  const expected = `control socket ${socketPath} belongs to user nobody (uid ${NOBODY}), not to ${myName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u nobody pool ...)`
+  const expected = `control socket ${socketPath} belongs to ${myName}, not to ${otherName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u ${os.userInfo().username} pool ...)`
 
-  const err = await sendCommand(socketPath, 'stop', {}, { waitForClose: true }).catch((e) => e)
+  const err = await sendCommand(socketPath, 'stop', {}, { waitForClose: true, uid: OTHER }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_UNREACHABLE)
   t.equal(exitCodeOf(err), 2)
   t.equal(err.details.reason, 'foreign')
   t.equal(err.message, expected)
 
   for (const cmd of [['stop'], ['status'], ['reload'], ['scale', '3']]) {
-    const r = await runPool([...cmd, '--control', socketPath])
+    const r = await runPool([...cmd, '--control', socketPath], { env: asOther })
     t.equal(r.code, 2, `${cmd[0]}: exit 2`)
     t.equal(r.stdout, '', `${cmd[0]}: prints no result`)
     t.equal(r.stderr, `pool: ${expected}\n`)
@@ -149,55 +159,60 @@ t.test('the client refuses another user\'s socket, says whose it is, and never c
   t.equal(fake.connections, 0, 'no connection was made')
 })
 
-t.test('pool start never probes nor removes another user\'s socket', asRoot, async (t) => {
+t.test('pool start never probes nor removes another user\'s socket', async (t) => {
   const dir = tempDir(t)
   const live = path.join(dir, 'live.sock')
   const fake = await impostor(t, live)
-  const err = await createControlServer({ path: live, pool: fakePool() }).catch((e) => e)
+  const err = await createControlServer({ path: live, pool: fakePool(), uid: OTHER }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_IN_USE)
   t.equal(exitCodeOf(err), 2)
-  t.equal(err.message, `control socket ${live} belongs to user nobody (uid ${NOBODY}); refusing to use or replace another user's socket: choose another --control path`)
+  t.equal(err.message, `control socket ${live} belongs to ${myName}; refusing to use or replace another user's socket: choose another --control path`)
   t.equal(fake.connections, 0, 'not probed')
 
   // Nobody listening: a stale socket of ours would be replaced, another user's is left alone.
   const dead = path.join(dir, 'dead.sock')
-  await deadForeignSocket(dead)
+  await deadSocket(dead)
   const ino = fs.statSync(dead).ino
-  const err2 = await new ControlServer({ path: dead, pool: fakePool() }).listen().catch((e) => e)
+  const err2 = await new ControlServer({ path: dead, pool: fakePool(), uid: OTHER }).listen().catch((e) => e)
   t.equal(err2.code, codes.CONTROL_IN_USE)
-  t.match(err2.message, /belongs to user nobody/)
+  t.match(err2.message, /refusing to use or replace another user's socket/)
   t.equal(fs.statSync(dead).ino, ino, 'the file is still there')
+  // The same file, ours: it is replaced.
+  const server = await createControlServer({ path: dead, pool: fakePool() })
+  t.teardown(() => server.close())
+  t.not(fs.statSync(dead).ino, ino, 'our own stale socket is replaced')
 })
 
-t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mode 0700', asRoot, async (t) => {
+t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mode 0700', async (t) => {
   const cases = [
-    ['group and others may read it', (dir) => fs.mkdirSync(dir, { mode: 0o755 }), `has mode 0755: group or others may use it (it must be 0700)`],
-    ['another user owns it', (dir) => { fs.mkdirSync(dir, { mode: 0o700 }); fs.chownSync(dir, NOBODY, NOBODY) }, `is owned by user nobody (uid ${NOBODY}), not by ${myName}`],
-    ['a symlink to a private dir', (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
-    ['a file', (dir) => fs.writeFileSync(dir, ''), 'is not a directory']
+    ['group and others may read it', ME, (dir) => fs.mkdirSync(dir, { mode: 0o755 }), 'has mode 0755: group or others may use it (it must be 0700)'],
+    ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }), `is owned by ${myName}, not by ${otherName}`],
+    ['a symlink to a private dir', ME, (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
+    ['a file', ME, (dir) => fs.writeFileSync(dir, ''), 'is not a directory']
   ]
-  for (const [what, make, problem] of cases) {
+  for (const [what, uid, make, problem] of cases) {
     const tmp = tempDir(t)
-    const own = path.join(tmp, `pool-${ME}`)
+    const own = path.join(tmp, `pool-${uid}`)
     make(own, tmp)
     const message = `control socket directory ${own} ${problem}; refusing to use it (remove it, or pass --control PATH)`
     const env = { TMPDIR: tmp }
-    const forStart = (() => { try { return defaultControlPath(9001, env) } catch (e) { return e } })()
+    const forStart = tryIt(() => defaultControlPath(9001, env, uid))
     t.equal(forStart.code, codes.BAD_OPTION, `${what}: pool start refuses`)
     t.equal(exitCodeOf(forStart), 2)
     t.equal(forStart.message, message)
-    const forClient = (() => { try { return clientControlPath({ frontPort: 9001, env }) } catch (e) { return e } })()
+    const forClient = tryIt(() => clientControlPath({ frontPort: 9001, env, uid }))
     t.equal(forClient.message, message, `${what}: the commands refuse`)
   }
+  const tmp = tempDir(t)
+  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(tmp, `pool-${ME}`, 'pool-9001.sock'), 'made when missing, and used')
 })
 
-t.test('pool start and pool status with a bad TMPDIR/pool-UID: one line, exit 2', asRoot, async (t) => {
+t.test('pool start and pool status with a bad TMPDIR/pool-UID: one line, exit 2', async (t) => {
   const tmp = tempDir(t)
-  const own = path.join(tmp, `pool-${ME}`)
-  fs.mkdirSync(own, { mode: 0o700 })
-  fs.chownSync(own, NOBODY, NOBODY)
-  const env = envWithoutXdg(tmp)
-  const expected = `pool: control socket directory ${own} is owned by user nobody (uid ${NOBODY}), not by ${myName}; refusing to use it (remove it, or pass --control PATH)\n`
+  const own = path.join(tmp, `pool-${OTHER}`)
+  fs.mkdirSync(own, { mode: 0o700 }) // ours, so not the pool's: it runs as OTHER
+  const env = { ...envWithoutXdg(tmp), ...asOther }
+  const expected = `pool: control socket directory ${own} is owned by ${myName}, not by ${otherName}; refusing to use it (remove it, or pass --control PATH)\n`
   const [port] = await freePorts(1)
   const start = await runPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--log-format', 'json'], { env, timeout: 15000 })
   t.equal(start.code, 2)
@@ -209,17 +224,41 @@ t.test('pool start and pool status with a bad TMPDIR/pool-UID: one line, exit 2'
   t.same(fs.readdirSync(own), [], 'nothing was created in it')
 })
 
-t.test('an XDG_RUNTIME_DIR others may write to, or not ours, is passed over for TMPDIR/pool-UID', asRoot, async (t) => {
+t.test('an XDG_RUNTIME_DIR others may write to, or not ours, is passed over for TMPDIR/pool-UID', async (t) => {
   const tmp = tempDir(t)
-  const own = path.join(tmp, `pool-${ME}`, 'pool-9001.sock')
   const open = tempDir(t)
   fs.chmodSync(open, 0o777)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: open, TMPDIR: tmp }), own, 'mode 0777')
-  const theirs = tempDir(t)
-  fs.chownSync(theirs, NOBODY, NOBODY)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: theirs, TMPDIR: tmp }), own, 'owned by nobody')
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: open, TMPDIR: tmp }), path.join(tmp, `pool-${ME}`, 'pool-9001.sock'), 'mode 0777')
   const mine = tempDir(t)
   t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: mine, TMPDIR: tmp }), path.join(mine, 'pool-9001.sock'), 'ours, 0700: used')
+  const env = { XDG_RUNTIME_DIR: mine, TMPDIR: tmp }
+  t.equal(clientControlPath({ frontPort: 9001, env, uid: OTHER }), path.join(tmp, `pool-${OTHER}`, 'pool-9001.sock'), 'another user\'s: passed over')
+  t.equal(clientControlPath({ frontPort: 9001, env }), path.join(mine, 'pool-9001.sock'), 'the same directory, ours: used')
+})
+
+t.test('as root, with files really owned by another user: the same refusals', asRoot, async (t) => {
+  const tmp = tempDir(t)
+  const socketPath = path.join(tmp, 'pool.sock')
+  const fake = await impostor(t, socketPath, { owner: NOBODY })
+  const stop = await runPool(['stop', '--control', socketPath])
+  t.equal(stop.code, 2)
+  t.equal(stop.stderr, `pool: control socket ${socketPath} belongs to user nobody (uid ${NOBODY}), not to ${myName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u nobody pool ...)\n`)
+  t.equal(fake.connections, 0, 'the client never connected')
+  const err = await createControlServer({ path: socketPath, pool: fakePool() }).catch((e) => e)
+  t.equal(err.code, codes.CONTROL_IN_USE, 'pool start refuses it')
+  t.equal(fake.connections, 0, 'without probing it')
+
+  const own = path.join(tmp, `pool-${ME}`)
+  fs.mkdirSync(own, { mode: 0o700 })
+  fs.chownSync(own, NOBODY, NOBODY)
+  const status = await runPool(['status', '--port', '9001'], { env: envWithoutXdg(tmp) })
+  t.equal(status.code, 2)
+  t.equal(status.stderr, `pool: control socket directory ${own} is owned by user nobody (uid ${NOBODY}), not by ${myName}; refusing to use it (remove it, or pass --control PATH)\n`)
+
+  const theirs = tempDir(t)
+  fs.chownSync(theirs, NOBODY, NOBODY)
+  const tmp2 = tempDir(t)
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: theirs, TMPDIR: tmp2 }), path.join(tmp2, `pool-${ME}`, 'pool-9001.sock'), 'an XDG_RUNTIME_DIR owned by nobody is passed over')
 })
 
 t.test('a half-written line is cut after the idle timeout; others are served, a long reload is not cut', async (t) => {

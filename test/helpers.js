@@ -21,9 +21,9 @@ const RUNTIME_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-run-'))
 process.on('exit', () => fs.rmSync(RUNTIME_DIR, { recursive: true, force: true }))
 
 function cleanEnv (extra = {}) {
-  const env = { ...process.env, XDG_RUNTIME_DIR: RUNTIME_DIR, ...extra }
-  delete env.NODE_OPTIONS
-  return env
+  const env = { ...process.env, XDG_RUNTIME_DIR: RUNTIME_DIR }
+  delete env.NODE_OPTIONS // tap's; NODE_OPTIONS a test passes in `extra` is kept
+  return { ...env, ...extra }
 }
 
 function canBind (port, host = '127.0.0.1') {

@@ -30,14 +30,14 @@ function connectionError (socketPath, err) {
     { cause: err, details: { reason: 'io' } })
 }
 
-// The error for a socket file owned by another user, or null (ours, or no file).
-function foreignOwnerError (socketPath) {
+// The error for a socket file owned by another user than `uid`, or null (ours, or no file).
+function foreignOwnerError (socketPath, uid) {
   const owner = ownerOf(socketPath)
-  if (owner === null || owner === myUid()) return null
+  if (owner === null || owner === uid) return null
   const name = userName(owner)
   const asOwner = name ? `sudo -u ${name} pool ...` : `sudo -u '#${owner}' pool ...`
   return poolError(codes.CONTROL_UNREACHABLE,
-    `control socket ${socketPath} belongs to ${describeUser(owner)}, not to ${describeUser(myUid())}; refusing to talk to it: run the command as the user the pool runs as (${asOwner})`,
+    `control socket ${socketPath} belongs to ${describeUser(owner)}, not to ${describeUser(uid)}; refusing to talk to it: run the command as the user the pool runs as (${asOwner})`,
     { details: { reason: 'foreign', owner } })
 }
 
@@ -45,9 +45,10 @@ function foreignOwnerError (socketPath) {
 // connection error. `timeout` (ms, 0 or Infinity: none) bounds the whole exchange; reload and
 // stop have no natural bound, so their callers pass a long one. With `waitForClose`, resolves
 // only once the pool has closed the connection too: after `stop`, that is the pool exiting.
-function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitForClose = false } = {}) {
+// `uid`: the user whose socket is trusted (./path.js).
+function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitForClose = false, uid = myUid() } = {}) {
   return new Promise((resolve, reject) => {
-    const foreign = foreignOwnerError(socketPath)
+    const foreign = foreignOwnerError(socketPath, uid)
     if (foreign) return reject(foreign)
     const socket = net.connect(socketPath)
     const id = 1
@@ -88,7 +89,7 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
     socket.setEncoding('utf8')
     socket.on('connect', () => {
       // Again once connected: the file may have been replaced since the first look.
-      const replaced = foreignOwnerError(socketPath)
+      const replaced = foreignOwnerError(socketPath, uid)
       if (replaced) return finish(replaced)
       socket.write(encode({ id, command, args }))
     })

@@ -22,6 +22,9 @@
 //
 // The same rule holds for root: a socket or directory owned by another user is not trusted,
 // since that user's process could answer anything.
+//
+// "Our" uid is process.geteuid() unless a caller passes `uid`: the checks take it as an
+// argument so that a test can make a file it owns count as another user's, without root.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -64,18 +67,18 @@ function tempRoot (env) {
   return path.resolve(env.TMPDIR || env.TMP || env.TEMP || '/tmp')
 }
 
-function privateTempDir (env) {
-  return path.join(tempRoot(env), `pool-${myUid()}`)
+function privateTempDir (env, uid = myUid()) {
+  return path.join(tempRoot(env), `pool-${uid}`)
 }
 
 // $XDG_RUNTIME_DIR, resolved, when it is set, ours, and writable by nobody else; else null
 // (then the private temp dir is used: a session without a proper runtime dir is common).
-function runtimeDir (env) {
+function runtimeDir (env, uid = myUid()) {
   const dir = env.XDG_RUNTIME_DIR
   if (!dir || !path.isAbsolute(dir)) return null
   try {
     const st = fs.statSync(dir)
-    if (!st.isDirectory() || st.uid !== myUid() || (st.mode & 0o022) !== 0) return null
+    if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) return null
     fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK)
     return path.resolve(dir)
   } catch {
@@ -86,11 +89,11 @@ function runtimeDir (env) {
 // What is wrong with `dir` as our private directory (a phrase to follow its name), or null
 // when it is a real directory, ours, with no permission for group or others. lstat: a
 // symlink planted in the temp dir must not lead us elsewhere.
-function privateDirProblem (dir) {
+function privateDirProblem (dir, uid = myUid()) {
   const st = fs.lstatSync(dir)
   if (st.isSymbolicLink()) return 'is a symbolic link'
   if (!st.isDirectory()) return 'is not a directory'
-  if (st.uid !== myUid()) return `is owned by ${describeUser(st.uid)}, not by ${describeUser(myUid())}`
+  if (st.uid !== uid) return `is owned by ${describeUser(st.uid)}, not by ${describeUser(uid)}`
   if ((st.mode & 0o077) !== 0) return `has mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}: group or others may use it (it must be 0700)`
   return null
 }
@@ -101,9 +104,9 @@ function badDirError (dir, problem) {
 
 // true when `dir` is our private directory, false when it does not exist; throws when it
 // exists and is not private.
-function checkPrivateDir (dir) {
+function checkPrivateDir (dir, uid = myUid()) {
   let problem
-  try { problem = privateDirProblem(dir) } catch (err) {
+  try { problem = privateDirProblem(dir, uid) } catch (err) {
     if (err.code === 'ENOENT') return false
     throw poolError(codes.BAD_OPTION, `cannot check control socket directory ${dir}: ${err.message}`, { cause: err })
   }
@@ -113,33 +116,33 @@ function checkPrivateDir (dir) {
 
 // The private temp dir, made 0700 if missing (chmod as well: the umask may have taken bits
 // the owner needs), checked if it was there.
-function ensurePrivateDir (dir) {
+function ensurePrivateDir (dir, uid = myUid()) {
   try {
     fs.mkdirSync(dir, { mode: 0o700 })
     fs.chmodSync(dir, 0o700)
   } catch (err) {
     if (err.code !== 'EEXIST') throw poolError(codes.BAD_OPTION, `cannot create control socket directory ${dir}: ${err.message}`, { cause: err })
   }
-  checkPrivateDir(dir)
+  checkPrivateDir(dir, uid)
   return dir
 }
 
 // The path `pool start` binds when no --control is given.
-function defaultControlPath (frontPort, env = process.env) {
-  const dir = runtimeDir(env) ?? ensurePrivateDir(privateTempDir(env))
+function defaultControlPath (frontPort, env = process.env, uid = myUid()) {
+  const dir = runtimeDir(env, uid) ?? ensurePrivateDir(privateTempDir(env, uid), uid)
   return path.join(dir, socketName(frontPort))
 }
 
 // The path a client connects to: --control as given, else the first default that exists
 // (else the preferred one, so the error names where the pool would be).
-function clientControlPath ({ control, frontPort, env = process.env }) {
+function clientControlPath ({ control, frontPort, env = process.env, uid = myUid() }) {
   if (control) return path.resolve(control)
-  const runtime = runtimeDir(env)
+  const runtime = runtimeDir(env, uid)
   const inRuntime = runtime && path.join(runtime, socketName(frontPort))
   if (inRuntime && fs.existsSync(inRuntime)) return inRuntime
-  const temp = privateTempDir(env)
+  const temp = privateTempDir(env, uid)
   const inTemp = path.join(temp, socketName(frontPort))
-  if (checkPrivateDir(temp) && fs.existsSync(inTemp)) return inTemp
+  if (checkPrivateDir(temp, uid) && fs.existsSync(inTemp)) return inTemp
   return inRuntime || inTemp
 }
 

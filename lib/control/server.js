@@ -41,9 +41,11 @@ const HANDLERS = {
 
 class ControlServer {
   // `connection`: limits of one connection ({ idleTimeout, maxPending, maxLine }, see
-  // ./connection.js); tests pass small ones.
-  constructor ({ path: socketPath, pool, logger, maxConnections = MAX_CONNECTIONS, connection = {} }) {
+  // ./connection.js); tests pass small ones. `uid`: the user whose socket at the path may be
+  // probed and replaced (./path.js).
+  constructor ({ path: socketPath, pool, logger, maxConnections = MAX_CONNECTIONS, connection = {}, uid = myUid() }) {
     this.path = path.resolve(socketPath)
+    this.uid = uid
     this.pool = pool
     this.logger = logger
     this.connectionLimits = connection
@@ -109,11 +111,11 @@ class ControlServer {
       throw claimError(this.path, err)
     }
     if (!st.isSocket()) throw poolError(codes.BAD_OPTION, `control socket path ${this.path} exists and is not a socket; refusing to replace it`)
-    if (st.uid !== myUid()) {
+    if (st.uid !== this.uid) {
       throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} belongs to ${describeUser(st.uid)}; refusing to use or replace another user's socket: choose another --control path`)
     }
     try {
-      const { pid } = await sendCommand(this.path, 'ping', {}, { timeout: PROBE_TIMEOUT })
+      const { pid } = await sendCommand(this.path, 'ping', {}, { timeout: PROBE_TIMEOUT, uid: this.uid })
       throw poolError(codes.CONTROL_IN_USE, `another pool is running on control socket ${this.path} (pid ${pid})`)
     } catch (err) {
       if (err.code === codes.CONTROL_IN_USE) throw err
