@@ -57,8 +57,11 @@ class Dispatcher {
   }
 
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
+  // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
+  // is kept if the job comes back after a redispatch: its client has been waiting since.
   submit (job) {
     if (job.priority === undefined) job.priority = this.priorityOf(job.req)
+    if (this.queueTimeout > 0) job.deadline = performance.now() + this.queueTimeout
     if (this.queue.length === 0) {
       const record = this.workers.pickFree()
       if (record) { this.assign(job, record); return 'assigned' }
@@ -79,7 +82,8 @@ class Dispatcher {
   }
 
   // A request that must try another worker (redispatch) goes back to where its class is served
-  // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival.
+  // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival
+  // (submit): past it, the request is turned away unless a worker is free at once.
   requeue (job) {
     this.enqueue(job, true)
     this.pump()
@@ -95,10 +99,7 @@ class Dispatcher {
     job.queueNode = servedNext
       ? this.queue.addNext(job, cls, this.newestFirst(cls))
       : this.queue.add(job, cls)
-    if (this.queueTimeout > 0) {
-      if (job.deadline === undefined) job.deadline = job.queuedAt + this.queueTimeout
-      job.queueTimer = setTimeout(() => this.expire(job), Math.max(0, job.deadline - job.queuedAt))
-    }
+    if (this.queueTimeout > 0) job.queueTimer = setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
   }
 
   // `how` the job leaves: served, turned-away, or cancelled (for overload control).

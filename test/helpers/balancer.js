@@ -109,6 +109,11 @@ function openRequest (url, { method = 'GET', headers = {}, body } = {}) {
   return { req, response }
 }
 
+// Let the requests parked on worker `w` under ?park=NAME go on (test/fixtures/balancer-worker.js).
+function release (w, name) {
+  w.child.send({ release: name })
+}
+
 // `count` workers behind a balancer with `options`, all reported ready (unless ready: false).
 // `seen()` lists the requests the workers received, from their shared log file.
 async function setup (t, count, options = {}, { ready = true, pool, script } = {}) {
@@ -119,4 +124,4 @@ async function setup (t, count, options = {}, { ready = true, pool, script } = {
   return { workers, balancer, logFile, seen: () => readLog(logFile) }
 }
 
-module.exports = { RAW_WORKER, setup, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
+module.exports = { RAW_WORKER, setup, release, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
