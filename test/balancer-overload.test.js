@@ -8,17 +8,19 @@
 
 const t = require('tap')
 const { request, waitFor, sleep } = require('./helpers')
-const { setup } = require('./helpers/balancer')
+const { setup, release } = require('./helpers/balancer')
 const { createBalancer } = require('../lib/balancer')
+const { NORMAL } = require('../lib/balancer/priority')
 
 // Long enough for every queueing step of a test to happen while the worker is held, even on a
 // slow, loaded machine.
 const HOLD_MS = 2000
 
-// Hold the only worker, then queue `paths` one by one (each waits until it is in the queue).
-// `between(i)` may run before path i is sent. Resolves { hold, queued: [response promises] }.
-async function holdAndQueue (balancer, paths, { between } = {}) {
-  const hold = request(`${balancer.base}/sleep?ms=${HOLD_MS}&hold`)
+// Hold the only worker (with `hold`, a path), then queue `paths` one by one (each waits until it
+// is in the queue). `between(i)` may run before path i is sent. Resolves { hold, queued:
+// [response promises] }.
+async function holdAndQueue (balancer, paths, { between, hold: holdPath = `/sleep?ms=${HOLD_MS}&hold` } = {}) {
+  const hold = request(`${balancer.base}${holdPath}`)
   await waitFor(() => balancer.status().inFlight === 1, { interval: 2, what: 'the hold on the worker' })
   const queued = []
   for (const [i, p] of paths.entries()) {
@@ -101,6 +103,42 @@ t.test('requests that waited too long in a standing queue get 503 at once, never
   t.equal(lines.length, 3, 'one access-log line each, with the reason')
   t.ok(lines.every((l) => l.status === 503 && l.attempts === 0))
   t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 1, 0], 'the normal class began to stand once')
+})
+
+t.test('a standing queue recovers once the load drops: oldest first again, and nothing turned away', async (t) => {
+  // The interval is long next to the wait of the last step (whose queue must not stand), the
+  // maximum wait short next to it (that queue would be shed if it still stood).
+  const o = { interval: 2000, target: 100, maxWait: 600 }
+  const { balancer, workers: [worker], seen } = await setup(t, 1, { queueTimeout: 60000, overloadControl: true, overloadInterval: o.interval, overloadTarget: o.target, overloadMaxWait: o.maxWait })
+  const control = balancer.dispatcher.overload[NORMAL]
+
+  // Overload: nothing leaves the queue for an interval. It stands, and sheds who waited too long.
+  const first = await holdAndQueue(balancer, ['/sleep?tag=o1', '/sleep?tag=o2'], { hold: '/sleep?park=1&tag=hold1' })
+  await waitFor(() => control.standing, { interval: 5, what: 'the queue standing' })
+  t.same((await Promise.all(first.queued)).map((r) => r.status), [503, 503], 'the two that waited past the maximum wait are turned away')
+  // Fresh arrivals while it stands are served newest first.
+  const fresh = []
+  for (const tag of ['n1', 'n2', 'n3']) {
+    fresh.push(request(`${balancer.base}/sleep?tag=${tag}`))
+    await waitFor(() => balancer.status().queue === fresh.length, { interval: 2, what: `${tag} queued` })
+  }
+  release(worker, '1')
+  t.same([(await first.hold).status, ...(await Promise.all(fresh)).map((r) => r.status)], [200, 200, 200, 200])
+  t.same(servedTags(seen), ['hold1', 'n3', 'n2', 'n1'], 'while it stood: newest first')
+
+  // The load drops: the queue is empty for longer than an interval. Then a queue forms again,
+  // shorter than an interval, each request in it waiting past the maximum wait.
+  await sleep(o.interval + 200)
+  const again = await holdAndQueue(balancer, ['/sleep?tag=r1', '/sleep?tag=r2', '/sleep?tag=r3'], { hold: '/sleep?park=2&tag=hold2' })
+  await sleep(o.maxWait + 200)
+  t.notOk(control.standing, 'the queue no longer stands')
+  release(worker, '2')
+  t.same([(await again.hold).status, ...(await Promise.all(again.queued)).map((r) => r.status)], [200, 200, 200, 200], 'nothing is turned away any more')
+  t.same(servedTags(seen).slice(4), ['hold2', 'r1', 'r2', 'r3'], 'oldest first again')
+  const r1 = await waitFor(() => requestLines(balancer).find((l) => l.url === '/sleep?tag=r1'), { what: 'r1\'s access-log line' })
+  t.ok(r1.queueMs > o.maxWait, `r1 waited ${Math.round(r1.queueMs)} ms, past the maximum wait, and was served`)
+  t.same(balancer.dispatcher.overload.map((c) => c.stands), [0, 1, 0], 'the queue stood once, not again')
+  t.equal(requestLines(balancer).filter((l) => l.reason === 'queue_shed').length, 2, 'only the two were shed')
 })
 
 t.test('normal load: overload control at its defaults never finds the queue standing', async (t) => {
