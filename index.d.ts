@@ -113,8 +113,10 @@ export interface SupervisorOptions {
   restartMaxDelay?: number
   /** uptime after which a slot's crash count resets. Default 30000 */
   healthyAfter?: number
-  /** consecutive deaths before ready after which a slot is given up. Default 5 */
+  /** consecutive deaths before ready after which a slot is given up (a failed fork never counts). Default 5 */
   maxBootFailures?: number
+  /** a given-up slot starts over this long after it gave up; 0 = only a reload revives it. Default 300000 */
+  givenUpRetry?: number
   /** paths a new worker is sent GET requests for before it is given traffic; default none */
   warmup?: string[]
   /** warm-up requests per new worker, cycling through `warmup`. Default 5 */
@@ -282,6 +284,10 @@ export declare class Pool extends EventEmitter {
   on (event: 'queued', listener: (worker: WorkerSnapshot & { waiting: number }) => void): this
   on (event: 'boot-failed', listener: (worker: ExitInfo & { error: { message: string, stack: string } | null }) => void): this
   on (event: 'give-up', listener: (worker: WorkerSnapshot & { error: { message: string, stack?: string } }) => void): this
+  /** a given-up slot starts over, --given-up-retry after it gave up */
+  on (event: 'given-up-retry', listener: (worker: WorkerSnapshot) => void): this
+  /** the fork itself failed (EMFILE, ENFILE, EAGAIN, ENOMEM): no process ran; the slot tries again after its backoff */
+  on (event: 'spawn-error', listener: (worker: WorkerSnapshot & { error: { message: string, code: string | null, errno: number | null, syscall: string | null } }) => void): this
   on (event: 'stopping', listener: () => void): this
   on (event: 'stopped', listener: (result: { clean: boolean }) => void): this
   on (event: 'failed', listener: (error: PoolError) => void): this

@@ -18,6 +18,7 @@
 
 const net = require('node:net')
 const { poolError, codes } = require('./errors')
+const { guardAccept } = require('./descriptors')
 
 // A connection HAProxy leaves open after our line (it resets them, as a rule) is cut after this.
 const SOCKET_LIFE_MS = 2000
@@ -45,7 +46,7 @@ function agentReply (status) {
 
 class AgentResponder {
   // pool: anything with status() (lib/supervisor.js Pool); socketLife: ms, for tests.
-  constructor ({ host, port, pool, logger = SILENT, socketLife = SOCKET_LIFE_MS }) {
+  constructor ({ host, port, pool, logger = SILENT, socketLife = SOCKET_LIFE_MS, onRefused }) {
     this.host = host
     this.port = port
     this.pool = pool
@@ -54,8 +55,8 @@ class AgentResponder {
     this.sockets = new Set()
     this.failing = false // status() threw last time: said once at warn, then at debug
     this.server = net.createServer((socket) => this.answer(socket))
-    // A listener error after start (rare: the kernel took the socket away) is logged, not thrown.
-    this.server.on('error', (err) => this.logger.warn({ event: 'agent-error', err, agent: this.address }, `agent ${this.address}: ${err.message}`))
+    // A listener error after start (out of descriptors, say) is logged, not thrown.
+    guardAccept(this.server, { name: 'agent', logger: this.logger, onRefused })
   }
 
   get address () { return `${this.host.includes(':') ? `[${this.host}]` : this.host}:${this.port}` }

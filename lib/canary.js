@@ -31,6 +31,12 @@ class Canary {
     this.kill()
   }
 
+  // Its fork failed (EMFILE, EAGAIN): no process ran.
+  onSpawnError (err) {
+    this.error = { message: `cannot start a process of the new code: ${err.message}`, code: err.code }
+    this.exit = { code: null, signal: null }
+  }
+
   // 'booting', 'ready', or { failed: { message, stack } }. Ready or failed, it is killed: it
   // served its purpose.
   check (now) {

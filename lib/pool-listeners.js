@@ -11,8 +11,9 @@ const { StartedInOrder } = require('./in-order')
 class PoolListeners {
   constructor (pool) {
     const { statsPort, statsHost, agentPort } = pool.options
-    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => pool.metrics.registry, status: () => pool.status() }) : null
-    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(pool), port: agentPort, pool, logger: pool.logger }) : null
+    const onRefused = () => pool.metrics.failed('out_of_descriptors')
+    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => pool.metrics.registry, status: () => pool.status(), logger: pool.logger, onRefused }) : null
+    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(pool), port: agentPort, pool, logger: pool.logger, onRefused }) : null
     this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 

@@ -32,14 +32,28 @@ class Reconciler {
       else this.removeSlot(h)
     }
     if (pool.life.is('running')) this.replaceOutdated()
+    this.respawn(now)
+  }
+
+  // Slots due start a process; a given-up slot tries again when --given-up-retry has passed.
+  respawn (now) {
+    const pool = this.pool
+    let missing = 0
     for (let slot = 1; slot <= pool.target; slot++) {
       let h = pool.handles.get(slot)
       if (!h) {
         h = new WorkerHandle({ slot, host: pool.options.workerHost, port: pool.portOf(slot), policy: pool.options, signal: pool.system.signal, onState: (handle, from) => pool.emit('state', { ...handle.snapshot(), from }) })
         pool.handles.set(slot, h)
       }
+      if (h.dueForRetry(now)) {
+        h.revive(now)
+        pool.report.retrying(h)
+      }
       if (h.dueForRespawn(now)) this.spawn(h, now)
+      if (!h.alive) missing++
     }
+    // What the descriptor reserve keeps for the processes still to come (lib/descriptors.js).
+    pool.slotsWithoutProcess = missing
   }
 
   // Reload and recycling are one step: a ready worker of an older code generation (while a
@@ -93,13 +107,12 @@ class Reconciler {
     try {
       child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
     } catch (err) {
-      // fork() throws for some spawn errors (ENOMEM): a failed start, not a dead supervisor.
-      pool.report.spawnFailed(h, err)
-      const next = h.forkFailed({ message: `cannot start a worker process: ${err.message}`, code: err.code }, now)
-      return next === 'given-up' ? pool.report.gaveUp(h) : pool.report.respawnScheduled(h)
+      // fork() throws for some spawn errors (ENOMEM): the slot tries again, the supervisor lives.
+      return pool.onSpawnError(h, err, now)
     }
     h.attach(child, now, { codeGeneration: pool.codeGeneration })
-    pool.report.spawned(h, now)
+    // Without a pid the fork failed; why comes as the child's 'error' (a 'spawn-error' event).
+    if (child.pid !== undefined) pool.report.spawned(h, now)
   }
 
   spawnCanary (reload, now) {

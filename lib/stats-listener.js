@@ -9,17 +9,20 @@
 const http = require('node:http')
 const { listen, closeServer, trackClose, urlOf } = require('./listen')
 const { statusPage } = require('./status-page')
+const { guardAccept } = require('./descriptors')
 
 // On stop, a scrape still open this long is cut.
 const STOP_GRACE_MS = 1000
 
 class StatsListener {
-  // registry(): the prom-client Registry to serve, read per scrape; status(): a JSON-able object.
-  constructor ({ host, port, registry, status }) {
+  // registry(): the prom-client Registry to serve, read per scrape; status(): a JSON-able object;
+  // onRefused(): a connection refused for want of file descriptors (lib/descriptors.js).
+  constructor ({ host, port, registry, status, logger, onRefused }) {
     this.host = host
     this.port = port
     this.url = urlOf(host, port)
     this.server = trackClose(http.createServer((req, res) => { serve(req, res, { registry, status }) }))
+    guardAccept(this.server, { name: 'stats listener', logger, onRefused })
   }
 
   start () { return listen(this.server, { port: this.port, host: this.host, flag: 'stats-port' }) }

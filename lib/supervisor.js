@@ -22,6 +22,7 @@ const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('./pool-metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts } = require('./worker-process')
 const { poolError, codes } = require('./errors')
+const descriptors = require('./descriptors')
 
 const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
 const RECENT_EXITS = 20 // kept for /status and the status page
@@ -43,6 +44,7 @@ class Pool extends EventEmitter {
     this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
     this.reconciler = new Reconciler(this) // the live set against the wanted set, from the tick
     this.target = this.options.workers
+    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/descriptors.js)
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
     this.reloading = null // the Reload in progress
@@ -67,6 +69,8 @@ class Pool extends EventEmitter {
   async start () {
     this.life.begin()
     this.startedAt = this.now()
+    this.slotsWithoutProcess = this.target
+    descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
     try {
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
       this.life.assertStarting()
@@ -76,6 +80,7 @@ class Pool extends EventEmitter {
       this.life.assertStarting()
     } catch (err) {
       if (this.life.abandon()) await this.listeners.stop()
+      descriptors.budget.untrack(this)
       throw err
     }
     const started = this.life.untilRunning()
@@ -221,6 +226,7 @@ class Pool extends EventEmitter {
       case 'canary-message': return event.canary.onMessage(event.message, now)
       case 'canary-channel-broken': this.report.canaryChannelBroken(event.pid, event.problem); return event.canary.onChannelBroken(event.problem)
       case 'canary-exit': event.canary.onExit(event.code, event.signal); this.canaries.delete(event.canary); return
+      case 'canary-spawn-error': event.canary.onSpawnError(event.error); this.canaries.delete(event.canary); return
     }
     const h = event.handle
     // A child's last message may be read after its 'exit' (when a process its app started holds
@@ -231,6 +237,7 @@ class Pool extends EventEmitter {
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
     if (event.type === 'exit') return this.onExit(h, event, now)
+    if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
     if (event.type === 'warmed') return this.onReady(h, now)
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
@@ -300,6 +307,13 @@ class Pool extends EventEmitter {
     if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
     if (outcome.next === 'respawn') this.report.respawnScheduled(h)
+  }
+
+  // The fork failed (thrown by fork(), or the child's 'error' without a pid): nothing the app
+  // did. No boot failure is counted: the slot tries again with its backoff, however often.
+  onSpawnError (h, err, now) {
+    h.spawnFailed({ message: `cannot fork a worker process: ${err.message}`, code: err.code, errno: err.errno, syscall: err.syscall }, now)
+    this.report.spawnError(h, err)
   }
 
   bootFailed (h, view) {
@@ -418,6 +432,7 @@ class Pool extends EventEmitter {
   async finishStop () {
     this.life.end()
     clearInterval(this.timer)
+    descriptors.budget.untrack(this)
     await this.fronts.stop()
     await this.listeners.stop()
     const clean = !this.unclean && !this.life.failure

@@ -12,21 +12,22 @@
 //
 //   from       to                                   on
 //   dead       booting                              a process is forked for the slot
-//   dead       given-up                             a fork failed, the last allowed boot failure
 //   booting    ready                                the worker listens (message 'ready')
 //   booting    warming → ready                      with --warmup: it listens, then answered
 //                                                   its warm-up requests
 //   ready      busy ⇄ ready                         a request starts / ends ('busy' / 'idle')
 //   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling
-//   any live   dead                                 the process exited (respawn at `respawnAt`)
+//   any live   dead                                 the process exited, or its fork failed
+//                                                   (respawn at `respawnAt`)
 //   booting, warming  given-up                      it exited before ready, the last allowed time
-//   given-up   dead                                 a reload revives the slot with new code
+//   given-up   dead                                 a reload revives the slot with new code, or
+//                                                   --given-up-retry has passed
 
 const { signalWorker } = require('./process-group')
 const channel = require('./channel')
 
 const TRANSITIONS = Object.freeze({
-  dead: ['booting', 'given-up'],
+  dead: ['booting'],
   booting: ['warming', 'ready', 'draining', 'dead', 'given-up'],
   warming: ['ready', 'draining', 'dead', 'given-up'],
   ready: ['busy', 'draining', 'dead'],
@@ -69,6 +70,8 @@ class WorkerHandle {
     this.restarts = 0 // processes started in this slot after the first
     this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
     this.bootFailures = 0 // consecutive deaths before ready: drives the crash-loop breaker
+    this.spawnErrors = 0 // consecutive forks that failed (no process ran): never gives the slot up
+    this.givenUpAt = null
     this.respawnAt = 0
     this.respawnDelay = 0 // the backoff of the last scheduled respawn
     this.rss = null
@@ -95,9 +98,14 @@ class WorkerHandle {
 
   // ── a process's life ─────────────────────────────────────────────────────────────────────
 
+  // A fork that failed hands back a child without a pid, its 'error' to follow (spawnFailed):
+  // no process started, so none is counted.
   attach (child, now, { codeGeneration = 0 } = {}) {
-    if (this.generation > 0) this.restarts++
-    this.generation++
+    if (child.pid !== undefined) {
+      if (this.generation > 0) this.restarts++
+      this.generation++
+      this.spawnErrors = 0
+    }
     this.codeGeneration = codeGeneration
     this.child = child
     this.pid = child.pid
@@ -245,24 +253,27 @@ class WorkerHandle {
       this.transition('dead')
       return outcome
     }
-    if (!wasReady && this.failedBoot()) return { ...outcome, next: 'given-up' }
+    if (!wasReady && this.failedBoot(now)) return { ...outcome, next: 'given-up' }
     this.scheduleRespawn(now, wasReady ? now - this.readyAt : 0)
     return { ...outcome, next: 'respawn' }
   }
 
-  // A fork that threw (ENOMEM): a failed start. Returns 'given-up' or 'respawn'.
-  forkFailed (error, now) {
+  // The fork failed (thrown, or the child's 'error' without a pid): out of descriptors (EMFILE,
+  // ENFILE), of processes (EAGAIN) or of memory (ENOMEM). The system's failure, not the app's:
+  // it counts toward no crash-loop breaker, and the slot tries again after its backoff.
+  spawnFailed (error, now) {
     this.lastError = error
-    this.generation++
-    if (this.failedBoot()) return 'given-up'
+    this.spawnErrors++
+    this.detach()
+    this.pid = null // no process ran
     this.scheduleRespawn(now, 0)
-    return 'respawn'
   }
 
   // One more failure before ready; true when that is one too many (--max-boot-failures).
-  failedBoot () {
+  failedBoot (now) {
     this.bootFailures++
     if (this.bootFailures < this.policy.maxBootFailures) return false
+    this.givenUpAt = now
     this.transition('given-up')
     return true
   }
@@ -289,15 +300,23 @@ class WorkerHandle {
     this.transition('dead')
   }
 
-  // New code: a given-up slot starts over, at once.
+  // New code, or --given-up-retry later: a given-up slot starts over, at once.
   revive (now) {
     this.bootFailures = 0
     this.crashes = 0
+    this.givenUpAt = null
     this.respawnAt = now
     this.transition('dead')
   }
 
   dueForRespawn (now) { return this.#state === 'dead' && !this.alive && now >= this.respawnAt }
+
+  // What made the slot fail may have been outside the app (a database down, a full disk): a
+  // given-up slot tries again --given-up-retry after it gave up (0: only a reload revives it).
+  dueForRetry (now) {
+    const after = this.policy.givenUpRetry
+    return this.#state === 'given-up' && after > 0 && now >= this.givenUpAt + after
+  }
 
   detach () {
     if (!this.child) return

@@ -128,8 +128,9 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
       enqueue(exit)
     })
   })
-  // A fork that failed asynchronously (EAGAIN, EMFILE) emits 'error' and no 'exit'.
-  child.on('error', () => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}exit`, code: null, signal: null }) })
+  // A fork that failed (EMFILE, ENFILE, EAGAIN) emits 'error' and no 'exit': no process ever
+  // ran, so this is no exit, and nothing the app did.
+  child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}spawn-error`, error }) })
 }
 
 // A worker's stdout, stderr and channel close when it exits, unless a process its app started

@@ -7,6 +7,8 @@
 // (the worker's: the supervisor's logger has none, lib/logger.js). An error goes under `err`,
 // pino's error serializer's key.
 
+const { getSystemErrorMap } = require('node:util')
+
 class WorkerReport {
   // emit(name, payload): the pool's EventEmitter; metrics: the pool's PoolMetrics.
   constructor ({ logger, options, metrics, emit }) {
@@ -33,7 +35,17 @@ class WorkerReport {
     this.emit('spawn', h.snapshot(now))
   }
 
-  spawnFailed (h, err) { this.of(h).error({ event: 'spawn-failed', err }, `worker ${h.slot} could not be started: ${err.message}`) }
+  // The fork failed: the errno's name and meaning, and when the slot tries again.
+  spawnError (h, err) {
+    const delay = Math.round(h.respawnDelay)
+    const code = err.code ?? null
+    const meaning = typeof err.errno === 'number' ? getSystemErrorMap().get(err.errno)?.[1] : null
+    const times = h.spawnErrors > 1 ? ` (${h.spawnErrors} times in a row)` : ''
+    this.of(h).error({ event: 'spawn-error', code, errno: err.errno ?? null, syscall: err.syscall ?? null, delay, times: h.spawnErrors, err: brief(err) },
+      `worker ${h.slot} could not be forked: ${code ?? err.message}${meaning ? ` (${meaning})` : ''}${times}; trying again in ${delay} ms`)
+    this.metrics.failed('worker_spawn_failed')
+    this.emit('spawn-error', { ...h.snapshot(), error: { message: err.message, code, errno: err.errno ?? null, syscall: err.syscall ?? null } })
+  }
 
   // Returns the snapshot told, for the fronts to hear the same.
   ready (h, now) {
@@ -132,6 +144,11 @@ class WorkerReport {
   }
   recycling (h, reason) { this.of(h).info({ event: 'recycle', reason, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${reason})`) }
   revived (h) { this.of(h).info({ event: 'revive' }, `slot ${h.slot} tries again with the new code`) }
+  retrying (h) {
+    const after = this.options.givenUpRetry
+    this.of(h).info({ event: 'given-up-retry', after }, `slot ${h.slot} tries again, ${Math.round(after / 1000)} s after it was given up (--given-up-retry)`)
+    this.emit('given-up-retry', h.snapshot())
+  }
 
   removed (h) {
     this.of(h).info({ event: 'removed' }, `slot ${h.slot} removed`)

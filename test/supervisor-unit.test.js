@@ -41,14 +41,29 @@ class FakeChild extends EventEmitter {
   }
 }
 
+// A fork that fails as Node's does when the process table or the descriptor table is full.
+function spawnError (code = 'EMFILE', errno = -24) {
+  return Object.assign(new Error(`spawn /usr/bin/node ${code}`), { code, errno, syscall: 'spawn /usr/bin/node' })
+}
+
 // A pool on a fake system. `at` is the fake clock; `step()` lets the pool's ticks run.
+// `sys.failFork(spec)` may return { error, sync }: that fork throws `error` (sync), or hands back
+// a child without a pid whose 'error' follows, as Node's fork() does for EMFILE and EAGAIN.
 function harness (t, options = {}) {
   const sys = {
     at: 1e9,
     pids: 1 << 30, // above any real pid: nothing real can ever be signalled
     forks: [],
     order: [], // fronts' workerGone and signals, in the order they happened
-    fork: (spec) => { const c = new FakeChild(sys.pids++, spec); sys.forks.push(c); return c },
+    failFork: () => null,
+    fork: (spec) => {
+      const failure = sys.failFork(spec)
+      if (failure?.sync) throw failure.error
+      const c = new FakeChild(failure ? undefined : sys.pids++, spec)
+      sys.forks.push(c)
+      if (failure) process.nextTick(() => c.emit('error', failure.error))
+      return c
+    },
     signal: (child, sig) => { child.signals.push(sig); sys.order.push(`${sig} ${child.slot}`); return true },
     captureRemnant: () => null,
     bindError: async () => null,
@@ -78,7 +93,7 @@ function harness (t, options = {}) {
   t.teardown(async () => {
     const stopped = pool.kill()
     await step()
-    for (const c of sys.forks) if (c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
+    for (const c of sys.forks) if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
     await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 1000))])
     clearInterval(pool.timer)
   })
@@ -366,4 +381,98 @@ t.test('commands act in the tick: stop() and kill() change nothing before it run
   h.latest(1).exit(null, 'SIGKILL')
   await h.step()
   t.equal(h.pool.phase, 'stopped')
+})
+
+t.test('a failed fork is no failed boot: logged with its errno, counted, retried with backoff, never given up', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 2 })
+  await started(h, 2)
+  const told = []
+  h.pool.on('spawn-error', (w) => told.push(w))
+  const logsBefore = h.logs.length
+  let failing = 0 // forks of slot 1 that fail, alternately thrown and reported by 'error'
+  h.sys.failFork = (spec) => spec.slot === 1 && failing > 0 ? { error: spawnError(), sync: failing-- % 2 === 0 } : null
+  failing = 6
+  h.latest(1).exit(null, 'SIGKILL') // crashed: respawn in 100 ms
+  await h.step()
+  const slot = h.pool.handles.get(1)
+  for (let i = 1; i <= 6; i++) {
+    await h.advance(Math.ceil(slot.respawnDelay))
+    t.equal(told.length, i, `failed fork ${i} told`)
+    t.equal(slot.state, 'dead', 'waiting for its next try, not given up')
+    t.equal(slot.respawnDelay, Math.min(100 * 1.5 ** i, 15000), 'with the slot\'s backoff')
+  }
+  t.equal(slot.bootFailures, 0, 'no boot failure counted')
+  const logs = h.logs.slice(logsBefore)
+  const lines = logs.filter((l) => l.event === 'spawn-error')
+  t.equal(lines.length, 6)
+  t.match(lines[0], { level: 'error', slot: 1, code: 'EMFILE', errno: -24, delay: 150 })
+  t.match(told[0], { slot: 1, state: 'dead', error: { code: 'EMFILE', errno: -24 } })
+  t.same(logs.filter((l) => l.event === 'give-up' || l.event === 'spawn'), [], 'no give-up, and no process claimed to be spawned')
+  const metrics = await h.pool.metrics.registry.getSingleMetricAsString('pool_failures_total')
+  t.match(metrics, /pool_failures_total\{reason="worker_spawn_failed"\} 6/)
+  await h.advance(Math.ceil(slot.respawnDelay))
+  t.equal(slot.state, 'booting', 'the fork works again')
+  h.latest(1).say('ready')
+  await h.step()
+  t.equal(slot.state, 'ready')
+  t.equal(slot.restarts, 1, 'only processes that ran count as restarts')
+  t.equal(h.pool.handles.get(2).state, 'ready', 'the other slot never noticed')
+})
+
+t.test('a failed fork during start: the slot keeps trying, start() waits for it', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 1 })
+  let failing = 3
+  h.sys.failFork = (spec) => spec.slot === 2 && failing-- > 0 ? { error: spawnError('EAGAIN', -11) } : null
+  const starting = h.pool.start()
+  await h.step()
+  h.latest(1).say('ready')
+  for (let i = 0; i < 3; i++) await h.advance(Math.ceil(h.pool.handles.get(2).respawnDelay))
+  t.equal(h.pool.phase, 'starting')
+  t.match(h.logs.filter((l) => l.event === 'spawn-error').map((l) => l.code), ['EAGAIN', 'EAGAIN', 'EAGAIN'])
+  await h.step()
+  h.latest(2).say('ready')
+  await h.step()
+  await starting
+  t.equal(h.pool.phase, 'running')
+})
+
+// A ready worker crashes, then its next `failures` processes die before ready.
+async function giveUp (h, slot, failures) {
+  h.latest(slot).exit(1)
+  await h.step()
+  for (let i = 0; i < failures; i++) {
+    await h.advance(Math.ceil(h.pool.handles.get(slot).respawnDelay))
+    h.latest(slot).exit(1)
+    await h.step()
+  }
+}
+
+t.test('--given-up-retry: a given-up slot starts over after the delay, not before', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 2, givenUpRetry: 60000, heartbeatTimeout: 3600000 })
+  await started(h, 2)
+  await giveUp(h, 1, 2)
+  const slot = h.pool.handles.get(1)
+  t.equal(slot.state, 'given-up')
+  const forks = h.sys.forks.length
+  await h.advance(59999)
+  t.equal(h.sys.forks.length, forks, 'not before --given-up-retry')
+  t.equal(slot.state, 'given-up')
+  await h.advance(1)
+  t.equal(h.sys.forks.length, forks + 1, 'tried again')
+  t.match(h.logs.find((l) => l.event === 'given-up-retry'), { slot: 1, after: 60000 })
+  h.latest(1).say('ready')
+  await h.step()
+  t.equal(slot.state, 'ready')
+  t.equal(slot.bootFailures, 0)
+})
+
+t.test('--given-up-retry 0: only a reload revives a given-up slot', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 1, givenUpRetry: 0, heartbeatTimeout: 48 * 3600000 })
+  await started(h, 2)
+  await giveUp(h, 1, 1)
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  const forks = h.sys.forks.length
+  await h.advance(24 * 3600000)
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  t.equal(h.sys.forks.length, forks)
 })

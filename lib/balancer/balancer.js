@@ -20,6 +20,7 @@ const { BalancedRequest } = require('./request')
 const { createFrontServer } = require('./listen')
 const { listen, beginClose, closeServer, urlOf } = require('../listen')
 const { codes } = require('../errors')
+const { guardAccept } = require('../descriptors')
 
 // pool_failures_total's reason for each way an attempt on a worker fails (lib/balancer/retry.js).
 const FAILURE_METRIC = {
@@ -65,6 +66,8 @@ class EmbeddedBalancer {
       onCheckContinue: (req, res) => this.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
     })
+    // A full descriptor table refuses new clients, never the workers' respawns (lib/descriptors.js).
+    guardAccept(this.server, { name: 'balancer', logger: this.log, onRefused: () => this.metrics.failures.inc({ reason: 'out_of_descriptors' }) })
     this.url = urlOf(options.host, options.port)
     this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
     this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process

@@ -22,6 +22,7 @@ const { MAX_SOCKET_PATH, myUid, describeUser } = require('./path')
 const { serializeError, parseRequest } = require('./protocol')
 const { ControlConnection } = require('./connection')
 const { sendCommand } = require('./client')
+const { guardAccept } = require('../descriptors')
 
 const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its socket counts as taken anyway
 // ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
@@ -53,6 +54,9 @@ class ControlServer {
     // still get the answer of a reload that takes a minute.
     this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
     this.server.maxConnections = maxConnections
+    // Out of descriptors, a connection is refused (or a failed accept logged) rather than the pool
+    // dying; the control socket may use the supervisor's own share (lib/descriptors.js).
+    guardAccept(this.server, { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
     this.connections = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed
     this.closing = null
@@ -80,8 +84,6 @@ class ControlServer {
     }
     const st = fs.statSync(this.path)
     this.owned = { dev: st.dev, ino: st.ino }
-    // Once listening, a failed accept (out of file descriptors) costs that one client only.
-    this.server.on('error', (err) => this.logger?.warn({ event: 'control-error', err: err.message }, `control socket ${this.path}: ${err.message}`))
     // An exit that skips close() (printError, a fatal error) still leaves no stale file.
     process.once('exit', this.removeOnExit)
     this.logger?.info({ event: 'control-listening', path: this.path }, `control socket ${this.path}`)
