@@ -129,8 +129,13 @@ export interface SupervisorOptions {
   maxRequestsJitter?: number
   /** recycle a worker above this RSS in MB after a request; 0 = never (default) */
   maxRss?: number
-  /** upper bound for scale(); 0 = none (default) */
+  /**
+   * ceiling of `workers` and scale(); 0 = none. Default min(8 × CPUs, free memory ÷ 128 MB): more
+   * is refused with POOL_E_BAD_OPTION
+   */
   maxWorkers?: number
+  /** workers booting at once at most; more wait their turn. Default 2 × CPUs */
+  maxBooting?: number
   /** port of the pool's /metrics and /status, in every mode; 0 or absent = off (the library's default) */
   statsPort?: number
   /** default '127.0.0.1' */

@@ -10,10 +10,40 @@
 const os = require('node:os')
 const { poolError, codes } = require('./errors')
 
+function cpuCount () {
+  return os.availableParallelism ? os.availableParallelism() : os.cpus().length
+}
+
 function defaultWorkers (env = process.env) {
   const fromEnv = Number(env.WEB_CONCURRENCY)
   if (Number.isInteger(fromEnv) && fromEnv > 0) return fromEnv
-  return os.availableParallelism ? os.availableParallelism() : os.cpus().length
+  return cpuCount()
+}
+
+// The default ceiling on the number of workers (-n, `pool scale`): min(CEILING_PER_CPU × CPUs,
+// free memory ÷ MEMORY_PER_WORKER), at least 1. Each worker serves one request at a time, so
+// past a few per core they only wait for the CPU (an app waiting on I/O is why it is 8, not 1),
+// and a Node worker with an app loaded holds some 50 to 150 MB. Free memory is what the kernel
+// says is available (MemAvailable), or the cgroup's memory limit when that is lower, read once
+// when the pool is made.
+const CEILING_PER_CPU = 8
+const MEMORY_PER_WORKER = 128 * 1024 * 1024
+
+function freeMemory () {
+  const free = os.freemem()
+  const limit = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0
+  return limit > 0 && limit < free ? limit : free
+}
+
+// { max, why }: the most workers the pool may have, and how that was decided, for the message
+// that refuses more. --max-workers 0: no ceiling.
+function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory() } = {}) {
+  if (maxWorkers === 0) return { max: Infinity, why: 'no ceiling' }
+  if (maxWorkers !== undefined) return { max: maxWorkers, why: `--max-workers ${maxWorkers}` }
+  const byCpu = CEILING_PER_CPU * cpus
+  const byMemory = Math.floor(memory / MEMORY_PER_WORKER)
+  const max = Math.max(1, Math.min(byCpu, byMemory))
+  return { max, why: `the default ceiling of ${max} (min(${CEILING_PER_CPU} × ${cpus} CPUs, ${Math.round(memory / 1048576)} MB free ÷ ${MEMORY_PER_WORKER / 1048576} MB))` }
 }
 
 // kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
@@ -23,6 +53,8 @@ const OPTIONS = {
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
   workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Workers', describe: 'Address the workers listen on' },
   workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Workers', describe: 'Port of slot 1; slot i listens on worker-port + i - 1' },
+  maxWorkers: { flag: 'max-workers', kind: 'int', default: undefined, defaultText: `min(${CEILING_PER_CPU} × CPUs, free memory ÷ ${MEMORY_PER_WORKER / 1048576} MB)`, group: 'Workers', describe: 'Ceiling of -n and `pool scale` (0: none; in HAProxy mode the backend\'s servers bound it too)' },
+  maxBooting: { flag: 'max-booting', kind: 'count', default: () => 2 * cpuCount(), defaultText: '2 × CPUs', group: 'Workers', describe: 'Workers booting at once at most; a big scale or many crashes start a batch at a time' },
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'A request running longer gets its worker SIGKILLed and replaced' },
   bootTimeout: { flag: 'boot-timeout', kind: 'duration', default: 60000, group: 'Workers', describe: 'A worker not ready within this is killed (a failed start)' },
   heartbeatTimeout: { flag: 'heartbeat-timeout', kind: 'duration', default: 10000, group: 'Workers', describe: 'An idle worker silent for this long is treated as hung and replaced' },
@@ -41,7 +73,6 @@ const OPTIONS = {
   maxRequests: { flag: 'max-requests', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker after this many requests (0: never)' },
   maxRequestsJitter: { flag: 'max-requests-jitter', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Add 0..this many requests to each worker\'s limit, so workers do not recycle together' },
   maxRss: { flag: 'max-rss', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Recycle a worker whose RSS exceeds this many MB, as reported after a request or in a heartbeat (0: never)' },
-  maxWorkers: { flag: 'max-workers', kind: 'int', default: 0, group: 'Reload and recycling', describe: 'Upper bound for `pool scale` (0: no bound; in HAProxy mode the backend\'s servers bound it)' },
   statsPort: { flag: 'stats-port', kind: 'port-or-off', default: undefined, defaultText: 'CLI: 9000 (--port − 1; --worker-port − 2 without the embedded balancer); library: off', group: 'Stats and agent', describe: 'Port of the pool\'s /metrics and /status, in every mode (0: off)' },
   statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Stats and agent', describe: 'Address of the stats listener' },
   agentPort: { flag: 'agent-port', kind: 'port-or-off', default: 0, group: 'Stats and agent', describe: 'Port of the HAProxy agent-check responder for a fleet\'s edge: one line per connection with this host\'s ready workers (0: off)' },
@@ -143,4 +174,4 @@ function checkOwnPorts (o, others = []) {
   return o
 }
 
-module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration }
+module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration, workerCeiling, CEILING_PER_CPU, MEMORY_PER_WORKER }

@@ -3,8 +3,9 @@
 // The tick's last steps, in the manner of gunicorn's manage_workers: make the live workers match
 // the wanted set. Slots above the target drain, then go; outdated or worn-out workers are
 // replaced within the batch budget; a reload's canary is booted and judged; dead slots respawn
-// when their handle says so. It acts on the pool it is given (lib/supervisor.js) and only from
-// its tick: the supervisor still owns the handles, the fronts and the events.
+// when their handle says so, no more than --max-booting booting at once. It acts on the pool it
+// is given (lib/supervisor.js) and only from its tick: the supervisor still owns the handles,
+// the fronts and the events. Each step is linear in the slots: a tick stays cheap at any size.
 
 const { WorkerHandle } = require('./worker-handle')
 const { Canary } = require('./canary')
@@ -35,9 +36,13 @@ class Reconciler {
     this.respawn(now)
   }
 
-  // Slots due start a process; a given-up slot tries again when --given-up-retry has passed.
+  // Slots due start a process, in slot order, while fewer than --max-booting are booting: a
+  // scale to many, or a crash of many, forks a batch at a time, so that the supervisor's loop,
+  // its signals and its control socket stay responsive and each boot gets its share of the CPU.
   respawn (now) {
     const pool = this.pool
+    let booting = 0
+    for (const h of pool.handles.values()) if (h.alive && (h.state === 'booting' || h.state === 'warming')) booting++
     let missing = 0
     for (let slot = 1; slot <= pool.target; slot++) {
       let h = pool.handles.get(slot)
@@ -49,7 +54,10 @@ class Reconciler {
         h.revive(now)
         pool.report.retrying(h)
       }
-      if (h.dueForRespawn(now)) this.spawn(h, now)
+      if (h.dueForRespawn(now) && booting < pool.options.maxBooting) {
+        this.spawn(h, now)
+        if (h.alive) booting++
+      }
       if (!h.alive) missing++
     }
     // What the descriptor reserve keeps for the processes still to come (lib/descriptors.js).
@@ -63,14 +71,16 @@ class Reconciler {
   replaceOutdated () {
     const pool = this.pool
     const rolling = pool.reloading?.rolling ? pool.reloading.generation : null
+    let unavailable = this.unavailableCount() // counted once, then kept up to date: one pass
     for (const h of pool.wanted()) {
       const outdated = rolling !== null && h.codeGeneration < rolling
       const reason = outdated ? 'reload' : h.recycleDue
       if (!reason || h.drain || !h.ready) continue
-      if (this.unavailableCount() >= pool.options.reloadBatch) return
+      if (unavailable >= pool.options.reloadBatch) return
       if (outdated) pool.reloading.draining(h)
       else pool.report.recycling(h, reason)
       pool.beginDrain(h, { reason })
+      unavailable++
     }
   }
 

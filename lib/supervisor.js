@@ -13,6 +13,7 @@ const msg = require('./messages')
 const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
 const { resolvePoolOptions } = require('./pool-options')
+const { workerCeiling } = require('./options')
 const { createLogger } = require('./logger')
 const { FrontSet } = require('./front-set')
 const { PoolListeners } = require('./pool-listeners')
@@ -34,6 +35,8 @@ class Pool extends EventEmitter {
     super()
     const { options: resolved, createFront } = resolvePoolOptions(options)
     this.options = resolved
+    this.ceiling = workerCeiling(this.options) // { max, why }: -n and scale stay within it
+    if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
@@ -130,9 +133,8 @@ class Pool extends EventEmitter {
   async scale (n) {
     this.life.assertRunning('scale')
     if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
-    const max = this.options.maxWorkers
-    if (max > 0 && n > max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: --max-workers is ${max}`)
     if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
+    if (n > this.ceiling.max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: above ${this.ceiling.why}; start the pool with a higher --max-workers (0: no ceiling)`)
     await this.fronts.checkScale(n)
     await this.checkNewPorts(n)
     this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
@@ -210,7 +212,13 @@ class Pool extends EventEmitter {
   tick () {
     this.tickScheduled = false
     const now = this.now()
-    while (this.events.length > 0) this.handleEvent(this.events.shift(), now)
+    // Taken a batch at a time (shift() would make a busy tick quadratic); events enqueued while
+    // handling come in the next batch.
+    while (this.events.length > 0) {
+      const batch = this.events
+      this.events = []
+      for (const event of batch) this.handleEvent(event, now)
+    }
     for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
     this.remnants.sweep(now)
     this.reconciler.advanceReload(now)

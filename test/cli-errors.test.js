@@ -105,6 +105,19 @@ t.test('worker ports past 65535 are refused up front, not by a RangeError', asyn
   t.match(spare.stderr, /^pool: workerPort \(--worker-port\) 65530 with --max-workers 10 needs ports up to 65539/)
 })
 
+t.test('-n above the ceiling is refused before anything starts: the default one, and --max-workers', async (t) => {
+  const r = await runPool(['start', app, '-n', '1000', '--balancer', 'none'])
+  t.equal(r.code, 2)
+  oneLine(t, r.stderr)
+  t.match(r.stderr, /^pool: workers \(-n\) 1000 is above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\): lower -n, or raise --max-workers \(0: no ceiling\)\n$/)
+  t.equal(r.stdout, '', 'nothing started: not even a log line')
+  const ports = await freePorts(3)
+  const explicit = await runPool(['start', app, '-n', '3', '--max-workers', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  t.equal(explicit.code, 2)
+  t.equal(explicit.stderr, 'pool: workers (-n) 3 is above --max-workers 2: lower -n, or raise --max-workers (0: no ceiling)\n')
+  t.equal(explicit.stdout, '')
+})
+
 t.test('the balancer\'s --port inside the workers\' ports is refused up front', async (t) => {
   const ports = await freePorts(3)
   const r = await runPool(['start', app, '-n', '3', '--worker-port', String(ports[0]), '--port', String(ports[1])])

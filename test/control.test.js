@@ -173,6 +173,18 @@ t.test('pool scale 2 → 3 → 1', async (t) => {
   for (const pid of highPids) t.notOk(isAlive(pid), `drained worker ${pid} gone`)
 })
 
+t.test('pool scale past the ceiling is refused with the reason, and nothing is forked', async (t) => {
+  const p = await pool(t, { workers: 2 })
+  const r = await cli(['scale', '1000', '--control', p.control])
+  t.equal(r.code, 2)
+  t.equal(r.stdout, '')
+  t.match(r.stderr, /^pool: cannot scale to 1000 workers: above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\); start the pool with a higher --max-workers \(0: no ceiling\)\n$/)
+  const s = await statusJson(p.control)
+  t.equal(s.target, 2)
+  t.same(s.workers.map((w) => w.state), ['ready', 'ready'])
+  t.equal(p.child.logs.filter((l) => l.event === 'spawn').length, 2, 'nothing forked')
+})
+
 t.test('a reload to code that throws fails with the app\'s error; the old workers keep serving', async (t) => {
   const dir = tempDir(t)
   const app = path.join(dir, 'app.js')

@@ -6,11 +6,17 @@
 // (supervision, lifecycle, operations) stay.
 
 const t = require('tap')
+const fs = require('node:fs')
+const os = require('node:os')
 const path = require('node:path')
 const { EventEmitter } = require('node:events')
 const { Duplex } = require('node:stream')
 const { encode, MAX_FRAME } = require('../lib/channel')
+const { performance } = require('node:perf_hooks')
 const { Pool } = require('..')
+const { workerCeiling } = require('../lib/options')
+const { createControlServer } = require('../lib/control/server')
+const { sendCommand } = require('../lib/control/client')
 const { FIXTURES } = require('./helpers')
 
 // A child whose pool channel (stdio[3], lib/channel.js) the test speaks into with `say` and
@@ -475,4 +481,63 @@ t.test('--given-up-retry 0: only a reload revives a given-up slot', async (t) =>
   await h.advance(24 * 3600000)
   t.equal(h.pool.handles.get(1).state, 'given-up')
   t.equal(h.sys.forks.length, forks)
+})
+
+t.test('the ceiling: min(8 × CPUs, free memory ÷ 128 MB), --max-workers over it, 0 for none', async (t) => {
+  const GB = 1024 ** 3
+  t.equal(workerCeiling({}, { cpus: 2, memory: 22 * GB }).max, 16, 'CPUs bound it')
+  t.equal(workerCeiling({}, { cpus: 64, memory: 1 * GB }).max, 8, 'memory bounds it')
+  t.equal(workerCeiling({}, { cpus: 2, memory: 10 * 1024 * 1024 }).max, 1, 'never below 1')
+  t.match(workerCeiling({}, { cpus: 2, memory: 22 * GB }).why, 'the default ceiling of 16 (min(8 × 2 CPUs, 22528 MB free ÷ 128 MB))')
+  t.same(workerCeiling({ maxWorkers: 40 }, { cpus: 2, memory: 0 }), { max: 40, why: '--max-workers 40' })
+  t.equal(workerCeiling({ maxWorkers: 0 }).max, Infinity)
+  t.throws(() => harness(t, { workers: 5, maxWorkers: 4 }), { code: 'POOL_E_BAD_OPTION', message: 'workers (-n) 5 is above --max-workers 4: lower -n, or raise --max-workers (0: no ceiling)' })
+  const h = harness(t, { workers: 2, maxWorkers: 3 })
+  await started(h, 2)
+  await t.rejects(h.pool.scale(4), { code: 'POOL_E_BAD_OPTION', message: 'cannot scale to 4 workers: above --max-workers 3; start the pool with a higher --max-workers (0: no ceiling)' })
+  t.equal(h.pool.target, 2)
+  t.equal(h.sys.forks.length, 2, 'nothing forked')
+})
+
+t.test('1000 workers: a batch boots at a time; the control socket and a stop are answered while they boot', async (t) => {
+  const N = 1000
+  const h = harness(t, { workers: N, maxWorkers: 0, maxBooting: 8, workerPort: 20000 })
+  const booting = () => h.pool.slots().filter((x) => x.state === 'booting').length
+  const starting = h.pool.start()
+  starting.catch(() => {}) // the stop below answers it
+  await h.step()
+  t.equal(h.sys.forks.length, 8, 'the first batch, not a thousand forks in one tick')
+  let most = 0
+  for (let round = 0; round < 10; round++) {
+    for (const c of h.sys.forks.slice(-8)) c.say('ready')
+    await h.step()
+    most = Math.max(most, booting())
+  }
+  t.equal(most, 8, 'never more than --max-booting booting')
+  t.equal(h.sys.forks.length, 88, 'each ready worker lets the next one boot')
+  t.equal(h.pool.slotsWithoutProcess, N - 88, 'the descriptor reserve knows what is still to come')
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-unit-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const control = await createControlServer({ path: path.join(dir, 'c.sock'), pool: h.pool })
+  t.teardown(() => control.close())
+  const status = await sendCommand(control.path, 'status', {}, { timeout: 10000 })
+  t.equal(status.workers.length, N, 'the control socket answers while they boot')
+  t.equal(status.phase, 'starting')
+  await t.rejects(sendCommand(control.path, 'scale', { workers: 2 }, { timeout: 10000 }), { code: 'POOL_E_NOT_STARTED' })
+
+  // A tick with a thousand slots and a thousand events is linear; its time is only a sanity bound.
+  for (let i = 0; i < 12; i++) for (const c of h.sys.forks) c.say('heartbeat', { rss: 1 })
+  const began = performance.now()
+  h.pool.tick()
+  const ms = performance.now() - began
+  t.comment(`one tick, ${N} slots, ${12 * h.sys.forks.length} events: ${ms.toFixed(1)} ms`)
+  t.ok(ms < 2000, 'sanity bound only')
+
+  const stopped = h.pool.stop()
+  await h.step()
+  for (const c of h.sys.forks) if (c.sent.some((m) => m.type === 'stop')) c.exit(0)
+  await h.step()
+  t.same(await stopped, { clean: true }, 'the stop completes while most slots never started')
+  t.equal(h.sys.forks.length, 88, 'and nothing was forked after it')
 })
