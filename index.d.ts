@@ -6,8 +6,17 @@ import type { IncomingMessage, ServerResponse, Server } from 'node:http'
 import type { Logger } from 'pino'
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void
-/** Anything `listen()` and the app module may hand over. */
-export type Servable = RequestListener | Server | { callback(): RequestListener }
+/**
+ * Anything `listen()` and the app module may hand over: a request listener (an Express app), an
+ * http.Server not listening yet, a Koa app (`callback()`), a Fastify instance (served once
+ * `ready()` resolves) or a hapi server (served once `initialize()` resolves).
+ */
+export type Servable =
+  | RequestListener
+  | Server
+  | { callback(): RequestListener }
+  | { server: Server, ready(): PromiseLike<unknown> }
+  | { listener: Server, initialize(): PromiseLike<unknown> }
 
 /**
  * Serve `target` one request at a time. Under `pool start` the pool's runtime binds the slot's

@@ -5,17 +5,19 @@
 // 3000), still one request at a time, so local debugging looks like production.
 
 const { currentRuntime } = require('./runtime')
-const { toServer } = require('./servable')
+const { servingOf } = require('./servable')
 const { serializeRequests } = require('./serial')
 
 function listen (target, { port = Number(process.env.PORT) || 3000, host = process.env.HOST } = {}) {
   const runtime = currentRuntime()
   if (runtime) return runtime.serve(target)
-  const server = toServer(target)
+  const { server, prepare } = servingOf(target)
   serializeRequests(server)
-  server.listen({ port, host }, () => {
-    const a = server.address()
-    process.stdout.write(`listening on http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port} (not under pool: one process)\n`)
+  new Promise((resolve) => resolve(prepare?.())).then(() => {
+    server.listen({ port, host }, () => {
+      const a = server.address()
+      process.stdout.write(`listening on http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port} (not under pool: one process)\n`)
+    })
   })
   return server
 }

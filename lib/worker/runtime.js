@@ -5,12 +5,14 @@
 // decides, because a worker whose event loop is blocked cannot decide anything.
 
 const fs = require('node:fs')
+const net = require('node:net')
 const { pathToFileURL } = require('node:url')
 const msg = require('../messages')
 const channel = require('../channel')
 const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
-const { isServable, toServer, unwrapDefault } = require('./servable')
+const { isServable, isThenable, servingOf, unwrapDefault, noListenError } = require('./servable')
+const { interceptListen, requestedPort, isHttpServer } = require('./adopt')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
 // own node_modules) still finds the runtime that forked it.
@@ -32,11 +34,15 @@ class WorkerRuntime {
       base: { pid: process.pid, slot: this.slot, port: this.port },
       destination: process.stdout
     })
-    this.server = null
+    this.server = null // the server on the slot's port, once the runtime has taken it
+    this.preparing = null // an app's server while the app gets ready to serve (Fastify's ready())
+    this.otherPorts = new Set() // ports the app listened on that are not the slot's: the waiting hint names them
+    this.listen = net.Server.prototype.listen // the original, once interceptListen has replaced it
     this.guard = null
     this.requests = 0
     this.stopping = false
     this.booted = false
+    this.failed = false
     this.channel = null // the pool channel's worker end (null when not forked by a pool)
     this.onBootFailure = (err) => this.failBoot(err)
   }
@@ -67,30 +73,105 @@ class WorkerRuntime {
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
     setInterval(() => this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() }), this.heartbeatInterval).unref()
+    this.listen = interceptListen({
+      decide: (server, args) => this.decideListen(server, args),
+      adopt: (server, callback) => this.adopt(server, callback)
+    })
   }
+
+  // Whether the worker has its server, or is getting one ready.
+  get claimed () { return this.server !== null || this.preparing !== null }
 
   async boot (appPath) {
     this.install()
     let exported
     try {
+      if (this.port === 0) await this.pickPort()
       exported = await loadModule(appPath)
     } catch (err) {
       return this.failBoot(err)
     }
-    if (this.server) return // form (c): the app called listen() while loading
-    exported = unwrapDefault(exported)
-    if (exported && typeof exported.then === 'function') exported = await exported
-    if (this.server) return
-    if (isServable(exported)) return this.serve(exported)
-    // Form (c) with asynchronous set-up calls listen() later; the supervisor's boot timeout
-    // bounds the wait, and this line tells the operator what the worker is waiting for.
-    const hint = setTimeout(() => this.logger.warn({ event: 'waiting-for-listen' }, 'the app exported no request listener or server and has not called listen() yet'), 5000)
+    if (this.claimed) return // the app listened while loading: through pool's listen(), or on PORT itself
+    let app = unwrapDefault(exported)
+    if (!isServable(app) && isThenable(app)) app = unwrapDefault(await app) // a promise of an app
+    if (this.claimed) return
+    if (isServable(app)) return this.serve(app)
+    this.awaitListen(app)
+  }
+
+  // A reload's canary has no slot and is forked with PORT=0. It takes a free port of its own, so
+  // that an app reading PORT (`parseInt(process.env.PORT) || 3000`, as Next's standalone server
+  // does) listens where the runtime adopts it, not on its default.
+  async pickPort () {
+    const probe = net.createServer()
+    await new Promise((resolve, reject) => {
+      probe.once('error', reject)
+      this.listen.call(probe, { port: 0, host: this.host }, resolve)
+    })
+    this.port = probe.address().port
+    await new Promise((resolve) => probe.close(resolve))
+    process.env.PORT = String(this.port)
+  }
+
+  // The module exported nothing to serve: the app may still listen, through pool's listen() or
+  // on PORT itself, after asynchronous set-up (Next's prepare(), hapi's start()). The worker
+  // waits as long as the app has work in progress, bounded by the supervisor's boot timeout.
+  // Once its event loop is empty (the pool channel does not count), no listen() can come any
+  // more: the boot fails at once, saying what the module exported.
+  awaitListen (app) {
+    this.channel?.unref()
+    process.on('beforeExit', () => {
+      if (this.claimed) return
+      this.channel?.ref()
+      this.failBoot(noListenError(app))
+    })
+    const hint = setTimeout(() => this.hintWaiting(), 5000)
     hint.unref()
   }
 
+  hintWaiting () {
+    if (this.claimed) return
+    const ports = [...this.otherPorts]
+    const message = ports.length > 0
+      ? `the app listens on port ${ports.join(', ')}, not on PORT (${this.port}): listen on process.env.PORT, or export the app`
+      : 'the app exported no request listener or server and has not called listen() yet'
+    this.logger.warn({ event: 'waiting-for-listen', ports }, message)
+  }
+
+  // Every listen() in the worker asks here first (adopt.js). The first HTTP server to listen on
+  // the slot's port is the app's: the runtime takes it over. Once it has one, the port is the
+  // pool's: another server asking for it gets EADDRINUSE, even on another address (Fastify's
+  // second binding of `localhost`, on ::1), so that none serves beside the one-request guard.
+  decideListen (server, args) {
+    const port = requestedPort(args)
+    if (port !== this.port) {
+      if (port) this.otherPorts.add(port)
+      return 'pass'
+    }
+    if (server === this.server) return 'pass' // a second listen() of the same server: Node's own error
+    if (this.server !== null) return 'refuse'
+    return isHttpServer(server) ? 'adopt' : 'pass'
+  }
+
+  // An app handed over by the module's export or pool's listen(): its server, listened with as
+  // soon as the app is ready to serve.
   serve (target) {
-    if (this.server) throw new Error('listen() was called twice in one worker')
-    const server = toServer(target)
+    if (this.claimed) throw new Error('listen() was called twice in one worker, or after the app listened on PORT itself')
+    const { server, prepare } = servingOf(target)
+    if (!prepare) return this.adopt(server)
+    this.preparing = server
+    new Promise((resolve) => resolve(prepare())).then(() => {
+      this.preparing = null
+      // The app may have listened on PORT itself meanwhile: then that server is the one.
+      if (this.server === null) this.adopt(server)
+    }, (err) => this.failBoot(err))
+    return server
+  }
+
+  // Take `server` over and listen with it on the slot's port and host, whoever asked: the
+  // one-request guard, the timeouts the balancer needs, low fds, ready. `callback` is the app's
+  // own listen() callback, called once it listens, before the supervisor hears of it.
+  adopt (server, callback = null) {
     this.server = server
     this.guard = serializeRequests(server, {
       onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }),
@@ -105,19 +186,24 @@ class WorkerRuntime {
     server.keepAliveTimeout = 65000
     server.headersTimeout = 66000
     server.once('error', (err) => { if (!this.booted) this.failBoot(err) })
+    this.channel?.ref() // awaitListen let go of it; from now on the server keeps the worker alive anyway
     const reserved = reserveLowFds()
-    server.listen({ port: this.port, host: this.host }, () => {
-      releaseFds(reserved)
-      this.becomeReady()
-    })
+    server.once('listening', () => releaseFds(reserved))
+    const args = [{ port: this.port, host: this.host }]
+    if (callback) args.push(callback)
+    this.listen.apply(server, args)
+    server.once('listening', () => this.becomeReady())
     return server
   }
 
+  // Until the supervisor has been told, a throw (in the app's listen() callback, say) is still a
+  // failed boot, reported with its stack, not a crash the supervisor hears nothing about.
   becomeReady () {
+    const { port } = this.server.address()
     this.booted = true
     process.off('uncaughtException', this.onBootFailure)
     process.off('unhandledRejection', this.onBootFailure)
-    this.send(msg.READY, { port: this.server.address().port })
+    this.send(msg.READY, { port })
   }
 
   requestEnded () {
@@ -126,11 +212,19 @@ class WorkerRuntime {
   }
 
   failBoot (err) {
+    if (this.failed) return
+    this.failed = true
     const error = msg.serializeError(err)
-    if (err && err.code === 'EADDRINUSE') error.message = `port ${this.port} (slot ${this.slot}) is already in use`
+    if (err && err.code === 'EADDRINUSE') error.message = this.portInUse(err)
     const leave = () => afterOutput(() => process.exit(1))
     if (!this.send(msg.BOOT_ERROR, { error }, leave)) return leave()
     setTimeout(() => process.exit(1), 1000 + OUTPUT_WAIT).unref()
+  }
+
+  // The slot's port, or one the app chose itself: a fixed port, say, which only one worker can have.
+  portInUse (err) {
+    if (err.port === undefined || err.port === this.port) return `port ${this.port} (slot ${this.slot}) is already in use`
+    return `port ${err.port} is already in use (the app listens on it itself, not on PORT, ${this.port})`
   }
 
   // Finish what is running and queued, then leave. New connections are refused from now on.

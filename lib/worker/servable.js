@@ -1,52 +1,72 @@
 'use strict'
 
-// What an app may hand to the pool: a request listener `(req, res) => {}` (Express apps are
-// one), a Koa-style app with `.callback()`, or an http.Server that is not listening yet.
+// What an app may hand to the pool, and the http.Server that serves each kind. Kinds are told
+// apart by shape, not by class: the app's copy of a framework is not ours to require.
 const http = require('node:http')
 const net = require('node:net')
-const path = require('node:path')
 const { poolError, codes } = require('../errors')
 
+// A net.Server, or an object shaped like one. `address` is what tells a server from an app that
+// is merely an EventEmitter with a listen() method: a Koa app is one, and served as a server it
+// crashed every worker once it listened.
 function isServer (x) {
-  return x instanceof net.Server || (x !== null && typeof x === 'object' && typeof x.listen === 'function' && typeof x.listeners === 'function')
+  return x instanceof net.Server || (isObject(x) && typeof x.listen === 'function' && typeof x.listeners === 'function' && typeof x.address === 'function')
+}
+
+// Each kind: its name (for messages), how it is recognised, and how it is served: the server
+// whose 'request' events the pool takes over, and what must finish before it may listen.
+const KINDS = [
+  // Express apps are request listeners.
+  { name: 'a request listener (req, res) => {}', is: (x) => typeof x === 'function', serve: (listener) => ({ server: http.createServer(listener) }) },
+  { name: 'an http.Server that is not listening yet', is: isServer, serve: (server) => ({ server }) },
+  // A Fastify instance owns its server, and has its routes only once ready() has loaded its
+  // plugins. It is thenable too: awaited, it would be mistaken for a promise of an app.
+  { name: 'a Fastify instance', is: (x) => isObject(x) && isServer(x.server) && typeof x.ready === 'function', serve: (app) => ({ server: app.server, prepare: () => app.ready() }) },
+  // A hapi server owns its `listener`; initialize() starts its caches and runs onPreStart.
+  { name: 'a hapi server', is: (x) => isObject(x) && isServer(x.listener) && typeof x.initialize === 'function', serve: (app) => ({ server: app.listener, prepare: () => app.initialize() }) },
+  // Koa, and any app whose callback() gives a request listener.
+  { name: 'a Koa app', is: (x) => isObject(x) && typeof x.callback === 'function', serve: (app) => ({ server: http.createServer(app.callback()) }) }
+]
+
+const names = KINDS.map((k) => k.name)
+const WHAT_TO_EXPORT = `${names.slice(0, -1).join(', ')} or ${names.at(-1)}`
+
+function kindOf (x) {
+  return KINDS.find((kind) => kind.is(x)) || null
 }
 
 function isServable (x) {
-  return typeof x === 'function' || isServer(x) || (x !== null && typeof x === 'object' && typeof x.callback === 'function')
+  return kindOf(x) !== null
 }
 
-function toServer (target) {
-  if (isServer(target)) return target
-  if (typeof target === 'function') return http.createServer(target)
-  if (target !== null && typeof target === 'object' && typeof target.callback === 'function') return http.createServer(target.callback())
-  const got = target === null ? 'null' : typeof target
-  throw poolError(codes.BAD_OPTION, `listen() takes a request listener (req, res) => {}, an http.Server or an app with .callback(); got ${got}`)
+// { server, prepare? }: the server to listen with, and, if set, a function whose promise must
+// resolve before it listens.
+function servingOf (target) {
+  const kind = kindOf(target)
+  if (kind) return kind.serve(target)
+  throw poolError(codes.BAD_OPTION, `listen() takes ${WHAT_TO_EXPORT}; got ${describeExport(target)}`)
 }
 
 // What the app module exported, as the runtime serves it: ESM namespaces and transpiled modules
-// put the app on `default`. This is where the worker first sees the export, so an export that
-// can never serve is refused here: one that is no app, from a module that did not even load
-// pool's listen(), so it cannot call it later either. Without this the worker would wait for a
-// listen() that never comes until --boot-timeout, five times over; refused, the boot fails at
-// once and says why.
+// put the app on `default`.
 function unwrapDefault (exported) {
-  const app = exported && typeof exported === 'object' && !isServable(exported) && 'default' in exported ? exported.default : exported
-  if (isServable(app) || isThenable(app) || loadedListen()) return app
-  const err = poolError(codes.BOOT_FAILED, `the app exported ${describeExport(app)} and did not call listen(): export a request listener (req, res) => {}, an http.Server that is not listening yet, or an app with .callback() (module.exports = app, or export default app), or call require('pool').listen(app)`)
+  return isObject(exported) && !isServable(exported) && 'default' in exported ? exported.default : exported
+}
+
+// The boot failure of a worker whose app exported `app`, nothing it can serve, and whose event
+// loop emptied without a listen(): none can come any more.
+function noListenError (app) {
+  const err = poolError(codes.BOOT_FAILED, `the app exported ${describeExport(app)} and did not call listen(): export ${WHAT_TO_EXPORT} (module.exports = app, or export default app), call require('pool').listen(app), or listen on process.env.PORT`)
   err.stack = `${err.name}: ${err.message}` // where the pool noticed is no help to the app's author
-  throw err
+  return err
 }
 
 function isThenable (x) {
   return x !== null && (typeof x === 'object' || typeof x === 'function') && typeof x.then === 'function'
 }
 
-// Any copy of pool (this one, or the app's own in its node_modules), loaded by require() or
-// import: either way it is in require.cache once loaded.
-const LISTEN_MODULE = path.join(path.sep, 'lib', 'worker', 'listen.js')
-
-function loadedListen () {
-  return Object.keys(require.cache).some((file) => file.endsWith(LISTEN_MODULE))
+function isObject (x) {
+  return x !== null && typeof x === 'object'
 }
 
 function describeExport (x) {
@@ -65,4 +85,4 @@ function list (keys) {
   return keys.length > 5 ? `${keys.slice(0, 5).join(', ')}, …` : keys.join(', ')
 }
 
-module.exports = { isServable, toServer, unwrapDefault }
+module.exports = { isServable, isThenable, servingOf, unwrapDefault, noListenError }
