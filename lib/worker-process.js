@@ -71,11 +71,32 @@ function withHeaderLimit (execArgv, env) {
 function resolveApp (app, cwd = process.cwd()) {
   if (typeof app !== 'string' || app === '') throw poolError(codes.APP_NOT_FOUND, 'no app given: pass the path of the app module (options.app)')
   const file = path.resolve(cwd, app)
+  let resolved
   try {
-    return require.resolve(file)
+    resolved = require.resolve(file)
   } catch {
     const hint = fs.existsSync(file) ? ' (it exists but cannot be resolved as a module)' : ''
     throw poolError(codes.APP_NOT_FOUND, `cannot find app '${app}' (looked for ${file})${hint}`)
+  }
+  return throughSymlinks(file, resolved)
+}
+
+// require.resolve() follows symlinks, and the app's path must not: a deploy that points a
+// `current` symlink at a new release and then reloads must get the new release. So the path
+// the workers load keeps the links the user gave (`current/server.js`, not the release it points
+// to today), and each new worker follows them when it loads the app.
+function throughSymlinks (file, resolved) {
+  for (let dir = file; ; dir = path.dirname(dir)) {
+    let real
+    try {
+      real = fs.realpathSync(dir)
+    } catch {
+      if (dir === path.dirname(dir)) return resolved
+      continue // `server` for server.js: its directory is the part that exists
+    }
+    if (resolved === real) return dir
+    if (resolved.startsWith(real + path.sep)) return path.join(dir, path.relative(real, resolved))
+    return resolved
   }
 }
 
