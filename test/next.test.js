@@ -18,9 +18,13 @@ const BUILD_TIMEOUT = 240000
 // its own package as a user's project does: Turbopack does not follow a node_modules symlink
 // out of the project's root, so a copy under the system's temp dir could not build.
 async function buildCopy (t) {
-  fs.mkdirSync(path.join(ROOT, 'tmp'), { recursive: true })
-  const dir = fs.mkdtempSync(path.join(ROOT, 'tmp', 'next-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const tmp = path.join(ROOT, 'tmp')
+  fs.mkdirSync(tmp, { recursive: true })
+  const dir = fs.mkdtempSync(path.join(tmp, 'next-'))
+  t.teardown(() => {
+    fs.rmSync(dir, { recursive: true, force: true })
+    try { fs.rmdirSync(tmp) } catch { /* not empty: someone else's too */ }
+  })
   fs.cpSync(EXAMPLE, dir, { recursive: true, filter: (src) => path.basename(src) !== '.next' })
   const build = await run(process.execPath, [NEXT_BIN, 'build', dir], {
     env: cleanEnv({ NEXT_TELEMETRY_DISABLED: '1', NEXT_OUTPUT: 'standalone' }),
