@@ -183,10 +183,12 @@ export interface EmbeddedBalancerOptions {
   retries?: number
   /** a request queued longer gets 503; 0 = forever. Default 20000 */
   queueTimeout?: number
-  /** queued requests beyond this get 503 at once; default unlimited */
+  /** queued requests beyond this get 503 with Retry-After at once (a request with a body: before it is read). Default 1024 */
   maxQueue?: number
   /** largest request body in bytes. Default 10 MiB */
   maxBody?: number
+  /** request-body bytes held at once over all requests (read, queued, on a worker); a body that would pass it gets 503 with Retry-After before it is read. 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxBody */
+  bodyBudget?: number
   /** responses up to this many bytes are buffered whole. Default 8 MiB */
   maxResponseBuffer?: number
   /** default '/ping' */
@@ -331,6 +333,7 @@ export declare const codes: {
   readonly BUSY: 'POOL_E_BUSY'
   readonly INTERNAL: 'POOL_E_INTERNAL'
   readonly BODY_TOO_LARGE: 'POOL_E_BODY_TOO_LARGE'
+  readonly BODY_OVER_BUDGET: 'POOL_E_BODY_OVER_BUDGET'
   readonly CLIENT_ABORTED: 'POOL_E_CLIENT_ABORTED'
   readonly PROXY_TIMEOUT: 'POOL_E_PROXY_TIMEOUT'
   readonly WORKER_GONE: 'POOL_E_WORKER_GONE'

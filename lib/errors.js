@@ -31,6 +31,7 @@ const codes = Object.freeze({
   INTERNAL: 'POOL_E_INTERNAL', // an unexpected error, as the control socket reports it
   // The embedded balancer's, per request: they are answered with an HTTP status, never exit.
   BODY_TOO_LARGE: 'POOL_E_BODY_TOO_LARGE',
+  BODY_OVER_BUDGET: 'POOL_E_BODY_OVER_BUDGET',
   CLIENT_ABORTED: 'POOL_E_CLIENT_ABORTED',
   PROXY_TIMEOUT: 'POOL_E_PROXY_TIMEOUT',
   WORKER_GONE: 'POOL_E_WORKER_GONE',
@@ -57,6 +58,7 @@ const EXIT_CODES = Object.freeze({
   [codes.BUSY]: EXIT.USAGE,
   [codes.INTERNAL]: EXIT.FAILURE,
   [codes.BODY_TOO_LARGE]: EXIT.FAILURE,
+  [codes.BODY_OVER_BUDGET]: EXIT.FAILURE,
   [codes.CLIENT_ABORTED]: EXIT.FAILURE,
   [codes.PROXY_TIMEOUT]: EXIT.FAILURE,
   [codes.WORKER_GONE]: EXIT.FAILURE,

@@ -12,7 +12,7 @@ const { createBalancer, OPTIONS } = require('../lib/balancer')
 t.test('options: defaults, bad values rejected', async (t) => {
   const b = createBalancer({})
   t.match(b.options, { port: 9001, host: '127.0.0.1', maxconn: 1, balance: 'first', retries: 3, queueTimeout: 20000, maxBody: 10 * 1024 * 1024, pingPath: '/ping', sendTimeout: 60000 })
-  t.equal(b.options.maxQueue, undefined, 'max-queue unlimited by default')
+  t.equal(b.options.maxQueue, 1024, 'max-queue bounded by default')
   t.notOk('statsPort' in OPTIONS, 'the stats listener is the pool\'s, not the balancer\'s')
   for (const name of ['port', 'host', 'maxconn', 'balance', 'retries', 'queueTimeout', 'maxQueue', 'maxBody', 'pingPath']) {
     t.ok(OPTIONS[name] && OPTIONS[name].flag && OPTIONS[name].describe, `OPTIONS.${name} is described`)

@@ -6,7 +6,7 @@
 const t = require('tap')
 const { PoolError, poolError, codes, EXIT, exitCodeOf } = require('../lib/errors')
 const { deserializeError, serializeError } = require('../lib/control/protocol')
-const { ClientAborted, BodyTooLarge } = require('../lib/balancer/buffering')
+const { ClientAborted, BodyTooLarge, BodyOverBudget } = require('../lib/balancer/buffering')
 const { ProxyTimeout } = require('../lib/balancer/proxy')
 const { WorkerGoneError } = require('../lib/balancer/upstream')
 const { ResponseParser, ResponseParseError } = require('../lib/balancer/response-parser')
@@ -27,6 +27,7 @@ t.test("the balancer's errors are PoolErrors with listed codes and their old mes
   try { parser.execute(Buffer.from('NOT HTTP\r\n\r\n')) } catch (err) { parseError = err }
   const made = [
     [new BodyTooLarge(10), codes.BODY_TOO_LARGE, 'request body larger than 10 bytes'],
+    [new BodyOverBudget(), codes.BODY_OVER_BUDGET, 'the request bodies held would exceed the body budget'],
     [new ClientAborted(), codes.CLIENT_ABORTED, 'client closed the connection while sending its request'],
     [new ProxyTimeout(250), codes.PROXY_TIMEOUT, 'no answer within 250 ms'],
     [new WorkerGoneError('worker 3 is gone'), codes.WORKER_GONE, 'worker 3 is gone'],

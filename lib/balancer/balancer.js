@@ -10,7 +10,9 @@ const { Dispatcher } = require('./dispatcher')
 const { forward } = require('./proxy')
 const { decide, mayReuseConnection } = require('./retry')
 const { refusalOf } = require('./request-rules')
-const { readBody, hasBody, declaredTooLarge } = require('./buffering')
+const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
+const { BodyBudget } = require('./body-budget')
+const { Reclaimer, worthReclaiming } = require('./reclaim')
 const headers = require('./headers')
 const { replyError, replyPing, refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
@@ -30,6 +32,15 @@ const FAILURE_METRIC = {
   broken_response: 'worker_broken_response',
   timeout: 'worker_timeout'
 }
+
+// The answer to a body the balancer stopped reading (buffering.js), by the error's code.
+const BODY_REFUSALS = {
+  [codes.BODY_TOO_LARGE]: 'body_too_large',
+  [codes.BODY_OVER_BUDGET]: 'body_budget'
+}
+
+// Refusals for a limit of the balancer's (replies.js), rather than for what the request is.
+const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
@@ -59,6 +70,9 @@ class EmbeddedBalancer {
         this.fail(job, reason)
       })
     })
+    // Bodies held over all requests, and their memory given back after a burst.
+    this.reclaimer = new Reclaimer({ held: () => this.bodyBudget.held, minBytes: worthReclaiming(options.bodyBudget) })
+    this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease: (bytes) => this.reclaimer.onRelease(bytes) })
     this.metrics = this.createMetrics(null)
     this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
     this.server = createFrontServer(options, {
@@ -74,7 +88,7 @@ class EmbeddedBalancer {
   }
 
   createMetrics (poolMetrics) {
-    return new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views() }), poolMetrics)
+    return new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views(), bodyBytes: this.bodyBudget.held, bodyBudget: this.bodyBudget.limit }), poolMetrics)
   }
 
   // ---- Front hooks ------------------------------------------------------------------------
@@ -151,6 +165,7 @@ class EmbeddedBalancer {
     this.isStopping = true
     clearTimeout(this.announceTimer)
     this.isStopped = true
+    this.reclaimer.stop()
     this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
     for (const socket of this.connectSockets) socket.destroy()
     this.workers.closeAll(new WorkerGoneError('the pool stopped'))
@@ -167,6 +182,8 @@ class EmbeddedBalancer {
       maxconn: this.options.maxconn,
       queue: this.dispatcher.queued,
       inFlight: this.workers.inFlight(),
+      bodyBytes: this.bodyBudget.held,
+      bodyBudget: this.bodyBudget.limit,
       stopping: this.isStopping,
       workers: this.slots.views()
     }
@@ -174,36 +191,55 @@ class EmbeddedBalancer {
 
   // ---- a request's life -------------------------------------------------------------------
   //
-  // arrives (onRequest) → body read → queued or assigned (admit) → attempt on a worker
-  // (onAssign) → outcome (onOutcome): answered, streamed, redispatched, or failed → the client's
-  // connection closes (onClientClose). Every entry point from outside (the HTTP server, timers,
-  // attempt outcomes) runs through `safely`, so an unexpected throw costs that one request.
+  // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
+  // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): answered, streamed,
+  // redispatched, or failed → the client's connection closes (onClientClose). Every entry point
+  // from outside (the HTTP server, timers, attempt outcomes) runs through `safely`, so an
+  // unexpected throw costs that one request.
 
-  onRequest (req, res) {
+  onRequest (req, res, { expectsContinue = false } = {}) {
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
       return replyPing(req, res, { stopping: this.isStopping })
     }
     const job = new BalancedRequest(req, res)
     res.once('close', () => this.safely(job, () => this.onClientClose(job)))
-    this.safely(job, () => this.accept(job))
+    this.safely(job, () => this.accept(job, expectsContinue))
   }
 
-  accept (job) {
-    const { req } = job
-    if (this.isStopped) return this.fail(job, 'stopping')
-    const refusal = refusalOf(req)
-    if (refusal) return this.fail(job, refusal)
-    if (!hasBody(req)) return this.admit(job)
-    readBody(req, this.options.maxBody).then((body) => {
+  // `Expect: 100-continue`: the body is invited only once the request is admitted.
+  onCheckContinue (req, res) {
+    this.onRequest(req, res, { expectsContinue: true })
+  }
+
+  accept (job, expectsContinue) {
+    const refusal = this.arrivalRefusal(job)
+    if (refusal) return this.refuse(job, refusal)
+    if (!hasBody(job.req)) return this.admit(job)
+    if (expectsContinue) job.res.writeContinue()
+    readBody(job.req, { limit: this.options.maxBody, hold: job.bodyHold }).then((body) => {
       job.body = body
       this.safely(job, () => this.admit(job))
     }, (err) => this.safely(job, () => {
-      if (err.code === codes.BODY_TOO_LARGE) {
-        this.metrics.failures.inc({ reason: 'body_too_large' })
-        this.fail(job, 'body_too_large')
-      }
+      const reason = BODY_REFUSALS[err.code]
+      if (reason) this.refuse(job, reason)
       // CLIENT_ABORTED: nobody is left to answer; onClientClose accounts for it.
     }))
+  }
+
+  // Whether a request may come in, decided in one place, once its head has arrived and before
+  // a byte of its body is read, so that a refused body is never buffered. Returns the reason
+  // (replies.js) it is refused for, or null; a request admitted with a body then holds its
+  // declared length on the body budget (a chunked body grows its hold as it is read).
+  arrivalRefusal (job) {
+    const { req } = job
+    if (this.isStopped) return 'stopping'
+    const rule = refusalOf(req)
+    if (rule) return rule
+    if (!hasBody(req)) return null // the queue decides as it takes it (admit)
+    if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
+    if (!this.dispatcher.wouldTake(job)) return 'queue_full'
+    job.bodyHold = this.bodyBudget.reserve(declaredLength(req) ?? 0)
+    return job.bodyHold ? null : 'body_budget'
   }
 
   // CONNECT: refused (replies.js); its socket is the balancer's to close on stop.
@@ -212,24 +248,18 @@ class EmbeddedBalancer {
     socket.once('close', () => this.connectSockets.delete(socket))
   }
 
-  // `Expect: 100-continue`: invite the body only if it may be accepted.
-  onCheckContinue (req, res) {
-    if (declaredTooLarge(req, this.options.maxBody)) {
-      this.metrics.failures.inc({ reason: 'body_too_large' })
-      return replyError(res, 'body_too_large', { id: headers.requestId(req) })
-    }
-    res.writeContinue()
-    this.onRequest(req, res)
-  }
-
   admit (job) {
     if (job.clientGone) return
     if (this.isStopped) return this.fail(job, 'stopping')
     job.enter('queued')
-    if (this.dispatcher.submit(job) === 'full') {
-      this.metrics.failures.inc({ reason: 'queue_full' })
-      this.fail(job, 'queue_full')
-    }
+    if (this.dispatcher.submit(job) === 'full') this.refuse(job, 'queue_full')
+  }
+
+  // A request turned away by one of the balancer's limits is counted in pool_failures_total; one
+  // the rules refuse (request-rules.js), or that arrives as the pool stops, is not.
+  refuse (job, reason) {
+    if (LIMITS.has(reason)) this.metrics.failures.inc({ reason })
+    this.fail(job, reason)
   }
 
   // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
@@ -377,12 +407,14 @@ class EmbeddedBalancer {
     this.dispatcher.requeue(job)
   }
 
-  // Answer with the balancer's own error for `reason` (see replies.js).
+  // Answer with the balancer's own error for `reason` (see replies.js). An answer given before
+  // the body was read closes the connection: the rest of the body is never read.
   fail (job, reason) {
     job.reason = reason
     if (job.clientGone) return
+    const bodyUnread = job.stage === 'reading' && hasBody(job.req)
     job.enter('responding')
-    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping })
+    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping || bodyUnread })
     if (status >= 500) {
       this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
         `${job.method} ${job.url} answered ${status} (${reason})`)

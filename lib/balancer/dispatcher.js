@@ -60,16 +60,32 @@ class Dispatcher {
   // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
   // is kept if the job comes back after a redispatch: its client has been waiting since.
   submit (job) {
-    if (job.priority === undefined) job.priority = this.priorityOf(job.req)
+    this.classify(job)
     if (this.queueTimeout > 0) job.deadline = performance.now() + this.queueTimeout
     if (this.queue.length === 0) {
       const record = this.workers.pickFree()
       if (record) { this.assign(job, record); return 'assigned' }
     }
-    if (this.maxQueue !== undefined && this.queue.length >= this.maxQueue && !this.makeRoom(job)) return 'full'
+    if (this.isFull() && !this.makeRoom(job)) return 'full'
     this.enqueue(job, false)
     this.police()
     return 'queued'
+  }
+
+  classify (job) {
+    if (job.priority === undefined) job.priority = this.priorityOf(job.req)
+  }
+
+  isFull () {
+    return this.maxQueue !== undefined && this.queue.length >= this.maxQueue
+  }
+
+  // Whether submit(job) would take `job` now, without changing anything: asked before a
+  // request's body is read, so that a full queue refuses the body unread.
+  wouldTake (job) {
+    this.classify(job)
+    if (this.queue.length === 0 && this.workers.anyFree()) return true
+    return !this.isFull() || this.queue.lastBelow(job.priority, this.newestFirst) !== null
   }
 
   // A full queue still takes a request of a higher class than some queued one: the lower one

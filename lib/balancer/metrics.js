@@ -12,7 +12,8 @@ const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
 
 class BalancerMetrics {
-  // view(): { queued, workers: [{ name, slot, state, inFlight }] }, read at scrape time.
+  // view(): { queued, workers: [{ name, slot, state, inFlight }], bodyBytes, bodyBudget }, read
+  // at scrape time.
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
     // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
@@ -26,6 +27,18 @@ class BalancerMetrics {
       help: 'Requests waiting in the balancer queue for a free worker',
       registers,
       collect () { this.set(view().queued) }
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_request_body_bytes',
+      help: 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget',
+      registers,
+      collect () { this.set(view().bodyBytes) }
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_request_body_budget_bytes',
+      help: 'The body budget (--body-budget; 0: no limit)',
+      registers,
+      collect () { this.set(view().bodyBudget) }
     })
     this.queueWait = new client.Histogram({
       name: 'pool_queue_wait_seconds',

@@ -7,8 +7,14 @@ const { resolveOptions } = require('../options')
 const { trustedPeers } = require('./trust')
 const { classifier, CLASSES } = require('./priority')
 const { poolError, codes } = require('../errors')
+const { defaultBodyBudget } = require('./body-budget')
 
 const MB = 1024 * 1024
+
+// Requests the queue holds by default: with --queue-timeout (20 s) and renders of tens of
+// milliseconds, a pool rarely serves more within a queued request's deadline, and each queued
+// request holds a connection (its body is bounded by --body-budget).
+const DEFAULT_MAX_QUEUE = 1024
 
 const OPTIONS = {
   port: { flag: 'port', kind: 'port', default: 9001, group: 'Balancer', describe: 'Port the embedded balancer listens on' },
@@ -17,7 +23,7 @@ const OPTIONS = {
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'rr'], default: 'first', group: 'Balancer', describe: 'first: lowest free slot (keeps a few workers hot); rr: rotate among free workers' },
   retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Times a request whose connection to a worker was refused is sent to another worker (any method: the worker saw nothing)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 20000, group: 'Balancer', describe: 'A request queued longer gets 503 with Retry-After (0: wait forever)' },
-  maxQueue: { flag: 'max-queue', kind: 'int', default: undefined, group: 'Balancer', describe: 'Queued requests beyond this get 503 at once (default: unlimited); a request of a higher class takes the place of the lowest-class one that would be served last' },
+  maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'Balancer', describe: 'Queued requests beyond this get 503 with Retry-After at once (a request with a body: before its body is read); a request of a higher class takes the place of the lowest-class one that would be served last' },
   overloadControl: { flag: 'overload-control', kind: 'bool', default: false, group: 'Balancer', describe: 'When the queue stands (see --overload-interval), serve the newest request first and answer those queued longer than --overload-max-wait 503 at once, rather than serving them after their clients gave up' },
   overloadInterval: { flag: 'overload-interval', kind: 'duration', default: 400, group: 'Balancer', describe: 'The queue stands once it has gone this long without emptying and without serving any request that waited at most --overload-target' },
   overloadTarget: { flag: 'overload-target', kind: 'duration', default: 100, group: 'Balancer', describe: 'A queue that serves requests within this wait is keeping up, however long it is' },
@@ -25,6 +31,7 @@ const OPTIONS = {
   priorityHeader: { flag: 'priority-header', kind: 'string', default: undefined, group: 'Balancer', describe: `Request header whose value (${CLASSES.join(', ')}) sets the request's class, believed only from --trust-proxy peers; a higher class is always served first` },
   priorityRoutes: { flag: 'priority-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Classes by path prefix, longest first: PREFIX=CLASS,... (e.g. /health=high,/static/=high,/export/=low); the header wins over a route' },
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
+  bodyBudget: { flag: 'body-budget', kind: 'int', default: undefined, defaultText: '1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least --max-body', group: 'Balancer', describe: 'Request-body bytes held at once over all requests (being read, queued, on a worker); a request whose body would pass it gets 503 with Retry-After before its body is read (0: no limit)' },
   maxResponseBuffer: { flag: 'max-response-buffer', kind: 'int', default: 8 * MB, group: 'Balancer', describe: 'A response up to this many bytes is read whole before it is sent, freeing the worker at once; larger ones stream' },
   pingPath: { flag: 'ping-path', kind: 'string', default: '/ping', group: 'Balancer', describe: 'Path answered by the balancer itself (200, or 503 while stopping), never by a worker' },
   stopAnnounce: { flag: 'stop-announce', kind: 'duration', default: 2000, group: 'Balancer', describe: 'On stop, the listener stays open this long (less once no worker can take a request), answering /ping 503 and serving what arrives, so that a health check in front sees the stop' },
@@ -59,8 +66,10 @@ function resolveBalancerOptions (input = {}) {
   if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)
   if (o.overloadMaxWait <= 0) throw bad(`overloadMaxWait (--overload-max-wait) must be more than 0 (got ${o.overloadMaxWait})`)
   o.overload = o.overloadControl ? { interval: o.overloadInterval, target: o.overloadTarget, maxWait: o.overloadMaxWait } : null
+  if (o.bodyBudget === undefined) o.bodyBudget = defaultBodyBudget(o.maxBody)
+  else if (o.bodyBudget > 0 && o.bodyBudget < o.maxBody) throw bad(`bodyBudget (--body-budget) must be at least maxBody (--max-body), or 0 for no limit (${o.bodyBudget} < ${o.maxBody})`)
   if (o.requestTimeout > 0 && o.headersTimeout > o.requestTimeout) throw bad(`headersTimeout (--headers-timeout) must not exceed requestTimeout (--request-timeout) (${o.headersTimeout} > ${o.requestTimeout})`)
   return o
 }
 
-module.exports = { OPTIONS, resolveBalancerOptions }
+module.exports = { OPTIONS, resolveBalancerOptions, DEFAULT_MAX_QUEUE }

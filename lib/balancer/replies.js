@@ -13,6 +13,7 @@ const REASONS = {
   body_too_large: { status: 413, text: 'the request body is larger than the limit (--max-body)', close: true },
   queue_timeout: { status: 503, text: 'every worker stayed busy while this request waited in the queue; retry shortly', retryAfter: true },
   queue_full: { status: 503, text: 'the queue is full (--max-queue); retry shortly', retryAfter: true },
+  body_budget: { status: 503, text: 'the balancer holds as many request bodies as its memory budget allows (--body-budget); retry shortly', retryAfter: true, close: true },
   queue_shed: { status: 503, text: 'the pool is overloaded: this request was turned away at once rather than served too late; retry shortly', retryAfter: true },
   stopping: { status: 503, text: 'the pool is stopping', retryAfter: true },
   worker_refused: { status: 502, text: 'no worker accepted the connection (tried --retries times)' },

@@ -9,6 +9,9 @@
 //   done        the client's connection is finished with it, answered or not
 //
 // The stage a request was at when its client went away is in its access-log line.
+//
+// Its body is held (and counted on the body budget, body-budget.js) from its arrival until it
+// is responding or done: from then on it is never sent to a worker again.
 
 const { requestId } = require('./headers')
 
@@ -22,6 +25,8 @@ class BalancedRequest {
     this.stage = 'reading'
     this.arrivedAt = performance.now()
     this.body = null
+    this.bodyHold = null // its bytes on the body budget
+    this.priority = undefined // its class (priority.js), decided at its arrival
     this.head = null // the request line and headers for the worker, built once
     this.record = null // the worker of the latest attempt
     this.holding = null // the worker whose place this request holds now, until it is released
@@ -36,7 +41,16 @@ class BalancedRequest {
     this.reason = null // why the balancer answered it itself, or why it ended unanswered
   }
 
-  enter (stage) { this.stage = stage }
+  enter (stage) {
+    this.stage = stage
+    if (stage === 'responding' || stage === 'done') this.dropBody()
+  }
+
+  dropBody () {
+    this.body = null
+    if (this.bodyHold) this.bodyHold.release()
+    this.bodyHold = null
+  }
 
   clientLeft () {
     this.clientGone = true

@@ -1,0 +1,78 @@
+'use strict'
+
+// How many request-body bytes the balancer holds at once, over all requests (--body-budget).
+// Bodies are read whole before a worker is taken (buffering.js), so without a bound a burst of
+// large POSTs behind busy workers costs the supervisor their sum in memory. A request takes a
+// hold on the budget when it arrives: its declared Content-Length at once, or, for a chunked
+// body, each chunk as it comes. The hold is given back once the body can no longer be sent to a
+// worker (its answer begins, or its client leaves): see BalancedRequest.
+
+const os = require('node:os')
+
+const MB = 1024 * 1024
+
+// The default: 1/16 of the machine's memory, at most 256 MiB, and never less than one body of
+// --max-body (the largest body allowed must be able to come in).
+const DEFAULT_SHARE_OF_RAM = 1 / 16
+const DEFAULT_CAP = 256 * MB
+
+// The memory this process may use: the machine's, or less in a container whose cgroup limits
+// it (process.constrainedMemory() says "no limit" with 0, or with a huge number).
+function availableMemory () {
+  const total = os.totalmem()
+  const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0
+  return constrained > 0 && constrained < total ? constrained : total
+}
+
+function defaultBodyBudget (maxBody, memory = availableMemory()) {
+  return Math.max(maxBody, Math.min(DEFAULT_CAP, Math.floor(memory * DEFAULT_SHARE_OF_RAM)))
+}
+
+class BodyBudget {
+  // limit: bytes; 0 means no limit (the bytes are still counted). onRelease(bytes): a hold let
+  // go of `bytes` (reclaim.js listens).
+  constructor (limit, { onRelease = () => {} } = {}) {
+    this.limit = limit
+    this.held = 0
+    this.onRelease = onRelease
+  }
+
+  fits (bytes) {
+    return this.limit === 0 || this.held + bytes <= this.limit
+  }
+
+  // A hold of `bytes`, or null when they do not fit.
+  reserve (bytes) {
+    if (!this.fits(bytes)) return null
+    this.held += bytes
+    return new BodyHold(this, bytes)
+  }
+}
+
+class BodyHold {
+  constructor (budget, bytes) {
+    this.budget = budget
+    this.bytes = bytes
+  }
+
+  // Hold `more` bytes too (a chunk of a chunked body). False, and nothing more held, when they
+  // do not fit or the hold was already released.
+  grow (more) {
+    if (this.budget === null || !this.budget.fits(more)) return false
+    this.budget.held += more
+    this.bytes += more
+    return true
+  }
+
+  // Give the bytes back. Releasing twice is harmless.
+  release () {
+    const { budget, bytes } = this
+    if (budget === null) return
+    budget.held -= bytes
+    this.budget = null
+    this.bytes = 0
+    budget.onRelease(bytes)
+  }
+}
+
+module.exports = { BodyBudget, defaultBodyBudget, availableMemory, DEFAULT_SHARE_OF_RAM, DEFAULT_CAP }
