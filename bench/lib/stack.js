@@ -71,20 +71,21 @@ async function allServersUp (client, { timeout = 10000 } = {}) {
   await until(async () => Object.values(await client.servers('pool')).every((s) => s.status === 'UP' || s.status === 'no check'), { timeout, what: 'every HAProxy server UP' })
 }
 
-// nginx from the generated config, in front of HAProxy's unix socket `haproxySocket`.
-async function startGeneratedNginx ({ port, haproxySocket }) {
+// nginx from the generated config, in front of HAProxy's unix socket `haproxySocket`. `edit(cfg)`
+// may change the text (the body-budget bench leaves client_body_buffer_size at nginx's default).
+async function startGeneratedNginx ({ port, haproxySocket, edit = (c) => c }) {
   const dir = tempDirFor('nginx')
   fs.mkdirSync(path.join(dir, 'logs'))
-  const cfg = nginxConfig({ prefix: dir, host: '127.0.0.1', port, haproxySocket })
+  const cfg = edit(nginxConfig({ prefix: dir, host: '127.0.0.1', port, haproxySocket })
     // The access log is not what is measured; writing it would cost the same on every request.
-    .replace(/access_log \S+;/, 'access_log off;')
+    .replace(/access_log \S+;/, 'access_log off;'))
   fs.writeFileSync(path.join(dir, 'nginx.conf'), cfg)
   const args = ['-p', dir + '/', '-c', path.join(dir, 'nginx.conf'), '-e', path.join(dir, 'logs', 'error.log'), '-g', 'daemon off;']
   const child = spawnTracked(NGINX, args, { stdio: ['ignore', 'ignore', 'inherit'] })
   child.stopSignal = 'SIGTERM' // the master stops its workers; SIGKILL would orphan them
   child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
   await startedOrExited(child, waitForPort(port), 'nginx')
-  return { url: `http://127.0.0.1:${port}`, dir, child }
+  return { url: `http://127.0.0.1:${port}`, dir, child, cfg }
 }
 
 module.exports = { startGeneratedHaproxy, startGeneratedNginx, allServersUp, has, HAPROXY, NGINX }

@@ -210,6 +210,7 @@ module.exports = {
   fleet: json('fleet.json'),
   matrix: json('matrix.json'),
   slowClients: json('slow-clients.json'),
+  bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),
   overhead: json('overhead.json'),
   run: json('run.json'),

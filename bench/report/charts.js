@@ -327,6 +327,30 @@ function slowClients (data) {
   })
 }
 
+// bench/body-budget.js: each front's peak RSS against the POSTs queued at once, solid; its RSS
+// once the burst is over, dashed.
+function bodyBudget (data) {
+  if (!data?.rows?.length) return null
+  const values = []
+  for (const r of data.rows) {
+    values.push({ series: label(r.front), count: r.count, when: 'peak', mb: r.peakRssMb })
+    values.push({ series: label(r.front), count: r.count, when: 'after the burst', mb: r.rssAfterMb })
+  }
+  const counts = [...new Set(data.rows.map((r) => r.count))].sort((a, b) => a - b)
+  return chart('Memory of the front against large POSTs queued at once', `${data.config.mb} MB bodies behind ${data.config.workers} busy workers; RSS of the front's processes (nginx → HAProxy: both), at its peak and ${data.config.settle / 1000} s after the burst`, {
+    data: { values },
+    width: 460,
+    height: 260,
+    mark: { type: 'line', point: true },
+    encoding: {
+      x: { field: 'count', type: 'quantitative', title: 'POSTs sent at once', axis: { values: counts, format: 'd' } },
+      y: { field: 'mb', type: 'quantitative', title: 'RSS (MB)' },
+      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)), legend: RIGHT },
+      strokeDash: { field: 'when', type: 'nominal', title: null, sort: ['peak', 'after the burst'], scale: { domain: ['peak', 'after the burst'], range: [[1, 0], [4, 3]] }, legend: RIGHT }
+    }
+  })
+}
+
 // bench/overload.js: goodput as a share of capacity, and the p99 of what was answered.
 function overloadGoodput (data) {
   if (!data?.rows?.length) return null
@@ -368,4 +392,4 @@ function overloadLatency (data) {
   })
 }
 
-module.exports = { ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixFailures, matrixHangs, killTimeline, haproxyKill, reload, slowClients, overloadGoodput, overloadLatency, SCENARIO_TITLE }
+module.exports = { ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixFailures, matrixHangs, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }

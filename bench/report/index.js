@@ -216,6 +216,20 @@ async function slowClientsSection (r, dir, run) {
   r.add(provenance(run, 'slow-clients'))
 }
 
+async function bodyBudgetSection (r, dir, run) {
+  const data = load.bodyBudget(dir)
+  r.add('## Request bodies in memory', 'A front that reads each body before a worker is taken holds the bodies of every queued request. A burst of large POSTs behind busy workers, and what it costs each front: the embedded balancer holds bodies up to its budget (`--body-budget`, by default 1/16 of RAM, at most 256 MiB) and answers the rest 503 with `Retry-After` before reading them; with `--body-budget 0` it holds them all; nginx keeps 16 KB of each in memory (its default `client_body_buffer_size`) and writes the rest to a temp file. By `bench/body-budget.js`.')
+  if (!data?.rows?.length) return r.add(missing(run, 'body-budget', 'request bodies in memory'))
+  r.add(await r.figure('body-budget', charts.bodyBudget(data), 'peak and after-burst RSS of each front against the number of large POSTs sent at once'))
+  const answered = (x) => Object.entries(x.statuses).map(([s, n]) => `${int(n)} × ${s}`).join(', ')
+  r.add(table(['POSTs at once', 'front', 'RSS before MB', 'peak RSS MB', 'RSS after MB', 'answers', 'spilled to disk MB (at once)'], data.rows.map((x) => [
+    int(x.count), label(x.front), ms(x.rssBeforeMb), ms(x.peakRssMb), ms(x.rssAfterMb), answered(x), finite(x.spilledMb) ? `${int(x.spilledMb)} (${int(x.peakDiskMb)})` : '–'
+  ])))
+  r.add(`${data.config.mb} MB bodies, ${data.config.workers} workers busy with a render long enough for the whole burst to arrive, then ${data.config.render} ms per POST; RSS of the front's processes (for nginx → HAProxy, nginx's master and workers and HAProxy) sampled every 20 ms, and ${data.config.settle / 1000} s after the last answer. nginx's spilled bytes are its own count of bodies "buffered to a temporary file"; "at once" is the most its processes held open. A spilled body costs nginx no memory but a write and a read through the page cache.`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'body-budget'))
+}
+
 async function overloadSection (r, dir, run) {
   const data = load.overload(dir)
   r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s `--overload-control` serves the newest first and turns away, at once, what has waited too long. By `bench/overload.js`.')
@@ -251,6 +265,7 @@ const SECTIONS = [
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
   ['reload', 'Rolling reload under load', reloadSection],
   ['slow-clients', 'Slow clients', slowClientsSection],
+  ['body-budget', 'Request bodies in memory', bodyBudgetSection],
   ['overload', 'Overload', overloadSection],
   ['fleet', 'Several hosts behind an edge HAProxy', fleetSection]
 ]

@@ -39,6 +39,7 @@ const PARTS = [
     estimate: { full: 170, quick: 16 }
   },
   { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 55, quick: 25 } },
+  { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   {
     name: 'overload',
     about: 'goodput under overload, clients with deadlines',

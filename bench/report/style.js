@@ -9,6 +9,7 @@ const SERIES = [
   ['direct', 'direct (no front)', '#8c8c8c'],
   ['embedded', 'embedded balancer', '#1f77b4'],
   ['embedded-oc', 'embedded, overload control', '#17becf'],
+  ['embedded-unbounded', 'embedded, --body-budget 0', '#aec7e8'],
   ['haproxy', 'HAProxy', '#ff7f0e'],
   ['haproxy-tq', 'HAProxy, short queue timeout', '#c9a400'],
   ['nginx-haproxy', 'nginx → HAProxy', '#2ca02c'],
