@@ -1,4 +1,4 @@
-// Types for `pool`: a process-pool supervisor for CPU-heavy Node.js HTTP services.
+// Types for `pool-supervisor` (`pool`): a process-pool supervisor for CPU-heavy Node.js HTTP services.
 // Durations are milliseconds. Defaults are given in each comment and in README.md.
 
 import type { EventEmitter } from 'node:events'
@@ -69,7 +69,7 @@ export interface ExitInfo extends WorkerSnapshot {
    * 'crashed' (also while draining) | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' |
    * 'warmup-failed' | 'channel-broken' | 'pool-killed' | '<drain reason>-killed', or a drain's
    * own end: 'stop' | 'reload' |
-   * 'scale-down' | 'max-requests' | 'max-rss'
+   * 'scale-down' | 'max-requests' | 'max-rss' | 'recycle'
    */
   reason: string
   /** set when the process crashed while draining for this reason */
@@ -271,6 +271,14 @@ export interface ReloadResult {
   ms: number
 }
 
+export interface RecycleResult {
+  slot: number
+  oldPid: number
+  newPid: number
+  /** from the call until the new worker was ready */
+  ms: number
+}
+
 export declare class Pool extends EventEmitter {
   constructor (options: PoolOptions)
   readonly options: Required<Omit<SupervisorOptions, 'logger' | 'env' | 'execArgv' | 'args' | 'cwd' | 'statsPort' | 'agentHost'>> & Pick<SupervisorOptions, 'statsPort' | 'agentHost'>
@@ -289,6 +297,14 @@ export declare class Pool extends EventEmitter {
   reload (): Promise<ReloadResult>
   /** rejects with POOL_E_BAD_OPTION, POOL_E_BUSY (a later scale took over), POOL_E_STOPPING... */
   scale (workers: number): Promise<{ from: number, to: number }>
+  /**
+   * replace slot `slot`'s worker with a new process through the drain path, as --max-requests
+   * does (its running request finishes; at most `reloadBatch` slots out of service at once);
+   * resolves once the new worker is ready. Rejects with POOL_E_BAD_OPTION (no such slot, or
+   * given up), POOL_E_BUSY (the slot has no serving worker now, or a scale-down removed it),
+   * POOL_E_BOOT_FAILED (the new worker never booted), POOL_E_NOT_STARTED or POOL_E_STOPPING.
+   */
+  recycle (slot: number): Promise<RecycleResult>
   workers (): WorkerSnapshot[]
   status (): PoolStatus
 

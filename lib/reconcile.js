@@ -65,7 +65,7 @@ class Reconciler {
   }
 
   // Reload and recycling are one step: a ready worker of an older code generation (while a
-  // reload rolls) or past --max-requests / --max-rss is drained, never mid-request (the drain
+  // reload rolls), past --max-requests / --max-rss, or asked for (`pool recycle`) is drained, never mid-request (the drain
   // lets its request finish; waiting for an idle moment would never come under load), and no
   // more at once than --reload-batch. Its slot respawns at once, with the code now on disk.
   replaceOutdated () {

@@ -150,6 +150,32 @@ class Pool extends EventEmitter {
     return { from, to: n }
   }
 
+  // Replace one slot's worker with a new process, as --max-requests does: through the one drain
+  // path (its running request finishes; at most --reload-batch slots out of service at once).
+  // Resolves once the slot's new worker is ready.
+  async recycle (slot) {
+    this.life.assertRunning('recycle')
+    const h = this.recyclable(slot)
+    const { pid: oldPid, generation } = h
+    const began = this.now()
+    this.enqueue({ type: 'recycle', handle: h, child: h.child })
+    const replaced = () => h.generation > generation && h.ready
+    await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
+    if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
+    if (!replaced()) throw poolError(codes.BOOT_FAILED, `slot ${slot}'s new worker failed to boot and the slot gave up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)
+    return { slot, oldPid, newPid: h.pid, ms: this.now() - began }
+  }
+
+  // The handle of `slot` when it has a serving worker to recycle; a PoolError saying why not.
+  recyclable (slot) {
+    if (!Number.isInteger(slot) || slot < 1) throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
+    const h = this.handles.get(slot)
+    if (!h || slot > this.target) throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
+    if (h.state === 'given-up') throw poolError(codes.BAD_OPTION, `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle; pool reload revives it`)
+    if (!h.ready) throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
+    return h
+  }
+
   // New slots' ports must be free now, or the answer would be "scaled" and the slot give up. One
   // scale's checks at a time: two probing the same port at once would each find it taken.
   checkNewPorts (n) {
@@ -249,6 +275,7 @@ class Pool extends EventEmitter {
     if (event.type === 'warmed') return this.onReady(h, now)
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
+    if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
     if (event.type === 'message') return this.onMessage(h, event.message, now)
     if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
   }

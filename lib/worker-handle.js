@@ -40,7 +40,7 @@ const TRANSITIONS = Object.freeze({
 // 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
 // the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
 // drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
-// 'max-requests', 'max-rss').
+// 'max-requests', 'max-rss', 'recycle').
 
 class WorkerHandle {
   #state = 'dead'
@@ -81,7 +81,7 @@ class WorkerHandle {
     this.drain = null // { reason, termAt, killAt, released, stopSent, termSent }
     this.goneAnnounced = false
     this.requestLimit = Infinity // --max-requests plus this process's jitter
-    this.recycleDue = null // 'max-requests' | 'max-rss' once the process should be replaced
+    this.recycleDue = null // 'max-requests' | 'max-rss' | 'recycle' (asked) once the process should be replaced
   }
 
   get state () { return this.#state }
@@ -166,6 +166,11 @@ class WorkerHandle {
     this.rss = rss
     const maxRss = this.policy.maxRss
     if (this.ready && this.recycleDue === null && maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
+  }
+
+  // Asked for (`pool recycle SLOT`): this process is due for replacing, as past --max-requests.
+  recycleWhenPossible (reason) {
+    if (this.alive && !this.recycleDue) this.recycleDue = reason
   }
 
   // What is overdue now, for the supervisor to carry out, or null:

@@ -68,7 +68,7 @@ t.test('a flag with no value: one line, exit 2, no stack', async (t) => {
 t.test('usage errors of the other commands point at their own help', async (t) => {
   const scale = await runPool(['scale'])
   t.equal(scale.code, 2)
-  t.equal(scale.stderr, 'pool: missing <workers>: pool scale <workers>; see `pool scale --help`\n')
+  t.equal(scale.stderr, 'pool: missing <count>: pool scale <count>; see `pool scale --help`\n')
   const config = await runPool(['config', 'haproxy', '--sockt', '/x'])
   t.equal(config.code, 2)
   t.equal(config.stderr, 'pool: unknown option --sockt (did you mean --socket?); see `pool config haproxy --help`\n')

@@ -103,7 +103,8 @@ function isAlive (pid) {
 // reserve: off unless the test names --stats-port (or asks for the default, `stats: true`).
 function statsOff (args, stats) {
   if (args[0] !== 'start' || stats || args.includes('--stats-port')) return args
-  return [...args, '--stats-port', '0']
+  const dashes = args.indexOf('--') // what follows is the app's
+  return dashes < 0 ? [...args, '--stats-port', '0'] : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
 }
 
 // Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.

@@ -1,46 +1,41 @@
 'use strict'
 
-// `pool status|reload|scale|stop`: commands for a running pool, sent over its control socket
-// (lib/control). The socket is found the way `pool start` made it: --control, else the
-// default path named after --port (see lib/control/path.js). A socket owned by another user
-// is refused without connecting (lib/control/client.js).
+// `pool status|reload|scale|recycle|stop`: commands for a running pool, sent over its control
+// socket (lib/control). The socket is found the way `pool start` made it, from the flags the pool
+// was started with (./locate.js): --control, else the default path named after its front port
+// (lib/control/path.js). A socket owned by another user is refused without connecting
+// (lib/control/client.js).
 
 const { EXIT, poolError, codes } = require('../errors')
 const { toYargs, fromArgv } = require('./flags')
 const { printError, Screen } = require('./output')
+const { locatingBuilder, locate, ignoredNote } = require('./locate')
 const { sendCommand } = require('../control/client')
-const { clientControlPath, otherControlSockets } = require('../control/path')
-const { formatStatus, statusJson, formatReload, formatScale, formatStop, rates } = require('../control/format')
+const { otherControlSockets } = require('../control/path')
+const { formatStatus, statusJson, formatReload, formatScale, formatRecycle, formatStop, rates } = require('../control/format')
 
-const DEFAULT_FRONT_PORT = 9001
-
-// In the options table format of lib/options.js, so flags parse and fail like `pool start`'s.
-const CONNECTION = {
-  control: { flag: 'control', kind: 'string', group: 'Control socket', describe: 'Path of the pool\'s control socket (as given to pool start --control)' },
-  port: { flag: 'port', kind: 'port', group: 'Control socket', defaultText: String(DEFAULT_FRONT_PORT), describe: 'The pool\'s front port, to find its default control socket: the balancer --port, or the --worker-port with --balancer none/haproxy' },
-  timeout: { flag: 'timeout', kind: 'duration', group: 'Control socket', defaultText: '10s for status, 15m otherwise', describe: 'How long to wait for the pool\'s answer (0: forever)' }
+// The command's own; in the options table format of lib/options.js, so it parses and fails like
+// `pool start`'s flags. Not --timeout: that is `pool start`'s request timeout, which an operator
+// pasting the start command's flags would otherwise turn into this wait.
+const WAIT = {
+  wait: { flag: 'wait', kind: 'duration', group: 'Command', defaultText: '10s for status, 15m otherwise', describe: 'How long to wait for the pool\'s answer (0: forever)' }
 }
 
-// reload, scale and stop wait for drains and boots, which have no fixed bound.
-const TIMEOUTS = { status: 10000, reload: 15 * 60000, scale: 15 * 60000, stop: 15 * 60000 }
-
-function connectionBuilder (y) {
-  return y.options(toYargs(CONNECTION))
-}
+// reload, scale, recycle and stop wait for drains and boots, which have no fixed bound.
+const WAITS = { status: 10000, reload: 15 * 60000, scale: 15 * 60000, recycle: 15 * 60000, stop: 15 * 60000 }
 
 // Send one command; on "no pool here" with a default path, name the pools that do exist
 // (unless `lookAround` is off: a watched pool that went away is not one to look for).
 async function send (argv, command, args = {}, { waitForClose = false, lookAround = true } = {}) {
-  const o = fromArgv(argv, CONNECTION)
-  const socketPath = clientControlPath({ control: o.control, frontPort: o.port ?? DEFAULT_FRONT_PORT })
-  const timeout = o.timeout ?? TIMEOUTS[command]
+  const { socketPath, explicit } = locate(argv)
+  const { wait = WAITS[command] } = fromArgv(argv, WAIT)
   try {
-    return await sendCommand(socketPath, command, args, { timeout: timeout === 0 ? Infinity : timeout, waitForClose })
+    return await sendCommand(socketPath, command, args, { timeout: wait === 0 ? Infinity : wait, waitForClose })
   } catch (err) {
-    if (lookAround && err.code === codes.CONTROL_UNREACHABLE && !o.control && ['missing', 'refused'].includes(err.details?.reason)) {
+    if (lookAround && err.code === codes.CONTROL_UNREACHABLE && !explicit && ['missing', 'refused'].includes(err.details?.reason)) {
       const others = await livePools(otherControlSockets().filter((s) => s.path !== socketPath))
       if (others.length > 0) err.message += ` (found ${others.map((s) => `${s.path}: use --port ${s.port}`).join('; ')})`
-      else err.message += ' (pass the --port or --control the pool was started with)'
+      else err.message += ' (pass the flags the pool was started with: --port, --worker-port with --balancer, or --control; pool ls lists your pools)'
     }
     throw err
   }
@@ -53,12 +48,18 @@ async function livePools (sockets) {
   return answers.filter(Boolean)
 }
 
+// Every control command takes `pool start`'s flags (those that find the pool, the others
+// ignored, and said so on stderr) and its own --wait.
 function command (spec) {
   return {
     ...spec,
-    builder: (y) => connectionBuilder(spec.builder ? spec.builder(y) : y),
+    appArgs: 'ignore', // pasted with the start command's flags (lib/cli/index.js)
+    builder: (y) => locatingBuilder(spec.builder ? spec.builder(y) : y).options(toYargs(WAIT))
+      .epilogue('Every flag of pool start is accepted too, so that the command the pool was started with can be pasted: the ones above find the pool, the others are ignored.'),
     handler: async (argv) => {
       try {
+        const note = ignoredNote(argv)
+        if (note) process.stderr.write(note)
         const code = await spec.run(argv)
         process.exit(code ?? EXIT.OK)
       } catch (err) {
@@ -140,13 +141,25 @@ const reload = command({
 })
 
 const scale = command({
-  command: 'scale <workers>',
+  // Not <workers>: that is `pool start`'s --workers (-n), which a pasted start command brings.
+  command: 'scale <count>',
   describe: 'change the number of workers (going down drains the highest slots first)',
-  builder: (y) => y.positional('workers', { type: 'string', describe: 'the new number of workers' }),
+  builder: (y) => y.positional('count', { type: 'string', describe: 'the new number of workers' }),
   run: async (argv) => {
-    const raw = String(argv.workers)
+    const raw = String(argv.count)
     if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) throw poolError(codes.BAD_OPTION, `pool scale: the number of workers must be a positive integer (got '${raw}')`)
     process.stdout.write(formatScale(await send(argv, 'scale', { workers: Number(raw) })))
+  }
+})
+
+const recycle = command({
+  command: 'recycle <slot>',
+  describe: 'replace one slot\'s worker with a new process, through the drain (its running request finishes first)',
+  builder: (y) => y.positional('slot', { type: 'string', describe: 'the slot (1..N, as pool status lists them)' }),
+  run: async (argv) => {
+    const raw = String(argv.slot)
+    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) throw poolError(codes.BAD_OPTION, `pool recycle: the slot must be a positive integer, as pool status lists them (got '${raw}')`)
+    process.stdout.write(formatRecycle(await send(argv, 'recycle', { slot: Number(raw) })))
   }
 })
 
@@ -172,4 +185,4 @@ async function processGone (pid, timeout) {
   }
 }
 
-module.exports = [status, reload, scale, stop]
+module.exports = [status, reload, scale, recycle, stop]

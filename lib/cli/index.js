@@ -8,7 +8,11 @@ const { EXIT } = require('../errors')
 const { closest } = require('../pool-options')
 const { printError } = require('./output')
 
-const COMMANDS = ['./start', './config', './control']
+const COMMANDS = ['./start', './config', './control', './ls']
+
+// Words other tools use for a command `pool` has under another name: suggested, never run (a
+// `restart` that stopped the pool would fail every request a reload serves).
+const SYNONYMS = { restart: 'reload', ps: 'ls', kill: 'stop', top: 'status --watch' }
 
 function loadCommands () {
   const out = []
@@ -25,12 +29,18 @@ function loadCommands () {
 
 function run (argv) {
   const commands = loadCommands()
+  const stray = strayAppArgs(argv, commands)
+  if (stray) {
+    process.stderr.write(`pool: ${stray}; see \`${helpCommand(argv, commands)}\`\n`)
+    process.exit(EXIT.USAGE)
+  }
   const cli = yargs(argv)
     .scriptName('pool')
     .usage('$0 <command> [options]')
     .strict()
     // Values reach the option tables' parsers as typed (lib/cli/flags.js), never as yargs' numbers.
-    .parserConfiguration({ 'parse-numbers': false })
+    // What follows `--` is the app's own command line (argv['--']), never the pool's flags.
+    .parserConfiguration({ 'parse-numbers': false, 'populate--': true })
     .demandCommand(1, 'give a command, e.g. pool start app.js -n 4')
     .recommendCommands()
     .help()
@@ -53,7 +63,7 @@ function usageLine (message, argv, cli, commands) {
   let m = /^Unknown arguments?: (.*)$/s.exec(text)
   if (m) return unknownArguments(m[1].split(', '), argv, cli, commands)
   m = /^Did you mean (\S+)\?$/.exec(text)
-  if (m) return `unknown command '${argv.find((a) => !a.startsWith('-'))}' (did you mean ${m[1]}?)`
+  if (m) return unknownCommand(argv.find((a) => !a.startsWith('-')), m[1])
   m = /^Not enough arguments following: (.*)$/.exec(text)
   if (m) return `${dashed(m[1])} needs a value`
   m = /Argument: (\S+), Given: (.*), Choices: (.*)$/m.exec(text)
@@ -63,6 +73,24 @@ function usageLine (message, argv, cli, commands) {
     if (command) return `missing ${command.command.split(' ').slice(1).join(' ')}: pool ${command.command}`
   }
   return text.replace(/\s*\n\s*/g, ' ')
+}
+
+// `pool restart`: what `pool` calls it, before yargs' nearest spelling (which is `start`).
+function unknownCommand (word, nearest) {
+  const suggestion = Object.hasOwn(SYNONYMS, word) ? SYNONYMS[word] : nearest
+  return `unknown command '${word}'${suggestion ? ` (did you mean ${suggestion}?)` : ''}`
+}
+
+// Arguments after `--` are the app's: `pool start` passes them on, the control commands take
+// them (with the start command's flags, pasted) and ignore them; anywhere else they are a
+// mistake, said before anything runs.
+function strayAppArgs (argv, commands) {
+  const dashes = argv.indexOf('--')
+  if (dashes < 0) return null
+  const words = argv.slice(0, dashes).filter((a) => !a.startsWith('-'))
+  const command = commands.find((c) => [c.command.split(' ')[0], ...(c.aliases ?? [])].includes(words[0]))
+  if (!command || command.appArgs) return null
+  return `pool ${words[0]} takes nothing after --: the app's arguments go to pool start APP [flags] -- ARGS`
 }
 
 function dashed (name) {
@@ -79,7 +107,7 @@ function unknownArguments (names, argv, cli, commands) {
   const words = argv.filter((a) => !a.startsWith('-'))
   const said = unique.map((name) => {
     const written = argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`) || a === `-${name}` || a === `--no-${name}`)
-    if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) return `unknown command '${name}'`
+    if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) return unknownCommand(name)
     if (!written) return `unexpected argument '${name}'`
     const near = closest(name, flags)
     return `unknown option ${dashed(name)}${near ? ` (did you mean ${dashed(near)}?)` : ''}`

@@ -6,42 +6,22 @@
 
 const { Pool } = require('../supervisor')
 const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options')
-const { FRONTS, available } = require('../fronts')
-const { readConfigFile, DEFAULT_BALANCER } = require('../config-file')
+const { FRONTS } = require('../fronts')
+const { readConfigFile } = require('../config-file')
 const { createLogger } = require('../logger')
 const { EXIT, codes, exitCodeOf, poolError } = require('../errors')
 const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
+const { defaultBalancer, startTable, startTables } = require('./start-flags')
 const { printError } = require('./output')
 const { exitOnUncaught } = require('./fatal')
-// control socket (issue 5): `pool status|reload|scale|stop` talk to the pool through it
+// control socket (issue 5): `pool status|reload|scale|recycle|stop` talk to the pool through it
 const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
 const { formatReload, formatScale } = require('../control/format')
 
-// `pool start`'s own flags, in the table format of lib/options.js.
-function startTable () {
-  const fronts = available()
-  return {
-    balancer: { flag: 'balancer', kind: 'choice', choices: fronts, group: 'Front', defaultText: defaultBalancer(), describe: 'What sits in front of the workers' },
-    config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'Read options from this file: JSON, or a CommonJS module (.js) exporting an object; keys as in new Pool(), plus app and balancer. Flags and POOL_* variables override it' }
-  }
-}
-
-function defaultBalancer () {
-  return available().includes(DEFAULT_BALANCER) ? DEFAULT_BALANCER : 'none'
-}
-
-function frontTables () {
-  const tables = {}
-  for (const name of available()) tables[name] = FRONTS[name].options()
-  return tables
-}
-
 function builder (y) {
   y.positional('app', { describe: 'the app module: a request listener, an http.Server, or a file that calls listen() (or "app" in the --config file)', type: 'string' })
-  y.options(toYargs(startTable()))
-  y.options(toYargs(OPTIONS))
-  for (const table of Object.values(frontTables())) y.options(toYargs(table))
+  for (const table of startTables()) y.options(toYargs(table))
   // One line of comment, one command: a long command never squeezes its description into a
   // narrow column.
   y.example('# 15 workers behind the embedded balancer on 127.0.0.1:9001', '')
@@ -69,7 +49,10 @@ function settingsOf (argv, env) {
   const merged = { ...pick(fileValues, table), ...fromEnv(env, table), ...fromArgv(argv, table) }
   const app = argv.app ?? fileApp
   if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
-  return { app, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
+  // `pool start app.js -n 4 -- --flag value`: what follows `--` is the app's own command line,
+  // its process.argv.slice(2) in every worker (lib/worker-process.js), after reloads too.
+  const args = argv['--'] ?? []
+  return { app, args, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
 }
 
 function pick (values, table) {
@@ -81,8 +64,7 @@ function pick (values, table) {
 // The POOL_* variables are the supervisor's settings, not the app's: its workers must not inherit
 // them (POOL_WORKERS, for one, is also the name of what each worker is told).
 function forgetEnv (env) {
-  const tables = [startTable(), OPTIONS, ...Object.values(frontTables())]
-  for (const table of tables) for (const spec of Object.values(table)) delete env[envName(spec.flag)]
+  for (const table of startTables()) for (const spec of Object.values(table)) delete env[envName(spec.flag)]
 }
 
 async function handler (argv) {
@@ -100,7 +82,7 @@ async function handler (argv) {
     const options = resolveOptions(withStatsPort(settings.options, { balancer, port, host }))
     checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
-    pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, logger })
+    pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, args: settings.args, logger })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same
@@ -186,6 +168,7 @@ function workers (n) {
 
 module.exports = {
   command: 'start [app]',
+  appArgs: 'use', // what follows `--` (lib/cli/index.js)
   describe: 'start a pool of single-request workers for APP',
   builder,
   handler

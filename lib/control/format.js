@@ -1,6 +1,6 @@
 'use strict'
 
-// What `pool status|reload|scale|stop` print. Pure functions of the pool's answers, so the
+// What `pool status|ls|reload|scale|recycle|stop` print. Pure functions of the pool's answers, so the
 // output can be tested without a pool.
 
 const MB = 1024 * 1024
@@ -73,11 +73,19 @@ function columnsFor (context) {
 }
 
 function table (rows, context = {}) {
-  const columns = columnsFor(context)
-  const cells = rows.map((w) => columns.map((c) => String(c.value(w, context))))
+  return grid(columnsFor(context), rows, context)
+}
+
+// Titles over aligned columns, two spaces apart.
+function grid (columns, rows, context = {}) {
+  const cells = rows.map((row) => columns.map((c) => String(c.value(row, context))))
   const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
   const line = (values) => values.map((v, i) => (columns[i].right ? v.padStart(widths[i]) : v.padEnd(widths[i]))).join('  ').trimEnd()
   return [line(columns.map((c) => c.title)), ...cells.map(line)].join('\n')
+}
+
+function readyCount (workers = []) {
+  return workers.filter((w) => w.state === 'ready' || w.state === 'busy').length
 }
 
 // The HAProxy front's servers, by name, when the pool drives one.
@@ -102,7 +110,7 @@ function describeFront (front) {
 // `rates` (pool status --watch): a Map slot → { cpu, rps } from rates() below.
 function formatStatus (status, { rates = null } = {}) {
   const workers = status.workers || []
-  const ready = workers.filter((w) => w.state === 'ready' || w.state === 'busy').length
+  const ready = readyCount(workers)
   const lines = [
     `pool pid ${status.pid}, ${status.phase}, ${ready}/${status.target} workers ready, app ${status.app}`,
     '',
@@ -149,6 +157,46 @@ function cpuPercent (before, now, seconds) {
   return Math.max(0, b - a) / 1e6 / span * 100
 }
 
+// `pool ls`: a line per pool that answered, by front port: what `pool status` heads its table
+// with, and the ports. Then the sockets no pool answered on.
+const POOL_COLUMNS = [
+  { title: 'PID', right: true, value: ({ status }) => status.pid },
+  { title: 'STATE', value: ({ status }) => status.phase },
+  { title: 'READY', right: true, value: ({ status }) => `${readyCount(status.workers)}/${status.target}` },
+  { title: 'FRONT', value: ({ status }) => frontCell(status.front) },
+  { title: 'WORKER PORTS', value: ({ status }) => portRange(status.workers) },
+  { title: 'STATS', value: ({ status }) => status.stats ?? '-' },
+  { title: 'APP', value: ({ status }) => status.app }
+]
+
+function formatPools (pools) {
+  const live = pools.filter((p) => p.status)
+  const lines = live.length > 0 ? [grid(POOL_COLUMNS, live)] : []
+  for (const p of pools.filter((x) => !x.status)) {
+    lines.push(p.reason === 'refused'
+      ? `stale: ${p.control} (no pool answers on it: one was killed; the next pool start on it replaces it)`
+      : `not answering: ${p.error}`)
+  }
+  if (pools.length === 0) lines.push('no pool of yours is running (a pool started with --control elsewhere is not listed: pool status --control PATH asks it)')
+  return lines.join('\n') + '\n'
+}
+
+// The embedded balancer's URL, HAProxy's backend, or none.
+function frontCell (front) {
+  if (Array.isArray(front)) return front.map(frontCell).join(', ') || 'none'
+  if (!front || typeof front !== 'object') return 'none'
+  if (front.url) return front.url
+  if (front.type === 'haproxy') return `haproxy backend ${front.backend}`
+  return front.type || 'none'
+}
+
+// "9002-9005" for slots 1-4 (slot i's port is --worker-port + i − 1).
+function portRange (workers = []) {
+  const ports = workers.map((w) => w.port).filter(Number.isInteger).sort((a, b) => a - b)
+  if (ports.length === 0) return '-'
+  return ports.length === 1 ? String(ports[0]) : `${ports[0]}-${ports.at(-1)}`
+}
+
 // The documented `--json` shape first, then the rest of what the pool said.
 function statusJson (status) {
   const { front, queue, workers, ...rest } = status
@@ -167,8 +215,12 @@ function formatScale ({ from, to }) {
   return `scaled from ${from} to ${to} worker${to === 1 ? '' : 's'}\n`
 }
 
+function formatRecycle ({ slot, oldPid, newPid, ms }) {
+  return `recycled slot ${slot} in ${formatSeconds(ms)}: pid ${oldPid} → ${newPid}\n`
+}
+
 function formatStop ({ clean }) {
   return clean ? 'stopped (clean)\n' : 'stopped (not clean: some workers had to be signalled)\n'
 }
 
-module.exports = { formatDuration, formatStatus, statusJson, formatReload, formatScale, formatStop, describeFront, rates }
+module.exports = { formatDuration, formatStatus, formatPools, statusJson, formatReload, formatScale, formatRecycle, formatStop, describeFront, rates }

@@ -10,15 +10,15 @@
 //   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...",
 //        "exitCode": 1, "appError": { "message": "...", "stack": "..." } } }
 //
-// Commands: status, reload, scale { workers }, stop, and ping (→ { pid, phase }: the cheap
-// "is a pool alive here" probe used before claiming a socket).
+// Commands: status, reload, scale { workers }, recycle { slot }, stop, and ping (→ { pid,
+// phase }: the cheap "is a pool alive here" probe used before claiming a socket).
 //
 // An error with `"id": null` can also be about the connection itself (a line too long, no
 // request for too long): the pool closes the connection right after it (./connection.js).
 
 const { PoolError, poolError, codes, EXIT, exitCodeOf } = require('../errors')
 
-const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'stop', 'ping'])
+const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'recycle', 'stop', 'ping'])
 // A request is a few dozen bytes and a status answer a few hundred per worker: a line this long
 // is not the protocol.
 const MAX_LINE = 1024 * 1024

@@ -1,6 +1,6 @@
 'use strict'
 
-// The control socket a running pool answers `pool status|reload|scale|stop` on (protocol in
+// The control socket a running pool answers `pool status|reload|scale|recycle|stop` on (protocol in
 // ./protocol.js). It is claimed before any worker starts, so a second `pool start` on the same
 // socket refuses before it touches a port.
 //
@@ -37,6 +37,7 @@ const HANDLERS = {
   status: (pool) => pool.status(),
   reload: (pool) => pool.reload(),
   scale: (pool, args) => pool.scale(args.workers),
+  recycle: (pool, args) => pool.recycle(args.slot),
   stop: async (pool) => ({ ...(await pool.stop()), pid: process.pid })
 }
 
@@ -161,7 +162,8 @@ class ControlServer {
     if (command === 'ping' || command === 'status') return
     // Only what the command uses, and only a plain number: the rest of `args` is the client's
     // to fill, with anything up to a megabyte.
-    const logged = command === 'scale' && typeof args.workers === 'number' ? { workers: args.workers } : {}
+    const logged = command === 'scale' && typeof args.workers === 'number' ? { workers: args.workers }
+      : command === 'recycle' && typeof args.slot === 'number' ? { slot: args.slot } : {}
     this.logger?.info({ event: 'control-command', command, args: logged }, `control: ${command}`)
   }
 

@@ -9,7 +9,7 @@ function client () {
   const KEEP_MS = 150000 // metrics samples kept, for "the last minute" and the chart
   const RATE_SPAN_MS = 5000 // requests/s over about this long
   const MAX_EXITS = 20
-  const PLANNED_EXITS = ['stop', 'reload', 'scale-down', 'max-requests', 'max-rss']
+  const PLANNED_EXITS = ['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle']
   const HISTOGRAMS = [
     { id: 'h-duration', metric: 'pool_request_duration_seconds', title: 'Response time' },
     { id: 'h-wait', metric: 'pool_queue_wait_seconds', title: 'Queue wait' },
