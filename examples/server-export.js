@@ -18,4 +18,5 @@ module.exports = server
 
 // Run directly (`node examples/server-export.js`), serve on $PORT like any app. Under
 // `pool start` this module is required, not run, so the supervisor's own listen is the only one.
-if (require.main === module) require('pool').listen(module.exports)
+// (In a project that installed the package as `pool`, npm i pool@npm:pool-supervisor: require('pool').)
+if (require.main === module) require('pool-supervisor').listen(module.exports)

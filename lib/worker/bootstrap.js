@@ -6,15 +6,19 @@ const Module = require('node:module')
 const path = require('node:path')
 const { WorkerRuntime } = require('./runtime')
 
-// An app run by a pool can always `require('pool')`: when its own node_modules has no copy
-// (pool installed globally, or the app outside the project), it gets the pool that forked it.
+// An app run by a pool can always `require('pool')`, and `require('pool-supervisor')`, the
+// package's name on npm (`pool` on npm is another package; installed with an npm alias,
+// `npm i pool@npm:pool-supervisor`, it is this one under that name): when the app's own
+// node_modules has neither (pool installed globally, the app outside the project, the package
+// installed under its other name), it gets the pool that forked it.
 const POOL_ENTRY = path.join(__dirname, '..', '..', 'index.js')
+const POOL_NAMES = new Set(['pool', require('../../package.json').name])
 const resolve = Module._resolveFilename
 Module._resolveFilename = function resolvePool (request, ...rest) {
   try {
     return resolve.call(this, request, ...rest)
   } catch (err) {
-    if (request === 'pool') return POOL_ENTRY
+    if (POOL_NAMES.has(request)) return POOL_ENTRY
     throw err
   }
 }
