@@ -26,6 +26,11 @@ function productUrl (product) {
   return `/products/${product.name.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-${product.id.toLowerCase()}`
 }
 
+// Served by server.js (drawn, not stored): /images/p00001-400.svg.
+function productImageUrl (product) {
+  return `/images/${product.id.toLowerCase()}-400.svg`
+}
+
 function variantSku (productId, index) {
   return `${productId}-${index + 1}`
 }
@@ -37,6 +42,8 @@ function Layout ({ title, description, styles, initialData, children }) {
       h('meta', { name: 'viewport', content: 'width=device-width, initial-scale=1' }),
       h('meta', { name: 'description', content: description }),
       h('title', null, title),
+      // No favicon: without this line every browser asks for /favicon.ico and gets a 404.
+      h('link', { rel: 'icon', href: 'data:,' }),
       h('style', { dangerouslySetInnerHTML: { __html: styles } })
     ),
     h('body', null,
@@ -162,7 +169,7 @@ function ProductCard ({ product }) {
   const url = productUrl(product)
   return h('article', { className: 'product-card', 'data-product-id': product.id },
     h('a', { className: 'product-image', href: url },
-      h('img', { src: `/images/${product.id.toLowerCase()}-400.jpg`, alt: `${product.name} by ${product.brand}`, width: 400, height: 400, loading: 'lazy' })
+      h('img', { src: productImageUrl(product), alt: `${product.name} by ${product.brand}`, width: 400, height: 400, loading: 'lazy' })
     ),
     h(Badges, { badges: product.badges }),
     h('h3', { className: 'product-name' }, h('a', { href: url }, product.name)),

@@ -12,7 +12,8 @@
 if (process.env.NODE_ENV === undefined) process.env.NODE_ENV = 'production'
 
 const crypto = require('node:crypto')
-const { listen } = require('pool')
+// The package's name on npm; `require('pool')` where it is installed as `pool` (npm i pool@npm:pool-supervisor).
+const { listen } = require('pool-supervisor')
 const { renderPage, DEFAULT_ITEMS, MAX_ITEMS, DEFAULT_SEED, MAX_SEED } = require('./render')
 
 const MAX_WAIT_MS = 60000
@@ -128,13 +129,39 @@ const routes = {
   }
 }
 
+// The product pictures the page shows (/images/p00001-400.svg): drawn from the product id, not
+// stored, so the demo needs no asset files and the page is whole. Cacheable, so a browser asks
+// for each once; in production a CDN or nginx would serve such files, not the render workers.
+const PRODUCT_IMAGE = /^\/images\/(p\d{1,9})-400\.svg$/
+
+function productImage (id) {
+  const hue = (Number(id.slice(1)) * 47) % 360
+  return '<svg xmlns="http://www.w3.org/2000/svg" width="400" height="400" viewBox="0 0 400 400">' +
+    `<rect width="400" height="400" fill="hsl(${hue} 45% 90%)"/>` +
+    `<circle cx="200" cy="175" r="95" fill="hsl(${hue} 40% 65%)"/>` +
+    `<text x="200" y="345" font-family="sans-serif" font-size="30" text-anchor="middle" fill="hsl(${hue} 30% 30%)">${id.toUpperCase()}</text>` +
+    '</svg>\n'
+}
+
+const imageRoute = {
+  GET (req, res, query, pathname) {
+    const body = productImage(PRODUCT_IMAGE.exec(pathname)[1])
+    res.writeHead(200, {
+      'content-type': 'image/svg+xml',
+      'content-length': Buffer.byteLength(body),
+      'cache-control': 'public, max-age=86400'
+    })
+    res.end(body)
+  }
+}
+
 function handler (req, res) {
   // Split by hand rather than with `new URL`, which reads '//x' as a host and not a path.
   const queryAt = req.url.indexOf('?')
   const pathname = queryAt === -1 ? req.url : req.url.slice(0, queryAt)
   const query = new URLSearchParams(queryAt === -1 ? '' : req.url.slice(queryAt + 1))
 
-  const route = Object.hasOwn(routes, pathname) ? routes[pathname] : null
+  const route = Object.hasOwn(routes, pathname) ? routes[pathname] : PRODUCT_IMAGE.test(pathname) ? imageRoute : null
   if (!route) return sendText(res, 404, `not found: ${req.method} ${pathname.slice(0, 200)}`)
   // HEAD is answered as GET; Node's http module drops the body.
   const method = req.method === 'HEAD' ? 'GET' : req.method
@@ -145,7 +172,7 @@ function handler (req, res) {
   }
 
   try {
-    action(req, res, query)
+    action(req, res, query, pathname)
   } catch (err) {
     if (err instanceof BadRequest) return sendText(res, 400, err.message)
     // Unexpected: log it, and answer if still possible, but keep the worker serving.
