@@ -327,7 +327,7 @@ t.test('what cannot be echoed or encoded becomes an error answer, not a crash of
   await waitFor(() => c.replies.length === 3, { what: 'three answers' })
   const byId = (id) => c.replies.find((r) => r.id === id)
   t.same(byId(null), { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: id must be a string, a number or null', exitCode: 2 } }, 'a nested id')
-  t.same(byId(2), { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, stop, ping)', exitCode: 2 } }, 'a nested command')
+  t.same(byId(2), { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ping)', exitCode: 2 } }, 'a nested command')
   t.equal(byId(3).ok, false, 'a result that is not JSON')
   t.equal(byId(3).error.code, 'POOL_E_INTERNAL')
   t.match(byId(3).error.message, /circular/i)

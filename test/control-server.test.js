@@ -125,7 +125,7 @@ t.test('protocol: errors carry code, message, exit code and the app\'s error', a
   t.same(reload, { id: 1, ok: false, error: { code: codes.RELOAD_FAILED, message: 'reload aborted: the new code failed to boot: boom at load', exitCode: 1, appError } })
   t.same(scale, { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'scale needs a positive integer', exitCode: 2 } })
   t.equal(unknown.error.code, codes.BAD_OPTION)
-  t.match(unknown.error.message, /unknown command "explode" \(known: status, reload, scale, stop, ping\)/)
+  t.match(unknown.error.message, /unknown command "explode" \(known: status, reload, scale, recycle, stop, ping\)/)
   t.equal(unknown.id, 3)
   t.same(notJson, { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: not JSON', exitCode: 2 } })
 

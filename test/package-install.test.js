@@ -98,7 +98,7 @@ async function startAndStop (t, cwd) {
   t.equal(JSON.parse(res.body).same, true, `the app's require('${NAME}') and require('pool') are one module`)
   const poolPid = Number(/"supervisorPid":(\d+)/.exec(output)[1])
   const stop = run('npx', npx(['stop', '--control', control]), cwd, 60000)
-  t.equal(stop.code, 0, `npx pool stop: ${stop.stderr}`)
+  t.equal(stop.code, 0, 'npx pool stop exits 0', { stderr: stop.stderr })
   t.equal(stop.stdout, 'stopped (clean)\n')
   t.same(await exited, { code: 0, signal: null }, 'npx pool start exited 0')
   t.notOk(isAlive(poolPid), 'the pool process is gone')
