@@ -100,6 +100,11 @@ t.test('package.json: the demo\'s and the tools\' packages are development depen
   }
   const lock = require('../package-lock.json')
   t.same(Object.keys(lock.packages[''].dependencies ?? {}).sort(), Object.keys(pkg.dependencies).sort(), 'package-lock.json agrees')
+  // `pool` on npm is an unrelated package ("HTTP client pools"): `npm i pool` must not be the way
+  // in. The command stays `pool`, and `npm i pool@npm:pool-supervisor` gives require('pool').
+  t.equal(pkg.name, 'pool-supervisor', 'the npm name is pool-supervisor')
+  t.same(pkg.bin, { pool: 'bin/pool.js' }, 'the command is pool')
+  t.equal(lock.name, pkg.name, 'package-lock.json names it so too')
   t.equal(pkg.license, 'MIT')
   const license = fs.readFileSync(path.join(ROOT, 'LICENSE'), 'utf8')
   t.match(license, /^MIT License\n\nCopyright \(c\) 2026 the pool authors\n/)
