@@ -20,7 +20,7 @@ const EMBEDDED_PORT = FRONTS.embedded.options().port
 // In the options table format of lib/options.js, so they parse and fail like `pool start`'s.
 const LOCATING = {
   control: { ...OPTIONS.control, group: GROUP, describe: 'The pool\'s control socket, when it was started with --control' },
-  port: { ...EMBEDDED_PORT, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (with --balancer none/haproxy: its --worker-port, as before)' },
+  port: { ...EMBEDDED_PORT, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },
   workerPort: { ...OPTIONS.workerPort, group: GROUP, describe: 'The pool\'s --worker-port: with --balancer none or haproxy, it names the default control socket' },
   balancer: { ...startTable().balancer, group: GROUP, describe: 'The pool\'s --balancer: says which of --port and --worker-port names the socket' },
   config: { ...startTable().config, group: GROUP, describe: 'The pool\'s --config file: the four above are read from it too' }
