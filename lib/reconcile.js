@@ -65,9 +65,10 @@ class Reconciler {
   }
 
   // Reload and recycling are one step: a ready worker of an older code generation (while a
-  // reload rolls), past --max-requests / --max-rss, or asked for (`pool recycle`) is drained, never mid-request (the drain
-  // lets its request finish; waiting for an idle moment would never come under load), and no
-  // more at once than --reload-batch. Its slot respawns at once, with the code now on disk.
+  // reload rolls), past --max-requests / --max-rss, or asked for (`pool recycle`) is drained,
+  // never mid-request (the drain lets its request finish; waiting for an idle moment would never
+  // come under load), and no more at once than --reload-batch. Its slot respawns at once, with
+  // the code now on disk.
   replaceOutdated () {
     const pool = this.pool
     const rolling = pool.reloading?.rolling ? pool.reloading.generation : null

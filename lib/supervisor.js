@@ -171,7 +171,7 @@ class Pool extends EventEmitter {
     if (!Number.isInteger(slot) || slot < 1) throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
     const h = this.handles.get(slot)
     if (!h || slot > this.target) throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
-    if (h.state === 'given-up') throw poolError(codes.BAD_OPTION, `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle; pool reload revives it`)
+    if (h.state === 'given-up') throw poolError(codes.BAD_OPTION, `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle (it tries again after --given-up-retry, or on pool reload)`)
     if (!h.ready) throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
     return h
   }
