@@ -23,6 +23,7 @@ const path = require('node:path')
 const readline = require('node:readline')
 const { spawn, spawnSync } = require('node:child_process')
 const { PARTS } = require('./report/parts')
+const { source } = require('./lib/part')
 
 const ROOT = path.join(__dirname, '..')
 const BENCH_RESULTS = path.join(__dirname, 'results')
@@ -77,8 +78,7 @@ function packageVersion (name) {
 
 async function versions () {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'))
-  const commit = firstLine('git', ['rev-parse', '--short', 'HEAD'])
-  const dirty = spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8', cwd: ROOT }).stdout?.trim()
+  const { commit, dirty } = source(ROOT)
   const { versions: chartVersions } = require('./report/vega')
   return {
     node: process.version,
@@ -86,6 +86,7 @@ async function versions () {
     nginx: firstLine(process.env.NGINX || '/usr/sbin/nginx', ['-v'])?.replace(/^nginx version: nginx\//, 'nginx ') ?? null,
     pool: `${pkg.version}${commit ? ` (${commit}${dirty ? ' with local changes' : ''})` : ''}`,
     autocannon: packageVersion('autocannon'),
+    pm2: packageVersion('pm2'),
     ...(await chartVersions())
   }
 }
@@ -196,6 +197,7 @@ async function runParts (args, record) {
     const started = Date.now()
     const startedAt = new Date().toISOString()
     const loadBefore = loadavg()
+    const sourceBefore = source(ROOT)
     let fraction = 0
     let step = ''
     const tick = setInterval(() => {
@@ -211,7 +213,7 @@ async function runParts (args, record) {
     clearInterval(tick)
     const seconds = (Date.now() - started) / 1000
     const moved = collect(part, before, args.results)
-    const attempt = { command, startedAt, seconds: Math.round(seconds), loadavgBefore: loadBefore, loadavgAfter: loadavg(), quick: args.quick }
+    const attempt = { command, startedAt, seconds: Math.round(seconds), loadavgBefore: loadBefore, loadavgAfter: loadavg(), quick: args.quick, source: sourceBefore }
     if (code === 0) record.parts[part.name] = { status: 'ok', ...attempt }
     else {
       // The results of the last run that worked (if any) stay, and say where they come from.

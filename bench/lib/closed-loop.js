@@ -1,7 +1,9 @@
 'use strict'
 
-// Closed-loop load: `connections` keep-alive clients, each sending its next request as soon as
-// the last one is answered (or failed), for `durationS` seconds. Each request asks the bench app
+// Closed-loop load: `connections` clients, each sending its next request as soon as the last one
+// is answered (or failed), for `durationS` seconds or until `requests` have been sent. Clients
+// keep their connection alive, or, with `keepAlive: false`, open a new one per request as
+// `ab -c N` does (without -k): a front then deals each request, not each client, to a worker. Each request asks the bench app
 // for a service time drawn from the bench's lognormal (or a fixed `ms`), from a seeded
 // generator, so every front is given the same sequence. Every answer and every failure is kept
 // with its time, so a run can be summarised as a whole or cut into a timeline.
@@ -32,9 +34,10 @@ function failureKind (err) {
 // Resolves { responses: [{ end, latency, status }], failures: [{ end, kind }], summary }, `end`
 // in ms since the load began. Requests still running when the time is up are waited for (a
 // client gives up after `timeoutS`), so the run ends within durationS + timeoutS.
-async function closedLoop ({ url, connections, durationS, timeoutS = 10, service = { ms: 0 }, path = '/' }) {
+async function closedLoop ({ url, connections, durationS, requests = Infinity, keepAlive = true, timeoutS = 10, service = { ms: 0 }, path = '/' }) {
   const next = serviceTimes(service)
-  const agent = new http.Agent({ keepAlive: true, maxSockets: connections })
+  const agent = keepAlive ? new http.Agent({ keepAlive: true, maxSockets: connections }) : false
+  let sent = 0
   const responses = []
   const failures = []
   const t0 = performance.now()
@@ -58,10 +61,14 @@ async function closedLoop ({ url, connections, durationS, timeoutS = 10, service
     req.on('error', (err) => settle({ end: performance.now() - t0, kind: failureKind(err) }))
   })
   await Promise.all(Array.from({ length: connections }, async () => {
-    while (performance.now() < endAt) await once()
+    while (performance.now() < endAt && sent < requests) {
+      sent++
+      await once()
+    }
   }))
-  agent.destroy()
-  return { responses, failures, summary: summarize(responses, failures, durationS) }
+  if (agent) agent.destroy()
+  const elapsedS = Math.min(durationS, (performance.now() - t0) / 1000)
+  return { responses, failures, elapsedS, summary: summarize(responses, failures, elapsedS) }
 }
 
 // What a run comes to: answered (2xx) requests per second, their latency, and what failed.

@@ -7,10 +7,15 @@
 // (the overload bench) each client gives up after that long, as browsers and upstream proxies
 // do: it closes its connection and the request counts as unanswered (status 0).
 //
-// Messages: { cmd: 'run', url, at, ms, deadlineMs? } → { sent, latency, status };
+// Every run also says how late it sent its requests against their schedule (`lag`: p50, p99
+// and max in ms): a generator that falls behind (a busy machine) offers a different load than
+// the one asked for, and the run must not count as if it had not (bench/lib/stats.js).
+//
+// Messages: { cmd: 'run', url, at, ms, deadlineMs? } → { sent, latency, status, lag };
 // { cmd: 'sequential', url, count } → { latency }; { cmd: 'idle', url, probes } → { idle }.
 
 const http = require('node:http')
+const { lagSummary } = require('./stats')
 
 function run ({ url, at, ms, deadlineMs = 0 }) {
   return new Promise((resolve) => {
@@ -27,7 +32,10 @@ function run ({ url, at, ms, deadlineMs = 0 }) {
       done[i] = 1
       latency[i] = performance.now() - sent[i]
       status[i] = code
-      if (++finished === n) resolve({ sent: Array.from(sent, (s) => s - t0), latency: Array.from(latency), status: Array.from(status) })
+      if (++finished === n) {
+        const sentAt = Array.from(sent, (s) => s - t0)
+        resolve({ sent: sentAt, latency: Array.from(latency), status: Array.from(status), lag: lagSummary(sentAt.map((s, j) => s - at[j])) })
+      }
     }
     const fire = (i) => {
       sent[i] = performance.now()
@@ -45,7 +53,7 @@ function run ({ url, at, ms, deadlineMs = 0 }) {
       while (next < n && at[next] <= now) fire(next++)
       if (next < n) setTimeout(tick, Math.max(0, at[next] - (performance.now() - t0) - 1))
     }
-    if (n === 0) resolve({ sent: [], latency: [], status: [] })
+    if (n === 0) resolve({ sent: [], latency: [], status: [], lag: null })
     else setTimeout(tick, 50)
   })
 }

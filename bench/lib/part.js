@@ -5,12 +5,16 @@
 // ran on, its result file, and a clean stop on Ctrl-C.
 //
 // A part's result is bench/results/NAME.json (or DIR/NAME.json):
-//   { part, version: 1, quick, command, startedAt, endedAt, machine, config, ...data }
-// with raw numbers, so that the report can be rebuilt from it alone.
+//   { part, version: 2, quick, command, startedAt, endedAt, machine, source, config, ...data }
+// with raw numbers, so that the report can be rebuilt from it alone: `machine` has the CPU model,
+// the cores and the load average before and after; `source` the commit the part ran on and
+// whether the tree had changes (untracked files count). Cells measured several times keep
+// each run (`runs: [...]`); the report takes their median and interval (bench/lib/stats.js).
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
+const { spawnSync } = require('node:child_process')
 const { stopAll } = require('./procs')
 
 const DEFAULT_RESULTS = path.join(__dirname, '..', 'results')
@@ -43,6 +47,33 @@ function machine () {
   return { cpus: cpus.length, model: cpus[0]?.model?.trim(), memGb: Number((os.totalmem() / 2 ** 30).toFixed(1)), kernel: `${os.type()} ${os.release()}`, node: process.version }
 }
 
+// The commit the bench runs on, and whether the tree differs from it: modified, staged or
+// untracked files (a new file can change what is measured as much as an edit).
+function source (cwd = path.join(__dirname, '..', '..')) {
+  const git = (...a) => spawnSync('git', a, { cwd, encoding: 'utf8' })
+  const commit = git('rev-parse', '--short', 'HEAD')
+  if (commit.status !== 0) return { commit: null, dirty: null, changedFiles: null }
+  const changed = git('status', '--porcelain', '--untracked-files=all').stdout.split('\n').filter(Boolean)
+  return { commit: commit.stdout.trim(), dirty: changed.length > 0, changedFiles: changed.length }
+}
+
+// Runs `run(cell, repeat)` for every cell, `repeats` times, the cells taking turns (repeat 1
+// visits them all, then repeat 2...), each repeat starting one cell further along: a change in
+// the machine's background load then falls on every cell alike rather than on whichever ran last.
+async function interleaved ({ repeats, cells, run, label = (c) => String(c) }) {
+  const total = repeats * cells.length
+  let done = 0
+  for (let r = 0; r < repeats; r++) {
+    for (let k = 0; k < cells.length; k++) {
+      const cell = cells[(k + r) % cells.length]
+      progress(done, total, `${label(cell)}, run ${r + 1}/${repeats}`)
+      await run(cell, r)
+      done++
+    }
+  }
+  progress(total, total, 'done')
+}
+
 // Progress for run.js's estimate of the time left (ignored when run by hand).
 function progress (done, total, label) {
   if (process.send && process.connected) process.send({ benchProgress: { done, total, label } })
@@ -56,6 +87,7 @@ function runPart (name, { defaults, quick = {}, main }) {
   const argv = process.argv.slice(2)
   const started = new Date()
   const loadStart = loadavg()
+  const sourceAtStart = source()
   let args
   try {
     args = applyQuick(parseArgs(argv, defaults), argv, quick)
@@ -71,12 +103,13 @@ function runPart (name, { defaults, quick = {}, main }) {
     const { results, quick: isQuick, ...config } = args
     const envelope = {
       part: name,
-      version: 1,
+      version: 2,
       quick: isQuick,
       command: `node bench/${name}.js${argv.length ? ' ' + argv.join(' ') : ''}`,
       startedAt: started.toISOString(),
       endedAt: new Date().toISOString(),
       machine: { ...machine(), loadavgStart: loadStart, loadavgEnd: loadavg() },
+      source: sourceAtStart,
       config,
       ...data
     }
@@ -95,4 +128,4 @@ function runPart (name, { defaults, quick = {}, main }) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const round = (x, digits = 2) => (Number.isFinite(x) ? Number(x.toFixed(digits)) : null)
 
-module.exports = { runPart, progress, sleep, round, log }
+module.exports = { runPart, progress, interleaved, source, machine, sleep, round, log }

@@ -49,7 +49,19 @@ async function stop (child) {
   clearTimeout(timer)
 }
 
+// Cleanups for what is not a child of ours: a daemon (PM2's) that outlives the command that
+// started it. stopAll() runs each once.
+const cleanups = new Set()
+
+function onStopAll (fn) {
+  cleanups.add(fn)
+  return () => cleanups.delete(fn)
+}
+
 async function stopAll () {
+  const pending = [...cleanups]
+  cleanups.clear()
+  await Promise.allSettled(pending.map((fn) => fn()))
   await Promise.all([...children].map(stop))
 }
 
@@ -79,4 +91,4 @@ function ask (child, message) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 const loadavg = () => os.loadavg().map((l) => l.toFixed(2)).join(' ')
 
-module.exports = { forkReady, spawnTracked, stop, stopAll, freePorts, waitForPort, ask, sleep, loadavg }
+module.exports = { forkReady, spawnTracked, stop, stopAll, onStopAll, freePorts, waitForPort, ask, sleep, loadavg }

@@ -10,9 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { haproxyConfig } = require('../../lib/config/haproxy')
-const { nginxConfig } = require('../../lib/config/nginx')
-const { HaproxyClient } = require('../../lib/haproxy/client')
+const { poolConfig, HaproxyClient } = require('./internals')
 const { spawnTracked, waitForPort } = require('./procs')
 
 const HAPROXY = process.env.HAPROXY || '/usr/sbin/haproxy'
@@ -49,7 +47,9 @@ function startedOrExited (child, ready, what) {
 // pool drives (the config starts them in MAINT). Returns { url, socket, httpSocket, client, dir, child }.
 async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, timeout, queueTimeout, edit = (c) => c, ready = false }) {
   const dir = tempDirFor('haproxy')
-  let cfg = haproxyConfig({ workers, workerPort, port, statsPort, timeout, queueTimeout, prefix: dir, log: 'none', httpSocketUser: NGINX_WORKER_USER })
+  let cfg = poolConfig('haproxy', ['-n', workers, '--worker-port', workerPort, '--port', port, '--stats-port', statsPort, '--prefix', dir, '--log', 'none',
+    ...(timeout ? ['--timeout', `${timeout}ms`] : []), ...(queueTimeout ? ['--queue-timeout', `${queueTimeout}ms`] : []),
+    ...(NGINX_WORKER_USER ? ['--http-socket-user', NGINX_WORKER_USER] : [])])
   cfg = edit(cfg)
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, cfg)
@@ -76,7 +76,7 @@ async function allServersUp (client, { timeout = 10000 } = {}) {
 async function startGeneratedNginx ({ port, haproxySocket, edit = (c) => c }) {
   const dir = tempDirFor('nginx')
   fs.mkdirSync(path.join(dir, 'logs'))
-  const cfg = edit(nginxConfig({ prefix: dir, host: '127.0.0.1', port, haproxySocket })
+  const cfg = edit(poolConfig('nginx', ['--prefix', dir, '--host', '127.0.0.1', '--port', port, '--haproxy-http-socket', haproxySocket])
     // The access log is not what is measured; writing it would cost the same on every request.
     .replace(/access_log \S+;/, 'access_log off;'))
   fs.writeFileSync(path.join(dir, 'nginx.conf'), cfg)

@@ -196,6 +196,20 @@ function reload (dir) {
   return { source: 'reload.md', about: t.heading, madeBy: madeBy(text), rows }
 }
 
+// bench/matrix.js: closed-loop cells (each with its runs), open-loop kill and reload runs, and
+// the runs with a hung or stopped worker. Results of its first format (one run per cell, rows of
+// keep-alive runs) come out in the same shape, marked `legacy`.
+function matrix (dir) {
+  const data = readJson(dir, 'matrix.json')
+  if (!data) return null
+  if (Array.isArray(data.closed)) return { ...data, source: data.source, file: 'matrix.json' }
+  if (!Array.isArray(data.rows)) return null
+  const closed = data.rows.filter((x) => ['normal', 'reload', 'kill'].includes(x.scenario))
+    .map((x) => ({ view: 'keep-alive', scenario: x.scenario, connections: x.connections, front: x.front, runs: [x] }))
+  const stuck = data.rows.filter((x) => ['loop', 'stop'].includes(x.scenario)).map((x) => ({ view: 'keep-alive', ...x }))
+  return { ...data, views: ['keep-alive'], closed, open: [], stuck, legacy: true, file: 'matrix.json' }
+}
+
 // Parts that write JSON themselves.
 const json = (file) => (dir) => {
   const data = readJson(dir, file)
@@ -208,7 +222,7 @@ module.exports = {
   reload,
   overload: json('overload.json'),
   fleet: json('fleet.json'),
-  matrix: json('matrix.json'),
+  matrix,
   slowClients: json('slow-clients.json'),
   bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),

@@ -124,81 +124,155 @@ function overheadPeak (rows) {
   })
 }
 
-const SCENARIO_TITLE = { normal: 'normal', reload: 'rolling reload', kill: 'SIGKILL each 1 s', loop: 'endless requests', stop: 'SIGSTOP 1 worker' }
+const SCENARIO_TITLE = { normal: 'normal', reload: 'rolling reloads', kill: 'SIGKILLs, 1/s', loop: 'endless requests', stop: 'SIGSTOP 1 worker' }
+const VIEW_TITLE = { ab: 'new connection per request (ab)', 'keep-alive': 'keep-alive clients' }
 
-// The matrix: p50 (dashed) and p99 (solid) per scenario (columns), against concurrency.
-function matrixLatency (data) {
-  const values = []
-  for (const r of data.rows) {
-    for (const p of ['p50', 'p99']) if (finite(r[p])) values.push({ scenario: SCENARIO_TITLE[r.scenario], c: r.connections, series: label(r.front), percentile: p, ms: r[p] })
-  }
+// Medians with their 95% interval, one dot and one rule per series, side by side within each x
+// (so that no series hides another), in panels of rows × columns. values: [{ x, series, value,
+// lo, hi, row?, col?, hollow? }]; `hollow` draws the dot open (a second statistic, e.g. p50).
+function intervalDots (values, { title, subtitle, x, y, keys, rowSort, colSort, xSort, yScale = {}, yFormat = '~s', width = 150, height = 170 }) {
   if (!values.length) return null
-  const scenarios = data.scenarios.map((s) => SCENARIO_TITLE[s])
-  return chart('Latency in the matrix: p99 (solid) and p50 (dashed)', `${data.config.workers} workers, lognormal renders (median ${data.config.median} ms); closed loop: each client sends its next request when the last one ends`, {
-    data: { values },
-    facet: { column: { field: 'scenario', type: 'nominal', title: null, sort: scenarios } },
-    spec: {
-      width: 125,
-      height: 220,
-      mark: { type: 'line', point: true },
-      encoding: {
-        x: { field: 'c', type: 'ordinal', title: 'clients', axis: { labelAngle: 0 } },
-        y: { field: 'ms', type: 'quantitative', title: 'latency (ms, log scale)', scale: { type: 'log' }, axis: { format: '~s' } },
-        color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)) },
-        strokeDash: { field: 'percentile', type: 'nominal', title: null, sort: ['p99', 'p50'], scale: { domain: ['p99', 'p50'], range: [[1, 0], [4, 3]] }, legend: { symbolType: 'stroke', symbolStrokeColor: '#333333' } },
-        detail: { field: 'percentile', type: 'nominal' }
-      }
-    }
+  const enc = {
+    x: { field: 'x', type: 'ordinal', title: x, sort: xSort, axis: { labelAngle: 0 } },
+    xOffset: { field: 'series', type: 'nominal', sort: colorScale(keys).domain, scale: { paddingOuter: 0.3 } },
+    color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys) }
+  }
+  const facet = {}
+  if (values.some((v) => v.row !== undefined)) facet.row = { field: 'row', type: 'nominal', title: null, sort: rowSort }
+  if (values.some((v) => v.col !== undefined)) facet.column = { field: 'col', type: 'nominal', title: null, sort: colSort }
+  const layer = [
+    { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { ...enc, y: { field: 'lo', type: 'quantitative', title: y, scale: yScale, axis: { format: yFormat } }, y2: { field: 'hi' } } },
+    { mark: { type: 'point', size: 40, filled: true, opacity: 1 }, transform: [{ filter: '!datum.hollow' }], encoding: { ...enc, y: { field: 'value', type: 'quantitative' } } },
+    { mark: { type: 'point', size: 36, filled: false, strokeWidth: 1.5 }, transform: [{ filter: 'datum.hollow' }], encoding: { ...enc, y: { field: 'value', type: 'quantitative' } } }
+  ]
+  const spec = { width, height, layer }
+  return chart(title, subtitle, Object.keys(facet).length ? { data: { values }, facet, spec, resolve: { scale: { y: 'shared' } } } : { data: { values }, ...spec })
+}
+
+// A cell's statistic over its runs as { value, lo, hi } (the report computes it).
+const dot = (iv, extra) => (iv && finite(iv.value) ? { value: iv.value, lo: iv.lo, hi: iv.hi, ...extra } : null)
+
+// The matrix: p99 (filled) and p50 (open) per situation (columns) and view (rows), against
+// the number of clients. `stat(cell, key)` gives a cell's interval.
+function matrixLatency (data, stat) {
+  const values = data.closed.flatMap((c) => ['p99', 'p50'].map((p) => dot(stat(c, p), { x: c.connections, series: label(c.front), row: VIEW_TITLE[c.view], col: SCENARIO_TITLE[c.scenario], hollow: p === 'p50' }))).filter(Boolean)
+  const runs = Math.max(...data.closed.map((c) => c.runs.length))
+  return intervalDots(values, {
+    title: 'Latency in the matrix: p99 (filled) and p50 (open)',
+    subtitle: `median of ${runs > 1 ? `up to ${runs} runs per cell, with its bootstrap 95% interval` : 'one run per cell (no interval)'}; ${data.config.workers} workers, lognormal renders (median ${data.config.median} ms); closed loop`,
+    x: 'clients',
+    y: 'latency (ms, log scale)',
+    keys: fronts(data.closed),
+    rowSort: data.views.map((v) => VIEW_TITLE[v]),
+    colSort: Object.values(SCENARIO_TITLE),
+    yScale: { type: 'log' }
   })
 }
 
-// The matrix: failed requests per scenario and concurrency, the count written on each bar.
+function matrixThroughput (data, stat) {
+  const values = data.closed.map((c) => dot(stat(c, 'rps'), { x: c.connections, series: label(c.front), row: VIEW_TITLE[c.view], col: SCENARIO_TITLE[c.scenario] })).filter(Boolean)
+  return intervalDots(values, {
+    title: 'Answered requests per second in the matrix',
+    subtitle: 'median of the runs with its bootstrap 95% interval; 15 workers can answer about 360/s',
+    x: 'clients',
+    y: 'answered req/s',
+    keys: fronts(data.closed),
+    rowSort: data.views.map((v) => VIEW_TITLE[v]),
+    colSort: Object.values(SCENARIO_TITLE),
+    yScale: { zero: true },
+    yFormat: ',.0f'
+  })
+}
+
+// Failed requests of all the runs of a cell, with how many were sent, written on each bar.
 function matrixFailures (data) {
-  const values = data.rows.map((r) => ({ scenario: SCENARIO_TITLE[r.scenario], c: String(r.connections), series: label(r.front), failed: r.failed }))
+  const values = data.closed.filter((c) => c.scenario !== 'normal' || c.runs.some((r) => r.failed > 0)).map((c) => {
+    const failed = c.runs.reduce((a, r) => a + r.failed, 0)
+    const requests = c.runs.reduce((a, r) => a + r.requests, 0)
+    return { c: String(c.connections), series: label(c.front), row: VIEW_TITLE[c.view], col: SCENARIO_TITLE[c.scenario], failed, text: `${failed}` , requests }
+  })
   if (!values.length) return null
-  const scenarios = data.scenarios.map((s) => SCENARIO_TITLE[s])
+  const keys = fronts(data.closed)
   const enc = {
     x: { field: 'c', type: 'ordinal', title: 'clients', sort: data.config.connections.map(String), axis: { labelAngle: 0 } },
-    xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.rows)).domain },
-    // Room above the tallest bar for its count.
+    xOffset: { field: 'series', type: 'nominal', sort: colorScale(keys).domain },
     y: { field: 'failed', type: 'quantitative', title: 'failed requests (symlog)', scale: { type: 'symlog', domainMax: Math.max(2, ...values.map((v) => v.failed)) * 2 } }
   }
-  return chart('Failed requests in the matrix', `per run of ${data.config.duration} s; a failure is a 5xx, a connection closed without an answer, or no answer within ${data.config.clientTimeout} s`, {
+  return chart('Failed requests in the matrix', `all runs of a cell together; a failure is a 5xx, a connection closed without an answer, or no answer within ${data.config.clientTimeout} s`, {
     data: { values },
-    facet: { column: { field: 'scenario', type: 'nominal', title: null, sort: scenarios } },
+    facet: { row: { field: 'row', type: 'nominal', title: null, sort: data.views.map((v) => VIEW_TITLE[v]) }, column: { field: 'col', type: 'nominal', title: null, sort: Object.values(SCENARIO_TITLE) } },
     spec: {
-      width: 125,
-      height: 180,
+      width: 170,
+      height: 150,
       layer: [
-        { mark: 'bar', encoding: { ...enc, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)) } } },
-        { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { ...enc, text: { field: 'failed', type: 'quantitative' } } }
+        { mark: 'bar', encoding: { ...enc, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys) } } },
+        { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { ...enc, text: { field: 'text', type: 'nominal' } } }
       ]
     }
   })
 }
 
-// Requests that never return: how long until each one's client got an answer (or gave up).
-function matrixHangs (data) {
-  const values = data.rows.filter((r) => r.hangs).flatMap((r) => r.hangs.map((h) => ({ series: label(r.front), s: h.ms / 1000, outcome: h.outcome === 'no answer' ? 'no answer (client gave up)' : `ended: ${/^\d+$/.test(h.outcome) ? `status ${h.outcome}` : `connection ${h.outcome}`}`, c: r.connections })))
+const OPEN_TITLE = { kill: 'kills', reload: 'reloads' }
+
+// Open loop: failed requests per 1,000 offered while workers are killed or reloaded, and the
+// share answered beside it.
+function matrixOpen (data, stat) {
+  const values = data.open.flatMap((c) => [
+    dot(stat(c, (r) => 1000 * r.failed / r.offered), { x: OPEN_TITLE[c.scenario], series: label(c.front), col: 'failed per 1,000 offered' }),
+    dot(stat(c, (r) => 100 * r.ok / r.offered), { x: OPEN_TITLE[c.scenario], series: label(c.front), col: 'answered (% of offered)' })
+  ]).filter(Boolean)
   if (!values.length) return null
-  const keys = fronts(data.rows.filter((r) => r.hangs))
-  return chart('Endless requests: time until each one ended', `one dot per request (one line each for ${data.config.connections.join(', ')} clients); dashed: the pool's --timeout, ${data.config.timeout / 1000} s`, {
+  return chart('Open loop: what a kill or a reload costs per request offered', `Poisson arrivals at ρ ${data.open[0].rho} (a new connection each, sent on schedule); median of the runs with its 95% interval`, {
     data: { values },
-    width: 480,
-    height: { step: 34 },
-    layer: [
-      { mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { x: { datum: data.config.timeout / 1000 } } },
-      {
-        mark: { type: 'point', size: 90, filled: true, opacity: 0.8 },
-        encoding: {
-          y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label) },
-          x: { field: 's', type: 'quantitative', title: 'seconds from sending the request to its end', scale: { domainMin: 0 } },
-          color: { field: 'series', type: 'nominal', legend: null, scale: colorScale(keys) },
-          shape: { field: 'outcome', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 1 } },
-          yOffset: { field: 'c', type: 'nominal' }
+    facet: { column: { field: 'col', type: 'nominal', title: null, sort: ['failed per 1,000 offered', 'answered (% of offered)'] } },
+    spec: {
+      width: 220,
+      height: 180,
+      layer: [
+        { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { x: { field: 'x', type: 'ordinal', title: null, axis: { labelAngle: 0 } }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'lo', type: 'quantitative', title: null }, y2: { field: 'hi' }, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } },
+        { mark: { type: 'point', filled: true, size: 45 }, encoding: { x: { field: 'x', type: 'ordinal' }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'value', type: 'quantitative' }, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } }
+      ]
+    },
+    resolve: { scale: { y: 'independent' } }
+  })
+}
+
+// Requests that never return: how long until each one's client got an answer (or gave up:
+// then the time is only a lower bound, drawn as an open mark).
+function matrixHangs (data) {
+  const rows = data.stuck.filter((r) => r.hangs?.length)
+  const values = rows.flatMap((r) => r.hangs.map((h, i) => ({
+    series: label(r.front),
+    i,
+    row: VIEW_TITLE[r.view] ?? r.view,
+    s: h.ms / 1000,
+    outcome: h.outcome === 'no answer' ? 'no answer: client gave up (at least this long)' : `ended: ${/^\d+$/.test(h.outcome) ? `status ${h.outcome}` : `connection ${h.outcome}`}`
+  })))
+  if (!values.length) return null
+  const keys = fronts(rows)
+  const timeout = data.config.timeout / 1000
+  return chart('Endless requests: time until each one ended', `one mark per request; dashed: the pool's --timeout, ${timeout} s; a front that never ends one leaves it to the client's patience`, {
+    data: { values },
+    facet: { row: { field: 'row', type: 'nominal', title: null } },
+    spec: {
+      width: 480,
+      height: { step: 14 * Math.max(2, ...rows.map((r) => r.hangs.length)) },
+      layer: [
+        { mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { x: { datum: timeout } } },
+        {
+          mark: { type: 'point', size: 90, opacity: 0.85, strokeWidth: 2 },
+          encoding: {
+            y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label) },
+            x: { field: 's', type: 'quantitative', title: 'seconds from sending the request to its end', scale: { domainMin: 0 } },
+            stroke: { field: 'series', type: 'nominal', legend: null, scale: colorScale(keys) },
+            shape: { field: 'outcome', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 1, labelLimit: 600 } },
+            // Requests that ended alike would land on one another: each its own line.
+            yOffset: { field: 'i', type: 'ordinal' },
+            fill: { condition: { test: "indexof(datum.outcome, 'no answer') === 0", value: 'transparent' }, field: 'series', type: 'nominal', scale: colorScale(keys), legend: null }
+          }
         }
-      }
-    ]
+      ]
+    }
   })
 }
 
@@ -392,4 +466,4 @@ function overloadLatency (data) {
   })
 }
 
-module.exports = { ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixFailures, matrixHangs, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }
+module.exports = { intervalDots, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }

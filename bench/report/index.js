@@ -12,6 +12,7 @@ const charts = require('./charts')
 const { toSvg } = require('./vega')
 const { label } = require('./style')
 const { PARTS } = require('./parts')
+const { interval, LAG_LIMIT_MS } = require('../lib/stats')
 
 // ── formatting ──────────────────────────────────────────────────────────────────────────────
 
@@ -23,6 +24,26 @@ const pct = (x) => (finite(x) ? `${(x * 100).toFixed(0)}%` : '–')
 const int = (x) => (finite(x) ? Math.round(x).toLocaleString('en-US') : '–')
 const secs = (s) => (finite(s) ? (s >= 90 ? `${Math.floor(s / 60)} min ${Math.round(s % 60)} s` : `${Math.round(s)} s`) : '–')
 const when = (iso) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '–')
+
+// A cell measured over several runs: the median and its bootstrap 95% interval, "41.2
+// [39.8–43.0]"; one run: the value alone. `iv` from stats.interval(); `f` formats a number.
+function ci (iv, f = ms) {
+  if (!iv || !finite(iv.value)) return '–'
+  const mark = iv.allRejected ? ' ⚠' : ''
+  return iv.n > 1 && iv.lo !== iv.hi ? `${f(iv.value)} [${f(iv.lo)}–${f(iv.hi)}]${mark}` : `${f(iv.value)}${mark}`
+}
+
+// How many runs a figure rests on, and how many were set aside for their send lag.
+function runsCell (iv) {
+  if (!iv) return '–'
+  if (iv.allRejected) return `${iv.runs} ⚠ all over the send-lag limit`
+  return iv.rejected ? `${iv.n} of ${iv.runs} (${iv.rejected} set aside: send lag)` : String(iv.n)
+}
+
+// A long table folded away under one line, so that the charts stay next to each other.
+function folded (summary, body) {
+  return `<details><summary>${summary}</summary>\n\n${body}\n\n</details>`
+}
 
 function table (header, rows) {
   return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n')
@@ -64,14 +85,22 @@ class Report {
   }
 }
 
-// How a part was made: its command, when, how long, the load average around it; and whether
-// a later attempt failed (its results are then the ones before).
-function provenance (run, name, fallback) {
+// How a part was made: its command, when, how long, on which commit (and whether the tree had
+// changes, untracked files included), the load average around it; whether it was a quick run;
+// and whether a later attempt failed (its results are then the ones before). `data`: the part's
+// result file, whose own record (commit, machine, quick) is used when run.json has none.
+function provenance (run, name, fallback, data) {
   const p = run?.parts?.[name]
   const failed = p?.lastFailure ? ` Its last run (\`${p.lastFailure.command}\` at ${when(p.lastFailure.startedAt)}) ${p.lastFailure.status}: these results are from before it.` : ''
-  if (!p || p.status !== 'ok') return (fallback ? `Made by \`${fallback}\` (not by \`npm run bench\`: no record of when).` : '') + failed || null
+  const src = data?.source ?? p?.source
+  const commit = src?.commit ? ` On commit ${src.commit}${src.dirty ? ` with ${src.changedFiles} changed or untracked file${src.changedFiles === 1 ? '' : 's'}` : ''}.` : ' Commit not recorded (an earlier format).'
+  const quick = data?.quick || p?.quick ? ' **Quick run (`--quick`): fewer and shorter runs, for checking the machinery; not for conclusions.**' : ''
+  if (!p || p.status !== 'ok') {
+    const made = data?.command ? `Made by \`${data.command}\`${data.startedAt ? ` at ${when(data.startedAt)}` : ''} (not by \`npm run bench\`).` : fallback ? `Made by \`${fallback}\` (not by \`npm run bench\`: no record of when).` : ''
+    return (made + (made ? commit : '') + quick + failed).trim() || null
+  }
   const load = p.loadavgBefore ? ` Load average ${p.loadavgBefore.join(' ')} before, ${p.loadavgAfter?.join(' ') ?? '–'} after.` : ''
-  return `Made by \`${p.command}\` at ${when(p.startedAt)}, in ${secs(p.seconds)}.${load}${failed}`
+  return `Made by \`${p.command}\` at ${when(p.startedAt)}, in ${secs(p.seconds)}.${commit}${load}${quick}${failed}`
 }
 
 function notAvailable (what, why) {
@@ -122,33 +151,78 @@ async function overheadSection (r, dir, run) {
   r.add(provenance(run, 'overhead'))
 }
 
-function happened (x) {
-  if (x.kills) return `${x.kills.length} workers killed`
-  if (x.reloads) {
-    const done = x.reloads.filter((l) => l.code === 0)
-    return `${x.reloads.length} reloads (${done.length} completed${done.length ? `, ${secs(done.reduce((a, l) => a + l.ms, 0) / done.length / 1000)} each` : ''})`
+// What the driver did over a cell's runs.
+function happened (cell) {
+  const runs = cell.runs ?? [cell]
+  const all = (k) => runs.flatMap((r) => r[k] ?? [])
+  if (runs.some((r) => r.kills)) return `${all('kills').length} workers killed`
+  if (runs.some((r) => r.reloads)) {
+    const reloads = all('reloads')
+    const done = reloads.filter((l) => l.code === 0)
+    const med = interval(done.map((l) => ({ ms: l.ms })), 'ms').value
+    return `${reloads.length} reloads (${done.length} completed${done.length ? `, ${secs(med / 1000)} each (median)` : ''})`
   }
-  if (x.hangs) return `endless requests ended after ${x.hangs.map((h) => `${(h.ms / 1000).toFixed(1)} s (${h.outcome})`).join(', ')}; ${x.hungKills.length} workers killed as hung`
-  if (x.stopped !== undefined) return x.stopped ? `stopped worker ${x.stopped.endedAfterMs === null ? 'never ended' : `killed after ${(x.stopped.endedAfterMs / 1000).toFixed(1)} s (${x.stopped.reason})`}` : 'no worker stopped'
   return ''
 }
 
+function stuckHappened (x) {
+  if (x.hangs) {
+    const hangs = x.hangs.map((h) => (h.outcome === 'no answer' ? `≥ ${(h.ms / 1000).toFixed(1)} s (no answer: the client gave up)` : `${(h.ms / 1000).toFixed(1)} s (${/^\d+$/.test(h.outcome) ? h.outcome : `connection ${h.outcome}`})`))
+    return `endless requests ended after ${hangs.join(', ')}; ${x.hungKills.length} workers killed as hung`
+  }
+  if (x.stopped !== undefined) {
+    if (!x.stopped) return 'no worker stopped'
+    if (x.stopped.endedAfterMs === null) return `stopped worker never ended (still stopped ${x.stopped.observedMs ? `${(x.stopped.observedMs / 1000).toFixed(1)} s later, ` : ''}at the end of the run)`
+    return `stopped worker killed after ${(x.stopped.endedAfterMs / 1000).toFixed(1)} s (${x.stopped.reason})`
+  }
+  return ''
+}
+
+// "‡" on a latency some of whose requests are missing because their client gave up: the
+// percentiles are of the answered requests, so the true ones are higher.
+const censored = (runs) => (runs.some((r) => r.timedOut > 0) ? ' ‡' : '')
+
 async function matrixSection (r, dir, run) {
   const data = load.matrix(dir)
-  r.add('## The operator\'s matrix', 'What SSR operators run before trusting a front: closed-loop clients (each sends its next request when the last one ended) at 5 clients (low load), 13 (high load) and 20 (a standing queue of 5 over 15 workers), in five situations: normal; rolling reloads back to back; one worker SIGKILLed every second; requests that never return mixed in (how long until each is ended, and what the others see); one worker SIGSTOPped (unresponsive, but its port still accepts connections). Node\'s cluster has no rolling reload.')
-  if (!data?.rows?.length) return r.add(missing(run, 'matrix', 'the matrix'))
+  r.add('## The operator\'s matrix', 'What SSR operators run before trusting a front, as the seed article ran it (`ab -c 5|13|20 -n 10000`: a new connection per request) and with keep-alive clients: closed-loop clients (each sends its next request when the last one ended) at 5 clients (low load), 13 (high load) and 20 (a standing queue of 5 over 15 workers), in situations: normal; rolling reloads back to back; a worker SIGKILLed at random times; requests that never return mixed in; one worker SIGSTOPped (unresponsive, but its port still accepts connections). The kills and reloads run once more in open loop, where failures count per request offered.')
+  if (!data?.closed?.length) return r.add(missing(run, 'matrix', 'the matrix'))
   const c = data.config
-  r.add(`${c.workers} workers; renders lognormal (median ${c.median} ms, σ ${c.sigma}), modelled with Atomics.wait; ${c.duration} s per run; the pool runs with \`--timeout ${c.timeout / 1000}s --heartbeat-timeout ${c.timeout / 1000}s\`; clients give up after ${c.clientTimeout} s. Fronts: the embedded balancer (\`pool start\`), HAProxy mode (\`pool start --balancer haproxy\` driving HAProxy from \`pool config haproxy\`), Node's cluster (round-robin, a primary that respawns workers). A failure is a 5xx, a connection closed without an answer, or no answer in time. The clients keep their connections alive: under cluster a connection stays with the worker that accepted it, so a stuck worker holds the clients whose connections it has, and every new connection dealt to it. A front that retries a GET whose worker died (the embedded balancer does, once: it cannot know the request was at fault) sends an endless request to a second worker, which hangs too: the table counts the workers killed as hung.`)
-  r.add(await r.figure('matrix-latency', charts.matrixLatency(data), 'p50 and p99 latency per scenario, front and number of clients'))
-  r.add(await r.figure('matrix-failures', charts.matrixFailures(data), 'failed requests per scenario, front and number of clients'))
-  r.add(await r.figure('matrix-hangs', charts.matrixHangs(data), 'time until each endless request ended, per front'))
-  r.add(table(['situation', 'front', 'clients', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'failed', 'what happened'], data.rows.map((x) => [
-    charts.SCENARIO_TITLE[x.scenario], label(x.front), x.connections, int(x.rps), ms(x.p50), ms(x.p99), ms(x.max),
-    x.failed ? `${x.failed} (${Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ')})` : '0', happened(x)
-  ])))
+  const stat = (cell, key) => interval(cell.runs, key)
+  if (data.legacy) r.add('> **From an earlier format of this part:** one run per cell, keep-alive clients only, no PM2 and no open-loop runs; `npm run bench -- --only matrix` measures the matrix as described here.')
+  r.add(`${c.workers} workers; renders lognormal (median ${c.median} ms, σ ${c.sigma}), modelled with Atomics.wait; the pool runs with \`--timeout ${c.timeout / 1000}s --heartbeat-timeout ${c.timeout / 1000}s\`; clients give up after ${c.clientTimeout} s. ${c.abRequests ? `Normal: ${int(c.abRequests)} requests per cell with a new connection each, ${int(c.keepAliveRequests)} with keep-alive, in ${c.repeats} runs; reloads and kills: ${c.incidentRepeats} runs of ${c.incidentSeconds} s per cell. ` : `${c.duration} s per run. `}Fronts: the embedded balancer (\`pool start\`), HAProxy mode (\`pool start --balancer haproxy\` driving HAProxy from \`pool config haproxy\`), Node's cluster (round-robin, a primary that respawns workers, the rolling restart of the cluster docs: fork a replacement, wait until it listens, disconnect the old worker), PM2 ${pm2Version(run)}cluster mode (\`pm2 start -i 15\`, \`pm2 reload\`; the app closes its server on SIGINT, as PM2's docs ask). A failure is a 5xx, a connection closed without an answer, or no answer in time. With keep-alive clients, cluster and PM2 pin each client to the worker that accepted its connection; with a new connection per request they deal each request round-robin, busy worker or not.`)
+  r.add(await r.figure('matrix-latency', charts.matrixLatency(data, stat), 'p50 and p99 latency per situation, view, front and number of clients, with 95% intervals'))
+  r.add(await r.figure('matrix-throughput', charts.matrixThroughput(data, stat), 'answered requests per second per situation, view, front and number of clients, with 95% intervals'))
+  r.add(await r.figure('matrix-failures', charts.matrixFailures(data), 'failed requests per situation, view, front and number of clients'))
+  const rows = data.closed.map((x) => {
+    const p = (k) => stat(x, k)
+    return [charts.SCENARIO_TITLE[x.scenario], charts.VIEW_TITLE[x.view], label(x.front), x.connections, runsCell(p('rps')), ci(p('rps'), int), ci(p('p50')), ci(p('p99')) + censored(x.runs),
+      `${x.runs.reduce((a, y) => a + y.failed, 0)} of ${int(x.runs.reduce((a, y) => a + y.requests, 0))}`, happened(x)]
+  })
+  r.add(folded(`The matrix's ${rows.length} cells: median [95% interval] of the runs`, table(['situation', 'connections', 'front', 'clients', 'runs', 'req/s', 'p50 ms', 'p99 ms', 'failed (all runs)', 'what happened'], rows)))
+  if (data.closed.some((x) => censored(x.runs))) r.add(`‡ Some clients gave up at the ${c.clientTimeout} s deadline: their requests count as failed and are missing from the percentiles, which are of the answered requests; the true ones are higher.`)
+  if (data.open?.length) {
+    r.add('### Kills and reloads in open loop')
+    r.add(`Poisson arrivals at ρ ${data.open[0].rho} of the workers (about ${int(data.open[0].runs[0]?.offered / c.openSeconds)} req/s), a new connection per request, sent on schedule by a load generator in a process of its own, for ${c.openSeconds} s per run, while workers are SIGKILLed at random times (1/s on average) or reloaded back to back. Every request offered counts: a closed-loop client stalled by a failure sends fewer. Runs whose send lag p99 exceeded ${LAG_LIMIT_MS} ms (the load generator fell behind its schedule: a busy machine) are set aside.`)
+    r.add(await r.figure('matrix-open', charts.matrixOpen(data, stat), 'failed requests per 1,000 offered and share answered, per front, for kills and reloads in open loop'))
+    r.add(table(['situation', 'front', 'runs', 'offered per run', 'failed per 1,000 offered', 'answered p50 ms', 'answered p99 ms', 'send lag p99 ms', 'what happened'], data.open.map((x) => {
+      const p = (k) => stat(x, k)
+      return [charts.SCENARIO_TITLE[x.scenario], label(x.front), runsCell(p('offered')), ci(p('offered'), int), ci(p((y) => 1000 * y.failed / y.offered), (v) => v.toFixed(1)), ci(p('p50')), ci(p('p99')), ci(interval(x.runs.map((y) => ({ v: y.lag?.p99 })), 'v'), (v) => v.toFixed(1)), happened(x)]
+    })))
+  }
+  if (data.stuck?.length) {
+    r.add('### Workers that hang or stop')
+    r.add(`One run per front and view, ${data.stuck[0].connections} clients, ${c.stuckSeconds ?? c.duration} s. A front that retries a GET whose worker died (the embedded balancer does, once: it cannot know the request was at fault) sends an endless request to a second worker, which hangs too: the table counts the workers killed as hung. Cluster and PM2 end neither a hung nor a stopped worker: they are started afresh after each of these runs.`)
+    r.add(await r.figure('matrix-hangs', charts.matrixHangs(data), 'time until each endless request ended, per front and view'))
+    r.add(table(['situation', 'connections', 'front', 'req/s', 'p50 ms', 'p99 ms', 'failed', 'what happened'], data.stuck.map((x) => [
+      charts.SCENARIO_TITLE[x.scenario], charts.VIEW_TITLE[x.view] ?? x.view, label(x.front), int(x.rps), ms(x.p50), ms(x.p99) + censored([x]),
+      x.failed ? `${x.failed} of ${int(x.requests)} (${Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ')})` : `0 of ${int(x.requests)}`, stuckHappened(x)
+    ])))
+  }
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
-  r.add(provenance(run, 'matrix'))
+  r.add(provenance(run, 'matrix', null, data))
 }
+
+const pm2Version = (run) => (run?.versions?.pm2 ? `${run.versions.pm2} ` : '')
 
 async function killTimelineSection (r, dir, run) {
   const data = load.killTimeline(dir)
@@ -282,7 +356,7 @@ function header (r, run) {
     ['memory', m ? `${m.memGb} GB` : '–'],
     ['system', m?.kernel ?? '–'],
     ['load average (1, 5, 15 min)', run?.loadavgStart ? `${run.loadavgStart.join(' ')} at the start, ${run.loadavgEnd?.join(' ') ?? '–'} at the end of the last run` : '–'],
-    ['versions', [v.node && `Node ${v.node}`, v.haproxy, v.nginx, v.pool && `pool ${v.pool}`, v.autocannon && `autocannon ${v.autocannon}`, v.vega && `vega ${v.vega}`, v.vegaLite && `vega-lite ${v.vegaLite}`].filter(Boolean).join(', ') || '–']
+    ['versions', [v.node && `Node ${v.node}`, v.haproxy, v.nginx, v.pool && `pool ${v.pool}`, v.autocannon && `autocannon ${v.autocannon}`, v.pm2 && `PM2 ${v.pm2}`, v.vega && `vega ${v.vega}`, v.vegaLite && `vega-lite ${v.vegaLite}`].filter(Boolean).join(', ') || '–']
   ]))
   r.add('Renders are modelled by blocking each worker\'s event loop with `Atomics.wait` for the service time: a busy worker burns no CPU, so 15 workers behave like a 15-core machine even on a small one, and what is measured is the balancing in front. Everything runs on one machine over loopback; other work on it shows in the numbers (hence the load averages).')
   const rows = PARTS.map((p) => {

@@ -20,7 +20,7 @@ const PARTS = [
     estimate: { full: 240, quick: 35 }
   },
   { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
-  { name: 'matrix', about: 'the operator\'s matrix: 5 situations × 3 concurrencies × 3 fronts', script: 'matrix.js', own: true, estimate: { full: 900, quick: 105 } },
+  { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1400, quick: 190 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
   {
     name: 'haproxy-kill',

@@ -14,13 +14,15 @@ const SERIES = [
   ['haproxy-tq', 'HAProxy, short queue timeout', '#c9a400'],
   ['nginx-haproxy', 'nginx → HAProxy', '#2ca02c'],
   ['cluster', "Node's cluster", '#d62728'],
+  ['pm2', 'PM2 cluster mode', '#e377c2'],
   ['http-proxy', 'http-proxy', '#9467bd'],
   ['pool-haproxy', 'HAProxy driven by the pool', '#ff7f0e'],
+  ['haproxy-observe', 'HAProxy alone, checks + observe layer4', '#2ca02c'],
   ['haproxy-check', 'HAProxy alone, health checks', '#9467bd'],
   ['haproxy-alone', 'HAProxy alone, no checks', '#d62728'],
   ['agent', 'edge with agent maxconn', '#1f77b4'],
   ['rr', 'edge round-robin', '#d62728'],
-  ['split 3', '3 edges (computed)', '#9467bd']
+  ['split 3', '3 edges (a model, not run)', '#9467bd']
 ]
 const LABEL = Object.fromEntries(SERIES.map(([k, label]) => [k, label]))
 const COLOR = Object.fromEntries(SERIES.map(([k, , color]) => [k, color]))
