@@ -2,8 +2,8 @@
 
 // Benchmark of a fleet, side by side: hosts × workers behind an edge HAProxy, against the ideal.
 //
-//   node bench/fleet.js [--duration 15] [--rounds 3] [--rho 0.55,0.8] [--hosts 3] [--per-host 5]
-//                       [--median 30] [--sigma 0.8] [--cap 2000] [--seed 42]
+//   node bench/fleet.js [--quick] [--runs 5] [--seconds 3] [--rho 0.55,0.8] [--hosts 3] [--perHost 5]
+//                       [--median 30] [--sigma 0.8] [--cap 2000] [--seed 42] [--results DIR]
 //
 // Each host is a network namespace running `pool start --agent-port` (its embedded balancer in
 // front of `per-host` workers); the edges and the load client share an edge namespace
@@ -28,20 +28,22 @@
 //
 // The workload is bench/balancer.js's: open-loop Poisson arrivals at utilisation ρ of all the
 // workers, lognormal service times (a render blocking its worker with Atomics.wait), a new
-// connection per request; each ρ's `duration` is cut into `rounds` runs that visit the edges in
-// turn, so a change in the machine's background load falls on both alike.
+// connection per request; each ρ has `runs` runs of `seconds`, each one schedule sent to both
+// edges in turn, so a change in the machine's background load falls on both alike. The report
+// shows the median of the runs with a bootstrap 95% interval; a run whose load generator fell
+// behind its schedule (its send lag) is set aside.
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { makeSchedule, lognormalMean, rng } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
-const { ask, sleep, loadavg } = require('./lib/procs')
+const { ask, sleep, onStopAll } = require('./lib/procs')
 const { percentile, median } = require('./lib/stats')
+const { runPart, progress, round, log } = require('./lib/part')
+const { poolConfig, HaproxyClient } = require('./lib/internals')
 const { createNetwork } = require('../test/helpers/netns')
 const { freePorts, waitFor, cleanEnv } = require('../test/helpers')
-const { edgeConfig } = require('../lib/config/edge')
-const { HaproxyClient } = require('../lib/haproxy/client')
 
 const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'pool.js')
@@ -50,17 +52,8 @@ const LOAD = path.join(__dirname, 'lib', 'load.js')
 const HAPROXY = process.env.HAPROXY || '/usr/sbin/haproxy'
 const EDGES = ['agent', 'rr']
 
-function parseArgs (argv) {
-  const args = { duration: 15, rounds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
-  for (let i = 0; i < argv.length; i += 2) {
-    const key = argv[i].replace(/^--/, '').replace(/-(\w)/g, (_, c) => c.toUpperCase())
-    const value = argv[i + 1]
-    if (key === 'rho') args.rho = value.split(',').map(Number)
-    else if (key in args) args[key] = Number(value)
-    else throw new Error(`unknown option ${argv[i]}`)
-  }
-  return args
-}
+const defaults = { runs: 5, seconds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
+const quick = { runs: 2, seconds: 2, rho: [0.8] }
 
 const TICK_MS = 1000 / 100 // USER_HZ is 100 on Linux
 
@@ -133,51 +126,47 @@ function startLoad (net) {
   })
 }
 
+const percentiles = (latency, ideal) => Object.fromEntries([50, 90, 99].flatMap((q) => [[`p${q}`, round(percentile(latency, q), 3)], [`ideal${q}`, round(percentile(ideal, q), 3)]]))
+
+// Every ρ, `runs` times: one schedule sent to each edge in turn. Cells: { rho, edge, runs };
+// the `split` cell is the model (computed from the agent edge's runs, not run).
 async function measure (args, urls, pids, load) {
   const workers = args.hosts * args.perHost
   const shape = { workers, median: args.median, sigma: args.sigma, capMs: args.cap }
-  const rows = []
-  for (const [k, rho] of args.rho.entries()) {
-    const pooled = Object.fromEntries(EDGES.map((e) => [e, { latency: [], ideal: [], errors: 0, cpu: 0 }]))
-    const split = []
-    let rate = 0
-    for (let round = 0; round < args.rounds; round++) {
-      const schedule = makeSchedule({ ...shape, rho, durationMs: (args.duration * 1000) / args.rounds, seed: args.seed + 100 * k + round })
-      rate = schedule.ratePerSecond
-      for (const edge of EDGES) {
+  const split = `split ${args.hosts}`
+  const cells = args.rho.flatMap((rho) => [...EDGES, split].map((edge) => ({ rho, edge, model: edge === split, runs: [] })))
+  const cell = (rho, edge) => cells.find((c) => c.rho === rho && c.edge === edge)
+  const total = args.runs * args.rho.length * EDGES.length
+  let done = 0
+  for (let run = 0; run < args.runs; run++) {
+    for (const [k, rho] of args.rho.entries()) {
+      const schedule = makeSchedule({ ...shape, rho, durationMs: args.seconds * 1000, seed: args.seed + 100 * k + run })
+      for (let j = 0; j < EDGES.length; j++) {
+        const edge = EDGES[(j + run) % EDGES.length]
+        progress(done++, total, `ρ ${rho} ${edge}, run ${run + 1}/${args.runs}`)
         const warm = makeSchedule({ ...shape, rho, durationMs: 500, seed: 7 })
         await ask(load, { cmd: 'run', url: urls[edge], at: warm.at, ms: warm.ms })
         await sleep(300)
         const cpuBefore = cpuMs(pids[edge])
         const r = await ask(load, { cmd: 'run', url: urls[edge], at: schedule.at, ms: schedule.ms })
-        const p = pooled[edge]
-        p.cpu += cpuMs(pids[edge]) - cpuBefore
-        if (edge === 'agent') split.push(...splitLatencies(r.sent, schedule.ms, workers, args.hosts, args.seed + round))
-        p.latency.push(...r.latency)
-        p.ideal.push(...idealLatencies(r.sent, schedule.ms, workers))
-        p.errors += r.status.filter((s) => s !== 200).length
+        const cpu = cpuMs(pids[edge]) - cpuBefore
+        const ideal = Array.from(idealLatencies(r.sent, schedule.ms, workers))
+        const ok = r.status.map((x) => x === 200)
+        const latency = r.latency.filter((_, i) => ok[i])
+        const result = { requests: r.status.length, errors: ok.filter((x) => !x).length, rps: round(schedule.ratePerSecond, 1), cpuUsPerRequest: round((cpu * 1000) / r.status.length, 0), lag: r.lag, ...percentiles(latency, ideal) }
+        cell(rho, edge).runs.push(result)
+        if (edge === 'agent') {
+          // The model: the same arrivals dealt at random to `hosts` edges, each an ideal queue.
+          const dealt = splitLatencies(r.sent, schedule.ms, workers, args.hosts, args.seed + run)
+          cell(rho, split).runs.push({ requests: dealt.length, errors: 0, rps: result.rps, lag: r.lag, ...percentiles(dealt, ideal) })
+        }
+        log(`  ρ=${rho} ${edge.padEnd(5)} p50 ${result.p50.toFixed(1)} ms (ideal ${result.ideal50.toFixed(1)})  p99 ${result.p99.toFixed(1)} ms (ideal ${result.ideal99.toFixed(1)})  send lag p99 ${r.lag?.p99} ms  errors ${result.errors}`)
         await sleep(500)
       }
     }
-    for (const edge of EDGES) {
-      const p = pooled[edge]
-      const row = { rho, edge, requests: p.latency.length, errors: p.errors, rps: rate, cpuUsPerRequest: (p.cpu * 1000) / p.latency.length }
-      for (const q of [50, 90, 99]) {
-        row[`p${q}`] = percentile(p.latency, q)
-        row[`ideal${q}`] = percentile(p.ideal, q)
-        row[`ratio${q}`] = row[`p${q}`] / row[`ideal${q}`]
-      }
-      rows.push(row)
-      if (edge === 'agent') {
-        const ideal = Object.fromEntries([50, 90, 99].map((q) => [q, row[`ideal${q}`]]))
-        const splitRow = { rho, edge: `split ${args.hosts}`, requests: split.length, errors: 0, rps: rate }
-        for (const q of [50, 90, 99]) Object.assign(splitRow, { [`p${q}`]: percentile(split, q), [`ideal${q}`]: ideal[q], [`ratio${q}`]: percentile(split, q) / ideal[q] })
-        rows.push(splitRow)
-      }
-      console.log(`  ρ=${rho} ${edge.padEnd(5)} p50 ${row.p50.toFixed(1)} ms (ideal ${row.ideal50.toFixed(1)})  p99 ${row.p99.toFixed(1)} ms (ideal ${row.ideal99.toFixed(1)})  errors ${row.errors}`)
-    }
   }
-  return rows
+  progress(total, total, 'done')
+  return cells
 }
 
 // How often each edge saw a host fail a check or go DOWN during the runs: on a starved machine a
@@ -202,51 +191,25 @@ async function addedLatency (urls, load, count = 300) {
   return out
 }
 
-const report = []
-function out (line) {
-  report.push(line)
-  console.log(line)
-}
-
-function print (args, rows, added, flaps, mode) {
-  const mean = lognormalMean(args.median, args.sigma)
-  out(`\n## A fleet behind an edge HAProxy: ${args.hosts} hosts × ${args.perHost} workers (${mode}), service time lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${mean.toFixed(1)} ms, cap ${args.cap} ms), Poisson arrivals, ${args.duration} s per edge and ρ (${args.rounds} interleaved rounds), a new connection per request\n`)
-  out('agent: `pool config edge` (leastconn, maxconn per host from its agent: one queue at the edge); rr: the same without agent and maxconn, `balance roundrobin` (a queue per host); ideal: one FIFO queue over all the workers, from the same arrivals and service times.\n')
-  out(`split ${args.hosts}: computed, not run: the agent runs' arrivals dealt at random to ${args.hosts} edges, each an ideal queue over ${args.hosts * args.perHost / args.hosts} workers (its share of every host), zero overhead. Edge CPU: HAProxy's user + system time per request.\n`)
-  out('| ρ | edge | req/s | p50 ms (ideal) | p90 ms (ideal) | p99 ms (ideal) | p50 / ideal | p90 / ideal | p99 / ideal | errors | edge CPU µs/req |')
-  out('|---|---|---|---|---|---|---|---|---|---|---|')
-  for (const r of rows) {
-    const cell = (p) => `${r[`p${p}`].toFixed(1)} (${r[`ideal${p}`].toFixed(1)})`
-    const cpu = r.cpuUsPerRequest === undefined ? '-' : r.cpuUsPerRequest.toFixed(0)
-    out(`| ${r.rho} | ${r.edge} | ${r.rps.toFixed(0)} | ${cell(50)} | ${cell(90)} | ${cell(99)} | ${r.ratio50.toFixed(3)} | ${r.ratio90.toFixed(3)} | ${r.ratio99.toFixed(3)} | ${r.errors} | ${cpu} |`)
-  }
-  out(`\nDuring the runs: ${Object.entries(flaps).map(([e, f]) => `${e}: ${f.chkfail} failed health checks (${f.chkdown} hosts taken out), ${f.econ} failed connections to a host, ${f.wretr} retries`).join('; ')}.`)
-  out('\n## Latency a path adds (0 ms render, sequential, a new connection each; median)\n')
-  out('| path | median ms |')
-  out('|---|---|')
-  for (const [name, ms] of Object.entries(added)) out(`| ${name} | ${ms.toFixed(3)} |`)
-}
-
-async function main () {
-  const args = parseArgs(process.argv.slice(2))
-  const started = Date.now()
-  const loadAtStart = loadavg()
-  console.log(`bench: ${JSON.stringify(args)}; ${os.cpus().length} CPUs, load average ${loadAtStart}`)
+async function main (args) {
+  log(`  ${os.cpus().length} CPUs; workload: lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${lognormalMean(args.median, args.sigma).toFixed(1)} ms)`)
   const net = createNetwork({ hosts: args.hosts })
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-fleet-'))
-  const cleanup = async () => {
+  let cleaned = null
+  const cleanup = () => (cleaned ??= (async () => {
     await net.destroy()
     fs.rmSync(dir, { recursive: true, force: true })
-  }
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => cleanup().then(() => process.exit(130)))
+  })())
+  onStopAll(cleanup)
   try {
-    console.log(net.mode === 'netns' ? `hosts in network namespaces: ${net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}` : `no network namespaces (${net.problem}): hosts on loopback`)
+    log(net.mode === 'netns' ? `  hosts in network namespaces: ${net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}` : `  no network namespaces (${net.problem}): hosts on loopback`)
     const [front, agent, agentEdge, rrEdge, agentStats, rrStats, worker] = await freePorts(7 + args.perHost)
     const ports = { front, agent, worker }
     for (const host of net.hosts) startHost(net, host, args, ports, dir)
-    const common = { hosts: net.hosts.map((h) => `${h.address}:${front}`).join(','), agentPort: agent, workers: args.perHost, host: '127.0.0.1', log: 'none', prefix: dir, queueTimeout: 60000 }
-    const agentCfg = edgeConfig({ ...common, port: agentEdge, statsPort: agentStats, socket: path.join(dir, 'agent.sock'), pidFile: path.join(dir, 'agent.pid') })
-    const rrCfg = roundRobin(edgeConfig({ ...common, port: rrEdge, statsPort: rrStats, socket: path.join(dir, 'rr.sock'), pidFile: path.join(dir, 'rr.pid') }))
+    const common = ['--hosts', net.hosts.map((h) => `${h.address}:${front}`).join(','), '--agent-port', agent, '-n', args.perHost, '--host', '127.0.0.1', '--log', 'none', '--prefix', dir, '--queue-timeout', '60s']
+    const edge = (name, port, stats) => poolConfig('edge', [...common, '--port', port, '--stats-port', stats, '--socket', path.join(dir, `${name}.sock`), '--pid-file', path.join(dir, `${name}.pid`)])
+    const agentCfg = edge('agent', agentEdge, agentStats)
+    const rrCfg = roundRobin(edge('rr', rrEdge, rrStats))
     const rrLines = rrCfg.split('\n').filter((l) => !/^\s*#/.test(l)).join('\n')
     if (/agent-check|maxconn \d|leastconn/.test(rrLines.split('\nbackend ')[1].split('\nfrontend ')[0])) throw new Error('the rr edge still has agent-check, maxconn or leastconn')
     const edges = { agent: await startEdge(net, 'agent', agentCfg, dir), rr: await startEdge(net, 'rr', rrCfg, dir) }
@@ -256,25 +219,16 @@ async function main () {
     const load = await startLoad(net)
     const urls = { agent: `http://127.0.0.1:${agentEdge}`, rr: `http://127.0.0.1:${rrEdge}` }
     const before = await healthFlaps(clients)
-    const rows = await measure(args, urls, pids, load)
+    const cells = await measure(args, urls, pids, load)
     const after = await healthFlaps(clients)
     const flaps = Object.fromEntries(EDGES.map((e) => [e, Object.fromEntries(Object.keys(after[e]).map((k) => [k, after[e][k] - before[e][k]]))]))
     const added = await addedLatency({ 'one host\'s pool (its embedded balancer)': `http://${net.hosts[0].address}:${front}`, 'edge, agent': urls.agent, 'edge, rr': urls.rr }, load)
     await cleanup()
-    print(args, rows, added, flaps, net.mode === 'netns' ? 'each host a network namespace' : 'hosts on loopback addresses')
-    out(`\nMade by: \`node bench/fleet.js${process.argv.slice(2).map((a) => ' ' + a).join('')}\` in ${((Date.now() - started) / 1000).toFixed(0)} s on ${os.cpus().length} CPUs (${os.cpus()[0].model}), load average ${loadAtStart} at the start and ${loadavg()} at the end (other work on the machine shows in the numbers).`)
-    const results = path.join(__dirname, 'results')
-    fs.mkdirSync(results, { recursive: true })
-    fs.writeFileSync(path.join(results, 'fleet.md'), report.join('\n').trim() + '\n')
-    fs.writeFileSync(path.join(results, 'fleet.json'), JSON.stringify({ args, mode: net.mode, rows, addedLatencyMs: added, healthChecks: flaps }, null, 2) + '\n')
-    console.log(`\n(written to ${path.relative(process.cwd(), path.join(results, 'fleet.md'))} and fleet.json)`)
+    return { mode: net.mode, cells, addedLatencyMs: added, healthChecks: flaps }
   } catch (err) {
     await cleanup()
     throw err
   }
 }
 
-main().catch((err) => {
-  console.error(err)
-  process.exit(1)
-})
+runPart('fleet', { defaults, quick, main })

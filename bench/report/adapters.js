@@ -61,44 +61,16 @@ function madeBy (text) {
   return { command, line: line.replace(/^Made by:\s*/, '') }
 }
 
-// bench/balancer.js: latency against the ideal at each ρ, added latency, buffering. From its
-// JSON once it writes one (--json FILE, asked for in the same shape as its tables:
-//   { args, queueing: [{ rho, front, rps, errors, p50, ideal50, p90, ideal90, p99, ideal99 }],
-//     samples: { rho, latency: { front: [ms...] }, ideal: [ms...] }, added: [{ front, medianMs }],
-//     buffering: { renderMs, uploadKb, readKb, rateKbps, results: [{ name, upload, read }] } }),
-// else from balancer.md.
+// bench/balancer.js: latency against the ideal at each ρ, per front, each cell with its runs.
+// Its first format (--json: one pooled row per cell in `queueing`, with added latency and
+// buffering measured elsewhere now) comes out in the same shape, marked `legacy`.
 function balancer (dir) {
   const json = readJson(dir, 'balancer.json')
-  if (json && Array.isArray(json.queueing)) {
-    const b = json.buffering
-    const busy = (x) => (x ? `${Math.round(x.busyMs)} ms${x.finished === false ? ' (client gave up)' : ''}` : 'n/a')
-    return {
-      source: 'balancer.json',
-      workload: null,
-      queueing: json.queueing,
-      added: json.added ?? [],
-      buffering: b ? { heading: `render ${b.renderMs} ms; ${b.uploadKb} KB uploaded at ${b.rateKbps} KB/s; ${b.readKb} KB read at ${b.rateKbps} KB/s`, rows: b.results.map((x) => ({ front: x.name, upload: busy(x.upload), read: busy(x.read) })) } : null,
-      samples: json.samples?.latency ? { rho: json.samples.rho, latency: { ...json.samples.latency, ...(json.samples.ideal ? { ideal: json.samples.ideal } : {}) } } : null,
-      madeBy: json.madeBy ? { command: json.madeBy } : null
-    }
-  }
-  const text = readText(dir, 'balancer.md')
-  if (text === null) return null
-  const tables = markdownTables(text)
-  const q = tables.find((t) => column(t, /p50 ms \(ideal\)/) >= 0)
-  const queueing = q
-    ? q.rows.map((r) => {
-      const [p50, ideal50] = pair(r[column(q, /p50 ms/)])
-      const [p90, ideal90] = pair(r[column(q, /p90 ms/)])
-      const [p99, ideal99] = pair(r[column(q, /p99 ms/)])
-      return { rho: num(r[0]), front: r[1], rps: num(r[2]), p50, ideal50, p90, ideal90, p99, ideal99, errors: num(r[column(q, /errors/)]) }
-    })
-    : []
-  const a = tables.find((t) => column(t, /^median ms/) >= 0)
-  const added = a ? a.rows.map((r) => ({ front: r[0], medianMs: num(r[1]) })) : []
-  const b = tables.find((t) => column(t, /slow upload/) >= 0)
-  const buffering = b ? { heading: b.heading.replace(/^#+\s*/, ''), rows: b.rows.map((r) => ({ front: r[0], upload: r[1], read: r[2] })) } : null
-  return { source: 'balancer.md', workload: q ? q.heading.replace(/^#+\s*/, '') : null, queueing, added, buffering, madeBy: madeBy(text), samples: null }
+  if (!json) return null
+  if (Array.isArray(json.cells)) return json
+  if (!Array.isArray(json.queueing)) return null
+  const samples = json.samples?.latency ? { rho: json.samples.rho, latency: { ...json.samples.latency, ...(json.samples.ideal ? { ideal: json.samples.ideal } : {}) } } : null
+  return { legacy: true, cells: json.queueing.map((q) => ({ rho: q.rho, front: q.front, runs: [q] })), samples, madeBy: json.madeBy ? { command: json.madeBy } : null }
 }
 
 // bench/haproxy-kill.js: failed requests per configuration, each repeat's count. From its JSON
@@ -210,6 +182,17 @@ function matrix (dir) {
   return { ...data, views: ['keep-alive'], closed, open: [], stuck, legacy: true, file: 'matrix.json' }
 }
 
+// bench/fleet.js: latency against the ideal per edge and ρ, each cell with its runs, the split
+// edges a model (`model: true`). Its first format (rows pooled over rounds) comes out in the
+// same shape, marked `legacy`.
+function fleet (dir) {
+  const data = readJson(dir, 'fleet.json')
+  if (!data) return null
+  if (Array.isArray(data.cells)) return data
+  if (!Array.isArray(data.rows)) return null
+  return { ...data, config: data.args, legacy: true, cells: data.rows.map((x) => ({ rho: x.rho, edge: x.edge, model: /^split/.test(x.edge), runs: [x] })) }
+}
+
 // Parts that write JSON themselves.
 const json = (file) => (dir) => {
   const data = readJson(dir, file)
@@ -221,7 +204,7 @@ module.exports = {
   haproxyKill,
   reload,
   overload: json('overload.json'),
-  fleet: json('fleet.json'),
+  fleet,
   matrix,
   slowClients: json('slow-clients.json'),
   bodyBudget: json('body-budget.json'),

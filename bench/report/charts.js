@@ -11,19 +11,28 @@ const RIGHT = { orient: 'right', direction: 'vertical', columns: 1 }
 const fronts = (rows, key = 'front') => [...new Set(rows.map((r) => r[key]))]
 const finite = (x) => typeof x === 'number' && Number.isFinite(x)
 
-// p50 and p99 as a multiple of the ideal's, against the load: one panel per percentile.
-// rows: [{ rho, [key], p50, ideal50, p99, ideal99 }]
-function ratioVsLoad (rows, { key = 'front', title, subtitle }) {
+// p50 and p99 as a multiple of the ideal's, against the load: one panel per percentile; each
+// point the median of the runs with its 95% interval, the series set a little apart on the x
+// axis so that none hides another. cells: [{ rho, [key], runs }]; ratio(cell, p) → interval.
+function ratioVsLoad (cells, ratio, { key = 'front', title, subtitle }) {
+  const keys = fronts(cells, key)
+  const order = colorScale(keys).domain
+  const rhos = [...new Set(cells.map((c) => c.rho))].sort((a, b) => a - b)
+  const step = rhos.length > 1 ? Math.min(...rhos.slice(1).map((r, i) => r - rhos[i])) : 0.2
   const values = []
-  for (const r of rows) {
+  for (const c of cells) {
     for (const p of [50, 99]) {
-      if (finite(r[`p${p}`]) && finite(r[`ideal${p}`]) && r[`ideal${p}`] > 0) {
-        values.push({ rho: r.rho, series: label(r[key]), panel: `p${p} ÷ ideal p${p}`, ratio: r[`p${p}`] / r[`ideal${p}`] })
-      }
+      const iv = ratio(c, p)
+      if (!iv || !finite(iv.value)) continue
+      const series = label(c[key])
+      const shift = (order.indexOf(series) - (order.length - 1) / 2) * step * 0.06
+      values.push({ rho: c.rho, x: c.rho + shift, series, panel: `p${p} ÷ ideal p${p}`, ratio: iv.value, lo: iv.lo, hi: iv.hi, flag: Boolean(iv.allRejected) })
     }
   }
   if (!values.length) return null
-  const rhos = [...new Set(values.map((v) => v.rho))].sort((a, b) => a - b)
+  subtitle = withFaint(subtitle, values)
+  const color = { field: 'series', type: 'nominal', title: null, scale: colorScale(keys) }
+  const x = { field: 'x', type: 'quantitative', title: 'load ρ (share of the workers busy)', scale: { domain: [Math.min(0.5, rhos[0] - 0.05), Math.max(0.95, rhos[rhos.length - 1] + 0.05)] }, axis: { values: rhos, format: '.2f' } }
   return chart(title, subtitle, {
     data: { values },
     facet: { column: { field: 'panel', type: 'nominal', title: null, sort: ['p50 ÷ ideal p50', 'p99 ÷ ideal p99'] } },
@@ -32,13 +41,16 @@ function ratioVsLoad (rows, { key = 'front', title, subtitle }) {
       height: 220,
       layer: [
         { mark: { type: 'rule', strokeDash: [4, 3], color: '#222222' }, encoding: { y: { datum: 1 } } },
+        { mark: { type: 'line', strokeWidth: 1.2, opacity: 0.7 }, encoding: { x, y: { field: 'ratio', type: 'quantitative' }, color } },
+        { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { x, y: { field: 'lo', type: 'quantitative' }, y2: { field: 'hi' }, color, opacity: FAINT } },
         {
-          mark: { type: 'line', point: true },
+          mark: { type: 'point', filled: true, size: 45 },
           encoding: {
-            x: { field: 'rho', type: 'quantitative', title: 'load ρ (share of the workers busy)', scale: { domain: [Math.min(0.5, rhos[0] - 0.05), Math.max(0.95, rhos[rhos.length - 1] + 0.05)] }, axis: { values: rhos, format: '.2f' } },
+            x,
+            opacity: FAINT,
             y: { field: 'ratio', type: 'quantitative', title: 'latency ÷ ideal (×; 1 = ideal)', scale: { zero: false, nice: true }, axis: { format: '.3~g' } },
-            color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(rows, key)) },
-            shape: { field: 'series', type: 'nominal', title: null, scale: { domain: colorScale(fronts(rows, key)).domain, range: ['circle', 'square', 'triangle-up', 'diamond', 'cross'] } }
+            color,
+            shape: { field: 'series', type: 'nominal', title: null, scale: { domain: order, range: ['circle', 'square', 'triangle-up', 'diamond', 'cross', 'triangle-down'] } }
           }
         }
       ]
@@ -141,16 +153,20 @@ function intervalDots (values, { title, subtitle, x, y, keys, rowSort, colSort, 
   if (values.some((v) => v.row !== undefined)) facet.row = { field: 'row', type: 'nominal', title: null, sort: rowSort }
   if (values.some((v) => v.col !== undefined)) facet.column = { field: 'col', type: 'nominal', title: null, sort: colSort }
   const layer = [
-    { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { ...enc, y: { field: 'lo', type: 'quantitative', title: y, scale: yScale, axis: { format: yFormat } }, y2: { field: 'hi' } } },
-    { mark: { type: 'point', size: 40, filled: true, opacity: 1 }, transform: [{ filter: '!datum.hollow' }], encoding: { ...enc, y: { field: 'value', type: 'quantitative' } } },
-    { mark: { type: 'point', size: 36, filled: false, strokeWidth: 1.5 }, transform: [{ filter: 'datum.hollow' }], encoding: { ...enc, y: { field: 'value', type: 'quantitative' } } }
+    { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { ...enc, opacity: FAINT, y: { field: 'lo', type: 'quantitative', title: y, scale: yScale, axis: { format: yFormat } }, y2: { field: 'hi' } } },
+    { mark: { type: 'point', size: 40, filled: true }, transform: [{ filter: '!datum.hollow' }], encoding: { ...enc, opacity: FAINT, y: { field: 'value', type: 'quantitative' } } },
+    { mark: { type: 'point', size: 36, filled: false, strokeWidth: 1.5 }, transform: [{ filter: 'datum.hollow' }], encoding: { ...enc, opacity: FAINT, y: { field: 'value', type: 'quantitative' } } }
   ]
   const spec = { width, height, layer }
-  return chart(title, subtitle, Object.keys(facet).length ? { data: { values }, facet, spec, resolve: { scale: { y: 'shared' } } } : { data: { values }, ...spec })
+  return chart(title, withFaint(subtitle, values), Object.keys(facet).length ? { data: { values }, facet, spec, resolve: { scale: { y: 'shared' } } } : { data: { values }, ...spec })
 }
 
 // A cell's statistic over its runs as { value, lo, hi } (the report computes it).
-const dot = (iv, extra) => (iv && finite(iv.value) ? { value: iv.value, lo: iv.lo, hi: iv.hi, ...extra } : null)
+// `flag`: every run of the cell went over the send-lag limit (drawn faint).
+const dot = (iv, extra) => (iv && finite(iv.value) ? { value: iv.value, lo: iv.lo, hi: iv.hi, flag: Boolean(iv.allRejected), ...extra } : null)
+const FAINT = { condition: { test: 'datum.flag', value: 0.25 }, value: 1 }
+// A subtitle's note when some points are faint.
+const withFaint = (subtitle, values) => (values.some((v) => v.flag) ? [subtitle, 'faint: every run over the send-lag limit (the load generator fell behind its schedule)'] : subtitle)
 
 // The matrix: p99 (filled) and p50 (open) per situation (columns) and view (rows), against
 // the number of clients. `stat(cell, key)` gives a cell's interval.
@@ -222,15 +238,15 @@ function matrixOpen (data, stat) {
     dot(stat(c, (r) => 100 * r.ok / r.offered), { x: OPEN_TITLE[c.scenario], series: label(c.front), col: 'answered (% of offered)' })
   ]).filter(Boolean)
   if (!values.length) return null
-  return chart('Open loop: what a kill or a reload costs per request offered', `Poisson arrivals at ρ ${data.open[0].rho} (a new connection each, sent on schedule); median of the runs with its 95% interval`, {
+  return chart('Open loop: what a kill or a reload costs per request offered', withFaint(`Poisson arrivals at ρ ${data.open[0].rho} (a new connection each, sent on schedule); median of the runs with its 95% interval`, values), {
     data: { values },
     facet: { column: { field: 'col', type: 'nominal', title: null, sort: ['failed per 1,000 offered', 'answered (% of offered)'] } },
     spec: {
       width: 220,
       height: 180,
       layer: [
-        { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { x: { field: 'x', type: 'ordinal', title: null, axis: { labelAngle: 0 } }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'lo', type: 'quantitative', title: null }, y2: { field: 'hi' }, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } },
-        { mark: { type: 'point', filled: true, size: 45 }, encoding: { x: { field: 'x', type: 'ordinal' }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'value', type: 'quantitative' }, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } }
+        { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { x: { field: 'x', type: 'ordinal', title: null, axis: { labelAngle: 0 } }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'lo', type: 'quantitative', title: null }, y2: { field: 'hi' }, opacity: FAINT, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } },
+        { mark: { type: 'point', filled: true, size: 45 }, encoding: { x: { field: 'x', type: 'ordinal' }, xOffset: { field: 'series', type: 'nominal', sort: colorScale(fronts(data.open)).domain }, y: { field: 'value', type: 'quantitative' }, opacity: FAINT, color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.open)) } } }
       ]
     },
     resolve: { scale: { y: 'independent' } }

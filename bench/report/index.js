@@ -117,22 +117,33 @@ function missing (run, name, what) {
 
 // ── sections ────────────────────────────────────────────────────────────────────────────────
 
+// A ratio of two figures of each run (the front's p-th percentile over the ideal's), as an interval.
+const ratioOf = (cell, p) => interval(cell.runs, (x) => (x[`ideal${p}`] > 0 ? x[`p${p}`] / x[`ideal${p}`] : NaN))
+const lagCell = (runs) => ci(interval(runs.map((x) => ({ v: x.lag?.p99 })), 'v'), (v) => v.toFixed(1))
+
 async function latencySection (r, dir, run) {
   const data = load.balancer(dir)
-  r.add('## Latency against the ideal central queue', 'Open-loop Poisson arrivals (a new connection per request) with lognormal service times at each load ρ, replayed identically on every front; the ideal is computed from the very same arrivals and service times: one FIFO queue over all the workers, zero overhead. A front at 1.00× is as good as a central queue can be.')
-  if (!data || !data.queueing.length) return r.add(missing(run, 'balancer', 'latency against the ideal'))
-  if (data.workload) r.add(`Workload: ${data.workload}.`)
-  r.add(await r.figure('latency-ratio', charts.ratioVsLoad(data.queueing, { title: 'Latency against the ideal central queue', subtitle: 'p50 and p99 as a multiple of the ideal\'s, same arrivals and service times' }), 'p50 and p99 latency as a multiple of the ideal, per front, against the load'))
-  r.add(table(['ρ', 'front', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors'], data.queueing.map((q) => [
-    q.rho, label(q.front), int(q.rps), `${ms(q.p50)} (${ms(q.ideal50)})`, `${ms(q.p99)} (${ms(q.ideal99)})`, times(q.p50 / q.ideal50), times(q.p99 / q.ideal99), int(q.errors)
-  ])))
-  if (!data.queueing.some((q) => q.front === 'nginx-haproxy')) {
-    r.add(notAvailable('nginx → HAProxy', '`bench/balancer.js` does not run this front yet; its overhead and buffering are measured below.'))
+  r.add('## Latency against the ideal central queue', 'Open-loop Poisson arrivals (a new connection per request, sent on schedule by a load generator in a process of its own) with lognormal service times at each load ρ, replayed identically on every front; the ideal is computed from the very same arrivals and service times: one FIFO queue over all the workers, zero overhead. A front at 1.00× is as good as a central queue can be.')
+  if (!data?.cells?.length) return r.add(missing(run, 'balancer', 'latency against the ideal'))
+  if (data.legacy) r.add('> **From an earlier format of this part:** the runs of each cell pooled into one figure (no interval), HAProxy from a hand-written config, no PM2, no queue wait; `npm run bench -- --only balancer` measures it as described here.')
+  const a = data.config ?? {}
+  if (!data.legacy) r.add(`${a.workers} workers, service times lognormal (median ${a.median} ms, σ ${a.sigma}, mean ${data.workload?.mean} ms, cap ${a.cap} ms); ${a.runs} runs of ${a.seconds} s per front and ρ, each run one schedule sent to every front in turn. Fronts: \`pool start\` (the embedded balancer), \`pool start --balancer haproxy\` with the generated config, Node's cluster (round-robin), PM2 ${pm2Version(run)}cluster mode; each with ${a.workers} workers of its own. Runs whose send lag p99 exceeded ${LAG_LIMIT_MS} ms are set aside.`)
+  r.add(await r.figure('latency-ratio', charts.ratioVsLoad(data.cells, ratioOf, { title: 'Latency against the ideal central queue', subtitle: `p50 and p99 as a multiple of the ideal's, same arrivals and service times; ${data.legacy ? 'one pooled figure per point' : 'median of the runs with its 95% interval'}` }), 'p50 and p99 latency as a multiple of the ideal, per front, against the load, with 95% intervals'))
+  r.add(table(['ρ', 'front', 'runs', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors', 'send lag p99 ms'], data.cells.map((c) => {
+    const p = (k) => interval(c.runs, k)
+    return [c.rho, label(c.front), runsCell(p('p50')), int(p('rps').value), `${ci(p('p50'))} (${ci(p('ideal50'))})`, `${ci(p('p99'))} (${ci(p('ideal99'))})`, ci(ratioOf(c, 50), times), ci(ratioOf(c, 99), times), int(c.runs.reduce((n, x) => n + (x.errors ?? 0), 0)), lagCell(c.runs)]
+  })))
+  if (data.cells.some((c) => c.runs[0]?.wait)) {
+    r.add('The hop itself, in ms: the queue wait of each request (its latency minus the service time it asked for) against the ideal\'s wait for the same requests. The difference is what the front adds per request, queueing included, without the service time\'s tail diluting it.')
+    r.add(table(['ρ', 'front', 'mean wait ms', 'ideal mean wait ms', 'added per request ms', 'p99 wait ms (ideal)'], data.cells.filter((c) => c.runs[0]?.wait).map((c) => {
+      const w = (f) => interval(c.runs, f)
+      return [c.rho, label(c.front), ci(w((x) => x.wait.mean), ms3), ci(w((x) => x.idealWait.mean), ms3), ci(w((x) => x.wait.mean - x.idealWait.mean), ms3), `${ci(w((x) => x.wait.p99))} (${ci(w((x) => x.idealWait.p99))})`]
+    })))
   }
-  const tail = data.samples && charts.latencyTail(data.samples.latency ?? data.samples, { title: `Latency distribution at ρ ${data.samples.rho ?? 0.8}`, subtitle: 'share of requests slower than a given latency; both axes log scale' })
+  const tail = data.samples && charts.latencyTail(data.samples.latency ?? data.samples, { title: `Latency distribution at ρ ${data.samples.rho ?? 0.8}`, subtitle: 'share of requests slower than a given latency, all runs together; both axes log scale' })
   if (tail) r.add(await r.figure('latency-distribution', tail, 'share of requests slower than each latency, per front and for the ideal'))
-  else r.add(notAvailable('latency distribution at ρ 0.8', '`bench/balancer.js` writes percentiles only (balancer.md); the distribution needs each request\'s latency and the ideal\'s, which it does not write yet.'))
-  r.add(provenance(run, 'balancer', data.madeBy?.command))
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'balancer', data.madeBy?.command, data))
 }
 
 async function overheadSection (r, dir, run) {
@@ -281,11 +292,6 @@ async function slowClientsSection (r, dir, run) {
   const wmem = data.socketBuffers?.tcp_wmem
   const rmem = data.socketBuffers?.tcp_rmem
   r.add(`Worker busy time in ms (median of ${data.config.repeat}), render ${data.config.render} ms, transfers at ${data.config.rate} KB/s. A slow *reader* of up to 1 MB holds no worker even without a front: the kernel's socket buffers take the whole response (here up to ${wmem ? `${(wmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to send and ${rmem ? `${(rmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to receive per socket on loopback, \`net.ipv4.tcp_wmem\`/\`tcp_rmem\`); across a real network the window is smaller and the worker waits. A slow *uploader* holds a worker for its whole upload unless the front reads the body first: the embedded balancer and nginx do, HAProxy does not.`)
-  const balancer = load.balancer(dir)
-  if (balancer?.buffering) {
-    r.add(`Larger, from \`bench/balancer.js\` (${balancer.buffering.heading.replace(/^Worker busy time with slow clients\s*/, '')}):`)
-    r.add(table(['front', 'worker busy, slow upload', 'worker busy, slow reader'], balancer.buffering.rows.map((x) => [label(x.front), x.upload, x.read])))
-  }
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'slow-clients'))
 }
@@ -321,14 +327,19 @@ async function overloadSection (r, dir, run) {
 async function fleetSection (r, dir, run) {
   const data = load.fleet(dir)
   r.add('## Several hosts behind an edge HAProxy', 'A fleet of pools (hosts × workers) behind one edge HAProxy: with each host\'s maxconn set by its agent to its ready workers, requests wait at the edge in one queue for the whole fleet; with plain round-robin each host queues its share. Against the ideal central queue over all the workers, by `bench/fleet.js`.')
-  const rows = data?.rows?.filter((x) => finite(x.p50) && finite(x.ideal50))
-  if (!rows?.length) return r.add(data ? notAvailable('multi-host results', 'fleet.json has no rows the report can read (expected rows of { rho, edge, p50, ideal50, p99, ideal99 }).') : missing(run, 'fleet', 'multi-host results'))
-  r.add(await r.figure('fleet-ratio', charts.ratioVsLoad(rows, { key: 'edge', title: 'A fleet against the ideal central queue', subtitle: `${data.args?.hosts ?? '?'} hosts × ${data.args?.perHost ?? '?'} workers; p50 and p99 as a multiple of the ideal's` }), 'p50 and p99 as a multiple of the ideal for each edge configuration, against the load'))
-  r.add(table(['ρ', 'edge', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors', 'edge CPU µs/req'], rows.map((x) => [
-    x.rho, label(x.edge), int(x.rps), `${ms(x.p50)} (${ms(x.ideal50)})`, `${ms(x.p99)} (${ms(x.ideal99)})`, times(x.p50 / x.ideal50), times(x.p99 / x.ideal99), int(x.errors), int(x.cpuUsPerRequest)
-  ])))
-  r.add(`"3 edges (computed)": the agent runs' arrivals dealt at random to 3 edges, each an ideal queue over its share of every host's workers (not run). ${data.mode === 'netns' ? 'Each host is a network namespace.' : data.mode ? `Hosts: ${data.mode}.` : ''}`)
-  r.add(provenance(run, 'fleet', 'node bench/fleet.js'))
+  const cells = data?.cells?.filter((c) => c.runs.some((x) => finite(x.p50) && finite(x.ideal50)))
+  if (!cells?.length) return r.add(data ? notAvailable('multi-host results', 'fleet.json has no cells the report can read.') : missing(run, 'fleet', 'multi-host results'))
+  const a = data.config ?? {}
+  if (data.legacy) r.add('> **From an earlier format of this part:** the rounds of each cell pooled into one figure (no interval); `npm run bench -- --only fleet` measures it as described here.')
+  const model = label(cells.find((c) => c.model)?.edge ?? 'split 3')
+  r.add(await r.figure('fleet-ratio', charts.ratioVsLoad(cells, ratioOf, { key: 'edge', title: 'A fleet against the ideal central queue', subtitle: `${a.hosts ?? '?'} hosts × ${a.perHost ?? '?'} workers; p50 and p99 as a multiple of the ideal's${data.legacy ? '' : ', median of the runs with its 95% interval'}; "${model}" is computed` }), 'p50 and p99 as a multiple of the ideal for each edge configuration and the model, against the load'))
+  r.add(table(['ρ', 'edge', 'runs', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors', 'edge CPU µs/req'], cells.map((c) => {
+    const p = (k) => interval(c.runs, k)
+    return [c.rho, label(c.edge), runsCell(p('p50')), int(p('rps').value), `${ci(p('p50'))} (${ci(p('ideal50'))})`, `${ci(p('p99'))} (${ci(p('ideal99'))})`, ci(ratioOf(c, 50), times), ci(ratioOf(c, 99), times), c.model ? '–' : int(c.runs.reduce((n, x) => n + (x.errors ?? 0), 0)), c.model ? '–' : ci(p('cpuUsPerRequest'), int)]
+  })))
+  r.add(`"${model}" is a model, not a run: the agent runs' arrivals dealt at random to ${a.hosts ?? 3} edges, each an ideal queue over its share of every host's workers, zero overhead: the best several edges with a fixed share each could do. ${data.mode === 'netns' ? 'Each host is a network namespace.' : data.mode ? `Hosts: ${data.mode}.` : ''}`)
+  if (data.addedLatencyMs) r.add(`Time per 0 ms request, sequential, a new connection each (median): ${Object.entries(data.addedLatencyMs).map(([k, v]) => `${k} ${v.toFixed(2)} ms`).join('; ')}.`)
+  r.add(provenance(run, 'fleet', 'node bench/fleet.js', data.legacy ? null : data))
 }
 
 const SECTIONS = [

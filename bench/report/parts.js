@@ -11,14 +11,7 @@
 //             shown while the suite runs starts from these and is corrected as parts finish
 
 const PARTS = [
-  {
-    name: 'balancer',
-    about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9',
-    script: 'balancer.js',
-    writes: ['balancer.md', 'balancer.json'],
-    args: { full: ['--json', 'bench/results/balancer.json'], quick: ['--duration', '2', '--rounds', '1', '--skip', 'added,buffering', '--json', 'bench/results/balancer.json'] },
-    estimate: { full: 240, quick: 35 }
-  },
+  { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 300, quick: 60 } },
   { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1400, quick: 190 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
@@ -48,14 +41,7 @@ const PARTS = [
     args: { full: [], quick: ['--load', '1.5,2', '--measure', '2', '--warmup', '1'] },
     estimate: { full: 230, quick: 60 }
   },
-  {
-    name: 'fleet',
-    about: 'hosts × workers behind an edge HAProxy against the ideal',
-    script: 'fleet.js',
-    writes: ['fleet.md', 'fleet.json'],
-    args: { full: [], quick: ['--duration', '2', '--rounds', '1', '--rho', '0.55,0.8'] },
-    estimate: { full: 150, quick: 20 }
-  }
+  { name: 'fleet', about: 'hosts × workers behind an edge HAProxy against the ideal', script: 'fleet.js', own: true, estimate: { full: 150, quick: 40 } }
 ]
 
 module.exports = { PARTS }
