@@ -32,7 +32,8 @@ function unavailable (kind) {
 
 // `timeout` (ms): the pool's --timeout and --heartbeat-timeout, so that a hung worker is ended
 // within a run. `poolArgs`: more `pool start` flags (the embedded balancer's options...).
-async function startPoolFront (kind, { workers, timeout = 30000, poolArgs = [] }) {
+// `queueTimeout` (ms, HAProxy mode): the generated config's --queue-timeout.
+async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, poolArgs = [] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-front-'))
   const workerPorts = await freePorts(workers)
   const [port, statsPort] = await freePorts(2)
@@ -42,7 +43,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, poolArgs = [] }
   let haproxy = null
   let front
   if (kind === 'haproxy') {
-    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout })
+    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout })
     front = ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   } else {
     front = ['--port', String(port), '--no-access-log']

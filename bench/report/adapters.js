@@ -193,6 +193,16 @@ function fleet (dir) {
   return { ...data, config: data.args, legacy: true, cells: data.rows.map((x) => ({ rho: x.rho, edge: x.edge, model: /^split/.test(x.edge), runs: [x] })) }
 }
 
+// bench/overload.js: goodput per offered load and front, each cell with its runs. Its first
+// format (one run per cell, rows) comes out in the same shape, marked `legacy`.
+function overload (dir) {
+  const data = readJson(dir, 'overload.json')
+  if (!data) return null
+  if (Array.isArray(data.cells)) return data
+  if (!Array.isArray(data.rows)) return null
+  return { ...data, config: data.args, legacy: true, cells: data.rows.map((x) => ({ load: x.load, front: x.front, runs: [x] })) }
+}
+
 // Parts that write JSON themselves.
 const json = (file) => (dir) => {
   const data = readJson(dir, file)
@@ -203,7 +213,7 @@ module.exports = {
   balancer,
   haproxyKill,
   reload,
-  overload: json('overload.json'),
+  overload,
   fleet,
   matrix,
   slowClients: json('slow-clients.json'),

@@ -441,45 +441,58 @@ function bodyBudget (data) {
   })
 }
 
-// bench/overload.js: goodput as a share of capacity, and the p99 of what was answered.
-function overloadGoodput (data) {
-  if (!data?.rows?.length) return null
-  const values = data.rows.map((r) => ({ series: label(r.front), load: r.load, share: r.share }))
-  const loads = [...new Set(values.map((v) => v.load))].sort((a, b) => a - b)
-  return chart('Goodput under overload', `answers within the clients' ${data.args?.deadline ?? '?'} ms deadline, per second, as a share of what the workers can render`, {
-    data: { values },
-    width: 460,
-    height: 260,
+// Medians with their 95% interval against a quantitative x, one line per series, the series set
+// a little apart on x so that none hides another. values: [{ x, series, value, lo, hi, flag }].
+function intervalLines (values, { title, subtitle, x, y, keys, yScale = {}, yFormat, ref, width = 460, height = 250 }) {
+  if (!values.length) return null
+  const order = colorScale(keys).domain
+  const xs = [...new Set(values.map((v) => v.x))].sort((a, b) => a - b)
+  const step = xs.length > 1 ? Math.min(...xs.slice(1).map((v, i) => v - xs[i])) : 1
+  const shifted = values.map((v) => ({ ...v, xo: v.x + (order.indexOf(v.series) - (order.length - 1) / 2) * step * 0.05 }))
+  const color = { field: 'series', type: 'nominal', title: null, scale: colorScale(keys), legend: RIGHT }
+  const xEnc = { field: 'xo', type: 'quantitative', title: x, axis: { values: xs, format: '.2~f' }, scale: { domain: [xs[0] - step * 0.4, xs[xs.length - 1] + step * 0.4] } }
+  const yEnc = { field: 'value', type: 'quantitative', title: y, scale: yScale, ...(yFormat ? { axis: { format: yFormat } } : {}) }
+  return chart(title, withFaint(subtitle, values), {
+    data: { values: shifted },
+    width,
+    height,
     layer: [
-      { mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { y: { datum: 1 } } },
-      {
-        mark: { type: 'line', point: true },
-        encoding: {
-          x: { field: 'load', type: 'quantitative', title: 'offered load (× capacity)', axis: { values: loads, format: '.1f' }, scale: { domain: [Math.min(0.7, loads[0] - 0.1), loads[loads.length - 1] + 0.1] } },
-          y: { field: 'share', type: 'quantitative', title: 'goodput (of capacity)', axis: { format: '.0%' }, scale: { domain: [0, 1.05] } },
-          color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)), legend: RIGHT }
-        }
-      }
+      ...(ref !== undefined ? [{ mark: { type: 'rule', strokeDash: [4, 3], color: '#888888' }, encoding: { y: { datum: ref } } }] : []),
+      { mark: { type: 'line', strokeWidth: 1.2, opacity: 0.7 }, encoding: { x: xEnc, y: yEnc, color } },
+      { mark: { type: 'rule', strokeWidth: 1.5 }, encoding: { x: xEnc, y: { field: 'lo', type: 'quantitative' }, y2: { field: 'hi' }, color, opacity: FAINT } },
+      { mark: { type: 'point', filled: true, size: 45 }, encoding: { x: xEnc, y: yEnc, color, opacity: FAINT } }
     ]
   })
 }
 
-function overloadLatency (data) {
-  if (!data?.rows?.length) return null
-  const values = data.rows.filter((r) => finite(r.p99)).map((r) => ({ series: label(r.front), load: r.load, ms: r.p99 }))
-  if (!values.length) return null
-  const loads = [...new Set(data.rows.map((r) => r.load))].sort((a, b) => a - b)
-  return chart('Latency of what was answered under overload', 'p99 of the requests answered (200), whether in time or not; no point: nothing was answered', {
-    data: { values },
-    width: 460,
-    height: 240,
-    mark: { type: 'line', point: true },
-    encoding: {
-      x: { field: 'load', type: 'quantitative', title: 'offered load (× capacity)', axis: { values: loads, format: '.1f' }, scale: { domain: [Math.min(0.7, loads[0] - 0.1), loads[loads.length - 1] + 0.1] } },
-      y: { field: 'ms', type: 'quantitative', title: 'p99 of answered (ms)' },
-      color: { field: 'series', type: 'nominal', title: null, scale: colorScale(fronts(data.rows)), legend: RIGHT }
-    }
+// bench/overload.js: goodput as a share of capacity, and the p99 of what was answered.
+// stat(cell, key) → interval.
+function overloadGoodput (data, stat) {
+  if (!data?.cells?.length) return null
+  const values = data.cells.map((c) => dot(stat(c, 'share'), { x: c.load, series: label(c.front) })).filter(Boolean)
+  return intervalLines(values, {
+    title: 'Goodput under overload',
+    subtitle: `answers within the clients' ${data.config?.deadline ?? '?'} ms deadline, per second, as a share of what the workers can render; ${data.legacy ? 'one run per point' : 'median of the runs with its 95% interval'}`,
+    x: 'offered load (× capacity)',
+    y: 'goodput (of capacity)',
+    keys: fronts(data.cells),
+    yScale: { domain: [0, 1.05] },
+    yFormat: '.0%',
+    ref: 1
   })
 }
 
-module.exports = { intervalDots, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }
+function overloadLatency (data, stat) {
+  if (!data?.cells?.length) return null
+  const values = data.cells.map((c) => dot(stat(c, 'p99'), { x: c.load, series: label(c.front) })).filter(Boolean)
+  return intervalLines(values, {
+    title: 'Latency of what was answered under overload',
+    subtitle: 'p99 of the requests answered (200), whether in time or not; no point: nothing was answered',
+    x: 'offered load (× capacity)',
+    y: 'p99 of answered (ms)',
+    keys: fronts(data.cells),
+    yScale: { zero: true }
+  })
+}
+
+module.exports = { intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }

@@ -313,15 +313,18 @@ async function bodyBudgetSection (r, dir, run) {
 async function overloadSection (r, dir, run) {
   const data = load.overload(dir)
   r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s `--overload-control` serves the newest first and turns away, at once, what has waited too long. By `bench/overload.js`.')
-  if (!data?.rows?.length) return r.add(missing(run, 'overload', 'overload goodput'))
-  r.add(await r.figure('overload-goodput', charts.overloadGoodput(data), 'goodput as a share of capacity against the offered load, per front'))
-  r.add(await r.figure('overload-latency', charts.overloadLatency(data), 'p99 latency of the answered requests against the offered load, per front'))
-  r.add(table(['load', 'front', 'offered req/s', 'goodput req/s', 'goodput ÷ capacity', 'answered p50 / p99 ms', '503', 'gave up'], data.rows.map((x) => [
-    `${x.load}×`, label(x.front), int(x.offered), int(x.goodput), pct(x.share), `${ms(x.p50)} / ${ms(x.p99)}`, pct(x.turnedAway), pct(x.gaveUp)
-  ])))
-  const a = data.args ?? {}
-  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per front and load. "HAProxy, short queue timeout": HAProxy with \`timeout queue\` below the deadline, the most HAProxy itself can do.`)
-  r.add(provenance(run, 'overload', 'node bench/overload.js'))
+  if (!data?.cells?.length) return r.add(missing(run, 'overload', 'overload goodput'))
+  if (data.legacy) r.add('> **From an earlier format of this part:** one run per cell (no interval), the fronts sharing one set of workers and HAProxy from a hand-written config; `npm run bench -- --only overload` measures it as described here.')
+  const stat = (c, k) => interval(c.runs, k)
+  r.add(await r.figure('overload-goodput', charts.overloadGoodput(data, stat), 'goodput as a share of capacity against the offered load, per front, with 95% intervals'))
+  r.add(await r.figure('overload-latency', charts.overloadLatency(data, stat), 'p99 latency of the answered requests against the offered load, per front, with 95% intervals'))
+  r.add(table(['load', 'front', 'runs', 'offered req/s', 'goodput req/s', 'goodput ÷ capacity', 'answered p50 ms', 'answered p99 ms', '503', 'gave up', 'drained after s'], data.cells.map((c) => {
+    const p = (k) => stat(c, k)
+    return [`${c.load}×`, label(c.front), runsCell(p('offered')), ci(p('offered'), int), ci(p('goodput'), int), ci(p('share'), pct), ci(p('p50')), ci(p('p99')), ci(p('turnedAway'), pct), ci(p('gaveUp'), pct), ci(p('drainS'), (v) => v.toFixed(1))]
+  })))
+  const a = data.config ?? {}
+  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw. "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs ?? 500}ms\`, below the deadline, the most HAProxy itself can do.`)
+  r.add(provenance(run, 'overload', 'node bench/overload.js', data.legacy ? null : data))
 }
 
 async function fleetSection (r, dir, run) {
