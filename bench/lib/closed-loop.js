@@ -34,7 +34,9 @@ function failureKind (err) {
 // Resolves { responses: [{ end, latency, status }], failures: [{ end, kind }], summary }, `end`
 // in ms since the load began. Requests still running when the time is up are waited for (a
 // client gives up after `timeoutS`), so the run ends within durationS + timeoutS.
-async function closedLoop ({ url, connections, durationS, requests = Infinity, keepAlive = true, timeoutS = 10, service = { ms: 0 }, path = '/' }) {
+// `query` (a string) replaces the `ms=` service time, for apps of their own (the SSR demo);
+// `until()` ends the load early once it returns true (checked before each request).
+async function closedLoop ({ url, connections, durationS, requests = Infinity, keepAlive = true, timeoutS = 10, service = { ms: 0 }, path = '/', query, until = () => false }) {
   const next = serviceTimes(service)
   const agent = keepAlive ? new http.Agent({ keepAlive: true, maxSockets: connections }) : false
   let sent = 0
@@ -52,7 +54,7 @@ async function closedLoop ({ url, connections, durationS, requests = Infinity, k
       else responses.push(record)
       resolve()
     }
-    const req = http.get(`${url}${path}?ms=${next().toFixed(2)}`, { agent }, (res) => {
+    const req = http.get(`${url}${path}?${query ?? `ms=${next().toFixed(2)}`}`, { agent }, (res) => {
       res.resume()
       res.on('end', () => settle({ end: performance.now() - t0, latency: performance.now() - sent, status: res.statusCode }))
       res.on('close', () => { if (!res.complete) settle({ end: performance.now() - t0, kind: 'cut' }) })
@@ -61,7 +63,7 @@ async function closedLoop ({ url, connections, durationS, requests = Infinity, k
     req.on('error', (err) => settle({ end: performance.now() - t0, kind: failureKind(err) }))
   })
   await Promise.all(Array.from({ length: connections }, async () => {
-    while (performance.now() < endAt && sent < requests) {
+    while (performance.now() < endAt && sent < requests && !until()) {
       sent++
       await once()
     }

@@ -5,7 +5,7 @@
 // worker in turn, fork its replacement, wait until it listens, then `disconnect()` the old one
 // (it stops accepting, finishes what it has, and exits). It has no request timeout and no health
 // check: a worker that hangs or is stopped keeps its share of new connections.
-// $WORKERS workers serve the bench app on $PORT.
+// $WORKERS workers serve the bench app on $PORT, or $APP, an app that listens on $PORT itself.
 //
 // Messages: 'pids' → { pids: [pid of each live worker, in fork order] };
 //           'reload' → { reloaded: { ms, replaced } } once every worker has been replaced.
@@ -59,6 +59,8 @@ if (cluster.isPrimary) {
     for (const w of Object.values(cluster.workers)) w.process.kill('SIGKILL')
     process.exit(0)
   })
+} else if (process.env.APP) {
+  require(process.env.APP) // an app that listens on $PORT itself (the SSR demo)
 } else {
   http.createServer(createApp()).listen(Number(process.env.PORT), '127.0.0.1')
 }

@@ -7,7 +7,8 @@
 //   cluster    Node's cluster: round-robin, a primary that respawns workers, the rolling restart
 //              of the cluster docs (bench/lib/cluster-managed.js)
 //   pm2        PM2 cluster mode, `pm2 reload` (bench/lib/pm2.js)
-// Each serves the bench app (bench/lib/app.js) on `workers` workers and has:
+// Each serves the bench app (bench/lib/app.js), or `app` (a pool app that also runs on its own,
+// on $PORT: the SSR demo), on `workers` workers and has:
 //   url, serving() → [{ slot, pid }] of the workers serving now, settle() → once all serve again,
 //   reload() → { ms, code } once a rolling reload is done, processes() → { front: [pid], workers:
 //   [pid] } (what its CPU and memory are measured on), stop().
@@ -33,7 +34,7 @@ function unavailable (kind) {
 // `timeout` (ms): the pool's --timeout and --heartbeat-timeout, so that a hung worker is ended
 // within a run. `poolArgs`: more `pool start` flags (the embedded balancer's options...).
 // `queueTimeout` (ms, HAProxy mode): the generated config's --queue-timeout.
-async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, poolArgs = [] }) {
+async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, poolArgs = [], app }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-front-'))
   const workerPorts = await freePorts(workers)
   const [port, statsPort] = await freePorts(2)
@@ -48,7 +49,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, p
   } else {
     front = ['--port', String(port), '--no-access-log']
   }
-  const pool = startPoolProcess([...common, ...front, ...poolArgs])
+  const pool = startPoolProcess([...common, ...front, ...poolArgs], app ? { app } : {})
   await pool.started
   if (haproxy) await allServersUp(haproxy.client)
   const serving = () => Object.entries(pool.pids).filter(([, pid]) => pool.ready.has(pid)).map(([slot, pid]) => ({ slot: Number(slot), pid }))
@@ -81,9 +82,9 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, p
   }
 }
 
-async function startClusterFront ({ workers }) {
+async function startClusterFront ({ workers, app }) {
   const [port] = await freePorts(1)
-  const child = await forkReady('cluster-managed.js', { PORT: String(port), WORKERS: String(workers) }, { timeout: 60000 })
+  const child = await forkReady('cluster-managed.js', { PORT: String(port), WORKERS: String(workers), ...(app ? { APP: app } : {}) }, { timeout: 60000 })
   // One answer to `message`, or `fallback` if the primary says nothing within `ms`.
   const ask = (message, key, ms, fallback) => new Promise((resolve) => {
     const timer = setTimeout(() => { child.removeListener('message', onMessage); resolve(fallback) }, ms)
@@ -120,9 +121,9 @@ async function startClusterFront ({ workers }) {
   }
 }
 
-async function startPm2Front ({ workers }) {
+async function startPm2Front ({ workers, app }) {
   const [port] = await freePorts(1)
-  const p = await pm2.startPm2({ workers, port })
+  const p = await pm2.startPm2({ workers, port, app })
   const online = async () => (await p.list().catch(() => [])).filter((x) => x.status === 'online' && x.pid > 0)
   return {
     kind: 'pm2',

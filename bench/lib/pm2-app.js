@@ -8,9 +8,17 @@
 const http = require('node:http')
 const { createApp } = require('./app')
 
-const server = http.createServer(createApp())
-server.listen(Number(process.env.PORT), '127.0.0.1')
+// $APP: an app that listens on $PORT itself (the SSR demo), closed on SIGINT the same way.
+const servers = []
+const listen = http.Server.prototype.listen
+http.Server.prototype.listen = function (...args) { servers.push(this); return listen.apply(this, args) }
+if (process.env.APP) require(process.env.APP)
+else http.createServer(createApp()).listen(Number(process.env.PORT), '127.0.0.1')
 process.on('SIGINT', () => {
-  server.close(() => process.exit(0))
-  server.closeIdleConnections()
+  let open = servers.length
+  if (!open) process.exit(0)
+  for (const server of servers) {
+    server.close(() => { if (--open === 0) process.exit(0) })
+    server.closeIdleConnections()
+  }
 })

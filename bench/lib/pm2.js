@@ -36,7 +36,7 @@ async function list (home) {
 
 // Starts `workers` instances on `port`; resolves { url, home, daemonPid(), list(), reload(), stop() }
 // once every instance is online and the port answers.
-async function startPm2 ({ workers, port }) {
+async function startPm2 ({ workers, port, app }) {
   if (!PM2) throw new Error('pm2 is not installed (npm install: it is a devDependency)')
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-pm2-'))
   let stopped = false
@@ -52,7 +52,7 @@ async function startPm2 ({ workers, port }) {
   const forget = onStopAll(stop)
   const daemonPid = () => { try { return Number(fs.readFileSync(path.join(home, 'pm2.pid'), 'utf8')) || null } catch { return null } }
   try {
-    await pm2(home, ['start', APP, '--name', NAME, '-i', String(workers)], { env: { PORT: String(port) } })
+    await pm2(home, ['start', APP, '--name', NAME, '-i', String(workers)], { env: { PORT: String(port), ...(app ? { APP: app } : {}) } })
     const deadline = Date.now() + 60000
     while ((await list(home)).filter((p) => p.status === 'online').length < workers) {
       if (Date.now() > deadline) throw new Error(`pm2: ${workers} instances not online within 60 s`)

@@ -332,53 +332,70 @@ function killTimeline (data) {
   })
 }
 
-// bench/haproxy-kill.js: failed requests per kill, per configuration.
-function haproxyKill (data) {
-  if (!data?.runs?.length) return null
+// bench/haproxy-kill.js: failed requests per kill beside answered requests per second, per
+// configuration; each the median of the runs with its 95% interval. stat(config, f) → interval.
+function haproxyKill (data, stat) {
+  if (!data?.configs?.length) return null
   const POOL = 'the pool sets MAINT on exit'
   const NOBODY = 'nobody drives HAProxy'
-  const values = data.runs.map((r) => {
-    const kills = r.kills.reduce((a, b) => a + b, 0)
-    const failed = r.failed.reduce((a, b) => a + b, 0)
-    return { series: `${r.id}: ${r.checks}`, value: kills ? failed / kills : null, by: r.maintBy === 'pool' ? POOL : NOBODY }
-  }).filter((v) => v.value !== null)
-  const max = Math.max(...values.map((v) => v.value))
-  const y = { field: 'series', type: 'nominal', title: 'run: health-check line', sort: null, axis: { labelLimit: 400 } }
-  const x = { field: 'value', type: 'quantitative', title: 'failed requests per kill (log scale)', scale: { type: 'log', domain: [0.5, Math.max(10, max) * 3], nice: false } }
-  return chart('A worker SIGKILLed every second behind HAProxy', 'failed requests per kill, all repeats of bench/haproxy-kill.js', {
+  const values = data.configs.flatMap((c) => [
+    dot(stat(c, (x) => (x.kills ? x.failed / x.kills : NaN)), { series: `${c.id}: ${c.checks}`, by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'failed requests per kill' }),
+    dot(stat(c, (x) => x.ok / (x.seconds ?? 10)), { series: `${c.id}: ${c.checks}`, by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'answered requests per second' })
+  ]).filter(Boolean)
+  if (!values.length) return null
+  const color = { field: 'by', type: 'nominal', title: null, scale: { domain: [POOL, NOBODY], range: ['#1f77b4', '#d62728'] } }
+  const runs = Math.max(...data.configs.map((c) => c.runs.length))
+  // Failures per kill span 0 to hundreds: a symlog axis, so that 1 and 3 still show.
+  const panel = (name, scale, showLabels) => {
+    const y = { field: 'series', type: 'nominal', title: showLabels ? 'run: health-check line' : null, sort: null, axis: showLabels ? { labelLimit: 400 } : { labels: false, ticks: false } }
+    return {
+      title: { text: name, fontSize: 13, anchor: 'middle' },
+      width: 230,
+      height: { step: 28 },
+      transform: [{ filter: `datum.panel === '${name}'` }],
+      layer: [
+        { mark: { type: 'bar', opacity: 0.85 }, encoding: { y, x: { field: 'value', type: 'quantitative', title: null, scale: scale.scale, axis: scale.axis }, color } },
+        { mark: { type: 'rule', color: '#222222' }, encoding: { y, x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } } },
+        { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { y, x: { field: 'hi', type: 'quantitative' }, text: { field: 'value', type: 'quantitative', format: ',.1f' } } }
+      ]
+    }
+  }
+  const maxFailed = Math.max(1, ...values.filter((v) => v.panel === 'failed requests per kill').map((v) => v.hi))
+  return chart('A worker SIGKILLed every second behind HAProxy', `${runs > 1 ? `median of ${runs} runs with its 95% interval` : 'one run each'}; failed requests per kill (symlog scale) beside what was answered`, {
     data: { values },
-    width: 420,
-    height: { step: 28 },
-    layer: [
-      // A log scale has no zero: the bars start at its left end.
-      { mark: 'bar', encoding: { y, x, x2: { datum: 0.5 }, color: { field: 'by', type: 'nominal', title: null, scale: { domain: [POOL, NOBODY], range: ['#1f77b4', '#d62728'] } } } },
-      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { y, x, text: { field: 'value', type: 'quantitative', format: ',.1f' } } }
+    hconcat: [
+      panel('failed requests per kill', { scale: { type: 'symlog', domain: [0, maxFailed * 2.5] }, axis: { values: [0, 1, 3, 10, 30, 100, 300, 1000, 3000].filter((t) => t <= maxFailed * 2.5) } }, true),
+      panel('answered requests per second', { scale: { zero: true } }, false)
     ]
   })
 }
 
-// bench/reload.js: p50 and p99 steady against during the reload.
-function reload (data) {
-  if (!data?.rows?.length) return null
-  const name = (r) => `${label(r.front)}${r.warmup === null ? '' : r.warmup > 0 ? `, warm-up ${r.warmup}` : ', no warm-up'}`
-  const values = data.rows.flatMap((r) => ['p50', 'p99'].flatMap((p) => [
-    { series: name(r), when: 'steady', p: `${p} latency (ms)`, ms: r.steady[p] },
-    { series: name(r), when: 'during the reload', p: `${p} latency (ms)`, ms: r.during[p] }
-  ])).filter((v) => finite(v.ms))
-  return chart('Rolling reload under load', 'latency while every worker is replaced, against steady state just before, same run', {
+// bench/reload.js: p50 and p99 steady against during the reload, the median of the runs with
+// its 95% interval. stat(config, f) → interval; name(config) → its label.
+function reload (data, stat, name) {
+  if (!data?.configs?.length) return null
+  const values = data.configs.flatMap((c) => ['p50', 'p99'].flatMap((p) => [
+    dot(stat(c, (x) => x.steady[p]), { series: name(c), when: 'steady', p: `${p} latency (ms)` }),
+    dot(stat(c, (x) => x.during[p]), { series: name(c), when: 'during the reload', p: `${p} latency (ms)` })
+  ])).filter(Boolean)
+  const runs = Math.max(...data.configs.map((c) => c.runs.length))
+  const enc = {
+    y: { field: 'series', type: 'nominal', title: null, sort: null, axis: { labelLimit: 400 } },
+    yOffset: { field: 'when', type: 'nominal', sort: ['steady', 'during the reload'] }
+  }
+  return chart('Rolling reload under load', withFaint(`latency while every worker is replaced, against steady state just before, same run; ${runs > 1 ? 'median of the runs with its 95% interval' : 'one run'}`, values), {
     data: { values },
     facet: { column: { field: 'p', type: 'nominal', title: null } },
     spec: {
       width: 260,
       height: { step: 22 },
-      encoding: {
-        y: { field: 'series', type: 'nominal', title: null, sort: null, axis: { labelLimit: 400 } },
-        yOffset: { field: 'when', type: 'nominal', sort: ['steady', 'during the reload'] },
-        x: { field: 'ms', type: 'quantitative', title: 'ms' },
-        color: { field: 'when', type: 'nominal', title: null, sort: ['steady', 'during the reload'], scale: { range: ['#a0c4e8', '#1f4e8c'] } }
-      },
-      layer: [{ mark: 'bar' }, { mark: { type: 'text', align: 'left', dx: 3, fontSize: 10 }, encoding: { text: { field: 'ms', type: 'quantitative', format: '.0f' }, color: { value: '#333333' } } }]
-    }
+      layer: [
+        { mark: 'bar', encoding: { ...enc, x: { field: 'value', type: 'quantitative', title: 'ms' }, color: { field: 'when', type: 'nominal', title: null, sort: ['steady', 'during the reload'], scale: { range: ['#a0c4e8', '#1f4e8c'] } } } },
+        { mark: { type: 'rule', color: '#222222' }, encoding: { ...enc, x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } } },
+        { mark: { type: 'text', align: 'left', dx: 3, fontSize: 10 }, encoding: { ...enc, x: { field: 'hi', type: 'quantitative' }, text: { field: 'value', type: 'quantitative', format: '.0f' }, color: { value: '#333333' } } }
+      ]
+    },
+    resolve: { scale: { x: 'independent' } }
   })
 }
 

@@ -12,7 +12,7 @@ const charts = require('./charts')
 const { toSvg } = require('./vega')
 const { label } = require('./style')
 const { PARTS } = require('./parts')
-const { interval, LAG_LIMIT_MS } = require('../lib/stats')
+const { interval, median, LAG_LIMIT_MS } = require('../lib/stats')
 
 // ── formatting ──────────────────────────────────────────────────────────────────────────────
 
@@ -251,26 +251,42 @@ async function killTimelineSection (r, dir, run) {
 async function haproxyKillSection (r, dir, run) {
   const data = load.haproxyKill(dir)
   r.add('## The kill experiment, counted', 'The same experiment as the timeline, counted per health-check configuration by `bench/haproxy-kill.js`, with and without the pool setting MAINT on exit.')
-  if (!data?.runs?.length) return r.add(missing(run, 'haproxy-kill', 'the kill experiment'))
-  r.add(await r.figure('haproxy-kill', charts.haproxyKill(data), 'failed requests per kill for each HAProxy configuration'))
-  r.add(table(['run', 'MAINT set by', 'health-check line', 'kills', 'failed', 'of which 503', 'of which closed', 'answered'], data.runs.map((x) => [
-    x.id, x.maintBy, x.checks, x.kills.join(', '), x.failed.join(', '), x.status503.join(', '), x.closed.join(', ') || '–', x.answered.join(', ')
+  if (!data?.configs?.length) return r.add(missing(run, 'haproxy-kill', 'the kill experiment'))
+  if (data.legacy) r.add('> **From an earlier format of this part** (`--json`); `npm run bench -- --only haproxy-kill` measures it as described here.')
+  const stat = (c, f) => interval(c.runs, f)
+  r.add(await r.figure('haproxy-kill', charts.haproxyKill(data, stat), 'failed requests per kill and answered requests per second for each HAProxy configuration, with 95% intervals'))
+  const each = (c, f) => c.runs.map(f).join(', ')
+  r.add(table(['run', 'MAINT set by', 'health-check line', 'kills', 'failed', 'of which 503', 'of which closed', 'answered', 'failed per kill'], data.configs.map((c) => [
+    c.id, c.maintBy, c.checks, each(c, (x) => x.kills), each(c, (x) => x.failed), each(c, (x) => x.failedByKind['503'] ?? 0), each(c, (x) => x.failedByKind.closed ?? 0), each(c, (x) => int(x.ok)), ci(stat(c, (x) => (x.kills ? x.failed / x.kills : NaN)), (v) => v.toFixed(2))
   ])))
-  if (data.about) r.add(data.about)
-  if (data.maint) r.add(data.maint)
-  r.add(provenance(run, 'haproxy-kill', data.command))
+  const w = data.workers ?? 4
+  r.add(`${w} workers (the bench app, ${data.renderMs ?? 20} ms renders), ${data.clients ?? 12} closed-loop keep-alive clients through HAProxy${data.config?.duration ? ` for ${data.config.duration} s per run` : ''}, one worker SIGKILLed every second; HAProxy config from \`pool config haproxy -n ${w}\` (maxconn 1, balance first, option redispatch 1, retries 1, L7 retries for GET and HEAD) with its health-check line as stated. Each run's count, in the order run. "closed": the connection was closed without a response (what HAProxy does when the server dies under a request that was not the first on its client connection).`)
+  const maint = [...data.maintMs].sort((a, b) => a - b)
+  if (maint.length) r.add(`MAINT latency measured by the pool (exit handled → HAProxy's reply), these runs: median ${median(maint).toFixed(2)} ms, max ${maint[maint.length - 1].toFixed(2)} ms over ${maint.length} kills.`)
+  r.add(provenance(run, 'haproxy-kill', data.command, data.legacy ? null : data))
 }
+
+const reloadName = (c) => `${label(c.front)}${c.warmupRequests === null || c.warmupRequests === undefined ? '' : c.warmupRequests > 0 ? `, warm-up ${c.warmupRequests}` : ', no warm-up'}`
 
 async function reloadSection (r, dir, run) {
   const data = load.reload(dir)
-  r.add('## Rolling reload under load', 'Latency while `pool reload` replaces every worker, one at a time, against steady state just before it in the same run, by `bench/reload.js` on the SSR demo. The matrix above has reloads back to back on 15 workers, with failures counted.')
-  if (!data?.rows?.length) return r.add(missing(run, 'reload', 'the reload measurement'))
-  r.add(await r.figure('reload', charts.reload(data), 'p50 and p99 latency steady and during the reload, per front'))
-  r.add(table(['front', 'warm-up requests', 'steady p50 / p99 ms', 'during reload p50 / p99 ms', 'p99 ratio', 'failed', 'reload time', 'replaced'], data.rows.map((x) => [
-    label(x.front), x.warmup ?? '–', `${ms(x.steady.p50)} / ${ms(x.steady.p99)}`, `${ms(x.during.p50)} / ${ms(x.during.p99)}`, times(x.during.p99 / x.steady.p99), finite(x.failed) ? `${x.failed} of ${int(x.requests)}` : '–', finite(x.reloadS) ? `${x.reloadS.toFixed(1)} s` : '–', x.replaced ?? '–'
+  r.add('## Rolling reload under load', 'Latency while every worker is replaced, one at a time (`pool reload`, `pm2 reload`, the cluster docs\' rolling restart), against steady state just before it in the same run, by `bench/reload.js` on the SSR demo.')
+  if (!data?.configs?.length) return r.add(missing(run, 'reload', 'the reload measurement'))
+  if (data.legacy) r.add('> **From an earlier format of this part:** the embedded balancer and HAProxy only, through autocannon (which sends a request again, silently, when its connection is closed without an answer), one run shown per configuration; `npm run bench -- --only reload` measures it as described here.')
+  const stat = (c, f) => interval(c.runs, f)
+  r.add(await r.figure('reload', charts.reload(data, stat, reloadName), 'p50 and p99 latency steady and during the reload, per front, with 95% intervals'))
+  r.add(table(['front', 'runs', 'steady p50 / p99 ms', 'during reload p50 / p99 ms', 'p99 ratio', 'failed during reloads', 'reload time s', 'replaced'], data.configs.map((c) => [
+    reloadName(c), runsCell(stat(c, (x) => x.during.p99)),
+    `${ci(stat(c, (x) => x.steady.p50))} / ${ci(stat(c, (x) => x.steady.p99))}`,
+    `${ci(stat(c, (x) => x.during.p50))} / ${ci(stat(c, (x) => x.during.p99))}`,
+    ci(stat(c, (x) => x.during.p99 / x.steady.p99), times),
+    `${c.runs.reduce((n, x) => n + (x.during.failed ?? 0), 0)} of ${int(c.runs.reduce((n, x) => n + (x.during.requests ?? 0), 0))}`,
+    ci(stat(c, (x) => x.reloadMs / 1000), (v) => v.toFixed(1)),
+    c.runs.map((x) => `${x.replaced}/${x.workers}`).join(', ')
   ])))
-  r.add('`bench/reload.js` loads with autocannon, which silently sends a request again when its connection is closed without an answer; such a failure would not be counted there. The matrix\'s reload runs count it.')
-  r.add(provenance(run, 'reload', data.madeBy?.command))
+  const a = data.config ?? {}
+  if (!data.legacy) r.add(`${a.workers} workers, ${a.connections} closed-loop keep-alive clients (each failure counted, a connection closed without an answer too), the SSR page (20 items) plus ${a.cost} ms of modelled CPU time, ${a.steady} s of steady state before each reload; ${a.rounds} runs per configuration, the configurations taking turns. Warm-up: \`--warmup ${'/?items=20'} --warmup-requests N\`, the page without the modelled cost (what is warmed is the JIT and React); cluster and PM2 have none.`)
+  r.add(provenance(run, 'reload', data.command, data.legacy ? null : data))
 }
 
 async function slowClientsSection (r, dir, run) {

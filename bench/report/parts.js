@@ -15,22 +15,8 @@ const PARTS = [
   { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1400, quick: 190 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
-  {
-    name: 'haproxy-kill',
-    about: 'failed requests per kill, per HAProxy configuration',
-    script: 'haproxy-kill.js',
-    writes: ['haproxy-kill.md', 'haproxy-kill.json'],
-    args: { full: ['--repeat', '2', '--json', 'bench/results/haproxy-kill.json'], quick: ['--duration', '5', '--only', 'a,f', '--json', 'bench/results/haproxy-kill.json'] },
-    estimate: { full: 180, quick: 18 }
-  },
-  {
-    name: 'reload',
-    about: 'latency during a rolling reload against steady state',
-    script: 'reload.js',
-    writes: ['reload.md', 'reload.json'],
-    args: { full: [], quick: ['--rounds', '1', '--steady', '2', '--warmup-requests', '0'] },
-    estimate: { full: 170, quick: 16 }
-  },
+  { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 170, quick: 25 } },
+  { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 240, quick: 60 } },
   { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 55, quick: 25 } },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines', script: 'overload.js', own: true, estimate: { full: 300, quick: 45 } },
