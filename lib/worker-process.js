@@ -6,7 +6,7 @@
 // events, signalling it, and the clock. `SYSTEM` is all
 // of it in one object, so that tests can drive the supervisor with a fake one.
 
-const { spawn } = require('node:child_process')
+const childProcess = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
@@ -39,7 +39,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   delete env.NODE_CHANNEL_FD
   delete env.NODE_CHANNEL_SERIALIZATION_MODE
   const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
-  return spawn(process.execPath, [...execArgv, BOOTSTRAP, ...(o.args || [])], {
+  return spawnReleasingPipes(process.execPath, [...execArgv, BOOTSTRAP, ...(o.args || [])], {
     cwd: o.cwd || process.cwd(),
     // stdout and stderr for the app's output, and the pool channel at fd CHANNEL_FD.
     stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
@@ -60,6 +60,38 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD)
     }
   })
+}
+
+// child_process.spawn() makes a handle for each stdio pipe before it forks, and a fork that
+// fails with EMFILE or ENFILE returns before any stream is made of them, never closing them
+// (Node 20): three handles lost per failed fork (memory, no descriptor), while a slot out
+// of descriptors retries as long as that lasts. They are only in the options Node hands its
+// ChildProcess's spawn(): seen on the way in (synchronously: nothing else runs meanwhile), and
+// closed when the fork failed that way. Should Node close them itself one day, closing a closed
+// handle does nothing.
+function spawnReleasingPipes (file, args, options) {
+  const { ChildProcess } = childProcess
+  const spawnChild = ChildProcess.prototype.spawn
+  let seen = null
+  ChildProcess.prototype.spawn = function spawnSeen (normalized) {
+    seen = normalized
+    return spawnChild.call(this, normalized)
+  }
+  let child
+  try {
+    child = childProcess.spawn(file, args, options)
+  } finally {
+    ChildProcess.prototype.spawn = spawnChild
+  }
+  if (child.pid === undefined && !child.stdio) closePipeHandles(seen?.stdio)
+  return child
+}
+
+function closePipeHandles (stdio) {
+  if (!Array.isArray(stdio)) return
+  for (const pipe of stdio) {
+    if (pipe?.type === 'pipe' && typeof pipe.handle?.close === 'function') pipe.handle.close()
+  }
 }
 
 // The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).

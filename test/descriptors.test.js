@@ -127,3 +127,15 @@ t.test('a failed accept (EMFILE) is logged and survived, not thrown', async (t) 
   t.match(lines, [{ event: 'accept-failed', listener: 'test listener', code: 'EMFILE', msg: 'test listener: accept failed once: EMFILE (out of file descriptors); idle connections closed' }], 'said once per interval')
   t.ok(server.listening, 'still listening')
 })
+
+// Node's spawn() returns early on EMFILE without closing the three stdio pipes' handles it made.
+// In a process of its own whose descriptors are all taken: 50 failed forks of a worker.
+t.test('a fork that fails with EMFILE leaves no stdio pipe handle behind', async (t) => {
+  const { execFile } = require('node:child_process')
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, [path.join(FIXTURES, 'failed-forks.js'), '50'], { timeout: 30000 }, (err, stdout) => err ? reject(err) : resolve(stdout))
+  })
+  const { codes, before, after } = JSON.parse(out)
+  t.same(codes, { EMFILE: 50 }, 'each fork failed with EMFILE')
+  t.equal(after, before, `no pipe handle left open (${after - before} after 50 failed forks)`)
+})
