@@ -2,12 +2,11 @@
 
 // An app that listens on $PORT itself (Express's `app.listen(port)`, Koa's, Fastify's, hapi's
 // `server.start()`, Next's custom server, `.next/standalone/server.js`) runs unchanged: the
-// worker watches every listen() in its process, and the first HTTP server that listens on the
-// slot's port is taken over by the runtime, which listens with it as it would with an exported
-// server (its host, the one-request guard, low fds, ready). Any other listen() is the app's own.
+// worker watches every listen() in its process, and the first server that listens on the slot's
+// port is taken over by the runtime, which listens with it as it would with an exported server
+// (its host, the one-request guard, low fds, ready), if it is one the pool can serve
+// (servable.js). Any other listen() is the app's own.
 
-const http = require('node:http')
-const https = require('node:https')
 const net = require('node:net')
 const os = require('node:os')
 
@@ -52,10 +51,6 @@ function callbackOf (args) {
   return typeof last === 'function' ? last : null
 }
 
-function isHttpServer (server) {
-  return server instanceof http.Server || server instanceof https.Server
-}
-
 // As Node reports a port in use: asynchronously, as the server's 'error'.
 function refuse (server, port) {
   const err = new Error(`listen EADDRINUSE: address already in use :${port} (another server of this worker already serves the pool's port)`)
@@ -63,4 +58,4 @@ function refuse (server, port) {
   process.nextTick(() => server.emit('error', err))
 }
 
-module.exports = { interceptListen, requestedPort, isHttpServer }
+module.exports = { interceptListen, requestedPort }

@@ -25,5 +25,12 @@ Module._resolveFilename = function resolvePool (request, ...rest) {
 
 // A boot that throws (the app's load, or an export that can never serve) is a failed boot the
 // supervisor hears about at once.
-const runtime = new WorkerRuntime()
-runtime.boot(process.env.POOL_APP).catch((err) => runtime.failBoot(err))
+// The runtime removes POOL_APP from the environment: a process the app forks with its own
+// process.argv[1] (this file, not the app) has none, and is told so rather than left waiting.
+if (process.env.POOL_APP) {
+  const runtime = new WorkerRuntime()
+  runtime.boot(process.env.POOL_APP).catch((err) => runtime.failBoot(err))
+} else {
+  process.stderr.write(`pool: ${__filename} is the pool's worker, which only \`pool start\` runs: under pool, process.argv[1] is this file, not the app, and a pool worker starts no copy of itself\n`)
+  process.exitCode = 1
+}

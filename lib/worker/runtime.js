@@ -11,16 +11,23 @@ const msg = require('../messages')
 const channel = require('../channel')
 const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
-const { isServable, isThenable, servingOf, unwrapDefault, noListenError } = require('./servable')
-const { interceptListen, requestedPort, isHttpServer } = require('./adopt')
+const { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError } = require('./servable')
+const { interceptListen, requestedPort } = require('./adopt')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
 // own node_modules) still finds the runtime that forked it.
 const RUNTIME_KEY = Symbol.for('pool.worker.runtime')
 
+// The pool's variables that only the runtime reads, all read by the time it installs: removed
+// from the environment then, so that no process the app starts inherits them. A child told
+// POOL_CHANNEL_FD would take its own fd 3, whatever that is there (Node's cluster channel, in a
+// cluster worker), for the pool channel. PORT, POOL_WORKER_ID and POOL_WORKERS are the app's.
+const RUNTIME_ENV = [channel.CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL']
+
 class WorkerRuntime {
   constructor (env = process.env) {
     this.slot = Number(env.POOL_WORKER_ID)
+    this.workers = Number(env.POOL_WORKERS)
     this.port = Number(env.PORT)
     this.host = env.POOL_WORKER_HOST || '127.0.0.1'
     this.heartbeatInterval = Number(env.POOL_HEARTBEAT_INTERVAL) || 1000
@@ -69,6 +76,8 @@ class WorkerRuntime {
       // channel closes when the supervisor's end does, however it died.
       this.channel.on('close', () => this.orphaned())
     }
+    for (const name of RUNTIME_ENV) delete process.env[name]
+    this.forbidCluster()
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
@@ -77,6 +86,18 @@ class WorkerRuntime {
       decide: (server, args) => this.decideListen(server, args),
       adopt: (server, callback) => this.adopt(server, callback)
     })
+  }
+
+  // cluster.fork() would fork this worker's bootstrap (process.argv[1]) again, a process the
+  // supervisor never hears from, and the worker would wait for a listen() that never comes. The
+  // pool is the cluster: the app says so at once, in its boot failure, or as a throw once ready.
+  forbidCluster () {
+    const cluster = require('node:cluster')
+    cluster.fork = () => {
+      const err = appError(`the app uses cluster (cluster.fork()), and pool already runs ${this.workers || 'N'} single-request worker${this.workers === 1 ? '' : 's'}, one process each: drop cluster.fork() and serve from this process (pool start -n sets how many)`)
+      if (!this.booted) this.failBoot(err)
+      throw err
+    }
   }
 
   // Whether the worker has its server, or is getting one ready.
@@ -138,10 +159,11 @@ class WorkerRuntime {
     this.logger.warn({ event: 'waiting-for-listen', ports }, message)
   }
 
-  // Every listen() in the worker asks here first (adopt.js). The first HTTP server to listen on
-  // the slot's port is the app's: the runtime takes it over. Once it has one, the port is the
-  // pool's: another server asking for it gets EADDRINUSE, even on another address (Fastify's
-  // second binding of `localhost`, on ::1), so that none serves beside the one-request guard.
+  // Every listen() in the worker asks here first (adopt.js). The first server to listen on the
+  // slot's port is the app's: the runtime takes it over (adopt() fails the boot if it is no
+  // HTTP/1.1 server). Once it has one, the port is the pool's: another server asking for it
+  // gets EADDRINUSE, even on another address (Fastify's second binding of `localhost`, on ::1),
+  // so that none serves beside the one-request guard.
   decideListen (server, args) {
     const port = requestedPort(args)
     if (port !== this.port) {
@@ -150,7 +172,20 @@ class WorkerRuntime {
     }
     if (server === this.server) return 'pass' // a second listen() of the same server: Node's own error
     if (this.server !== null) return 'refuse'
-    return isHttpServer(server) ? 'adopt' : 'pass'
+    if (protocolOf(server) === 'tcp') {
+      this.failUnlessProbe(server)
+      return 'pass'
+    }
+    return 'adopt'
+  }
+
+  // A port probe (get-port, detect-port) checks that PORT is free with a net.Server it closes in
+  // its listening callback: it may. One still listening once its callbacks have run is the app's
+  // server, and speaks no HTTP: the boot fails at once rather than at --boot-timeout.
+  failUnlessProbe (server) {
+    server.once('listening', () => setImmediate(() => {
+      if (server.listening) this.failBoot(unservableError(server, this.port))
+    }))
   }
 
   // An app handed over by the module's export or pool's listen(): its server, listened with as
@@ -172,6 +207,11 @@ class WorkerRuntime {
   // one-request guard, the timeouts the balancer needs, low fds, ready. `callback` is the app's
   // own listen() callback, called once it listens, before the supervisor hears of it.
   adopt (server, callback = null) {
+    const unservable = unservableError(server, this.port)
+    if (unservable) {
+      this.failBoot(unservable)
+      return server
+    }
     this.server = server
     this.guard = serializeRequests(server, {
       onStart: (req) => this.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }),

@@ -4,6 +4,7 @@
 // apart by shape, not by class: the app's copy of a framework is not ours to require.
 const http = require('node:http')
 const net = require('node:net')
+const tls = require('node:tls')
 const { poolError, codes } = require('../errors')
 
 // A net.Server, or an object shaped like one. `address` is what tells a server from an app that
@@ -56,8 +57,40 @@ function unwrapDefault (exported) {
 // The boot failure of a worker whose app exported `app`, nothing it can serve, and whose event
 // loop emptied without a listen(): none can come any more.
 function noListenError (app) {
-  const err = poolError(codes.BOOT_FAILED, `the app exported ${describeExport(app)} and did not call listen(): export ${WHAT_TO_EXPORT} (module.exports = app, or export default app), call require('pool').listen(app), or listen on process.env.PORT`)
-  err.stack = `${err.name}: ${err.message}` // where the pool noticed is no help to the app's author
+  return appError(`the app exported ${describeExport(app)} and did not call listen(): export ${WHAT_TO_EXPORT} (module.exports = app, or export default app), call require('pool').listen(app), or listen on process.env.PORT`)
+}
+
+// What speaks on a server's port, told by its class: 'http' (HTTP/1.1 in clear, what the
+// balancer speaks to every worker), 'tls' (https, tls, HTTP/2 over TLS), 'http2' (in clear) or
+// 'tcp' (a net.Server of the app's own protocol). Null for an object only shaped like a server
+// (from another realm, say): it is taken at its word, as before.
+function protocolOf (server) {
+  if (!(server instanceof net.Server)) return null
+  if (server instanceof http.Server) return 'http'
+  if (server instanceof tls.Server) return 'tls'
+  if (server.constructor?.name === 'Http2Server') return 'http2'
+  return 'tcp'
+}
+
+const INSTEAD = 'create it with http.createServer, or export the request handler'
+const NOT_HTTP = {
+  tls: `a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: terminate TLS in front of the pool (nginx, HAProxy) and ${INSTEAD}`,
+  http2: `an HTTP/2 server (http2.createServer), and the balancer speaks HTTP/1.1 to each worker: ${INSTEAD}`,
+  tcp: `a net.Server, not an HTTP server, and the balancer speaks HTTP/1.1 to each worker: ${INSTEAD}`
+}
+
+// The boot failure of a worker whose server on the slot's port cannot be served (taken over,
+// it would be reported ready and then fail every request), or null when it can.
+function unservableError (server, port) {
+  const problem = NOT_HTTP[protocolOf(server)]
+  return problem ? appError(`the app's server on PORT (${port}) is ${problem}`) : null
+}
+
+// A boot failure that is the app's to fix, said in one line: where the pool noticed is no help
+// to the app's author.
+function appError (message) {
+  const err = poolError(codes.BOOT_FAILED, message)
+  err.stack = `${err.name}: ${err.message}`
   return err
 }
 
@@ -85,4 +118,4 @@ function list (keys) {
   return keys.length > 5 ? `${keys.slice(0, 5).join(', ')}, …` : keys.join(', ')
 }
 
-module.exports = { isServable, isThenable, servingOf, unwrapDefault, noListenError }
+module.exports = { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError }
