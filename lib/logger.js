@@ -34,8 +34,8 @@ function stdoutDestination () {
 
 // Each line rendered as it is written, and written synchronously, like the JSON lines: no stream
 // in between that could hold lines back (pino-pretty's own stream is a Transform pipeline). A
-// JSON line written straight to this destination (a worker's own line, lib/app-output.js) is
-// rendered the same way.
+// JSON line written straight to this destination (a worker's own line,
+// lib/supervisor/app-output.js) is rendered the same way.
 function prettyDestination ({ colorize }) {
   const render = createPrettyRenderer({ colorize })
   const out = stdoutDestination()

@@ -6,8 +6,8 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { OPTIONS } = require('../lib/options')
-const { FRONTS, available } = require('../lib/fronts')
+const { OPTIONS } = require('../lib/options/table')
+const { FRONTS, available } = require('../lib/fronts/registry')
 const { describeDefault } = require('../lib/cli/flags')
 
 const OPTIONS_DOC = path.join(__dirname, '..', 'docs', 'reference', 'options.md')

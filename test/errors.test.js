@@ -6,10 +6,10 @@
 const t = require('tap')
 const { PoolError, poolError, codes, EXIT, exitCodeOf } = require('../lib/errors')
 const { deserializeError, serializeError } = require('../lib/control/protocol')
-const { ClientAborted, BodyTooLarge, BodyOverBudget } = require('../lib/balancer/buffering')
-const { ProxyTimeout } = require('../lib/balancer/proxy')
-const { WorkerGoneError } = require('../lib/balancer/upstream')
-const { ResponseParser, ResponseParseError } = require('../lib/balancer/response-parser')
+const { ClientAborted, BodyTooLarge, BodyOverBudget } = require('../lib/fronts/balancer/buffering')
+const { ProxyTimeout } = require('../lib/fronts/balancer/proxy')
+const { WorkerGoneError } = require('../lib/fronts/balancer/upstream')
+const { ResponseParser, ResponseParseError } = require('../lib/fronts/balancer/response-parser')
 
 const listed = new Set(Object.values(codes))
 

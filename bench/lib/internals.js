@@ -18,5 +18,5 @@ function poolConfig (target, flags) {
 module.exports = {
   poolConfig,
   get HaproxyClient () { return require('../../lib/haproxy/client').HaproxyClient },
-  get createBalancer () { return require('../../lib/balancer').createBalancer }
+  get createBalancer () { return require('../../lib/fronts/balancer').createBalancer }
 }

@@ -14,9 +14,9 @@ const { sendCommand } = require('../control/client')
 const { otherControlSockets } = require('../control/path')
 const { formatStatus, statusJson, formatReload, formatScale, formatRecycle, formatStop, rates } = require('../control/format')
 
-// The command's own; in the options table format of lib/options.js, so it parses and fails like
-// `pool start`'s flags. Not --timeout: that is `pool start`'s request timeout, which an operator
-// pasting the start command's flags would otherwise turn into this wait.
+// The command's own; in the options table format of lib/options/table.js, so it parses and fails
+// like `pool start`'s flags. Not --timeout: that is `pool start`'s request timeout, which an
+// operator pasting the start command's flags would otherwise turn into this wait.
 const WAIT = {
   wait: { flag: 'wait', kind: 'duration', group: 'Command', defaultText: '10s for status, 15m otherwise', describe: 'How long to wait for the pool\'s answer (0: forever)' }
 }

@@ -1,11 +1,11 @@
 'use strict'
 
-// Turn an options table (lib/options.js format) into yargs flags, and flags or POOL_*
+// Turn an options table (lib/options/table.js format) into yargs flags, and flags or POOL_*
 // environment variables back into library options. Values are parsed here rather than by yargs
 // so that `-n abc` says what was wrong with `abc` instead of a silent NaN, and so that a flag and
 // its environment variable are parsed alike.
 
-const { parseDuration } = require('../options')
+const { parseDuration } = require('../options/table')
 const { poolError, codes } = require('../errors')
 
 const NUMERIC = new Set(['count', 'int', 'port', 'port-or-off', 'number'])

@@ -5,10 +5,10 @@
 // whole help text or a stack.
 const yargs = require('yargs/yargs')
 const { EXIT } = require('../errors')
-const { closest } = require('../pool-options')
+const { closest } = require('../options/pool')
 const { printError } = require('./output')
 
-const COMMANDS = ['./start', './config', './control', './ls']
+const COMMANDS = ['./start', './generate', './control', './ls']
 
 // Words other tools use for a command `pool` has under another name: suggested, never run (a
 // `restart` that stopped the pool would fail every request a reload serves).

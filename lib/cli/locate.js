@@ -7,9 +7,9 @@
 // default socket (lib/control/path.js), --port, or --worker-port with --balancer none/haproxy.
 // The others mean nothing to a running pool's commands: accepted, ignored, and said so.
 
-const { OPTIONS } = require('../options')
-const { FRONTS } = require('../fronts')
-const { readConfigFile } = require('../config-file')
+const { OPTIONS } = require('../options/table')
+const { FRONTS } = require('../fronts/registry')
+const { readConfigFile } = require('../options/file')
 const { toYargs, fromArgv, fromEnv } = require('./flags')
 const { startTable, startTables, defaultBalancer } = require('./start-flags')
 const { clientControlPath, frontPortOf } = require('../control/path')
@@ -17,7 +17,7 @@ const { clientControlPath, frontPortOf } = require('../control/path')
 const GROUP = 'Finding the pool (as given to pool start)'
 const EMBEDDED_PORT = FRONTS.embedded.options().port
 
-// In the options table format of lib/options.js, so they parse and fail like `pool start`'s.
+// In the options table format of lib/options/table.js, so they parse and fail like `pool start`'s.
 const LOCATING = {
   control: { ...OPTIONS.control, group: GROUP, describe: 'The pool\'s control socket, when it was started with --control' },
   port: { ...EMBEDDED_PORT, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },

@@ -4,10 +4,10 @@
 // --config file (in that order of precedence, over the defaults), run until a signal, exit with
 // a documented code.
 
-const { Pool } = require('../supervisor')
-const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options')
-const { FRONTS } = require('../fronts')
-const { readConfigFile } = require('../config-file')
+const { Pool } = require('../supervisor/pool')
+const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options/table')
+const { FRONTS } = require('../fronts/registry')
+const { readConfigFile } = require('../options/file')
 const { createLogger } = require('../logger')
 const { EXIT, codes, exitCodeOf, poolError } = require('../errors')
 const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
@@ -50,7 +50,7 @@ function settingsOf (argv, env) {
   const app = argv.app ?? fileApp
   if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
   // `pool start app.js -n 4 -- --flag value`: what follows `--` is the app's own command line,
-  // its process.argv.slice(2) in every worker (lib/worker-process.js), after reloads too.
+  // its process.argv.slice(2) in every worker (lib/supervisor/spawn.js), after reloads too.
   const args = argv['--'] ?? []
   return { app, args, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
 }

@@ -22,7 +22,7 @@ const { MAX_SOCKET_PATH, myUid, describeUser } = require('./path')
 const { serializeError, parseRequest } = require('./protocol')
 const { ControlConnection } = require('./connection')
 const { sendCommand } = require('./client')
-const { guardAccept } = require('../descriptors')
+const { guardAccept } = require('../net/descriptors')
 
 const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its socket counts as taken anyway
 // ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
@@ -56,7 +56,7 @@ class ControlServer {
     this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
     this.server.maxConnections = maxConnections
     // Out of descriptors, a connection is refused (or a failed accept logged) rather than the pool
-    // dying; the control socket may use the supervisor's own share (lib/descriptors.js).
+    // dying; the control socket may use the supervisor's own share (lib/net/descriptors.js).
     guardAccept(this.server, { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
     this.connections = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed

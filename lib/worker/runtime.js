@@ -1,14 +1,14 @@
 'use strict'
 
 // The pool's side of a worker process: load the app, listen on the slot's port, and report to
-// the supervisor over the pool channel (lib/channel.js: ready, busy, idle, heartbeat). The worker only reports; the supervisor
-// decides, because a worker whose event loop is blocked cannot decide anything.
+// the supervisor over the pool channel (lib/protocol/channel.js: ready, busy, idle, heartbeat). The worker only reports; the
+// supervisor decides, because a worker whose event loop is blocked cannot decide anything.
 
 const fs = require('node:fs')
 const net = require('node:net')
 const { pathToFileURL } = require('node:url')
-const msg = require('../messages')
-const channel = require('../channel')
+const msg = require('../protocol/messages')
+const channel = require('../protocol/channel')
 const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
 const { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError } = require('./servable')
@@ -32,9 +32,9 @@ class WorkerRuntime {
     this.host = env.POOL_WORKER_HOST || '127.0.0.1'
     this.heartbeatInterval = Number(env.POOL_HEARTBEAT_INTERVAL) || 1000
     // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
-    // renders readably (lib/app-output.js). Through process.stdout, the stream console.log
-    // writes to: one queue, so a line of ours never lands inside one of the app's, and never
-    // blocks this process when the pipe is full (a write to fd 1 directly would do both).
+    // renders readably (lib/supervisor/app-output.js). Through process.stdout, the stream
+    // console.log writes to: one queue, so a line of ours never lands inside one of the app's, and
+    // never blocks this process when the pipe is full (a write to fd 1 directly would do both).
     this.logger = createLogger({
       level: env.POOL_LOG_LEVEL || 'info',
       format: 'json',

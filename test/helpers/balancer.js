@@ -10,8 +10,8 @@ const os = require('node:os')
 const http = require('node:http')
 const { fork } = require('node:child_process')
 const { freePorts, request, waitFor } = require('../helpers')
-const { createBalancer } = require('../../lib/balancer')
-const { StatsListener } = require('../../lib/stats-listener')
+const { createBalancer } = require('../../lib/fronts/balancer')
+const { StatsListener } = require('../../lib/observe/stats-listener')
 
 const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
 // A worker that answers with raw bytes, resets, and logs overlapping requests.

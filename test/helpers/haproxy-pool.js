@@ -1,11 +1,11 @@
 'use strict'
 
 // A pool driving a real HAProxy, for the `--balancer haproxy` tests: HAProxy from the generated
-// config (lib/config/haproxy.js) in a temp directory on free loopback ports, and `pool start`
+// config (lib/generate/haproxy.js) in a temp directory on free loopback ports, and `pool start`
 // as a child with JSON logs. Both are stopped at teardown.
 
 const path = require('node:path')
-const { haproxyConfig } = require('../../lib/config/haproxy')
+const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { FIXTURES, freePorts, startPool, request, sleep, waitFor } = require('../helpers')
 const { tempDir, startHaproxy } = require('./haproxy')

@@ -3,7 +3,7 @@
 // What Node's own HTTP client (llhttp, strict mode: no insecureHTTPParser) makes of given
 // response bytes, through the supported route: a net server on 127.0.0.1 writes the bytes and
 // closes, a real http.request reads them. Used as the reference by
-// test/balancer-parser-diff.test.js.
+// test/fronts/balancer/response-parser-diff.test.js.
 
 const net = require('node:net')
 const http = require('node:http')

@@ -1,8 +1,9 @@
 'use strict'
 
 // Seeded generation of HTTP/1.1 responses as a worker might send them, and of mutations of
-// them, for test/balancer-parser-diff.test.js. Everything is a latin1 string (one character
-// per byte) until the caller makes a Buffer of it. Case `i` of seed `s` is always the same.
+// them, for test/fronts/balancer/response-parser-diff.test.js. Everything is a latin1 string (one
+// character per byte) until the caller makes a Buffer of it. Case `i` of seed `s` is always the
+// same.
 
 // xorshift32, seeded through a 32-bit mix so that neighbouring seeds diverge at once.
 function prng (seed) {

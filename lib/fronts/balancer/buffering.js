@@ -1,0 +1,137 @@
+'use strict'
+
+// Request buffering, nginx-style: the whole body is read from the client before a worker is
+// taken, so a client uploading slowly costs the balancer memory, never a worker's time. That
+// memory is bounded twice: per request (--max-body) and over all requests (--body-budget,
+// body-budget.js), and both are decided from Content-Length before a byte is read when the
+// request declares one.
+
+const { PoolError, codes } = require('../../errors')
+
+class BodyTooLarge extends PoolError {
+  constructor (limit) {
+    super(codes.BODY_TOO_LARGE, `request body larger than ${limit} bytes`)
+  }
+}
+
+class BodyOverBudget extends PoolError {
+  constructor () {
+    super(codes.BODY_OVER_BUDGET, 'the request bodies held would exceed the body budget')
+  }
+}
+
+class ClientAborted extends PoolError {
+  constructor () {
+    super(codes.CLIENT_ABORTED, 'client closed the connection while sending its request')
+  }
+}
+
+// A request without Content-Length or Transfer-Encoding has no body (RFC 9112 §6.3).
+function hasBody (req) {
+  const len = req.headers['content-length']
+  return (len !== undefined && len !== '0') || req.headers['transfer-encoding'] !== undefined
+}
+
+// The body's length as the request declares it, or null (chunked: known only at its end).
+// Node's parser has already refused a malformed or conflicting Content-Length, and never hands
+// on more body than it declares.
+function declaredLength (req) {
+  if (req.headers['transfer-encoding'] !== undefined) return null
+  const declared = req.headers['content-length']
+  return declared === undefined ? 0 : Number(declared)
+}
+
+// The body the request announces is over `limit`: refused before a byte of it is read.
+function declaredTooLarge (req, limit) {
+  const declared = declaredLength(req)
+  return declared !== null && declared > limit
+}
+
+// Collects a body whose length is declared into one buffer of that length, allocated once: no
+// list of chunks and no copy of them all at the end (which would hold the body twice), and one
+// allocation the allocator can hand back whole.
+class DeclaredBody {
+  constructor (length) {
+    this.length = length
+    this.buffer = null
+    this.size = 0
+  }
+
+  add (chunk) {
+    if (this.buffer === null && chunk.length === this.length) {
+      this.buffer = chunk // all of it in one piece: kept as it is
+    } else {
+      if (this.buffer === null) this.buffer = Buffer.allocUnsafeSlow(this.length)
+      chunk.copy(this.buffer, this.size)
+    }
+    this.size += chunk.length
+    return null
+  }
+
+  result () { return this.buffer }
+}
+
+// Collects a chunked body, each chunk counted against `limit` and held on the budget as it
+// comes; the refusal (BodyTooLarge, BodyOverBudget) is returned by add().
+class ChunkedBody {
+  constructor (limit, hold) {
+    this.limit = limit
+    this.hold = hold
+    this.chunks = []
+    this.size = 0
+  }
+
+  add (chunk) {
+    this.size += chunk.length
+    if (this.size > this.limit) return new BodyTooLarge(this.limit)
+    if (this.hold && !this.hold.grow(chunk.length)) return new BodyOverBudget()
+    this.chunks.push(chunk)
+    return null
+  }
+
+  result () {
+    const chunks = this.chunks
+    this.chunks = null
+    return chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, this.size)
+  }
+}
+
+// Resolves with the body (a Buffer, or null when the request has none); rejects with
+// BodyTooLarge or BodyOverBudget (the rest of the body is left unread: answer and close), or
+// ClientAborted. `hold`: the request's hold on the body budget, grown by a chunked body.
+function readBody (req, { limit, hold = null }) {
+  if (!hasBody(req)) return Promise.resolve(null)
+  if (declaredTooLarge(req, limit)) return Promise.reject(new BodyTooLarge(limit))
+  const declared = declaredLength(req)
+  const body = declared === null ? new ChunkedBody(limit, hold) : new DeclaredBody(declared)
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      req.removeListener('data', onData)
+      req.removeListener('end', onEnd)
+      req.removeListener('close', onClose)
+      req.removeListener('error', onClose)
+    }
+    const onData = (chunk) => {
+      const refusal = body.add(chunk)
+      if (!refusal) return
+      cleanup()
+      req.pause()
+      reject(refusal)
+    }
+    const onEnd = () => {
+      cleanup()
+      resolve(body.result())
+    }
+    const onClose = () => {
+      if (req.complete) return // 'end' comes (or came) with the body
+      cleanup()
+      reject(new ClientAborted())
+    }
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('close', onClose)
+    req.on('error', onClose)
+  })
+}
+
+module.exports = { readBody, hasBody, declaredLength, declaredTooLarge, BodyTooLarge, BodyOverBudget, ClientAborted }

@@ -1,0 +1,116 @@
+'use strict'
+
+// Prometheus metrics of one balancer: in the pool's registry, beside the pool's own series, when
+// it runs in front of a pool (lib/observe/metrics.js); in a registry of its own otherwise (never
+// the global one: several pools, or tests, may live in one process). Per-worker gauges are
+// filled when scraped, from the balancer's live view, so they cost nothing per request.
+
+const client = require('prom-client')
+const { PoolMetrics } = require('../../observe/metrics')
+
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60]
+const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
+
+class BalancerMetrics {
+  // view(): { queued, workers: [{ name, slot, state, inFlight }], bodyBytes, bodyBudget }, read
+  // at scrape time.
+  // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
+  constructor (view, pool = null) {
+    // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
+    const shared = pool || new PoolMetrics(() => [], { supervisor: false })
+    const registry = shared.registry
+    const registers = [registry]
+    this.registry = registry
+
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_queue_length',
+      help: 'Requests waiting in the balancer queue for a free worker',
+      registers,
+      collect () { this.set(view().queued) }
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_request_body_bytes',
+      help: 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget',
+      registers,
+      collect () { this.set(view().bodyBytes) }
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_request_body_budget_bytes',
+      help: 'The body budget (--body-budget; 0: no limit)',
+      registers,
+      collect () { this.set(view().bodyBudget) }
+    })
+    this.queueWait = new client.Histogram({
+      name: 'pool_queue_wait_seconds',
+      help: 'Time a request waited in the queue before a worker took it',
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.duration = new client.Histogram({
+      name: 'pool_request_duration_seconds',
+      help: 'Time from a request\'s arrival at the balancer to the end of its response, by status code',
+      labelNames: ['code'],
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.workerBusy = new client.Histogram({
+      name: 'pool_worker_busy_seconds',
+      help: 'Time a worker was held by one request (client upload and download excluded when buffered)',
+      buckets: SECONDS_BUCKETS,
+      registers
+    })
+    this.failures = shared.failures
+    this.redispatches = new client.Counter({
+      name: 'pool_redispatches_total',
+      help: 'Requests sent to another worker after a failure, by reason (refused: not written; died: idempotent retry)',
+      labelNames: ['reason'],
+      registers
+    })
+    this.workerRequests = new client.Counter({
+      name: 'pool_worker_requests_total',
+      help: 'Requests given to each worker slot',
+      labelNames: ['worker'],
+      registers
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_worker_in_flight',
+      help: 'Requests each worker is serving now',
+      labelNames: ['worker'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of view().workers) this.set({ worker: w.name }, w.inFlight)
+      }
+    })
+    this.durationFor = labelled(this.duration, 'code')
+    this.workerRequestsFor = labelled(this.workerRequests, 'worker')
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_worker_state',
+      help: `Each worker slot's state as the balancer sees it: 1 for the current one of ${WORKER_STATES.join(', ')}`,
+      labelNames: ['worker', 'slot', 'state'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of view().workers) {
+          for (const state of WORKER_STATES) this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+        }
+      }
+    })
+  }
+}
+
+// prom-client hashes the label set on every call; the per-request paths use these cached
+// children instead (a handful of status codes and worker names).
+function labelled (metric, label) {
+  const children = new Map()
+  return (value) => {
+    let child = children.get(value)
+    if (!child) {
+      child = metric.labels({ [label]: value })
+      children.set(value, child)
+    }
+    return child
+  }
+}
+
+module.exports = { labelled, BalancerMetrics, WORKER_STATES }

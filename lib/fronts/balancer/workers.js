@@ -1,0 +1,111 @@
+'use strict'
+
+// The balancer's view of the workers: which may be given a request now, and how many each is
+// serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
+// connection only benches a worker briefly, because the supervisor's word on it may be a few
+// milliseconds behind the socket's.
+
+const { ConnectionPool, WorkerGoneError } = require('./upstream')
+
+class WorkerRecord {
+  constructor (snapshot, maxconn) {
+    this.slot = snapshot.slot
+    this.name = snapshot.name || `worker${snapshot.slot}`
+    this.pid = snapshot.pid
+    this.host = snapshot.host || '127.0.0.1'
+    this.port = snapshot.port
+    this.inFlight = 0
+    this.draining = false
+    this.gone = false
+    this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
+    this.benchTimer = null
+    this.awaitingIdle = false // its last answer failed while its app may still be running the request
+    this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
+  }
+
+  // In the pool's words (lib/supervisor/worker-handle.js), seen from the balancer: dead once out of
+  // rotation, ready when it may be given a request, and `benched`, the one state of the
+  // balancer's own: ready, but given nothing for a moment after a refused or reset connection.
+  state () {
+    if (this.gone) return 'dead'
+    if (this.draining) return 'draining'
+    if (this.inFlight > 0) return 'busy'
+    if (this.benched) return 'benched'
+    return 'ready'
+  }
+
+  // Stop talking to this worker: its process is gone or going. What is in flight fails now
+  // (and may be redispatched) rather than when the socket notices.
+  close (reason) {
+    this.gone = true
+    clearTimeout(this.benchTimer)
+    this.connections.destroy(reason)
+  }
+}
+
+class WorkerSet {
+  constructor ({ maxconn, balance }) {
+    this.maxconn = maxconn
+    this.balance = balance
+    this.records = [] // in slot order, so that `first` is a scan from the start
+    this.rrCursor = -1
+  }
+
+  get (slot) { return this.records.find((r) => r.slot === slot) }
+
+  add (snapshot) {
+    const old = this.get(snapshot.slot)
+    if (old) this.remove(old.slot, undefined, new WorkerGoneError(`worker ${old.name} replaced`))
+    const record = new WorkerRecord(snapshot, this.maxconn)
+    this.records.push(record)
+    this.records.sort((a, b) => a.slot - b.slot)
+    return record
+  }
+
+  // Returns the removed record, or undefined if `slot` (with that pid, when both are known)
+  // was not in rotation.
+  remove (slot, pid, reason) {
+    const i = this.records.findIndex((r) => r.slot === slot)
+    if (i < 0) return undefined
+    const record = this.records[i]
+    if (pid !== undefined && record.pid !== undefined && pid !== record.pid) return undefined
+    this.records.splice(i, 1)
+    record.close(reason || new WorkerGoneError(`worker ${record.name} is gone`))
+    return record
+  }
+
+  canTake (record) {
+    return !record.draining && !record.benched && record.inFlight < this.maxconn
+  }
+
+  // The worker the next request goes to, or undefined if none can take one now.
+  pickFree () {
+    const list = this.records
+    if (this.balance === 'rr') {
+      for (let k = 1; k <= list.length; k++) {
+        const i = (this.rrCursor + k) % list.length
+        if (this.canTake(list[i])) { this.rrCursor = i; return list[i] }
+      }
+      return undefined
+    }
+    for (const record of list) if (this.canTake(record)) return record
+    return undefined
+  }
+
+  // Whether some worker could take a request now (pickFree without moving the rr cursor).
+  anyFree () {
+    return this.records.some((r) => this.canTake(r))
+  }
+
+  inFlight () {
+    let n = 0
+    for (const r of this.records) n += r.inFlight
+    return n
+  }
+
+  closeAll (reason) {
+    for (const r of this.records.splice(0)) r.close(reason)
+  }
+}
+
+module.exports = { WorkerSet, WorkerRecord }

@@ -1,0 +1,57 @@
+'use strict'
+
+// The pool's fronts, seen as one (the interface each implements is lib/fronts/front.js). Every call
+// from the supervisor to a front goes through here: so a front that throws from a hook is
+// logged and the others still hear (a worker announced gone but never signalled would be worse
+// than a log line), fronts start one after the other, and each started front is stopped once.
+
+const { NoFront } = require('./front')
+const { StartedInOrder } = require('../supervisor/in-order')
+
+const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
+
+class FrontSet {
+  constructor (fronts, logger) {
+    this.list = fronts.length ? fronts : [new NoFront()]
+    this.logger = logger
+    this.pool = null
+    this.order = new StartedInOrder(this.list, { startOne: (front) => front.start(this.pool), startBound: START_BOUND })
+  }
+
+  // Sync hooks (workerReady, workerGone, stopping): every front is told, whatever one throws.
+  tell (hook, ...args) {
+    for (const front of this.list) {
+      try {
+        front[hook]?.(...args)
+      } catch (err) {
+        this.logger.error({ event: 'front-error', front: front.name, hook, err }, `front ${front.name} failed in ${hook}(): ${err.message}`)
+      }
+    }
+  }
+
+  // Resolves once no front holds a request for the worker any more (or gave up trying).
+  drain (view) {
+    return Promise.allSettled(this.list.map(async (f) => f.drain(view)))
+  }
+
+  async checkScale (n) {
+    for (const front of this.list) await front.checkScale?.(n)
+  }
+
+  // One front after the other, each started one stopped once (lib/supervisor/in-order.js); a stop
+  // waits for a front still starting, up to START_BOUND.
+  start (pool, stillWanted) {
+    this.pool = pool
+    return this.order.start(stillWanted)
+  }
+
+  stop () { return this.order.stop() }
+
+  // For `pool status`: one front's status (or the list of them), and the requests they queue.
+  status () {
+    const all = this.list.map((f) => f.status())
+    return { front: all.length === 1 ? all[0] : all, queue: all.reduce((sum, f) => sum + (Number(f.queue) || 0), 0) }
+  }
+}
+
+module.exports = { FrontSet }

@@ -1,0 +1,250 @@
+'use strict'
+
+// `pool config edge`: the haproxy.cfg of an edge HAProxy in front of a fleet of hosts, each
+// running a pool. The edge holds the one queue of the whole fleet: each host is one server whose
+// maxconn is that host's ready workers, kept true by the host's agent (`pool start
+// --agent-port`), so a request leaves the edge only when a worker is free for it. The text
+// explains itself in comments because operators read haproxy.cfg, not this file.
+
+const net = require('node:net')
+const path = require('node:path')
+const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
+const {
+  timeouts, duration, DEFAULT_PREFIX, PROXY_NAME, bad, camel, checkPath, checkWord, hostPort,
+  globalSection, statsSection
+} = require('./haproxy')
+
+// A host that stops answering its /ping is taken out after FALL failed checks in a row, and
+// put back after RISE good ones.
+const FALL = 2
+const RISE = 2
+
+// lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
+// derived from `prefix`.
+const OPTIONS = {
+  hosts: { flag: 'hosts', kind: 'string', group: 'Fleet', defaultText: 'required', describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start --host --port`) or its nginx listens' },
+  agentPort: { flag: 'agent-port', kind: 'port', group: 'Fleet', defaultText: 'required', describe: 'Port of each host\'s agent (`pool start --agent-port`), which sets the host\'s maxconn to its ready workers' },
+  workers: { flag: 'workers', alias: 'n', kind: 'count', default: 1, group: 'Fleet', describe: 'maxconn of each host until its agent first answers' },
+  agentInter: { flag: 'agent-inter', kind: 'duration', default: 500, group: 'Fleet', describe: 'How often each host\'s agent is asked' },
+  checkInter: { flag: 'check-inter', kind: 'duration', default: 500, group: 'Fleet', describe: `How often each host's /ping is checked; ${FALL} failures in a row take the host out` },
+  timeout: { ...POOL_OPTIONS.timeout, group: 'Fleet', describe: 'The pools\' --timeout; the edge\'s server timeout is set above it' },
+  host: { flag: 'host', kind: 'string', default: '0.0.0.0', group: 'HAProxy', describe: 'Address of the edge\'s HTTP frontend' },
+  port: { flag: 'port', kind: 'port', default: 8080, group: 'HAProxy', describe: 'Port of the edge\'s HTTP frontend' },
+  backend: { flag: 'backend', kind: 'string', default: 'fleet', group: 'HAProxy', describe: 'Backend name; its servers are host1..N in --hosts order' },
+  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker anywhere in the fleet gets a 503' },
+  retries: { flag: 'retries', kind: 'int', default: 3, group: 'HAProxy', describe: 'Times a request is sent again, to another host, when a host refused the connection (or, GET and HEAD only, closed it without an answer)' },
+  statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
+  log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' },
+  prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the socket and pid file' },
+  socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-edge-admin.sock', describe: 'Runtime API socket, for operators' },
+  pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-edge.pid', describe: 'Pid file' },
+  user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
+  group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' }
+}
+
+// RFC 1123 host names: dot-separated labels of letters, digits and inner hyphens.
+const LABEL = '[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?'
+const HOST_NAME = new RegExp(`^(?=.{1,253}$)${LABEL}(?:\\.${LABEL})*\\.?$`)
+const WILDCARD = new Set(['0.0.0.0', '::'])
+
+// One --hosts entry → { address, port, key }: `address` as HAProxy takes it (IPv6 without
+// brackets, hostPort adds them), `key` the same address however it was spelled.
+function parseHost (entry) {
+  const where = `--hosts entry '${entry}'`
+  const example = 'write HOST:PORT, e.g. 10.0.0.5:9001, [2001:db8::5]:9001 or web1.example:9001'
+  let address, port
+  const v6 = /^\[([^\]]*)\](?::(.*))?$/.exec(entry)
+  if (v6) {
+    [, address, port] = v6
+    if (!net.isIPv6(address)) throw bad(`${where}: '${address}' is not an IPv6 address`)
+  } else {
+    const colons = entry.split(':').length - 1
+    if (colons > 1) throw bad(`${where}: an IPv6 address goes in brackets (${example})`)
+    if (colons === 1) [address, port] = entry.split(':')
+    else address = entry
+    if (/^[\d.]+$/.test(address)) {
+      if (!net.isIPv4(address)) throw bad(`${where}: '${address}' is not an IPv4 address`)
+    } else if (!HOST_NAME.test(address)) {
+      throw bad(`${where}: '${address}' is not an IPv4 address or a host name`)
+    }
+  }
+  if (port === undefined || port === '') throw bad(`${where} has no port: ${example}`)
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+    throw bad(`${where}: the port must be 1-65535 (got '${port}')`)
+  }
+  const key = v6 ? new URL(`http://[${address}]/`).hostname.slice(1, -1) : address.toLowerCase().replace(/\.$/, '')
+  if (WILDCARD.has(key)) throw bad(`${where}: ${address} is a wildcard, not the address of a host`)
+  return { address, port: Number(port), key, entry }
+}
+
+// Every entry of --hosts, checked. One address may appear once only: the edge asks the agent
+// at ADDRESS:--agent-port, and that agent speaks for one pool.
+function parseHosts (text) {
+  const entries = text.split(',').map((s) => s.trim())
+  if (entries.some((s) => s === '')) throw bad(`--hosts has an empty entry (got '${text}'): list HOST:PORT entries separated by commas`)
+  const seen = new Map()
+  const hosts = []
+  for (const entry of entries) {
+    const host = parseHost(entry)
+    const first = seen.get(host.key)
+    if (first) {
+      const spellings = first.entry === host.entry ? '' : ` ('${first.entry}', '${host.entry}')`
+      throw bad(first.port === host.port
+        ? `--hosts lists ${hostPort(host.key, host.port)} twice${spellings}`
+        : `--hosts lists the address ${host.key} twice ('${first.entry}', '${host.entry}'): its agent on --agent-port speaks for one pool, so one entry per address`)
+    }
+    seen.set(host.key, host)
+    hosts.push(host)
+  }
+  return hosts
+}
+
+// Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
+function resolveEdgeOptions (input = {}) {
+  const o = resolveOptions(input, OPTIONS)
+  if (o.hosts === undefined) throw bad('--hosts is required: the fleet\'s hosts as HOST:PORT,HOST:PORT,…')
+  if (o.agentPort === undefined) throw bad('--agent-port is required: the port each host\'s agent listens on (`pool start --agent-port`)')
+  o.hosts = parseHosts(o.hosts)
+  if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  for (const flag of ['agent-inter', 'check-inter']) {
+    if (o[camel(flag)] < 1) throw bad(`--${flag} must be at least 1ms (got ${o[camel(flag)]}ms)`)
+  }
+  if (o.port === o.statsPort) throw bad(`--port and --stats-port are both ${o.port}`)
+  for (const flag of ['host', 'user', 'group', 'log']) checkWord(flag, o[flag])
+  o.prefix = checkPath('prefix', o.prefix)
+  o.socket = checkPath('socket', o.socket ?? path.join(o.prefix, 'haproxy-edge-admin.sock'), { unixSocket: true })
+  o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy-edge.pid'))
+  return o
+}
+
+const SOCKET_COMMENTS = {
+  socket: [
+    '    # The runtime API, for operators: `show stat`, `set server`, `disable agent`. mode 600 keeps',
+    '    # everyone but its owner out. expose-fd lets a reload take over the listeners without',
+    '    # dropping any.'
+  ],
+  timeout: '    # Idle limit of an interactive session (`socat readline`, `prompt`).'
+}
+
+function defaultsSection (o, t) {
+  return [
+    'defaults',
+    '    mode http',
+    '    log global',
+    '    option dontlognull',
+    '    # The hosts are on the local network: a connect that takes longer has met a host that is',
+    '    # gone (a lost SYN is only resent after 1s). Failing then lets `retries` try another host.',
+    `    timeout connect ${duration(t.connect)}`,
+    '    # A client must send its request head within this (slowloris).',
+    `    timeout http-request ${duration(t.httpRequest)}`,
+    '    # Longer than queue + server, so a client waiting for its answer is never cut off.',
+    `    timeout client ${duration(t.client)}`,
+    `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
+    `    # Each host's pool owns the request timeout (\`pool start --timeout\`, ${duration(o.timeout)} here): it kills`,
+    '    # a worker that renders too long and answers. The edge must never give up first: it would',
+    '    # free that host\'s slot while the worker is still busy, and send the host a request it has',
+    `    # no worker for. ${duration(t.server - o.timeout)} above --timeout also covers a wait in a host's own queue (keep the`,
+    '    # hosts\' queue timeouts below that).',
+    `    timeout server ${duration(t.server)}`,
+    '    # How long one /ping or agent check may take before it counts as failed.',
+    `    timeout check ${duration(o.checkInter)}`,
+    ''
+  ]
+}
+
+function frontendSection (o) {
+  return [
+    'frontend edge_http',
+    `    bind ${hostPort(o.host, o.port)}`,
+    ...(o.log === 'none' ? [] : ['    option httplog']),
+    '    # The hosts see the client\'s address in X-Forwarded-For (a host running the embedded',
+    '    # balancer passes it on to the app only from peers in its --trust-proxy: list the edge).',
+    '    option forwardfor',
+    `    default_backend ${o.backend}`,
+    ''
+  ]
+}
+
+function serverLines (o) {
+  return o.hosts.map((h, i) => `    server host${i + 1} ${hostPort(h.address, h.port)}`)
+}
+
+function backendSection (o, t) {
+  const downWithin = FALL * 2 * o.checkInter
+  return [
+    `backend ${o.backend}`,
+    '    # leastconn, not first: both take only a host with a free slot (maxconn) and queue here when',
+    '    # none has one, so both keep one queue for the fleet. first would fill host1 to its last',
+    '    # worker before host2 gets anything: its CPUs all busy, its own balancer competing with',
+    '    # them, and a failure of host1 costing most of the requests in flight. leastconn sends each',
+    '    # request to the host running the fewest, which spreads the load and leaves each host',
+    '    # headroom when its agent is late to report a worker gone.',
+    '    balance leastconn',
+    '    # A request whose connection to a host failed is sent to another host at every retry',
+    '    # (`1`). Measured (HAProxy 2.6.12, a host refusing connections): a few ms per request;',
+    '    # without the option, three tries on that same host 1s apart, then a 503.',
+    '    option redispatch 1',
+    `    retries ${o.retries}`,
+    '    # A host that closed the connection without an answer (its pool or machine went down) is',
+    '    # retried on another host too, but only for GET and HEAD: a POST may have been acted on.',
+    '    # No response-timeout: the hosts own the request timeout, and a request that ran out of time',
+    '    # would only run out of time again. A 5xx from a host is its answer and is passed on.',
+    '    # `retries` counts these retries as well.',
+    '    retry-on conn-failure empty-response',
+    '    http-request disable-l7-retry if !METH_GET !METH_HEAD',
+    '    # Requests wait here, in the backend queue, while every host\'s slots are taken.',
+    `    timeout queue ${duration(t.queue)}`,
+    '    # A request goes to a host once its body is here (up to one buffer): a slow upload holds',
+    '    # no host slot, and the request can be sent again whole if it must be retried.',
+    '    option http-buffer-request',
+    '    # A new connection per request: a connect costs a round trip on the local network against',
+    '    # renders of tens of ms, and it removes the race of reusing an idle connection a host is',
+    '    # closing.',
+    '    option http-server-close',
+    '    # No `option abortonclose`, as in `pool config haproxy`: a client that leaves must not free',
+    '    # its host slot while that host\'s worker still renders its request.',
+    '    #',
+    '    # The health check: GET /ping, answered by the host\'s balancer (or nginx) itself, never by a',
+    '    # worker, so a busy host still passes; it answers 503 while the pool stops.',
+    '    option httpchk',
+    '    http-check send meth GET uri /ping',
+    '    http-check expect status 200',
+    `    # check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE}: a host whose /ping fails ${FALL} times in a row is DOWN;`,
+    `    #   ${RISE} good answers bring it back. A host that vanished (no answer within timeout check) is`,
+    `    #   DOWN at most ${duration(downWithin)} after its last good answer (fall × (inter + timeout check)), one that`,
+    `    #   refuses connections sooner. Only this check takes a vanished host out: its agent is gone too.`,
+    `    # agent-check: every ${duration(o.agentInter)}, HAProxy reads one line from the host's agent on port ${o.agentPort}`,
+    '    #   (`pool start --agent-port`), e.g. `up ready maxconn:5`: maxconn follows the host\'s ready',
+    '    #   workers (a reload lowers it while workers are replaced), `drain` (the pool stops) sends',
+    '    #   it nothing new, `down` (no worker ready) takes it out until `up`.',
+    '    #   An agent that does not answer leaves the host as it was. Its `ready` also ends a MAINT set',
+    '    #   on the runtime API: to take a host out by hand, `disable agent BACKEND/hostN` first.',
+    `    # maxconn ${o.workers}: each host's slots until its agent first answers (after every start and reload).`,
+    '    # observe layer4 ... mark-down: a host that refuses a connection (its pool was killed, or has',
+    '    #   stopped listening) is DOWN at once. Without it a refusing host looks like the free one to',
+    '    #   leastconn, and while the others are full every retry goes back to it: hundreds of 503s',
+    '    #   until the check notices (test/integration/fleet.test.js, SIGKILL of a host\'s pool).',
+    `    default-server maxconn ${o.workers} check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 on-error mark-down agent-check agent-port ${o.agentPort} agent-inter ${duration(o.agentInter)}`,
+    ...serverLines(o),
+    ''
+  ]
+}
+
+function edgeConfig (input = {}) {
+  const o = resolveEdgeOptions(input)
+  const t = timeouts(o)
+  const n = o.hosts.length
+  return [
+    `# Edge haproxy.cfg for a fleet of ${n} host${n > 1 ? 's' : ''} (host1..host${n}), one queue for all of them.`,
+    `# Generated by \`pool config edge --hosts ${o.hosts.map((h) => h.entry).join(',')} --agent-port ${o.agentPort}\`; run each host's pool with`,
+    `#   pool start APP --host ADDRESS --port PORT --agent-port ${o.agentPort} --timeout ${duration(o.timeout)}`,
+    '',
+    ...globalSection(o, t, SOCKET_COMMENTS),
+    ...defaultsSection(o, t),
+    ...frontendSection(o),
+    ...backendSection(o, t),
+    ...statsSection(o)
+  ].join('\n')
+}
+
+module.exports = { edgeConfig, resolveEdgeOptions, parseHosts, OPTIONS }

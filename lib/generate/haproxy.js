@@ -1,0 +1,422 @@
+'use strict'
+
+// `pool config haproxy`: a complete haproxy.cfg for a pool of single-request workers, meant to
+// be driven by `pool start --balancer haproxy`. The text explains itself in comments because
+// operators read haproxy.cfg, not this file.
+
+const path = require('node:path')
+const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
+const { poolError, codes } = require('../errors')
+const { parseRoutes, CLASSES } = require('../fronts/balancer/priority')
+
+const DEFAULT_PREFIX = '/run/pool'
+const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
+const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
+
+// lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
+// derived from `prefix`.
+const OPTIONS = {
+  // The pool's own flags, with the pool's defaults, so `pool config` and `pool start` agree.
+  workers: { ...POOL_OPTIONS.workers, group: 'Pool', describe: 'Servers worker1..N (match `pool start -n`)' },
+  maxWorkers: { flag: 'max-workers', kind: 'count', group: 'Pool', defaultText: '--workers', describe: 'Also declare spare servers up to this many, for scaling up at run time' },
+  workerHost: { ...POOL_OPTIONS.workerHost, group: 'Pool' },
+  workerPort: { ...POOL_OPTIONS.workerPort, group: 'Pool' },
+  timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
+  host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
+  port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
+  backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
+  balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
+  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
+  priorityRoutes: { flag: 'priority-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a higher class leaves the queue first' },
+  priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
+  statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
+  prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
+  socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
+  httpSocket: { flag: 'http-socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-http.sock', describe: 'Unix socket of the HTTP frontend, for nginx' },
+  pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy.pid', describe: 'Pid file' },
+  stateFile: { flag: 'state-file', kind: 'string', group: 'Paths', defaultText: 'none', describe: 'Load the servers\' states from this file at each start and reload; the pool keeps it written (`pool start --haproxy-state-file`), so a reload keeps ready workers in service' },
+  socketUser: { flag: 'socket-user', kind: 'string', group: 'Users', describe: 'Owner of the runtime API socket: the user `pool` runs as' },
+  httpSocketUser: { flag: 'http-socket-user', kind: 'string', group: 'Users', defaultText: 'none: mode 666', describe: 'Owner of the HTTP socket, then mode 600: the user nginx\'s workers run as' },
+  user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
+  group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' },
+  log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' }
+}
+
+// Timeouts shared by the HAProxy and nginx configs, so that each layer gives up after the one
+// behind it and the client gets the most precise answer.
+//   pool --timeout T    the pool kills a worker rendering longer than T (and sets it MAINT)
+//   timeout server      T + 30 s: never first, because HAProxy giving up frees the server slot
+//                       while the worker still renders (a second request would then wait in
+//                       the worker behind the first)
+//   timeout queue       how long a request may wait for a free worker (503 after)
+//   timeout client      the client is nginx on this host; it never stalls, so only a bound
+//   nginx read timeout  10 s above the longest HAProxy can take to answer, so that its 502, 503
+//                       or 504 reaches the client, not nginx's: queue + server (the pool gone,
+//                       HAProxy's own 504), or twice queue + T (a GET whose worker the pool
+//                       killed at T is replayed once, and may queue and be killed again)
+function timeouts ({ timeout = 30000, queueTimeout = 10000 } = {}) {
+  const server = timeout + 30000
+  return {
+    request: timeout,
+    connect: 1000,
+    queue: queueTimeout,
+    server,
+    client: queueTimeout + server + 10000,
+    httpRequest: 10000,
+    // Longer than nginx's upstream keepalive_timeout (60 s), so nginx always closes an idle
+    // connection first and never sends a request on one HAProxy is closing.
+    httpKeepAlive: 75000,
+    upstreamKeepAlive: 60000,
+    nginxRead: Math.max(queueTimeout + server, 2 * (queueTimeout + timeout)) + 10000
+  }
+}
+
+function duration (ms) {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+function bad (message) {
+  return poolError(codes.BAD_OPTION, message)
+}
+
+function checkPath (flag, p, { unixSocket = false } = {}) {
+  const abs = path.resolve(p)
+  if (/\s/.test(abs)) throw bad(`--${flag} must not contain spaces (got '${p}')`)
+  if (unixSocket && Buffer.byteLength(abs) > MAX_UNIX_PATH) {
+    throw bad(`--${flag} is ${Buffer.byteLength(abs)} bytes long; a unix socket path may have at most ${MAX_UNIX_PATH} (got '${abs}')`)
+  }
+  return abs
+}
+
+function checkWord (flag, value) {
+  if (value !== undefined && /\s/.test(value)) throw bad(`--${flag} must be one word (got '${value}')`)
+}
+
+// Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
+function resolveHaproxyOptions (input = {}) {
+  const o = resolveOptions(input, OPTIONS)
+  if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  o.maxWorkers = o.maxWorkers ?? o.workers
+  if (o.maxWorkers < o.workers) throw bad(`--max-workers (${o.maxWorkers}) must be at least --workers (${o.workers})`)
+  const lastPort = o.workerPort + o.maxWorkers - 1
+  if (lastPort > 65535) throw bad(`--worker-port ${o.workerPort} + ${o.maxWorkers} servers goes past port 65535`)
+  for (const [flag, p] of [['port', o.port], ['stats-port', o.statsPort]]) {
+    if (p >= o.workerPort && p <= lastPort) throw bad(`--${flag} ${p} is one of the workers' ports ${o.workerPort}-${lastPort}`)
+  }
+  if (o.port === o.statsPort) throw bad(`--port and --stats-port are both ${o.port}`)
+  for (const flag of ['worker-host', 'host', 'socket-user', 'http-socket-user', 'user', 'group']) checkWord(flag, o[camel(flag)])
+  o.prefix = checkPath('prefix', o.prefix)
+  o.socket = checkPath('socket', o.socket ?? path.join(o.prefix, 'haproxy-admin.sock'), { unixSocket: true })
+  o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'), { unixSocket: true })
+  o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy.pid'))
+  if (o.stateFile !== undefined) o.stateFile = checkPath('state-file', o.stateFile)
+  if (o.priorityRoutes !== undefined) {
+    try { o.priorityRules = parseRoutes(o.priorityRoutes) } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
+  }
+  if (o.priorityHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(o.priorityHeader)) throw bad(`--priority-header must be a header name (got '${o.priorityHeader}')`)
+  return o
+}
+
+function camel (flag) {
+  return flag.replace(/-([a-z])/g, (_, c) => c.toUpperCase())
+}
+
+function hostPort (host, port) {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+}
+
+function logLine (target) {
+  if (target === 'none') return []
+  if (target === 'stdout') return ['    log stdout format raw local0']
+  return [`    log ${target} local0`]
+}
+
+// What the runtime API is for in this config, and why its sessions may idle this long.
+const POOL_SOCKET_COMMENTS = {
+  socket: [
+    '    # The runtime API `pool start --balancer haproxy --haproxy-socket` drives: it sets each',
+    '    # server READY, DRAIN or MAINT. `set server` needs level admin; mode 600 keeps everyone but',
+    '    # its owner out. expose-fd lets a reload take over the listeners without dropping any.'
+  ],
+  timeout: '    # Idle limit of an interactive session; the pool opens one connection per command.'
+}
+
+function globalSection (o, t, comments = POOL_SOCKET_COMMENTS) {
+  const owner = (user) => (user ? ` user ${user}` : '')
+  return [
+    'global',
+    ...logLine(o.log),
+    `    pidfile ${o.pidFile}`,
+    ...(o.user ? [`    user ${o.user}`] : []),
+    ...(o.group ? [`    group ${o.group}`] : []),
+    ...comments.socket,
+    `    stats socket ${o.socket} mode 600 level admin expose-fd listeners${owner(o.socketUser)}`,
+    comments.timeout,
+    '    stats timeout 30s',
+    '    # After a reload, the old process may finish what it runs, up to the longest request.',
+    `    hard-stop-after ${duration(t.queue + t.server + 10000)}`,
+    ...(o.stateFile
+      ? ['    # Written by the pool at every state it sets (--haproxy-state-file); read at start and',
+          '    # reload, so the new process keeps READY workers READY instead of the `disabled` below.',
+          '    # Until the pool first runs, the file is missing and HAProxy warns once: harmless.',
+          `    server-state-file ${o.stateFile}`]
+      : []),
+    ''
+  ]
+}
+
+function defaultsSection (o, t) {
+  return [
+    'defaults',
+    '    mode http',
+    ...(o.stateFile ? ['    load-server-state-from-file global'] : []),
+    '    log global',
+    '    option dontlognull',
+    `    # Workers are on this host: a connect that takes longer than this will not succeed, and`,
+    '    # failing fast lets `retries` + `option redispatch` move the request to another worker.',
+    `    timeout connect ${duration(t.connect)}`,
+    '    # The client is nginx on this host, which buffers the whole request first: nothing slow',
+    '    # comes from it. Slow clients are nginx\'s job (its client_*_timeout, send_timeout).',
+    `    timeout http-request ${duration(t.httpRequest)}`,
+    '    # Longer than queue + server, so nginx waiting for an answer is never cut off.',
+    `    timeout client ${duration(t.client)}`,
+    '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
+    `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
+    '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.request) + ' here): it kills a',
+    '    # worker that renders too long and sets it MAINT. HAProxy must never give up first, or it',
+    '    # would free the slot (maxconn 1) while the worker is still busy with the old request.',
+    `    timeout server ${duration(t.server)}`,
+    ''
+  ]
+}
+
+function frontendSection (o) {
+  return [
+    'frontend pool_http',
+    `    bind ${hostPort(o.host, o.port)}`,
+    ...httpSocketBind(o),
+    ...(o.log === 'none' ? [] : ['    option httplog']),
+    `    default_backend ${o.backend}`,
+    ''
+  ]
+}
+
+// nginx's workers open the HTTP socket, and which user they run as depends on how nginx was
+// started (as root: its `user`, nobody by default; otherwise whoever started it). Without
+// --http-socket-user the socket is open to every local user: no less private than the TCP bind
+// above, which any local process can reach, and it works whoever runs nginx.
+function httpSocketBind (o) {
+  if (o.httpSocketUser) {
+    return [
+      `    # nginx reaches HAProxy here (keepalive upstream over a unix socket); its workers run as ${o.httpSocketUser}.`,
+      `    bind unix@${o.httpSocket} mode 600 user ${o.httpSocketUser} name nginx`
+    ]
+  }
+  return [
+    '    # nginx reaches HAProxy here (keepalive upstream over a unix socket). Mode 666: nginx\'s',
+    '    # workers connect as whatever user they run as (nobody when nginx starts as root), and the',
+    '    # TCP bind above is open to every local user anyway. --http-socket-user limits it to one.',
+    `    bind unix@${o.httpSocket} mode 666 name nginx`
+  ]
+}
+
+function serverLines (o) {
+  const lines = []
+  for (let i = 1; i <= o.maxWorkers; i++) {
+    if (i === o.workers + 1) lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
+    lines.push(`    server worker${i} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
+  }
+  return lines
+}
+
+// Decided by measurement; test/generate/haproxy-nginx.test.js repeats it against the real haproxy.
+const ABORT_ON_CLOSE_COMMENT = [
+  '    # No `option abortonclose`, by measurement (HAProxy 2.6.12, one worker rendering 1 s,',
+  '    # request A running, B queued, A\'s client closing at 300 ms, by FIN or by RST):',
+  '    #   without it: A keeps its slot until the worker finishes A; B reaches the worker at',
+  '    #     1001 ms. Never two requests in one worker.',
+  '    #   with it: HAProxy frees the slot at once and sends B to the worker still rendering A',
+  '    #     (two in one worker at 302 ms), which breaks one-request-per-worker.',
+  '    # The price: a request whose client left while it was queued is still rendered (the',
+  '    # option would drop it). `timeout queue` bounds how late such a render can come.'
+]
+
+// Retries as the embedded balancer makes them (lib/fronts/balancer/retry.js), as far as HAProxy 2.6
+// can; measured against the real HAProxy by test/generate/haproxy-retries.test.js.
+const RETRY_LINES = [
+  '    # Retries, each on another worker (`redispatch 1`):',
+  '    #   conn-failure    the connection was refused (a dead worker not yet MAINT): nothing',
+  '    #                   reached a worker, so any method is retried.',
+  '    #   empty-response  the worker closed the connection without answering: it died holding',
+  '    #                   the request. Only GET and HEAD are sent again (disable-l7-retry below):',
+  '    #                   anything else may have been acted on, and gets a 502.',
+  '    # `retries` is one budget for both: HAProxy counts a replay as a retry, and tries a request',
+  '    # at most retries + 1 times. 1, so that a GET that kills every worker it reaches costs two',
+  '    # workers (with 3 it cost four), as in the embedded balancer. The price: a refused connection',
+  '    # is retried once, not three times; with the pool setting a dead worker MAINT within',
+  '    # milliseconds and `observe` below, that one retry lands on a live worker.',
+  '    # A replay needs the whole request in one buffer (tune.bufsize, 16 KB by default): a larger',
+  '    # request is not replayed.',
+  '    option redispatch 1',
+  '    retries 1',
+  '    retry-on conn-failure empty-response',
+  '    http-request disable-l7-retry if !METH_GET !METH_HEAD'
+]
+
+// HAProxy's queue is ordered by class, then arrival: the embedded balancer's priority classes
+// (lib/fronts/balancer/priority.js) as `set-priority-class` rules, high -1, normal 0, low 1. Each
+// matching rule sets the class and the last one wins, so routes go shortest prefix first (the
+// longest match wins) and the header last (it wins over a route).
+const CLASS_NUMBER = { high: -1, normal: 0, low: 1 }
+
+function priorityLines (o) {
+  if (!o.priorityRules && !o.priorityHeader) return []
+  const lines = ['    # Priority classes: a lower class leaves the queue first; within a class, arrival order.']
+  for (const { prefix, cls } of [...(o.priorityRules || [])].reverse()) {
+    lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[CLASSES[cls]]}) if { path_beg ${prefix} }`)
+  }
+  if (o.priorityHeader) {
+    const h = o.priorityHeader.toLowerCase()
+    lines.push('    # The header is believed only from nginx (the unix socket, its bind named nginx) and this host.')
+    lines.push('    acl pool_trusted_peer src 127.0.0.1 ::1', '    acl pool_trusted_peer so_name nginx')
+    for (const name of CLASSES) lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[name]}) if pool_trusted_peer { req.hdr(${h}) -i ${name} }`)
+  }
+  return lines
+}
+
+function backendSection (o, t) {
+  return [
+    `backend ${o.backend}`,
+    `    balance ${o.balance}`,
+    ...RETRY_LINES,
+    '    # Requests wait here, in the backend queue, while every worker is busy.',
+    `    timeout queue ${duration(t.queue)}`,
+    ...priorityLines(o),
+    '    # A new connection per request: a connect is ~0.1 ms on loopback against renders of tens',
+    '    # of ms, and it removes the race of reusing an idle connection the worker is closing. Each',
+    '    # request is then a fresh connect, which is what `observe layer4` judges.',
+    '    option http-server-close',
+    ...ABORT_ON_CLOSE_COMMENT,
+    '    # maxconn 1: each worker takes one request at a time; the rest queue above.',
+    '    # disabled: every server starts in MAINT and gets traffic only once the pool sets it',
+    '    #   READY (`pool start --balancer haproxy`), so nothing is sent to a worker still booting.',
+    '    # observe layer4 ... mark-down: the second line of defence when a worker dies: its first',
+    '    #   refused connection marks it DOWN (MAINT from the pool on exit is the first line). HAProxy',
+    '    #   only observes servers that have `check`; without it `observe` silently does nothing.',
+    '    # check: a TCP connect every 2 s; a dead worker is DOWN within one interval even when the',
+    '    #   pool itself is gone. The kernel accepts the connect, so a busy worker still passes.',
+    '    default-server maxconn 1 disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down',
+    ...serverLines(o),
+    ''
+  ]
+}
+
+function statsSection (o) {
+  return [
+    'frontend stats',
+    `    bind 127.0.0.1:${o.statsPort}`,
+    '    no log',
+    '    http-request use-service prometheus-exporter if { path /metrics }',
+    '    stats enable',
+    '    stats uri /',
+    '    stats refresh 5s',
+    '    stats show-legends',
+    ''
+  ]
+}
+
+function haproxyConfig (input = {}) {
+  const o = resolveHaproxyOptions(input)
+  const t = timeouts(o)
+  return [
+    ...header(o),
+    '',
+    ...globalSection(o, t),
+    ...defaultsSection(o, t),
+    ...frontendSection(o),
+    ...backendSection(o, t),
+    ...statsSection(o)
+  ].join('\n')
+}
+
+// The header says how to start HAProxy and the pool on this file, with every `pool start` flag
+// that must agree with it spelled out (a default left implicit is one that can drift).
+function header (o) {
+  const poolUser = o.socketUser ?? 'the user that started HAProxy'
+  return [
+    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} on ${hostPort(o.workerHost, o.workerPort)} and up).`,
+    `# Generated by \`${generatedBy(o)}\`.`,
+    '# Start HAProxy on this file (FILE), as root or as the pool\'s user (systemd\'s haproxy.service',
+    '# does it for /etc/haproxy/haproxy.cfg); stop it by its pid file:',
+    `#   mkdir -p ${o.prefix} && haproxy -D -f FILE`,
+    `#   kill $(cat ${o.pidFile})`,
+    `# Then the pool, as ${poolUser} (the runtime API socket is mode 600, theirs), with`,
+    '# every setting that must match this file:',
+    `#   ${poolStartLine(o)}`,
+    ...(poolStatsClash(o)
+      ? [`#   (--stats-port 0: the pool's /status would default to --worker-port - 2 = ${o.workerPort - 2}, which`,
+          '#   HAProxy takes here; give it a free port instead.)']
+      : []),
+    `# nginx in front: \`pool config nginx --haproxy-http-socket ${o.httpSocket}\`.`
+  ]
+}
+
+function poolStartLine (o) {
+  return ['pool', 'start', 'APP', ...poolStartArgs(o)].join(' ')
+}
+
+// The `pool start` flags that must agree with the config of options `o` (resolved), as an argv.
+// scripts/demo-stack.js starts its pool with them too.
+function poolStartArgs (o) {
+  const args = ['-n', String(o.workers)]
+  if (o.workerHost !== POOL_OPTIONS.workerHost.default) args.push('--worker-host', o.workerHost)
+  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout),
+    '--balancer', 'haproxy', '--haproxy-socket', o.socket, '--haproxy-backend', o.backend)
+  if (o.stateFile) args.push('--haproxy-state-file', o.stateFile)
+  if (poolStatsClash(o)) args.push('--stats-port', '0')
+  return args
+}
+
+// `pool start --balancer haproxy` listens for its own /status and /metrics on --worker-port − 2
+// unless told otherwise (lib/cli/start.js).
+function poolStatsClash (o) {
+  return [o.port, o.statsPort].includes(o.workerPort - 2)
+}
+
+// The `pool config haproxy` command line that prints this config: every setting that is not
+// its default.
+function generatedBy (o) {
+  const words = ['pool config haproxy', `-n ${o.workers}`]
+  const derived = {
+    maxWorkers: o.workers,
+    socket: path.join(o.prefix, 'haproxy-admin.sock'),
+    httpSocket: path.join(o.prefix, 'haproxy-http.sock'),
+    pidFile: path.join(o.prefix, 'haproxy.pid')
+  }
+  for (const [name, spec] of Object.entries(OPTIONS)) {
+    if (name === 'workers' || o[name] === undefined) continue
+    const byDefault = name in derived ? derived[name] : spec.default
+    if (o[name] === byDefault) continue
+    words.push(`--${spec.flag} ${spec.kind === 'duration' ? duration(o[name]) : o[name]}`)
+  }
+  return words.join(' ')
+}
+
+module.exports = {
+  haproxyConfig,
+  resolveHaproxyOptions,
+  poolStartArgs,
+  timeouts,
+  duration,
+  OPTIONS,
+  DEFAULT_PREFIX,
+  // Shared with the fleet's edge config (lib/generate/edge.js).
+  PROXY_NAME,
+  bad,
+  camel,
+  checkPath,
+  checkWord,
+  hostPort,
+  globalSection,
+  statsSection
+}

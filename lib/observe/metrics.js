@@ -1,0 +1,70 @@
+'use strict'
+
+// The pool's own Prometheus metrics, in a registry of its own (several pools, or tests, may
+// live in one process), in every mode: restarts per slot, the pool's failures (hung workers,
+// failed boots, given-up slots), each slot's state, RSS and CPU time, and the supervisor's own
+// process (CPU, memory, event-loop lag: prom-client's default metrics, prefixed pool_supervisor_). A front adds its series to the same
+// registry when it starts (lib/fronts/front.js), and counts its own failures in the same
+// pool_failures_total, so that one scrape has everything.
+
+const client = require('prom-client')
+
+const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'given-up']
+
+class PoolMetrics {
+  // workers(): the pool's worker snapshots, with `cpu` when known, read at scrape time.
+  // supervisor: false leaves out the supervisor's process metrics (a balancer tested alone).
+  constructor (workers, { supervisor = true } = {}) {
+    const registry = new client.Registry()
+    const registers = [registry]
+    this.registry = registry
+    if (supervisor) client.collectDefaultMetrics({ register: registry, prefix: 'pool_supervisor_' })
+    this.failures = new client.Counter({
+      name: 'pool_failures_total',
+      help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up, worker_channel_broken, worker_spawn_failed (a fork failed: EMFILE, EAGAIN...), out_of_descriptors (a connection refused to keep file descriptors for the workers); the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, body_budget, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
+      labelNames: ['reason'],
+      registers
+    })
+    this.restarts = new client.Counter({
+      name: 'pool_worker_restarts_total',
+      help: 'Times each worker slot was started again after its first start',
+      labelNames: ['worker'],
+      registers
+    })
+    new client.Gauge({ // eslint-disable-line no-new
+      name: 'pool_worker_process_state',
+      help: `Each worker slot's state as the supervisor sees it: 1 for the current one of ${STATES.join(', ')}`,
+      labelNames: ['worker', 'slot', 'state'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of workers()) {
+          for (const state of STATES) this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+        }
+      }
+    })
+    const perWorker = (name, help, value) => new client.Gauge({
+      name,
+      help,
+      labelNames: ['worker'],
+      registers,
+      collect () {
+        this.reset()
+        for (const w of workers()) {
+          const v = value(w)
+          if (v !== null && v !== undefined) this.set({ worker: w.name }, v)
+        }
+      }
+    })
+    perWorker('pool_worker_rss_bytes', 'Resident memory of each worker\'s process, as it last reported it', (w) => w.rss)
+    // A gauge: the process's CPU time restarts at 0 with each new process; deriv() gives its use.
+    perWorker('pool_worker_cpu_seconds', 'CPU time used by each worker\'s current process (from /proc; 0 again after a restart)', (w) => w.cpu ? (w.cpu.user + w.cpu.system) / 1e6 : null)
+  }
+
+  // A process started in a slot; from the second on, a restart. The series exists from the first.
+  spawned (w) { this.restarts.inc({ worker: w.name }, w.restarts > 0 ? 1 : 0) }
+
+  failed (reason) { this.failures.inc({ reason }) }
+}
+
+module.exports = { PoolMetrics }

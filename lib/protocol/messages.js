@@ -1,0 +1,67 @@
+'use strict'
+
+// The vocabulary between the supervisor and its workers, in one place so both sides agree (how
+// messages travel, framed on the pool channel: lib/protocol/channel.js). Every message is a small
+// plain object with a `type` and the protocol version `v`.
+
+const VERSION = 1
+
+// worker → supervisor
+const READY = 'ready' //           { port }                 listening, may take requests
+const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
+const BUSY = 'busy' //             { method, url }          a request started
+const IDLE = 'idle' //             { rss, requests }        the request ended
+const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle
+const QUEUED = 'queued' //         { waiting }              a request found the worker busy
+
+// supervisor → worker
+const STOP = 'stop' //             finish the running request, close, exit 0
+
+function message (type, fields = {}) {
+  return { v: VERSION, type, ...fields }
+}
+
+function isPoolMessage (msg) {
+  return msg !== null && typeof msg === 'object' && msg.v === VERSION && typeof msg.type === 'string'
+}
+
+// A worker's message as the supervisor may trust it, or null. The app runs in the worker and
+// can write well-framed messages to the channel itself, so every field is checked and copied,
+// never used as sent: a message the supervisor cannot use is dropped, not a reason to throw.
+const MAX_TEXT = 8192
+const MAX_STACK = 65536
+const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
+const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
+const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null
+
+const WORKER_MESSAGES = {
+  [READY]: () => ({}),
+  [BUSY]: (m) => typeof m.method === 'string' && typeof m.url === 'string' ? { method: text(m.method, 64), url: text(m.url) } : null,
+  [IDLE]: (m) => count(m.requests) === undefined ? null : { rss: bytes(m.rss), requests: m.requests },
+  [HEARTBEAT]: (m) => ({ rss: bytes(m.rss) }),
+  [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting } : null,
+  [BOOT_ERROR]: (m) => {
+    const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
+    return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
+  }
+}
+
+function parseWorkerMessage (m) {
+  if (!isPoolMessage(m) || !Object.hasOwn(WORKER_MESSAGES, m.type)) return null
+  const fields = WORKER_MESSAGES[m.type](m)
+  return fields && { v: VERSION, type: m.type, ...fields }
+}
+
+// Errors cross the channel as plain data, cut to what the supervisor keeps, so that the message
+// always fits in a frame.
+function serializeError (err) {
+  if (!(err instanceof Error)) return { message: asText(err, MAX_TEXT), stack: asText(err, MAX_STACK) }
+  return { message: asText(err.message, MAX_TEXT), stack: asText(err.stack || err, MAX_STACK), code: typeof err.code === 'string' ? err.code.slice(0, 64) : undefined }
+}
+
+// Whatever the app threw, as text (String() throws for an object without a usable toString).
+function asText (v, max) {
+  try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
+}
+
+module.exports = { VERSION, MAX_TEXT, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }

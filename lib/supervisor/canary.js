@@ -1,0 +1,60 @@
+'use strict'
+
+// The first step of a reload: one process of the new code boots on an ephemeral port, outside
+// every slot and front. If it cannot become ready, the reload stops there and every old worker
+// keeps serving: a deploy of broken code costs no capacity at all. The canary only watches one
+// process; the supervisor forks it, routes its events here and asks `check` each tick.
+
+class Canary {
+  constructor ({ now, bootTimeout, signal }) {
+    this.child = null // set by the supervisor once forked
+    this.spawnedAt = now
+    this.bootTimeout = bootTimeout
+    this.signalChild = signal
+    this.readyAt = null
+    this.error = null // the app's own boot error, if it sent one
+    this.exit = null // { code, signal }
+  }
+
+  get alive () { return this.exit === null }
+
+  onMessage (m, now) {
+    if (m.type === 'ready' && this.readyAt === null) this.readyAt = now
+    if (m.type === 'boot-error') this.error = m.error
+  }
+
+  onExit (code, signal) { this.exit = { code, signal } }
+
+  // The new code broke the pool channel (lib/protocol/channel.js): it cannot be supervised, so it
+  // failed.
+  onChannelBroken (problem) {
+    this.error = this.error || { message: `the new code broke the pool channel: ${problem}` }
+    this.kill()
+  }
+
+  // Its fork failed (EMFILE, EAGAIN): no process ran.
+  onSpawnError (err) {
+    this.error = { message: `cannot start a process of the new code: ${err.message}`, code: err.code }
+    this.exit = { code: null, signal: null }
+  }
+
+  // 'booting', 'ready', or { failed: { message, stack } }. Ready or failed, it is killed: it
+  // served its purpose.
+  check (now) {
+    if (this.readyAt !== null) { this.kill(); return 'ready' }
+    if (this.exit) return { failed: this.error || { message: `the new code exited before becoming ready (${describeExit(this.exit)})` } }
+    if (now - this.spawnedAt > this.bootTimeout) {
+      this.kill()
+      return { failed: { message: `the new code was not ready within ${this.bootTimeout} ms (boot timeout)` } }
+    }
+    return 'booting'
+  }
+
+  kill () { if (this.alive) this.signalChild(this.child, 'SIGKILL') }
+}
+
+function describeExit ({ code, signal }) {
+  return signal ? `signal ${signal}` : `code ${code}`
+}
+
+module.exports = { Canary }

@@ -1,0 +1,482 @@
+'use strict'
+
+// The supervisor, in the manner of gunicorn's arbiter: event sources (child exits, worker messages,
+// front callbacks, commands) only record what happened and ask for a tick. One `tick()` then
+// handles what was recorded, carries out what each worker's handle says is overdue, and
+// reconciles the live workers with the wanted set: the target size, the current code
+// generation, recycling, respawns. No feature keeps a timer of its own, and nothing outside the
+// tick signals, forks or drains. A worker's own policy (deadlines, escalation, backoff, what an
+// exit was) is its handle's (lib/supervisor/worker-handle.js).
+
+const { EventEmitter } = require('node:events')
+const msg = require('../protocol/messages')
+const { Reconciler } = require('./reconcile')
+const { Reload } = require('./reload')
+const { resolvePoolOptions } = require('../options/pool')
+const { workerCeiling } = require('../options/table')
+const { createLogger } = require('../logger')
+const { FrontSet } = require('../fronts/front-set')
+const { PoolListeners } = require('../observe/listeners')
+const { PoolPhase } = require('./phase')
+const { Remnants } = require('./process-group')
+const { WorkerReport } = require('./worker-report')
+const { PoolMetrics } = require('../observe/metrics')
+const { SYSTEM, resolveApp, checkWorkerPorts } = require('./spawn')
+const { poolError, codes } = require('../errors')
+const descriptors = require('../net/descriptors')
+
+const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
+const RECENT_EXITS = 20 // kept for /status and the status page
+
+class Pool extends EventEmitter {
+  // `system` (tests only): fork, signal, captureRemnant, bindError and now(), the pool's only
+  // ways to reach processes, ports and the clock (lib/supervisor/spawn.js SYSTEM).
+  constructor (options = {}, { system = SYSTEM } = {}) {
+    super()
+    const { options: resolved, createFront } = resolvePoolOptions(options)
+    this.options = resolved
+    this.ceiling = workerCeiling(this.options) // { max, why }: -n and scale stay within it
+    if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
+    this.system = system
+    this.app = resolveApp(this.options.app, this.options.cwd)
+    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
+    this.metrics = new PoolMetrics(() => this.measuredWorkers()) // fronts add theirs (lib/fronts/front.js)
+    // Each happening in a worker's life, told once: log line, metric, event.
+    this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
+    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
+    this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
+    this.reconciler = new Reconciler(this) // the live set against the wanted set, from the tick
+    this.target = this.options.workers
+    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/net/descriptors.js)
+    this.handles = new Map() // slot → WorkerHandle
+    this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
+    this.reloading = null // the Reload in progress
+    this.canaries = new Set() // canary processes still running: a stop waits for them too
+    this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
+    this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
+    this.events = []
+    this.tickScheduled = false
+    this.timer = null
+    this.unclean = false // the stop had to signal a worker
+    this.recentExits = [] // the last worker exits, newest first
+    this.startedAt = null
+  }
+
+  get phase () { return this.life.name }
+  get failure () { return this.life.failure }
+
+  // ── public API: checks at once, acts in the tick ──────────────────────────────────────────
+
+  // Resolves when every slot is ready or given up and at least one is ready. Rejects when the
+  // app cannot boot at all, a worker port is taken, or a front refuses to start.
+  async start () {
+    this.life.begin()
+    this.startedAt = this.now()
+    this.slotsWithoutProcess = this.target
+    descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
+    try {
+      await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
+      this.life.assertStarting()
+      await this.listeners.start()
+      this.life.assertStarting()
+      await this.fronts.start(this, () => this.life.is('starting'))
+      this.life.assertStarting()
+    } catch (err) {
+      if (this.life.abandon()) await this.listeners.stop()
+      descriptors.budget.untrack(this)
+      throw err
+    }
+    const started = this.life.untilRunning()
+    this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
+    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
+      `starting ${plural(this.target, 'worker')} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
+    this.wake()
+    return started
+  }
+
+  // Graceful: stop giving work, let running requests finish up to `timeout`, then TERM, then
+  // KILL. Resolves { clean } where clean is false when this stop had to signal a worker, once
+  // the processes the workers' apps left behind are gone too (process-group.js).
+  stop ({ timeout = this.options.gracefulTimeout } = {}) {
+    const { promise, began } = this.life.stop()
+    if (began) this.enqueue({ type: 'stop', timeout })
+    return promise
+  }
+
+  // Immediate: SIGKILL every worker, and what their apps left running (a second Ctrl-C).
+  kill () {
+    if (this.life.is('idle', 'stopped')) return this.stop()
+    const stopped = this.stop({ timeout: 0 })
+    this.enqueue({ type: 'kill' })
+    return stopped
+  }
+
+  workers () {
+    const now = this.now()
+    return this.slots().map((h) => h.snapshot(now))
+  }
+
+  // Replace every worker with one running the code now on disk, without failing a request.
+  async reload () {
+    this.life.assertRunning('reload')
+    if (this.reloading) throw poolError(codes.BUSY, 'a reload is already running')
+    const reload = new Reload({ now: this.now(), logger: this.logger })
+    this.reloading = reload
+    this.logger.info({ event: 'reload', workers: this.target }, `reloading ${plural(this.target, 'worker')}`)
+    const clear = () => { if (this.reloading === reload) this.reloading = null }
+    reload.done.then(clear, clear)
+    this.wake()
+    return reload.done
+  }
+
+  // Grow or shrink the pool. Shrinking drains the highest slots first.
+  async scale (n) {
+    this.life.assertRunning('scale')
+    if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
+    if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
+    if (n > this.ceiling.max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: above ${this.ceiling.why}; start the pool with a higher --max-workers (0: no ceiling)`)
+    await this.fronts.checkScale(n)
+    await this.checkNewPorts(n)
+    this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
+    const from = this.target
+    this.target = n // read by the next tick's reconcile
+    this.logger.info({ event: 'scale', from, to: n }, `scaling from ${from} to ${plural(n, 'worker')}`)
+    await this.until(() => {
+      if (this.target !== n) return true // a later scale took over; it reports its own outcome
+      const slots = this.slots()
+      return slots.length === n && slots.every((h) => h.slot <= n && (h.ready || h.state === 'given-up'))
+    })
+    if (this.target !== n) throw poolError(codes.BUSY, `scaling to ${n} was superseded by a scale to ${this.target}`)
+    return { from, to: n }
+  }
+
+  // Replace one slot's worker with a new process, as --max-requests does: through the one drain
+  // path (its running request finishes; at most --reload-batch slots out of service at once).
+  // Resolves once the slot's new worker is ready.
+  async recycle (slot) {
+    this.life.assertRunning('recycle')
+    const h = this.recyclable(slot)
+    const { pid: oldPid, generation } = h
+    const began = this.now()
+    this.enqueue({ type: 'recycle', handle: h, child: h.child })
+    const replaced = () => h.generation > generation && h.ready
+    await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
+    if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
+    if (!replaced()) throw poolError(codes.BOOT_FAILED, `slot ${slot}'s new worker failed to boot and the slot gave up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)
+    return { slot, oldPid, newPid: h.pid, ms: this.now() - began }
+  }
+
+  // The handle of `slot` when it has a serving worker to recycle; a PoolError saying why not.
+  recyclable (slot) {
+    if (!Number.isInteger(slot) || slot < 1) throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
+    const h = this.handles.get(slot)
+    if (!h || slot > this.target) throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
+    if (h.state === 'given-up') throw poolError(codes.BAD_OPTION, `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle (it tries again after --given-up-retry, or on pool reload)`)
+    if (!h.ready) throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
+    return h
+  }
+
+  // New slots' ports must be free now, or the answer would be "scaled" and the slot give up. One
+  // scale's checks at a time: two probing the same port at once would each find it taken.
+  checkNewPorts (n) {
+    const check = async () => {
+      const added = Array.from({ length: n }, (_, i) => i + 1).filter((slot) => !this.handles.has(slot))
+      await checkWorkerPorts(this.system, { host: this.options.workerHost, slots: added, ports: added.map((slot) => this.portOf(slot)), ours: (slot) => this.handles.has(slot) })
+    }
+    this.portChecks = (this.portChecks ?? Promise.resolve()).catch(() => {}).then(check)
+    return this.portChecks
+  }
+
+  status () {
+    const { front, queue } = this.fronts.status()
+    const outdated = this.reloading ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.generation ?? Infinity) && !h.drain).length : 0
+    return {
+      pid: process.pid,
+      app: this.app,
+      phase: this.phase,
+      target: this.target,
+      front,
+      queue,
+      ...this.listeners.urls(),
+      reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
+      workers: this.measuredWorkers(),
+      recentExits: this.recentExits.slice()
+    }
+  }
+
+  // The snapshots with the CPU time each running process has used (`pool status --watch`, the
+  // status page, /metrics), read from /proc when asked for.
+  measuredWorkers () {
+    return this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
+  }
+
+  portOf (slot) { return this.options.workerPort + slot - 1 }
+  now () { return this.system.now() }
+
+  // ── event sources: record and wake ────────────────────────────────────────────────────────
+
+  enqueue (event) {
+    this.events.push(event)
+    this.wake()
+  }
+
+  wake () {
+    if (this.tickScheduled) return
+    this.tickScheduled = true
+    setImmediate(() => this.tick())
+  }
+
+  // Resolves once `done()` holds, checked after every tick; rejects if the pool stops first.
+  until (done) {
+    const waiting = this.life.until(done)
+    this.wake()
+    return waiting
+  }
+
+  // ── the loop ──────────────────────────────────────────────────────────────────────────────
+
+  tick () {
+    this.tickScheduled = false
+    const now = this.now()
+    // Taken a batch at a time (shift() would make a busy tick quadratic); events enqueued while
+    // handling come in the next batch.
+    while (this.events.length > 0) {
+      const batch = this.events
+      this.events = []
+      for (const event of batch) this.handleEvent(event, now)
+    }
+    for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
+    this.remnants.sweep(now)
+    this.reconciler.advanceReload(now)
+    this.reconciler.reconcile(now)
+    this.checkProgress(now)
+  }
+
+  handleEvent (event, now) {
+    if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
+    switch (event.type) {
+      case 'stop': return this.onStop(event.timeout)
+      case 'kill': return this.onKill(now)
+      case 'canary-message': return event.canary.onMessage(event.message, now)
+      case 'canary-channel-broken': this.report.canaryChannelBroken(event.pid, event.problem); return event.canary.onChannelBroken(event.problem)
+      case 'canary-exit': event.canary.onExit(event.code, event.signal); this.canaries.delete(event.canary); return
+      case 'canary-spawn-error': event.canary.onSpawnError(event.error); this.canaries.delete(event.canary); return
+    }
+    const h = event.handle
+    // A child's last message may be read after its 'exit' (when a process its app started holds
+    // the channel open): keep its boot error.
+    if (event.child !== h.child && event.child === h.previousChild && event.message?.type === msg.BOOT_ERROR) {
+      return this.onBootError(h, event.message.error)
+    }
+    // Events from a process that no longer holds the slot are history, not news.
+    if (event.child !== h.child) return
+    if (event.type === 'exit') return this.onExit(h, event, now)
+    if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
+    if (event.type === 'warmed') return this.onReady(h, now)
+    if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
+    if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
+    if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
+    if (event.type === 'message') return this.onMessage(h, event.message, now)
+    if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
+  }
+
+  onMessage (h, m, now) {
+    h.lastSeen = now
+    switch (m.type) {
+      case msg.READY: return this.onReady(h, now)
+      case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
+      case msg.IDLE: h.finished(m); return this.fronts.tell('workerIdle', this.report.idle(h, now))
+      case msg.HEARTBEAT: return h.measured(m.rss)
+      case msg.QUEUED: h.queued++; return this.report.queued(h, now, m.waiting)
+      case msg.BOOT_ERROR: return this.onBootError(h, m.error)
+    }
+  }
+
+  // The worker listens; with --warmup, it is ready once warmed up ('warmed' comes back here).
+  onReady (h, now) {
+    if (this.options.warmup.length > 0 && h.beganWarmup()) return this.warmUp(h, now)
+    if (!h.becameReady(now)) return
+    this.fronts.tell('workerReady', this.report.ready(h, now))
+    this.reloading?.slotReady(h)
+  }
+
+  warmUp (h, now) {
+    const { warmup: paths, warmupRequests: count, timeout } = this.options
+    this.report.warming(h, now)
+    const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
+    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done('warmed'), (err) => done('warmup-failed', err))
+  }
+
+  // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
+  onWarmupFailed (h, err) {
+    h.lastError = { message: `warm-up failed: ${err.message}` }
+    this.report.bootError(h, h.lastError)
+    this.announceGone(h)
+    h.kill('warmup-failed')
+  }
+
+  // What came on the worker's channel was not a frame (garbage, or more than a frame may hold):
+  // the app broke the channel, and a worker that cannot be heard cannot be supervised. It is
+  // killed and its slot respawns with backoff, like a crash.
+  onChannelBroken (h, problem) {
+    this.report.channelBroken(h, problem)
+    if (h.readyAt === null) h.lastError = h.lastError || { message: `broke the pool channel: ${problem}` }
+    this.announceGone(h)
+    h.kill('channel-broken')
+  }
+
+  onBootError (h, error) {
+    h.lastError = error
+    this.report.bootError(h, error)
+    if (error.code === 'EADDRINUSE' && this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
+  }
+
+  onExit (h, { code, signal }, now) {
+    const pid = h.pid
+    const wasReady = h.readyAt !== null
+    this.announceGone(h)
+    const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
+    const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
+    this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: now })
+    this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
+    if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
+    if (outcome.next === 'given-up') this.report.gaveUp(h)
+    if (outcome.next === 'respawn') this.report.respawnScheduled(h)
+  }
+
+  // The fork failed (thrown by fork(), or the child's 'error' without a pid): nothing the app
+  // did. No boot failure is counted: the slot tries again with its backoff, however often.
+  onSpawnError (h, err, now) {
+    h.spawnFailed({ message: `cannot fork a worker process: ${err.message}`, code: err.code, errno: err.errno, syscall: err.syscall }, now)
+    this.report.spawnError(h, err)
+  }
+
+  bootFailed (h, view) {
+    this.report.bootFailed(h, view)
+    // A process of the code being rolled out died before ready: the reload stops here.
+    if (this.reloading?.rolling && h.codeGeneration === this.reloading.generation) {
+      this.reloading.abort(h.lastError || { message: `slot ${h.slot}'s new worker exited before becoming ready` })
+    }
+  }
+
+  // What a handle says is overdue, done in the order the world needs: fronts hear of a worker
+  // going before the signal, so no new request races it.
+  carryOut (h, action, now) {
+    if (!action) return
+    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP))
+    this.report.overdue(h, action, now)
+    if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
+    if (action.reason === 'boot-timeout') h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
+    this.announceGone(h)
+    if (action.do === 'term') h.terminate()
+    else h.kill(action.reason)
+  }
+
+  announceGone (h) {
+    if (h.goneAnnounced) return
+    h.goneAnnounced = true
+    const view = h.snapshot()
+    this.fronts.tell('workerGone', view)
+  }
+
+  // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
+  // does not make the stop that follows unclean.
+  noteSignalled () {
+    if (this.life.is('stopping')) this.unclean = true
+  }
+
+  // ── commands ──────────────────────────────────────────────────────────────────────────────
+
+  onStop (timeout) {
+    this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
+    this.emit('stopping')
+    this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
+    this.fronts.tell('stopping')
+    // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
+    // if they come sooner.
+    for (const h of this.handles.values()) this.beginDrain(h, { reason: 'stop', timeout })
+  }
+
+  onKill (now) {
+    for (const h of this.handles.values()) {
+      if (!h.alive) continue
+      this.unclean = true
+      this.announceGone(h)
+      h.kill('pool-killed')
+    }
+    for (const c of this.canaries) c.kill()
+    this.remnants.killAll(now)
+  }
+
+  // ── draining: the one path for stop, reload, scale-down and recycling ─────────────────────
+
+  beginDrain (h, { reason, timeout = this.options.gracefulTimeout }) {
+    if (!h.alive) return
+    const now = this.now()
+    const serving = h.ready
+    if (!h.startDrain(reason, now, timeout)) return
+    const view = this.report.draining(h, reason, now)
+    if (!serving) return
+    const child = h.child
+    this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
+  }
+
+  // ── the wanted set (the steps that act on it: lib/supervisor/reconcile.js) ─────────────────────
+
+  slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
+  wanted () { return this.slots().filter((h) => h.slot <= this.target) }
+
+  // ── progress of start and stop ────────────────────────────────────────────────────────────
+
+  checkProgress (now) {
+    const handles = this.slots()
+    if (this.life.is('starting', 'running')) {
+      const wanted = this.wanted()
+      if (wanted.length > 0 && wanted.every((h) => h.state === 'given-up')) return this.fail(this.bootFailure())
+    }
+    if (this.life.is('starting') && handles.length >= this.target && handles.every((h) => h.ready || h.state === 'given-up')) {
+      const ready = handles.filter((h) => h.ready).length
+      this.logger.info({ event: 'started', ready, workers: this.target, ms: now - this.startedAt }, `${ready}/${this.target} workers ready`)
+      this.life.running(this)
+    }
+    this.life.settle()
+    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.remnants.size === 0) this.finishStop()
+  }
+
+  bootFailure () {
+    const h = this.slots().find((x) => x.lastError) || {}
+    const appError = h.lastError || { message: 'workers exited before becoming ready' }
+    const headline = `the app failed to boot in every slot (${this.target} gave up)`
+    return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { details: { headline, appError } })
+  }
+
+  // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.
+  fail (err) {
+    if (this.life.failure) return
+    this.life.failure = err
+    if (this.life.is('starting')) {
+      const waiter = this.life.startWaiter
+      this.stop({ timeout: 0 }).then(() => waiter.reject(err))
+    } else {
+      this.logger.fatal({ event: 'failed', code: err.code }, err.message)
+      this.emit('failed', err)
+      this.stop()
+    }
+  }
+
+  async finishStop () {
+    this.life.end()
+    clearInterval(this.timer)
+    descriptors.budget.untrack(this)
+    await this.fronts.stop()
+    await this.listeners.stop()
+    const clean = !this.unclean && !this.life.failure
+    this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
+    this.emit('stopped', { clean })
+    this.life.ended({ clean })
+  }
+}
+
+function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
+
+module.exports = { Pool }

@@ -1,0 +1,355 @@
+'use strict'
+
+// One object per slot: which process holds the slot, in which state, until when, and what
+// happens when that time comes. The policy of a worker's life is the handle's own: the deadline
+// of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
+// slot may start again. The supervisor (lib/supervisor/pool.js) asks the handle and acts on its
+// answers where other parties are concerned (fronts hear of a kill before the signal, events,
+// logs); it never re-implements them.
+//
+// States and the only changes allowed between them; each change is reported to `onState` once,
+// and `state` cannot be written from outside:
+//
+//   from       to                                   on
+//   dead       booting                              a process is forked for the slot
+//   booting    ready                                the worker listens (message 'ready')
+//   booting    warming → ready                      with --warmup: it listens, then answered
+//                                                   its warm-up requests
+//   ready      busy ⇄ ready                         a request starts / ends ('busy' / 'idle')
+//   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling
+//   any live   dead                                 the process exited, or its fork failed
+//                                                   (respawn at `respawnAt`)
+//   booting, warming  given-up                      it exited before ready, the last allowed time
+//   given-up   dead                                 a reload revives the slot with new code, or
+//                                                   --given-up-retry has passed
+
+const { signalWorker } = require('./process-group')
+const channel = require('../protocol/channel')
+
+const TRANSITIONS = Object.freeze({
+  dead: ['booting'],
+  booting: ['warming', 'ready', 'draining', 'dead', 'given-up'],
+  warming: ['ready', 'draining', 'dead', 'given-up'],
+  ready: ['busy', 'draining', 'dead'],
+  busy: ['ready', 'draining', 'dead'],
+  draining: ['dead'],
+  'given-up': ['dead']
+})
+
+// Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' and
+// 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
+// the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
+// drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
+// 'max-requests', 'max-rss', 'recycle').
+
+class WorkerHandle {
+  #state = 'dead'
+  #onState
+
+  // policy: the pool's options (timeouts, restart backoff, recycling limits).
+  constructor ({ slot, host, port, policy, onState = () => {}, signal = signalWorker }) {
+    this.slot = slot
+    this.name = `worker${slot}`
+    this.host = host
+    this.port = port
+    this.policy = policy
+    this.#onState = onState
+    this.signalChild = signal
+    this.child = null
+    this.pid = null
+    this.generation = 0 // processes started in this slot
+    this.codeGeneration = 0 // the pool's code generation this process was started with
+    this.spawnedAt = null
+    this.readyAt = null
+    this.lastSeen = null
+    this.request = null // { method, url, startedAt } while a request runs
+    this.requests = 0 // served by the current process, warm-up excluded
+    this.warmupServed = 0 // warm-up requests the current process answered
+    this.totalRequests = 0 // served in this slot, all processes
+    this.queued = 0 // requests that reached the worker while it was busy
+    this.restarts = 0 // processes started in this slot after the first
+    this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
+    this.bootFailures = 0 // consecutive deaths before ready: drives the crash-loop breaker
+    this.spawnErrors = 0 // consecutive forks that failed (no process ran): never gives the slot up
+    this.givenUpAt = null
+    this.respawnAt = 0
+    this.respawnDelay = 0 // the backoff of the last scheduled respawn
+    this.rss = null
+    this.lastError = null // the app's own error from the last failed boot
+    this.lastExit = null // { code, signal, reason, at }
+    this.killReason = null // why the supervisor killed the current process, if it did
+    this.drain = null // { reason, termAt, killAt, released, stopSent, termSent }
+    this.goneAnnounced = false
+    this.requestLimit = Infinity // --max-requests plus this process's jitter
+    this.recycleDue = null // 'max-requests' | 'max-rss' | 'recycle' (asked) once the process should be replaced
+  }
+
+  get state () { return this.#state }
+  get alive () { return this.child !== null }
+  get ready () { return this.#state === 'ready' || this.#state === 'busy' }
+
+  transition (to) {
+    const from = this.#state
+    if (from === to) return
+    if (!TRANSITIONS[from].includes(to)) throw new Error(`worker ${this.slot}: no transition from ${from} to ${to}`)
+    this.#state = to
+    this.#onState(this, from)
+  }
+
+  // ── a process's life ─────────────────────────────────────────────────────────────────────
+
+  // A fork that failed hands back a child without a pid, its 'error' to follow (spawnFailed):
+  // no process started, so none is counted.
+  attach (child, now, { codeGeneration = 0 } = {}) {
+    if (child.pid !== undefined) {
+      if (this.generation > 0) this.restarts++
+      this.generation++
+      this.spawnErrors = 0
+    }
+    this.codeGeneration = codeGeneration
+    this.child = child
+    this.pid = child.pid
+    this.spawnedAt = now
+    this.readyAt = null
+    this.lastSeen = now
+    this.request = null
+    this.requests = 0
+    this.warmupServed = 0
+    this.rss = null
+    this.killReason = null
+    this.drain = null
+    this.goneAnnounced = false
+    this.recycleDue = null
+    this.lastError = null // errors of earlier processes explain nothing about this one
+    const { maxRequests, maxRequestsJitter } = this.policy
+    this.requestLimit = maxRequests > 0 ? maxRequests + Math.floor(Math.random() * (maxRequestsJitter + 1)) : Infinity
+    this.transition('booting')
+  }
+
+  // The worker listens and its warm-up begins (--warmup). Returns true when this began it.
+  beganWarmup () {
+    if (this.#state !== 'booting') return false
+    this.transition('warming')
+    return true
+  }
+
+  // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
+  becameReady (now) {
+    if (this.#state !== 'booting' && this.#state !== 'warming') return false
+    this.readyAt = now
+    this.bootFailures = 0
+    this.transition('ready')
+    return true
+  }
+
+  started (request, now) {
+    this.request = { method: request.method, url: request.url, startedAt: now }
+    if (this.#state === 'ready') this.transition('busy')
+  }
+
+  // A request ended. Past --max-requests the process is due for recycling. A warm-up request
+  // counts for none of it: the worker counts it, the handle takes it off.
+  finished ({ requests, rss }) {
+    this.request = null
+    if (this.#state === 'warming') { this.warmupServed = requests; this.rss = rss; return }
+    this.requests = requests - this.warmupServed
+    this.totalRequests++
+    if (this.#state === 'busy') this.transition('ready')
+    if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
+    this.measured(rss)
+  }
+
+  // The process's resident memory, as a request's end or a heartbeat reported it. A serving
+  // process past --max-rss is due for recycling, busy or idle: a leak that grows between
+  // requests is caught without waiting for one.
+  measured (rss) {
+    this.rss = rss
+    const maxRss = this.policy.maxRss
+    if (this.ready && this.recycleDue === null && maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
+  }
+
+  // Asked for (`pool recycle SLOT`): this process is due for replacing, as past --max-requests.
+  recycleWhenPossible (reason) {
+    if (this.alive && !this.recycleDue) this.recycleDue = reason
+  }
+
+  // What is overdue now, for the supervisor to carry out, or null:
+  //   { do: 'kill', reason, ms }   boot-timeout, timeout (a request ran too long), heartbeat
+  //                                (an idle worker went silent), or '<drain>-killed'
+  //   { do: 'stop' }               the drained worker holds nothing any more: ask it to exit
+  //   { do: 'term' }               the drain's graceful time is up: SIGTERM
+  due (now) {
+    if (!this.alive) return null
+    const p = this.policy
+    if (this.killReason === null) {
+      // The boot timeout covers the warm-up too: ready in time means warmed up in time.
+      if ((this.#state === 'booting' || this.#state === 'warming') && now - this.spawnedAt > p.bootTimeout) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
+      if (this.request && now - this.request.startedAt > p.timeout) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
+      // A worker that never became ready is still loading (the boot timeout covers it), even
+      // when it is already being drained.
+      if (!this.request && this.readyAt !== null && now - this.lastSeen > p.heartbeatTimeout) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
+    }
+    if (this.#state === 'ready' && this.crashes > 0 && now - this.readyAt >= p.healthyAfter) this.crashes = 0
+    const d = this.drain
+    if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
+    if (d.released && !this.request && !d.stopSent) return { do: 'stop' }
+    if (now >= d.killAt) return { do: 'kill', reason: `${d.reason}-killed` }
+    if (now >= d.termAt && !d.termSent) return { do: 'term' }
+    return null
+  }
+
+  // The signals (to the worker's whole process group, lib/supervisor/process-group.js).
+  kill (reason) {
+    if (!this.alive) return
+    this.killReason = this.killReason || reason
+    this.signal('SIGKILL')
+  }
+
+  terminate () {
+    this.drain.termSent = true
+    this.signal('SIGTERM')
+  }
+
+  signal (sig) { return this.child !== null && this.signalChild(this.child, sig) }
+
+  // The drained worker holds nothing any more: ask it, once, to exit.
+  askToStop (message) {
+    this.drain.stopSent = true
+    return this.send(message)
+  }
+
+  send (message) {
+    return this.child !== null && channel.sendFrame(channel.supervisorEnd(this.child), message)
+  }
+
+  // Take the process out of service: it stops at `timeout`'s end at the latest, SIGTERM then,
+  // SIGKILL `killTimeout` later. Draining again (a stop during a reload's drain) only brings
+  // those deadlines closer. Returns whether this began a drain.
+  startDrain (reason, now, timeout) {
+    const termAt = now + timeout
+    const killTimeout = this.policy.killTimeout
+    if (this.drain) {
+      this.drain.termAt = Math.min(this.drain.termAt, termAt)
+      this.drain.killAt = Math.min(this.drain.killAt, this.drain.termAt + killTimeout)
+      return false
+    }
+    this.drain = { reason, termAt, killAt: termAt + killTimeout, released: false, stopSent: false, termSent: false }
+    const wasServing = this.ready
+    this.transition('draining')
+    if (!wasServing) this.drain.released = true // nothing was sent to it: no front to wait for
+    return true
+  }
+
+  // The process exited. Classifies the exit, sets the slot's next step, and returns what the
+  // supervisor reports: { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }.
+  // A process that was draining was going away anyway: however it ended, its slot goes on as the
+  // drain meant (replaced, removed, or left dead by a stop) with no crash backoff; so does any
+  // exit while the pool stops.
+  exited (code, signal, now, { stopping }) {
+    const { reason, planned } = this.exitReason(code, signal)
+    const draining = this.drain?.reason ?? null
+    const wasReady = this.readyAt !== null
+    this.lastExit = { pid: this.pid, code, signal, reason, at: now }
+    this.detach()
+    this.request = null
+    const outcome = { reason, planned, draining, next: 'dead' }
+    if (stopping || draining) {
+      this.respawnAt = now
+      this.transition('dead')
+      return outcome
+    }
+    if (!wasReady && this.failedBoot(now)) return { ...outcome, next: 'given-up' }
+    this.scheduleRespawn(now, wasReady ? now - this.readyAt : 0)
+    return { ...outcome, next: 'respawn' }
+  }
+
+  // The fork failed (thrown, or the child's 'error' without a pid): out of descriptors (EMFILE,
+  // ENFILE), of processes (EAGAIN) or of memory (ENOMEM). The system's failure, not the app's:
+  // it counts toward no crash-loop breaker, and the slot tries again after its backoff.
+  spawnFailed (error, now) {
+    this.lastError = error
+    this.spawnErrors++
+    this.detach()
+    this.pid = null // no process ran
+    this.scheduleRespawn(now, 0)
+  }
+
+  // One more failure before ready; true when that is one too many (--max-boot-failures).
+  failedBoot (now) {
+    this.bootFailures++
+    if (this.bootFailures < this.policy.maxBootFailures) return false
+    this.givenUpAt = now
+    this.transition('given-up')
+    return true
+  }
+
+  // Why the current process ended. A drained process may end with code 0, or, once the pool has
+  // sent it SIGTERM, by that signal or with any code its SIGTERM handler chose: the drain's own
+  // end. Any other end is a crash (or a failed boot), drain or not.
+  exitReason (code, signal) {
+    if (this.killReason) return { reason: this.killReason, planned: false }
+    const d = this.drain
+    const answered = d && (d.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null)
+    if (answered) return { reason: d.reason, planned: true }
+    return { reason: this.readyAt !== null ? 'crashed' : 'boot-failed', planned: false }
+  }
+
+  // Backoff per slot: --restart-delay × --restart-factor per consecutive crash, capped at
+  // --restart-max-delay; the count starts over after --healthy-after of uptime.
+  scheduleRespawn (now, uptime) {
+    const p = this.policy
+    if (uptime >= p.healthyAfter) this.crashes = 0
+    this.crashes++
+    this.respawnDelay = Math.min(p.restartDelay * p.restartFactor ** (this.crashes - 1), p.restartMaxDelay)
+    this.respawnAt = now + this.respawnDelay
+    this.transition('dead')
+  }
+
+  // New code, or --given-up-retry later: a given-up slot starts over, at once.
+  revive (now) {
+    this.bootFailures = 0
+    this.crashes = 0
+    this.givenUpAt = null
+    this.respawnAt = now
+    this.transition('dead')
+  }
+
+  dueForRespawn (now) { return this.#state === 'dead' && !this.alive && now >= this.respawnAt }
+
+  // What made the slot fail may have been outside the app (a database down, a full disk): a
+  // given-up slot tries again --given-up-retry after it gave up (0: only a reload revives it).
+  dueForRetry (now) {
+    const after = this.policy.givenUpRetry
+    return this.#state === 'given-up' && after > 0 && now >= this.givenUpAt + after
+  }
+
+  detach () {
+    if (!this.child) return
+    this.previousChild = this.child // its last message may still be on the way
+    this.child = null
+  }
+
+  // What fronts, events, `pool status` and metrics see: plain data, no process object.
+  snapshot (now = Date.now()) {
+    return {
+      slot: this.slot,
+      name: this.name,
+      pid: this.pid,
+      host: this.host,
+      port: this.port,
+      state: this.state,
+      startedAt: this.spawnedAt,
+      readyAt: this.readyAt,
+      uptime: this.readyAt ? now - this.readyAt : 0,
+      requests: this.requests,
+      totalRequests: this.totalRequests,
+      queued: this.queued,
+      restarts: this.restarts,
+      rss: this.rss,
+      request: this.request ? { ...this.request, age: now - this.request.startedAt } : null,
+      lastExit: this.lastExit
+    }
+  }
+}
+
+module.exports = { WorkerHandle, TRANSITIONS }

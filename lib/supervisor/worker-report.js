@@ -1,0 +1,166 @@
+'use strict'
+
+// What each happening in a worker's life tells the world, in one place: its log line (what the
+// event is called, at which level, with which fields, how it reads), the pool's metric, and the
+// pool's event with the worker's snapshot. The supervisor decides; this only reports. Each slot
+// logs through a child logger bound to its `slot` and `port`; the line adds the process's `pid`
+// (the worker's: the supervisor's logger has none, lib/logger.js). An error goes under `err`,
+// pino's error serializer's key.
+
+const { getSystemErrorMap } = require('node:util')
+
+class WorkerReport {
+  // emit(name, payload): the pool's EventEmitter; metrics: the pool's PoolMetrics.
+  constructor ({ logger, options, metrics, emit }) {
+    this.logger = logger
+    this.options = options
+    this.metrics = metrics
+    this.emit = emit
+    this.children = new Map() // slot → child logger
+    this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
+  }
+
+  of (h) {
+    let log = this.children.get(h.slot)
+    if (!log) {
+      log = this.logger.child({ slot: h.slot, port: h.port })
+      this.children.set(h.slot, log)
+    }
+    return log
+  }
+
+  spawned (h, now) {
+    this.of(h).info({ event: 'spawn', pid: h.pid, restarts: h.restarts }, `worker ${h.slot} spawned`)
+    this.metrics.spawned(h)
+    this.emit('spawn', h.snapshot(now))
+  }
+
+  // The fork failed: the errno's name and meaning, and when the slot tries again.
+  spawnError (h, err) {
+    const delay = Math.round(h.respawnDelay)
+    const code = err.code ?? null
+    const meaning = typeof err.errno === 'number' ? getSystemErrorMap().get(err.errno)?.[1] : null
+    const times = h.spawnErrors > 1 ? ` (${h.spawnErrors} times in a row)` : ''
+    this.of(h).error({ event: 'spawn-error', code, errno: err.errno ?? null, syscall: err.syscall ?? null, delay, times: h.spawnErrors, err: brief(err) },
+      `worker ${h.slot} could not be forked: ${code ?? err.message}${meaning ? ` (${meaning})` : ''}${times}; trying again in ${delay} ms`)
+    this.metrics.failed('worker_spawn_failed')
+    this.emit('spawn-error', { ...h.snapshot(), error: { message: err.message, code, errno: err.errno ?? null, syscall: err.syscall ?? null } })
+  }
+
+  // Returns the snapshot told, for the fronts to hear the same.
+  ready (h, now) {
+    const view = h.snapshot(now)
+    this.of(h).info({ event: 'ready', pid: h.pid, bootMs: now - h.spawnedAt }, `worker ${h.slot} ready`)
+    this.emit('ready', view)
+    return view
+  }
+
+  warming (h, now) {
+    const { warmup, warmupRequests } = this.options
+    this.of(h).info({ event: 'warming', pid: h.pid, bootMs: now - h.spawnedAt, requests: warmupRequests }, `worker ${h.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
+  }
+
+  busy (h, now) { this.emit('busy', h.snapshot(now)) }
+
+  idle (h, now) {
+    const view = h.snapshot(now)
+    this.emit('idle', view)
+    return view
+  }
+
+  // A request reached the worker while it was busy (a front misconfigured: it should never be).
+  queued (h, now, waiting) { this.emit('queued', { ...h.snapshot(now), waiting }) }
+
+  // The app's stack once; the crash loop that follows repeats only the short line, at debug.
+  bootError (h, error) {
+    const seen = this.bootErrorsSeen.get(error.message) || 0
+    this.bootErrorsSeen.set(error.message, seen + 1)
+    if (seen === 0) this.of(h).error({ event: 'boot-error', pid: h.pid, err: error }, `worker ${h.slot} failed to boot: ${error.message}`)
+    else this.of(h).debug({ event: 'boot-error', pid: h.pid, err: brief(error) }, `worker ${h.slot} failed to boot again (seen ${seen + 1} times)`)
+  }
+
+  // Returns the snapshot told, with how the process ended.
+  exited (h, pid, { code, signal, reason, planned, draining }, now) {
+    const line = { event: 'exit', pid, code, signal, reason }
+    const how = `${signal || `code ${code}`}, ${reason}`
+    if (planned) this.of(h).info(line, `worker ${h.slot} stopped`)
+    else if (draining) this.of(h).warn({ ...line, draining }, `worker ${h.slot} exited (${how}) while draining for ${draining}`)
+    else this.of(h).warn(line, `worker ${h.slot} exited (${how})`)
+    const view = { ...h.snapshot(now), code, signal, reason, ...(draining && !planned ? { draining } : {}) }
+    this.emit('exit', view)
+    return view
+  }
+
+  bootFailed (h, exitView) {
+    this.metrics.failed('worker_boot_failed')
+    this.emit('boot-failed', { ...exitView, error: h.lastError })
+  }
+
+  respawnScheduled (h) {
+    const delay = Math.round(h.respawnDelay)
+    this.of(h).info({ event: 'respawn-scheduled', delay, crashes: h.crashes }, `worker ${h.slot} respawns in ${delay} ms`)
+  }
+
+  gaveUp (h) {
+    const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
+    this.of(h).error({ event: 'give-up', failures: h.bootFailures, err: brief(error) }, `slot ${h.slot} given up after ${h.bootFailures} failed boots in a row`)
+    this.metrics.failed('worker_gave_up')
+    this.emit('give-up', { ...h.snapshot(), error })
+  }
+
+  // What the handle said was overdue (WorkerHandle.due), as the supervisor carries it out.
+  overdue (h, action, now) {
+    if (action.reason === 'timeout' || action.reason === 'heartbeat') {
+      this.metrics.failed('worker_hung')
+      this.emit('hung', { ...h.snapshot(now), reason: action.reason })
+    }
+    const log = this.of(h)
+    const pid = h.pid
+    if (action.do === 'term') return log.warn({ event: 'terminate', pid, request: h.request }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
+    if (action.reason === 'boot-timeout') return log.error({ event: 'boot-timeout', pid, ms: action.ms }, `worker ${h.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
+    if (action.reason !== 'timeout' && action.reason !== 'heartbeat') return log.warn({ event: 'kill', pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
+    const r = h.request
+    const fields = { event: 'hung', reason: action.reason, pid, ms: action.ms }
+    if (r) log.error({ ...fields, method: r.method, url: r.url }, `worker ${h.slot} (pid ${pid}) ran ${r.method} ${r.url} for ${action.ms} ms (timeout ${this.options.timeout} ms); killing it`)
+    else log.error(fields, `worker ${h.slot} (pid ${pid}) sent no heartbeat for ${action.ms} ms; killing it`)
+  }
+
+  // The worker's channel carried something that is not a frame (lib/protocol/channel.js); it is
+  // killed.
+  channelBroken (h, problem) {
+    this.metrics.failed('worker_channel_broken')
+    this.of(h).error({ event: 'channel-broken', pid: h.pid, problem }, `worker ${h.slot} (pid ${h.pid}) broke the pool channel: ${problem}; killing it`)
+  }
+
+  canaryChannelBroken (pid, problem) {
+    this.metrics.failed('worker_channel_broken')
+    this.logger.error({ event: 'channel-broken', pid, problem }, `the reload canary (pid ${pid}) broke the pool channel: ${problem}; killing it`)
+  }
+
+  draining (h, reason, now) {
+    this.of(h).info({ event: 'draining', reason, pid: h.pid }, `worker ${h.slot} draining (${reason})`)
+    const view = h.snapshot(now)
+    this.emit('draining', { ...view, reason })
+    return view
+  }
+  recycling (h, reason) { this.of(h).info({ event: 'recycle', reason, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${reason === 'recycle' ? 'asked' : reason})`) }
+  revived (h) { this.of(h).info({ event: 'revive' }, `slot ${h.slot} tries again with the new code`) }
+  retrying (h) {
+    const after = this.options.givenUpRetry
+    this.of(h).info({ event: 'given-up-retry', after }, `slot ${h.slot} tries again, ${Math.round(after / 1000)} s after it was given up (--given-up-retry)`)
+    this.emit('given-up-retry', h.snapshot())
+  }
+
+  removed (h) {
+    this.of(h).info({ event: 'removed' }, `slot ${h.slot} removed`)
+    this.children.delete(h.slot)
+    this.emit('removed', h.snapshot())
+  }
+}
+
+// An error already logged with its stack, named again without it.
+function brief (error) {
+  return { message: error.message, code: error.code }
+}
+
+module.exports = { WorkerReport }

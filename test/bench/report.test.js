@@ -1,0 +1,80 @@
+'use strict'
+// The benchmark report's arithmetic and honesty rules, from result files alone (nothing is
+// measured): medians with bootstrap intervals, runs set aside for their send lag, quick runs
+// and earlier result formats marked as such.
+const t = require('tap')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { bootstrap, interval, keptRuns, LAG_LIMIT_MS } = require('../../bench/lib/stats')
+const { buildReport } = require('../../bench/report')
+
+t.test('bootstrap: the median of the runs with an interval around it, the same each time', async (t) => {
+  const a = bootstrap([10, 12, 11, 30, 9])
+  t.equal(a.value, 11)
+  t.ok(a.lo <= a.value && a.value <= a.hi, 'the interval holds the median')
+  t.ok(a.lo >= 9 && a.hi <= 30, 'within the values')
+  t.same(bootstrap([10, 12, 11, 30, 9]), a, 'seeded: a rebuilt report shows the same interval')
+  t.same(bootstrap([7]), { value: 7, lo: 7, hi: 7, n: 1 }, 'one run: no interval')
+  t.same(bootstrap([]).value, null)
+})
+
+t.test('runs whose load generator fell behind are set aside, or flagged when all did', async (t) => {
+  const late = { lag: { p99: LAG_LIMIT_MS + 1 }, x: 100 }
+  const onTime = (x) => ({ lag: { p99: 0.4 }, x })
+  const k = keptRuns([onTime(1), late, onTime(3)])
+  t.equal(k.runs.length, 2)
+  t.equal(k.rejected, 1)
+  const iv = interval([onTime(1), late, onTime(3)], 'x')
+  t.equal(iv.value, 2, 'the late run does not count')
+  t.equal(iv.runs, 3)
+  const all = interval([late, late], 'x')
+  t.equal(all.allRejected, true)
+  t.equal(all.value, 100, 'a flagged figure rather than none')
+})
+
+function run (over) {
+  return { requests: 100, ok: 100, failed: 0, failedByKind: {}, rps: 200, p50: 30, p90: 80, p99: 200, max: 300, timedOut: 0, ...over }
+}
+
+t.test('the report shows intervals, set-aside runs, censored latencies and quick runs', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const matrix = {
+    part: 'matrix',
+    version: 2,
+    quick: true,
+    command: 'node bench/matrix.js --quick',
+    startedAt: '2026-01-01T00:00:00.000Z',
+    source: { commit: 'abc1234', dirty: true, changedFiles: 2 },
+    config: { workers: 15, median: 30, sigma: 0.8, timeout: 3000, clientTimeout: 5, connections: [13], repeats: 3, abRequests: 300, keepAliveRequests: 300, incidentRepeats: 1, incidentSeconds: 2, openSeconds: 3, stuckSeconds: 5 },
+    views: ['ab'],
+    closed: [
+      { view: 'ab', scenario: 'normal', connections: 13, front: 'embedded', runs: [run({ p99: 190 }), run({ p99: 200 }), run({ p99: 210 })] },
+      { view: 'ab', scenario: 'kill', connections: 13, front: 'cluster', runs: [run({ failed: 3, timedOut: 2, kills: [{ at: 1 }] })] }
+    ],
+    open: [{ open: true, scenario: 'kill', front: 'pm2', rho: 0.7, runs: [run({ offered: 500, ok: 490, failed: 10, lag: { p99: 1 } }), run({ offered: 500, ok: 500, failed: 0, lag: { p99: 50 } })] }],
+    stuck: []
+  }
+  fs.writeFileSync(path.join(dir, 'matrix.json'), JSON.stringify(matrix))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  t.match(md, /\| 200 \[190–210\] \|/, 'p99: the median of three runs with its interval')
+  t.match(md, /200 ‡/, 'a latency with clients that gave up is marked as censored')
+  t.match(md, /1 of 2 \(1 set aside: send lag\)/, 'the late open-loop run is counted apart')
+  t.match(md, /\| 20\.0 \|/, 'and does not count: 10 failed of 500 offered is 20 per 1,000')
+  t.match(md, /Quick run/, 'a quick run says so')
+  t.match(md, /commit abc1234 with 2 changed or untracked files/)
+  t.ok(fs.existsSync(path.join(dir, 'charts', 'matrix-latency.svg')))
+})
+
+t.test('the committed results of earlier formats still make a report', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const out = path.join(dir, 'report.md')
+  const results = path.join(__dirname, '..', '..', 'bench', 'results')
+  await buildReport({ resultsDir: results, outFile: out, chartsDir: path.join(dir, 'charts'), run: JSON.parse(fs.readFileSync(path.join(results, 'run.json'), 'utf8')) })
+  const md = fs.readFileSync(out, 'utf8')
+  t.notMatch(md, /Not available: the matrix/)
+})

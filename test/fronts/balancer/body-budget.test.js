@@ -1,0 +1,252 @@
+'use strict'
+
+// Bounded memory in the embedded balancer (issue 17, item 3): request bodies are read whole
+// before a worker is taken, so their total is bounded (--body-budget): a body that would pass
+// it gets 503 with Retry-After before a byte of it is read, the bytes held come back to 0, and
+// the memory of a burst is given back. The queue is bounded by default (--max-queue).
+
+const t = require('tap')
+const fs = require('node:fs')
+const net = require('node:net')
+const os = require('node:os')
+const http = require('node:http')
+const path = require('node:path')
+const { request, waitFor, freePorts, startPool, runPool, FIXTURES } = require('../../helpers')
+const { setup, openRequest } = require('../../helpers/balancer')
+const { createBalancer } = require('../../../lib/fronts/balancer')
+const { defaultBodyBudget, availableMemory } = require('../../../lib/fronts/balancer/body-budget')
+const { Reclaimer } = require('../../../lib/fronts/balancer/reclaim')
+
+const MiB = 1024 * 1024
+const APP = path.join(FIXTURES, 'upload-app.js')
+
+// Raw bytes (a request's head, alone or with its body) on a socket kept open: resolves with
+// all the balancer sent once it closed the connection (a request that asks for Connection:
+// close, or one refused before its body was read). Node aborts the requests of a client that
+// half-closes, so the socket is not ended.
+function headOnly (base, head) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(new URL(base).port), '127.0.0.1')
+    let got = ''
+    socket.setEncoding('latin1')
+    socket.on('data', (d) => { got += d })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(got))
+    socket.setTimeout(10000, () => socket.destroy())
+    socket.write(head)
+  })
+}
+
+// A POST of `body`; resolves with the answer (status, headers, parsed JSON) even when the
+// balancer answers and closes while the body is still being sent, or with { status: code }
+// when the connection broke before any answer.
+function post (url, body, { headers = {} } = {}) {
+  return new Promise((resolve) => {
+    let answered = false
+    const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': body.length, ...headers } }, (res) => {
+      answered = true
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => { text += d })
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, text }))
+      res.on('error', () => resolve({ status: res.statusCode, headers: res.headers, text }))
+    })
+    req.on('error', (err) => { if (!answered) resolve({ status: err.code }) })
+    req.end(body)
+  })
+}
+
+// The supervisor's resident memory and its peak so far, in bytes (/proc/PID/status).
+function memoryOf (pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') }
+}
+
+const json = async (url) => JSON.parse((await request(url)).body)
+const metric = (text, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)[1])
+
+t.test('options: a finite queue and a body budget by default; a budget below --max-body is refused', async (t) => {
+  const o = createBalancer({}).options
+  t.equal(o.maxQueue, 1024, 'the queue is bounded by default')
+  t.equal(o.bodyBudget, Math.max(10 * MiB, Math.min(256 * MiB, Math.floor(availableMemory() / 16))), '1/16 of RAM, at most 256 MiB')
+  t.ok(availableMemory() <= os.totalmem(), 'RAM: the machine\'s, or a container\'s limit')
+  t.equal(defaultBodyBudget(10 * MiB, 64 * MiB), 10 * MiB, 'never below one body of --max-body')
+  t.equal(defaultBodyBudget(MiB, 64 * 1024 * MiB), 256 * MiB, 'capped')
+  t.equal(createBalancer({ maxBody: MiB, bodyBudget: 0 }).options.bodyBudget, 0, '0: no limit')
+  t.throws(() => createBalancer({ maxBody: 2 * MiB, bodyBudget: MiB }), { code: 'POOL_E_BAD_OPTION', message: /bodyBudget \(--body-budget\) must be at least maxBody/ })
+  const [port] = await freePorts(1)
+  const cli = await runPool(['start', APP, '-n', '1', '--port', String(port), '--body-budget', '1000'])
+  t.equal(cli.code, 2, 'the CLI refuses it before anything starts')
+  t.match(cli.stderr, /--body-budget\) must be at least maxBody/)
+  t.equal(cli.stderr.trim().split('\n').length, 1, 'in one line')
+})
+
+t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503 unread, memory stays bounded and comes back', async (t) => {
+  const BODY = 4 * MiB
+  const BUDGET = 16 * MiB // four bodies
+  const BURST = 40 // 160 MiB of bodies
+  const [port, statsPort, workerPort] = await freePorts(4)
+  const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort), '--stats-port', String(statsPort),
+    '--log-format', 'json', '--access-log', 'false', '--queue-timeout', '60', '--max-body', String(BODY), '--body-budget', String(BUDGET)])
+  t.teardown(() => pool.stop())
+  await pool.waitLog((l) => l.event === 'started')
+  const base = `http://127.0.0.1:${port}`
+  const stats = `http://127.0.0.1:${statsPort}`
+  const external = async () => metric((await request(`${stats}/metrics`)).body, 'pool_supervisor_nodejs_external_memory_bytes')
+  const before = { rss: memoryOf(pool.pid).rss, external: await external() }
+
+  // Both workers render for a while (Atomics.wait), so every POST must wait for one.
+  const renders = [request(`${base}/?ms=6000&r=1`, { timeout: 30000 }), request(`${base}/?ms=6000&r=2`, { timeout: 30000 })]
+  await waitFor(async () => (await json(`${stats}/status`)).front.inFlight === 2, { what: 'both workers busy' })
+
+  const body = Buffer.alloc(BODY, 'b')
+  const answers = Promise.all(Array.from({ length: BURST }, (_, i) => post(`${base}/?burst=${i}`, body)))
+  await waitFor(async () => (await json(`${stats}/status`)).front.bodyBytes === BUDGET, { what: 'the budget full' })
+
+  // While it is full, a request that announces a body is answered at once, its body unsent.
+  const refused = await headOnly(base, `POST /?unsent HTTP/1.1\r\nHost: x\r\nContent-Length: ${BODY}\r\n\r\n`)
+  t.match(refused, /^HTTP\/1\.1 503 /, 'a body past the budget: 503 before a byte of it was sent')
+  t.match(refused, /\r\nRetry-After: 1\r\n/i)
+  t.match(refused, /\r\nConnection: close\r\n/i, 'and the connection closes: its body is never read')
+  t.match(refused, /--body-budget/)
+  const small = await headOnly(base, 'GET /?ms=0&nobody HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+  t.match(small, /^HTTP\/1\.1 200 /, 'a request without a body is not held back by the budget')
+
+  const got = await answers
+  const statuses = got.map((a) => a.status)
+  t.equal(statuses.filter((s) => s === 200).length, BUDGET / BODY, 'the bodies that fit were queued, then served')
+  for (const a of got.filter((a) => a.status === 200)) t.equal(JSON.parse(a.text).bytes, BODY, 'whole')
+  const turnedAway = got.filter((a) => a.status !== 200)
+  t.equal(turnedAway.length, BURST - BUDGET / BODY)
+  const answered503 = turnedAway.filter((a) => a.status === 503)
+  t.ok(answered503.length >= turnedAway.length * 0.9, `the others got 503 (${answered503.length} of ${turnedAway.length}; the rest saw the closed connection first)`)
+  for (const a of answered503) t.equal(a.headers['retry-after'], '1', 'with Retry-After')
+  await Promise.all(renders)
+
+  const peak = memoryOf(pool.pid).peak
+  t.ok(peak - before.rss < BUDGET + 64 * MiB, `peak RSS grew by ${Math.round((peak - before.rss) / MiB)} MiB for ${BURST * BODY / MiB} MiB of bodies (budget ${BUDGET / MiB} MiB)`)
+
+  const status = await json(`${stats}/status`)
+  t.equal(status.front.bodyBytes, 0, 'no body is held once the burst is over')
+  t.equal(status.front.queue, 0)
+  const metrics = (await request(`${stats}/metrics`)).body
+  t.equal(metric(metrics, 'pool_request_body_bytes'), 0)
+  t.equal(metric(metrics, 'pool_request_body_budget_bytes'), BUDGET)
+  t.equal(metric(metrics, 'pool_failures_total\\{reason="body_budget"\\}'), BURST - BUDGET / BODY + 1)
+
+  // The bodies' memory is given back once the burst is over, not kept until the next one: their
+  // Buffers are collected (the supervisor's external memory is back where it was), and RSS
+  // comes down by at least half of what the budget held.
+  await waitFor(async () => (await external()) < before.external + 4 * MiB, { timeout: 8000, what: 'the bodies\' Buffers collected' })
+  await waitFor(() => memoryOf(pool.pid).rss < peak - BUDGET / 2, { timeout: 8000, what: `RSS down from its peak of ${Math.round(peak / MiB)} MiB` })
+  t.pass(`RSS ${Math.round(memoryOf(pool.pid).rss / MiB)} MiB after the burst, ${Math.round(before.rss / MiB)} MiB before, ${Math.round(peak / MiB)} MiB at its peak`)
+})
+
+t.test('a chunked body stops at the budget; Expect: 100-continue is not invited past it', async (t) => {
+  const { balancer, seen } = await setup(t, 1, { maxBody: 64 * 1024, bodyBudget: 64 * 1024 })
+  const hold = request(`${balancer.base}/sleep?ms=3000&hold`, { timeout: 20000 })
+  await waitFor(() => balancer.status().inFlight === 1)
+  // A queued body of 48 KiB holds most of the budget.
+  const queued = request(`${balancer.base}/echo?queued`, { method: 'POST', body: Buffer.alloc(48 * 1024, 'q'), timeout: 20000 })
+  await waitFor(() => balancer.status().queue === 1 && balancer.status().bodyBytes === 48 * 1024)
+
+  const chunked = await new Promise((resolve) => {
+    let answered = false
+    const req = http.request(`${balancer.base}/echo?chunked`, { method: 'POST', agent: false }, (res) => {
+      answered = true
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers }))
+    })
+    req.on('error', (err) => { if (!answered) resolve({ status: err.code }) })
+    let sent = 0
+    const more = () => { // 8 KiB at a time until the answer comes, 40 KiB at most
+      if (answered || sent >= 40 * 1024) return req.end()
+      sent += 8 * 1024
+      req.write(Buffer.alloc(8 * 1024, 'c'), () => setTimeout(more, 20))
+    }
+    more()
+  })
+  t.equal(chunked.status, 503, 'a chunked body that outgrows the budget: 503')
+  t.equal(chunked.headers['retry-after'], '1')
+  t.equal(chunked.headers.connection, 'close')
+  t.equal(balancer.status().bodyBytes, 48 * 1024, 'what it had been given is given back')
+
+  const unasked = await headOnly(balancer.base, 'POST /echo?continue HTTP/1.1\r\nHost: x\r\nContent-Length: 32768\r\nExpect: 100-continue\r\n\r\n')
+  t.notMatch(unasked, /100 Continue/, 'a body that would not fit is not invited')
+  t.match(unasked, /^HTTP\/1\.1 503 /)
+  const fits = await headOnly(balancer.base, 'POST /echo?fits HTTP/1.1\r\nHost: x\r\nContent-Length: 16384\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n' + 'f'.repeat(16384))
+  t.match(fits, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /, 'one that fits is invited, queued and served')
+
+  t.equal((await queued).status, 200)
+  await hold
+  t.same(seen().map((r) => r.url).sort(), ['/echo?fits', '/echo?queued', '/sleep?ms=3000&hold'], 'no worker saw a refused body')
+  t.equal(balancer.status().bodyBytes, 0)
+})
+
+t.test('bodies held by clients that leave (while sending, while queued) are given back', async (t) => {
+  const { balancer } = await setup(t, 1, { maxBody: MiB, bodyBudget: MiB })
+  const hold = request(`${balancer.base}/sleep?ms=2000&hold`, { timeout: 20000 })
+  await waitFor(() => balancer.status().inFlight === 1)
+  // Announces 512 KiB, sends half of it, leaves.
+  const sending = net.connect(Number(new URL(balancer.base).port), '127.0.0.1')
+  sending.on('error', () => {})
+  sending.write(`POST /echo?half HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * 1024}\r\n\r\n` + 'h'.repeat(256 * 1024))
+  // A whole 256 KiB body, queued behind the busy worker, whose client then leaves.
+  const queued = openRequest(`${balancer.base}/echo?queued`, { method: 'POST', headers: { 'Content-Length': 256 * 1024 }, body: Buffer.alloc(256 * 1024, 'w') })
+  await waitFor(() => balancer.status().bodyBytes === 768 * 1024 && balancer.status().queue === 1, { what: 'both bodies held' })
+  sending.destroy()
+  queued.req.destroy()
+  await waitFor(() => balancer.status().bodyBytes === 0 && balancer.status().queue === 0, { what: 'the budget given back' })
+  t.equal((await hold).status, 200)
+  t.equal(balancer.status().bodyBytes, 0)
+})
+
+t.test('the default --max-queue is enforced: the 1025th waiting request gets 503 at once', async (t) => {
+  const { balancer } = await setup(t, 1) // the defaults
+  const limit = balancer.options.maxQueue
+  const hold = request(`${balancer.base}/sleep?ms=60000&hold`, { timeout: 90000 })
+  hold.catch(() => {})
+  await waitFor(() => balancer.status().inFlight === 1)
+  const waiting = []
+  t.teardown(() => { for (const w of waiting) w.req.destroy() })
+  for (let i = 0; i < limit; i++) waiting.push(openRequest(`${balancer.base}/sleep?q=${i}`))
+  await waitFor(() => balancer.status().queue === limit, { timeout: 30000, what: `${limit} requests queued` })
+  const over = await request(`${balancer.base}/sleep?over`)
+  t.equal(over.status, 503, 'the queue is full')
+  t.equal(over.headers['retry-after'], '1')
+  t.match(over.body, /max-queue/)
+  const body = await headOnly(balancer.base, 'POST /echo?body HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n')
+  t.match(body, /^HTTP\/1\.1 503 [^]*max-queue/, 'a body that could not be queued is refused before it is read')
+  t.equal(balancer.status().bodyBytes, 0, 'and holds nothing')
+  for (const w of waiting) w.req.destroy()
+  await waitFor(() => balancer.status().queue === 0, { timeout: 30000, what: 'the queue emptied by the clients leaving' })
+})
+
+t.test('the reclaimer: one full collection once no body is held and enough was let go, never during a burst', async (t) => {
+  let held = 0
+  let garbage = 0
+  let collections = 0
+  const r = new Reclaimer({ held: () => held, garbage: () => garbage, collect: () => { collections++; garbage = 0 }, minBytes: 100, quietMs: 30, minIntervalMs: 0 })
+  t.teardown(() => r.stop())
+  held = 50
+  garbage = 200
+  r.onRelease(150)
+  t.equal(r.timer, null, 'bodies are still held: nothing scheduled')
+  held = 0
+  r.onRelease(50)
+  await waitFor(() => collections === 1, { what: 'one collection' })
+  held = 0
+  r.onRelease(50)
+  t.equal(r.timer, null, 'too little let go since: nothing scheduled')
+  garbage = 200
+  r.onRelease(60)
+  held = 10 // a new burst began before the quiet was over
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(collections, 1, 'not during a burst')
+  held = 0
+  garbage = 10 // V8 collected on its own meanwhile
+  r.onRelease(10)
+  await waitFor(() => r.timer === null)
+  t.equal(collections, 1, 'nothing left to reclaim: no collection')
+})

@@ -1,0 +1,40 @@
+'use strict'
+
+// The production topology end to end: nginx → HAProxy (unix socket) → pool, all from the
+// generated configs, serving the SSR demo.
+
+const t = require('tap')
+const fs = require('node:fs')
+const path = require('node:path')
+const { nginxConfig } = require('../../lib/generate/nginx')
+const { ROOT, freePorts, request, waitFor } = require('../helpers')
+const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
+
+t.test('nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
+  const pool = await startHaproxyPool(t, lab, { workers: 2, app: path.join(ROOT, 'examples/ssr/server.js') })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
+
+  const prefix = path.join(lab.dir, 'nginx')
+  fs.mkdirSync(prefix)
+  const [nginxPort] = await freePorts(1)
+  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') })
+  await startNginx({ cfg, prefix, port: nginxPort, t })
+  const url = `http://127.0.0.1:${nginxPort}`
+
+  const before = (await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot
+  const ping = await request(`${url}/ping`)
+  t.equal(ping.status, 200)
+  t.equal(ping.body, 'pong\n', '/ping is answered by nginx')
+  t.equal((await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot, before, '…without reaching HAProxy\'s backend')
+
+  const page = await request(`${url}/`)
+  t.equal(page.status, 200)
+  t.match(page.headers['content-type'], /text\/html/)
+  t.match(page.body, /<main class="catalogue">/, 'the catalogue page, rendered by a worker')
+  t.match(page.body, /Search the catalogue/)
+  const after = (await lab.client.servers('pool'))
+  t.ok(after.worker1.stot + after.worker2.stot >= 1, 'HAProxy sent it to one of the pool\'s servers')
+  t.notOk(pool.logs.some((l) => l.level >= 40), 'nothing went wrong in the pool')
+})

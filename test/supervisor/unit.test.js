@@ -1,0 +1,543 @@
+'use strict'
+
+// The supervisor's policy without real processes: a fake fork hands out child objects the test
+// speaks for (IPC messages, exits), a fake clock moves only when the test says so, and signals
+// are recorded instead of sent. Each test runs in well under a second; the real-process tests
+// (supervision, lifecycle, operations) stay.
+
+const t = require('tap')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const { EventEmitter } = require('node:events')
+const { Duplex } = require('node:stream')
+const { encode, MAX_FRAME } = require('../../lib/protocol/channel')
+const { performance } = require('node:perf_hooks')
+const { Pool } = require('../..')
+const { workerCeiling } = require('../../lib/options/table')
+const { createControlServer } = require('../../lib/control/server')
+const { sendCommand } = require('../../lib/control/client')
+const { FIXTURES } = require('../helpers')
+
+// A child whose pool channel (stdio[3], lib/protocol/channel.js) the test speaks into with `say`
+// and whose frames from the supervisor land in `sent`.
+class FakeChild extends EventEmitter {
+  constructor (pid, spec) {
+    super()
+    this.pid = pid
+    this.slot = spec.slot
+    this.exitCode = null
+    this.signalCode = null
+    this.sent = []
+    this.signals = []
+    const channel = new Duplex({
+      read () {},
+      write: (frame, encoding, done) => { this.sent.push(JSON.parse(frame)); done() }
+    })
+    this.stdio = [null, null, null, channel]
+  }
+
+  say (type, fields = {}) { this.write(encode({ v: 1, type, ...fields })) }
+  write (bytes) { this.stdio[3].push(bytes) }
+  exit (code, signal = null) {
+    this.exitCode = code
+    this.signalCode = signal
+    this.stdio[3].destroy() // the channel closes with the process
+    this.emit('exit', code, signal)
+  }
+}
+
+// A fork that fails as Node's does when the process table or the descriptor table is full.
+function spawnError (code = 'EMFILE', errno = -24) {
+  return Object.assign(new Error(`spawn /usr/bin/node ${code}`), { code, errno, syscall: 'spawn /usr/bin/node' })
+}
+
+// A pool on a fake system. `at` is the fake clock; `step()` lets the pool's ticks run.
+// `sys.failFork(spec)` may return { error, sync }: that fork throws `error` (sync), or hands back
+// a child without a pid whose 'error' follows, as Node's fork() does for EMFILE and EAGAIN.
+function harness (t, options = {}) {
+  const sys = {
+    at: 1e9,
+    pids: 1 << 30, // above any real pid: nothing real can ever be signalled
+    forks: [],
+    order: [], // fronts' workerGone and signals, in the order they happened
+    failFork: () => null,
+    fork: (spec) => {
+      const failure = sys.failFork(spec)
+      if (failure?.sync) throw failure.error
+      const c = new FakeChild(failure ? undefined : sys.pids++, spec)
+      sys.forks.push(c)
+      if (failure) process.nextTick(() => c.emit('error', failure.error))
+      return c
+    },
+    signal: (child, sig) => { child.signals.push(sig); sys.order.push(`${sig} ${child.slot}`); return true },
+    captureRemnant: () => null,
+    bindError: async () => null,
+    now: () => sys.at
+  }
+  const logs = []
+  const logger = {}
+  const child = (bindings) => {
+    const log = { child: (more) => child({ ...bindings, ...more }) }
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) log[level] = (obj) => logs.push({ level, ...bindings, ...obj })
+    return log
+  }
+  Object.assign(logger, child({}))
+  const front = {
+    name: 'fake',
+    calls: [],
+    async start () {},
+    workerReady (w) { front.calls.push(`ready ${w.slot}`) },
+    workerGone (w) { front.calls.push(`gone ${w.slot}`); sys.order.push(`gone ${w.slot}`) },
+    async drain (w) { front.calls.push(`drain ${w.slot}`) },
+    stopping () {},
+    async stop () {},
+    status () { return { type: 'fake' } }
+  }
+  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort: 40000, logger, fronts: [front], ...options }, { system: sys })
+  // Whatever a test left running is killed, and the fake children exit as real ones would.
+  t.teardown(async () => {
+    const stopped = pool.kill()
+    await step()
+    for (const c of sys.forks) if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
+    await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 1000))])
+    clearInterval(pool.timer)
+  })
+  const step = async (n = 3) => { for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve)) }
+  const latest = (slot) => sys.forks.filter((c) => c.slot === slot).at(-1)
+  const advance = async (ms) => { sys.at += ms; pool.wake(); await step() }
+  return { pool, sys, logs, front, step, latest, advance }
+}
+
+async function started (h, slots = 1) {
+  const starting = h.pool.start()
+  await h.step()
+  for (let s = 1; s <= slots; s++) h.latest(s).say('ready')
+  await h.step()
+  await starting
+}
+
+t.test('backoff: 20 crashes in a row, ×1.5 each from 100 ms, capped at 15 s; reset after healthy uptime', async (t) => {
+  const h = harness(t)
+  await started(h)
+  const want = (i) => Math.min(100 * 1.5 ** i, 15000)
+  for (let i = 0; i < 20; i++) {
+    const child = h.latest(1)
+    child.exit(1)
+    await h.step()
+    const handle = h.pool.handles.get(1)
+    t.equal(handle.respawnDelay, want(i), `crash ${i + 1}: ${want(i)} ms`)
+    const forks = h.sys.forks.length
+    await h.advance(Math.ceil(want(i)) - 1)
+    t.equal(h.sys.forks.length, forks, 'not respawned before its time')
+    await h.advance(1)
+    t.equal(h.sys.forks.length, forks + 1, 'respawned at its time')
+    h.latest(1).say('ready')
+    await h.step()
+  }
+  await h.advance(30000) // healthy for --healthy-after
+  h.latest(1).exit(1)
+  await h.step()
+  t.equal(h.pool.handles.get(1).respawnDelay, 100, 'the count started over')
+})
+
+t.test('crash-loop breaker: 5 deaths before ready give the slot up; every slot given up fails start()', async (t) => {
+  const h = harness(t, { maxBootFailures: 5 })
+  const starting = h.pool.start()
+  starting.catch(() => {})
+  await h.step()
+  for (let i = 0; i < 5; i++) {
+    h.latest(1).say('boot-error', { error: { message: 'Cannot find module x', stack: 'Error: Cannot find module x' } })
+    h.latest(1).exit(1)
+    await h.step()
+    if (i < 4) await h.advance(20000)
+  }
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  t.equal(h.sys.forks.length, 5, 'five processes, no sixth')
+  await t.rejects(starting, { code: 'POOL_E_BOOT_FAILED', message: /Cannot find module x/ })
+})
+
+t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-timeout, the slot respawns', async (t) => {
+  const h = harness(t, { workers: 2, bootTimeout: 5000 })
+  h.pool.start().catch(() => {})
+  await h.step()
+  h.latest(2).say('ready')
+  await h.advance(5000)
+  t.same(h.latest(1).signals, [], 'not at the deadline')
+  await h.advance(1)
+  t.same(h.latest(1).signals, ['SIGKILL'], 'killed past it')
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'boot-timeout')
+  t.equal(h.pool.handles.get(1).state, 'dead')
+  t.match(h.logs.find((l) => l.event === 'respawn-scheduled'), { slot: 1 })
+})
+
+t.test('hung kill: a request past --timeout; the front hears of it before the signal', async (t) => {
+  const h = harness(t, { timeout: 3000 })
+  await started(h)
+  const hung = []
+  h.pool.on('hung', (w) => hung.push(w.reason))
+  h.latest(1).say('busy', { method: 'GET', url: '/loop' })
+  await h.step()
+  await h.advance(3000)
+  t.same(hung, [])
+  await h.advance(1)
+  t.same(hung, ['timeout'])
+  t.same(h.sys.order, ['gone 1', 'SIGKILL 1'], 'out of rotation first, then killed')
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
+})
+
+t.test('a broken channel: garbage or an oversize frame kills the worker like a crash, whatever came before it', async (t) => {
+  const h = harness(t)
+  await started(h)
+  const cases = [
+    ['not json\n', /not JSON: "not json"/],
+    [Buffer.alloc(MAX_FRAME + 1, 'x'), /longer than 1048576 bytes/],
+    [encode({ v: 1, type: 'heartbeat', rss: 1 }) + '{"v":1,"type":"idle"\n', /not JSON/]
+  ]
+  for (const [i, [bytes, problem]] of cases.entries()) {
+    const child = h.latest(1)
+    child.write(bytes)
+    await h.step()
+    t.same(child.signals, ['SIGKILL'], `case ${i + 1}: killed`)
+    t.match(h.logs.filter((l) => l.event === 'channel-broken').at(-1), { level: 'error', slot: 1, pid: child.pid, problem }, 'one line says who and why')
+    child.write('more garbage\n')
+    await h.step()
+    t.same(child.signals, ['SIGKILL'], 'what follows is dropped, not told again')
+    child.exit(null, 'SIGKILL')
+    await h.step()
+    t.match(h.pool.handles.get(1).lastExit, { reason: 'channel-broken' })
+    await h.advance(h.pool.handles.get(1).respawnDelay)
+    t.not(h.latest(1), child, 'the slot respawns, with the crash backoff')
+    h.latest(1).say('ready')
+    await h.step()
+  }
+  t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
+})
+
+t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled without a request', async (t) => {
+  const h = harness(t, { maxRss: 100 })
+  await started(h)
+  const worker = h.latest(1)
+  worker.say('heartbeat', { rss: 90 * 1024 * 1024 })
+  await h.step()
+  t.same(worker.sent, [], 'under the limit: kept')
+  worker.say('heartbeat', { rss: 101 * 1024 * 1024 })
+  await h.step()
+  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-rss', rss: 101 * 1024 * 1024 })
+  t.match(worker.sent, [{ type: 'stop' }], 'drained at once: it was idle')
+  worker.exit(0)
+  await h.step()
+  t.match(h.pool.handles.get(1).lastExit, { reason: 'max-rss' })
+  t.equal(h.sys.forks.length, 2, 'and replaced')
+})
+
+t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
+  const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
+  await started(h, 2)
+  h.latest(2).say('busy', { method: 'GET', url: '/slow' })
+  await h.step()
+  const stopped = h.pool.stop()
+  await h.step()
+  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the idle worker is asked to exit')
+  t.same(h.latest(2).sent, [], 'the busy one is not, yet')
+  await h.advance(100)
+  t.equal(h.latest(1).sent.length, 1, 'once, not at every tick')
+  h.latest(1).exit(0)
+  await h.advance(900)
+  t.same(h.latest(2).signals, ['SIGTERM'])
+  await h.advance(499)
+  t.same(h.latest(2).signals, ['SIGTERM'])
+  await h.advance(1)
+  t.same(h.latest(2).signals, ['SIGTERM', 'SIGKILL'])
+  h.latest(2).exit(null, 'SIGKILL')
+  await h.step()
+  t.same(await stopped, { clean: false }, 'a stop that had to signal is not clean')
+  t.equal(h.pool.handles.get(1).lastExit.reason, 'stop')
+  t.equal(h.pool.handles.get(2).lastExit.reason, 'stop-killed')
+})
+
+// Canary ready; then slots drain one at a time (batch 1), each respawning with the new code.
+async function rollThrough (h, slots, t) {
+  for (const slot of slots) {
+    await h.step()
+    const old = h.latest(slot)
+    t.match(old.sent, [{ type: 'stop' }], `slot ${slot} drained`)
+    old.exit(0)
+    await h.step()
+    t.not(h.latest(slot), old, `slot ${slot} respawned at once`)
+    t.equal(h.pool.handles.get(slot).codeGeneration, 1, `with the new generation`)
+    h.latest(slot).say('ready')
+  }
+}
+
+t.test('reload: a canary first, then one generation rolled out a batch at a time', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const oldPids = [h.latest(1).pid, h.latest(2).pid]
+  const reloading = h.pool.reload()
+  await h.step()
+  const canary = h.latest(0)
+  t.ok(canary, 'a canary process, outside the slots')
+  t.same(h.front.calls.filter((c) => c.startsWith('drain')), [], 'no slot touched while the canary boots')
+  canary.say('ready')
+  await h.step()
+  t.same(canary.signals, ['SIGKILL'], 'the canary is done once ready')
+  t.equal(h.pool.codeGeneration, 1)
+  t.equal(h.pool.reconciler.unavailableCount(), 1, 'one slot out of service at a time')
+  await rollThrough(h, [1, 2], t)
+  const result = await reloading
+  t.same(result.replaced, [{ slot: 1, oldPid: oldPids[0], newPid: h.latest(1).pid }, { slot: 2, oldPid: oldPids[1], newPid: h.latest(2).pid }])
+})
+
+t.test('reload: a canary that cannot boot fails the reload and touches no slot', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  h.latest(0).say('boot-error', { error: { message: 'SyntaxError: Unexpected token', stack: '...' } })
+  h.latest(0).exit(1)
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /Unexpected token/ })
+  t.equal(h.pool.codeGeneration, 0)
+  t.same(h.front.calls.filter((c) => c.startsWith('drain')), [])
+  t.equal(h.sys.forks.length, 3, 'two workers and the canary, nothing more')
+})
+
+t.test('reload: a canary that breaks its channel is killed and fails the reload', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  const canary = h.latest(0)
+  canary.write('garbage\n')
+  await h.step()
+  t.same(canary.signals, ['SIGKILL'])
+  t.match(h.logs.find((l) => l.event === 'channel-broken'), { level: 'error', pid: canary.pid, problem: /not JSON/ })
+  canary.exit(null, 'SIGKILL')
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /the new code broke the pool channel: a frame that is not JSON/ })
+  t.equal(h.pool.codeGeneration, 0, 'no slot touched')
+})
+
+t.test('reload: a new worker that dies before ready stops the reload there', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  h.latest(0).say('ready')
+  await h.step(4)
+  h.latest(1).exit(0) // drained
+  await h.step()
+  h.latest(1).exit(1) // the new process dies before ready
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED' })
+  await h.step()
+  t.same(h.latest(2).sent, [], 'slot 2 keeps its old worker')
+})
+
+t.test('scale during a reload: the new slot starts with the new code; the reload completes', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const reloading = h.pool.reload()
+  await h.step()
+  h.latest(0).say('ready')
+  await h.step()
+  const scaling = h.pool.scale(3)
+  await h.step()
+  t.equal(h.pool.handles.get(3).codeGeneration, 1, 'slot 3 boots the new generation')
+  h.latest(3).say('ready')
+  await rollThrough(h, [1, 2], t)
+  t.same(await scaling, { from: 2, to: 3 })
+  const { replaced } = await reloading
+  t.same(replaced.map((r) => r.slot), [1, 2], 'slot 3 needed no replacing')
+})
+
+t.test('stop during start: start() rejects STOPPING, booting workers are stopped, the stop resolves', async (t) => {
+  const h = harness(t, { workers: 2 })
+  const starting = h.pool.start()
+  starting.catch(() => {})
+  await h.step()
+  h.latest(1).say('ready')
+  const stopped = h.pool.stop()
+  await t.rejects(starting, { code: 'POOL_E_STOPPING' })
+  await h.step()
+  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the ready one is asked to exit')
+  t.match(h.latest(2).sent, [{ type: 'stop' }], 'and so is the booting one')
+  h.latest(1).exit(0)
+  h.latest(2).exit(0)
+  await h.step()
+  t.same(await stopped, { clean: true })
+  t.equal(h.pool.phase, 'stopped')
+})
+
+t.test('commands act in the tick: stop() and kill() change nothing before it runs', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  h.pool.kill()
+  t.same(h.latest(1).signals, [], 'not signalled from inside kill()')
+  await h.step()
+  t.same(h.latest(1).signals, ['SIGKILL'])
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.phase, 'stopped')
+})
+
+t.test('a failed fork is no failed boot: logged with its errno, counted, retried with backoff, never given up', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 2 })
+  await started(h, 2)
+  const told = []
+  h.pool.on('spawn-error', (w) => told.push(w))
+  const logsBefore = h.logs.length
+  let failing = 0 // forks of slot 1 that fail, alternately thrown and reported by 'error'
+  h.sys.failFork = (spec) => spec.slot === 1 && failing > 0 ? { error: spawnError(), sync: failing-- % 2 === 0 } : null
+  failing = 6
+  h.latest(1).exit(null, 'SIGKILL') // crashed: respawn in 100 ms
+  await h.step()
+  const slot = h.pool.handles.get(1)
+  for (let i = 1; i <= 6; i++) {
+    await h.advance(Math.ceil(slot.respawnDelay))
+    t.equal(told.length, i, `failed fork ${i} told`)
+    t.equal(slot.state, 'dead', 'waiting for its next try, not given up')
+    t.equal(slot.respawnDelay, Math.min(100 * 1.5 ** i, 15000), 'with the slot\'s backoff')
+  }
+  t.equal(slot.bootFailures, 0, 'no boot failure counted')
+  const logs = h.logs.slice(logsBefore)
+  const lines = logs.filter((l) => l.event === 'spawn-error')
+  t.equal(lines.length, 6)
+  t.match(lines[0], { level: 'error', slot: 1, code: 'EMFILE', errno: -24, delay: 150 })
+  t.match(told[0], { slot: 1, state: 'dead', error: { code: 'EMFILE', errno: -24 } })
+  t.same(logs.filter((l) => l.event === 'give-up' || l.event === 'spawn'), [], 'no give-up, and no process claimed to be spawned')
+  const metrics = await h.pool.metrics.registry.getSingleMetricAsString('pool_failures_total')
+  t.match(metrics, /pool_failures_total\{reason="worker_spawn_failed"\} 6/)
+  await h.advance(Math.ceil(slot.respawnDelay))
+  t.equal(slot.state, 'booting', 'the fork works again')
+  h.latest(1).say('ready')
+  await h.step()
+  t.equal(slot.state, 'ready')
+  t.equal(slot.restarts, 1, 'only processes that ran count as restarts')
+  t.equal(h.pool.handles.get(2).state, 'ready', 'the other slot never noticed')
+})
+
+t.test('a failed fork during start: the slot keeps trying, start() waits for it', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 1 })
+  let failing = 3
+  h.sys.failFork = (spec) => spec.slot === 2 && failing-- > 0 ? { error: spawnError('EAGAIN', -11) } : null
+  const starting = h.pool.start()
+  await h.step()
+  h.latest(1).say('ready')
+  for (let i = 0; i < 3; i++) await h.advance(Math.ceil(h.pool.handles.get(2).respawnDelay))
+  t.equal(h.pool.phase, 'starting')
+  t.match(h.logs.filter((l) => l.event === 'spawn-error').map((l) => l.code), ['EAGAIN', 'EAGAIN', 'EAGAIN'])
+  await h.step()
+  h.latest(2).say('ready')
+  await h.step()
+  await starting
+  t.equal(h.pool.phase, 'running')
+})
+
+// A ready worker crashes, then its next `failures` processes die before ready.
+async function giveUp (h, slot, failures) {
+  h.latest(slot).exit(1)
+  await h.step()
+  for (let i = 0; i < failures; i++) {
+    await h.advance(Math.ceil(h.pool.handles.get(slot).respawnDelay))
+    h.latest(slot).exit(1)
+    await h.step()
+  }
+}
+
+t.test('--given-up-retry: a given-up slot starts over after the delay, not before', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 2, givenUpRetry: 60000, heartbeatTimeout: 3600000 })
+  await started(h, 2)
+  await giveUp(h, 1, 2)
+  const slot = h.pool.handles.get(1)
+  t.equal(slot.state, 'given-up')
+  const forks = h.sys.forks.length
+  await h.advance(59999)
+  t.equal(h.sys.forks.length, forks, 'not before --given-up-retry')
+  t.equal(slot.state, 'given-up')
+  await h.advance(1)
+  t.equal(h.sys.forks.length, forks + 1, 'tried again')
+  t.match(h.logs.find((l) => l.event === 'given-up-retry'), { slot: 1, after: 60000 })
+  h.latest(1).say('ready')
+  await h.step()
+  t.equal(slot.state, 'ready')
+  t.equal(slot.bootFailures, 0)
+})
+
+t.test('--given-up-retry 0: only a reload revives a given-up slot', async (t) => {
+  const h = harness(t, { workers: 2, maxBootFailures: 1, givenUpRetry: 0, heartbeatTimeout: 48 * 3600000 })
+  await started(h, 2)
+  await giveUp(h, 1, 1)
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  const forks = h.sys.forks.length
+  await h.advance(24 * 3600000)
+  t.equal(h.pool.handles.get(1).state, 'given-up')
+  t.equal(h.sys.forks.length, forks)
+})
+
+t.test('the ceiling: min(8 × CPUs, free memory ÷ 128 MB), --max-workers over it, 0 for none', async (t) => {
+  const GB = 1024 ** 3
+  t.equal(workerCeiling({}, { cpus: 2, memory: 22 * GB }).max, 16, 'CPUs bound it')
+  t.equal(workerCeiling({}, { cpus: 64, memory: 1 * GB }).max, 8, 'memory bounds it')
+  t.equal(workerCeiling({}, { cpus: 2, memory: 10 * 1024 * 1024 }).max, 1, 'never below 1')
+  t.match(workerCeiling({}, { cpus: 2, memory: 22 * GB }).why, 'the default ceiling of 16 (min(8 × 2 CPUs, 22528 MB free ÷ 128 MB))')
+  t.same(workerCeiling({ maxWorkers: 40 }, { cpus: 2, memory: 0 }), { max: 40, why: '--max-workers 40' })
+  t.equal(workerCeiling({ maxWorkers: 0 }).max, Infinity)
+  t.throws(() => harness(t, { workers: 5, maxWorkers: 4 }), { code: 'POOL_E_BAD_OPTION', message: 'workers (-n) 5 is above --max-workers 4: lower -n, or raise --max-workers (0: no ceiling)' })
+  const h = harness(t, { workers: 2, maxWorkers: 3 })
+  await started(h, 2)
+  await t.rejects(h.pool.scale(4), { code: 'POOL_E_BAD_OPTION', message: 'cannot scale to 4 workers: above --max-workers 3; start the pool with a higher --max-workers (0: no ceiling)' })
+  t.equal(h.pool.target, 2)
+  t.equal(h.sys.forks.length, 2, 'nothing forked')
+})
+
+t.test('1000 workers: a batch boots at a time; the control socket and a stop are answered while they boot', async (t) => {
+  const N = 1000
+  const h = harness(t, { workers: N, maxWorkers: 0, maxBooting: 8, workerPort: 20000 })
+  const booting = () => h.pool.slots().filter((x) => x.state === 'booting').length
+  const starting = h.pool.start()
+  starting.catch(() => {}) // the stop below answers it
+  await h.step()
+  t.equal(h.sys.forks.length, 8, 'the first batch, not a thousand forks in one tick')
+  let most = 0
+  for (let round = 0; round < 10; round++) {
+    for (const c of h.sys.forks.slice(-8)) c.say('ready')
+    await h.step()
+    most = Math.max(most, booting())
+  }
+  t.equal(most, 8, 'never more than --max-booting booting')
+  t.equal(h.sys.forks.length, 88, 'each ready worker lets the next one boot')
+  t.equal(h.pool.slotsWithoutProcess, N - 88, 'the descriptor reserve knows what is still to come')
+
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-unit-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const control = await createControlServer({ path: path.join(dir, 'c.sock'), pool: h.pool })
+  t.teardown(() => control.close())
+  const status = await sendCommand(control.path, 'status', {}, { timeout: 10000 })
+  t.equal(status.workers.length, N, 'the control socket answers while they boot')
+  t.equal(status.phase, 'starting')
+  await t.rejects(sendCommand(control.path, 'scale', { workers: 2 }, { timeout: 10000 }), { code: 'POOL_E_NOT_STARTED' })
+
+  // A tick with a thousand slots and a thousand events is linear; its time is only a sanity bound.
+  for (let i = 0; i < 12; i++) for (const c of h.sys.forks) c.say('heartbeat', { rss: 1 })
+  const began = performance.now()
+  h.pool.tick()
+  const ms = performance.now() - began
+  t.comment(`one tick, ${N} slots, ${12 * h.sys.forks.length} events: ${ms.toFixed(1)} ms`)
+  t.ok(ms < 2000, 'sanity bound only')
+
+  const stopped = h.pool.stop()
+  await h.step()
+  for (const c of h.sys.forks) if (c.sent.some((m) => m.type === 'stop')) c.exit(0)
+  await h.step()
+  t.same(await stopped, { clean: true }, 'the stop completes while most slots never started')
+  t.equal(h.sys.forks.length, 88, 'and nothing was forked after it')
+})
