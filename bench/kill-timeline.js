@@ -5,7 +5,7 @@
 // of this project (what HAProxy alone does to its queue when a worker dies) as a picture; the
 // counts per configuration are bench/haproxy-kill.js's.
 //
-//   node bench/kill-timeline.js [--quick] [--configs pool-haproxy,haproxy-check,haproxy-alone,embedded]
+//   node bench/kill-timeline.js [--quick] [--configs pool-haproxy,haproxy-observe,haproxy-check,haproxy-alone,embedded]
 //                               [--duration 15] [--results DIR]
 //
 // Each configuration: `pool start -n 4` of the bench app, 12 closed-loop keep-alive clients
@@ -13,8 +13,10 @@
 // (slots in turn, serving ones only), and the requests' outcomes counted in 250 ms bins.
 //   pool-haproxy    HAProxy from `pool config haproxy`, driven by `pool start --balancer haproxy`
 //                   (READY when a worker is ready, MAINT the moment it exits)
-//   haproxy-check   the same HAProxy config without `observe layer4` (health checks every 2 s
-//                   only), nobody driving it: every server set READY once, as a static config
+//   haproxy-observe the same HAProxy config (checks every 2 s and `observe layer4`, which marks
+//                   a server down at its first failed connection), nobody driving it: every
+//                   server set READY once, as a static config
+//   haproxy-check   the same without `observe layer4` (health checks every 2 s only)
 //   haproxy-alone   neither checks nor anyone driving it: what HAProxy knows by itself
 //   embedded        the embedded balancer (`pool start`), for comparison
 // Loopback only; every process is stopped after each configuration and on Ctrl-C.
@@ -36,13 +38,14 @@ const OBSERVE = ' observe layer4 error-limit 1 on-error mark-down'
 
 const CONFIGS = {
   'pool-haproxy': { haproxy: (cfg) => cfg, drive: true },
+  'haproxy-observe': { haproxy: (cfg) => cfg, drive: false },
   'haproxy-check': { haproxy: (cfg) => cfg.replace(OBSERVE, ''), drive: false },
   'haproxy-alone': { haproxy: (cfg) => cfg.replace(/ check inter \S+ fall \d+ rise \d+/, '').replace(OBSERVE, ''), drive: false },
   embedded: { haproxy: null }
 }
 
 const defaults = { configs: Object.keys(CONFIGS), duration: 15 }
-const quick = { configs: ['pool-haproxy', 'haproxy-alone'], duration: 8 }
+const quick = { configs: ['pool-haproxy', 'haproxy-observe', 'haproxy-alone'], duration: 6 }
 
 async function startConfig (name) {
   const spec = CONFIGS[name]

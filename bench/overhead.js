@@ -3,13 +3,14 @@
 // What a front costs by itself: the latency it adds to a request that takes no time, and the
 // most requests per second the whole stack answers, per front, against a worker reached directly.
 //
-//   node bench/overhead.js [--quick] [--count 2000] [--rounds 3] [--peak 5] [--connections 16]
+//   node bench/overhead.js [--quick] [--count 2000] [--rounds 5] [--peak 3] [--connections 16]
 //                          [--workers 4] [--results DIR]
 //
 // The handler answers at once (0 ms; the bench app's `ok`). Fronts: direct (one worker, no
 // front), the embedded balancer, HAProxy from `pool config haproxy` (servers set READY), nginx →
 // HAProxy from `pool config nginx` (over HAProxy's unix socket, upstream keep-alive), and Node's
-// cluster (round-robin); each front but direct has `workers` workers.
+// cluster (round-robin), and the smallest proxy built on http-proxy (over the embedded balancer's
+// workers); each front but direct has `workers` workers.
 //   added latency   sequential requests, one at a time, `count` per front in `rounds` rounds
 //                   that visit the fronts in turn; once on a new connection each (what a front
 //                   pays to accept), once on one kept-alive connection. Median and p99.
@@ -26,7 +27,7 @@ const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = requ
 const { percentile } = require('./lib/stats')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const defaults = { count: 2000, rounds: 3, peak: 5, connections: 16, workers: 4 }
+const defaults = { count: 2000, rounds: 5, peak: 3, connections: 16, workers: 4 }
 const quick = { count: 300, rounds: 1, peak: 2 }
 
 async function startFronts (args) {
@@ -56,6 +57,11 @@ async function startFronts (args) {
   const [clusterPort] = await freePorts(1)
   await forkReady('cluster-primary.js', { PORT: String(clusterPort), WORKERS: String(args.workers) }, { timeout: 60000 })
   fronts.push({ name: 'cluster', url: `http://127.0.0.1:${clusterPort}` })
+  // The smallest proxy built on http-proxy, over the embedded balancer's workers: what that
+  // library adds per request, next to the balancer's own forwarding.
+  const [httpProxyPort] = await freePorts(1)
+  await forkReady('http-proxy-front.js', { CONFIG: JSON.stringify({ port: httpProxyPort, workers: workerPorts.map((port) => ({ port })) }) })
+  fronts.push({ name: 'http-proxy', url: `http://127.0.0.1:${httpProxyPort}` })
   return { fronts, skipped }
 }
 
@@ -93,7 +99,7 @@ async function main (args) {
   const per = Math.ceil(args.count / args.rounds)
   const steps = fronts.length * (1 + args.rounds)
   let done = 0
-  const data = Object.fromEntries(fronts.map((f) => [f.name, { fresh: [], kept: [], peaks: [] }]))
+  const data = Object.fromEntries(fronts.map((f) => [f.name, { fresh: [], kept: [], peaks: [], rounds: [] }]))
   for (const f of fronts) { // warm connections and the JIT on both sides
     progress(done++, steps, `warm-up ${f.name}`)
     await sequential(f.url, 200, false)
@@ -104,8 +110,11 @@ async function main (args) {
     for (const f of fronts) {
       progress(done++, steps, `${f.name}, round ${r + 1}`)
       const d = data[f.name]
-      d.fresh.push(...await sequential(f.url, per, false))
-      d.kept.push(...await sequential(f.url, per, true))
+      const fresh = await sequential(f.url, per, false)
+      const kept = await sequential(f.url, per, true)
+      d.fresh.push(...fresh)
+      d.kept.push(...kept)
+      d.rounds.push({ newConnection: { p50: round(percentile(fresh, 50), 3), p99: round(percentile(fresh, 99), 3) }, keepAlive: { p50: round(percentile(kept, 50), 3), p99: round(percentile(kept, 99), 3) } })
       d.peaks.push(await peak(f.url, args.connections, args.peak))
     }
   }
@@ -117,7 +126,9 @@ async function main (args) {
       front: f.name,
       newConnection: { p50: round(percentile(d.fresh, 50), 3), p99: round(percentile(d.fresh, 99), 3), n: d.fresh.length },
       keepAlive: { p50: round(percentile(d.kept, 50), 3), p99: round(percentile(d.kept, 99), 3), n: d.kept.length },
-      peak: { rps: round(sum('rps') / d.peaks.length, 0), failed: sum('failed'), p50: round(sum('p50') / d.peaks.length, 2), p99: round(sum('p99') / d.peaks.length, 2), rounds: d.peaks.map((p) => round(p.rps, 0)) }
+      peak: { rps: round(sum('rps') / d.peaks.length, 0), failed: sum('failed'), p50: round(sum('p50') / d.peaks.length, 2), p99: round(sum('p99') / d.peaks.length, 2), rounds: d.peaks.map((p) => round(p.rps, 0)) },
+      // Each round's own figures, for the report's intervals.
+      runs: d.rounds.map((x, i) => ({ ...x, peakRps: round(d.peaks[i].rps, 0), peakP99: round(d.peaks[i].p99, 2) }))
     }
   })
   for (const r of rows) log(`  ${r.front.padEnd(14)} new connection p50 ${r.newConnection.p50.toFixed(3)} ms  keep-alive p50 ${r.keepAlive.p50.toFixed(3)} ms  peak ${r.peak.rps} req/s`)

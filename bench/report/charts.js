@@ -87,7 +87,8 @@ function latencyTail (samples, { title, subtitle }) {
   })
 }
 
-// Horizontal bars with their value written at the end. values: [{ series, value, group? }].
+// Horizontal bars with their 95% interval and their value written at the end. values:
+// [{ series, value, lo, hi, group? }].
 function bars (values, { title, subtitle, x, format = ',.0f', offsetField, offsetTitle, keys, width = 440 }) {
   const encoding = {
     y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label), axis: { labelLimit: 400 } },
@@ -96,27 +97,29 @@ function bars (values, { title, subtitle, x, format = ',.0f', offsetField, offse
   const colored = offsetField
     ? { ...encoding, yOffset: { field: offsetField, type: 'nominal' }, color: { field: offsetField, type: 'nominal', title: offsetTitle, scale: { range: ['#4c78a8', '#a0c4e8'] } } }
     : { ...encoding, color: { field: 'series', type: 'nominal', legend: null, scale: colorScale(keys) } }
+  const at = (field) => ({ ...colored, x: { field, type: 'quantitative' } })
   return chart(title, subtitle, {
     data: { values },
     width,
     height: { step: offsetField ? 16 : 26 },
     layer: [
       { mark: { type: 'bar' }, encoding: colored },
-      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { ...colored, color: { value: '#333333' }, text: { field: 'value', type: 'quantitative', format } } }
+      { mark: { type: 'rule', color: '#222222' }, encoding: { ...at('lo'), x2: { field: 'hi' }, color: { value: '#222222' } } },
+      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 11 }, encoding: { ...at('hi'), color: { value: '#333333' }, text: { field: 'value', type: 'quantitative', format } } }
     ]
   })
 }
 
-// The front overhead: time per 0 ms request, new connection and kept alive.
-function overheadLatency (rows) {
+// The front overhead: time per 0 ms request, new connection and kept alive. stat(row, f) → interval.
+function overheadLatency (rows, stat) {
   if (!rows?.length) return null
   const values = rows.flatMap((r) => [
-    { series: label(r.front), value: r.newConnection.p50, how: 'new connection per request' },
-    { series: label(r.front), value: r.keepAlive.p50, how: 'one kept-alive connection' }
-  ])
+    dot(stat(r, (y) => y.newConnection.p50), { series: label(r.front), how: 'new connection per request' }),
+    dot(stat(r, (y) => y.keepAlive.p50), { series: label(r.front), how: 'one kept-alive connection' })
+  ]).filter(Boolean)
   return bars(values, {
     title: 'Time per request with a 0 ms handler',
-    subtitle: 'median of sequential requests, one at a time; the gap to direct is what the front adds',
+    subtitle: 'median of sequential requests, one at a time (median of the rounds, 95% interval); the gap to direct is what the front adds',
     x: 'ms per request (median)',
     format: '.2f',
     offsetField: 'how',
@@ -125,12 +128,12 @@ function overheadLatency (rows) {
   })
 }
 
-function overheadPeak (rows) {
+function overheadPeak (rows, peak) {
   if (!rows?.length) return null
-  const values = rows.map((r) => ({ series: label(r.front), value: r.peak.rps }))
+  const values = rows.map((r) => dot(peak(r), { series: label(r.front) })).filter(Boolean)
   return bars(values, {
     title: 'Peak requests per second with a 0 ms handler',
-    subtitle: 'autocannon, keep-alive; load generator, front and workers share the same 2 cores',
+    subtitle: 'autocannon, keep-alive; load generator, front and workers share the same 2 cores (median of the rounds, 95% interval)',
     x: 'requests per second',
     keys: rows.map((r) => r.front)
   })
@@ -292,15 +295,8 @@ function matrixHangs (data) {
   })
 }
 
-// Ticks a symlog axis can show without crowding: 0, then 1, 4, 10, 40... up to the data's max.
-function symlogTicks (values) {
-  const max = Math.max(1, ...values.map((v) => v.rate))
-  const ticks = [0]
-  for (let decade = 1; decade <= max * 2; decade *= 10) ticks.push(decade, 4 * decade)
-  return ticks.filter((t) => t <= max * 1.2)
-}
-
-// Answered and failed requests per second over time, kills marked.
+// Answered and failed requests per second over time, kills marked: one row per configuration
+// (so that no line hides another), answered and failed side by side on one symlog axis.
 function killTimeline (data) {
   if (!data?.rows?.length) return null
   const perS = 1000 / data.binMs
@@ -309,26 +305,27 @@ function killTimeline (data) {
     { series: label(r.config), t: b.t, rate: b.failed * perS, what: 'failed' }
   ]))
   const kills = data.rows[0].kills.map((t) => ({ t }))
-  const keys = data.rows.map((r) => r.config)
-  const panel = (what, title, scale, ticks) => ({
-    width: 560,
-    height: 170,
-    layer: [
-      { data: { values: kills }, mark: { type: 'rule', color: '#bbbbbb', strokeDash: [3, 3] }, encoding: { x: { field: 't', type: 'quantitative' } } },
-      {
-        transform: [{ filter: `datum.what === '${what}'` }],
-        mark: { type: 'line', interpolate: 'step-after', strokeWidth: 1.8 },
-        encoding: {
-          x: { field: 't', type: 'quantitative', title: 'time (s); dashed lines: a worker SIGKILLed', axis: { format: 'd', tickMinStep: 1 } },
-          y: { field: 'rate', type: 'quantitative', title, scale, axis: ticks ? { values: ticks } : {} },
-          color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys) }
-        }
-      }
-    ]
-  })
-  return chart('Kill timeline: a worker SIGKILLed every second', `${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders; rates over ${data.binMs} ms bins`, {
+  const max = Math.max(1, ...values.map((v) => v.rate))
+  const ticks = [0, 10, 100, 1000, 10000].filter((t) => t <= max * 1.5)
+  return chart('Kill timeline: a worker SIGKILLed every second', [`${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders; rates over ${data.binMs} ms bins`, 'one run per configuration (the counts over several runs are in the next section)'], {
     data: { values },
-    vconcat: [panel('answered', 'answered req/s', {}), panel('failed', 'failed req/s (symlog)', { type: 'symlog' }, symlogTicks(values.filter((v) => v.what === 'failed')))]
+    facet: { row: { field: 'series', type: 'nominal', title: null, sort: data.rows.map((r) => label(r.config)), header: { labelAngle: 0, labelAlign: 'left', labelAnchor: 'start', labelOrient: 'top', labelFontSize: 12 } } },
+    spec: {
+      width: 560,
+      height: 80,
+      layer: [
+        { data: { values: kills }, mark: { type: 'rule', color: '#bbbbbb', strokeDash: [3, 3] }, encoding: { x: { field: 't', type: 'quantitative' } } },
+        {
+          mark: { type: 'line', interpolate: 'step-after', strokeWidth: 1.6 },
+          encoding: {
+            x: { field: 't', type: 'quantitative', title: 'time (s); dashed lines: a worker SIGKILLed', axis: { format: 'd', tickMinStep: 1 } },
+            y: { field: 'rate', type: 'quantitative', title: 'req/s (symlog)', scale: { type: 'symlog', domain: [0, max * 1.5] }, axis: { values: ticks } },
+            color: { field: 'what', type: 'nominal', title: null, sort: ['answered', 'failed'], scale: { domain: ['answered', 'failed'], range: ['#1f77b4', '#d62728'] } }
+          }
+        }
+      ]
+    },
+    spacing: 6
   })
 }
 

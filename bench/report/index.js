@@ -150,16 +150,20 @@ async function overheadSection (r, dir, run) {
   const data = load.overhead(dir)
   r.add('## Front overhead', 'What a front costs by itself, with a handler that answers at once (0 ms): the time per request, one request at a time, and the most requests per second the whole stack answers. Each front but "direct" has its own workers behind it; "direct" is one worker reached without a front.')
   if (!data) return r.add(missing(run, 'overhead', 'front overhead'))
-  r.add(await r.figure('overhead-latency', charts.overheadLatency(data.rows), 'median time per 0 ms request per front, on a new connection and on a kept-alive one'))
-  r.add(await r.figure('overhead-peak', charts.overheadPeak(data.rows), 'peak requests per second with a 0 ms handler, per front'))
+  // Per round when the result has rounds; the pooled figure (one value) when it does not.
   const direct = data.rows.find((x) => x.front === 'direct')
-  const added = (x, k) => (direct && x.front !== 'direct' ? `+${ms3(x[k].p50 - direct[k].p50)}` : '–')
-  r.add(table(['front', 'new connection p50 / p99 ms', 'added p50 ms', 'kept alive p50 / p99 ms', 'added p50 ms', 'peak req/s', 'p99 ms at peak'], data.rows.map((x) => [
-    label(x.front), `${ms3(x.newConnection.p50)} / ${ms3(x.newConnection.p99)}`, added(x, 'newConnection'), `${ms3(x.keepAlive.p50)} / ${ms3(x.keepAlive.p99)}`, added(x, 'keepAlive'), int(x.peak.rps), ms(x.peak.p99)
+  const runsOf = (x) => x.runs ?? [{ newConnection: x.newConnection, keepAlive: x.keepAlive }]
+  const stat = (x, f) => interval(runsOf(x), f)
+  const peak = (x) => interval((x.peak.rounds ?? [x.peak.rps]).map((v) => ({ v })), 'v')
+  const added = (x, k) => (direct && x.front !== 'direct' ? interval(runsOf(x).map((y, i) => ({ v: y[k].p50 - (runsOf(direct)[i] ?? runsOf(direct)[0])[k].p50 })), 'v') : null)
+  r.add(await r.figure('overhead-latency', charts.overheadLatency(data.rows, stat), 'median time per 0 ms request per front, on a new connection and on a kept-alive one, with 95% intervals'))
+  r.add(await r.figure('overhead-peak', charts.overheadPeak(data.rows, peak), 'peak requests per second with a 0 ms handler, per front, with 95% intervals'))
+  r.add(table(['front', 'new connection p50 ms', 'added p50 ms', 'kept alive p50 ms', 'added p50 ms', 'peak req/s (whole stack)'], data.rows.map((x) => [
+    label(x.front), ci(stat(x, (y) => y.newConnection.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'newConnection'), ms3), ci(stat(x, (y) => y.keepAlive.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'keepAlive'), ms3), ci(peak(x), int)
   ])))
-  r.add(`${data.config.count} sequential requests per front and connection kind (${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn); peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET; on this machine the load generator, the front and the workers share the same cores, so peak req/s is the CPU a request costs the whole stack rather than what a front could do alone.`)
+  r.add(`${data.config.count} sequential requests per front and connection kind in ${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn (median of the rounds' p50s, with its 95% interval; "added": each round's p50 minus direct's in the same round); peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET. Peak req/s here has the load generator, the front and the workers on the same cores: it is the CPU a request costs the whole stack, not what a front could do alone; the embedded balancer's own ceiling, with the load generator on another core, is in [Costs](#costs).`)
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
-  r.add(provenance(run, 'overhead'))
+  r.add(provenance(run, 'overhead', null, data))
 }
 
 // What the driver did over a cell's runs.
