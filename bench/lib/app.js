@@ -5,6 +5,7 @@
 // workers behave like a 15-core machine even on a 2-core one: a worker is unavailable for
 // exactly its service time, and the balancing in front is what is measured.
 //
+// `?busy=1` burns the CPU for the service time instead (a busy loop), for the CPU-bound variant.
 // `?kb=` sends a body of that many KB (for the buffering measurement). `?hang=1` never answers:
 // it blocks the event loop for good, as an endless loop in a render would, still without burning
 // a core (only the supervisor's request timeout ends it). With `onBusy`, each
@@ -18,6 +19,13 @@ function block (ms) {
   if (ms > 0) Atomics.wait(sleeper, 0, 0, ms)
 }
 
+// A render that burns its core for `ms`, for the CPU-bound variant (bench/costs.js), where the
+// front has to compete with the renders for the machine's cores.
+function spin (ms) {
+  const end = performance.now() + ms
+  while (performance.now() < end) {}
+}
+
 function createApp ({ onBusy } = {}) {
   return (req, res) => {
     const started = performance.now()
@@ -26,11 +34,13 @@ function createApp ({ onBusy } = {}) {
     const ms = Number(params.get('ms') || 0)
     const kb = Number(params.get('kb') || 0)
     const hang = params.get('hang') === '1'
+    const busy = params.get('busy') === '1'
     let received = 0
     req.on('data', (c) => { received += c.length })
     req.on('end', () => {
       if (hang) Atomics.wait(sleeper, 0, 0) // no timeout: never returns
-      block(ms)
+      if (busy) spin(ms)
+      else block(ms)
       const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })
       res.end(body)

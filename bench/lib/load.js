@@ -17,7 +17,8 @@
 const http = require('node:http')
 const { lagSummary } = require('./stats')
 
-function run ({ url, at, ms, deadlineMs = 0 }) {
+// `query`: more query parameters for every request (`busy=1`).
+function run ({ url, at, ms, deadlineMs = 0, query = '' }) {
   return new Promise((resolve) => {
     const n = at.length
     const sent = new Float64Array(n)
@@ -39,7 +40,7 @@ function run ({ url, at, ms, deadlineMs = 0 }) {
     }
     const fire = (i) => {
       sent[i] = performance.now()
-      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}`, { agent: false }, (res) => {
+      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent: false }, (res) => {
         res.resume()
         res.on('end', () => { clearTimeout(giveUp); finish(i, res.statusCode) })
         res.on('error', () => finish(i, -1))

@@ -48,12 +48,16 @@ function machine () {
 }
 
 // The commit the bench runs on, and whether the tree differs from it: modified, staged or
-// untracked files (a new file can change what is measured as much as an edit).
+// untracked files (a new file can change what is measured as much as an edit), except what the
+// suite itself writes (results, the report and its charts), which earlier parts of the same run
+// have just changed.
+const WRITTEN_BY_THE_SUITE = [':!bench/results', ':!docs/benchmarks*.md', ':!docs/charts*']
+
 function source (cwd = path.join(__dirname, '..', '..')) {
   const git = (...a) => spawnSync('git', a, { cwd, encoding: 'utf8' })
   const commit = git('rev-parse', '--short', 'HEAD')
   if (commit.status !== 0) return { commit: null, dirty: null, changedFiles: null }
-  const changed = git('status', '--porcelain', '--untracked-files=all').stdout.split('\n').filter(Boolean)
+  const changed = git('status', '--porcelain', '--untracked-files=all', '--', '.', ...WRITTEN_BY_THE_SUITE).stdout.split('\n').filter(Boolean)
   return { commit: commit.stdout.trim(), dirty: changed.length > 0, changedFiles: changed.length }
 }
 

@@ -62,7 +62,7 @@ function reload (dir) {
 function matrix (dir) {
   const data = readJson(dir, 'matrix.json')
   if (!data) return null
-  if (Array.isArray(data.closed)) return { ...data, source: data.source, file: 'matrix.json' }
+  if (Array.isArray(data.closed)) return { ...data, file: 'matrix.json' }
   if (!Array.isArray(data.rows)) return null
   const closed = data.rows.filter((x) => ['normal', 'reload', 'kill'].includes(x.scenario))
     .map((x) => ({ view: 'keep-alive', scenario: x.scenario, connections: x.connections, front: x.front, runs: [x] }))
@@ -94,7 +94,7 @@ function overload (dir) {
 // Parts that write JSON themselves.
 const json = (file) => (dir) => {
   const data = readJson(dir, file)
-  return data ? { ...data, source: file } : null
+  return data ? { ...data, file } : null
 }
 
 module.exports = {
@@ -108,5 +108,6 @@ module.exports = {
   bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),
   overhead: json('overhead.json'),
+  costs: json('costs.json'),
   run: json('run.json')
 }

@@ -139,6 +139,31 @@ function overheadPeak (rows, peak) {
   })
 }
 
+// bench/costs.js: CPU time per request of each front's own processes and of its workers.
+function costsCpu (data, stat) {
+  const values = data.cpu.flatMap((c) => [
+    ...Object.keys(c.runs[0]?.processes ?? {}).map((name) => dot(stat(c, (x) => x.processes[name]?.cpuUsPerRequest), { series: label(c.front), how: name === 'HAProxy' ? 'HAProxy' : 'the front\'s own process (supervisor, primary, daemon)' })),
+    dot(stat(c, (x) => x.workers.cpuUsPerRequest), { series: label(c.front), how: 'the workers, all together' })
+  ]).filter(Boolean)
+  if (!values.length) return null
+  const keys = data.cpu.map((c) => c.front)
+  const enc = {
+    y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label), axis: { labelLimit: 400 } },
+    yOffset: { field: 'how', type: 'nominal', sort: ['the front\'s own process (supervisor, primary, daemon)', 'HAProxy', 'the workers, all together'] }
+  }
+  const color = { field: 'how', type: 'nominal', title: null, sort: ['the front\'s own process (supervisor, primary, daemon)', 'HAProxy', 'the workers, all together'], scale: { range: ['#1f77b4', '#ff7f0e', '#a0c4e8'] }, legend: { columns: 1, labelLimit: 500 } }
+  return chart('CPU time per request', `open loop at ${data.config.rate} req/s of ${data.config.ms} ms renders, ${data.config.workers} workers; median of the runs with its 95% interval`, {
+    data: { values },
+    width: 420,
+    height: { step: 16 },
+    layer: [
+      { mark: 'bar', encoding: { ...enc, x: { field: 'value', type: 'quantitative', title: 'CPU µs per request (user + system)' }, color } },
+      { mark: { type: 'rule', color: '#222222' }, encoding: { ...enc, x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } } },
+      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 10 }, encoding: { ...enc, x: { field: 'hi', type: 'quantitative' }, text: { field: 'value', type: 'quantitative', format: ',.0f' } } }
+    ]
+  })
+}
+
 const SCENARIO_TITLE = { normal: 'normal', reload: 'rolling reloads', kill: 'SIGKILLs, 1/s', loop: 'endless requests', stop: 'SIGSTOP 1 worker' }
 const VIEW_TITLE = { ab: 'new connection per request (ab)', 'keep-alive': 'keep-alive clients' }
 
@@ -509,4 +534,4 @@ function overloadLatency (data, stat) {
   })
 }
 
-module.exports = { intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }
+module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }

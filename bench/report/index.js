@@ -365,9 +365,48 @@ async function fleetSection (r, dir, run) {
   r.add(provenance(run, 'fleet', 'node bench/fleet.js', data.legacy ? null : data))
 }
 
+async function costsSection (r, dir, run) {
+  const data = load.costs(dir)
+  r.add('## Costs', 'What a front costs besides latency: CPU time per request and memory, of the front and of each worker; the embedded balancer\'s throughput ceiling with the load generator on another core; and the fronts with renders that burn their core, as many workers as cores, where the front competes with the renders. By `bench/costs.js`.')
+  if (!data?.cpu?.length) return r.add(missing(run, 'costs', 'costs'))
+  const c = data.config
+  const stat = (cell, f) => interval(cell.runs, f)
+  const rows = []
+  for (const cell of data.cpu) {
+    const names = Object.keys(cell.runs[0]?.processes ?? {})
+    for (const name of names) rows.push([label(cell.front), name, ci(stat(cell, (x) => x.processes[name]?.cpuUsPerRequest), int), ci(stat(cell, (x) => x.processes[name]?.rssMb), (v) => v.toFixed(1))])
+    rows.push([label(cell.front), `each of ${c.workers} workers (CPU: all together)`, ci(stat(cell, (x) => x.workers.cpuUsPerRequest), int), ci(stat(cell, (x) => x.workers.rssMb), (v) => v.toFixed(1))])
+  }
+  r.add(await r.figure('costs-cpu', charts.costsCpu(data, stat), 'CPU time per request of each front\'s own processes and of its workers, with 95% intervals'))
+  r.add(table(['front', 'process', 'CPU µs per request', 'RSS MB'], rows))
+  const cluster = data.cpu.find((x) => x.front === 'cluster')
+  const perWorker = data.cpu.filter((x) => x.front !== 'cluster' && cluster).map((x) => `${label(x.front)} ${ci(interval(x.runs.map((y, i) => ({ v: y.workers.rssMb - (cluster.runs[i] ?? cluster.runs[0]).workers.rssMb })), 'v'), (v) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`)} MB`)
+  r.add(`Open loop at ${c.rate} req/s of ${c.ms} ms renders (Atomics.wait) for ${c.seconds} s per run, ${c.workers} workers per front, ${c.runs} run${c.runs > 1 ? "s" : ""} per front, the fronts taking turns; CPU from /proc (user + system, 10 ms ticks), RSS after the run (the workers': their median). A worker's RSS against a plain cluster worker of the same app, run by run: ${perWorker.join(', ') || '–'}. In HAProxy mode the supervisor is not in the request's path, but each request still reaches it as the worker's messages.`)
+  if (data.ceiling?.runs?.length) {
+    const x = data.ceiling
+    const busy = stat(x, 'frontCore')
+    const embedded = data.cpu.find((y) => y.front === 'embedded')
+    const model = embedded ? stat(embedded, (y) => 1e6 / y.processes.supervisor.cpuUsPerRequest) : null
+    const saturated = busy.value >= 0.9
+    r.add('### The embedded balancer\'s ceiling')
+    r.add(table(['measured req/s (0 ms handler)', 'the balancer\'s core busy', 'p99 ms', 'model: 1 s ÷ CPU per request'], [[`${saturated ? '' : '≥ '}${ci(stat(x, 'rps'), int)}`, ci(busy, pct), ci(stat(x, 'p99')), model ? `${ci(model, int)} req/s (a model, not run)` : '–']]))
+    r.add(`autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, the supervisor (its embedded balancer) pinned alone to CPU 0, the ${c.workers} workers and autocannon to CPU 1 (taskset). ${saturated ? 'The balancer\'s core was saturated: the figure is its ceiling here.' : 'The balancer\'s core was not saturated: the load generator and the workers on the other core were the limit, so the balancer\'s ceiling is only known to be above the figure measured (≥); the model divides a second by the CPU time the supervisor spent per request at a fixed rate above.'} Other work on the machine can run on CPU 0 too.`)
+  }
+  if (data.cpuBound?.some((y) => y.runs.length)) {
+    r.add('### CPU-bound renders')
+    r.add(table(['front', 'runs', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'send lag p99 ms'], data.cpuBound.filter((y) => y.runs.length).map((y) => [
+      label(y.front), runsCell(stat(y, 'p50')), `${ci(stat(y, 'p50'))} (${ci(stat(y, 'ideal50'))})`, `${ci(stat(y, 'p99'))} (${ci(stat(y, 'ideal99'))})`, ci(ratioOf(y, 50), times), ci(ratioOf(y, 99), times), lagCell(y.runs)
+    ])))
+    r.add(`${data.cores} workers (one per core) whose renders burn the CPU (a busy loop) for a lognormal service time (median ${c.median} ms, σ ${c.sigma}, cap 500 ms), Poisson arrivals at ρ ${c.cpuRho}, ${c.seconds} s per run; the ideal is the central queue over ${data.cores} servers with the same arrivals and service times. Here the front, the load generator and the renders share the cores: what the front costs shows as latency.`)
+  }
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((y) => y.front).join(', '), data.skipped.map((y) => y.reason).join('; ')))
+  r.add(provenance(run, 'costs', null, data))
+}
+
 const SECTIONS = [
   ['balancer', 'Latency against the ideal central queue', latencySection],
   ['overhead', 'Front overhead', overheadSection],
+  ['costs', 'Costs', costsSection],
   ['matrix', "The operator's matrix", matrixSection],
   ['kill-timeline', 'Kill timeline', killTimelineSection],
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],

@@ -13,6 +13,7 @@
 const PARTS = [
   { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 300, quick: 60 } },
   { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
+  { name: 'costs', about: 'CPU per request and memory of each front and its workers, the embedded balancer\'s ceiling on a core of its own, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 120, quick: 60 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1400, quick: 190 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
   { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 170, quick: 25 } },
