@@ -9,6 +9,7 @@ const { WorkerSet } = require('./workers')
 const { Dispatcher } = require('./dispatcher')
 const { forward } = require('./proxy')
 const { decide, mayReuseConnection } = require('./retry')
+const { failureOf, ATTEMPT_FAILURES } = require('./failures')
 const { refusalOf } = require('./request-rules')
 const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
 const { BodyBudget } = require('./body-budget')
@@ -23,16 +24,6 @@ const { createFrontServer } = require('./server')
 const { listen, beginClose, closeServer, urlOf } = require('../../net/listen')
 const { codes } = require('../../errors')
 const { guardAccept } = require('../../net/descriptors')
-
-// pool_failures_total's reason for each way an attempt on a worker fails
-// (lib/fronts/balancer/retry.js).
-const FAILURE_METRIC = {
-  refused: 'worker_refused',
-  died: 'worker_died',
-  bad_response: 'bad_response',
-  broken_response: 'worker_broken_response',
-  timeout: 'worker_timeout'
-}
 
 // The answer to a body the balancer stopped reading (buffering.js), by the error's code.
 const BODY_REFUSALS = {
@@ -365,14 +356,14 @@ class EmbeddedBalancer {
     }
     attempt.stream(res, (failure) => this.safely(job, () => {
       if (!failure) return this.releaseWorker(job)
-      this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
+      this.metrics.failures.inc({ reason: failureOf(failure).metric })
       res.destroy() // the client sees a truncated response, not a silently short one
       this.releaseWhenIdle(job, job.record)
     }))
   }
 
   onAttemptFailed (job, record, attempt, { failure, error }) {
-    this.metrics.failures.inc({ reason: FAILURE_METRIC[failure] })
+    this.metrics.failures.inc({ reason: failureOf(failure).metric })
     if (failure !== 'timeout') this.slots.of(record.slot, record.name).failures++
     if (failure === 'bad_response') this.logBadResponse(job, record, error)
     // A worker that refused or reset the connection is benched before its place is given back,
@@ -390,10 +381,11 @@ class EmbeddedBalancer {
   }
 
   badResponse (job, err) {
-    this.metrics.failures.inc({ reason: 'bad_response' })
+    const { metric, answer } = ATTEMPT_FAILURES.bad_response
+    this.metrics.failures.inc({ reason: metric })
     if (job.record) this.slots.of(job.record.slot, job.record.name).failures++
     this.logBadResponse(job, job.record, err)
-    this.fail(job, 'bad_response')
+    this.fail(job, answer)
   }
 
   logBadResponse (job, record, err) {

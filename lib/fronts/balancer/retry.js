@@ -4,14 +4,8 @@
 // send it to another worker, or answer the client. A pure function of what is known, so that
 // every rule can be read (and tested) here.
 //
-// What the attempt got to (the failure), from lib/fronts/balancer/proxy.js:
-//   refused          the connection to the worker failed before it was established: no byte of
-//                    the request can have reached the worker.
-//   died             the connection was established (the request may have been read) and
-//                    closed or reset before any byte of a response came back.
-//   bad_response     the worker answered, with bytes that are not a valid HTTP/1.1 response.
-//   broken_response  the response started and broke off midway.
-//   timeout          no response head within --proxy-timeout.
+// The ways an attempt fails (refused, died, bad_response, broken_response, timeout) and what
+// each may become are one table: lib/fronts/balancer/failures.js.
 //
 // The rules, against HAProxy's `retry-on` (HAProxy 2.6 manual, "retry-on"):
 //   refused          any method, up to --retries times: `retry-on conn-failure`.
@@ -26,32 +20,23 @@
 //                    would run it twice at once).
 // Nothing is retried for a client that has gone, or once the balancer is stopping.
 
+const { failureOf } = require('./failures')
+
 const REPLAYABLE_METHODS = new Set(['GET', 'HEAD'])
 
-// The reason the client is answered with (lib/fronts/balancer/replies.js) when a failure ends a
-// request.
-const ANSWER = {
-  refused: 'worker_refused',
-  died: 'worker_died',
-  bad_response: 'bad_response',
-  broken_response: 'worker_broken_response',
-  timeout: 'worker_timeout'
-}
-
-// failure: one of the above. request: { method, redispatches, replayed }.
+// failure: a key of failures.js ATTEMPT_FAILURES. request: { method, redispatches, replayed }.
 // context: { retries, clientGone, stopping }.
-// Returns { action: 'redispatch', why } or { action: 'answer', reason }.
+// Returns { action: 'redispatch', why } (why: the failure) or { action: 'answer', reason }.
 function decide (failure, request, { retries, clientGone, stopping }) {
-  if (!(failure in ANSWER)) throw new Error(`unknown attempt failure ${failure}`)
+  const { retry, answer, answerReplayed } = failureOf(failure)
   const mayRetry = !clientGone && !stopping
-  if (failure === 'refused' && mayRetry && request.redispatches < retries) {
-    return { action: 'redispatch', why: 'refused' }
+  if (retry === 'any-method' && mayRetry && request.redispatches < retries) {
+    return { action: 'redispatch', why: failure }
   }
-  if (failure === 'died') {
-    if (mayRetry && REPLAYABLE_METHODS.has(request.method) && !request.replayed) return { action: 'redispatch', why: 'died' }
-    return { action: 'answer', reason: request.replayed ? 'worker_died_twice' : 'worker_died' }
+  if (retry === 'replayable' && mayRetry && REPLAYABLE_METHODS.has(request.method) && !request.replayed) {
+    return { action: 'redispatch', why: failure }
   }
-  return { action: 'answer', reason: ANSWER[failure] }
+  return { action: 'answer', reason: request.replayed ? answerReplayed : answer }
 }
 
 // Whether a request may go out on a kept-alive connection. A reused connection can be closed by

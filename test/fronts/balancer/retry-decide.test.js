@@ -1,0 +1,82 @@
+'use strict'
+
+// retry.decide(), the one retry policy, row by row: every way an attempt fails (failures.js),
+// for a replayable and a non-replayable method, with the client gone, the balancer stopping,
+// the retries used up, a request already replayed. Pure: no socket, no worker.
+
+const t = require('tap')
+const { decide, mayReuseConnection } = require('../../../lib/fronts/balancer/retry')
+const { ATTEMPT_FAILURES, failureOf } = require('../../../lib/fronts/balancer/failures')
+const { REASONS } = require('../../../lib/fronts/balancer/replies')
+
+const fresh = (method, more = {}) => ({ method, redispatches: 0, replayed: false, ...more })
+const serving = { retries: 3, clientGone: false, stopping: false }
+const redispatch = (why) => ({ action: 'redispatch', why })
+const answer = (reason) => ({ action: 'answer', reason })
+
+t.test('the table: each failure has a metric label, an answer with its HTTP status, a retry rule', async (t) => {
+  t.same(Object.keys(ATTEMPT_FAILURES).sort(), ['bad_response', 'broken_response', 'died', 'refused', 'timeout'])
+  const expected = {
+    refused: { metric: 'worker_refused', answer: 'worker_refused', status: 502, retry: 'any-method' },
+    died: { metric: 'worker_died', answer: 'worker_died', answerReplayed: 'worker_died_twice', status: 502, retry: 'replayable' },
+    bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, retry: 'never' },
+    broken_response: { metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never' },
+    timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' }
+  }
+  for (const [failure, row] of Object.entries(expected)) {
+    t.match(ATTEMPT_FAILURES[failure], row, failure)
+    t.equal(REASONS[ATTEMPT_FAILURES[failure].answer].status, row.status, `${failure}: its reply's status`)
+  }
+  t.ok(Object.isFrozen(ATTEMPT_FAILURES) && Object.values(ATTEMPT_FAILURES).every(Object.isFrozen), 'read-only')
+})
+
+t.test('refused: any method, up to --retries redispatches', async (t) => {
+  for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']) {
+    t.same(decide('refused', fresh(method), serving), redispatch('refused'), method)
+    t.same(decide('refused', fresh(method, { redispatches: 2 }), serving), redispatch('refused'), `${method}, the last retry`)
+    t.same(decide('refused', fresh(method, { redispatches: 3 }), serving), answer('worker_refused'), `${method}, retries used up`)
+  }
+  t.same(decide('refused', fresh('POST'), { ...serving, retries: 0 }), answer('worker_refused'), '--retries 0')
+  t.same(decide('refused', fresh('GET', { replayed: true }), serving), redispatch('refused'), 'after a replay, a refusal still retries')
+  t.same(decide('refused', fresh('GET', { replayed: true, redispatches: 3 }), serving), answer('worker_refused'), 'and ends as a refusal')
+})
+
+t.test('died: GET and HEAD only, once', async (t) => {
+  for (const method of ['GET', 'HEAD']) {
+    t.same(decide('died', fresh(method), serving), redispatch('died'), method)
+    t.same(decide('died', fresh(method, { replayed: true }), serving), answer('worker_died_twice'), `${method}, died again`)
+    t.same(decide('died', fresh(method, { redispatches: 3 }), { ...serving, retries: 3 }), redispatch('died'), `${method}: --retries counts refusals only`)
+  }
+  for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+    t.same(decide('died', fresh(method), serving), answer('worker_died'), `${method} is never replayed`)
+  }
+})
+
+t.test('bad_response, broken_response, timeout: never retried, whatever the method', async (t) => {
+  for (const failure of ['bad_response', 'broken_response', 'timeout']) {
+    for (const method of ['GET', 'POST']) {
+      t.same(decide(failure, fresh(method), serving), answer(ATTEMPT_FAILURES[failure].answer), `${failure} ${method}`)
+    }
+    t.same(decide(failure, fresh('GET', { replayed: true }), serving), answer(ATTEMPT_FAILURES[failure].answer), `${failure} after a replay`)
+  }
+})
+
+t.test('nothing is retried for a client that has gone, or once the balancer is stopping', async (t) => {
+  for (const when of [{ clientGone: true }, { stopping: true }]) {
+    const label = Object.keys(when)[0]
+    t.same(decide('refused', fresh('GET'), { ...serving, ...when }), answer('worker_refused'), `refused, ${label}`)
+    t.same(decide('died', fresh('GET'), { ...serving, ...when }), answer('worker_died'), `died, ${label}`)
+    t.same(decide('died', fresh('GET', { replayed: true }), { ...serving, ...when }), answer('worker_died_twice'), `died again, ${label}`)
+  }
+})
+
+t.test('an unknown failure is a bug, said at once', async (t) => {
+  t.throws(() => decide('exploded', fresh('GET'), serving), /unknown attempt failure exploded/)
+  t.throws(() => failureOf('toString'), /unknown attempt failure/, 'not a key inherited from Object')
+})
+
+t.test('only a replayable method goes out on a kept-alive connection', async (t) => {
+  t.equal(mayReuseConnection('GET'), true)
+  t.equal(mayReuseConnection('HEAD'), true)
+  for (const method of ['POST', 'PUT', 'DELETE', 'PATCH']) t.equal(mayReuseConnection(method), false, method)
+})
