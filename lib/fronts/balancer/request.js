@@ -15,30 +15,46 @@
 
 const { requestId } = require('./headers')
 
+// Every field a request carries is declared here, with who writes it: the balancer
+// (balancer.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
+// (buffering.js, body-budget.js). Nothing else is added to a request on the way.
 class BalancedRequest {
   constructor (req, res) {
-    this.req = req
-    this.res = res
-    this.id = requestId(req)
+    // ---- the client's request, as it arrived
+    this.req = req // Node's IncomingMessage
+    this.res = res // Node's ServerResponse: the client's answer
+    this.id = requestId(req) // X-Request-Id, the client's if it sent a usable one (headers.js)
     this.method = req.method
     this.url = req.url
-    this.stage = 'reading'
-    this.arrivedAt = performance.now()
-    this.body = null
-    this.bodyHold = null // its bytes on the body budget
-    this.priority = undefined // its class (priority.js), decided at its arrival
-    this.head = null // the request line and headers for the worker, built once
-    this.record = null // the worker of the latest attempt
-    this.holding = null // the worker whose place this request holds now, until it is released
-    this.attempt = null
-    this.assignedAt = 0
-    this.queueMs = 0
-    this.attempts = 0
-    this.redispatches = 0 // after refused connections
-    this.replayed = false // after a worker died holding it
-    this.clientGone = false
+    this.arrivedAt = performance.now() // the access log's total time counts from here
+    this.stage = 'reading' // see the stages above; changed only through enter()
+
+    // ---- its body (buffering.js, body-budget.js)
+    this.body = null // the whole body once read (a Buffer), null without one or once dropped
+    this.bodyHold = null // its bytes on the body budget, from admission until dropBody()
+
+    // ---- in the queue (dispatcher.js)
+    this.priority = undefined // its class (priority.js), decided once, at its first admission
+    this.deadline = undefined // performance.now() past which it is turned away while queued (--queue-timeout)
+    this.queuedAt = 0 // when it last entered the queue
+    this.queueNode = null // its place in the queue (queue.js) while queued, else null
+    this.queueTimer = null // the timer of its deadline while queued
+    this.queueMs = 0 // time spent queued, over every time it was
+
+    // ---- on a worker (balancer.js, proxy.js)
+    this.head = null // the request line and headers for the worker, built once (headers.js)
+    this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
+    this.holding = null // the worker whose maxconn place this request holds now, until released
+    this.attempt = null // the latest attempt (proxy.js), to stream or discard its response
+    this.assignedAt = 0 // when it was last given a worker: the worker's busy time counts from here
+    this.attempts = 0 // attempts on workers so far
+    this.redispatches = 0 // after refused connections (counted against --retries)
+    this.replayed = false // after a worker died holding it (a GET or HEAD is replayed once)
+
+    // ---- how it ended
+    this.clientGone = false // the client's connection closed before its answer was finished
     this.goneAt = null // the stage it was at when the client left
-    this.reason = null // why the balancer answered it itself, or why it ended unanswered
+    this.reason = null // why the balancer answered it itself (replies.js), or why it ended unanswered
   }
 
   enter (stage) {

@@ -257,3 +257,16 @@ t.test('clear (stop): every queued request leaves through the callback, every dr
   t.equal(d.queued, 0)
   await drained
 })
+
+t.test('the dispatcher writes only fields a request declares (request.js)', async (t) => {
+  const { BalancedRequest } = require('../../../lib/fronts/balancer/request')
+  const { d, finish } = setup(t, { queueTimeout: 10000, priorityOf: () => NORMAL })
+  const make = (name) => Object.assign(new BalancedRequest({ method: 'GET', url: `/${name}`, headers: {} }, {}), { name })
+  const requests = ['a', 'b', 'c'].map(make)
+  const declared = Object.keys(requests[0]).sort()
+  for (const r of requests) d.submit(r)
+  d.cancel(requests[2])
+  finish('a')
+  d.requeue(requests[0])
+  for (const r of requests) t.same(Object.keys(r).sort(), declared, r.name)
+})
