@@ -274,20 +274,20 @@ class Pool extends EventEmitter {
     if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
     if (event.type === 'warmed') return this.onReady(h, now)
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
-    if (event.type === 'released') { if (h.drain) h.drain.released = true; return }
+    if (event.type === 'released') return h.released()
     if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
     if (event.type === 'message') return this.onMessage(h, event.message, now)
     if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
   }
 
   onMessage (h, m, now) {
-    h.lastSeen = now
+    h.heard(now)
     switch (m.type) {
       case msg.READY: return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
       case msg.IDLE: h.finished(m); return this.fronts.tell('workerIdle', this.report.idle(h, now))
       case msg.HEARTBEAT: return h.measured(m.rss)
-      case msg.QUEUED: h.queued++; return this.report.queued(h, now, m.waiting)
+      case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
     }
   }
@@ -309,7 +309,7 @@ class Pool extends EventEmitter {
 
   // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
   onWarmupFailed (h, err) {
-    h.lastError = { message: `warm-up failed: ${err.message}` }
+    h.warmupFailed(err)
     this.report.bootError(h, h.lastError)
     this.announceGone(h)
     h.kill('warmup-failed')
@@ -320,13 +320,13 @@ class Pool extends EventEmitter {
   // killed and its slot respawns with backoff, like a crash.
   onChannelBroken (h, problem) {
     this.report.channelBroken(h, problem)
-    if (h.readyAt === null) h.lastError = h.lastError || { message: `broke the pool channel: ${problem}` }
+    h.brokeChannel(problem)
     this.announceGone(h)
     h.kill('channel-broken')
   }
 
   onBootError (h, error) {
-    h.lastError = error
+    h.reportedBootError(error)
     this.report.bootError(h, error)
     if (error.code === 'EADDRINUSE' && this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
   }
@@ -366,7 +366,7 @@ class Pool extends EventEmitter {
     if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP))
     this.report.overdue(h, action, now)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
-    if (action.reason === 'boot-timeout') h.lastError = h.lastError || { message: `not ready within ${this.options.bootTimeout} ms (boot timeout)` }
+    if (action.reason === 'boot-timeout') h.bootTimedOut()
     this.announceGone(h)
     if (action.do === 'term') h.terminate()
     else h.kill(action.reason)
@@ -374,9 +374,8 @@ class Pool extends EventEmitter {
 
   announceGone (h) {
     if (h.goneAnnounced) return
-    h.goneAnnounced = true
-    const view = h.snapshot()
-    this.fronts.tell('workerGone', view)
+    h.announcedGone()
+    this.fronts.tell('workerGone', h.snapshot())
   }
 
   // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on

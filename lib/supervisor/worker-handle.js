@@ -173,6 +173,31 @@ class WorkerHandle {
     if (this.alive && !this.recycleDue) this.recycleDue = reason
   }
 
+  // The worker said something: it is alive. The heartbeat deadline counts from the last word.
+  heard (now) { this.lastSeen = now }
+
+  // A request reached the worker while it was busy (message 'queued').
+  requestQueued () { this.queued++ }
+
+  // Every front has finished with the draining worker: nothing more will reach it, and once its
+  // own request (if any) ends it may be asked to exit.
+  released () { if (this.drain) this.drain.released = true }
+
+  // The fronts were told this process is gone (before its signal, or at its exit): once is enough.
+  announcedGone () { this.goneAnnounced = true }
+
+  // Why the process failed to boot, as far as anyone knows: the app's own error (message
+  // 'boot-error') wins; what the supervisor saw only fills in when the app said nothing.
+  reportedBootError (error) { this.lastError = error }
+  warmupFailed (error) { this.lastError = { message: `warm-up failed: ${error.message}` } }
+  brokeChannel (problem) {
+    if (this.readyAt === null) this.lastError = this.lastError || { message: `broke the pool channel: ${problem}` }
+  }
+
+  bootTimedOut () {
+    this.lastError = this.lastError || { message: `not ready within ${this.policy.bootTimeout} ms (boot timeout)` }
+  }
+
   // What is overdue now, for the supervisor to carry out, or null:
   //   { do: 'kill', reason, ms }   boot-timeout, timeout (a request ran too long), heartbeat
   //                                (an idle worker went silent), or '<drain>-killed'

@@ -1,0 +1,315 @@
+'use strict'
+
+// The WorkerHandle alone (lib/supervisor/worker-handle.js): a worker's states and the only
+// changes between them, its deadlines, the drain's STOP → SIGTERM → SIGKILL escalation, what an
+// exit was, and when its slot may start again. No pool, no process: a fake child whose channel
+// frames and signals are recorded, and a clock that is just a number.
+
+const t = require('tap')
+const { Writable } = require('node:stream')
+const { WorkerHandle, TRANSITIONS } = require('../../lib/supervisor/worker-handle')
+
+const POLICY = Object.freeze({
+  bootTimeout: 5000,
+  timeout: 3000,
+  heartbeatTimeout: 10000,
+  killTimeout: 500,
+  healthyAfter: 30000,
+  restartDelay: 100,
+  restartFactor: 1.5,
+  restartMaxDelay: 15000,
+  maxBootFailures: 3,
+  givenUpRetry: 60000,
+  maxRequests: 0,
+  maxRequestsJitter: 0,
+  maxRss: 0
+})
+
+const T0 = 1e9
+let nextPid = 1 << 30
+
+// A child without a pid is a fork that failed, as Node's fork() hands back for EMFILE or EAGAIN.
+function fakeChild ({ failed = false } = {}) {
+  const child = { pid: failed ? undefined : nextPid++, sent: [], signals: [] }
+  const channel = new Writable({ write (frame, encoding, done) { child.sent.push(JSON.parse(frame)); done() } })
+  child.stdio = [null, null, null, channel]
+  return child
+}
+
+function handle (policy = {}) {
+  const changes = []
+  const h = new WorkerHandle({
+    slot: 1,
+    host: '127.0.0.1',
+    port: 40001,
+    policy: { ...POLICY, ...policy },
+    onState: (handle, from) => changes.push(`${from}→${handle.state}`),
+    signal: (child, sig) => { child.signals.push(sig); return true }
+  })
+  return { h, changes }
+}
+
+// A handle whose process is ready at T0 (forked at T0 - 1000).
+function readyHandle (policy) {
+  const { h, changes } = handle(policy)
+  const child = fakeChild()
+  h.attach(child, T0 - 1000)
+  h.heard(T0) // its 'ready'
+  h.becameReady(T0)
+  return { h, child, changes }
+}
+
+// What a tick does with what is due, as the pool's carryOut does it.
+function carryOut (h, action) {
+  if (!action) return
+  if (action.do === 'stop') h.askToStop({ v: 1, type: 'stop' })
+  else if (action.do === 'term') h.terminate()
+  else h.kill(action.reason)
+}
+
+t.test('transitions: only along the table, each change reported once, state read-only', async (t) => {
+  const { h, changes } = handle()
+  t.throws(() => h.transition('ready'), /no transition from dead to ready/)
+  const child = fakeChild()
+  h.attach(child, T0)
+  t.equal(h.beganWarmup(), true)
+  t.equal(h.beganWarmup(), false, 'only from booting')
+  t.equal(h.becameReady(T0 + 1), true)
+  t.equal(h.becameReady(T0 + 2), false, 'a repeated ready does nothing')
+  h.started({ method: 'GET', url: '/' }, T0 + 3)
+  h.finished({ requests: 1, rss: 1 })
+  h.startDrain('stop', T0 + 4, 1000)
+  h.exited(0, null, T0 + 5, { stopping: true })
+  t.same(changes, ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
+  t.throws(() => { h.state = 'ready' }, TypeError, 'state has no setter')
+  for (const [from, tos] of Object.entries(TRANSITIONS)) t.notOk(tos.includes(from), `${from}: no change to itself`)
+})
+
+t.test('processes in the slot: a fork without a pid is not a process; restarts count the ones after the first', async (t) => {
+  const { h } = handle()
+  h.attach(fakeChild(), T0)
+  h.becameReady(T0)
+  t.equal(h.generation, 1)
+  t.equal(h.restarts, 0)
+  h.exited(1, null, T0 + 1, { stopping: false })
+  h.attach(fakeChild({ failed: true }), T0 + 200)
+  h.spawnFailed({ message: 'EMFILE' }, T0 + 200)
+  t.equal(h.generation, 1, 'the failed fork ran nothing')
+  t.equal(h.restarts, 0)
+  t.equal(h.pid, null)
+  t.equal(h.spawnErrors, 1)
+  t.equal(h.bootFailures, 0, 'a failed fork is no failed boot')
+  h.attach(fakeChild(), T0 + 1000)
+  t.equal(h.generation, 2)
+  t.equal(h.restarts, 1)
+  t.equal(h.spawnErrors, 0)
+})
+
+t.test('deadlines: boot timeout, request timeout, heartbeat; each strictly past its time', async (t) => {
+  t.test('boot timeout, warm-up included', async (t) => {
+    const { h } = handle()
+    h.attach(fakeChild(), T0)
+    h.beganWarmup()
+    t.equal(h.due(T0 + 5000), null)
+    t.same(h.due(T0 + 5001), { do: 'kill', reason: 'boot-timeout', ms: 5001 })
+    h.bootTimedOut()
+    t.same(h.lastError, { message: 'not ready within 5000 ms (boot timeout)' })
+  })
+  t.test('a request running too long', async (t) => {
+    const { h } = readyHandle()
+    h.started({ method: 'GET', url: '/slow' }, T0 + 10)
+    t.equal(h.due(T0 + 3010), null)
+    t.same(h.due(T0 + 3011), { do: 'kill', reason: 'timeout', ms: 3001 })
+    t.same(h.due(T0 + 60000), { do: 'kill', reason: 'timeout', ms: 59990 }, 'the heartbeat does not apply while a request runs')
+  })
+  t.test('an idle worker gone silent; any word from it counts', async (t) => {
+    const { h } = readyHandle()
+    t.same(h.due(T0 + 10001), { do: 'kill', reason: 'heartbeat', ms: 10001 })
+    h.heard(T0 + 9000)
+    t.equal(h.due(T0 + 10001), null)
+    t.same(h.due(T0 + 19001), { do: 'kill', reason: 'heartbeat', ms: 10001 })
+  })
+  t.test('a worker still loading has no heartbeat deadline, even when drained', async (t) => {
+    const { h } = handle({ bootTimeout: 1e9 })
+    h.attach(fakeChild(), T0)
+    h.startDrain('stop', T0, 1e6)
+    t.same(h.due(T0 + 20000), { do: 'stop' }, 'asked to exit, not killed as hung')
+  })
+  t.test('after the kill, nothing more is due', async (t) => {
+    const { h, child } = readyHandle()
+    carryOut(h, h.due(T0 + 10001))
+    t.same(child.signals, ['SIGKILL'])
+    t.equal(h.due(T0 + 20000), null)
+    t.equal(h.exited(null, 'SIGKILL', T0 + 20001, { stopping: false }).reason, 'heartbeat')
+  })
+})
+
+t.test('drain: STOP once when idle and released, never again, whatever the ticks', async (t) => {
+  const { h, child } = readyHandle()
+  t.equal(h.startDrain('reload', T0, 30000), true)
+  t.equal(h.due(T0), null, 'the fronts have not let go yet')
+  h.released()
+  for (let tick = 0; tick < 20; tick++) carryOut(h, h.due(T0 + tick * 50))
+  t.same(child.sent.map((m) => m.type), ['stop'], 'one STOP in 20 ticks')
+  t.same(child.signals, [])
+})
+
+t.test('drain: a busy worker finishes its request first; released only once the fronts say so', async (t) => {
+  const { h, child } = readyHandle()
+  h.started({ method: 'GET', url: '/' }, T0)
+  h.startDrain('scale-down', T0, 30000)
+  h.released()
+  t.equal(h.due(T0 + 100), null, 'its request still runs')
+  h.finished({ requests: 1, rss: 1 })
+  carryOut(h, h.due(T0 + 200))
+  t.same(child.sent.map((m) => m.type), ['stop'])
+  const exit = h.exited(0, null, T0 + 300, { stopping: false })
+  t.same(exit, { reason: 'scale-down', planned: true, draining: 'scale-down', next: 'dead' })
+  t.equal(h.respawnAt, T0 + 300, 'the slot goes on at once: no crash backoff')
+})
+
+t.test('drain: a worker not serving yet needs no fronts to let go', async (t) => {
+  const { h } = handle()
+  h.attach(fakeChild(), T0)
+  h.startDrain('stop', T0, 1000)
+  t.same(h.due(T0), { do: 'stop' })
+})
+
+t.test('escalation: SIGTERM at the graceful timeout, once; SIGKILL --kill-timeout later', async (t) => {
+  const { h, child } = readyHandle()
+  h.started({ method: 'GET', url: '/' }, T0) // a request the timeout would kill only at T0 + 3000
+  h.startDrain('stop', T0, 1000)
+  for (let now = T0; now < T0 + 1000; now += 50) carryOut(h, h.due(now))
+  t.same(child.signals, [], 'nothing before the graceful timeout')
+  for (let now = T0 + 1000; now < T0 + 1500; now += 50) carryOut(h, h.due(now))
+  t.same(child.signals, ['SIGTERM'], 'SIGTERM at it, once')
+  carryOut(h, h.due(T0 + 1500))
+  t.same(child.signals, ['SIGTERM', 'SIGKILL'])
+  t.equal(h.due(T0 + 1550), null, 'nothing left to escalate')
+  t.same(h.exited(null, 'SIGKILL', T0 + 1600, { stopping: true }), { reason: 'stop-killed', planned: false, draining: 'stop', next: 'dead' })
+})
+
+t.test('draining again only brings the deadlines closer, and keeps the first reason', async (t) => {
+  const { h } = readyHandle()
+  h.started({ method: 'GET', url: '/' }, T0)
+  h.startDrain('reload', T0, 30000)
+  t.equal(h.startDrain('stop', T0 + 100, 1000), false)
+  t.same({ reason: h.drain.reason, termAt: h.drain.termAt, killAt: h.drain.killAt }, { reason: 'reload', termAt: T0 + 1100, killAt: T0 + 1600 })
+  h.startDrain('stop', T0 + 200, 60000)
+  t.equal(h.drain.termAt, T0 + 1100, 'never later')
+})
+
+t.test('what an exit was', async (t) => {
+  const cases = [
+    ['drained, exited 0', (h) => h.startDrain('recycle', T0, 1000), [0, null], { reason: 'recycle', planned: true }],
+    ['drained, SIGTERMed, ended by it', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [null, 'SIGTERM'], { reason: 'stop', planned: true }],
+    ['drained, SIGTERMed, its handler exited 1', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [1, null], { reason: 'stop', planned: true }],
+    ['drained, crashed before any signal', (h) => h.startDrain('reload', T0, 1000), [1, null], { reason: 'crashed', planned: false }],
+    ['not drained, exited 0', () => {}, [0, null], { reason: 'crashed', planned: false }],
+    ['killed as hung', (h) => h.kill('timeout'), [null, 'SIGKILL'], { reason: 'timeout', planned: false }]
+  ]
+  for (const [name, before, [code, signal], want] of cases) {
+    const { h } = readyHandle()
+    before(h)
+    t.same(h.exitReason(code, signal), want, name)
+  }
+  const { h } = handle()
+  h.attach(fakeChild(), T0)
+  t.same(h.exitReason(1, null), { reason: 'boot-failed', planned: false }, 'before ready')
+})
+
+t.test('backoff: ×factor per consecutive crash, capped; starts over after --healthy-after of uptime', async (t) => {
+  const { h } = readyHandle()
+  const delays = []
+  let now = T0
+  for (let i = 0; i < 12; i++) {
+    h.exited(1, null, now, { stopping: false })
+    delays.push(h.respawnDelay)
+    t.equal(h.dueForRespawn(now + h.respawnDelay - 1), false)
+    t.equal(h.dueForRespawn(now + h.respawnDelay), true)
+    now += h.respawnDelay
+    h.attach(fakeChild(), now)
+    h.becameReady(now)
+  }
+  t.same(delays, delays.map((_, i) => Math.min(100 * 1.5 ** i, 15000)))
+  h.exited(1, null, now + 30000, { stopping: false })
+  t.equal(h.respawnDelay, 100, 'the crash count started over')
+})
+
+t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slot up; a retry or a reload revives it', async (t) => {
+  const { h, changes } = handle()
+  let now = T0
+  const nexts = []
+  for (let i = 0; i < 3; i++) {
+    h.attach(fakeChild(), now)
+    nexts.push(h.exited(1, null, now + 10, { stopping: false }).next)
+    now += 10 + h.respawnDelay
+  }
+  t.same(nexts, ['respawn', 'respawn', 'given-up'])
+  t.equal(h.state, 'given-up')
+  t.equal(changes.at(-1), 'booting→given-up')
+  t.equal(h.dueForRespawn(now + 1e9), false, 'a given-up slot does not respawn by itself')
+  t.equal(h.dueForRetry(h.givenUpAt + 59999), false)
+  t.equal(h.dueForRetry(h.givenUpAt + 60000), true)
+  h.revive(now)
+  t.equal(h.state, 'dead')
+  t.equal(h.bootFailures, 0)
+  t.equal(h.dueForRespawn(now), true, 'at once')
+  const { h: never } = handle({ givenUpRetry: 0, maxBootFailures: 1 })
+  never.attach(fakeChild(), T0)
+  never.exited(1, null, T0, { stopping: false })
+  t.equal(never.dueForRetry(T0 + 1e12), false, '--given-up-retry 0: only a reload')
+})
+
+t.test('an exit while the pool stops is no crash', async (t) => {
+  const { h } = readyHandle()
+  t.same(h.exited(1, null, T0 + 5, { stopping: true }), { reason: 'crashed', planned: false, draining: null, next: 'dead' })
+  t.equal(h.crashes, 0)
+  t.equal(h.respawnAt, T0 + 5)
+})
+
+t.test('recycling: --max-requests (warm-up excluded), --max-rss on any measure, or asked', async (t) => {
+  const { h } = handle({ maxRequests: 2, maxRss: 100 })
+  h.attach(fakeChild(), T0)
+  h.beganWarmup()
+  h.finished({ requests: 3, rss: 1 }) // three warm-up requests
+  h.becameReady(T0 + 1)
+  h.finished({ requests: 4, rss: 1 })
+  t.equal(h.requests, 1)
+  t.equal(h.recycleDue, null)
+  h.finished({ requests: 5, rss: 1 })
+  t.equal(h.recycleDue, 'max-requests')
+
+  const { h: leaky } = readyHandle({ maxRss: 100 })
+  leaky.measured(100 * 1024 * 1024)
+  t.equal(leaky.recycleDue, null, 'at the limit: kept')
+  leaky.measured(100 * 1024 * 1024 + 1)
+  t.equal(leaky.recycleDue, 'max-rss')
+
+  const { h: asked } = readyHandle()
+  asked.recycleWhenPossible('recycle')
+  t.equal(asked.recycleDue, 'recycle')
+})
+
+t.test('what the supervisor records through the handle', async (t) => {
+  const { h } = handle()
+  h.attach(fakeChild(), T0)
+  h.brokeChannel('a frame that is not JSON')
+  t.same(h.lastError, { message: 'broke the pool channel: a frame that is not JSON' })
+  h.reportedBootError({ message: 'Cannot find module x' })
+  h.brokeChannel('again')
+  h.bootTimedOut()
+  t.same(h.lastError, { message: 'Cannot find module x' }, 'the app\'s own word is kept')
+  h.warmupFailed(new Error('GET / answered 500'))
+  t.same(h.lastError, { message: 'warm-up failed: GET / answered 500' })
+  h.requestQueued()
+  h.requestQueued()
+  t.equal(h.queued, 2)
+  h.announcedGone()
+  t.equal(h.goneAnnounced, true)
+  h.attach(fakeChild(), T0 + 1)
+  t.equal(h.goneAnnounced, false, 'each process is announced once')
+  t.equal(h.lastError, null, 'an earlier process\'s error explains nothing about this one')
+  h.released()
+  t.equal(h.drain, null, 'released without a drain: nothing to release')
+})
