@@ -14,6 +14,7 @@ class Canary {
     this.readyAt = null
     this.error = null // the app's own boot error, if it sent one
     this.exit = null // { code, signal }
+    this.killed = false
   }
 
   get alive () { return this.exit === null }
@@ -38,19 +39,21 @@ class Canary {
     this.exit = { code: null, signal: null }
   }
 
-  // 'booting', 'ready', or { failed: { message, stack } }. Ready or failed, it is killed: it
-  // served its purpose.
+  // 'booting', 'ready', or { failed: { message, stack } }. Only a question: ready or failed, the
+  // tick kills it (it served its purpose).
   check (now) {
-    if (this.readyAt !== null) { this.kill(); return 'ready' }
+    if (this.readyAt !== null) return 'ready'
     if (this.exit) return { failed: this.error || { message: `the new code exited before becoming ready (${describeExit(this.exit)})` } }
-    if (now - this.spawnedAt > this.bootTimeout) {
-      this.kill()
-      return { failed: { message: `the new code was not ready within ${this.bootTimeout} ms (boot timeout)` } }
-    }
+    if (now - this.spawnedAt > this.bootTimeout) return { failed: { message: `the new code was not ready within ${this.bootTimeout} ms (boot timeout)` } }
     return 'booting'
   }
 
-  kill () { if (this.alive) this.signalChild(this.child, 'SIGKILL') }
+  // Once: a canary killed is not signalled again while its exit is on the way.
+  kill () {
+    if (!this.alive || this.killed) return
+    this.killed = true
+    this.signalChild(this.child, 'SIGKILL')
+  }
 }
 
 function describeExit ({ code, signal }) {

@@ -94,6 +94,7 @@ class Reconciler {
       if (!r.canary) return this.spawnCanary(r, now)
       const verdict = r.canary.check(now)
       if (verdict === 'booting') return
+      r.canary.kill() // ready or failed, it served its purpose
       if (verdict !== 'ready') return r.abort(verdict.failed)
       r.roll(++pool.codeGeneration, r.canary)
       // The new code boots: slots given up on the old code get another chance with it.

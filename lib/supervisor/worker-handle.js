@@ -198,7 +198,8 @@ class WorkerHandle {
     this.lastError = this.lastError || { message: `not ready within ${this.policy.bootTimeout} ms (boot timeout)` }
   }
 
-  // What is overdue now, for the supervisor to carry out, or null:
+  // What is overdue now, for the supervisor to carry out, or null. Only a question: the answer is
+  // carried out by the tick, which records it here (kill, terminate, askToStop):
   //   { do: 'kill', reason, ms }   boot-timeout, timeout (a request ran too long), heartbeat
   //                                (an idle worker went silent), or '<drain>-killed'
   //   { do: 'stop' }               the drained worker holds nothing any more: ask it to exit
@@ -214,7 +215,6 @@ class WorkerHandle {
       // when it is already being drained.
       if (!this.request && this.readyAt !== null && now - this.lastSeen > p.heartbeatTimeout) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
     }
-    if (this.#state === 'ready' && this.crashes > 0 && now - this.readyAt >= p.healthyAfter) this.crashes = 0
     const d = this.drain
     if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
     if (d.released && !this.request && !d.stopSent) return { do: 'stop' }
@@ -274,6 +274,8 @@ class WorkerHandle {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
     const wasReady = this.readyAt !== null
+    // A process that served --healthy-after clears the slot's crash count, however it ended.
+    if (wasReady && now - this.readyAt >= this.policy.healthyAfter) this.crashes = 0
     this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
     this.request = null
@@ -284,7 +286,7 @@ class WorkerHandle {
       return outcome
     }
     if (!wasReady && this.failedBoot(now)) return { ...outcome, next: 'given-up' }
-    this.scheduleRespawn(now, wasReady ? now - this.readyAt : 0)
+    this.scheduleRespawn(now)
     return { ...outcome, next: 'respawn' }
   }
 
@@ -296,7 +298,7 @@ class WorkerHandle {
     this.spawnErrors++
     this.detach()
     this.pid = null // no process ran
-    this.scheduleRespawn(now, 0)
+    this.scheduleRespawn(now)
   }
 
   // One more failure before ready; true when that is one too many (--max-boot-failures).
@@ -320,10 +322,9 @@ class WorkerHandle {
   }
 
   // Backoff per slot: --restart-delay × --restart-factor per consecutive crash, capped at
-  // --restart-max-delay; the count starts over after --healthy-after of uptime.
-  scheduleRespawn (now, uptime) {
+  // --restart-max-delay; the count starts over after --healthy-after of uptime (exited).
+  scheduleRespawn (now) {
     const p = this.policy
-    if (uptime >= p.healthyAfter) this.crashes = 0
     this.crashes++
     this.respawnDelay = Math.min(p.restartDelay * p.restartFactor ** (this.crashes - 1), p.restartMaxDelay)
     this.respawnAt = now + this.respawnDelay

@@ -308,6 +308,25 @@ t.test('reload: a canary that cannot boot fails the reload and touches no slot',
   t.equal(h.sys.forks.length, 3, 'two workers and the canary, nothing more')
 })
 
+t.test('reload: a canary not ready within --boot-timeout is killed once and fails the reload', async (t) => {
+  const h = harness(t, { workers: 1, bootTimeout: 5000, heartbeatTimeout: 60000 })
+  await started(h)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  const canary = h.latest(0)
+  await h.advance(5000)
+  t.same(canary.signals, [], 'not at the deadline')
+  await h.advance(1)
+  t.same(canary.signals, ['SIGKILL'], 'killed once past it')
+  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /not ready within 5000 ms/ })
+  await h.advance(50)
+  t.same(canary.signals, ['SIGKILL'], 'and not again while its exit is on the way')
+  canary.exit(null, 'SIGKILL')
+  await h.step()
+  t.equal(h.pool.codeGeneration, 0, 'no slot touched')
+})
+
 t.test('reload: a canary that breaks its channel is killed and fails the reload', async (t) => {
   const h = harness(t, { workers: 1 })
   await started(h)

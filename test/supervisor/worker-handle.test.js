@@ -236,6 +236,40 @@ t.test('backoff: ×factor per consecutive crash, capped; starts over after --hea
   t.equal(h.respawnDelay, 100, 'the crash count started over')
 })
 
+t.test('backoff: a worker that served --healthy-after clears the count however it ends', async (t) => {
+  const { h } = readyHandle()
+  h.exited(1, null, T0 + 10, { stopping: false }) // crash 1
+  h.attach(fakeChild(), T0 + 200)
+  h.becameReady(T0 + 300)
+  h.startDrain('reload', T0 + 40000, 1000) // healthy long enough, then replaced
+  h.exited(0, null, T0 + 40001, { stopping: false })
+  h.attach(fakeChild(), T0 + 40001)
+  h.becameReady(T0 + 40100)
+  h.exited(1, null, T0 + 40200, { stopping: false })
+  t.equal(h.respawnDelay, 100, 'its first crash, not its second')
+})
+
+t.test('due() only answers: asking, however often, changes nothing', async (t) => {
+  const fields = (h) => JSON.stringify(Object.entries(h).filter(([k]) => !['child', 'previousChild', 'policy', 'signalChild'].includes(k)))
+  const { h, child } = readyHandle()
+  h.exited(1, null, T0 + 10, { stopping: false })
+  h.attach(child, T0 + 200)
+  h.becameReady(T0 + 300)
+  h.heard(T0 + 40000)
+  const ask = (now) => {
+    const before = fields(h)
+    const first = h.due(now)
+    t.same(h.due(now), first, 'the same answer twice')
+    t.equal(fields(h), before, `nothing changed by asking at +${now - T0} ms`)
+  }
+  ask(T0 + 40000) // ready, healthy for longer than --healthy-after
+  h.started({ method: 'GET', url: '/' }, T0 + 40000)
+  h.startDrain('stop', T0 + 40000, 1000)
+  for (const now of [T0 + 40100, T0 + 41000, T0 + 41500, T0 + 90000]) ask(now)
+  t.same(child.signals, [])
+  t.same(child.sent, [])
+})
+
 t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slot up; a retry or a reload revives it', async (t) => {
   const { h, changes } = handle()
   let now = T0
