@@ -5,10 +5,10 @@
 // and `npx pool stop` stops it cleanly; require() and import load it; its types resolve under
 // tsc. So packaging (files, bin, exports, types, dependencies) cannot rot unseen.
 //
-// No network: npm installs from its cache, which `npm ci` filled (--offline). A cache that lacks
-// some package's metadata (a cache filled by `npm ci` alone holds the tarballs but not always
-// the metadata a fresh install asks for) falls back to --prefer-offline, which fetches only what
-// is missing; with neither a cache nor a registry, the test skips and says so.
+// Never the network, so never flaky and never skipped: each project gets a package-lock.json made
+// from this repository's own, and `npm ci --offline` installs it from the tarballs `npm ci` left in
+// npm's cache (found by integrity; npm ci needs no package metadata, which `npm install` would).
+// Every npm call gets a dead registry (port 9 on loopback), so a fetch fails loudly.
 const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
@@ -19,8 +19,17 @@ const { ROOT, freePorts, request, waitFor, isAlive } = require('../helpers')
 const NAME = require('../../package.json').name
 const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
 
+// npm and tsc take seconds each, a minute in all, more on a busy machine.
+t.setTimeout(300000)
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-pkg-'))
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+
 // npm as a user runs it: none of the npm_* variables an `npm test` parent sets (local_prefix
-// would point the install at this repository), no tap loader in NODE_OPTIONS, the user's cache.
+// would point the install at this repository), no tap loader in NODE_OPTIONS, the user's cache
+// (its debug logs kept here, in the temp dir). And no registry: a fetch that a change brought
+// back fails at once rather than slowing the test down or passing only when online.
+const DEAD_REGISTRY = 'http://127.0.0.1:9/'
 function userEnv () {
   const env = {}
   for (const [k, v] of Object.entries(process.env)) {
@@ -28,24 +37,24 @@ function userEnv () {
     if (k === 'NODE_OPTIONS') continue
     env[k] = v
   }
-  return env
+  return { ...env, npm_config_registry: DEAD_REGISTRY, npm_config_update_notifier: 'false', npm_config_logs_dir: path.join(dir, 'npm-logs') }
 }
 
-function run (cmd, args, cwd, timeout = 120000) {
+// Offline, npm and npx take a few seconds; the bound is for a busy machine.
+function run (cmd, args, cwd, timeout = 60000) {
   const r = spawnSync(cmd, args, { cwd, env: userEnv(), encoding: 'utf8', timeout })
   return { code: r.status, stdout: r.stdout || '', stderr: r.stderr || '', error: r.error }
 }
 
-// npm and tsc take seconds each, minutes in all on a busy machine.
-t.setTimeout(600000)
-
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-pkg-'))
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-
+// npm keeps what it packs and what it installs from a file in its cache: npm pack's copy goes to
+// a cache in the temp dir, and npm ci's copy of the tarball is removed from the user's at the end.
 function pack () {
-  const r = run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir], ROOT)
+  const r = run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir, '--cache', path.join(dir, 'npm-cache')], ROOT)
   if (r.code !== 0) throw new Error(`npm pack failed: ${r.stderr}`)
-  return path.join(dir, JSON.parse(r.stdout)[0].filename)
+  const { filename, integrity } = JSON.parse(r.stdout)[0]
+  const file = path.join(dir, filename)
+  t.teardown(() => run('npm', ['cache', 'clean', `pacote:tarball:file:${file}`], dir))
+  return { file, integrity }
 }
 
 // The same app in both projects: it loads the package by both names (one through the project's
@@ -56,25 +65,59 @@ const byAlias = require('pool')
 byName.listen((req, res) => res.end(JSON.stringify({ same: byName === byAlias, pid: process.pid, slot: process.env.POOL_WORKER_ID })))
 `
 
-// A fresh project with the tarball installed as `spec`; { skip } when npm cannot get the
-// dependencies at all.
-function project (name, spec) {
+// The runtime dependencies' tree as this repository's package-lock.json has it: every entry they
+// reach, at its own path. Any subset of a lockfile's tree that is closed under Node's lookup
+// (nearest node_modules/NAME upwards) resolves as the whole did, so it is a valid tree on its own.
+function runtimeEntries () {
+  const { packages } = require(path.join(ROOT, 'package-lock.json'))
+  const locate = (from, name) => {
+    for (let at = from; ; at = at.slice(0, Math.max(0, at.lastIndexOf('/node_modules/')))) {
+      const candidate = `${at ? at + '/' : ''}node_modules/${name}`
+      if (packages[candidate]) return candidate
+      if (!at) return null
+    }
+  }
+  const entries = {}
+  const pending = [['', packages[''].dependencies]]
+  for (const [from, needs] of pending) {
+    for (const name of Object.keys(needs)) {
+      const at = locate(from, name)
+      if (!at && needs === packages[from].dependencies) throw new Error(`package-lock.json has no ${name} for ${from || 'the root'}: run npm install`)
+      if (!at || entries[at]) continue // an optional dependency or peer npm left out; one already taken
+      const entry = packages[at]
+      entries[at] = { ...entry, resolved: entry.resolved || registryTarball(entry.name || at.replace(/.*node_modules\//, ''), entry.version) }
+      pending.push([at, entry.dependencies || {}], [at, entry.optionalDependencies || {}], [at, entry.peerDependencies || {}])
+    }
+  }
+  return entries
+}
+
+// Where the public registry keeps a version's tarball, as npm writes it into a lockfile (this
+// repository's omits it: omit-lockfile-registry-resolved). npm ci reads the tarball from its cache
+// by the entry's integrity; without a `resolved` it would ask the registry where the tarball is.
+function registryTarball (name, version) {
+  return `https://registry.npmjs.org/${name}/-/${name.split('/').pop()}-${version}.tgz`
+}
+
+// A fresh project whose package.json and package-lock.json are what `npm i TARBALL` (as `as`)
+// would leave, installed with `npm ci --offline`.
+function project (name, as, tarball) {
   const cwd = path.join(dir, name)
   fs.mkdirSync(cwd)
-  fs.writeFileSync(path.join(cwd, 'package.json'), JSON.stringify({ name: `try-${name}`, version: '1.0.0', private: true }))
+  const spec = `file:../${path.basename(tarball.file)}`
+  const manifest = require(path.join(ROOT, 'package.json'))
+  const installed = { version: manifest.version, resolved: spec, integrity: tarball.integrity, license: manifest.license, dependencies: manifest.dependencies, bin: manifest.bin, engines: manifest.engines }
+  if (as !== NAME) installed.name = NAME
+  const root = { name: `try-${name}`, version: '1.0.0', dependencies: { [as]: spec } }
+  const lock = { name: root.name, version: root.version, lockfileVersion: 3, requires: true, packages: { '': root, [`node_modules/${as}`]: installed, ...runtimeEntries() } }
+  fs.writeFileSync(path.join(cwd, 'package.json'), JSON.stringify({ ...root, private: true }, null, 2))
+  fs.writeFileSync(path.join(cwd, 'package-lock.json'), JSON.stringify(lock, null, 2))
   fs.writeFileSync(path.join(cwd, 'app.js'), APP)
-  const install = (mode) => run('npm', ['install', mode, '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel', 'error', spec], cwd)
-  let r = install('--offline')
-  let how = 'offline, from the npm cache'
-  if (r.code !== 0 && /ENOTCACHED/.test(r.stderr)) {
-    r = install('--prefer-offline')
-    how = 'from the npm cache, missing metadata fetched (--prefer-offline)'
-  }
-  if (r.code !== 0 && /ENOTCACHED|ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ENETUNREACH/.test(r.stderr)) {
-    return { skip: `npm can get the dependencies neither from its cache nor from the registry (run npm ci first): ${r.stderr.trim().split('\n').pop()}` }
-  }
-  if (r.code !== 0) throw new Error(`npm install ${spec} failed: ${r.stderr}`)
-  return { cwd, how }
+  const r = run('npm', ['ci', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel', 'error'], cwd)
+  if (r.code === 0) return cwd
+  const hint = /ENOTCACHED/.test(r.stderr) ? ' (npm\'s cache lacks a dependency\'s tarball: run npm ci in this repository first; this test never fetches)' : ''
+  const said = r.error ? r.error.message : r.stderr.replace(/.*A complete log of this run.*\n?/, '') // its log goes with the temp dir
+  throw new Error(`npm ci in a project with ${as} from the tarball failed${hint}: ${said}`)
 }
 
 // `npx pool ...` in the project. --no: never fetch a package called pool from the registry
@@ -136,21 +179,17 @@ listen((req, res) => res.end(req.url))
 const tarball = pack()
 
 t.test(`npm i ${NAME}: npx pool start serves, require and import load it, its types resolve`, async (t) => {
-  const p = project('by-name', tarball)
-  if (p.skip) return t.skip(p.skip)
-  t.comment(`installed ${p.how}`)
-  t.ok(fs.existsSync(path.join(p.cwd, 'node_modules', '.bin', 'pool')), 'the command is pool')
-  await startAndStop(t, p.cwd)
-  loads(t, p.cwd, NAME)
-  types(t, p.cwd, NAME, 'node16')
+  const cwd = project('by-name', NAME, tarball)
+  t.ok(fs.existsSync(path.join(cwd, 'node_modules', '.bin', 'pool')), 'the command is pool')
+  await startAndStop(t, cwd)
+  loads(t, cwd, NAME)
+  types(t, cwd, NAME, 'node16')
 })
 
 t.test(`npm i pool@npm:${NAME}: the same under the name pool`, async (t) => {
-  const p = project('by-alias', `pool@file:${tarball}`)
-  if (p.skip) return t.skip(p.skip)
-  t.comment(`installed ${p.how}`)
-  t.equal(require(path.join(p.cwd, 'node_modules', 'pool', 'package.json')).name, NAME, `node_modules/pool is ${NAME}`)
-  await startAndStop(t, p.cwd)
-  loads(t, p.cwd, 'pool')
-  types(t, p.cwd, 'pool', 'node')
+  const cwd = project('by-alias', 'pool', tarball)
+  t.equal(require(path.join(cwd, 'node_modules', 'pool', 'package.json')).name, NAME, `node_modules/pool is ${NAME}`)
+  await startAndStop(t, cwd)
+  loads(t, cwd, 'pool')
+  types(t, cwd, 'pool', 'node')
 })
