@@ -29,8 +29,8 @@ const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request,
 const RECENT_EXITS = 20 // kept for /status and the status page
 
 class Pool extends EventEmitter {
-  // `system` (tests only): fork, signal, captureRemnant, bindError and now(), the pool's only
-  // ways to reach processes, ports and the clock (lib/supervisor/spawn.js SYSTEM).
+  // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers and now(), the
+  // pool's only ways to reach processes, ports and the clock (lib/supervisor/spawn.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
     const { options: resolved, createFront } = resolvePoolOptions(options)
@@ -75,7 +75,9 @@ class Pool extends EventEmitter {
     this.slotsWithoutProcess = this.target
     descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
     try {
-      await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: Array.from({ length: this.target }, (_, i) => this.portOf(i + 1)) })
+      // What a pool that died on these ports left running goes first (lib/supervisor/leftovers.js).
+      await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers)), killTimeout: this.options.killTimeout, logger: this.logger })
+      await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: this.portsUpTo(this.target) })
       this.life.assertStarting()
       await this.listeners.start()
       this.life.assertStarting()
@@ -211,6 +213,7 @@ class Pool extends EventEmitter {
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }
+  portsUpTo (slots) { return Array.from({ length: slots }, (_, i) => this.portOf(i + 1)) }
   now () { return this.system.now() }
 
   // ── event sources: record and wake ────────────────────────────────────────────────────────

@@ -3,17 +3,20 @@
 // Workers and the processes the app starts. Every worker is forked detached, so it leads its own
 // session and process group (both numbered by its pid), and whatever the app spawns without
 // `detached: true` joins that group. Signalling the group (kill(-pgid)) reaches those children
-// too. Children the app spawns with `detached: true` start a session of their own: out of reach.
+// too. A child may make a group of its own inside the worker's session (coreutils `timeout`
+// does, and a shell with job control puts each job in one): the group signal misses it, so it
+// is signalled by its pid, found in /proc as a member of the worker's session (a "stray").
+// Children the app spawns with `detached: true` start a session of their own: out of reach.
 //
-// The danger is pid reuse. Once a group is empty, the kernel may give its number to a new
-// process, which may make itself a group leader, and kill(-pgid) would then hit a stranger. The
+// The danger is pid reuse. Once a group or session is empty, the kernel may give its number to a
+// new process, which may lead a group of its own, and kill(-pgid) would then hit a stranger. The
 // kernel frees a number only when no process uses it as its pid, group or session id, hence:
-// - Until Node has reaped the worker, its pid, so its group's number, cannot be reused:
-//   signalling the group is safe (signalWorker).
-// - Once the worker is reaped, what is left of its group is a Remnant: the processes found in the
-//   group right at the reap. The number stays taken while one of them lives on in the worker's
-//   session, so every signal to the group is sent only after checking that one does, in the same
-//   synchronous step: the window left is the few microseconds between that check and kill(2).
+// - Until Node has reaped the worker, its pid, so its group's and session's number, cannot be
+//   reused: signalling them is safe (signalWorker).
+// - Once the worker is reaped, what is left of its session is a Remnant: the processes found in
+//   it right at the reap. The number stays taken while one of them lives on in the session, so
+//   every signal is sent only after checking that one does, in the same synchronous step: the
+//   window left is the few microseconds between that check and kill(2).
 
 const fs = require('node:fs')
 
@@ -27,12 +30,25 @@ function signalGroup (pgid, sig) {
   try { process.kill(-pgid, sig); return true } catch { return false }
 }
 
-// `child` is a worker's ChildProcess. Its whole group while it is not reaped, else nothing: its
-// exit is being handled, and its group, if anything is left of it, is a Remnant's business.
+// `child` is a worker's ChildProcess. Its whole session while it is not reaped, else nothing: its
+// exit is being handled, and its session, if anything is left of it, is a Remnant's business.
 function signalWorker (child, sig) {
   if (child.exitCode !== null || child.signalCode !== null) return false
-  if (signalGroup(child.pid, sig)) return true
+  const sent = signalGroup(child.pid, sig)
+  signalStrays(child.pid, sig) // the worker is not reaped before this step ends: still its session
+  if (sent) return true
   try { return child.kill(sig) } catch { return false }
+}
+
+// The processes of session `sid` outside its leader's group, each by its pid, checked just
+// before (same start time, still in the session). The caller knows the number is still the
+// session's (its leader is unreaped, or a Remnant is pinned).
+function signalStrays (sid, sig) {
+  for (const [pid, startTime] of sessionMembers(sid) ?? []) {
+    const stat = readStat(pid)
+    if (!stat || stat.startTime !== startTime || stat.session !== sid || stat.pgrp === sid || stat.state === 'Z') continue
+    try { process.kill(pid, sig) } catch {}
+  }
 }
 
 // /proc/<pid>/stat: { state, pgrp, session, startTime } or null when the process is gone.
@@ -56,8 +72,8 @@ function cpuTime (pid, now = Date.now()) {
   return { user: toMicros(f[11]), system: toMicros(f[12]), at: now }
 }
 
-// Live (non-zombie) processes of group `pgid`: Map pid → start time. null without /proc.
-function groupMembers (pgid) {
+// Live (non-zombie) processes of session `sid`: Map pid → start time. null without /proc.
+function sessionMembers (sid) {
   let names
   try { names = fs.readdirSync('/proc') } catch { return null }
   const members = new Map()
@@ -65,12 +81,12 @@ function groupMembers (pgid) {
     const pid = Number(name)
     if (!Number.isInteger(pid)) continue
     const stat = readStat(pid)
-    if (stat && stat.pgrp === pgid && stat.state !== 'Z') members.set(pid, stat.startTime)
+    if (stat && stat.session === sid && stat.state !== 'Z') members.set(pid, stat.startTime)
   }
   return members
 }
 
-// What is left of a worker's group after the worker itself exited.
+// What is left of a worker's session after the worker itself exited.
 class Remnant {
   constructor (pgid, members) {
     this.pgid = pgid
@@ -81,7 +97,7 @@ class Remnant {
   }
 
   // One process seen at the reap (same pid, same start time) still lives in the worker's session,
-  // so the group's number is still taken by the worker's own processes.
+  // so the number of the worker's group and session is still taken by the worker's processes.
   get pinned () {
     for (const [pid, startTime] of this.members) {
       const stat = readStat(pid)
@@ -90,21 +106,26 @@ class Remnant {
     return false
   }
 
-  signal (sig) { return this.pinned && signalGroup(this.pgid, sig) }
+  signal (sig) {
+    if (!this.pinned) return false
+    signalStrays(this.pgid, sig)
+    signalGroup(this.pgid, sig)
+    return true
+  }
 
   // Zombies wait for their new parent (init) to reap them; they run nothing and count as gone.
-  // A group no longer pinned may be a stranger's by now: gone, as far as we may know.
-  get gone () { return !this.pinned || !signalGroup(this.pgid, 0) }
+  // A session no longer pinned may be a stranger's by now: gone, as far as we may know.
+  get gone () { return !this.pinned }
 }
 
 // Called from the worker's 'exit' listener, in the same step as Node's reap of it, so that the
-// processes found in its group are its leftovers. They are sent SIGTERM at once; the Remnant
+// processes found in its session are its leftovers. They are sent SIGTERM at once; the Remnant
 // returned (null when nothing is left) lets the supervisor SIGKILL them later. Without /proc
-// (not Linux) the SIGTERM is all we can safely do.
+// (not Linux) the SIGTERM to the group is all we can safely do.
 function captureRemnant (pgid) {
   try {
-    if (!signalGroup(pgid, 0)) return null
-    const members = groupMembers(pgid)
+    if (!isGroupId(pgid)) return null
+    const members = sessionMembers(pgid)
     if (members === null) { signalGroup(pgid, 'SIGTERM'); return null }
     if (members.size === 0) return null
     const remnant = new Remnant(pgid, members)
@@ -135,7 +156,7 @@ class Remnants {
     this.pending.add(remnant)
     const count = remnant.members.size
     this.logger.info({ event: 'leftovers', ...remnant.fields, processes: [...remnant.members.keys()] },
-      `${who} (pid ${pid}) left ${count} process${count === 1 ? '' : 'es'} of its group running; SIGTERM`)
+      `${who} (pid ${pid}) left ${count} process${count === 1 ? '' : 'es'} of its session running; SIGTERM`)
   }
 
   sweep (now) {
@@ -161,4 +182,4 @@ class Remnants {
   }
 }
 
-module.exports = { signalWorker, captureRemnant, cpuTime, Remnants }
+module.exports = { signalWorker, captureRemnant, cpuTime, Remnants, readStat, sessionMembers }

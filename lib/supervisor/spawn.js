@@ -16,6 +16,7 @@ const { poolError, codes } = require('../errors')
 const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
 const { warmUp } = require('./warmup')
+const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -57,7 +58,11 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
-      [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD)
+      [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
+      POOL_KILL_TIMEOUT: String(o.killTimeout),
+      // Who forked it: the worker's watchdog ends it if this process is gone, and a later pool
+      // finds by it what a dead pool left running (lib/supervisor/leftovers.js).
+      [MARK]: supervisorMark()
     }
   })
 }
@@ -214,6 +219,7 @@ const SYSTEM = Object.freeze({
   captureRemnant,
   cpuTime,
   bindError,
+  endLeftovers,
   now: () => Date.now()
 })
 

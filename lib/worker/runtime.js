@@ -13,6 +13,8 @@ const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
 const { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError } = require('./servable')
 const { interceptListen, requestedPort } = require('./adopt')
+const { startWatchdog } = require('./watchdog')
+const { endAppProcesses, termAppProcesses } = require('./app-processes')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
 // own node_modules) still finds the runtime that forked it.
@@ -22,7 +24,9 @@ const RUNTIME_KEY = Symbol.for('pool.worker.runtime')
 // from the environment then, so that no process the app starts inherits them. A child told
 // POOL_CHANNEL_FD would take its own fd 3, whatever that is there (Node's cluster channel, in a
 // cluster worker), for the pool channel. PORT, POOL_WORKER_ID and POOL_WORKERS are the app's.
-const RUNTIME_ENV = [channel.CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL']
+// POOL_SUPERVISOR stays: the app's processes inherit it, which is how a later pool finds what
+// this one left running (lib/supervisor/leftovers.js).
+const RUNTIME_ENV = [channel.CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT']
 
 class WorkerRuntime {
   constructor (env = process.env) {
@@ -31,6 +35,10 @@ class WorkerRuntime {
     this.port = Number(env.PORT)
     this.host = env.POOL_WORKER_HOST || '127.0.0.1'
     this.heartbeatInterval = Number(env.POOL_HEARTBEAT_INTERVAL) || 1000
+    // Who forked this worker ("pid:start time"), and how long the app's processes get between
+    // SIGTERM and SIGKILL (the pool's --kill-timeout).
+    this.supervisorPid = Number(String(env.POOL_SUPERVISOR || '').split(':')[0]) || null
+    this.killTimeout = Number(env.POOL_KILL_TIMEOUT) || 5000
     // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
     // renders readably (lib/supervisor/app-output.js). Through process.stdout, the stream
     // console.log writes to: one queue, so a line of ours never lands inside one of the app's, and
@@ -52,6 +60,8 @@ class WorkerRuntime {
     this.failed = false
     this.channel = null // the pool channel's worker end (null when not forked by a pool)
     this.onBootFailure = (err) => this.failBoot(err)
+    this.watchdog = null
+    this.exiting = false
   }
 
   // Returns whether the message went out; `done` is called once it has (or could not).
@@ -67,17 +77,23 @@ class WorkerRuntime {
   install () {
     globalThis[RUNTIME_KEY] = this
     this.channel = channel.workerEnd()
+    // No supervisor, no reason to live: never leave an orphan holding the port, even with this
+    // thread's event loop stuck (./watchdog.js).
+    if (this.supervisorPid) this.watchdog = startWatchdog({ supervisorPid: this.supervisorPid, grace: this.killTimeout, onOrphaned: () => this.closeServer() })
     if (this.channel) {
       channel.readFrames(this.channel, {
         onMessage: (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() },
         onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
       })
-      // No supervisor, no reason to live: never leave an orphan holding the port. The
-      // channel closes when the supervisor's end does, however it died.
+      // The channel closes when the supervisor's end does, however it died: the watchdog needs
+      // not wait for its next look then.
       this.channel.on('close', () => this.orphaned())
     }
     for (const name of RUNTIME_ENV) delete process.env[name]
     this.forbidCluster()
+    // Leaving in a hurry (a crash, the app's own process.exit()): the app's processes get SIGTERM
+    // on the way out; the supervisor SIGKILLs what ignores it (lib/supervisor/process-group.js).
+    process.on('exit', () => termAppProcesses())
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
@@ -277,18 +293,30 @@ class WorkerRuntime {
     if (!this.guard.busy && this.guard.waiting === 0) this.exit()
   }
 
-  exit () {
+  // The drain is over. The app's processes go first, and the worker exits once they are gone:
+  // left to the supervisor, they would outlive it if it died meanwhile.
+  async exit () {
+    if (this.exiting) return
+    this.exiting = true
     this.server?.closeAllConnections()
+    const { terminated, killed } = await endAppProcesses({ grace: this.killTimeout }).catch(() => ({ terminated: [], killed: [] }))
+    if (terminated.length > 0) this.logger.info({ event: 'leftovers', processes: terminated }, `${processes(terminated.length)} the app started still ran as the worker left; SIGTERM`)
+    if (killed.length > 0) this.logger.warn({ event: 'leftovers-killed', processes: killed }, `${processes(killed.length)} the app started still ran ${this.killTimeout} ms after SIGTERM; SIGKILL`)
     afterOutput(() => process.exit(0))
   }
 
-  // The supervisor died without stopping us (SIGKILL, say): take down the processes the app
-  // started in this worker's process group too, as the supervisor would have. The group is
-  // numbered by our pid, so while we run it can only be our own (or none, and kill fails).
-  // The SIGTERM reaches this process too: caught, so that it still leaves through exit(), which
-  // joins Node's threads before the process ends, rather than dying of the signal with its
-  // port possibly still open for a moment after it shows as gone.
+  closeServer () {
+    this.server?.close()
+    this.server?.closeAllConnections()
+  }
+
+  // The supervisor died without stopping us (SIGKILL, say). The watchdog takes the worker down
+  // with the app's processes, from its own thread (./watchdog.js).
   orphaned () {
+    if (this.watchdog?.supervisorGone()) return
+    // Without a watchdog thread: SIGTERM to the group (numbered by our pid, so ours), ignored by
+    // this process, which leaves through process.exit() instead: that joins Node's threads
+    // first, so its port is closed by the time it shows as gone.
     process.on('SIGTERM', () => {})
     try { process.kill(-process.pid, 'SIGTERM') } catch { /* not a group leader: nothing of ours to stop */ }
     process.exit(0)
@@ -343,5 +371,7 @@ async function loadModule (file) {
 function currentRuntime () {
   return globalThis[RUNTIME_KEY] || null
 }
+
+function processes (n) { return n === 1 ? '1 process' : `${n} processes` }
 
 module.exports = { WorkerRuntime, currentRuntime }

@@ -46,7 +46,7 @@ t.test('the unit: sections, keys and the commands systemd runs', async (t) => {
   t.same(s.Group, ['www'])
   t.same(s.WorkingDirectory, ['/srv/ssr'])
   t.same(s.Environment, ['NODE_ENV=production'])
-  t.same(s.KillMode, ['mixed'], 'SIGTERM to the pool only; SIGKILL to all at TimeoutStopSec')
+  t.same(s.KillMode, ['mixed'], 'SIGTERM to the pool only; SIGKILL to what is left once it exited, or at TimeoutStopSec')
   t.same(s.KillSignal, ['SIGTERM'])
   t.same(s.Restart, ['on-failure'])
   t.same(s.RuntimeDirectory, ['ssr'])

@@ -3,33 +3,12 @@
 // uncaught error in the supervisor stops the workers and exits 1, and a worker accepts the
 // header block the balancer may hand it.
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive } = require('../helpers')
+const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }
-
-// A file the fixture app appends "<worker pid> <helper pid>" lines to.
-function pidFile (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-helpers-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return path.join(dir, 'pids')
-}
-
-function helpersOf (file) {
-  if (!fs.existsSync(file)) return new Map()
-  const lines = fs.readFileSync(file, 'utf8').trim().split('\n').filter(Boolean)
-  return new Map(lines.map((l) => l.split(' ').map(Number)))
-}
-
-// Whatever happens to the test, no helper process is left behind.
-function reapHelpersAtTeardown (t, file) {
-  t.teardown(() => {
-    for (const pid of helpersOf(file).values()) { try { process.kill(pid, 'SIGKILL') } catch {} }
-  })
-}
 
 async function readyWorkers (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })

@@ -73,6 +73,7 @@ function harness (t, options = {}) {
     signal: (child, sig) => { child.signals.push(sig); sys.order.push(`${sig} ${child.slot}`); return true },
     captureRemnant: () => null,
     bindError: async () => null,
+    endLeftovers: async () => ({ ended: [], killed: [], supervisors: [] }),
     now: () => sys.at
   }
   const logs = []

@@ -1,0 +1,75 @@
+'use strict'
+
+// No worker outlives its supervisor, even one whose event loop never comes back (a render in an
+// endless loop, a synchronous wait): such a worker can notice nothing, and with its supervisor
+// gone nobody would ever kill it or free its port. So every worker runs this watchdog in a
+// thread of its own, with an event loop of its own, which every POLL ms checks that the worker's
+// parent is still the supervisor that forked it. A process whose parent dies is handed to a new
+// parent (init, or a subreaper) at once, before the dead parent's pid can be reused: a changed
+// parent pid always means the supervisor is gone.
+//
+// Then, from this thread: the main thread is told (if its loop runs, it closes its server and
+// the port is free at once), the app's processes get SIGTERM, those left `grace` ms
+// (--kill-timeout) later get SIGKILL, and as soon as none is left the worker's group, the
+// worker included, gets SIGKILL (./app-processes.js). The main thread must not exit by itself
+// meanwhile: this thread would die with it, and an app process ignoring SIGTERM would live on.
+//
+// The main thread can tell the watchdog sooner (`supervisorGone()`: its channel to the
+// supervisor closed). A thread costs about 10 MB of memory per worker; it runs a getppid(2)
+// every POLL ms and nothing else.
+
+const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads')
+const { endAppProcesses } = require('./app-processes')
+
+const POLL = 200 // ms between checks of the parent: how late a SIGKILLed supervisor is noticed
+const GONE = 'pool-supervisor-gone' // main thread → watchdog
+const ORPHANED = 'pool-orphaned' // watchdog → main thread
+
+// In the worker's main thread. `onOrphaned` runs there if its loop still runs. Returns null
+// when no thread could be started: the worker then goes on without a watchdog.
+function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {} }) {
+  let thread
+  try {
+    // execArgv []: not the app's node flags (a -r preload of an APM agent has no business here).
+    thread = new Worker(__filename, { workerData: { poolWatchdog: { supervisorPid, grace } }, execArgv: [], stdout: true, stderr: true })
+  } catch {
+    return null
+  }
+  thread.unref() // never what keeps a worker alive
+  let running = true
+  thread.on('message', (m) => { if (m === ORPHANED) onOrphaned() })
+  // A watchdog that fails leaves the worker as it was without one.
+  thread.on('error', () => { running = false })
+  thread.on('exit', () => { running = false })
+  return {
+    // Returns false when no watchdog runs any more to take the worker down.
+    supervisorGone () {
+      if (running) thread.postMessage(GONE)
+      return running
+    }
+  }
+}
+
+// In the watchdog's thread.
+function watch ({ supervisorPid, grace }) {
+  let orphaned = false
+  const gone = async () => {
+    if (orphaned) return
+    orphaned = true
+    clearInterval(timer)
+    parentPort.postMessage(ORPHANED)
+    try {
+      await endAppProcesses({ grace })
+    } finally {
+      process.kill(-process.pid, 'SIGKILL') // the group is ours while we run: never a stranger's
+    }
+  }
+  const check = () => { if (process.ppid !== supervisorPid) gone() }
+  const timer = setInterval(check, POLL)
+  parentPort.on('message', (m) => { if (m === GONE) gone() })
+  check() // the supervisor may be gone before this thread started
+}
+
+if (!isMainThread && workerData?.poolWatchdog) watch(workerData.poolWatchdog)
+
+module.exports = { startWatchdog }
