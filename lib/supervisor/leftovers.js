@@ -106,10 +106,21 @@ function signalFound (p, sig) {
   try { process.kill(p.pid, sig); return true } catch { return false }
 }
 
+// Gone means its files are closed, so its ports free: a zombie whose other threads are still
+// exiting (a Node process has several) may still hold them.
 function stillThere (found) {
   return found.filter((p) => {
     const stat = readStat(p.pid)
-    return stat && stat.state !== 'Z' && stat.startTime === p.startTime
+    if (!stat || stat.startTime !== p.startTime) return false
+    return stat.state !== 'Z' || threadsLeft(p.pid)
+  })
+}
+
+function threadsLeft (pid) {
+  let tasks
+  try { tasks = fs.readdirSync(`/proc/${pid}/task`) } catch { return false }
+  return tasks.some((tid) => {
+    try { return !/^[ZX]/.test(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1').split(') ')[1]) } catch { return false }
   })
 }
 

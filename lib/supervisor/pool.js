@@ -76,7 +76,7 @@ class Pool extends EventEmitter {
     descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
     try {
       // What a pool that died on these ports left running goes first (lib/supervisor/leftovers.js).
-      await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers)), killTimeout: this.options.killTimeout, logger: this.logger })
+      await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)), killTimeout: this.options.killTimeout, logger: this.logger })
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: this.portsUpTo(this.target) })
       this.life.assertStarting()
       await this.listeners.start()

@@ -38,11 +38,11 @@ function signalAll (members, sig) {
   return signalled
 }
 
-// SIGTERM at once; synchronous, for a worker leaving in a hurry (process 'exit': a crash, the
-// app's own process.exit()). The supervisor, if still there, SIGKILLs what ignores it.
-function termAppProcesses () {
+// `sig` to each at once; synchronous, for a worker leaving in a hurry (process 'exit': a crash,
+// the app's own process.exit()).
+function signalAppProcesses (sig) {
   const members = appProcesses()
-  return members ? signalAll(members, 'SIGTERM') : []
+  return members ? signalAll(members, sig) : []
 }
 
 // SIGTERM to every process of the app (and to any it starts meanwhile); SIGKILL to whatever is
@@ -72,4 +72,4 @@ async function endAppProcesses ({ grace }) {
 
 function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
 
-module.exports = { endAppProcesses, termAppProcesses }
+module.exports = { endAppProcesses, signalAppProcesses }

@@ -14,7 +14,7 @@ const { serializeRequests } = require('./serial')
 const { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError } = require('./servable')
 const { interceptListen, requestedPort } = require('./adopt')
 const { startWatchdog } = require('./watchdog')
-const { endAppProcesses, termAppProcesses } = require('./app-processes')
+const { endAppProcesses, signalAppProcesses } = require('./app-processes')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
 // own node_modules) still finds the runtime that forked it.
@@ -92,8 +92,13 @@ class WorkerRuntime {
     for (const name of RUNTIME_ENV) delete process.env[name]
     this.forbidCluster()
     // Leaving in a hurry (a crash, the app's own process.exit()): the app's processes get SIGTERM
-    // on the way out; the supervisor SIGKILLs what ignores it (lib/supervisor/process-group.js).
-    process.on('exit', () => termAppProcesses())
+    // on the way out, and the supervisor SIGKILLs what ignores it (lib/supervisor/process-group.js); with
+    // the supervisor gone, nobody would: SIGKILL at once.
+    process.on('exit', () => signalAppProcesses(this.supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
+    // stdout and stderr are pipes the supervisor reads: a write failing there (EPIPE) means it is
+    // gone. Thrown, that error would end this worker on the spot, in the middle of the
+    // watchdog's work, and leave an app process that ignores SIGTERM running.
+    for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
@@ -303,6 +308,11 @@ class WorkerRuntime {
     if (terminated.length > 0) this.logger.info({ event: 'leftovers', processes: terminated }, `${processes(terminated.length)} the app started still ran as the worker left; SIGTERM`)
     if (killed.length > 0) this.logger.warn({ event: 'leftovers-killed', processes: killed }, `${processes(killed.length)} the app started still ran ${this.killTimeout} ms after SIGTERM; SIGKILL`)
     afterOutput(() => process.exit(0))
+  }
+
+  // The process that forked this worker is no longer its parent (a pool forked it).
+  supervisorGone () {
+    return this.supervisorPid !== null && process.ppid !== this.supervisorPid
   }
 
   closeServer () {

@@ -71,6 +71,16 @@ t.test('a SIGKILLed supervisor: a worker stuck for good (Atomics.wait) goes, wit
   t.type(await stuck, Error, 'the stuck request got no answer')
 })
 
+t.test('a SIGKILLed supervisor: an app that goes on printing (to a broken pipe now) still takes its processes along', async (t) => {
+  const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1', APP_PRINTS: '1' } })
+  pool.kill('SIGKILL')
+  await pool.exited
+  const everyone = processesOf(file)
+  await untilGone(everyone, 'the workers and their helpers (ignoring SIGTERM) to be gone')
+  t.pass(`gone: ${everyone.join(', ')}`)
+  await portsFree(t, ports)
+})
+
 t.test('a supervisor SIGKILLed 0.3 s into a reload\'s drain leaves no worker and no app process behind', async (t) => {
   const { pool, ports, file } = await poolWithHelpers(t, { workers: 4, env: { CHILD_IGNORES_TERM: '1' }, flags: ['--reload-batch', '2'] })
   pool.kill('SIGHUP')
