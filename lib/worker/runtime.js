@@ -92,8 +92,8 @@ class WorkerRuntime {
     for (const name of RUNTIME_ENV) delete process.env[name]
     this.forbidCluster()
     // Leaving in a hurry (a crash, the app's own process.exit()): the app's processes get SIGTERM
-    // on the way out, and the supervisor SIGKILLs what ignores it (lib/supervisor/process-group.js); with
-    // the supervisor gone, nobody would: SIGKILL at once.
+    // on the way out, and the supervisor SIGKILLs what ignores it
+    // (lib/supervisor/process-group.js); with the supervisor gone, nobody would: SIGKILL at once.
     process.on('exit', () => signalAppProcesses(this.supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
     // stdout and stderr are pipes the supervisor reads: a write failing there (EPIPE) means it is
     // gone. Thrown, that error would end this worker on the spot, in the middle of the

@@ -35,12 +35,13 @@ function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {} }) {
   } catch {
     return null
   }
-  thread.unref() // never what keeps a worker alive
   let running = true
   thread.on('message', (m) => { if (m === ORPHANED) onOrphaned() })
   // A watchdog that fails leaves the worker as it was without one.
   thread.on('error', () => { running = false })
   thread.on('exit', () => { running = false })
+  // Never what keeps a worker alive; after the listeners, since a 'message' listener refs.
+  thread.unref()
   return {
     // Returns false when no watchdog runs any more to take the worker down.
     supervisorGone () {

@@ -1,8 +1,8 @@
 'use strict'
 // Nothing outlives a killed supervisor (lib/worker/watchdog.js, lib/worker/app-processes.js),
 // nor a stopped pool, and what still escapes (a child the app started detached) is ended by the
-// next pool on the same ports (lib/supervisor/leftovers.js). Real supervisors, SIGKILLed by pid; every
-// assertion is by pid liveness and port bindability.
+// next pool on the same ports (lib/supervisor/leftovers.js). Real supervisors, SIGKILLed by pid;
+// every assertion is by pid liveness and port bindability.
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')

@@ -163,7 +163,7 @@ else require('node:http').createServer((req, res) => res.end('cluster worker')).
 
 // A child told POOL_CHANNEL_FD would take its own fd 3 (Node's IPC channel, in a fork) for the
 // pool channel, and one told POOL_APP would run the app again as a pool worker.
-t.test('processes the app starts inherit PORT, POOL_WORKER_ID and POOL_WORKERS, none of the runtime\'s variables', async (t) => {
+t.test('processes the app starts inherit PORT, POOL_WORKER_ID, POOL_WORKERS and POOL_SUPERVISOR, none of the runtime\'s variables', async (t) => {
   const dir = t.testdir({
     'app.js': `const { execFileSync, fork } = require('node:child_process')
 const seen = execFileSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(Object.keys(process.env).filter((k) => /^(POOL_|PORT$)/.test(k)).sort()))'], { encoding: 'utf8' })
@@ -185,7 +185,7 @@ require('node:http').createServer((req, res) => res.end(JSON.stringify({ seen: J
     return b.forked && b
   }, { what: 'the process the app forked to end' })
   const inherited = body.seen.filter((name) => name !== 'POOL_TEST') // the test helper's own, in the pool's environment
-  t.same(inherited, ['POOL_WORKERS', 'POOL_WORKER_ID', 'PORT'], 'not POOL_CHANNEL_FD, POOL_APP, POOL_WORKER_HOST, POOL_LOG_LEVEL, POOL_HEARTBEAT_INTERVAL')
+  t.same(inherited, ['POOL_SUPERVISOR', 'POOL_WORKERS', 'POOL_WORKER_ID', 'PORT'], 'not POOL_CHANNEL_FD, POOL_APP, POOL_WORKER_HOST, POOL_LOG_LEVEL, POOL_HEARTBEAT_INTERVAL, POOL_KILL_TIMEOUT; POOL_SUPERVISOR marks them as the pool\'s (lib/supervisor/leftovers.js)')
   t.equal(body.forked.code, 1, 'a copy of process.argv[1] (the pool\'s bootstrap) exits at once')
   t.match(body.forked.stderr, /^pool: .*bootstrap\.js is the pool's worker, which only `pool start` runs: under pool, process\.argv\[1\] is this file, not the app/)
   await stopLeavingNothing(t, p)
