@@ -221,8 +221,9 @@ class EmbeddedBalancer {
 
   // Whether a request may come in, decided in one place, once its head has arrived and before
   // a byte of its body is read, so that a refused body is never buffered. Returns the reason
-  // (replies.js) it is refused for, or null; a request admitted with a body then holds its
-  // declared length on the body budget (a chunked body grows its hold as it is read).
+  // (replies.js) it is refused for, or null. A body whose announced length has no room on the
+  // body budget now is refused; one admitted holds its bytes there as they arrive (readBody),
+  // and is refused with body_budget when the next ones do not fit.
   arrivalRefusal (job) {
     const { req } = job
     if (this.isStopped) return 'stopping'
@@ -231,7 +232,7 @@ class EmbeddedBalancer {
     if (!hasBody(req)) return null // the queue decides as it takes it (admit)
     if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
     if (!this.dispatcher.wouldTake(job)) return 'queue_full'
-    job.bodyHold = this.bodyBudget.reserve(declaredLength(req) ?? 0)
+    job.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
     return job.bodyHold ? null : 'body_budget'
   }
 

@@ -2,9 +2,10 @@
 
 // Request buffering, nginx-style: the whole body is read from the client before a worker is
 // taken, so a client uploading slowly costs the balancer memory, never a worker's time. That
-// memory is bounded twice: per request (--max-body) and over all requests (--body-budget,
-// body-budget.js), and both are decided from Content-Length before a byte is read when the
-// request declares one.
+// memory is bounded twice: per request (--max-body), decided from Content-Length before a byte
+// is read when the request declares one, and over all requests (--body-budget,
+// body-budget.js), on which a body holds its bytes as they arrive: a client that announces a
+// large body and sends nothing holds nothing.
 
 const { PoolError, codes } = require('../../errors')
 
@@ -47,17 +48,22 @@ function declaredTooLarge (req, limit) {
   return declared !== null && declared > limit
 }
 
-// Collects a body whose length is declared into one buffer of that length, allocated once: no
-// list of chunks and no copy of them all at the end (which would hold the body twice), and one
-// allocation the allocator can hand back whole.
+// Collects a body whose length is declared into one buffer of that length: no list of chunks
+// and no copy of them all at the end (which would hold the body twice), and one allocation the
+// allocator can hand back whole. The buffer is allocated when the first bytes arrive, never
+// for a length only announced, and is not zero-filled: the system gives it memory page by page
+// as the bytes are written, so what it costs grows with what was received, which is what its
+// hold on the budget counts.
 class DeclaredBody {
-  constructor (length) {
+  constructor (length, hold) {
     this.length = length
+    this.hold = hold
     this.buffer = null
     this.size = 0
   }
 
   add (chunk) {
+    if (this.hold && !this.hold.grow(chunk.length)) return new BodyOverBudget()
     if (this.buffer === null && chunk.length === this.length) {
       this.buffer = chunk // all of it in one piece: kept as it is
     } else {
@@ -71,8 +77,8 @@ class DeclaredBody {
   result () { return this.buffer }
 }
 
-// Collects a chunked body, each chunk counted against `limit` and held on the budget as it
-// comes; the refusal (BodyTooLarge, BodyOverBudget) is returned by add().
+// Collects a chunked body, each chunk counted against `limit` (its length is known only at its
+// end); as a declared body, held on the budget as it comes.
 class ChunkedBody {
   constructor (limit, hold) {
     this.limit = limit
@@ -98,12 +104,12 @@ class ChunkedBody {
 
 // Resolves with the body (a Buffer, or null when the request has none); rejects with
 // BodyTooLarge or BodyOverBudget (the rest of the body is left unread: answer and close), or
-// ClientAborted. `hold`: the request's hold on the body budget, grown by a chunked body.
+// ClientAborted. `hold`: the request's hold on the body budget, grown by each chunk received.
 function readBody (req, { limit, hold = null }) {
   if (!hasBody(req)) return Promise.resolve(null)
   if (declaredTooLarge(req, limit)) return Promise.reject(new BodyTooLarge(limit))
   const declared = declaredLength(req)
-  const body = declared === null ? new ChunkedBody(limit, hold) : new DeclaredBody(declared)
+  const body = declared === null ? new ChunkedBody(limit, hold) : new DeclaredBody(declared, hold)
   return new Promise((resolve, reject) => {
     const cleanup = () => {
       req.removeListener('data', onData)

@@ -10,8 +10,8 @@
 //
 // The stage a request was at when its client went away is in its access-log line.
 //
-// Its body is held (and counted on the body budget, body-budget.js) from its arrival until it
-// is responding or done: from then on it is never sent to a worker again.
+// Its body's bytes are held (and counted on the body budget, body-budget.js) as they arrive,
+// until it is responding or done: from then on it is never sent to a worker again.
 
 const { requestId } = require('./headers')
 

@@ -1,9 +1,11 @@
 'use strict'
 
 // Bounded memory in the embedded balancer (issue 17, item 3): request bodies are read whole
-// before a worker is taken, so their total is bounded (--body-budget): a body that would pass
-// it gets 503 with Retry-After before a byte of it is read, the bytes held come back to 0, and
-// the memory of a burst is given back. The queue is bounded by default (--max-queue).
+// before a worker is taken, so their total is bounded (--body-budget): a body holds the bytes it
+// has sent, never the length it announces; one that would pass the budget gets 503 with
+// Retry-After (before a byte of it is read when its announced length has no room), the bytes
+// held come back to 0, and the memory of a burst is given back. The queue is bounded by
+// default (--max-queue).
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -20,22 +22,25 @@ const { Reclaimer } = require('../../../lib/fronts/balancer/reclaim')
 const MiB = 1024 * 1024
 const APP = path.join(FIXTURES, 'upload-app.js')
 
-// Raw bytes (a request's head, alone or with its body) on a socket kept open: resolves with
-// all the balancer sent once it closed the connection (a request that asks for Connection:
-// close, or one refused before its body was read). Node aborts the requests of a client that
-// half-closes, so the socket is not ended.
-function headOnly (base, head) {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(Number(new URL(base).port), '127.0.0.1')
+// Raw bytes (a request's head, alone or with some of its body) on a socket kept open, and
+// `closed`: all the balancer sent once it closed the connection (a request that asks for
+// Connection: close, or one refused before its body was all read). Node aborts the requests of
+// a client that half-closes, so the socket is not ended.
+function rawConnection (base, head) {
+  const socket = net.connect(Number(new URL(base).port), '127.0.0.1')
+  const closed = new Promise((resolve, reject) => {
     let got = ''
     socket.setEncoding('latin1')
     socket.on('data', (d) => { got += d })
     socket.on('error', reject)
     socket.on('close', () => resolve(got))
     socket.setTimeout(10000, () => socket.destroy())
-    socket.write(head)
   })
+  socket.write(head)
+  return { socket, closed }
 }
+
+const headOnly = (base, head) => rawConnection(base, head).closed
 
 // A POST of `body`; resolves with the answer (status, headers, parsed JSON) even when the
 // balancer answers and closes while the body is still being sent, or with { status: code }
@@ -82,7 +87,7 @@ t.test('options: a finite queue and a body budget by default; a budget below --m
   t.equal(cli.stderr.trim().split('\n').length, 1, 'in one line')
 })
 
-t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503 unread, memory stays bounded and comes back', async (t) => {
+t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503, memory stays bounded and comes back', async (t) => {
   const BODY = 4 * MiB
   const BUDGET = 16 * MiB // four bodies
   const BURST = 40 // 160 MiB of bodies
@@ -184,6 +189,56 @@ t.test('a chunked body stops at the budget; Expect: 100-continue is not invited 
   t.equal(balancer.status().bodyBytes, 0)
 })
 
+t.test('clients that announce bodies and send nothing hold nothing: a small POST is still served', async (t) => {
+  const { balancer } = await setup(t, 1, { maxBody: MiB, bodyBudget: 2 * MiB })
+  let announced = 0
+  balancer.server.on('request', (req) => { if (req.url.startsWith('/echo?idle')) announced++ })
+  // Twice the budget announced, not a byte of it sent.
+  const idle = Array.from({ length: 4 }, (_, i) => rawConnection(balancer.base, `POST /echo?idle=${i} HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\nConnection: close\r\n\r\n`))
+  t.teardown(() => { for (const c of idle) c.socket.destroy() })
+  await waitFor(() => announced === idle.length, { what: 'every announced body arrived' })
+  t.equal(balancer.status().bodyBytes, 0, 'an announced body holds nothing until its bytes come')
+
+  const small = await request(`${balancer.base}/echo?small`, { method: 'POST', body: 'hello' })
+  t.equal(small.status, 200, 'a small POST is served')
+  t.match(small.body, /"bodyLength":5\b/)
+
+  // A stalled upload holds what it sent, and one that goes on is served.
+  idle[0].socket.write(Buffer.alloc(256 * 1024, 'a'))
+  await waitFor(() => balancer.status().bodyBytes === 256 * 1024, { what: 'what was sent held' })
+  idle[1].socket.write(Buffer.alloc(MiB, 'b'))
+  const whole = await idle[1].closed
+  t.match(whole, /^HTTP\/1\.1 200 /, 'a body sent whole beside stalled ones is served')
+  t.match(whole, /"bodyLength":1048576/)
+  t.equal(balancer.status().bodyBytes, 256 * 1024, 'its hold given back; the stalled one keeps what it sent')
+  for (const c of idle) c.socket.destroy()
+  await waitFor(() => balancer.status().bodyBytes === 0, { what: 'the stalled bodies given back' })
+})
+
+t.test('a body is refused at arrival when the budget has no room for it, and mid-upload when it would pass it', async (t) => {
+  const { balancer, seen } = await setup(t, 1, { maxBody: MiB, bodyBudget: MiB })
+  const KiB = 1024
+  const a = rawConnection(balancer.base, `POST /echo?a HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\n\r\n` + 'a'.repeat(512 * KiB))
+  await waitFor(() => balancer.status().bodyBytes === 512 * KiB, { what: 'half of a held' })
+  const b = rawConnection(balancer.base, `POST /echo?b HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\nConnection: close\r\n\r\n` + 'b'.repeat(256 * KiB))
+  await waitFor(() => balancer.status().bodyBytes === 768 * KiB, { what: 'half of b held' })
+
+  const noRoom = await headOnly(balancer.base, `POST /echo?c HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\n\r\n`)
+  t.match(noRoom, /^HTTP\/1\.1 503 [^]*\r\nRetry-After: 1\r\n[^]*--body-budget/i, 'more than the room left: 503 at arrival, unread')
+
+  a.socket.write('a'.repeat(384 * KiB)) // 512 + 256 + 384 KiB: past the budget
+  const refused = await a.closed
+  t.match(refused, /^HTTP\/1\.1 503 /, 'the body that would pass the budget mid-upload: 503')
+  t.match(refused, /\r\nRetry-After: 1\r\n/i)
+  t.match(refused, /\r\nConnection: close\r\n/i, 'and its connection closed')
+  await waitFor(() => balancer.status().bodyBytes === 256 * KiB, { what: 'what it had sent given back' })
+
+  b.socket.write('b'.repeat(256 * KiB))
+  t.match(await b.closed, /^HTTP\/1\.1 200 [^]*"bodyLength":524288/, 'the other body, whole, is served')
+  t.equal(balancer.status().bodyBytes, 0)
+  t.same(seen().map((r) => r.url), ['/echo?b'], 'no worker saw a refused body')
+})
+
 t.test('bodies held by clients that leave (while sending, while queued) are given back', async (t) => {
   const { balancer } = await setup(t, 1, { maxBody: MiB, bodyBudget: MiB })
   const hold = request(`${balancer.base}/sleep?ms=2000&hold`, { timeout: 20000 })
@@ -194,7 +249,7 @@ t.test('bodies held by clients that leave (while sending, while queued) are give
   sending.write(`POST /echo?half HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * 1024}\r\n\r\n` + 'h'.repeat(256 * 1024))
   // A whole 256 KiB body, queued behind the busy worker, whose client then leaves.
   const queued = openRequest(`${balancer.base}/echo?queued`, { method: 'POST', headers: { 'Content-Length': 256 * 1024 }, body: Buffer.alloc(256 * 1024, 'w') })
-  await waitFor(() => balancer.status().bodyBytes === 768 * 1024 && balancer.status().queue === 1, { what: 'both bodies held' })
+  await waitFor(() => balancer.status().bodyBytes === 512 * 1024 && balancer.status().queue === 1, { what: 'what both sent held' })
   sending.destroy()
   queued.req.destroy()
   await waitFor(() => balancer.status().bodyBytes === 0 && balancer.status().queue === 0, { what: 'the budget given back' })
