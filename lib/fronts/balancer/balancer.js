@@ -63,7 +63,7 @@ class EmbeddedBalancer {
       })
     })
     // Bodies held over all requests, and their memory given back after a burst.
-    this.reclaimer = new Reclaimer({ held: () => this.bodyBudget.held, minBytes: worthReclaiming(options.bodyBudget) })
+    this.reclaimer = new Reclaimer({ emptySince: () => this.bodyBudget.emptySince, minBytes: worthReclaiming(options.bodyBudget) })
     this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease: (bytes) => this.reclaimer.onRelease(bytes) })
     this.metrics = this.createMetrics(null)
     this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }

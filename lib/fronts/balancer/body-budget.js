@@ -35,10 +35,11 @@ function defaultBodyBudget (maxBody, memory = availableMemory()) {
 
 class BodyBudget {
   // limit: bytes; 0 means no limit (the bytes are still counted). onRelease(bytes): a hold let
-  // go of `bytes` (reclaim.js listens).
+  // go of `bytes` (reclaim.js listens, and asks emptySince how long nothing has been held).
   constructor (limit, { onRelease = () => {} } = {}) {
     this.limit = limit
     this.held = 0
+    this.emptySince = performance.now() // when `held` last came down to 0; null while above
     this.onRelease = onRelease
   }
 
@@ -53,6 +54,17 @@ class BodyBudget {
   admit (announced) {
     return this.fits(announced) ? new BodyHold(this) : null
   }
+
+  take (bytes) {
+    this.held += bytes
+    if (this.held > 0) this.emptySince = null
+  }
+
+  giveBack (bytes) {
+    this.held -= bytes
+    if (this.held === 0 && this.emptySince === null) this.emptySince = performance.now()
+    this.onRelease(bytes)
+  }
 }
 
 class BodyHold {
@@ -65,7 +77,7 @@ class BodyHold {
   // do not fit or the hold was already released.
   grow (more) {
     if (this.budget === null || !this.budget.fits(more)) return false
-    this.budget.held += more
+    this.budget.take(more)
     this.bytes += more
     return true
   }
@@ -74,10 +86,9 @@ class BodyHold {
   release () {
     const { budget, bytes } = this
     if (budget === null) return
-    budget.held -= bytes
     this.budget = null
     this.bytes = 0
-    budget.onRelease(bytes)
+    budget.giveBack(bytes)
   }
 }
 

@@ -13,7 +13,7 @@ const net = require('node:net')
 const os = require('node:os')
 const http = require('node:http')
 const path = require('node:path')
-const { request, waitFor, freePorts, startPool, runPool, FIXTURES } = require('../../helpers')
+const { request, waitFor, sleep, freePorts, startPool, runPool, FIXTURES } = require('../../helpers')
 const { setup, openRequest } = require('../../helpers/balancer')
 const { createBalancer } = require('../../../lib/fronts/balancer')
 const { defaultBodyBudget, availableMemory } = require('../../../lib/fronts/balancer/body-budget')
@@ -278,30 +278,52 @@ t.test('the default --max-queue is enforced: the 1025th waiting request gets 503
   await waitFor(() => balancer.status().queue === 0, { timeout: 30000, what: 'the queue emptied by the clients leaving' })
 })
 
-t.test('the reclaimer: one full collection once no body is held and enough was let go, never during a burst', async (t) => {
-  let held = 0
-  let garbage = 0
+t.test('the reclaimer: one full collection per burst, once no body has been held for quietMs; never under steady traffic', async (t) => {
+  let emptySince = null // a burst is on
+  let garbage = 200
   let collections = 0
-  const r = new Reclaimer({ held: () => held, garbage: () => garbage, collect: () => { collections++; garbage = 0 }, minBytes: 100, quietMs: 30, minIntervalMs: 0 })
+  const r = new Reclaimer({ emptySince: () => emptySince, garbage: () => garbage, collect: () => { collections++; garbage = 0 }, minBytes: 100, quietMs: 60 })
   t.teardown(() => r.stop())
-  held = 50
-  garbage = 200
   r.onRelease(150)
   t.equal(r.timer, null, 'bodies are still held: nothing scheduled')
-  held = 0
-  r.onRelease(50)
-  await waitFor(() => collections === 1, { what: 'one collection' })
-  held = 0
-  r.onRelease(50)
-  t.equal(r.timer, null, 'too little let go since: nothing scheduled')
+
+  // Steady traffic: a body held for 15 ms, then 5 ms with none, for 400 ms. Never quiet for
+  // 60 ms, so never collected, even though nothing is held at some moments.
+  for (let i = 0; i < 20; i++) {
+    emptySince = null
+    await sleep(15)
+    emptySince = performance.now()
+    r.onRelease(50)
+    await sleep(5)
+  }
+  t.equal(collections, 0, 'no collection during steady traffic')
+  await waitFor(() => collections === 1, { what: 'one collection once quiet' })
+  const at = performance.now()
+  t.ok(at - emptySince >= 60, 'after quietMs with nothing held')
+
   garbage = 200
-  r.onRelease(60)
-  held = 10 // a new burst began before the quiet was over
-  await new Promise((resolve) => setTimeout(resolve, 100))
-  t.equal(collections, 1, 'not during a burst')
-  held = 0
+  r.onRelease(50)
+  await sleep(150)
+  t.equal(collections, 1, 'too little let go since: once per burst')
+  r.onRelease(60) // a new burst's worth, in a new quiet moment
+  await waitFor(() => collections === 2, { what: 'the next burst\'s collection' })
   garbage = 10 // V8 collected on its own meanwhile
-  r.onRelease(10)
+  emptySince = performance.now()
+  r.onRelease(200)
   await waitFor(() => r.timer === null)
-  t.equal(collections, 1, 'nothing left to reclaim: no collection')
+  t.equal(collections, 2, 'nothing left to reclaim: no collection')
+})
+
+t.test('the library never changes V8\'s flags; without globalThis.gc the reclaimer does nothing', async (t) => {
+  const v8 = require('node:v8')
+  const setFlags = v8.setFlagsFromString
+  const flags = []
+  v8.setFlagsFromString = (flag) => { flags.push(flag); return setFlags.call(v8, flag) }
+  t.teardown(() => { v8.setFlagsFromString = setFlags })
+  t.equal(typeof globalThis.gc, 'undefined', 'this test process has no gc')
+  const balancer = createBalancer({})
+  t.same(flags, [], 'a balancer set no V8 flag')
+  t.equal(balancer.reclaimer.collect, null, 'and has no collection to run')
+  balancer.reclaimer.onRelease(1024 * MiB)
+  t.equal(balancer.reclaimer.timer, null, 'so it schedules none')
 })
