@@ -187,7 +187,7 @@ export interface EmbeddedBalancerOptions {
   maxQueue?: number
   /** largest request body in bytes. Default 10 MiB */
   maxBody?: number
-  /** request-body bytes held at once over all requests (read, queued, on a worker); a body that would pass it gets 503 with Retry-After before it is read. 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxBody */
+  /** request-body bytes held at once over all requests (being read, queued, on a worker), counted as they arrive; a body that would pass it gets 503 with Retry-After (before it is read when its announced length has no room). After a burst the memory is handed back with a full GC when the process has globalThis.gc (node --expose-gc; `pool start` has it). 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxBody */
   bodyBudget?: number
   /** responses up to this many bytes are buffered whole. Default 8 MiB */
   maxResponseBuffer?: number
