@@ -3,11 +3,12 @@
 // The first step of a reload: one process of the new code boots on an ephemeral port, outside
 // every slot and front. If it cannot become ready, the reload stops there and every old worker
 // keeps serving: a deploy of broken code costs no capacity at all. The canary only watches one
-// process; the supervisor forks it, routes its events here and asks `check` each tick.
+// process; the supervisor forks it, routes its events here, asks `check` each tick, and kills
+// it once the answer is in.
 
 class Canary {
   constructor ({ now, bootTimeout, signal }) {
-    this.child = null // set by the supervisor once forked
+    this.child = null // forked()
     this.spawnedAt = now
     this.bootTimeout = bootTimeout
     this.signalChild = signal
@@ -18,6 +19,9 @@ class Canary {
   }
 
   get alive () { return this.exit === null }
+  get pid () { return this.child?.pid }
+
+  forked (child) { this.child = child }
 
   onMessage (m, now) {
     if (m.type === 'ready' && this.readyAt === null) this.readyAt = now

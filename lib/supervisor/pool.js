@@ -2,16 +2,21 @@
 
 // The supervisor, in the manner of gunicorn's arbiter: event sources (child exits, worker messages,
 // front callbacks, commands) only record what happened and ask for a tick. One `tick()` then
-// handles what was recorded, carries out what each worker's handle says is overdue, and
-// reconciles the live workers with the wanted set: the target size, the current code
-// generation, recycling, respawns. No feature keeps a timer of its own, and nothing outside the
-// tick signals, forks or drains. A worker's own policy (deadlines, escalation, backoff, what an
-// exit was) is its handle's (lib/supervisor/worker-handle.js).
+// handles what was recorded, carries out what each worker's handle says is overdue, moves a
+// reload on (and decides its end: advanceReload, the only place), and reconciles the live
+// workers with the wanted set: the target size, the code generation being rolled out,
+// recycling, respawns (lib/supervisor/reconcile.js decides, through a narrow view; the pool
+// acts). No feature keeps a timer of its own, and nothing outside the tick signals, forks or
+// drains. A worker's own policy (deadlines, escalation, backoff, what an exit was) is its
+// handle's (lib/supervisor/worker-handle.js); the pool tells the handle what happened through
+// its methods and never writes its fields.
 
 const { EventEmitter } = require('node:events')
 const msg = require('../protocol/messages')
 const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
+const { Canary } = require('./canary')
+const { WorkerHandle } = require('./worker-handle')
 const { resolvePoolOptions } = require('../options/pool')
 const { workerCeiling } = require('../options/table')
 const { createLogger } = require('../logger')
@@ -21,7 +26,7 @@ const { PoolPhase } = require('./phase')
 const { Remnants } = require('./process-group')
 const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('../observe/metrics')
-const { SYSTEM, resolveApp, checkWorkerPorts } = require('./spawn')
+const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./spawn')
 const { poolError, codes } = require('../errors')
 const descriptors = require('../net/descriptors')
 
@@ -45,12 +50,12 @@ class Pool extends EventEmitter {
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
     this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
-    this.reconciler = new Reconciler(this) // the live set against the wanted set, from the tick
+    this.reconciler = new Reconciler(this.reconcilerView()) // the live set against the wanted set, from the tick
     this.target = this.options.workers
     this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/net/descriptors.js)
     this.handles = new Map() // slot → WorkerHandle
-    this.codeGeneration = 0 // goes up when a reload's canary proves the new code boots
-    this.reloading = null // the Reload in progress
+    this.codeGeneration = 0 // the code a new process runs: goes up when a reload's canary proves the new code boots
+    this.reloading = null // the Reload in progress (advanceReload ends it)
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
@@ -125,8 +130,6 @@ class Pool extends EventEmitter {
     const reload = new Reload({ now: this.now(), logger: this.logger })
     this.reloading = reload
     this.logger.info({ event: 'reload', workers: this.target }, `reloading ${plural(this.target, 'worker')}`)
-    const clear = () => { if (this.reloading === reload) this.reloading = null }
-    reload.done.then(clear, clear)
     this.wake()
     return reload.done
   }
@@ -191,7 +194,7 @@ class Pool extends EventEmitter {
 
   status () {
     const { front, queue } = this.fronts.status()
-    const outdated = this.reloading ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.generation ?? Infinity) && !h.drain).length : 0
+    const outdated = this.reloading ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.codeGeneration ?? Infinity) && !h.drain).length : 0
     return {
       pid: process.pid,
       app: this.app,
@@ -250,8 +253,8 @@ class Pool extends EventEmitter {
     }
     for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
     this.remnants.sweep(now)
-    this.reconciler.advanceReload(now)
-    this.reconciler.reconcile(now)
+    this.advanceReload(now)
+    if (this.life.is('starting', 'running')) this.slotsWithoutProcess = this.reconciler.reconcile(now, { replace: this.life.is('running') })
     this.checkProgress(now)
   }
 
@@ -356,10 +359,7 @@ class Pool extends EventEmitter {
 
   bootFailed (h, view) {
     this.report.bootFailed(h, view)
-    // A process of the code being rolled out died before ready: the reload stops here.
-    if (this.reloading?.rolling && h.codeGeneration === this.reloading.generation) {
-      this.reloading.abort(h.lastError || { message: `slot ${h.slot}'s new worker exited before becoming ready` })
-    }
+    this.reloading?.workerFailedBoot(h) // the reload ends there if it rolls out h's code
   }
 
   // What a handle says is overdue, done in the order the world needs: fronts hear of a worker
@@ -392,7 +392,6 @@ class Pool extends EventEmitter {
   onStop (timeout) {
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
-    this.reloading?.abort({ message: 'the pool is stopping' }, codes.STOPPING)
     this.fronts.tell('stopping')
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
@@ -423,10 +422,116 @@ class Pool extends EventEmitter {
     this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
   }
 
-  // ── the wanted set (the steps that act on it: lib/supervisor/reconcile.js) ─────────────────────
+  // ── a reload: every step and its end, decided here, once per tick ──────────────────────────
+
+  // The canary boots and is judged; once it was ready the new code generation rolls out (the
+  // replacing itself is the Reconciler's replace step). The reload ends here and nowhere else:
+  // done when every wanted slot runs the new code and is ready; failed when the canary fails, a
+  // worker of the new code dies before ready (the books say so), or the pool stops.
+  advanceReload (now) {
+    const r = this.reloading
+    if (!r) return
+    if (!this.life.is('running')) return this.endReload(r, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
+    if (r.failure) return this.endReload(r, now, { error: r.failure })
+    if (r.stage === 'canary') {
+      const verdict = r.canary ? r.canary.check(now) : this.startCanary(r, now)
+      if (verdict === 'booting') return
+      r.canary?.kill() // ready or failed, it served its purpose
+      if (verdict !== 'ready') return this.endReload(r, now, { error: verdict.failed })
+      this.rollOut(r, now)
+    }
+    if (this.wanted().every((h) => h.codeGeneration >= r.codeGeneration && h.ready)) this.endReload(r, now)
+  }
+
+  rollOut (r, now) {
+    r.roll(++this.codeGeneration)
+    // The new code boots: slots given up on the old code get another chance with it.
+    for (const h of this.wanted()) {
+      if (h.state !== 'given-up') continue
+      h.revive(now)
+      this.report.revived(h)
+    }
+  }
+
+  endReload (r, now, { error, code } = {}) {
+    this.reloading = null
+    r.canary?.kill()
+    if (error) r.abort(error, code)
+    else r.finish(now)
+  }
+
+  // ── the wanted set: lib/supervisor/reconcile.js decides, through this view; the pool acts ───
 
   slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
   wanted () { return this.slots().filter((h) => h.slot <= this.target) }
+
+  // What the Reconciler sees and may do (each is described at the top of reconcile.js).
+  reconcilerView () {
+    const pool = this
+    return {
+      get handles () { return pool.handles },
+      wanted: () => this.wanted(),
+      get target () { return pool.target },
+      get rollingOut () { return pool.reloading?.rolling ? pool.reloading.codeGeneration : null },
+      get reloadBatch () { return pool.options.reloadBatch },
+      get maxBooting () { return pool.options.maxBooting },
+      addSlot: (slot) => this.addSlot(slot),
+      removeSlot: (h) => { this.handles.delete(h.slot); this.report.removed(h) },
+      spawn: (h, now) => this.spawn(h, now),
+      drain: (h, reason) => this.beginDrain(h, { reason }),
+      replace: (h, reason) => {
+        if (reason === 'reload') this.reloading.draining(h)
+        else this.report.recycling(h, reason)
+        this.beginDrain(h, { reason })
+      },
+      retry: (h, now) => { h.revive(now); this.report.retrying(h) }
+    }
+  }
+
+  addSlot (slot) {
+    const onState = (handle, from) => this.emit('state', { ...handle.snapshot(), from })
+    const h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState })
+    this.handles.set(slot, h)
+    return h
+  }
+
+  // ── processes: forked through SYSTEM, only from the tick ──────────────────────────────────
+
+  spawn (h, now) {
+    let child
+    try {
+      child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
+    } catch (err) {
+      // fork() throws for some spawn errors (ENOMEM): the slot tries again, the supervisor lives.
+      return this.onSpawnError(h, err, now)
+    }
+    h.attach(child, now, { codeGeneration: this.codeGeneration })
+    // Without a pid the fork failed; why comes as the child's 'error' (a 'spawn-error' event).
+    if (child.pid !== undefined) this.report.spawned(h, now)
+  }
+
+  // The reload's canary: 'booting', or { failed } when fork() threw (a fork that fails later is
+  // the canary's own 'spawn-error', and its check says so).
+  startCanary (reload, now) {
+    const canary = new Canary({ now, bootTimeout: this.options.bootTimeout, signal: this.system.signal })
+    try {
+      canary.forked(this.fork({ slot: 0, host: this.options.workerHost, port: 0 }, { canary, who: 'the reload canary' }))
+    } catch (err) {
+      return { failed: { message: `cannot start a process of the new code: ${err.message}` } }
+    }
+    reload.canary = canary
+    this.canaries.add(canary)
+    this.logger.info({ event: 'reload-canary', pid: canary.pid }, 'booting the new code once before touching any slot')
+    return 'booting'
+  }
+
+  // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild).
+  // Throws what fork() throws.
+  fork ({ slot, host, port }, about) {
+    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
+    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event) })
+    return child
+  }
 
   // ── progress of start and stop ────────────────────────────────────────────────────────────
 

@@ -1,67 +1,71 @@
 'use strict'
 
-// The tick's last steps, in the manner of gunicorn's manage_workers: make the live workers match
+// The tick's last step, in the manner of gunicorn's manage_workers: make the live workers match
 // the wanted set. Slots above the target drain, then go; outdated or worn-out workers are
-// replaced within the batch budget; a reload's canary is booted and judged; dead slots respawn
-// when their handle says so, no more than --max-booting booting at once. It acts on the pool it
-// is given (lib/supervisor/pool.js) and only from its tick: the supervisor still owns the handles,
-// the fronts and the events. Each step is linear in the slots: a tick stays cheap at any size.
-
-const { WorkerHandle } = require('./worker-handle')
-const { Canary } = require('./canary')
-const { watchChild } = require('./spawn')
+// replaced within the batch budget; dead slots respawn when their handle says so, no more than
+// --max-booting booting at once. Each step is linear in the slots: a tick stays cheap at any size.
+//
+// It decides; the pool (lib/supervisor/pool.js) acts. Its whole view of the pool is `view`:
+//
+//   handles            Map slot → WorkerHandle, read only here (slots come and go by the actions)
+//   wanted()           the handles of slots 1..target, in slot order
+//   target             how many slots are wanted
+//   rollingOut         the code generation a reload is rolling out, or null
+//   reloadBatch        wanted slots that may be out of service at once for replacing
+//   maxBooting         processes booting at once at most
+//   addSlot(slot)      → a new handle for `slot`, dead, due to spawn now
+//   removeSlot(h)      the slot (above the target, its process gone) is no more
+//   spawn(h, now)      fork a process for the slot (or record why the fork failed)
+//   drain(h, reason)   take the worker out of service: the one drain path
+//   replace(h, reason) drain it to replace it: 'reload', or a recycling reason (h.recycleDue)
+//   retry(h, now)      a given-up slot starts over (--given-up-retry has passed)
+//
+// Only the tick calls it, and only while the pool starts or runs.
 
 class Reconciler {
-  constructor (pool) {
-    this.pool = pool
+  constructor (view) {
+    this.view = view
   }
 
   // Wanted slots not serving right now (draining, stopped, booting, waiting to respawn).
   // Replacements start only while this is below the batch size, which is what keeps capacity at
   // workers − batch or more.
   unavailableCount () {
-    const pool = this.pool
-    return pool.wanted().filter((h) => !h.ready && h.state !== 'given-up').length
+    return this.view.wanted().filter((h) => !h.ready && h.state !== 'given-up').length
   }
 
-  reconcile (now) {
-    const pool = this.pool
-    if (!pool.life.is('starting', 'running')) return
-    for (const h of pool.slots()) {
-      if (h.slot <= pool.target) continue
-      if (h.alive) pool.beginDrain(h, { reason: 'scale-down' })
-      else this.removeSlot(h)
+  // Returns how many wanted slots have no process now (what the descriptor reserve keeps
+  // descriptors for, lib/net/descriptors.js). `replace`: whether workers may be replaced (not
+  // while the pool starts).
+  reconcile (now, { replace }) {
+    const view = this.view
+    for (const h of [...view.handles.values()].sort((a, b) => a.slot - b.slot)) {
+      if (h.slot <= view.target) continue
+      if (h.alive) view.drain(h, 'scale-down')
+      else view.removeSlot(h)
     }
-    if (pool.life.is('running')) this.replaceOutdated()
-    this.respawn(now)
+    if (replace) this.replaceOutdated()
+    return this.respawn(now)
   }
 
   // Slots due start a process, in slot order, while fewer than --max-booting are booting: a
   // scale to many, or a crash of many, forks a batch at a time, so that the supervisor's loop,
   // its signals and its control socket stay responsive and each boot gets its share of the CPU.
   respawn (now) {
-    const pool = this.pool
+    const view = this.view
     let booting = 0
-    for (const h of pool.handles.values()) if (h.alive && (h.state === 'booting' || h.state === 'warming')) booting++
+    for (const h of view.handles.values()) if (h.alive && (h.state === 'booting' || h.state === 'warming')) booting++
     let missing = 0
-    for (let slot = 1; slot <= pool.target; slot++) {
-      let h = pool.handles.get(slot)
-      if (!h) {
-        h = new WorkerHandle({ slot, host: pool.options.workerHost, port: pool.portOf(slot), policy: pool.options, signal: pool.system.signal, onState: (handle, from) => pool.emit('state', { ...handle.snapshot(), from }) })
-        pool.handles.set(slot, h)
-      }
-      if (h.dueForRetry(now)) {
-        h.revive(now)
-        pool.report.retrying(h)
-      }
-      if (h.dueForRespawn(now) && booting < pool.options.maxBooting) {
-        this.spawn(h, now)
+    for (let slot = 1; slot <= view.target; slot++) {
+      const h = view.handles.get(slot) ?? view.addSlot(slot)
+      if (h.dueForRetry(now)) view.retry(h, now)
+      if (h.dueForRespawn(now) && booting < view.maxBooting) {
+        view.spawn(h, now)
         if (h.alive) booting++
       }
       if (!h.alive) missing++
     }
-    // What the descriptor reserve keeps for the processes still to come (lib/net/descriptors.js).
-    pool.slotsWithoutProcess = missing
+    return missing
   }
 
   // Reload and recycling are one step: a ready worker of an older code generation (while a
@@ -70,84 +74,16 @@ class Reconciler {
   // come under load), and no more at once than --reload-batch. Its slot respawns at once, with
   // the code now on disk.
   replaceOutdated () {
-    const pool = this.pool
-    const rolling = pool.reloading?.rolling ? pool.reloading.generation : null
+    const view = this.view
+    const rolling = view.rollingOut
     let unavailable = this.unavailableCount() // counted once, then kept up to date: one pass
-    for (const h of pool.wanted()) {
-      const outdated = rolling !== null && h.codeGeneration < rolling
-      const reason = outdated ? 'reload' : h.recycleDue
+    for (const h of view.wanted()) {
+      const reason = rolling !== null && h.codeGeneration < rolling ? 'reload' : h.recycleDue
       if (!reason || h.drain || !h.ready) continue
-      if (unavailable >= pool.options.reloadBatch) return
-      if (outdated) pool.reloading.draining(h)
-      else pool.report.recycling(h, reason)
-      pool.beginDrain(h, { reason })
+      if (unavailable >= view.reloadBatch) return
+      view.replace(h, reason)
       unavailable++
     }
-  }
-
-  // The reload's canary, then its outcome; the replacing itself is replaceOutdated's.
-  advanceReload (now) {
-    const pool = this.pool
-    const r = pool.reloading
-    if (!r || r.finished || !pool.life.is('running')) return
-    if (r.stage === 'canary') {
-      if (!r.canary) return this.spawnCanary(r, now)
-      const verdict = r.canary.check(now)
-      if (verdict === 'booting') return
-      r.canary.kill() // ready or failed, it served its purpose
-      if (verdict !== 'ready') return r.abort(verdict.failed)
-      r.roll(++pool.codeGeneration, r.canary)
-      // The new code boots: slots given up on the old code get another chance with it.
-      for (const h of pool.wanted()) {
-        if (h.state !== 'given-up') continue
-        h.revive(now)
-        pool.report.revived(h)
-      }
-    }
-    if (pool.wanted().every((h) => h.codeGeneration >= r.generation && h.ready)) r.finish(now)
-  }
-
-  removeSlot (h) {
-    const pool = this.pool
-    pool.handles.delete(h.slot)
-    pool.report.removed(h)
-  }
-
-  spawn (h, now) {
-    const pool = this.pool
-    let child
-    try {
-      child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
-    } catch (err) {
-      // fork() throws for some spawn errors (ENOMEM): the slot tries again, the supervisor lives.
-      return pool.onSpawnError(h, err, now)
-    }
-    h.attach(child, now, { codeGeneration: pool.codeGeneration })
-    // Without a pid the fork failed; why comes as the child's 'error' (a 'spawn-error' event).
-    if (child.pid !== undefined) pool.report.spawned(h, now)
-  }
-
-  spawnCanary (reload, now) {
-    const pool = this.pool
-    const canary = new Canary({ now, bootTimeout: pool.options.bootTimeout, signal: pool.system.signal })
-    let child
-    try {
-      child = canary.child = this.fork({ slot: 0, host: pool.options.workerHost, port: 0 }, { canary, who: 'the reload canary' })
-    } catch (err) {
-      return reload.abort({ message: `cannot start a process of the new code: ${err.message}` })
-    }
-    reload.canary = canary
-    pool.canaries.add(canary)
-    pool.logger.info({ event: 'reload-canary', pid: child.pid }, 'booting the new code once before touching any slot')
-  }
-
-  // A new process for a slot or a canary, its events routed to the loop (worker-process.js).
-  // Throws what fork() throws.
-  fork ({ slot, host, port }, about) {
-    const pool = this.pool
-    const child = pool.system.fork({ options: pool.options, logger: pool.logger, app: pool.app, workers: pool.target, slot, host, port })
-    watchChild(child, { ...about, slot, captureRemnant: pool.system.captureRemnant, enqueue: (event) => pool.enqueue(event) })
-    return child
   }
 }
 

@@ -1,16 +1,16 @@
 'use strict'
 
 // The bookkeeping of one rolling reload: its stages, which slots it replaced, its outcome. It
-// acts on nothing; the supervisor's tick does (lib/supervisor/pool.js):
+// acts on nothing and decides nothing; the supervisor's tick does (lib/supervisor/pool.js
+// advanceReload, the one place a reload moves on and ends):
 //
-//   canary   one process of the new code boots outside every slot (lib/supervisor/canary.js). If it
-//   cannot
-//            become ready, the reload fails and no slot is touched.
+//   canary   one process of the new code boots outside every slot (lib/supervisor/canary.js). If
+//            it cannot become ready, the reload fails and no slot is touched.
 //   rolling  the canary was ready: the pool's code generation goes up, and the tick's replace
-//            step drains every worker of an older generation, `reloadBatch` at a time, through
-//            the same path as recycling. A drained slot respawns at once, with the new code.
-//            Done when every wanted slot runs the new generation and is ready; failed if a
-//            process of the new generation dies before ready.
+//            step drains every worker of an older code generation, `reloadBatch` at a time,
+//            through the same path as recycling. A drained slot respawns at once, with the new
+//            code. Done when every wanted slot runs the new code and is ready; failed if a
+//            process of the new code dies before ready (`failure`).
 
 const { poolError, codes } = require('../errors')
 
@@ -20,7 +20,8 @@ class Reload {
     this.logger = logger
     this.stage = 'canary' // → rolling → done | aborted
     this.canary = null
-    this.generation = null // the code generation it rolls out, once the canary was ready
+    this.codeGeneration = null // the code generation it rolls out, once the canary was ready
+    this.failure = null // why it must fail, once a worker of its code failed to boot
     this.oldPids = new Map() // slot → pid of the process drained for this reload
     this.replaced = [] // { slot, oldPid, newPid }
     this.done = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
@@ -29,21 +30,29 @@ class Reload {
   get finished () { return this.stage === 'done' || this.stage === 'aborted' }
   get rolling () { return this.stage === 'rolling' }
 
-  roll (generation, canary) {
+  roll (codeGeneration) {
+    const canary = this.canary
     this.stage = 'rolling'
-    this.generation = generation
+    this.codeGeneration = codeGeneration
     this.logger.info({ event: 'reload-canary-ready', pid: canary.pid, bootMs: canary.readyAt - canary.spawnedAt }, 'new code boots; replacing workers one batch at a time')
   }
 
   draining (h) { this.oldPids.set(h.slot, h.pid) }
 
-  // A worker of the new generation is ready: if this reload drained its slot, it is replaced.
+  // A worker of the new code is ready: if this reload drained its slot, it is replaced.
   slotReady (h) {
     const oldPid = this.oldPids.get(h.slot)
-    if (oldPid === undefined || h.codeGeneration !== this.generation) return
+    if (oldPid === undefined || h.codeGeneration !== this.codeGeneration) return
     this.oldPids.delete(h.slot)
     this.replaced.push({ slot: h.slot, oldPid, newPid: h.pid })
     this.logger.info({ event: 'reloaded-slot', slot: h.slot, oldPid, pid: h.pid, port: h.port }, `slot ${h.slot} reloaded: pid ${oldPid} → ${h.pid}`)
+  }
+
+  // A worker died before ready: if it ran the new code, the reload fails (the first such death
+  // is the one told).
+  workerFailedBoot (h) {
+    if (!this.rolling || h.codeGeneration !== this.codeGeneration || this.failure) return
+    this.failure = h.lastError || { message: `slot ${h.slot}'s new worker exited before becoming ready` }
   }
 
   finish (now) {
@@ -57,13 +66,12 @@ class Reload {
   abort (appError, code = codes.RELOAD_FAILED) {
     if (this.finished) return
     this.stage = 'aborted'
-    this.canary?.kill()
     const message = code === codes.RELOAD_FAILED ? `reload aborted: the new code failed to boot: ${appError.message}` : appError.message
     this.logger.error({ event: 'reload-failed', err: appError, replaced: this.replaced.length }, message)
     this.reject(poolError(code, message, { details: { appError, replaced: this.replaced } }))
   }
 
-  // pending: workers of an older generation not yet draining.
+  // pending: workers of an older code generation not yet draining.
   status ({ pending }) {
     return { stage: this.stage, pending, active: [...this.oldPids.keys()], replaced: this.replaced.length }
   }

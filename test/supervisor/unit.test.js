@@ -287,6 +287,7 @@ t.test('reload: a canary first, then one generation rolled out a batch at a time
   canary.say('ready')
   await h.step()
   t.same(canary.signals, ['SIGKILL'], 'the canary is done once ready')
+  t.equal(h.logs.find((l) => l.event === 'reload-canary-ready').pid, canary.pid, 'its log line names it')
   t.equal(h.pool.codeGeneration, 1)
   t.equal(h.pool.reconciler.unavailableCount(), 1, 'one slot out of service at a time')
   await rollThrough(h, [1, 2], t)
@@ -360,6 +361,41 @@ t.test('reload: a new worker that dies before ready stops the reload there', asy
   await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED' })
   await h.step()
   t.same(h.latest(2).sent, [], 'slot 2 keeps its old worker')
+})
+
+t.test('stop during a reload: the reload rejects STOPPING, its canary is killed once, the stop waits for it', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  const reloading = h.pool.reload()
+  reloading.catch(() => {}) // asserted below
+  await h.step()
+  const canary = h.latest(0)
+  const stopped = h.pool.stop()
+  await h.step()
+  await t.rejects(reloading, { code: 'POOL_E_STOPPING' })
+  t.equal(h.pool.status().reload, null, 'no reload left in the books')
+  t.same(canary.signals, ['SIGKILL'])
+  h.latest(1).exit(0)
+  await h.advance(50)
+  t.equal(h.pool.phase, 'stopping', 'the canary is still on its way out')
+  t.same(canary.signals, ['SIGKILL'], 'killed once')
+  canary.exit(null, 'SIGKILL')
+  await h.step()
+  t.same(await stopped, { clean: true })
+})
+
+t.test('reload: a canary whose fork throws fails the reload at once', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  h.sys.failFork = (spec) => spec.slot === 0 ? { error: spawnError('EAGAIN', -11), sync: true } : null
+  await t.rejects(h.pool.reload(), { code: 'POOL_E_RELOAD_FAILED', message: /cannot start a process of the new code: spawn \/usr\/bin\/node EAGAIN/ })
+  h.sys.failFork = () => null
+  const again = h.pool.reload()
+  await h.step()
+  h.latest(0).say('ready')
+  await h.step()
+  await rollThrough(h, [1], t)
+  t.same((await again).replaced.map((r) => r.slot), [1], 'the next reload runs')
 })
 
 t.test('scale during a reload: the new slot starts with the new code; the reload completes', async (t) => {
