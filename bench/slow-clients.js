@@ -24,7 +24,7 @@ const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = requ
 const { runPart, progress, round, log, sleep } = require('./lib/part')
 const { slowUpload, slowRead } = require('./lib/buffering')
 
-const defaults = { sizes: [1, 100, 1024], rate: 100, render: 50, repeat: 2 }
+const defaults = { sizes: [1, 100, 1024], rate: 100, render: 50, repeat: 3 }
 const quick = { sizes: [1, 100, 1024], repeat: 1 }
 
 function sysctl (name) {

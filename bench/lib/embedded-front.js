@@ -4,7 +4,7 @@
 // supervisor), told about already-running workers through its Front hooks.
 // $CONFIG: JSON { options, workers: [{ slot, port }] }.
 
-const { createBalancer } = require('../../lib/fronts/balancer')
+const { createBalancer } = require('./internals')
 
 const { options, workers } = JSON.parse(process.env.CONFIG)
 const balancer = createBalancer({ accessLog: false, ...options })

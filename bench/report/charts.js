@@ -5,6 +5,7 @@
 // their units; every series is named as in style.js, with the same colour in every chart.
 
 const { label, colorScale, chart } = require('./style')
+const { bootstrap } = require('../lib/stats')
 
 // A legend beside the plot, one entry per line: for line charts that are not too wide already.
 const RIGHT = { orient: 'right', direction: 'vertical', columns: 1 }
@@ -433,12 +434,12 @@ function slowClients (data) {
   }
   const values = [...byKey].map(([key, list]) => {
     const [front, direction, sizeKb] = key.split('|')
-    const sorted = list.sort((a, b) => a - b)
-    return { series: label(front), direction: direction === 'upload' ? `slow uploader (${data.config.rate} KB/s)` : `slow reader (${data.config.rate} KB/s)`, size: sizeLabel(Number(sizeKb)), kb: Number(sizeKb), ms: sorted[Math.floor((sorted.length - 1) / 2)] }
+    const iv = bootstrap(list)
+    return { series: label(front), direction: direction === 'upload' ? `slow uploader (${data.config.rate} KB/s)` : `slow reader (${data.config.rate} KB/s)`, size: sizeLabel(Number(sizeKb)), kb: Number(sizeKb), ms: iv.value, lo: iv.lo, hi: iv.hi }
   })
   const sizes = [...new Set(data.rows.map((r) => r.sizeKb))].sort((a, b) => a - b).map(sizeLabel)
   const keys = data.fronts
-  return chart('How long one slow client holds a worker', `render ${data.config.render} ms; the worker's own busy time, from request headers to its last byte handed to the kernel`, {
+  return chart('How long one slow client holds a worker', `render ${data.config.render} ms; the worker's own busy time, from request headers to its last byte handed to the kernel; median of the runs with its 95% interval`, {
     data: { values },
     facet: { column: { field: 'direction', type: 'nominal', title: null, sort: 'descending' } },
     spec: {
@@ -451,7 +452,10 @@ function slowClients (data) {
         // A log scale has no zero: the bars start at its bottom.
         y2: { datum: 10 }
       },
-      layer: [{ mark: 'bar', encoding: { color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys), legend: { columns: 4 } } } }]
+      layer: [
+        { mark: 'bar', encoding: { color: { field: 'series', type: 'nominal', title: null, scale: colorScale(keys), legend: { columns: 4 } } } },
+        { mark: { type: 'errorbar', color: '#222222', ticks: { width: 5 } }, encoding: { y: { field: 'lo', type: 'quantitative', title: 'worker busy (ms, log scale)' }, y2: { field: 'hi' } } }
+      ]
     }
   })
 }

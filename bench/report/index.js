@@ -299,11 +299,10 @@ async function slowClientsSection (r, dir, run) {
   if (!data?.rows?.length) return r.add(missing(run, 'slow-clients', 'slow clients'))
   r.add(await r.figure('slow-clients', charts.slowClients(data), 'worker busy time per front and body size, for a slow uploader and a slow reader'))
   const sizes = [...new Set(data.rows.map((x) => x.sizeKb))].sort((a, b) => a - b)
-  const median = (list) => { const s = list.filter(finite).sort((a, b) => a - b); return s.length ? s[Math.floor((s.length - 1) / 2)] : null }
   const cell = (front, direction, kb) => {
     const rows = data.rows.filter((x) => x.front === front && x.direction === direction && x.sizeKb === kb)
-    const v = median(rows.map((x) => x.busyMs))
-    return v === null ? '–' : `${ms(v)}${rows.some((x) => x.finished === false) ? ' (client gave up)' : ''}`
+    const iv = interval(rows, 'busyMs')
+    return iv.value === null ? '–' : `${ci(iv)}${rows.some((x) => x.finished === false) ? ' (client gave up: at least this)' : ''}`
   }
   const sizeName = (kb) => (kb >= 1024 ? `${kb / 1024} MB` : `${kb} KB`)
   r.add(table(['front', ...sizes.map((kb) => `upload ${sizeName(kb)}`), ...sizes.map((kb) => `read ${sizeName(kb)}`)], data.fronts.map((f) => [
@@ -311,7 +310,7 @@ async function slowClientsSection (r, dir, run) {
   ])))
   const wmem = data.socketBuffers?.tcp_wmem
   const rmem = data.socketBuffers?.tcp_rmem
-  r.add(`Worker busy time in ms (median of ${data.config.repeat}), render ${data.config.render} ms, transfers at ${data.config.rate} KB/s. A slow *reader* of up to 1 MB holds no worker even without a front: the kernel's socket buffers take the whole response (here up to ${wmem ? `${(wmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to send and ${rmem ? `${(rmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to receive per socket on loopback, \`net.ipv4.tcp_wmem\`/\`tcp_rmem\`); across a real network the window is smaller and the worker waits. A slow *uploader* holds a worker for its whole upload unless the front reads the body first: the embedded balancer and nginx do, HAProxy does not.`)
+  r.add(`Worker busy time in ms (median of ${data.config.repeat} runs${data.config.repeat > 1 ? ' with its 95% interval' : ''}), render ${data.config.render} ms, transfers at ${data.config.rate} KB/s. A slow *reader* of up to 1 MB holds no worker even without a front: the kernel's socket buffers take the whole response (here up to ${wmem ? `${(wmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to send and ${rmem ? `${(rmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to receive per socket on loopback, \`net.ipv4.tcp_wmem\`/\`tcp_rmem\`); across a real network the window is smaller and the worker waits. A slow *uploader* holds a worker for its whole upload unless the front reads the body first: the embedded balancer and nginx do, HAProxy does not.`)
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'slow-clients'))
 }
