@@ -3,7 +3,7 @@
 // Latency against the ideal central queue: the fronts a pool can have, and what people run
 // instead, side by side, on the same requests.
 //
-//   node bench/balancer.js [--quick] [--rho 0.55,0.8,0.9] [--runs 5] [--seconds 3] [--workers 15]
+//   node bench/balancer.js [--quick] [--rho 0.55,0.8,0.9] [--runs 5] [--seconds 2.5] [--workers 15]
 //                          [--fronts embedded,haproxy,cluster,pm2] [--median 30] [--sigma 0.8]
 //                          [--seed 42] [--results DIR]
 //
@@ -28,7 +28,7 @@ const { percentile } = require('./lib/stats')
 const { startFront, unavailable, KINDS } = require('./lib/fronts')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const defaults = { workers: 15, rho: [0.55, 0.8, 0.9], runs: 5, seconds: 3, fronts: KINDS, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
+const defaults = { workers: 15, rho: [0.55, 0.8, 0.9], runs: 5, seconds: 2.5, fronts: KINDS, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
 const quick = { rho: [0.8], runs: 2, seconds: 2 }
 
 // The distribution chart's sample: every n-th latency, sorted, at most `max` of them.
@@ -45,9 +45,9 @@ const waitSummary = (waits) => ({ mean: round(mean(waits), 3), p50: round(percen
 async function measure (load, front, schedule, args) {
   const shape = { workers: args.workers, median: args.median, sigma: args.sigma, capMs: args.cap }
   // Warm the connections and the JIT with a short burst at the same rate, then measure.
-  const warm = makeSchedule({ ...shape, rho: 0.5, durationMs: 500, seed: 7 })
+  const warm = makeSchedule({ ...shape, rho: 0.5, durationMs: 300, seed: 7 })
   await ask(load, { cmd: 'run', url: front.url, at: warm.at, ms: warm.ms })
-  await sleep(300)
+  await sleep(200)
   const r = await ask(load, { cmd: 'run', url: front.url, at: schedule.at, ms: schedule.ms })
   const ideal = Array.from(idealLatencies(r.sent, schedule.ms, args.workers))
   const ok = r.status.map((s) => s === 200)

@@ -2,7 +2,7 @@
 
 // Benchmark of a fleet, side by side: hosts × workers behind an edge HAProxy, against the ideal.
 //
-//   node bench/fleet.js [--quick] [--runs 5] [--seconds 3] [--rho 0.55,0.8] [--hosts 3] [--perHost 5]
+//   node bench/fleet.js [--quick] [--runs 4] [--seconds 3] [--rho 0.55,0.8] [--hosts 3] [--perHost 5]
 //                       [--median 30] [--sigma 0.8] [--cap 2000] [--seed 42] [--results DIR]
 //
 // Each host is a network namespace running `pool start --agent-port` (its embedded balancer in
@@ -52,7 +52,7 @@ const LOAD = path.join(__dirname, 'lib', 'load.js')
 const HAPROXY = process.env.HAPROXY || '/usr/sbin/haproxy'
 const EDGES = ['agent', 'rr']
 
-const defaults = { runs: 5, seconds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
+const defaults = { runs: 4, seconds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
 const quick = { runs: 2, seconds: 2, rho: [0.8] }
 
 const TICK_MS = 1000 / 100 // USER_HZ is 100 on Linux

@@ -3,7 +3,7 @@
 // The kill experiment: what a crashing worker costs behind HAProxy, with and without the pool
 // setting MAINT on exit, counted per health-check line of the config.
 //
-//   node bench/haproxy-kill.js [--quick] [--duration 10] [--repeat 2] [--only a,b,...] [--results DIR]
+//   node bench/haproxy-kill.js [--quick] [--duration 8] [--repeat 2] [--only a,b,...] [--results DIR]
 //
 // Each run: HAProxy from `pool config haproxy` (4 servers, maxconn 1, balance first, redispatch
 // 1, retries 1, L7 retries for GET and HEAD), `pool start -n 4` of the bench app, 12 closed-loop
@@ -49,7 +49,7 @@ const RUNS = [
   { id: 'f', drive: false, checks: 'no check' }
 ]
 
-const defaults = { duration: 10, repeat: 2, only: RUNS.map((r) => r.id) }
+const defaults = { duration: 8, repeat: 2, only: RUNS.map((r) => r.id) }
 const quick = { duration: 5, repeat: 1, only: ['a', 'd', 'f'] }
 
 async function run (spec, seconds) {

@@ -6,7 +6,7 @@
 // counts per configuration are bench/haproxy-kill.js's.
 //
 //   node bench/kill-timeline.js [--quick] [--configs pool-haproxy,haproxy-observe,haproxy-check,haproxy-alone,embedded]
-//                               [--duration 15] [--results DIR]
+//                               [--duration 12] [--results DIR]
 //
 // Each configuration: `pool start -n 4` of the bench app, 12 closed-loop keep-alive clients
 // sending GET /?ms=20 (20 ms renders, Atomics.wait), a worker SIGKILLed every second from 2 s on
@@ -44,7 +44,7 @@ const CONFIGS = {
   embedded: { haproxy: null }
 }
 
-const defaults = { configs: Object.keys(CONFIGS), duration: 15 }
+const defaults = { configs: Object.keys(CONFIGS), duration: 12 }
 const quick = { configs: ['pool-haproxy', 'haproxy-observe', 'haproxy-alone'], duration: 6 }
 
 async function startConfig (name) {

@@ -58,14 +58,14 @@ const defaults = {
   fronts: KINDS,
   repeats: 5,
   abRequests: 10000, // per cell, all runs together: the seed's `ab -n 10000`
-  keepAliveRequests: 1500,
+  keepAliveRequests: 1000,
   incidentRepeats: 3,
   incidentSeconds: 2,
   stuckConnections: 13,
-  stuckSeconds: 6,
+  stuckSeconds: 5,
   openRho: 0.7,
   openRepeats: 3,
-  openSeconds: 5,
+  openSeconds: 4,
   timeout: 3000,
   clientTimeout: 5,
   hangs: 2,
@@ -109,15 +109,15 @@ const DRIVERS = {
     return { stop: async () => { state.stopped = true; await loop; return { kills } } }
   },
 
-  // A request that never returns, every 2 s from 1 s on; each one's outcome is timed.
+  // A request that never returns, every second from 1 s on; each one's outcome is timed.
   loop (front, args, t0) {
     const hangs = []
     const pending = []
     const timers = []
     for (let i = 0; i < args.hangs; i++) {
       // Long enough for the pool to end it twice (a GET may be retried once on another worker).
-      const giveUpMs = 2 * args.timeout + 3000
-      timers.push(setTimeout(() => pending.push(hangRequest(front.url, giveUpMs).then((r) => hangs.push({ sentAt: round(r.sentAt - t0, 0), ms: round(r.ms, 0), outcome: r.outcome, giveUpMs }))), 1000 + i * 2000))
+      const giveUpMs = 2 * args.timeout + 2000
+      timers.push(setTimeout(() => pending.push(hangRequest(front.url, giveUpMs).then((r) => hangs.push({ sentAt: round(r.sentAt - t0, 0), ms: round(r.ms, 0), outcome: r.outcome, giveUpMs }))), 1000 + i * 1000))
     }
     return {
       async stop () {
@@ -266,7 +266,7 @@ async function main (args) {
       const run = await closedRun(front, { ...cell, ...spec, seed: args.seed + 1000 * r + (seq++ % 1000) }, args)
       cell.runs.push(run)
       log(describe(cell, run))
-      await sleep(200)
+      await sleep(100)
     }
   })
 

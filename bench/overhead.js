@@ -3,7 +3,7 @@
 // What a front costs by itself: the latency it adds to a request that takes no time, and the
 // most requests per second the whole stack answers, per front, against a worker reached directly.
 //
-//   node bench/overhead.js [--quick] [--count 2000] [--rounds 5] [--peak 3] [--connections 16]
+//   node bench/overhead.js [--quick] [--count 2000] [--rounds 5] [--peak 0] [--connections 16]
 //                          [--workers 4] [--results DIR]
 //
 // The handler answers at once (0 ms; the bench app's `ok`). Fronts: direct (one worker, no
@@ -14,7 +14,9 @@
 //   added latency   sequential requests, one at a time, `count` per front in `rounds` rounds
 //                   that visit the fronts in turn; once on a new connection each (what a front
 //                   pays to accept), once on one kept-alive connection. Median and p99.
-//   peak req/s      autocannon, `connections` keep-alive connections for `peak` s per round.
+//   peak req/s      with --peak S: autocannon, `connections` keep-alive connections for S s per
+//                   round (off by default: bench/costs.js measures the embedded balancer's
+//                   ceiling with the load generator on a core of its own instead).
 //                   On this machine the load generator, the front and the workers share the
 //                   same cores, so this is the CPU each request costs the whole stack more than
 //                   a front's capacity on a bigger machine.
@@ -27,8 +29,8 @@ const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = requ
 const { percentile } = require('./lib/stats')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const defaults = { count: 2000, rounds: 5, peak: 3, connections: 16, workers: 4 }
-const quick = { count: 300, rounds: 1, peak: 2 }
+const defaults = { count: 2000, rounds: 5, peak: 0, connections: 16, workers: 4 }
+const quick = { count: 300, rounds: 1 }
 
 async function startFronts (args) {
   const fronts = []
@@ -104,7 +106,7 @@ async function main (args) {
     progress(done++, steps, `warm-up ${f.name}`)
     await sequential(f.url, 200, false)
     await sequential(f.url, 200, true)
-    await peak(f.url, args.connections, 1)
+    if (args.peak > 0) await peak(f.url, args.connections, 1)
   }
   for (let r = 0; r < args.rounds; r++) {
     for (const f of fronts) {
@@ -115,7 +117,7 @@ async function main (args) {
       d.fresh.push(...fresh)
       d.kept.push(...kept)
       d.rounds.push({ newConnection: { p50: round(percentile(fresh, 50), 3), p99: round(percentile(fresh, 99), 3) }, keepAlive: { p50: round(percentile(kept, 50), 3), p99: round(percentile(kept, 99), 3) } })
-      d.peaks.push(await peak(f.url, args.connections, args.peak))
+      if (args.peak > 0) d.peaks.push(await peak(f.url, args.connections, args.peak))
     }
   }
   progress(steps, steps, 'done')
@@ -126,12 +128,12 @@ async function main (args) {
       front: f.name,
       newConnection: { p50: round(percentile(d.fresh, 50), 3), p99: round(percentile(d.fresh, 99), 3), n: d.fresh.length },
       keepAlive: { p50: round(percentile(d.kept, 50), 3), p99: round(percentile(d.kept, 99), 3), n: d.kept.length },
-      peak: { rps: round(sum('rps') / d.peaks.length, 0), failed: sum('failed'), p50: round(sum('p50') / d.peaks.length, 2), p99: round(sum('p99') / d.peaks.length, 2), rounds: d.peaks.map((p) => round(p.rps, 0)) },
+      peak: d.peaks.length ? { rps: round(sum('rps') / d.peaks.length, 0), failed: sum('failed'), p50: round(sum('p50') / d.peaks.length, 2), p99: round(sum('p99') / d.peaks.length, 2), rounds: d.peaks.map((p) => round(p.rps, 0)) } : null,
       // Each round's own figures, for the report's intervals.
-      runs: d.rounds.map((x, i) => ({ ...x, peakRps: round(d.peaks[i].rps, 0), peakP99: round(d.peaks[i].p99, 2) }))
+      runs: d.rounds.map((x, i) => ({ ...x, ...(d.peaks[i] ? { peakRps: round(d.peaks[i].rps, 0), peakP99: round(d.peaks[i].p99, 2) } : {}) }))
     }
   })
-  for (const r of rows) log(`  ${r.front.padEnd(14)} new connection p50 ${r.newConnection.p50.toFixed(3)} ms  keep-alive p50 ${r.keepAlive.p50.toFixed(3)} ms  peak ${r.peak.rps} req/s`)
+  for (const r of rows) log(`  ${r.front.padEnd(14)} new connection p50 ${r.newConnection.p50.toFixed(3)} ms  keep-alive p50 ${r.keepAlive.p50.toFixed(3)} ms${r.peak ? `  peak ${r.peak.rps} req/s` : ''}`)
   return { fronts: fronts.map((f) => f.name), skipped, rows }
 }
 

@@ -4,8 +4,9 @@
 // other, then writes the report (docs/benchmarks.md with SVG charts in docs/charts/) from the
 // results directory alone.
 //
-//   npm run bench                      the whole suite (about 40 minutes on an idle 2-core machine)
-//   npm run bench -- --quick           fewer and shorter runs (about 5 minutes), written apart:
+//   npm run bench                      the whole suite (about 45 minutes on an idle 2-core machine);
+//                                      also rewrites README.md's measured figures
+//   npm run bench -- --quick           fewer and shorter runs (about 12 minutes), written apart:
 //                                      bench/results/quick/, docs/benchmarks-quick.md, docs/charts-quick/
 //   npm run bench -- --only matrix,overhead    those parts, then the whole report again
 //   npm run bench -- --report-only     the report from the stored results, nothing measured
@@ -268,7 +269,11 @@ async function main () {
   }
   const { buildReport } = require('./report')
   const { outFile, charts } = await buildReport({ resultsDir: args.results, outFile: args.out, chartsDir: args.charts, run: record })
-  console.log(`\nbench: wrote ${path.relative(ROOT, outFile)} and ${charts.length} charts in ${path.relative(ROOT, args.charts)}/` +
+  // README's figures come from these results too, after a full run only (a quick one is not
+  // for conclusions), when the report is the project's own.
+  const readme = path.join(ROOT, 'README.md')
+  const summarized = !args.quick && outFile === path.join(ROOT, 'docs', 'benchmarks.md') && require('./report/summary').writeSummary(args.results, readme)
+  console.log(`\nbench: wrote ${path.relative(ROOT, outFile)}${summarized ? ', README.md\'s measured figures' : ''} and ${charts.length} charts in ${path.relative(ROOT, args.charts)}/` +
     (failures ? `; ${failures} part${failures > 1 ? 's' : ''} failed (see above)` : ''))
   return failures ? 1 : 0
 }

@@ -154,14 +154,15 @@ async function overheadSection (r, dir, run) {
   const direct = data.rows.find((x) => x.front === 'direct')
   const runsOf = (x) => x.runs ?? [{ newConnection: x.newConnection, keepAlive: x.keepAlive }]
   const stat = (x, f) => interval(runsOf(x), f)
-  const peak = (x) => interval((x.peak.rounds ?? [x.peak.rps]).map((v) => ({ v })), 'v')
+  const peak = (x) => (x.peak ? interval((x.peak.rounds ?? [x.peak.rps]).map((v) => ({ v })), 'v') : null)
+  const hasPeak = data.rows.some((x) => x.peak)
   const added = (x, k) => (direct && x.front !== 'direct' ? interval(runsOf(x).map((y, i) => ({ v: y[k].p50 - (runsOf(direct)[i] ?? runsOf(direct)[0])[k].p50 })), 'v') : null)
   r.add(await r.figure('overhead-latency', charts.overheadLatency(data.rows, stat), 'median time per 0 ms request per front, on a new connection and on a kept-alive one, with 95% intervals'))
-  r.add(await r.figure('overhead-peak', charts.overheadPeak(data.rows, peak), 'peak requests per second with a 0 ms handler, per front, with 95% intervals'))
-  r.add(table(['front', 'new connection p50 ms', 'added p50 ms', 'kept alive p50 ms', 'added p50 ms', 'peak req/s (whole stack)'], data.rows.map((x) => [
-    label(x.front), ci(stat(x, (y) => y.newConnection.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'newConnection'), ms3), ci(stat(x, (y) => y.keepAlive.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'keepAlive'), ms3), ci(peak(x), int)
+  if (hasPeak) r.add(await r.figure('overhead-peak', charts.overheadPeak(data.rows.filter((x) => x.peak), peak), 'peak requests per second with a 0 ms handler, per front, with 95% intervals'))
+  r.add(table(['front', 'new connection p50 ms', 'added p50 ms', 'kept alive p50 ms', 'added p50 ms', ...(hasPeak ? ['peak req/s (whole stack)'] : [])], data.rows.map((x) => [
+    label(x.front), ci(stat(x, (y) => y.newConnection.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'newConnection'), ms3), ci(stat(x, (y) => y.keepAlive.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'keepAlive'), ms3), ...(hasPeak ? [ci(peak(x), int)] : [])
   ])))
-  r.add(`${data.config.count} sequential requests per front and connection kind in ${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn (median of the rounds' p50s, with its 95% interval; "added": each round's p50 minus direct's in the same round); peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET. Peak req/s here has the load generator, the front and the workers on the same cores: it is the CPU a request costs the whole stack, not what a front could do alone; the embedded balancer's own ceiling, with the load generator on another core, is in [Costs](#costs).`)
+  r.add(`${data.config.count} sequential requests per front and connection kind in ${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn (median of the rounds' p50s, with its 95% interval; "added": each round's p50 minus direct's in the same round), ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET.${hasPeak ? ` Peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, with the load generator, the front and the workers on the same cores: the CPU a request costs the whole stack, not what a front could do alone.` : ''} The embedded balancer's own ceiling, with the load generator on another core, and the CPU each front spends per request are in [Costs](#costs).`)
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'overhead', null, data))
 }

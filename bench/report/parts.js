@@ -11,17 +11,17 @@
 //             shown while the suite runs starts from these and is corrected as parts finish
 
 const PARTS = [
-  { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 300, quick: 60 } },
-  { name: 'overhead', about: 'latency and peak req/s a front adds, 0 ms handler', script: 'overhead.js', own: true, estimate: { full: 130, quick: 20 } },
+  { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 230, quick: 50 } },
+  { name: 'overhead', about: 'latency a front adds to a 0 ms request, new connection and kept alive', script: 'overhead.js', own: true, estimate: { full: 45, quick: 25 } },
   { name: 'costs', about: 'CPU per request and memory of each front and its workers, the embedded balancer\'s ceiling on a core of its own, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 120, quick: 60 } },
-  { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1400, quick: 190 } },
-  { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 85, quick: 19 } },
-  { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 170, quick: 25 } },
-  { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 240, quick: 60 } },
-  { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 55, quick: 25 } },
+  { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1350, quick: 350 } },
+  { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 80, quick: 25 } },
+  { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 140, quick: 25 } },
+  { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 170, quick: 60 } },
+  { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 80, quick: 25 } },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
-  { name: 'overload', about: 'goodput under overload, clients with deadlines', script: 'overload.js', own: true, estimate: { full: 300, quick: 45 } },
-  { name: 'fleet', about: 'hosts × workers behind an edge HAProxy against the ideal', script: 'fleet.js', own: true, estimate: { full: 150, quick: 40 } }
+  { name: 'overload', about: 'goodput under overload, clients with deadlines', script: 'overload.js', own: true, estimate: { full: 230, quick: 70 } },
+  { name: 'fleet', about: 'hosts × workers behind an edge HAProxy against the ideal', script: 'fleet.js', own: true, estimate: { full: 100, quick: 25 } }
 ]
 
 module.exports = { PARTS }
