@@ -128,6 +128,7 @@ async function startPm2Front ({ workers, app }) {
   return {
     kind: 'pm2',
     url: p.url,
+    home: p.home,
     serving: async () => (await online()).map((x) => ({ slot: x.id + 1, pid: x.pid })),
     async settle () {
       const deadline = Date.now() + 30000
