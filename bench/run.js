@@ -14,9 +14,8 @@
 //   options: --results DIR, --out FILE.md, --charts DIR
 //
 // While it runs it prints each part's output, and every 15 s what is running and how long is
-// left. Ctrl-C stops the running part and everything it started. The other benches write to
-// bench/results/ whatever the suite's results directory is: in a run that writes elsewhere
-// (--quick), their output is moved there and bench/results/ left as it was.
+// left. Ctrl-C stops the running part and everything it started. Every part takes --quick and
+// --results DIR (bench/lib/part.js).
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -117,9 +116,8 @@ function timeLeft (plan, index, elapsedS, fraction, mode, finished) {
 
 let running = null // { child, name } of the part running now
 
-function partArgs (part, args) {
-  if (part.own) return [...(args.quick ? ['--quick'] : []), '--results', args.results]
-  return part.args[args.quick ? 'quick' : 'full']
+function partArgs (args) {
+  return [...(args.quick ? ['--quick'] : []), '--results', args.results]
 }
 
 // Runs the part's script with its output shown, prefixed by its name. Resolves its exit code.
@@ -128,7 +126,7 @@ function runScript (part, argv, onProgress) {
     cwd: ROOT,
     // Its own process group, so that a stop reaches whatever it started (HAProxy, nginx...).
     detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', ...(part.own ? ['ipc'] : [])]
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc']
   })
   running = { child, name: part.name }
   const prefix = `  ${part.name} │ `
@@ -140,31 +138,6 @@ function runScript (part, argv, onProgress) {
     running = null
     resolve(code ?? (signal ? 128 : 1))
   }))
-}
-
-// The other benches write to bench/results/. Move what they wrote to `results` when that is
-// elsewhere, and put back what was there before (unless someone changed it meanwhile).
-function snapshot (part) {
-  return Object.fromEntries((part.writes ?? []).map((f) => [f, readOrNull(path.join(BENCH_RESULTS, f))]))
-}
-
-function collect (part, before, results) {
-  const moved = []
-  for (const [file, old] of Object.entries(before)) {
-    const where = path.join(BENCH_RESULTS, file)
-    const now = readOrNull(where)
-    if (now === null || now === old || results === BENCH_RESULTS) continue
-    fs.mkdirSync(results, { recursive: true })
-    fs.writeFileSync(path.join(results, file), now)
-    moved.push(file)
-    if (old === null) fs.rmSync(where, { force: true })
-    else fs.writeFileSync(where, old)
-  }
-  return moved
-}
-
-function readOrNull (file) {
-  try { return fs.readFileSync(file, 'utf8') } catch { return null }
 }
 
 // ── the run ──────────────────────────────────────────────────────────────────────────────────
@@ -192,7 +165,7 @@ async function runParts (args, record) {
       record.parts[part.name] = { status: `skipped: bench/${part.script} does not exist`, command: `node bench/${part.script}`, startedAt: new Date().toISOString() }
       continue
     }
-    const argv = partArgs(part, args)
+    const argv = partArgs(args)
     const command = `node bench/${part.script}${argv.length ? ' ' + argv.map((a) => (a.startsWith('/') ? path.relative(ROOT, a) : a)).join(' ') : ''}`
     console.log(`\n[${index + 1}/${plan.length}] ${part.name}: ${part.about}\n  $ ${command}`)
     const started = Date.now()
@@ -206,14 +179,12 @@ async function runParts (args, record) {
       const left = timeLeft(plan, index, elapsed, fraction, mode, finished)
       console.log(`  ⏱ ${part.name} (${index + 1}/${plan.length})${step ? `, ${step}` : ''}: ${clock(elapsed)} so far, ~${clock(left.current)} left in this part, ~${clock(left.all)} in all`)
     }, TICK_MS)
-    const before = snapshot(part)
     const code = await runScript(part, argv, (p) => {
       fraction = p.total > 0 ? p.done / p.total : 0
       step = p.label ?? ''
     })
     clearInterval(tick)
     const seconds = (Date.now() - started) / 1000
-    const moved = collect(part, before, args.results)
     const attempt = { command, startedAt, seconds: Math.round(seconds), loadavgBefore: loadBefore, loadavgAfter: loadavg(), quick: args.quick, source: sourceBefore }
     if (code === 0) record.parts[part.name] = { status: 'ok', ...attempt }
     else {
@@ -224,7 +195,7 @@ async function runParts (args, record) {
     }
     finished.push({ seconds, estimate: part.estimate[mode] })
     writeRun(args.results, record)
-    console.log(`  ${code === 0 ? 'done' : `FAILED (exit ${code})`} in ${clock(seconds)}${moved.length ? `; ${moved.join(', ')} moved to ${path.relative(ROOT, args.results)}` : ''}`)
+    console.log(`  ${code === 0 ? 'done' : `FAILED (exit ${code})`} in ${clock(seconds)}`)
   }
   return failures
 }

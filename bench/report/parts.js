@@ -1,12 +1,9 @@
 'use strict'
 
 // The parts of the suite, in the order `npm run bench` runs them and the report shows them.
-//   script    the bench, run as a child process (node bench/SCRIPT ARGS)
-//   own       written for the suite: takes --quick and --results DIR, reports its progress, and
-//             writes RESULTS/NAME.json itself
-//   writes    for the other benches: the files they write in bench/results/, whatever the
-//             suite's results directory (the report reads them through report/adapters.js)
-//   args      arguments of the full and the quick run (own parts get --quick instead)
+//   script    the bench, run as a child process (node bench/SCRIPT [--quick] --results DIR);
+//             each is built on bench/lib/part.js: it reports its progress and writes
+//             RESULTS/NAME.json itself
 //   estimate  seconds a full and a quick run take on an idle 2-core machine: the time left
 //             shown while the suite runs starts from these and is corrected as parts finish
 
