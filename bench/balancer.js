@@ -67,7 +67,7 @@ async function main (args) {
   const skipped = args.fronts.filter((f) => unavailable(f)).map((f) => ({ front: f, reason: unavailable(f) }))
   const fronts = {}
   for (const kind of args.fronts.filter((f) => !unavailable(f))) {
-    try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }) }
+    try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }); log(`  ${kind}: not measured: ${err.message.split('\n')[0]}`) }
   }
   const names = Object.keys(fronts)
   const load = await forkReady('load.js', {})

@@ -113,7 +113,7 @@ async function main (args) {
   // 1. CPU and memory at a fixed rate, `workers` workers per front, all fronts up at once.
   const fronts = {}
   for (const kind of kinds) {
-    try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }) }
+    try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }); log(`  ${kind}: not measured: ${err.message.split('\n')[0]}`) }
   }
   const warm = Array.from({ length: 200 }, (_, i) => i * 5)
   for (const f of Object.values(fronts)) await ask(load, { cmd: 'run', url: f.url, at: warm, ms: warm.map(() => args.ms) })
@@ -146,7 +146,7 @@ async function main (args) {
   // 3. CPU-bound renders, as many workers as cores.
   const busy = {}
   for (const kind of kinds) {
-    try { busy[kind] = await startFront(kind, { workers: cores }) } catch (err) { skipped.push({ front: `${kind} (CPU-bound)`, reason: err.message.split('\n')[0] }) }
+    try { busy[kind] = await startFront(kind, { workers: cores }) } catch (err) { skipped.push({ front: `${kind} (CPU-bound)`, reason: err.message.split('\n')[0] }); log(`  ${kind} (CPU-bound): not measured: ${err.message.split('\n')[0]}`) }
   }
   for (const f of Object.values(busy)) await ask(load, { cmd: 'run', url: f.url, at: [0, 100, 200, 300], ms: [5, 5, 5, 5], query: 'busy=1' })
   for (let r = 0; r < args.runs; r++) {

@@ -76,7 +76,7 @@ async function main (args) {
   const fronts = {}
   for (const name of args.fronts.filter((f) => !unavailable(VARIANTS[f][0]))) {
     const [kind, options] = VARIANTS[name]
-    try { fronts[name] = await startFront(kind, { workers: args.workers, ...options }) } catch (err) { skipped.push({ front: name, reason: err.message.split('\n')[0] }) }
+    try { fronts[name] = await startFront(kind, { workers: args.workers, ...options }) } catch (err) { skipped.push({ front: name, reason: err.message.split('\n')[0] }); log(`  ${name}: not measured: ${err.message.split('\n')[0]}`) }
   }
   const names = Object.keys(fronts)
   const load = await forkReady('load.js', {})

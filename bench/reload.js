@@ -43,6 +43,7 @@ async function main (args) {
         configs.push({ front: kind, warmupRequests: pool ? warmup : null, runs: [], handle: await startFront(kind, { workers: args.workers, app: APP, poolArgs }) })
       } catch (err) {
         skipped.push({ front: kind, reason: err.message.split('\n')[0] })
+        log(`  ${kind}: not measured: ${err.message.split('\n')[0]}`)
       }
     }
   }

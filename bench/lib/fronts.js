@@ -50,8 +50,16 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, p
     front = ['--port', String(port), '--no-access-log']
   }
   const pool = startPoolProcess([...common, ...front, ...poolArgs], app ? { app } : {})
-  await pool.started
-  if (haproxy) await allServersUp(haproxy.client)
+  try {
+    await pool.started
+    if (haproxy) await allServersUp(haproxy.client)
+  } catch (err) {
+    // Nothing of a failed start is left running: the caller may try again on new ports.
+    await pool.stop({ grace: 2000 })
+    if (haproxy) { haproxy.child.kill('SIGKILL'); await haproxy.child.exited }
+    fs.rmSync(dir, { recursive: true, force: true })
+    throw err
+  }
   const serving = () => Object.entries(pool.pids).filter(([, pid]) => pool.ready.has(pid)).map(([slot, pid]) => ({ slot: Number(slot), pid }))
   return {
     kind,
@@ -149,10 +157,25 @@ async function startPm2Front ({ workers, app }) {
   }
 }
 
-function startFront (kind, options) {
+function startOnce (kind, options) {
   if (kind === 'cluster') return startClusterFront(options)
   if (kind === 'pm2') return startPm2Front(options)
   return startPoolFront(kind, options)
+}
+
+// A start can fail for reasons that are not the front's: a free port taken by another program
+// between the check and the bind, a runtime socket busy on a loaded machine. Up to `attempts`
+// starts, each on new ports; the last failure is thrown.
+async function startFront (kind, options, { attempts = 3 } = {}) {
+  for (let i = 1; ; i++) {
+    try {
+      return await startOnce(kind, options)
+    } catch (err) {
+      if (i >= attempts) throw err
+      console.log(`  ${kind}: start failed (${err.message.split('\n')[0]}); trying again`)
+      await sleep(1000)
+    }
+  }
 }
 
 module.exports = { startFront, unavailable, KINDS }

@@ -166,7 +166,7 @@ function costsCpu (data, stat) {
 }
 
 const SCENARIO_TITLE = { normal: 'normal', reload: 'rolling reloads', kill: 'SIGKILLs, 1/s', loop: 'endless requests', stop: 'SIGSTOP 1 worker' }
-const VIEW_TITLE = { ab: 'new connection per request (ab)', 'keep-alive': 'keep-alive clients' }
+const VIEW_TITLE = { ab: 'ab: new connections', 'keep-alive': 'keep-alive clients' }
 
 // Medians with their 95% interval, one dot and one rule per series, side by side within each x
 // (so that no series hides another), in panels of rows × columns. values: [{ x, series, value,
@@ -298,7 +298,7 @@ function matrixHangs (data) {
   const timeout = data.config.timeout / 1000
   return chart('Endless requests: time until each one ended', `one mark per request; dashed: the pool's --timeout, ${timeout} s; a front that never ends one leaves it to the client's patience`, {
     data: { values },
-    facet: { row: { field: 'row', type: 'nominal', title: null } },
+    facet: { row: { field: 'row', type: 'nominal', title: null, sort: (data.views ?? []).map((v) => VIEW_TITLE[v]) } },
     spec: {
       width: 480,
       height: { step: 14 * Math.max(2, ...rows.map((r) => r.hangs.length)) },

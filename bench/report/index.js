@@ -214,7 +214,7 @@ async function matrixSection (r, dir, run) {
     return [charts.SCENARIO_TITLE[x.scenario], charts.VIEW_TITLE[x.view], label(x.front), x.connections, runsCell(p('rps')), ci(p('rps'), int), ci(p('p50')), ci(p('p99')) + censored(x.runs),
       `${x.runs.reduce((a, y) => a + y.failed, 0)} of ${int(x.runs.reduce((a, y) => a + y.requests, 0))}`, happened(x)]
   })
-  r.add(folded(`The matrix's ${rows.length} cells: median [95% interval] of the runs`, table(['situation', 'connections', 'front', 'clients', 'runs', 'req/s', 'p50 ms', 'p99 ms', 'failed (all runs)', 'what happened'], rows)))
+  r.add(folded(`The matrix's ${rows.length} cells: median [95% interval] of the runs`, table(['situation', 'clients\' connections', 'front', 'clients', 'runs', 'req/s', 'p50 ms', 'p99 ms', 'failed (all runs)', 'what happened'], rows)))
   if (data.closed.some((x) => censored(x.runs))) r.add(`‡ Some clients gave up at the ${c.clientTimeout} s deadline: their requests count as failed and are missing from the percentiles, which are of the answered requests; the true ones are higher.`)
   if (data.open?.length) {
     r.add('### Kills and reloads in open loop')
@@ -229,7 +229,7 @@ async function matrixSection (r, dir, run) {
     r.add('### Workers that hang or stop')
     r.add(`One run per front and view, ${data.stuck[0].connections} clients, ${c.stuckSeconds ?? c.duration} s. A front that retries a GET whose worker died (the embedded balancer does, once: it cannot know the request was at fault) sends an endless request to a second worker, which hangs too: the table counts the workers killed as hung. Cluster and PM2 end neither a hung nor a stopped worker: they are started afresh after each of these runs.`)
     r.add(await r.figure('matrix-hangs', charts.matrixHangs(data), 'time until each endless request ended, per front and view'))
-    r.add(table(['situation', 'connections', 'front', 'req/s', 'p50 ms', 'p99 ms', 'failed', 'what happened'], data.stuck.map((x) => [
+    r.add(table(['situation', 'clients\' connections', 'front', 'req/s', 'p50 ms', 'p99 ms', 'failed', 'what happened'], data.stuck.map((x) => [
       charts.SCENARIO_TITLE[x.scenario], charts.VIEW_TITLE[x.view] ?? x.view, label(x.front), int(x.rps), ms(x.p50), ms(x.p99) + censored([x]),
       x.failed ? `${x.failed} of ${int(x.requests)} (${Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ')})` : `0 of ${int(x.requests)}`, stuckHappened(x)
     ])))
@@ -291,6 +291,7 @@ async function reloadSection (r, dir, run) {
   ])))
   const a = data.config ?? {}
   if (!data.legacy) r.add(`${a.workers} workers, ${a.connections} closed-loop keep-alive clients (each failure counted, a connection closed without an answer too), the SSR page (20 items) plus ${a.cost} ms of modelled CPU time, ${a.steady} s of steady state before each reload; ${a.rounds} runs per configuration, the configurations taking turns. Warm-up: \`--warmup ${'/?items=20'} --warmup-requests N\`, the page without the modelled cost (what is warmed is the JIT and React); cluster and PM2 have none.`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => label(s.front)).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'reload', data.command, data.legacy ? null : data))
 }
 
@@ -344,6 +345,7 @@ async function overloadSection (r, dir, run) {
   })))
   const a = data.config ?? {}
   r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw. "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs ?? 500}ms\`, below the deadline, the most HAProxy itself can do.`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => label(s.front)).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'overload', 'node bench/overload.js', data.legacy ? null : data))
 }
 
