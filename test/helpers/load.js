@@ -46,4 +46,40 @@ function startLoad (url, { concurrency = 4, maxRequests = 5000, maxMs = 30000, t
   }
 }
 
-module.exports = { startLoad }
+// An open-loop load for tests: `rate` requests per second for `seconds`, each on a new
+// connection, sent when its time comes whether or not earlier ones were answered (as real users
+// arrive). A client gives up after `deadlineMs` and closes its connection. Resolves, once every
+// request has been answered or given up, with the counts: ok (200 within the deadline),
+// turnedAway (503), gaveUp, failed (anything else), sent.
+function openLoad (url, { rate, seconds, deadlineMs, path = () => '/' }) {
+  const counts = { sent: 0, ok: 0, turnedAway: 0, gaveUp: 0, failed: 0 }
+  const total = Math.round(rate * seconds)
+  const pending = []
+  const started = performance.now()
+  return new Promise((resolve) => {
+    const tick = setInterval(() => {
+      const due = Math.min(total, Math.floor((performance.now() - started) * rate / 1000))
+      while (counts.sent < due) pending.push(once(counts.sent++))
+      if (counts.sent === total) {
+        clearInterval(tick)
+        resolve(Promise.all(pending).then(() => counts))
+      }
+    }, 5)
+  })
+
+  function once (i) {
+    return new Promise((resolve) => {
+      let done = false
+      const end = (key) => { if (!done) { done = true; counts[key]++; clearTimeout(timer); resolve() } }
+      const req = http.get(url + path(i), { agent: false }, (res) => {
+        res.resume()
+        res.on('end', () => end(res.statusCode === 200 ? 'ok' : res.statusCode === 503 ? 'turnedAway' : 'failed'))
+        res.on('error', () => end('failed'))
+      })
+      const timer = setTimeout(() => { end('gaveUp'); req.destroy() }, deadlineMs)
+      req.on('error', () => end('failed'))
+    })
+  }
+}
+
+module.exports = { startLoad, openLoad }

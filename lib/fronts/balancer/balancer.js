@@ -91,7 +91,7 @@ class EmbeddedBalancer {
     // In front of a pool, the balancer's series join the pool's registry (lib/fronts/front.js).
     if (this.pool && this.pool.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.pool.metrics)
     await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
-    this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance }, `balancer listening on ${this.url}`)
+    this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
   }
 
   workerReady (w) {
@@ -295,7 +295,7 @@ class EmbeddedBalancer {
     job.holding = null
     const busy = performance.now() - job.assignedAt
     try {
-      this.dispatcher.release(record)
+      this.dispatcher.release(record, busy)
     } finally {
       this.metrics.workerBusy.observe(busy / 1000)
       this.slots.of(record.slot, record.name).busyMs += busy

@@ -12,7 +12,9 @@
 //
 // With overload control (lib/fronts/balancer/overload.js), each class's queue is watched on its own
 // (a busy high class must not hide a low class that stands behind it): one that stands is served
-// newest first, and whoever in it has waited longer than the limit is turned away at once.
+// newest first, and whoever in it has waited longer than the limit is turned away at once. The
+// limits not given scale with the pool's pace, which the dispatcher measures: how long workers
+// hold their requests, and how many share the queue.
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
@@ -21,7 +23,7 @@ const BENCH_AFTER_FAILURE_MS = 1000
 
 const { ClassQueues } = require('./queue')
 const { CLASSES, NORMAL } = require('./priority')
-const { OverloadControl } = require('./overload')
+const { OverloadControl, OverloadLimits, RenderTime } = require('./overload')
 
 class Dispatcher {
   // onAssign(job, record): the job now owns one of record's maxconn places; it must call
@@ -31,7 +33,8 @@ class Dispatcher {
   //   queue_full (the queue was full and a request of a higher class took its place).
   // priorityOf(req): the request's class (lib/fronts/balancer/priority.js); every request is normal
   //   without it.
-  // overload: { interval, target, maxWait } turns overload control on.
+  // overload: { interval, target, maxWait } turns overload control on; a duration left
+  //   undefined scales with the pool's pace (lib/balancer/overload.js).
   constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway }) {
     this.workers = workers
     this.queueTimeout = queueTimeout
@@ -40,7 +43,9 @@ class Dispatcher {
     this.onAssign = onAssign
     this.onTurnedAway = onTurnedAway
     this.queue = new ClassQueues(CLASSES.length)
-    this.overload = overload ? CLASSES.map(() => new OverloadControl(overload)) : null
+    this.renders = new RenderTime()
+    this.limits = overload ? new OverloadLimits(overload, () => this.pace()) : null
+    this.overload = overload ? CLASSES.map(() => new OverloadControl(this.limits)) : null
     this.newestFirst = (cls) => this.overload !== null && this.overload[cls].standing
     this.overloadTimer = null
     this.overloadTimerAt = Infinity
@@ -53,7 +58,7 @@ class Dispatcher {
   standingClasses () {
     if (!this.overload) return []
     const now = performance.now()
-    return CLASSES.filter((_, c) => this.overload[c].update(now, this.oldestQueuedAt(c)))
+    return CLASSES.filter((_, c) => this.overload[c].update(now, this.judgedOldest(c)))
   }
 
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
@@ -157,7 +162,11 @@ class Dispatcher {
     this.onAssign(job, record)
   }
 
-  release (record) {
+  // `heldMs`: how long the request held the worker, when known. It paces overload control,
+  // unless the attempt failed (the worker was benched just before): a refused connection is no
+  // render.
+  release (record, heldMs) {
+    if (heldMs !== undefined && !record.benched) this.renders.add(heldMs)
     record.inFlight--
     this.pump()
     this.checkDrains()
@@ -188,12 +197,14 @@ class Dispatcher {
     for (let c = 0; c < CLASSES.length; c++) {
       if (this.queue.classes[c].length === 0) continue
       const o = this.overload[c]
-      if (o.update(now, this.oldestQueuedAt(c))) {
+      const judged = this.judgedOldest(c)
+      if (judged === null) o.emptied(now)
+      if (o.update(now, judged) && judged !== null) {
         const old = this.tooOld(c, now)
         for (const job of old) this.turnAway(job, 'queue_shed')
         shed = shed || old.length > 0
         const oldest = this.oldestQueuedAt(c)
-        if (oldest !== null) next = Math.min(next, oldest + o.maxWait)
+        if (oldest !== null) next = Math.min(next, oldest + this.limits.maxWait)
       }
       next = Math.min(next, o.nextChangeAt())
     }
@@ -215,6 +226,16 @@ class Dispatcher {
     return old
   }
 
+  // When the longest-waiting request of class `c` was queued, as overload control sees it: null
+  // when none is, and also when one round of the workers serves every request of this class and
+  // of those ahead of it. Such a queue counts as empty: its wait is the workers' own (long
+  // renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
+  judgedOldest (c) {
+    let ahead = 0
+    for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
+    return ahead > this.workers.places() ? this.oldestQueuedAt(c) : null
+  }
+
   // When the longest-waiting request of class `c` was queued (null: none is).
   oldestQueuedAt (c) {
     let oldest = null
@@ -223,6 +244,15 @@ class Dispatcher {
       if (!node.servedNext) break
     }
     return oldest
+  }
+
+  // Milliseconds between two requests leaving the queue while every worker is busy: the typical
+  // render shared among the places that serve the queue. Unknown (Infinity: the scaled limits
+  // judge nothing) until a render has finished, and while no worker is in rotation.
+  pace () {
+    const places = this.workers.places()
+    if (places === 0 || this.renders.ms === null) return Infinity
+    return this.renders.ms / places
   }
 
   // One timer, at the earliest moment police() has something to do.

@@ -24,10 +24,10 @@ const OPTIONS = {
   retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Times a request whose connection to a worker was refused is sent to another worker (any method: the worker saw nothing)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 20000, group: 'Balancer', describe: 'A request queued longer gets 503 with Retry-After (0: wait forever)' },
   maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'Balancer', describe: 'Queued requests beyond this get 503 with Retry-After at once (a request with a body: before its body is read); a request of a higher class takes the place of the lowest-class one that would be served last' },
-  overloadControl: { flag: 'overload-control', kind: 'bool', default: false, group: 'Balancer', describe: 'When the queue stands (see --overload-interval), serve the newest request first and answer those queued longer than --overload-max-wait 503 at once, rather than serving them after their clients gave up' },
-  overloadInterval: { flag: 'overload-interval', kind: 'duration', default: 400, group: 'Balancer', describe: 'The queue stands once it has gone this long without emptying and without serving any request that waited at most --overload-target' },
-  overloadTarget: { flag: 'overload-target', kind: 'duration', default: 100, group: 'Balancer', describe: 'A queue that serves requests within this wait is keeping up, however long it is' },
-  overloadMaxWait: { flag: 'overload-max-wait', kind: 'duration', default: 200, group: 'Balancer', describe: 'While the queue stands, a request queued longer than this gets 503 with Retry-After at once' },
+  overloadControl: { flag: 'overload-control', kind: 'bool', default: true, group: 'Balancer', describe: 'When the queue stands (see --overload-interval), serve the newest request first and answer those queued longer than --overload-max-wait 503 at once, rather than serving them after their clients gave up (off: --no-overload-control)' },
+  overloadInterval: { flag: 'overload-interval', kind: 'duration', default: undefined, defaultText: '400ms, or 100 paces if longer', group: 'Balancer', describe: 'The queue stands once it has gone this long without emptying and without serving any request that waited at most --overload-target. A pace: the typical render divided by the workers, measured' },
+  overloadTarget: { flag: 'overload-target', kind: 'duration', default: undefined, defaultText: '100ms, or 50 paces if longer', group: 'Balancer', describe: 'A queue that serves requests within this wait is keeping up, however long it is' },
+  overloadMaxWait: { flag: 'overload-max-wait', kind: 'duration', default: undefined, defaultText: '200ms, or 100 paces if longer', group: 'Balancer', describe: 'While the queue stands, a request queued longer than this gets 503 with Retry-After at once' },
   priorityHeader: { flag: 'priority-header', kind: 'string', default: undefined, group: 'Balancer', describe: `Request header whose value (${CLASSES.join(', ')}) sets the request's class, believed only from --trust-proxy peers; a higher class is always served first` },
   priorityRoutes: { flag: 'priority-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Classes by path prefix, longest first: PREFIX=CLASS,... (e.g. /health=high,/static/=high,/export/=low); the header wins over a route' },
   maxBody: { flag: 'max-body', kind: 'int', default: 10 * MB, group: 'Balancer', describe: 'Largest request body in bytes, read whole before a worker is taken (413 above it)' },
@@ -63,6 +63,7 @@ function resolveBalancerOptions (input = {}) {
   } catch (err) {
     throw bad(`priorityRoutes (--priority-routes): ${err.message} (got ${JSON.stringify(o.priorityRoutes)})`)
   }
+  // An overload duration left unset scales with the pool's pace (lib/balancer/overload.js).
   if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)
   if (o.overloadMaxWait <= 0) throw bad(`overloadMaxWait (--overload-max-wait) must be more than 0 (got ${o.overloadMaxWait})`)
   o.overload = o.overloadControl ? { interval: o.overloadInterval, target: o.overloadTarget, maxWait: o.overloadMaxWait } : null

@@ -1,6 +1,6 @@
 'use strict'
 
-// Overload control for the queue (--overload-control): when does the queue stand?
+// Overload control for the queue (--overload-control, on by default): when does the queue stand?
 //
 // A FIFO queue under a standing backlog serves every request just before its client gives up
 // (a browser, an upstream proxy): the workers stay busy and almost nothing they render is still
@@ -20,14 +20,65 @@
 // younger): a mirror of how it began. A queue that merely empties for a moment under a steady
 // overload keeps standing, so it is not handed back to FIFO order between two bursts.
 //
-// This module holds the state and the decision; the Dispatcher applies it.
+// How long is too long depends on the pool. A queue moves at its pace: the typical render
+// divided by the workers sharing the queue. At 80% load the waits of a healthy queue are a few
+// dozen paces, so a pool of one worker rendering for a second waits seconds in normal operation,
+// and fixed limits of a few hundred milliseconds would take it for overloaded and turn requests
+// away far below capacity. So each duration the user left unset is a multiple of the pace
+// (OverloadLimits), never less than its floor: for a pool of many workers rendering in tens of
+// milliseconds the floors hold.
+//
+// This module holds the state and the decisions; the Dispatcher applies them.
+
+// Each duration left unset: PACES × the pace, at least FLOOR_MS. The floors are the limits for
+// renders of tens of milliseconds on a dozen workers; the multiples keep a healthy queue from
+// standing at up to 90% load whatever the pool's size and renders (checked on a simulated clock
+// against the dispatcher itself; measured in bench/overload.js).
+const FLOOR_MS = { interval: 400, target: 100, maxWait: 200 }
+const PACES = { interval: 100, target: 50, maxWait: 100 }
+
+// How long a worker typically holds a request: the geometric mean of recent renders (an
+// exponentially weighted mean of their logarithms), which a rare render of seconds among
+// renders of milliseconds moves little.
+const RENDER_WEIGHT = 1 / 32
+
+class RenderTime {
+  constructor () {
+    this.logMean = null
+  }
+
+  add (ms) {
+    const x = Math.log(Math.max(ms, 1))
+    this.logMean = this.logMean === null ? x : this.logMean + (x - this.logMean) * RENDER_WEIGHT
+  }
+
+  // null until a render was seen.
+  get ms () { return this.logMean === null ? null : Math.exp(this.logMean) }
+}
+
+// The durations overload control works with, in milliseconds, as of now: each one the user gave
+// (`given`), or else scaled with `pace()` (ms between two requests leaving the queue when every
+// worker is busy) and no less than its floor.
+class OverloadLimits {
+  constructor (given, pace) {
+    this.given = given
+    this.pace = pace
+  }
+
+  scaled (name) {
+    const given = this.given[name]
+    return given !== undefined ? given : Math.max(FLOOR_MS[name], PACES[name] * this.pace())
+  }
+
+  get interval () { return this.scaled('interval') }
+  get target () { return this.scaled('target') }
+  get maxWait () { return this.scaled('maxWait') }
+}
 
 class OverloadControl {
-  // interval, target, maxWait: milliseconds.
-  constructor ({ interval, target, maxWait }) {
-    this.interval = interval
-    this.target = target
-    this.maxWait = maxWait
+  // limits: { interval, target, maxWait } in milliseconds (an OverloadLimits, or fixed numbers).
+  constructor (limits) {
+    this.limits = limits
     this.standing = false
     this.goodAt = performance.now() // not standing: the last moment the queue was empty or kept up
     this.badAt = 0 // standing: the last moment a request in it had waited longer than `target`
@@ -42,36 +93,39 @@ class OverloadControl {
   // A request left the queue after `waited` ms; `how`: served, turned-away, or cancelled (its
   // client went away).
   left (waited, now, how) {
+    const target = this.limits.target
     if (this.standing) {
-      if (waited > this.target || how === 'turned-away') this.badAt = now
-    } else if (how === 'served' && waited <= this.target) {
+      if (waited > target || how === 'turned-away') this.badAt = now
+    } else if (how === 'served' && waited <= target) {
       this.goodAt = now
     }
   }
 
   // Whether the queue stands now, given when its oldest request was queued (null: it is empty).
   update (now, oldestQueuedAt) {
+    const interval = this.limits.interval
     if (!this.standing) {
-      if (oldestQueuedAt === null || now - this.goodAt < this.interval) return false
+      if (oldestQueuedAt === null || now - this.goodAt < interval) return false
       this.standing = true
       this.badAt = now
       this.stands++
       return true
     }
-    if (oldestQueuedAt !== null && now - oldestQueuedAt > this.target) this.badAt = now
-    if (now - this.badAt < this.interval) return true
+    if (oldestQueuedAt !== null && now - oldestQueuedAt > this.limits.target) this.badAt = now
+    if (now - this.badAt < interval) return true
     this.standing = false
     this.goodAt = now
     return false
   }
 
-  // When update() may next change its answer, if nothing else happens meanwhile.
+  // When update() may next change its answer, if nothing else happens meanwhile (the limits
+  // may have grown by then: update() is simply asked again).
   nextChangeAt () {
-    return (this.standing ? this.badAt : this.goodAt) + this.interval
+    return (this.standing ? this.badAt : this.goodAt) + this.limits.interval
   }
 
   // Whether a request queued at `queuedAt` has waited too long, the queue standing.
-  tooOld (queuedAt, now) { return now - queuedAt > this.maxWait }
+  tooOld (queuedAt, now) { return now - queuedAt > this.limits.maxWait }
 }
 
-module.exports = { OverloadControl }
+module.exports = { OverloadControl, OverloadLimits, RenderTime, FLOOR_MS, PACES }

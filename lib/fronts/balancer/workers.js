@@ -97,6 +97,13 @@ class WorkerSet {
     return this.records.some((r) => this.canTake(r))
   }
 
+  // How many requests the workers in rotation can hold at once (a benched one is back soon).
+  places () {
+    let n = 0
+    for (const r of this.records) if (!r.draining) n += this.maxconn
+    return n
+  }
+
   inFlight () {
     let n = 0
     for (const r of this.records) n += r.inFlight

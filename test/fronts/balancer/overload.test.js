@@ -1,7 +1,8 @@
 'use strict'
 
 // The embedded balancer under overload: a standing queue served newest first, requests that
-// waited too long in it turned away at once (--overload-control), and priority classes
+// waited too long in it turned away at once (--overload-control, on by default, its limits scaled
+// with the pool's pace unless given), and priority classes
 // (--priority-header, --priority-routes). Real worker processes (test/fixtures/balancer-worker.js);
 // every assertion is on counts and order, none on speed. One worker held by a long request
 // makes a queue that stands for as long as the test needs.
@@ -11,6 +12,7 @@ const { request, waitFor, sleep } = require('../../helpers')
 const { setup, release } = require('../../helpers/balancer')
 const { createBalancer } = require('../../../lib/fronts/balancer')
 const { NORMAL } = require('../../../lib/fronts/balancer/priority')
+const { OverloadLimits, RenderTime } = require('../../../lib/fronts/balancer/overload')
 
 // Long enough for every queueing step of a test to happen while the worker is held, even on a
 // slow, loaded machine.
@@ -39,13 +41,14 @@ const servedTags = (seen) => seen().map((r) => new URL(r.url, 'http://x').search
 
 const requestLines = (balancer) => balancer.logs.filter((l) => l.event === 'request')
 
-t.test('options: overload control off by default, its settings and the priority rules checked', async (t) => {
+t.test('options: overload control on by default, its durations scaled unless given, the priority rules checked', async (t) => {
   const b = createBalancer({})
-  t.match(b.options, { overloadControl: false, overloadInterval: 400, overloadTarget: 100, overloadMaxWait: 200 })
-  t.equal(b.options.overload, null, 'no overload control unless asked for')
+  t.equal(b.options.overloadControl, true, 'on by default')
+  t.same(b.options.overload, { interval: undefined, target: undefined, maxWait: undefined }, 'every duration scaled with the pool\'s pace')
+  t.equal(createBalancer({ overloadControl: false }).options.overload, null, 'off when asked')
   t.equal(b.options.priorityOf({ url: '/x', headers: { 'x-priority': 'high' }, socket: {} }), 1, 'every request is normal without rules')
-  const on = createBalancer({ overloadControl: true, overloadMaxWait: 50 })
-  t.same(on.options.overload, { interval: 400, target: 100, maxWait: 50 })
+  const given = createBalancer({ overloadMaxWait: 50 })
+  t.same(given.options.overload, { interval: undefined, target: undefined, maxWait: 50 }, 'a duration given is kept')
   for (const bad of [
     { priorityRoutes: 'health=high' },
     { priorityRoutes: '/health=urgent' },
@@ -78,13 +81,13 @@ t.test('a standing queue is served newest first with overload control, oldest fi
     t.notOk(balancer.dispatcher.stuck(), 'invariant: nothing waits while a worker is free')
     return servedTags(seen)
   }
-  t.same(await order({ overloadControl: true, overloadInterval: 100, overloadMaxWait: 60000 }), ['f2', 'f1', 'o4', 'o3', 'o2', 'o1'],
+  t.same(await order({ overloadControl: true, overloadInterval: 100, overloadTarget: 100, overloadMaxWait: 60000 }), ['f2', 'f1', 'o4', 'o3', 'o2', 'o1'],
     'overload control: the fresh requests, whose clients still wait, go first')
   t.same(await order({ overloadControl: false }), ['o1', 'o2', 'o3', 'o4', 'f1', 'f2'], 'without it: arrival order')
 })
 
 t.test('requests that waited too long in a standing queue get 503 at once, never reach a worker, and are counted and logged', async (t) => {
-  const { balancer, seen } = await setup(t, 1, { queueTimeout: 60000, overloadControl: true, overloadInterval: 100, overloadMaxWait: 600 })
+  const { balancer, seen } = await setup(t, 1, { queueTimeout: 60000, overloadControl: true, overloadInterval: 100, overloadTarget: 100, overloadMaxWait: 600 })
   const { hold, queued } = await holdAndQueue(balancer, ['/sleep?tag=a', '/sleep?tag=b', '/sleep?tag=c'])
   let holdDone = false
   hold.then(() => { holdDone = true })
@@ -142,7 +145,7 @@ t.test('a standing queue recovers once the load drops: oldest first again, and n
 })
 
 t.test('normal load: overload control at its defaults never finds the queue standing', async (t) => {
-  const { balancer } = await setup(t, 3, { overloadControl: true })
+  const { balancer } = await setup(t, 3, {})
   const statuses = []
   // Bursts of four 10 ms requests on three workers: a queue forms and drains within a render.
   for (let round = 0; round < 15; round++) {
@@ -152,6 +155,34 @@ t.test('normal load: overload control at its defaults never finds the queue stan
   t.same(statuses, Array(60).fill(200))
   t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'no class ever stood')
   t.equal(requestLines(balancer).filter((l) => l.reason).length, 0, 'nothing turned away')
+})
+
+t.test('the limits left unset scale with the pace (typical render ÷ places), never below their floors', async (t) => {
+  const limits = (pace, given = {}) => {
+    const l = new OverloadLimits(given, () => pace)
+    return { interval: l.interval, target: l.target, maxWait: l.maxWait }
+  }
+  t.same(limits(2), { interval: 400, target: 100, maxWait: 200 }, '15 workers, 30 ms renders: the floors')
+  t.same(limits(100), { interval: 10000, target: 5000, maxWait: 10000 }, '3 workers, 300 ms renders: 100, 50 and 100 paces')
+  t.same(limits(100, { target: 300 }), { interval: 10000, target: 300, maxWait: 10000 }, 'a duration given is kept as given')
+  t.same(limits(Infinity), { interval: Infinity, target: Infinity, maxWait: Infinity }, 'pace unknown: the scaled limits judge nothing')
+  const renders = new RenderTime()
+  t.equal(renders.ms, null, 'no render seen yet')
+  for (let i = 0; i < 200; i++) renders.add(30)
+  renders.add(5000)
+  t.ok(renders.ms > 30 && renders.ms < 40, `a render of 5 s among renders of 30 ms moves the typical render little (${renders.ms.toFixed(1)} ms)`)
+})
+
+t.test('slow renders: at the defaults, a queue a few renders long is normal operation, not overload', async (t) => {
+  // One worker rendering 300 ms. Fixed limits of a few hundred ms would find this queue standing
+  // and turn its requests away; at this pace nothing here is near the scaled limits.
+  const { balancer } = await setup(t, 1, {})
+  for (let i = 0; i < 3; i++) t.equal((await request(`${balancer.base}/sleep?ms=300&warm=${i}`)).status, 200, 'the pace is learnt')
+  const { hold, queued } = await holdAndQueue(balancer, ['/sleep?ms=300&tag=q1', '/sleep?ms=300&tag=q2', '/sleep?ms=300&tag=q3', '/sleep?ms=300&tag=q4'], { hold: '/sleep?ms=300&tag=hold' })
+  const statuses = [(await hold).status, ...(await Promise.all(queued)).map((r) => r.status)]
+  t.same(statuses, Array(5).fill(200), 'all served, the last after waiting four renders')
+  t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
+  t.ok(balancer.dispatcher.limits.maxWait > 4 * 300, `the maximum wait scaled with the renders (${Math.round(balancer.dispatcher.limits.maxWait)} ms)`)
 })
 
 t.test('priority classes: a higher class overtakes a queue of lower ones; the header is believed from trusted peers only', async (t) => {
