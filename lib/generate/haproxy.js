@@ -12,6 +12,9 @@ const { parseRoutes, CLASSES } = require('../fronts/balancer/priority')
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
 const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
+// As many queued requests as the embedded balancer's overload control lets wait paces
+// (--overload-max-wait: 100 paces): what HAProxy 2.6 can express of it, as a length.
+const DEFAULT_MAX_QUEUE = 100
 
 // lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
@@ -27,6 +30,7 @@ const OPTIONS = {
   backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
+  maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'HAProxy', describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue (0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the wait under overload at any pool size' },
   priorityRoutes: { flag: 'priority-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a higher class leaves the queue first' },
   priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
   statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
@@ -284,6 +288,26 @@ function priorityLines (o) {
   return lines
 }
 
+// Overload protection, as far as HAProxy 2.6 can express it: a cap on the queue's length. Its
+// queue is FIFO within a class, and it cannot tell how long requests have waited until
+// `timeout queue`, nor serve the newest first (the embedded balancer's --overload-control).
+// Rules run in order, so this comes after the priority rules: a high-class request is let in.
+function overloadLines (o) {
+  if (o.maxQueue === 0) return ['    # No cap on the queue (--max-queue 0): under overload every request waits up to `timeout queue`.']
+  const highLetIn = o.priorityRules || o.priorityHeader ? ' !{ prio_class lt 0 }' : ''
+  return [
+    `    # Overload: a request that finds ${o.maxQueue} waiting gets 503 with Retry-After at once, rather than`,
+    '    # a place at the end of a queue that would serve it after its client gave up. The queue is',
+    `    # worked off in about ${o.maxQueue} paces (a pace: render time / workers), so this bounds the wait`,
+    '    # at any pool size, and a healthy queue below capacity almost never gets this long.',
+    ...(highLetIn ? ['    # A high-class request is let in whatever the length: it is served first anyway.'] : []),
+    `    http-request return status 503 content-type text/plain string "${OVERLOADED_TEXT}" hdr Retry-After 1 if { queue(${o.backend}) ge ${o.maxQueue} }${highLetIn}`
+  ]
+}
+
+// As the embedded balancer words its answer to a full queue (lib/balancer/replies.js).
+const OVERLOADED_TEXT = 'the queue is full (the pool is overloaded); retry shortly'
+
 function backendSection (o, t) {
   return [
     `backend ${o.backend}`,
@@ -292,6 +316,7 @@ function backendSection (o, t) {
     '    # Requests wait here, in the backend queue, while every worker is busy.',
     `    timeout queue ${duration(t.queue)}`,
     ...priorityLines(o),
+    ...overloadLines(o),
     '    # A new connection per request: a connect is ~0.1 ms on loopback against renders of tens',
     '    # of ms, and it removes the race of reusing an idle connection the worker is closing. Each',
     '    # request is then a fresh connect, which is what `observe layer4` judges.',

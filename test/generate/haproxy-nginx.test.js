@@ -45,7 +45,9 @@ t.test('haproxy -c accepts the generated config', async (t) => {
     defaults: { workers: 15 },
     'static-rr, spares, users': { workers: 4, maxWorkers: 8, balance: 'static-rr', socketUser: 'nobody', httpSocketUser: 'nobody', user: 'nobody', group: 'nogroup', log: 'stdout' },
     'one worker, no log': { workers: 1, log: 'none', prefix: dir },
-    'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') }
+    'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') },
+    'no queue cap': { workers: 2, maxQueue: 0 },
+    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' }
   }
   for (const [name, options] of Object.entries(variants)) {
     const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)))
@@ -55,6 +57,8 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.match(spares, /server worker8 127\.0\.0\.1:9009$/m, 'spare servers up to --max-workers')
   t.notMatch(spares, /server worker9 /)
   t.notMatch(haproxyConfig({ workers: 2 }), /^\s*option abortonclose/m, 'abortonclose stays off (see the test below)')
+  t.match(haproxyConfig({ workers: 2 }), /^ {4}http-request return status 503 .* hdr Retry-After 1 if \{ queue\(pool\) ge 100 \}$/m, 'the queue is capped at 100 by default')
+  t.notMatch(haproxyConfig({ workers: 2, maxQueue: 0 }), /http-request return/, '--max-queue 0: no cap')
 })
 
 t.test('nginx -t accepts the generated config, every path under the prefix', async (t) => {
@@ -372,4 +376,31 @@ t.test('priority classes (--priority-routes, --priority-header): a higher class 
   await Promise.all([first, ...queued])
   t.same(servers[0].requests.map((r) => r.url), ['/first', '/health', '/header', '/plain', '/export/report'],
     'high (a route, then the header from this host) before normal, normal before low; arrival order within a class')
+})
+
+t.test('overload: a request that finds --max-queue waiting gets 503 at once, never reaching a worker; a high-class one is let in', async (t) => {
+  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 1000, options: { maxQueue: 3, priorityRoutes: '/health=high' } })
+  await client.setServerState('pool', 'worker1', 'ready')
+  const url = (p) => `http://127.0.0.1:${port}${p}`
+  const qcur = async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND').qcur
+  const first = request(url('/first'))
+  await waitFor(() => servers[0].requests.length === 1, { what: 'the first request on the worker' })
+  // A burst of ten while the worker renders: three take the queue's places, the rest are
+  // turned away at once (the queued ones wait two renders or more: /health goes first).
+  const burst = Array.from({ length: 10 }, (_, i) => request(url(`/burst${i}`)))
+  await waitFor(async () => (await qcur()) === 3, { what: 'three queued' })
+  const health = request(url('/health'))
+  await waitFor(async () => (await qcur()) === 4, { what: '/health queued beyond the cap' })
+  const settled = await Promise.all(burst.map((p) => Promise.race([p, new Promise((resolve) => setTimeout(resolve, 300, 'waiting'))])))
+  const turnedAway = settled.filter((r) => r !== 'waiting')
+  t.equal(turnedAway.length, 7, 'seven answered at once, the three queued still waiting')
+  for (const r of turnedAway) {
+    t.equal(r.status, 503)
+    t.equal(r.headers['retry-after'], '1', 'Retry-After')
+    t.match(r.body, /the queue is full/)
+  }
+  const served = (await Promise.all([first, health, ...burst])).filter((r) => r.status === 200)
+  t.equal(served.length, 5, 'the first, /health and the three queued are served')
+  t.same(servers[0].requests.map((r) => r.url).slice(0, 2), ['/first', '/health'], 'the high class first')
+  t.equal(servers[0].requests.length, 5, 'no turned-away request reached the worker')
 })
