@@ -3,9 +3,9 @@
 // The fronts under overload, side by side: how much of the workers' capacity still reaches
 // clients in time when more arrives than they can render.
 //
-//   node bench/overload.js [--quick] [--load 0.8,1.5,2] [--runs 3] [--measure 2] [--warmup 1]
+//   node bench/overload.js [--quick] [--load 0.5,0.8,1.2,1.5,2] [--runs 3] [--measure 2] [--warmup 1]
 //                          [--deadline 1000] [--workers 15] [--median 30] [--sigma 0.8] [--seed 42]
-//                          [--fronts embedded-oc,embedded,haproxy,haproxy-tq,cluster] [--results DIR]
+//                          [--fronts embedded-oc,embedded-fifo,haproxy,haproxy-fifo,cluster] [--results DIR]
 //
 // The workload of bench/balancer.js (15 workers blocking for lognormal service times, open-loop
 // Poisson arrivals, a new connection per request) at `load` times the workers' capacity, with
@@ -21,11 +21,12 @@
 //   drain     how long after the run the front took to answer a probe quickly again (what it
 //             still had queued: HAProxy and cluster render for clients long gone)
 //
-// Fronts (bench/lib/fronts.js, each with its own workers): `pool start --overload-control`,
-// `pool start` (FIFO), `pool start --balancer haproxy` with the generated config (FIFO, its
-// default queue timeout), the same with `pool config haproxy --queue-timeout` below the deadline
-// (haproxy-tq: the most HAProxy itself can do), and Node's cluster (round-robin). Before each run
-// the bench waits until the front has worked off what the previous run left queued.
+// Fronts (bench/lib/fronts.js, each with its own workers): `pool start` (overload control, its
+// default), `pool start --no-overload-control` (FIFO), `pool start --balancer haproxy` with the
+// generated config (its queue capped, `--max-queue 100`), the same with `pool config haproxy
+// --max-queue 0` (FIFO), and Node's cluster (round-robin). The loads below 1 show what overload
+// control costs when there is no overload: on and off side by side. Before each run the bench
+// waits until the front has worked off what the previous run left queued.
 
 const { forkReady, ask, sleep } = require('./lib/procs')
 const { makeSchedule } = require('./lib/schedule')
@@ -33,17 +34,16 @@ const { percentile } = require('./lib/stats')
 const { startFront, unavailable } = require('./lib/fronts')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const HAPROXY_TQ_MS = 500
 const VARIANTS = {
-  'embedded-oc': ['embedded', { poolArgs: ['--overload-control'] }],
-  embedded: ['embedded', {}],
+  'embedded-oc': ['embedded', {}],
+  'embedded-fifo': ['embedded', { poolArgs: ['--no-overload-control'] }],
   haproxy: ['haproxy', {}],
-  'haproxy-tq': ['haproxy', { queueTimeout: HAPROXY_TQ_MS }],
+  'haproxy-fifo': ['haproxy', { maxQueue: 0 }],
   cluster: ['cluster', {}]
 }
 
-const defaults = { load: [0.8, 1.5, 2], runs: 3, measure: 2, warmup: 1, deadline: 1000, workers: 15, median: 30, sigma: 0.8, cap: 2000, seed: 42, fronts: Object.keys(VARIANTS) }
-const quick = { load: [1.5, 2], runs: 1, measure: 2, warmup: 1 }
+const defaults = { load: [0.5, 0.8, 1.2, 1.5, 2], runs: 3, measure: 2, warmup: 1, deadline: 1000, workers: 15, median: 30, sigma: 0.8, cap: 2000, seed: 42, fronts: Object.keys(VARIANTS) }
+const quick = { load: [0.8, 1.5], runs: 1, measure: 2, warmup: 1 }
 
 function summarize ({ schedule, result, args }) {
   const warmupMs = args.warmup * 1000
@@ -114,7 +114,7 @@ async function main (args) {
   }
   progress(total, total, 'done')
   for (const f of Object.values(fronts)) await f.stop()
-  return { fronts: names, haproxyQueueTimeoutMs: HAPROXY_TQ_MS, cells, skipped }
+  return { fronts: names, cells, skipped }
 }
 
 runPart('overload', { defaults, quick, main })

@@ -33,8 +33,9 @@ function unavailable (kind) {
 
 // `timeout` (ms): the pool's --timeout and --heartbeat-timeout, so that a hung worker is ended
 // within a run. `poolArgs`: more `pool start` flags (the embedded balancer's options...).
-// `queueTimeout` (ms, HAProxy mode): the generated config's --queue-timeout.
-async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, poolArgs = [], app }) {
+// `queueTimeout` (ms) and `maxQueue` (HAProxy mode): the generated config's --queue-timeout
+// and --max-queue.
+async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, maxQueue, poolArgs = [], app }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-front-'))
   const workerPorts = await freePorts(workers)
   const [port, statsPort] = await freePorts(2)
@@ -44,7 +45,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, p
   let haproxy = null
   let front
   if (kind === 'haproxy') {
-    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout })
+    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout, maxQueue })
     front = ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   } else {
     front = ['--port', String(port), '--no-access-log']

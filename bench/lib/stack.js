@@ -45,10 +45,11 @@ function startedOrExited (child, ready, what) {
 // HAProxy from the generated config. `edit(cfg)` may change the text (the kill timeline removes
 // the health-check line). `ready: true` sets every server READY at once, for workers that no
 // pool drives (the config starts them in MAINT). Returns { url, socket, httpSocket, client, dir, child }.
-async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, timeout, queueTimeout, edit = (c) => c, ready = false }) {
+async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, timeout, queueTimeout, maxQueue, edit = (c) => c, ready = false }) {
   const dir = tempDirFor('haproxy')
   let cfg = poolConfig('haproxy', ['-n', workers, '--worker-port', workerPort, '--port', port, '--stats-port', statsPort, '--prefix', dir, '--log', 'none',
     ...(timeout ? ['--timeout', `${timeout}ms`] : []), ...(queueTimeout ? ['--queue-timeout', `${queueTimeout}ms`] : []),
+    ...(maxQueue !== undefined ? ['--max-queue', maxQueue] : []),
     ...(NGINX_WORKER_USER ? ['--http-socket-user', NGINX_WORKER_USER] : [])])
   cfg = edit(cfg)
   const file = path.join(dir, 'haproxy.cfg')

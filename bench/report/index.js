@@ -331,9 +331,24 @@ async function bodyBudgetSection (r, dir, run) {
   r.add(provenance(run, 'body-budget'))
 }
 
+// Below capacity, the embedded balancer with overload control on (the default) against off, in
+// the same runs: p50 and p99 side by side, and whether "on" is no worse (its interval reaches
+// at or below the upper end of the other's).
+function overloadControlBelowCapacity (data, stat) {
+  const cell = (load, front) => data.cells.find((c) => c.load === load && c.front === front)
+  const pairs = [...new Set(data.cells.map((c) => c.load))].filter((x) => x < 1).sort((a, b) => a - b)
+    .map((load) => [load, cell(load, 'embedded-oc'), cell(load, 'embedded-fifo')]).filter(([, on, off]) => on && off)
+  if (!pairs.length) return null
+  const noWorse = (on, off) => finite(on.lo) && finite(off.hi) && on.lo <= off.hi
+  return table(['load', 'p50 ms, on', 'p50 ms, off', 'p99 ms, on', 'p99 ms, off', '503, on', 'no worse within the intervals'], pairs.map(([load, on, off]) => {
+    const [p50on, p50off, p99on, p99off] = [stat(on, 'p50'), stat(off, 'p50'), stat(on, 'p99'), stat(off, 'p99')]
+    return [`${load}×`, ci(p50on), ci(p50off), ci(p99on), ci(p99off), ci(stat(on, 'turnedAway'), pct), noWorse(p50on, p50off) && noWorse(p99on, p99off) ? 'yes' : '**no**']
+  }))
+}
+
 async function overloadSection (r, dir, run) {
   const data = load.overload(dir)
-  r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s `--overload-control` serves the newest first and turns away, at once, what has waited too long. By `bench/overload.js`.')
+  r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s overload control (on by default; `--no-overload-control` for FIFO) serves the newest first and turns away, at once, what has waited too long; the generated HAProxy config turns away what finds its queue full (`--max-queue`). By `bench/overload.js`.')
   if (!data?.cells?.length) return r.add(missing(run, 'overload', 'overload goodput'))
   if (data.legacy) r.add('> **From an earlier format of this part:** one run per cell (no interval), the fronts sharing one set of workers and HAProxy from a hand-written config; `npm run bench -- --only overload` measures it as described here.')
   const stat = (c, k) => interval(c.runs, k)
@@ -343,8 +358,10 @@ async function overloadSection (r, dir, run) {
     const p = (k) => stat(c, k)
     return [`${c.load}×`, label(c.front), runsCell(p('offered')), ci(p('offered'), int), ci(p('goodput'), int), ci(p('share'), pct), ci(p('p50')), ci(p('p99')), ci(p('turnedAway'), pct), ci(p('gaveUp'), pct), ci(p('drainS'), (v) => v.toFixed(1))]
   })))
+  const costs = overloadControlBelowCapacity(data, stat)
+  if (costs) r.add('What overload control costs when there is no overload: the same runs with it on (the default) and off.', costs)
   const a = data.config ?? {}
-  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw. "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs ?? 500}ms\`, below the deadline, the most HAProxy itself can do.`)
+  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw.${data.haproxyQueueTimeoutMs ? ` "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs}ms\`, below the deadline.` : ' "HAProxy": the generated config, its queue capped at 100 requests; "--max-queue 0": uncapped, a FIFO.'}`)
   if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => label(s.front)).join(', '), data.skipped.map((s) => s.reason).join('; ')))
   r.add(provenance(run, 'overload', 'node bench/overload.js', data.legacy ? null : data))
 }
