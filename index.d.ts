@@ -209,13 +209,13 @@ export interface EmbeddedBalancerOptions {
   trustProxy?: string
   /** default true */
   accessLog?: boolean
-  /** serve newest first and shed requests queued past overloadMaxWait while the queue stands. Default false */
+  /** serve newest first and shed requests queued past overloadMaxWait while the queue stands. Default true (false: a plain FIFO queue) */
   overloadControl?: boolean
-  /** default 400 */
+  /** ms; default 100 paces (typical render ÷ workers), at least 400 */
   overloadInterval?: number
-  /** default 100 */
+  /** ms; default 50 paces, at least 100 */
   overloadTarget?: number
-  /** default 200 */
+  /** ms; default 100 paces, at least 200 */
   overloadMaxWait?: number
   /** header whose value (high, normal, low) sets a request's class, from trustProxy peers only; default none */
   priorityHeader?: string

@@ -26,14 +26,15 @@
 // and fixed limits of a few hundred milliseconds would take it for overloaded and turn requests
 // away far below capacity. So each duration the user left unset is a multiple of the pace
 // (OverloadLimits), never less than its floor: for a pool of many workers rendering in tens of
-// milliseconds the floors hold.
+// milliseconds the floors hold. And a queue that one round of the workers serves is not judged
+// at all (Dispatcher.judgedOldest): its wait is the workers' own, not too many arrivals.
 //
 // This module holds the state and the decisions; the Dispatcher applies them.
 
 // Each duration left unset: PACES × the pace, at least FLOOR_MS. The floors are the limits for
-// renders of tens of milliseconds on a dozen workers; the multiples keep a healthy queue from
-// standing at up to 90% load whatever the pool's size and renders (checked on a simulated clock
-// against the dispatcher itself; measured in bench/overload.js).
+// renders of tens of milliseconds on a dozen workers (a pace of about 2 ms); the multiples keep
+// a healthy queue from standing at 80% load whatever the pool's size and renders (the dispatcher
+// on a simulated clock: bench/overload-sim.js; measured for real in bench/overload.js).
 const FLOOR_MS = { interval: 400, target: 100, maxWait: 200 }
 const PACES = { interval: 100, target: 50, maxWait: 100 }
 
