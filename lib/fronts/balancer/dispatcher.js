@@ -45,7 +45,7 @@ class Dispatcher {
     this.queue = new ClassQueues(CLASSES.length)
     this.renders = new RenderTime()
     this.limits = overload ? new OverloadLimits(overload, () => this.pace()) : null
-    this.overload = overload ? CLASSES.map(() => new OverloadControl(this.limits)) : null
+    this.overload = overload ? CLASSES.map(() => new OverloadControl()) : null
     this.newestFirst = (cls) => this.overload !== null && this.overload[cls].standing
     this.overloadTimer = null
     this.overloadTimerAt = Infinity
@@ -58,7 +58,9 @@ class Dispatcher {
   standingClasses () {
     if (!this.overload) return []
     const now = performance.now()
-    return CLASSES.filter((_, c) => this.overload[c].update(now, this.judgedOldest(c)))
+    const limits = this.limits.current()
+    const places = this.workers.places()
+    return CLASSES.filter((_, c) => this.overload[c].update(now, this.judgedOldest(c, places), limits))
   }
 
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
@@ -134,7 +136,7 @@ class Dispatcher {
     job.queueMs = (job.queueMs || 0) + waited
     if (!this.overload) return
     const o = this.overload[job.priority]
-    o.left(waited, now, how)
+    o.left(waited, now, how, this.limits.current())
     if (this.queue.classes[job.priority].length === 0) o.emptied(now)
   }
 
@@ -192,21 +194,23 @@ class Dispatcher {
   police () {
     if (!this.overload || this.queue.length === 0) return
     const now = performance.now()
+    const limits = this.limits.current()
+    const places = this.workers.places()
     let next = Infinity
     let shed = false
     for (let c = 0; c < CLASSES.length; c++) {
       if (this.queue.classes[c].length === 0) continue
       const o = this.overload[c]
-      const judged = this.judgedOldest(c)
+      const judged = this.judgedOldest(c, places)
       if (judged === null) o.emptied(now)
-      if (o.update(now, judged) && judged !== null) {
-        const old = this.tooOld(c, now)
+      if (o.update(now, judged, limits) && judged !== null) {
+        const old = this.tooOld(c, now, limits)
         for (const job of old) this.turnAway(job, 'queue_shed')
         shed = shed || old.length > 0
         const oldest = this.oldestQueuedAt(c)
-        if (oldest !== null) next = Math.min(next, oldest + this.limits.maxWait)
+        if (oldest !== null) next = Math.min(next, oldest + limits.maxWait)
       }
-      next = Math.min(next, o.nextChangeAt())
+      next = Math.min(next, o.nextChangeAt(limits))
     }
     if (next < Infinity) this.armOverloadTimer(next)
     if (shed) this.checkDrains()
@@ -216,11 +220,11 @@ class Dispatcher {
   // from its oldest end and the walk stops at the first request young enough (those behind it
   // are younger), except for redispatched requests put back in front, which may be younger than
   // those behind them.
-  tooOld (c, now) {
+  tooOld (c, now, limits) {
     const o = this.overload[c]
     const old = []
     for (let node = this.queue.classes[c].head; node; node = node.next) {
-      if (o.tooOld(node.item.queuedAt, now)) old.push(node.item)
+      if (o.tooOld(node.item.queuedAt, now, limits)) old.push(node.item)
       else if (!node.servedNext) break
     }
     return old
@@ -230,10 +234,11 @@ class Dispatcher {
   // when none is, and also when one round of the workers serves every request of this class and
   // of those ahead of it. Such a queue counts as empty: its wait is the workers' own (long
   // renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
-  judgedOldest (c) {
+  // `places`: this.workers.places(), measured once by the caller.
+  judgedOldest (c, places) {
     let ahead = 0
     for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
-    return ahead > this.workers.places() ? this.oldestQueuedAt(c) : null
+    return ahead > places ? this.oldestQueuedAt(c) : null
   }
 
   // When the longest-waiting request of class `c` was queued (null: none is).

@@ -57,29 +57,26 @@ class RenderTime {
   get ms () { return this.logMean === null ? null : Math.exp(this.logMean) }
 }
 
-// The durations overload control works with, in milliseconds, as of now: each one the user gave
-// (`given`), or else scaled with `pace()` (ms between two requests leaving the queue when every
-// worker is busy) and no less than its floor.
+// The durations overload control works with, in milliseconds: each one the user gave (`given`),
+// or else scaled with `pace()` (ms between two requests leaving the queue when every worker is
+// busy) and no less than its floor.
 class OverloadLimits {
   constructor (given, pace) {
     this.given = given
     this.pace = pace
   }
 
-  scaled (name) {
-    const given = this.given[name]
-    return given !== undefined ? given : Math.max(FLOOR_MS[name], PACES[name] * this.pace())
+  // { interval, target, maxWait } as of now, from one measure of the pace.
+  current () {
+    const pace = this.pace()
+    const scaled = (name) => this.given[name] !== undefined ? this.given[name] : Math.max(FLOOR_MS[name], PACES[name] * pace)
+    return { interval: scaled('interval'), target: scaled('target'), maxWait: scaled('maxWait') }
   }
-
-  get interval () { return this.scaled('interval') }
-  get target () { return this.scaled('target') }
-  get maxWait () { return this.scaled('maxWait') }
 }
 
+// The state of one class's queue. `limits` in each call: OverloadLimits#current().
 class OverloadControl {
-  // limits: { interval, target, maxWait } in milliseconds (an OverloadLimits, or fixed numbers).
-  constructor (limits) {
-    this.limits = limits
+  constructor () {
     this.standing = false
     this.goodAt = performance.now() // not standing: the last moment the queue was empty or kept up
     this.badAt = 0 // standing: the last moment a request in it had waited longer than `target`
@@ -93,8 +90,7 @@ class OverloadControl {
 
   // A request left the queue after `waited` ms; `how`: served, turned-away, or cancelled (its
   // client went away).
-  left (waited, now, how) {
-    const target = this.limits.target
+  left (waited, now, how, { target }) {
     if (this.standing) {
       if (waited > target || how === 'turned-away') this.badAt = now
     } else if (how === 'served' && waited <= target) {
@@ -103,8 +99,7 @@ class OverloadControl {
   }
 
   // Whether the queue stands now, given when its oldest request was queued (null: it is empty).
-  update (now, oldestQueuedAt) {
-    const interval = this.limits.interval
+  update (now, oldestQueuedAt, { interval, target }) {
     if (!this.standing) {
       if (oldestQueuedAt === null || now - this.goodAt < interval) return false
       this.standing = true
@@ -112,7 +107,7 @@ class OverloadControl {
       this.stands++
       return true
     }
-    if (oldestQueuedAt !== null && now - oldestQueuedAt > this.limits.target) this.badAt = now
+    if (oldestQueuedAt !== null && now - oldestQueuedAt > target) this.badAt = now
     if (now - this.badAt < interval) return true
     this.standing = false
     this.goodAt = now
@@ -120,13 +115,13 @@ class OverloadControl {
   }
 
   // When update() may next change its answer, if nothing else happens meanwhile (the limits
-  // may have grown by then: update() is simply asked again).
-  nextChangeAt () {
-    return (this.standing ? this.badAt : this.goodAt) + this.limits.interval
+  // may have changed by then: update() is simply asked again).
+  nextChangeAt ({ interval }) {
+    return (this.standing ? this.badAt : this.goodAt) + interval
   }
 
   // Whether a request queued at `queuedAt` has waited too long, the queue standing.
-  tooOld (queuedAt, now) { return now - queuedAt > this.limits.maxWait }
+  tooOld (queuedAt, now, { maxWait }) { return now - queuedAt > maxWait }
 }
 
 module.exports = { OverloadControl, OverloadLimits, RenderTime, FLOOR_MS, PACES }

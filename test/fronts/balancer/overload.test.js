@@ -161,10 +161,7 @@ t.test('normal load: overload control at its defaults never finds the queue stan
 })
 
 t.test('the limits left unset scale with the pace (typical render ÷ places), never below their floors', async (t) => {
-  const limits = (pace, given = {}) => {
-    const l = new OverloadLimits(given, () => pace)
-    return { interval: l.interval, target: l.target, maxWait: l.maxWait }
-  }
+  const limits = (pace, given = {}) => new OverloadLimits(given, () => pace).current()
   t.same(limits(2), { interval: 400, target: 100, maxWait: 200 }, '15 workers, 30 ms renders: the floors')
   t.same(limits(100), { interval: 10000, target: 5000, maxWait: 10000 }, '3 workers, 300 ms renders: 100, 50 and 100 paces')
   t.same(limits(100, { target: 300 }), { interval: 10000, target: 300, maxWait: 10000 }, 'a duration given is kept as given')
@@ -185,7 +182,8 @@ t.test('slow renders: at the defaults, a queue a few renders long is normal oper
   const statuses = [(await hold).status, ...(await Promise.all(queued)).map((r) => r.status)]
   t.same(statuses, Array(5).fill(200), 'all served, the last after waiting four renders')
   t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
-  t.ok(balancer.dispatcher.limits.maxWait > 4 * 300, `the maximum wait scaled with the renders (${Math.round(balancer.dispatcher.limits.maxWait)} ms)`)
+  const { maxWait } = balancer.dispatcher.limits.current()
+  t.ok(maxWait > 4 * 300, `the maximum wait scaled with the renders (${Math.round(maxWait)} ms)`)
 })
 
 t.test('priority classes: a higher class overtakes a queue of lower ones; the header is believed from trusted peers only', async (t) => {
