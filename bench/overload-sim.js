@@ -1,9 +1,9 @@
 'use strict'
 
-// The embedded balancer's dispatcher (lib/balancer/dispatcher.js, overload control included) on
+// The embedded balancer's dispatcher (lib/fronts/balancer/dispatcher.js, overload control included) on
 // a simulated clock: how many requests its defaults turn away below capacity, for pools of many
 // sizes and render times, in seconds instead of hours. Not a part of `npm run bench` (nothing
-// real runs): it is how the defaults of lib/balancer/overload.js were chosen, kept to check them.
+// real runs): it is how the defaults of lib/fronts/balancer/overload.js were chosen, kept to check them.
 //
 //   node bench/overload-sim.js [--load 0.5,0.8,0.9] [--workers 1,2,4,8,15,32]
 //                              [--median 30,300,1000] [--sigma 0.8] [--renders 8000]
@@ -28,8 +28,8 @@ global.setTimeout = (fn, ms) => {
   return timer
 }
 global.clearTimeout = (timer) => { if (timer) timer.cancelled = true }
-const { Dispatcher } = require(path.join('..', 'lib', 'balancer', 'dispatcher'))
-const { resolveBalancerOptions } = require(path.join('..', 'lib', 'balancer', 'options'))
+const { Dispatcher } = require(path.join('..', 'lib', 'fronts', 'balancer', 'dispatcher'))
+const { resolveBalancerOptions } = require(path.join('..', 'lib', 'fronts', 'balancer', 'options'))
 
 function nextTimer () {
   let best = null

@@ -305,7 +305,7 @@ function overloadLines (o) {
   ]
 }
 
-// As the embedded balancer words its answer to a full queue (lib/balancer/replies.js).
+// As the embedded balancer words its answer to a full queue (lib/fronts/balancer/replies.js).
 const OVERLOADED_TEXT = 'the queue is full (the pool is overloaded); retry shortly'
 
 function backendSection (o, t) {

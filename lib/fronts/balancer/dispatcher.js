@@ -34,7 +34,7 @@ class Dispatcher {
   // priorityOf(req): the request's class (lib/fronts/balancer/priority.js); every request is normal
   //   without it.
   // overload: { interval, target, maxWait } turns overload control on; a duration left
-  //   undefined scales with the pool's pace (lib/balancer/overload.js).
+  //   undefined scales with the pool's pace (lib/fronts/balancer/overload.js).
   constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway }) {
     this.workers = workers
     this.queueTimeout = queueTimeout

@@ -63,7 +63,7 @@ function resolveBalancerOptions (input = {}) {
   } catch (err) {
     throw bad(`priorityRoutes (--priority-routes): ${err.message} (got ${JSON.stringify(o.priorityRoutes)})`)
   }
-  // An overload duration left unset scales with the pool's pace (lib/balancer/overload.js).
+  // An overload duration left unset scales with the pool's pace (lib/fronts/balancer/overload.js).
   if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)
   if (o.overloadMaxWait <= 0) throw bad(`overloadMaxWait (--overload-max-wait) must be more than 0 (got ${o.overloadMaxWait})`)
   o.overload = o.overloadControl ? { interval: o.overloadInterval, target: o.overloadTarget, maxWait: o.overloadMaxWait } : null
