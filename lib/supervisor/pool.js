@@ -161,10 +161,10 @@ class Pool extends EventEmitter {
   async recycle (slot) {
     this.life.assertRunning('recycle')
     const h = this.recyclable(slot)
-    const { pid: oldPid, generation } = h
+    const { pid: oldPid, incarnation } = h
     const began = this.now()
     this.enqueue({ type: 'recycle', handle: h, child: h.child })
-    const replaced = () => h.generation > generation && h.ready
+    const replaced = () => h.incarnation > incarnation && h.ready
     await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
     if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
     if (!replaced()) throw poolError(codes.BOOT_FAILED, `slot ${slot}'s new worker failed to boot and the slot gave up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)

@@ -3,9 +3,12 @@
 // One object per slot: which process holds the slot, in which state, until when, and what
 // happens when that time comes. The policy of a worker's life is the handle's own: the deadline
 // of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
-// slot may start again. The supervisor (lib/supervisor/pool.js) asks the handle and acts on its
-// answers where other parties are concerned (fronts hear of a kill before the signal, events,
-// logs); it never re-implements them.
+// slot may start again. The supervisor (lib/supervisor/pool.js) tells the handle what happened
+// through methods named for it (attach, heard, started, finished, released, exited…) and never
+// writes its fields; it asks what is due (`due`, a question only) and acts on the answer where
+// other parties are concerned (fronts hear of a kill before the signal, events, logs), recording
+// what it did through the handle again (kill, terminate, askToStop). It never re-implements the
+// policy.
 //
 // States and the only changes allowed between them; each change is reported to `onState` once,
 // and `state` cannot be written from outside:
@@ -57,8 +60,8 @@ class WorkerHandle {
     this.signalChild = signal
     this.child = null
     this.pid = null
-    this.generation = 0 // processes started in this slot
-    this.codeGeneration = 0 // the pool's code generation this process was started with
+    this.incarnation = 0 // which process of this slot the current one is: 1 for the first (restarts: the others)
+    this.codeGeneration = 0 // the pool's code generation this process runs: the code on disk when it was forked
     this.spawnedAt = null
     this.readyAt = null
     this.lastSeen = null
@@ -67,7 +70,6 @@ class WorkerHandle {
     this.warmupServed = 0 // warm-up requests the current process answered
     this.totalRequests = 0 // served in this slot, all processes
     this.queued = 0 // requests that reached the worker while it was busy
-    this.restarts = 0 // processes started in this slot after the first
     this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
     this.bootFailures = 0 // consecutive deaths before ready: drives the crash-loop breaker
     this.spawnErrors = 0 // consecutive forks that failed (no process ran): never gives the slot up
@@ -87,6 +89,7 @@ class WorkerHandle {
   get state () { return this.#state }
   get alive () { return this.child !== null }
   get ready () { return this.#state === 'ready' || this.#state === 'busy' }
+  get restarts () { return Math.max(0, this.incarnation - 1) } // processes started in this slot after the first
 
   transition (to) {
     const from = this.#state
@@ -102,8 +105,7 @@ class WorkerHandle {
   // no process started, so none is counted.
   attach (child, now, { codeGeneration = 0 } = {}) {
     if (child.pid !== undefined) {
-      if (this.generation > 0) this.restarts++
-      this.generation++
+      this.incarnation++
       this.spawnErrors = 0
     }
     this.codeGeneration = codeGeneration

@@ -270,12 +270,12 @@ async function rollThrough (h, slots, t) {
     old.exit(0)
     await h.step()
     t.not(h.latest(slot), old, `slot ${slot} respawned at once`)
-    t.equal(h.pool.handles.get(slot).codeGeneration, 1, `with the new generation`)
+    t.equal(h.pool.handles.get(slot).codeGeneration, 1, `with the new code generation`)
     h.latest(slot).say('ready')
   }
 }
 
-t.test('reload: a canary first, then one generation rolled out a batch at a time', async (t) => {
+t.test('reload: a canary first, then one code generation rolled out a batch at a time', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
   const oldPids = [h.latest(1).pid, h.latest(2).pid]
@@ -407,7 +407,7 @@ t.test('scale during a reload: the new slot starts with the new code; the reload
   await h.step()
   const scaling = h.pool.scale(3)
   await h.step()
-  t.equal(h.pool.handles.get(3).codeGeneration, 1, 'slot 3 boots the new generation')
+  t.equal(h.pool.handles.get(3).codeGeneration, 1, 'slot 3 boots the new code generation')
   h.latest(3).say('ready')
   await rollThrough(h, [1, 2], t)
   t.same(await scaling, { from: 2, to: 3 })
