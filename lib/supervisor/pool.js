@@ -519,7 +519,7 @@ class Pool extends EventEmitter {
     } catch (err) {
       return { failed: { message: `cannot start a process of the new code: ${err.message}` } }
     }
-    reload.canary = canary
+    reload.canaryStarted(canary)
     this.canaries.add(canary)
     this.logger.info({ event: 'reload-canary', pid: canary.pid }, 'booting the new code once before touching any slot')
     return 'booting'

@@ -30,6 +30,8 @@ class Reload {
   get finished () { return this.stage === 'done' || this.stage === 'aborted' }
   get rolling () { return this.stage === 'rolling' }
 
+  canaryStarted (canary) { this.canary = canary }
+
   roll (codeGeneration) {
     const canary = this.canary
     this.stage = 'rolling'
