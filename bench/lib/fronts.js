@@ -51,6 +51,8 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
     front = ['--port', String(port), '--no-access-log']
   }
   const pool = startPoolProcess([...common, ...front, ...poolArgs], app ? { app } : {})
+  // However the pool ends (stop(), or stopAll() on Ctrl-C or a failure), its temp dir goes.
+  pool.child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
   try {
     await pool.started
     if (haproxy) await allServersUp(haproxy.client)

@@ -44,13 +44,19 @@ async function startPm2 ({ workers, port, app }) {
     if (stopped) return
     stopped = true
     const daemon = daemonPid()
-    await pm2(home, ['kill'], { timeout: 30000 }).catch(() => {})
+    let alive = false
+    try { alive = daemon > 0 && process.kill(daemon, 0) } catch {}
+    // `pm2 kill` with no daemon would start one to kill it: only when one runs.
+    if (alive) await pm2(home, ['kill'], { timeout: 30000 }).catch(() => {})
     // Whatever `pm2 kill` left (it should leave nothing) goes too.
     if (daemon) { try { process.kill(daemon, 'SIGKILL') } catch {} }
     fs.rmSync(home, { recursive: true, force: true })
   }
   const forget = onStopAll(stop)
   const daemonPid = () => { try { return Number(fs.readFileSync(path.join(home, 'pm2.pid'), 'utf8')) || null } catch { return null } }
+  // Every pm2 command starts a daemon when none runs: once stopped, or with the daemon gone,
+  // none is sent, so that nothing is left behind.
+  const running = () => { const pid = !stopped && daemonPid(); if (!pid) return false; try { process.kill(pid, 0); return true } catch { return false } }
   try {
     await pm2(home, ['start', APP, '--name', NAME, '-i', String(workers)], { env: { PORT: String(port), ...(app ? { APP: app } : {}) } })
     const deadline = Date.now() + 60000
@@ -68,9 +74,9 @@ async function startPm2 ({ workers, port, app }) {
     url: `http://127.0.0.1:${port}`,
     home,
     daemonPid,
-    list: () => list(home),
+    list: () => (running() ? list(home) : Promise.resolve([])),
     // `pm2 reload`: each instance in turn replaced by a new one once that one listens.
-    reload: () => pm2(home, ['reload', NAME]),
+    reload: () => (running() ? pm2(home, ['reload', NAME]) : Promise.reject(new Error('pm2 is not running'))),
     async stop () { forget(); await stop() }
   }
 }

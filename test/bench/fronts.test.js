@@ -28,6 +28,11 @@ t.test('PM2 cluster mode: serves, reloads every worker, and leaves no daemon nor
   await front.stop()
   await gone([daemon, ...after])
   t.pass('daemon and workers gone after stop')
+  // A second stop (a teardown after the part's own) must not talk to PM2: its CLI starts a
+  // daemon when none runs, which would be left behind.
+  await front.stop()
+  t.same(await front.serving(), [], 'nothing serves')
+  t.notOk(fs.existsSync(front.home), 'no PM2_HOME, so no daemon, came back')
 })
 
 t.test('a part that fails still stops PM2: stopAll', { skip: pm2.available() ? false : 'pm2 is not installed' }, async (t) => {
