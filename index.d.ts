@@ -4,6 +4,7 @@
 import type { EventEmitter } from 'node:events'
 import type { IncomingMessage, ServerResponse, Server } from 'node:http'
 import type { Logger } from 'pino'
+import type { Registry, Counter } from 'prom-client'
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void
 /**
@@ -76,10 +77,32 @@ export interface ExitInfo extends WorkerSnapshot {
   draining?: string
 }
 
+/**
+ * Everything a front is given of the pool, at start (lib/fronts/front.js): a front reads the
+ * pool through this and nothing else.
+ */
+export interface FrontContext {
+  /** the pool's logger */
+  readonly logger: Logger
+  /**
+   * the pool's metrics: add your series to `registry`, count your failures in `failures`
+   * (label `reason`); both appear on the stats listener's /metrics
+   */
+  readonly metrics: { readonly registry: Registry, readonly failures: Counter<'reason'> }
+  /** a fresh snapshot of every slot, as pool.workers() */
+  workers(): WorkerSnapshot[]
+  /** the port slot `slot`'s worker listens on */
+  portOf(slot: number): number
+  /** the number of slots the pool wants now */
+  target(): number
+}
+
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
 export interface Front {
   name?: string
-  start(pool: Pool): Promise<void>
+  /** the address the front listens for clients on; the agent (--agent-port) listens there too by default */
+  readonly host?: string
+  start(context: FrontContext): Promise<void>
   workerReady(worker: WorkerSnapshot): void
   /** optional: the worker reported the end of a request */
   workerIdle?(worker: WorkerSnapshot): void
@@ -88,7 +111,11 @@ export interface Front {
   stopping?(): void
   stop(): Promise<void>
   status(): Record<string, unknown>
-  /** optional: throw a PoolError when the front cannot serve `workers` slots */
+  /**
+   * optional: called by pool.scale(workers) before anything changes; throw (reject with) a
+   * PoolError when the front cannot serve slots 1..workers, and the scale is refused with it.
+   * Must change nothing itself: the scale may still be refused after it.
+   */
   checkScale?(workers: number): Promise<void> | void
 }
 

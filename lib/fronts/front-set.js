@@ -11,11 +11,11 @@ const { StartedInOrder } = require('../supervisor/in-order')
 const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
 class FrontSet {
-  constructor (fronts, logger) {
+  // context: the FrontContext (lib/fronts/front.js) every front is started with.
+  constructor (fronts, context) {
     this.list = fronts.length ? fronts : [new NoFront()]
-    this.logger = logger
-    this.pool = null
-    this.order = new StartedInOrder(this.list, { startOne: (front) => front.start(this.pool), startBound: START_BOUND })
+    this.logger = context.logger
+    this.order = new StartedInOrder(this.list, { startOne: (front) => front.start(context), startBound: START_BOUND })
   }
 
   // Sync hooks (workerReady, workerGone, stopping): every front is told, whatever one throws.
@@ -34,14 +34,19 @@ class FrontSet {
     return Promise.allSettled(this.list.map(async (f) => f.drain(view)))
   }
 
+  // Before a scale to n changes anything: the first front that cannot serve n slots refuses it.
   async checkScale (n) {
     for (const front of this.list) await front.checkScale?.(n)
   }
 
+  // The address the first front that says so listens for clients on (lib/fronts/front.js `host`).
+  host () {
+    return this.list.find((f) => typeof f.host === 'string')?.host
+  }
+
   // One front after the other, each started one stopped once (lib/supervisor/in-order.js); a stop
   // waits for a front still starting, up to START_BOUND.
-  start (pool, stillWanted) {
-    this.pool = pool
+  start (stillWanted) {
     return this.order.start(stillWanted)
   }
 

@@ -8,11 +8,10 @@
 // The `worker` passed to each hook is a plain snapshot: { slot, pid, host, port, name, state }.
 // `name` is the HAProxy server name, `worker<slot>`.
 //
-//   start(pool)        async. Called once by pool.start() before any worker is forked. Bind
+//   start(context)     async. Called once by pool.start() before any worker is forked, with the
+//                      FrontContext below: everything a front may know of the pool. Bind
 //                      listeners, connect, verify configuration. Throw a PoolError to abort.
-//                      `pool.metrics` (lib/observe/metrics.js) is the pool's Prometheus registry
-//                      (`registry`) and its `failures` counter: a front adds its series there
-//                      rather than listening to the pool's events around this interface.
+//                      A front used alone (tests, benches) may be started without a context.
 //   workerReady(w)     sync. w listens and may be given requests now.
 //   workerIdle(w)      optional, sync. w reported the end of a request (it finished its response,
 //                      or its handler's work after the client's connection closed).
@@ -27,6 +26,34 @@
 //   stop()             async. Every worker is gone: release listeners and sockets.
 //   status()           a JSON-able object describing the front, for `pool status`: at least
 //                      { type }, and { queue } (requests waiting for a worker) if it queues.
+//   checkScale(n)      optional, async. Called by pool.scale(n) before anything changes (no slot
+//                      added or drained yet), growing or shrinking: throw a PoolError
+//                      (POOL_E_BAD_OPTION) when the front cannot serve slots 1..n, and the scale
+//                      is refused with it. Must change nothing itself: the scale may still be
+//                      refused after it (a port taken, a stop), and no hook says so. (HAProxy: a
+//                      worker<k> server for every new slot, sending to that slot's port.)
+//   host               optional property: the address the front listens for clients on. The
+//                      HAProxy agent (--agent-port) listens there too unless --agent-host says.
+
+/**
+ * Everything a front is given of the pool, built once by the Pool (lib/supervisor/pool.js) and
+ * passed to start(): a front reads the pool through this and nothing else.
+ *
+ * @typedef {object} FrontContext
+ * @property {object} logger the pool's logger (pino's interface: info, warn, error, debug, child)
+ * @property {import('../observe/metrics').PoolMetrics} metrics the pool's metrics: a front adds
+ *   its series to `metrics.registry` and counts its failures in `metrics.failures` (label
+ *   `reason`), rather than listening to the pool's events around this interface
+ * @property {() => object[]} workers a fresh snapshot of every slot, as `pool.workers()` returns:
+ *   the supervisor's word on a worker (its pid, its `state`: 'busy' while it runs a request)
+ * @property {(slot: number) => number} portOf the port slot `slot`'s worker listens on
+ * @property {() => number} target the number of slots the pool wants now
+ */
+
+// The context for a pool; the functions are the pool's own, bound.
+function createFrontContext ({ logger, metrics, workers, portOf, target }) {
+  return Object.freeze({ logger, metrics, workers, portOf, target })
+}
 
 class NoFront {
   constructor () { this.name = 'none' }
@@ -40,4 +67,4 @@ class NoFront {
   status () { return { type: 'none' } }
 }
 
-module.exports = { NoFront }
+module.exports = { NoFront, createFrontContext }

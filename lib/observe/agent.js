@@ -45,11 +45,12 @@ function agentReply (status) {
 }
 
 class AgentResponder {
-  // pool: anything with status() (lib/supervisor/pool.js Pool); socketLife: ms, for tests.
-  constructor ({ host, port, pool, logger = SILENT, socketLife = SOCKET_LIFE_MS, onRefused }) {
+  // status(): the pool's status (lib/supervisor/pool.js status()), read for each answer;
+  // socketLife: ms, for tests.
+  constructor ({ host, port, status, logger = SILENT, socketLife = SOCKET_LIFE_MS, onRefused }) {
     this.host = host
     this.port = port
-    this.pool = pool
+    this.readStatus = status
     this.logger = logger
     this.socketLife = socketLife
     this.sockets = new Set()
@@ -105,7 +106,7 @@ class AgentResponder {
 
   reply () {
     try {
-      const line = agentReply(this.pool.status())
+      const line = agentReply(this.readStatus())
       this.failing = false
       return line
     } catch (err) {

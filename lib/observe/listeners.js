@@ -9,11 +9,14 @@ const { StatsListener } = require('./stats-listener')
 const { StartedInOrder } = require('../supervisor/in-order')
 
 class PoolListeners {
-  constructor (pool) {
-    const { statsPort, statsHost, agentPort } = pool.options
-    const onRefused = () => pool.metrics.failed('out_of_descriptors')
-    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => pool.metrics.registry, status: () => pool.status(), logger: pool.logger, onRefused }) : null
-    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(pool), port: agentPort, pool, logger: pool.logger, onRefused }) : null
+  // What the listeners are given of the pool (lib/supervisor/pool.js): its resolved options, its
+  // metrics (lib/observe/metrics.js), its logger, status() (what /status and the agent read),
+  // and frontHost(), the address its front listens for clients on, if it says.
+  constructor ({ options, metrics, logger, status, frontHost }) {
+    const { statsPort, statsHost, agentPort } = options
+    const onRefused = () => metrics.failed('out_of_descriptors')
+    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => metrics.registry, status, logger, onRefused }) : null
+    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(options, frontHost), port: agentPort, status, logger, onRefused }) : null
     this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 
@@ -29,8 +32,8 @@ class PoolListeners {
 
 // The agent answers the edge, which reaches this host where its front listens: by default the
 // front's address (the embedded balancer's --host), else the workers'.
-function agentHostOf (pool) {
-  return pool.options.agentHost ?? pool.fronts.list.find((f) => f.options?.host)?.options.host ?? pool.options.workerHost
+function agentHostOf (options, frontHost) {
+  return options.agentHost ?? frontHost() ?? options.workerHost
 }
 
 module.exports = { PoolListeners }

@@ -21,6 +21,7 @@ const { resolvePoolOptions } = require('../options/pool')
 const { workerCeiling } = require('../options/table')
 const { createLogger } = require('../logger')
 const { FrontSet } = require('../fronts/front-set')
+const { createFrontContext } = require('../fronts/front')
 const { PoolListeners } = require('../observe/listeners')
 const { PoolPhase } = require('./phase')
 const { Remnants } = require('./process-group')
@@ -48,8 +49,23 @@ class Pool extends EventEmitter {
     this.metrics = new PoolMetrics(() => this.measuredWorkers()) // fronts add theirs (lib/fronts/front.js)
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
-    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), this.logger)
-    this.listeners = new PoolListeners(this) // stats and agent: the pool's own ports, every mode
+    // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
+    const frontContext = createFrontContext({
+      logger: this.logger,
+      metrics: this.metrics,
+      workers: () => this.workers(),
+      portOf: (slot) => this.portOf(slot),
+      target: () => this.target
+    })
+    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), frontContext)
+    // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).
+    this.listeners = new PoolListeners({
+      options: this.options,
+      metrics: this.metrics,
+      logger: this.logger,
+      status: () => this.status(),
+      frontHost: () => this.fronts.host()
+    })
     this.reconciler = new Reconciler(this.reconcilerView()) // the live set against the wanted set, from the tick
     this.target = this.options.workers
     this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/net/descriptors.js)
@@ -86,7 +102,7 @@ class Pool extends EventEmitter {
       this.life.assertStarting()
       await this.listeners.start()
       this.life.assertStarting()
-      await this.fronts.start(this, () => this.life.is('starting'))
+      await this.fronts.start(() => this.life.is('starting'))
       this.life.assertStarting()
     } catch (err) {
       if (this.life.abandon()) await this.listeners.stop()

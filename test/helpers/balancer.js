@@ -56,7 +56,7 @@ async function stopWorker (w) {
 const snapshot = ({ slot, name, pid, host, port }) => ({ slot, name, pid, host, port, state: 'ready' })
 
 // A started balancer on free ports. `logs` collects what it logs.
-async function startBalancer (t, options = {}, { pool } = {}) {
+async function startBalancer (t, options = {}, { context } = {}) {
   const [port, statsPort] = await freePorts(2)
   const logs = []
   const logger = {}
@@ -64,7 +64,7 @@ async function startBalancer (t, options = {}, { pool } = {}) {
     logger[level] = (obj, msg) => logs.push({ level, ...(typeof obj === 'object' ? obj : { msg: obj }), msg })
   }
   const balancer = createBalancer({ port, ...options }, { logger })
-  await balancer.start(pool)
+  await balancer.start(context) // a FrontContext (lib/fronts/front.js), or none: the balancer alone
   t.teardown(() => balancer.stop())
   // The stats listener is the pool's; a balancer tested alone gets one of its own.
   const stats = new StatsListener({ host: '127.0.0.1', port: statsPort, registry: () => balancer.metrics.registry, status: () => balancer.status() })
@@ -116,10 +116,10 @@ function release (w, name) {
 
 // `count` workers behind a balancer with `options`, all reported ready (unless ready: false).
 // `seen()` lists the requests the workers received, from their shared log file.
-async function setup (t, count, options = {}, { ready = true, pool, script } = {}) {
+async function setup (t, count, options = {}, { ready = true, context, script } = {}) {
   const logFile = tmpLog(t)
   const workers = await startWorkers(t, count, { logFile, script })
-  const balancer = await startBalancer(t, options, { pool })
+  const balancer = await startBalancer(t, options, { context })
   if (ready) for (const w of workers) balancer.workerReady(snapshot(w))
   return { workers, balancer, logFile, seen: () => readLog(logFile) }
 }

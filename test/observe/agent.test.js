@@ -68,7 +68,7 @@ function exchange (port, { send = 'hello\n' } = {}) {
 
 async function startAgent (t, pool, options = {}) {
   const [port] = await freePorts(1)
-  const agent = new AgentResponder({ host: '127.0.0.1', port, pool, logger: silent, ...options })
+  const agent = new AgentResponder({ host: '127.0.0.1', port, status: () => pool.status(), logger: silent, ...options })
   await agent.start()
   t.teardown(() => agent.stop())
   return agent
@@ -143,11 +143,11 @@ t.test('each connection has a bounded life, and stop() cuts those still open', a
 t.test('an address it cannot listen on: one line naming the flags and the address', async (t) => {
   const pool = { status: () => ({ phase: 'idle', workers: [] }) }
   const first = await startAgent(t, pool)
-  const again = new AgentResponder({ host: '127.0.0.1', port: first.port, pool, logger: silent })
+  const again = new AgentResponder({ host: '127.0.0.1', port: first.port, status: () => pool.status(), logger: silent })
   await t.rejects(again.start(), { name: 'PoolError', code: 'POOL_E_PORT_IN_USE', message: `agent address 127.0.0.1:${first.port} is already in use (--agent-port, --agent-host)` })
   // 192.0.2.1 (TEST-NET-1) is on no interface here: nothing is sent, the bind fails at once.
   const [port] = await freePorts(1)
-  const foreign = new AgentResponder({ host: '192.0.2.1', port, pool, logger: silent })
+  const foreign = new AgentResponder({ host: '192.0.2.1', port, status: () => pool.status(), logger: silent })
   const err = await foreign.start().then(() => null, (e) => e)
   if (err === null) { // a host set to bind any address (net.ipv4.ip_nonlocal_bind = 1)
     await foreign.stop()
@@ -183,7 +183,7 @@ t.test('a real HAProxy follows a real pool: maxconn = ready workers, drain on st
   }
   // The agent outlives the pools, as if each were a `pool start` on the same host in turn.
   let pool = newPool(2)
-  const agent = new AgentResponder({ host: '127.0.0.1', port: agentPort, pool: { status: () => pool.status() }, logger: silent })
+  const agent = new AgentResponder({ host: '127.0.0.1', port: agentPort, status: () => pool.status(), logger: silent })
   await agent.start()
   t.teardown(() => agent.stop())
 

@@ -71,3 +71,31 @@ t.test('what the library refuses does not compile', async (t) => {
     t.match(mine[0], reason, `${what}: for that reason`)
   }
 })
+
+t.test('a front of your own (`fronts`) is typed, with the FrontContext it is started with', async (t) => {
+  const source = `
+import type { Front, FrontContext } from ${JSON.stringify(ROOT)}
+import { Counter } from ${JSON.stringify(path.join(ROOT, 'node_modules', 'prom-client'))}
+class Mine implements Front {
+  name = 'mine'
+  ports: number[] = []
+  async start (context: FrontContext) {
+    context.logger.info('starting')
+    const seen = new Counter({ name: 'mine_seen_total', help: 'x', registers: [context.metrics.registry] })
+    seen.inc()
+    context.metrics.failures.inc({ reason: 'mine_failed' })
+    this.ports = context.workers().map((w) => context.portOf(w.slot)).slice(0, context.target())
+  }
+  workerReady () {}
+  workerGone () {}
+  async drain () {}
+  async stop () {}
+  status () { return { type: 'mine' } }
+  async checkScale (n: number) { if (n > 8) throw new Error('no') }
+}
+const pool = new Pool({ app: 'app.js', fronts: [new Mine()] })
+void pool
+`
+  const r = compile(t, source)
+  t.ok(r.ok, 'compiles', { output: r.output })
+})

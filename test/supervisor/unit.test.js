@@ -87,7 +87,8 @@ function harness (t, options = {}) {
   const front = {
     name: 'fake',
     calls: [],
-    async start () {},
+    context: null,
+    async start (context) { front.context = context },
     workerReady (w) { front.calls.push(`ready ${w.slot}`) },
     workerGone (w) { front.calls.push(`gone ${w.slot}`); sys.order.push(`gone ${w.slot}`) },
     async drain (w) { front.calls.push(`drain ${w.slot}`) },
@@ -117,6 +118,23 @@ async function started (h, slots = 1) {
   await h.step()
   await starting
 }
+
+t.test('a front is started with its FrontContext (lib/fronts/front.js), never the Pool itself', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const c = h.front.context
+  t.not(c, h.pool)
+  t.same(Object.keys(c).sort(), ['logger', 'metrics', 'portOf', 'target', 'workers'], 'what a front may know of the pool, and no more')
+  t.ok(Object.isFrozen(c))
+  t.equal(c.logger, h.pool.logger)
+  t.equal(c.metrics, h.pool.metrics, 'the registry fronts add their series to')
+  t.same(c.workers().map((w) => [w.slot, w.state]), [[1, 'ready'], [2, 'ready']], 'the supervisor\'s snapshots, read now')
+  t.equal(c.portOf(2), 40001)
+  t.equal(c.target(), 2)
+  h.latest(1).say('busy', { method: 'GET', url: '/x' })
+  await h.step()
+  t.equal(c.workers()[0].state, 'busy', 'fresh at each call')
+})
 
 t.test('backoff: 20 crashes in a row, ×1.5 each from 100 ms, capped at 15 s; reset after healthy uptime', async (t) => {
   const h = harness(t)

@@ -45,7 +45,7 @@ class EmbeddedBalancer {
     this.name = 'embedded'
     this.options = options
     this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
-    this.pool = null
+    this.context = null // the pool's FrontContext (lib/fronts/front.js); null when used alone
     this.isStopping = false
     this.isStopped = false
     this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
@@ -86,10 +86,13 @@ class EmbeddedBalancer {
 
   // ---- Front hooks ------------------------------------------------------------------------
 
-  async start (pool) {
-    this.pool = pool || null
+  // The address clients reach the balancer on (lib/fronts/front.js `host`).
+  get host () { return this.options.host }
+
+  async start (context) {
+    this.context = context || null
     // In front of a pool, the balancer's series join the pool's registry (lib/fronts/front.js).
-    if (this.pool && this.pool.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.pool.metrics)
+    if (this.context?.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.context.metrics)
     await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
   }
@@ -308,7 +311,7 @@ class EmbeddedBalancer {
   // hears it is idle (workerIdle), or it is gone. Without a supervisor to ask, or when it says
   // the worker is not busy (the request's end was already heard), at once.
   releaseWhenIdle (job, record) {
-    const snapshot = this.pool && typeof this.pool.workers === 'function' && this.pool.workers().find((w) => w.slot === record.slot)
+    const snapshot = this.context?.workers?.().find((w) => w.slot === record.slot)
     if (job.holding !== record || !snapshot || snapshot.pid !== record.pid || snapshot.state !== 'busy' || record.gone) return this.releaseWorker(job)
     job.holding = null
     record.awaitingIdle = true

@@ -84,10 +84,10 @@ class HaproxyFront {
 
   // ── Front interface (lib/fronts/front.js) ──────────────────────────────────────────────────────
 
-  async start (pool) {
-    this.pool = pool
-    if (pool?.metrics) addHaproxyMetrics(this, pool.metrics.registry)
-    const n = this.opts.workers ?? pool?.target
+  async start (context) {
+    this.context = context ?? null // the pool's FrontContext (lib/fronts/front.js)
+    if (context?.metrics) addHaproxyMetrics(this, context.metrics.registry)
+    const n = this.opts.workers ?? context?.target()
     // verify: the backend, worker1..N and level admin; each failure is a coded one-line error.
     await this.reader.verify(this.backend, workerNames(n))
     const state = await this.reader.serversState(this.backend)
@@ -413,12 +413,13 @@ class HaproxyFront {
   // on (or another pool's). Only ports are compared: addresses may legitimately differ
   // (0.0.0.0 vs 127.0.0.1, a hostname resolved by HAProxy).
   _checkPorts (state, names, n) {
-    if (typeof this.pool?.portOf !== 'function') return
+    const portOf = this.context?.portOf
+    if (!portOf) return
     const wrong = []
     for (const name of names) {
       const slot = slotOf(name)
       const s = state[name]
-      if (s && s.port !== this.pool.portOf(slot)) wrong.push({ name, slot, port: s.port, expected: this.pool.portOf(slot) })
+      if (s && s.port !== portOf(slot)) wrong.push({ name, slot, port: s.port, expected: portOf(slot) })
     }
     if (wrong.length === 0) return
     const first = wrong[0]
@@ -426,7 +427,7 @@ class HaproxyFront {
     throw poolError(codes.BAD_OPTION,
       `HAProxy backend '${this.backend}' sends ${wrong.map((w) => `${w.name} to port ${w.port}`).slice(0, 3).join(', ')}${wrong.length > 3 ? ` (and ${wrong.length - 3} more)` : ''}, ` +
       `but the pool's slot ${first.slot} listens on ${first.expected}: start the pool with --worker-port ${workerPort}, ` +
-      `or regenerate the config with \`pool config haproxy -n ${n} --worker-port ${this.pool.portOf(1)} --backend ${this.backend}\`` +
+      `or regenerate the config with \`pool config haproxy -n ${n} --worker-port ${portOf(1)} --backend ${this.backend}\`` +
       (this.stateFile ? ` (a HAProxy reload takes ports from ${this.stateFile.file} while it exists: reload HAProxy after the old pool stopped, which removes it)` : ''),
       { details: { backend: this.backend, wrong } })
   }

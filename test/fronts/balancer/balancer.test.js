@@ -202,13 +202,15 @@ t.test('oversize body: 413, and the worker never sees it', async (t) => {
 
 t.test('metrics and status: queue, durations, per-worker state and counters, beside the pool\'s own', async (t) => {
   const { PoolMetrics } = require('../../../lib/observe/metrics')
+  const { createFrontContext } = require('../../../lib/fronts/front')
   const snapshots = [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 }, { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
-  // A stand-in for the Pool: what a front may use of it (lib/fronts/front.js).
-  const pool = { workers: () => snapshots, metrics: new PoolMetrics(() => snapshots) }
-  const { workers, balancer } = await setup(t, 2, { queueTimeout: 1000 }, { pool })
-  pool.metrics.spawned({ name: 'worker1', restarts: 0 })
-  pool.metrics.spawned({ name: 'worker1', restarts: 1 }) // a second start of slot 1: one restart
-  pool.metrics.failed('worker_hung')
+  // What a Pool gives its fronts (lib/fronts/front.js FrontContext), over stand-in snapshots.
+  const metrics = new PoolMetrics(() => snapshots)
+  const context = createFrontContext({ logger: null, metrics, workers: () => snapshots, portOf: (slot) => 9000 + slot, target: () => 2 })
+  const { workers, balancer } = await setup(t, 2, { queueTimeout: 1000 }, { context })
+  metrics.spawned({ name: 'worker1', restarts: 0 })
+  metrics.spawned({ name: 'worker1', restarts: 1 }) // a second start of slot 1: one restart
+  metrics.failed('worker_hung')
   for (let i = 0; i < 5; i++) await request(`${balancer.base}/sleep?m=${i}`)
   // Fill both workers, then let one more time out in the queue.
   const holds = [request(`${balancer.base}/sleep?ms=2000`), request(`${balancer.base}/sleep?ms=2000`)]
