@@ -6,7 +6,8 @@
 // (lib/control/path.js). A socket owned by another user is refused without connecting
 // (lib/control/client.js).
 
-const { EXIT, poolError, codes } = require('../errors')
+const { poolError, codes } = require('../errors')
+const { EXIT } = require('./exit-codes')
 const { toYargs, fromArgv } = require('./flags')
 const { printError, Screen } = require('./output')
 const { locatingBuilder, locate, ignoredNote } = require('./locate')

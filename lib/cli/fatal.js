@@ -16,7 +16,7 @@
 // Nothing here may throw: an exception inside an uncaughtException handler ends the process on
 // the spot, workers and all left to fend for themselves.
 
-const { EXIT } = require('../errors')
+const { EXIT } = require('./exit-codes')
 
 const MARGIN = 2000 // ms past the stop's own bound before the deadline gives up on it
 const MAX_LOGGED = 10 // an error repeating on every tick during the stop is logged this many times

@@ -4,7 +4,7 @@
 // one line on stderr, `pool: <what is wrong>; see `pool CMD --help``, and exit 2, never the
 // whole help text or a stack.
 const yargs = require('yargs/yargs')
-const { EXIT } = require('../errors')
+const { EXIT } = require('./exit-codes')
 const { closest } = require('../options/pool')
 const { printError } = require('./output')
 

@@ -5,7 +5,7 @@
 // that was SIGKILLed) is listed as stale. A pool started with `--control PATH` elsewhere cannot be
 // found this way: `pool status --control PATH` asks it.
 
-const { EXIT } = require('../errors')
+const { EXIT } = require('./exit-codes')
 const { printError } = require('./output')
 const { sendCommand } = require('../control/client')
 const { otherControlSockets } = require('../control/path')

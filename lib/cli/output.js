@@ -1,9 +1,9 @@
 'use strict'
 
 // How the CLI reports a failure: one line `pool: <message>` on stderr and the error's exit code
-// (lib/errors.js exitCodeOf). A failed boot also shows the app's own error, once. And a
+// (./exit-codes.js). A failed boot also shows the app's own error, once. And a
 // terminal screen redrawn in place, for `pool status --watch`.
-const { exitCodeOf } = require('../errors')
+const { exitCodeOf } = require('./exit-codes')
 
 const STACK_FRAME = /\n\s+at /
 

@@ -8,7 +8,11 @@
 //   → { "id": 1, "command": "scale", "args": { "workers": 6 } }
 //   ← { "id": 1, "ok": true, "result": { "from": 4, "to": 6 } }
 //   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...",
-//        "exitCode": 1, "appError": { "message": "...", "stack": "..." } } }
+//        "appError": { "message": "...", "stack": "..." }, "replaced": [] } }
+//
+// An error says what happened (its code, and the facts the CLI's exit code depends on: `replaced`
+// when a reload had begun), never an exit code: that is the CLI's policy
+// (lib/cli/exit-codes.js). Pools before this change sent `exitCode`; the CLI still honours it.
 //
 // Commands: status, reload, scale { workers }, recycle { slot }, stop, and ping (→ { pid,
 // phase }: the cheap "is a pool alive here" probe used before claiming a socket).
@@ -16,7 +20,7 @@
 // An error with `"id": null` can also be about the connection itself (a line too long, no
 // request for too long): the pool closes the connection right after it (./connection.js).
 
-const { PoolError, poolError, codes, EXIT, exitCodeOf } = require('../errors')
+const { poolError, codes } = require('../errors')
 
 const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'recycle', 'stop', 'ping'])
 // A request is a few dozen bytes and a status answer a few hundred per worker: a line this long
@@ -65,22 +69,25 @@ function serializeError (err) {
     code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : codes.INTERNAL,
     message: err?.message || String(err)
   }
-  if (err instanceof PoolError) out.exitCode = exitCodeOf(err)
   const appError = err?.details?.appError
   if (appError) {
     out.appError = { message: appError.message, stack: appError.stack }
     if (err.details.headline) out.headline = err.details.headline
   }
+  // A reload that had begun: the slots it replaced before it ended.
+  if (Array.isArray(err?.details?.replaced)) out.replaced = err.details.replaced
   return out
 }
 
 // The `error` member of a response, back into a PoolError the CLI can print with printError.
 function deserializeError (error) {
-  const details = error.appError ? { headline: error.headline || error.message, appError: error.appError } : undefined
-  const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message', { details })
-  // The exit code the pool chose wins over this side's table (the pool may be another version).
-  const exitCode = Number.isInteger(error.exitCode) && error.exitCode > 0 ? error.exitCode : EXIT.FAILURE
-  Object.defineProperty(err, 'exitCode', { value: exitCode, enumerable: true })
+  const details = {}
+  if (error.appError) Object.assign(details, { headline: error.headline || error.message, appError: error.appError })
+  if (Array.isArray(error.replaced)) details.replaced = error.replaced
+  const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message',
+    { details: Object.keys(details).length ? details : undefined })
+  // An older pool chose the exit code itself: kept (lib/cli/exit-codes.js exitCodeOf).
+  if (Number.isInteger(error.exitCode) && error.exitCode > 0) Object.defineProperty(err, 'exitCode', { value: error.exitCode, enumerable: true })
   err.remote = true // said by the pool, not by the connection
   return err
 }

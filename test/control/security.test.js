@@ -13,7 +13,8 @@ const { ControlServer, createControlServer } = require('../../lib/control/server
 const { sendCommand } = require('../../lib/control/client')
 const { defaultControlPath, clientControlPath, describeUser } = require('../../lib/control/path')
 const { MAX_LINE } = require('../../lib/control/protocol')
-const { codes, exitCodeOf } = require('../../lib/errors')
+const { codes } = require('../../lib/errors')
+const { exitCodeOf } = require('../../lib/cli/exit-codes')
 const { FIXTURES, freePorts, startPool, runPool, waitFor, isAlive } = require('../helpers')
 
 const NOBODY = 65534
@@ -277,7 +278,7 @@ t.test('a half-written line is cut after the idle timeout; others are served, a 
   b.socket.write('{"id":1,"comm')
   await waitFor(() => b.isClosed, { what: 'the pool to close B' })
   t.ok(b.ended, 'the pool closed B')
-  t.same(b.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: no complete request line within 200 ms; closing the connection', exitCode: 2 } }], 'after saying why')
+  t.same(b.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: no complete request line within 200 ms; closing the connection' } }], 'after saying why')
 
   t.same(await sendCommand(server.path, 'ping'), { pid: process.pid, phase: 'running' }, 'a new connection is served')
   finishReload({ replaced: [], ms: 9 })
@@ -291,7 +292,7 @@ t.test('a line longer than the limit: one error, then the pool stops reading and
   await c.connected
   c.socket.write('x'.repeat(MAX_LINE + 1))
   await waitFor(() => c.ended, { what: 'the pool to hang up' })
-  t.same(c.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: `bad control request: a line longer than ${MAX_LINE} characters`, exitCode: 2 } }])
+  t.same(c.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: `bad control request: a line longer than ${MAX_LINE} characters` } }])
   // Our side is still open: more bytes find nobody reading them.
   c.socket.end('y'.repeat(65536))
   await waitFor(() => c.isClosed, { what: 'the connection to close' })
@@ -326,8 +327,8 @@ t.test('what cannot be echoed or encoded becomes an error answer, not a crash of
   c.socket.write('{"id":3,"command":"status"}\n')
   await waitFor(() => c.replies.length === 3, { what: 'three answers' })
   const byId = (id) => c.replies.find((r) => r.id === id)
-  t.same(byId(null), { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: id must be a string, a number or null', exitCode: 2 } }, 'a nested id')
-  t.same(byId(2), { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ping)', exitCode: 2 } }, 'a nested command')
+  t.same(byId(null), { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: id must be a string, a number or null' } }, 'a nested id')
+  t.same(byId(2), { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ping)' } }, 'a nested command')
   t.equal(byId(3).ok, false, 'a result that is not JSON')
   t.equal(byId(3).error.code, 'POOL_E_INTERNAL')
   t.match(byId(3).error.message, /circular/i)

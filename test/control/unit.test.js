@@ -10,7 +10,8 @@ const { ControlServer, createControlServer } = require('../../lib/control/server
 const { sendCommand } = require('../../lib/control/client')
 const { defaultControlPath, clientControlPath, frontPortOf } = require('../../lib/control/path')
 const { formatDuration, formatStatus, formatReload, formatScale } = require('../../lib/control/format')
-const { poolError, codes, exitCodeOf } = require('../../lib/errors')
+const { poolError, codes } = require('../../lib/errors')
+const { exitCodeOf } = require('../../lib/cli/exit-codes')
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
@@ -122,12 +123,12 @@ t.test('protocol: errors carry code, message, exit code and the app\'s error', a
     JSON.stringify({ id: 3, command: 'explode' }),
     '{nope'
   ], 4).then((r) => r.sort((a, b) => (a.id ?? 9) - (b.id ?? 9)))
-  t.same(reload, { id: 1, ok: false, error: { code: codes.RELOAD_FAILED, message: 'reload aborted: the new code failed to boot: boom at load', exitCode: 1, appError } })
-  t.same(scale, { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'scale needs a positive integer', exitCode: 2 } })
+  t.same(reload, { id: 1, ok: false, error: { code: codes.RELOAD_FAILED, message: 'reload aborted: the new code failed to boot: boom at load', appError } })
+  t.same(scale, { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'scale needs a positive integer' } })
   t.equal(unknown.error.code, codes.BAD_OPTION)
   t.match(unknown.error.message, /unknown command "explode" \(known: status, reload, scale, recycle, stop, ping\)/)
   t.equal(unknown.id, 3)
-  t.same(notJson, { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: not JSON', exitCode: 2 } })
+  t.same(notJson, { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: not JSON' } })
 
   // The client turns the pool's error back into a PoolError printError can show.
   const err = await sendCommand(server.path, 'reload').catch((e) => e)
