@@ -234,7 +234,7 @@ function matrixFailures (data) {
   const values = data.closed.filter((c) => c.scenario !== 'normal' || c.runs.some((r) => r.failed > 0)).map((c) => {
     const failed = c.runs.reduce((a, r) => a + r.failed, 0)
     const requests = c.runs.reduce((a, r) => a + r.requests, 0)
-    return { c: String(c.connections), series: label(c.front), row: VIEW_TITLE[c.view], col: SCENARIO_TITLE[c.scenario], failed, text: `${failed}` , requests }
+    return { c: String(c.connections), series: label(c.front), row: VIEW_TITLE[c.view], col: SCENARIO_TITLE[c.scenario], failed, text: `${failed}`, requests }
   })
   if (!values.length) return null
   const keys = fronts(data.closed)

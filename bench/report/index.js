@@ -400,7 +400,7 @@ async function costsSection (r, dir, run) {
   r.add(table(['front', 'process', 'CPU µs per request', 'RSS MB'], rows))
   const cluster = data.cpu.find((x) => x.front === 'cluster')
   const perWorker = data.cpu.filter((x) => x.front !== 'cluster' && cluster).map((x) => `${label(x.front)} ${ci(interval(x.runs.map((y, i) => ({ v: y.workers.rssMb - (cluster.runs[i] ?? cluster.runs[0]).workers.rssMb })), 'v'), (v) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`)} MB`)
-  r.add(`Open loop at ${c.rate} req/s of ${c.ms} ms renders (Atomics.wait) for ${c.seconds} s per run, ${c.workers} workers per front, ${c.runs} run${c.runs > 1 ? "s" : ""} per front, the fronts taking turns; CPU from /proc (user + system, 10 ms ticks), RSS after the run (the workers': their median). A worker's RSS against a plain cluster worker of the same app, run by run: ${perWorker.join(', ') || '–'}. In HAProxy mode the supervisor is not in the request's path, but each request still reaches it as the worker's messages.`)
+  r.add(`Open loop at ${c.rate} req/s of ${c.ms} ms renders (Atomics.wait) for ${c.seconds} s per run, ${c.workers} workers per front, ${c.runs} run${c.runs > 1 ? 's' : ''} per front, the fronts taking turns; CPU from /proc (user + system, 10 ms ticks), RSS after the run (the workers': their median). A worker's RSS against a plain cluster worker of the same app, run by run: ${perWorker.join(', ') || '–'}. In HAProxy mode the supervisor is not in the request's path, but each request still reaches it as the worker's messages.`)
   if (data.ceiling?.runs?.length) {
     const x = data.ceiling
     const busy = stat(x, 'frontCore')

@@ -162,7 +162,8 @@ class ControlServer {
     if (command === 'ping' || command === 'status') return
     // Only what the command uses, and only a plain number: the rest of `args` is the client's
     // to fill, with anything up to a megabyte.
-    const logged = command === 'scale' && typeof args.workers === 'number' ? { workers: args.workers }
+    const logged = command === 'scale' && typeof args.workers === 'number'
+      ? { workers: args.workers }
       : command === 'recycle' && typeof args.slot === 'number' ? { slot: args.slot } : {}
     this.logger?.info({ event: 'control-command', command, args: logged }, `control: ${command}`)
   }
@@ -211,8 +212,10 @@ function makePrivateDir (socketPath) {
 
 function claimError (socketPath, err) {
   const dir = path.dirname(socketPath)
-  const why = err.code === 'ENOENT' ? `directory ${dir} does not exist`
-    : err.code === 'EACCES' || err.code === 'EPERM' ? `permission denied in ${dir}`
+  const why = err.code === 'ENOENT'
+    ? `directory ${dir} does not exist`
+    : err.code === 'EACCES' || err.code === 'EPERM'
+      ? `permission denied in ${dir}`
       : err.message
   return poolError(codes.BAD_OPTION, `cannot create control socket ${socketPath}: ${why}`, { cause: err })
 }

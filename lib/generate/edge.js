@@ -212,7 +212,7 @@ function backendSection (o, t) {
     `    # check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE}: a host whose /ping fails ${FALL} times in a row is DOWN;`,
     `    #   ${RISE} good answers bring it back. A host that vanished (no answer within timeout check) is`,
     `    #   DOWN at most ${duration(downWithin)} after its last good answer (fall × (inter + timeout check)), one that`,
-    `    #   refuses connections sooner. Only this check takes a vanished host out: its agent is gone too.`,
+    '    #   refuses connections sooner. Only this check takes a vanished host out: its agent is gone too.',
     `    # agent-check: every ${duration(o.agentInter)}, HAProxy reads one line from the host's agent on port ${o.agentPort}`,
     '    #   (`pool start --agent-port`), e.g. `up ready maxconn:5`: maxconn follows the host\'s ready',
     '    #   workers (a reload lowers it while workers are replaced), `drain` (the pool stops) sends',

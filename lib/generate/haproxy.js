@@ -176,7 +176,7 @@ function defaultsSection (o, t) {
     ...(o.stateFile ? ['    load-server-state-from-file global'] : []),
     '    log global',
     '    option dontlognull',
-    `    # Workers are on this host: a connect that takes longer than this will not succeed, and`,
+    '    # Workers are on this host: a connect that takes longer than this will not succeed, and',
     '    # failing fast lets `retries` + `option redispatch` move the request to another worker.',
     `    timeout connect ${duration(t.connect)}`,
     '    # The client is nginx on this host, which buffers the whole request first: nothing slow',

@@ -143,6 +143,7 @@ class WorkerReport {
     this.emit('draining', { ...view, reason })
     return view
   }
+
   recycling (h, reason) { this.of(h).info({ event: 'recycle', reason, pid: h.pid, requests: h.requests, rss: h.rss }, `recycling worker ${h.slot} (${reason === 'recycle' ? 'asked' : reason})`) }
   revived (h) { this.of(h).info({ event: 'revive' }, `slot ${h.slot} tries again with the new code`) }
   retrying (h) {

@@ -157,7 +157,7 @@ t.test('a stale socket (nobody listening) is replaced', async (t) => {
   await new Promise((resolve) => old.close(resolve))
   t.ok(fs.statSync(stale).isSocket(), 'stale socket in place')
   const staleIno = fs.statSync(stale).ino
-  const server = await serve(t, fakePool(), stale)
+  await serve(t, fakePool(), stale)
   t.not(fs.statSync(stale).ino, staleIno, 'a new socket')
   t.same(await sendCommand(stale, 'ping'), { pid: process.pid, phase: 'running' })
 })
@@ -190,9 +190,8 @@ t.test('close does not remove a socket that another pool has since claimed', asy
 })
 
 t.test('close answers the command in flight (the stop that caused it) before hanging up', async (t) => {
-  let server
   const pool = fakePool({ stop: async () => { setImmediate(() => server.close()); return { clean: true } } })
-  server = await serve(t, pool)
+  const server = await serve(t, pool)
   const result = await sendCommand(server.path, 'stop', {}, { waitForClose: true, timeout: 5000 })
   t.same(result, { clean: true, pid: process.pid })
   t.notOk(fs.existsSync(server.path))

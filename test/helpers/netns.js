@@ -19,7 +19,6 @@
 // loopback addresses (127.0.0.2, 127.0.0.3, …) in our own namespace; it cannot partition a host,
 // and `skipPartition` says why.
 
-const fs = require('node:fs')
 const { spawn, spawnSync } = require('node:child_process')
 
 const IP = process.env.IP_COMMAND || 'ip'

@@ -154,7 +154,7 @@ t.test('a running pool in the browser: workers, queue, histogram, exits, live re
   const row = (slot) => page.locator(`#workers tbody tr[data-slot="${slot}"]`)
   t.equal(await row(1).locator('.badge').first().innerText(), 'busy', 'slot 1: busy, in words')
   t.equal(await row(2).locator('.badge').first().innerText(), 'ready', 'slot 2: ready')
-  const [busyColour, readyColour] = await Promise.all([1, 2].map((slot) => row(slot).locator('.badge').first().evaluate((el) => getComputedStyle(el).backgroundColor)))
+  const [busyColour, readyColour] = await Promise.all([1, 2].map((slot) => row(slot).locator('.badge').first().evaluate((el) => window.getComputedStyle(el).backgroundColor)))
   t.not(busyColour, readyColour, 'and in different colours')
   t.ok(await page.getByText('GET /slow?hold&name=first-slow').isVisible(), 'the running request\'s URL is on screen')
   t.match(await row(1).locator('td.age').innerText(), /^\d+\.\d s$/, 'with its age')

@@ -7,7 +7,7 @@ const path = require('node:path')
 const { freePorts, startPool, runPool, request } = require('../helpers')
 
 // An app that answers with the POOL_* variables its worker sees.
-const ENV_APP = `module.exports = (req, res) => res.end(JSON.stringify(Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('POOL_')))))\n`
+const ENV_APP = 'module.exports = (req, res) => res.end(JSON.stringify(Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith(\'POOL_\')))))\n'
 
 t.test('precedence: flags over POOL_* variables over the file over the defaults', async (t) => {
   const ports = await freePorts(3)

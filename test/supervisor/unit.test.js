@@ -288,7 +288,7 @@ async function rollThrough (h, slots, t) {
     old.exit(0)
     await h.step()
     t.not(h.latest(slot), old, `slot ${slot} respawned at once`)
-    t.equal(h.pool.handles.get(slot).codeGeneration, 1, `with the new code generation`)
+    t.equal(h.pool.handles.get(slot).codeGeneration, 1, 'with the new code generation')
     h.latest(slot).say('ready')
   }
 }

@@ -25,7 +25,6 @@ const REASONS = {
   internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
 }
 
-
 // Write the error answer for `reason` unless the response has started or the client is gone.
 // Returns the status written (or that would have been).
 function replyError (res, reason, { id, close = false } = {}) {

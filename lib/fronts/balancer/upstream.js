@@ -144,7 +144,7 @@ class Exchange {
     this.handlers.onError(this.failureOf(err), err)
   }
 
-  failureOf (err) {
+  failureOf (err) { // eslint-disable-line n/handle-callback-err -- not a callback: it names the failure from the attempt's own state
     if (this.connection.badResponse) return 'bad_response'
     if (this.received) return 'broken_response'
     // The request is written as soon as it is handed over, so once the connection was

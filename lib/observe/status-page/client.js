@@ -1,7 +1,6 @@
-/* eslint-env browser */
 // The status page's script (lib/observe/status-page/index.js sends it inline, as `(client)()`). It
 // runs in the browser: it may use nothing of the pool's modules.
-function client () {
+function client () { // eslint-disable-line no-unused-vars -- sent to the browser as `(client)()` by index.js
   'use strict'
   const REFRESH_MS = 1000
   const FETCH_TIMEOUT_MS = 2500
@@ -225,7 +224,7 @@ function client () {
       if (k === 'class') node.className = v
       else node.setAttribute(k, v)
     }
-    for (const c of children) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c))
+    for (const c of children) if (c !== null && c !== undefined) node.append(c instanceof window.Node ? c : String(c))
     return node
   }
 

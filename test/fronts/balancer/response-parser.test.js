@@ -314,7 +314,7 @@ t.test('trailer lines are checked like field lines, then dropped', async (t) => 
   t.notOk(r.head.rawHeaders.includes('X-T'), 'trailers are not added to the head')
   const bad = {
     'control character': 'X-T: a\x01',
-    'NUL': 'X-T: \x00',
+    NUL: 'X-T: \x00',
     'bad name': 'X T: 1',
     'no colon': 'hello',
     'obs-fold': 'X-T: 1\r\n 2',

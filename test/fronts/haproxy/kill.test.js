@@ -5,12 +5,10 @@
 // that was running in the dead worker.
 
 const t = require('tap')
-const fs = require('node:fs')
-const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const { sleep, waitFor, isAlive } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
-const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
+const { startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 // Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
 // counted from `since` (performance.now()).

@@ -53,7 +53,7 @@ t.test('pool reload under load through HAProxy: zero failed requests, every pid 
 
 t.test('pool scale up and down under load through HAProxy: zero failed requests', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2, maxWorkers: 4 })
-  const pool = await startHaproxyPool(t, lab, { workers: 2 })
+  await startHaproxyPool(t, lab, { workers: 2 })
   await waitFor(async () => { const s = await statuses(lab.client); return s.worker1 === 'UP' && s.worker2 === 'UP' }, { timeout: 5000, what: 'two servers UP' })
   const load = startLoad(lab.url, { concurrency: 5, maxMs: 30000, path: (i) => `/block?ms=10&id=${i}` })
   t.teardown(() => load.stop())

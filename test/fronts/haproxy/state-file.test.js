@@ -9,7 +9,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { parseServersState } = require('../../../lib/fronts/haproxy/servers-state')
-const { request, waitFor, runPool, freePorts, poolStatus } = require('../../helpers')
+const { waitFor, runPool, freePorts, poolStatus } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { tempDir } = require('../../helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
@@ -29,7 +29,7 @@ const NO_CHECKS = ['--haproxy-check-interval', '10m']
 
 t.test('a HAProxy reload keeps ready workers in service: no 503, no wait for the pool', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
-  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
+  await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
   await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, { timeout: 3000, what: 'the file to say READY' })
   t.equal((fs.statSync(lab.stateFile).mode & 0o777), 0o644, 'readable by HAProxy, writable by the pool only')
