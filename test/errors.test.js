@@ -5,7 +5,7 @@
 
 const t = require('tap')
 const errors = require('../lib/errors')
-const { PoolError, poolError, codes } = errors
+const { PoolError, codes } = errors
 const { ClientAborted, BodyTooLarge, BodyOverBudget } = require('../lib/fronts/balancer/buffering')
 const { ProxyTimeout } = require('../lib/fronts/balancer/proxy')
 const { WorkerGoneError } = require('../lib/fronts/balancer/upstream')
