@@ -70,7 +70,7 @@ export interface ExitInfo extends WorkerSnapshot {
    * 'crashed' (also while draining) | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' |
    * 'warmup-failed' | 'channel-broken' | 'pool-killed' | '<drain reason>-killed', or a drain's
    * own end: 'stop' | 'reload' |
-   * 'scale-down' | 'max-requests' | 'max-rss' | 'recycle'
+   * 'scale-down' | 'max-requests' | 'max-rss' | 'recycle' | 'listener-closed'
    */
   reason: string
   /** set when the process crashed while draining for this reason */
@@ -95,6 +95,12 @@ export interface FrontContext {
   portOf(slot: number): number
   /** the number of slots the pool wants now */
   target(): number
+  /**
+   * the other way: `worker` (a snapshot the front was given) refused `refusals` connections in a
+   * row while the pool counts it ready. The pool replaces it, as if it had reported its listener
+   * closed; a report about a process that no longer holds the slot is ignored.
+   */
+  workerRefusing(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail?: { refusals?: number, front?: string }): void
 }
 
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
@@ -347,6 +353,8 @@ export declare class Pool extends EventEmitter {
   on (event: 'given-up-retry', listener: (worker: WorkerSnapshot) => void): this
   /** the fork itself failed (EMFILE, ENFILE, EAGAIN, ENOMEM): no process ran; the slot tries again after its backoff */
   on (event: 'spawn-error', listener: (worker: WorkerSnapshot & { error: { message: string, code: string | null, errno: number | null, syscall: string | null } }) => void): this
+  /** the worker's port refuses connections while it lives: `by` 'worker' (it said so) or the front that found out */
+  on (event: 'listener-closed', listener: (worker: WorkerSnapshot & { by: string, error: { message: string, code?: string } | null, refusals: number | null }) => void): this
   on (event: 'stopping', listener: () => void): this
   on (event: 'stopped', listener: (result: { clean: boolean }) => void): this
   on (event: 'failed', listener: (error: PoolError) => void): this

@@ -48,11 +48,16 @@
  *   the supervisor's word on a worker (its pid, its `state`: 'busy' while it runs a request)
  * @property {(slot: number) => number} portOf the port slot `slot`'s worker listens on
  * @property {() => number} target the number of slots the pool wants now
+ * @property {(worker: { slot: number, pid: number }, detail?: { refusals?: number, front?: string }) => void} workerRefusing
+ *   the other way: tell the pool that `worker` (a snapshot the front was given) refused
+ *   `refusals` connections in a row while the pool counts it ready (its app closed its listener
+ *   without a word, say): the pool replaces it. A report about a process that no longer holds
+ *   the slot is ignored.
  */
 
 // The context for a pool; the functions are the pool's own, bound.
-function createFrontContext ({ logger, metrics, workers, portOf, target }) {
-  return Object.freeze({ logger, metrics, workers, portOf, target })
+function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing }) {
+  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing })
 }
 
 class NoFront {

@@ -21,7 +21,7 @@ class PoolMetrics {
     if (supervisor) client.collectDefaultMetrics({ register: registry, prefix: 'pool_supervisor_' })
     this.failures = new client.Counter({
       name: 'pool_failures_total',
-      help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up, worker_channel_broken, worker_spawn_failed (a fork failed: EMFILE, EAGAIN...), out_of_descriptors (a connection refused to keep file descriptors for the workers); the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, body_budget, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
+      help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up, worker_listener_closed, worker_channel_broken, worker_spawn_failed (a fork failed: EMFILE, EAGAIN...), out_of_descriptors (a connection refused to keep file descriptors for the workers); the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, body_budget, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
       labelNames: ['reason'],
       registers
     })

@@ -13,6 +13,7 @@ const BUSY = 'busy' //             { method, url }          a request started
 const IDLE = 'idle' //             { rss, requests }        the request ended
 const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle
 const QUEUED = 'queued' //         { waiting }              a request found the worker busy
+const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
 
 // supervisor → worker
 const STOP = 'stop' //             finish the running request, close, exit 0
@@ -43,6 +44,11 @@ const WORKER_MESSAGES = {
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
     return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
+  },
+  // Without `error`: the app closed its server. With it: the server failed (an accept error).
+  [LISTENER_CLOSED]: (m) => {
+    const e = m.error !== null && typeof m.error === 'object' ? m.error : null
+    return { error: e && { message: text(e.message) || 'the server emitted an error without a message', code: text(e.code, 64) } }
   }
 }
 
@@ -64,4 +70,4 @@ function asText (v, max) {
   try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
 }
 
-module.exports = { VERSION, MAX_TEXT, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }
+module.exports = { VERSION, MAX_TEXT, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }

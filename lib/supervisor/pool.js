@@ -55,7 +55,8 @@ class Pool extends EventEmitter {
       metrics: this.metrics,
       workers: () => this.workers(),
       portOf: (slot) => this.portOf(slot),
-      target: () => this.target
+      target: () => this.target,
+      workerRefusing: (w, detail) => this.workerRefusing(w, detail)
     })
     this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), frontContext)
     // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).
@@ -231,6 +232,16 @@ class Pool extends EventEmitter {
     return this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
   }
 
+  // An event source, for fronts (their FrontContext's workerRefusing): `w`, a snapshot the front
+  // was given, refused `refusals` connections in a row while the pool counts it ready. Its app may
+  // have closed its listener without a word (the runtime reports the closes it can see itself):
+  // the worker is replaced as if it had said so.
+  workerRefusing (w, { refusals, front = 'a front' } = {}) {
+    const h = this.handles.get(w?.slot)
+    if (!h || !h.child || h.pid !== w.pid) return
+    this.enqueue({ type: 'refusing', handle: h, child: h.child, refusals, front })
+  }
+
   portOf (slot) { return this.options.workerPort + slot - 1 }
   portsUpTo (slots) { return Array.from({ length: slots }, (_, i) => this.portOf(i + 1)) }
   now () { return this.system.now() }
@@ -298,6 +309,7 @@ class Pool extends EventEmitter {
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') return h.released()
     if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
+    if (event.type === 'refusing') return this.onListenerClosed(h, { by: event.front, refusals: event.refusals }, now)
     if (event.type === 'message') return this.onMessage(h, event.message, now)
     if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
   }
@@ -311,7 +323,19 @@ class Pool extends EventEmitter {
       case msg.HEARTBEAT: return h.measured(m.rss)
       case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
+      case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
     }
+  }
+
+  // The worker's port refuses connections while its process lives on, heartbeating: it said so
+  // (its server closed or failed), or a front found out (workerRefusing). It serves nothing, so
+  // it leaves 'ready' now, and is drained and replaced at once, outside the replace step's batch
+  // budget; its slot respawns with the crash backoff (worker-handle.js). Once per process: a
+  // worker already draining is on its way out anyway.
+  onListenerClosed (h, cause, now) {
+    if (h.drain) return
+    this.report.listenerClosed(h, cause, now)
+    this.beginDrain(h, { reason: 'listener-closed' })
   }
 
   // The worker listens; with --warmup, it is ready once warmed up ('warmed' comes back here).

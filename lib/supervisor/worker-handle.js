@@ -19,7 +19,8 @@
 //   booting    warming → ready                      with --warmup: it listens, then answered
 //                                                   its warm-up requests
 //   ready      busy ⇄ ready                         a request starts / ends ('busy' / 'idle')
-//   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling
+//   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling, a
+//                                                   listener that closed (the port refuses)
 //   any live   dead                                 the process exited, or its fork failed
 //                                                   (respawn at `respawnAt`)
 //   booting, warming  given-up                      it exited before ready, the last allowed time
@@ -43,7 +44,7 @@ const TRANSITIONS = Object.freeze({
 // 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
 // the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
 // drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
-// 'max-requests', 'max-rss', 'recycle').
+// 'max-requests', 'max-rss', 'recycle', 'listener-closed').
 
 class WorkerHandle {
   #state = 'dead'
@@ -271,7 +272,9 @@ class WorkerHandle {
   // supervisor reports: { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }.
   // A process that was draining was going away anyway: however it ended, its slot goes on as the
   // drain meant (replaced, removed, or left dead by a stop) with no crash backoff; so does any
-  // exit while the pool stops.
+  // exit while the pool stops. Except a drain for a closed listener: that process failed, and
+  // its slot respawns with the crash backoff, so an app that closes its server at every start
+  // is not forked again in a tight loop.
   exited (code, signal, now, { stopping }) {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
@@ -282,7 +285,7 @@ class WorkerHandle {
     this.detach()
     this.request = null
     const outcome = { reason, planned, draining, next: 'dead' }
-    if (stopping || draining) {
+    if (stopping || (draining && draining !== 'listener-closed')) {
       this.respawnAt = now
       this.transition('dead')
       return outcome

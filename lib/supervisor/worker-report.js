@@ -137,6 +137,15 @@ class WorkerReport {
     this.logger.error({ event: 'channel-broken', pid, problem }, `the reload canary (pid ${pid}) broke the pool channel: ${problem}; killing it`)
   }
 
+  // The worker's port refuses connections while it lives (Pool.onListenerClosed). cause: { by:
+  // 'worker' or the front that found out, error (its server failed), refusals (the front's count) }.
+  listenerClosed (h, { by, error, refusals }, now) {
+    const how = error ? `its server failed: ${error.message}` : by === 'worker' ? 'the app closed its server' : `${refusals} connections in a row refused (seen by the ${by} front)`
+    this.of(h).error({ event: 'listener-closed', pid: h.pid, by, err: error || undefined, refusals }, `worker ${h.slot} (pid ${h.pid}) no longer accepts connections: ${how}; replacing it`)
+    this.metrics.failed('worker_listener_closed')
+    this.emit('listener-closed', { ...h.snapshot(now), by, error: error || null, refusals: refusals ?? null })
+  }
+
   draining (h, reason, now) {
     this.of(h).info({ event: 'draining', reason, pid: h.pid }, `worker ${h.slot} draining (${reason})`)
     const view = h.snapshot(now)

@@ -1,8 +1,9 @@
 'use strict'
 
 // The pool's side of a worker process: load the app, listen on the slot's port, and report to
-// the supervisor over the pool channel (lib/protocol/channel.js: ready, busy, idle, heartbeat). The worker only reports; the
-// supervisor decides, because a worker whose event loop is blocked cannot decide anything.
+// the supervisor over the pool channel (lib/protocol/channel.js: ready, busy, idle, heartbeat, a
+// listener that closed). The worker only reports; the supervisor decides, because a worker whose
+// event loop is blocked cannot decide anything.
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -59,6 +60,7 @@ class WorkerRuntime {
     this.booted = false
     this.failed = false
     this.channel = null // the pool channel's worker end (null when not forked by a pool)
+    this.listenerReported = false // told the supervisor that the server no longer listens
     this.onBootFailure = (err) => this.failBoot(err)
     this.watchdog = null
     this.exiting = false
@@ -102,7 +104,10 @@ class WorkerRuntime {
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
-    setInterval(() => this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() }), this.heartbeatInterval).unref()
+    setInterval(() => {
+      this.checkListener()
+      this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() })
+    }, this.heartbeatInterval).unref()
     this.listen = interceptListen({
       decide: (server, args) => this.decideListen(server, args),
       adopt: (server, callback) => this.adopt(server, callback)
@@ -246,7 +251,8 @@ class WorkerRuntime {
     // Outlive the balancer's idle keep-alive sockets so it rarely reuses one being closed.
     server.keepAliveTimeout = 65000
     server.headersTimeout = 66000
-    server.once('error', (err) => { if (!this.booted) this.failBoot(err) })
+    server.on('error', (err) => this.booted ? this.reportListenerClosed(err) : this.failBoot(err))
+    this.watchListener(server)
     this.channel?.ref() // awaitListen let go of it; from now on the server keeps the worker alive anyway
     const reserved = reserveLowFds()
     server.once('listening', () => releaseFds(reserved))
@@ -255,6 +261,37 @@ class WorkerRuntime {
     this.listen.apply(server, args)
     server.once('listening', () => this.becomeReady())
     return server
+  }
+
+  // After ready, a server that no longer listens leaves a worker that heartbeats, looks ready,
+  // and refuses every connection: the supervisor must hear of it, and replaces the worker. Node
+  // emits 'close' only once every open connection has ended (the balancer keeps some alive for
+  // a minute), while the port refuses connections from the moment close() is called: so close()
+  // itself is watched, and each heartbeat checks `listening`, for a close that went round it.
+  watchListener (server) {
+    const close = server.close
+    const runtime = this
+    server.close = function (...args) {
+      const result = close.apply(this, args)
+      runtime.checkListener()
+      return result
+    }
+    server.on('close', () => this.checkListener())
+  }
+
+  checkListener () {
+    if (this.booted && this.server && !this.server.listening) this.reportListenerClosed()
+  }
+
+  // The server closed (`err` absent), or failed: an error after listening is an accept that
+  // failed (out of file descriptors: a worker that serves one request at a time holds few, so
+  // its app leaks them), or one the app emitted. Either way the worker is replaced rather than
+  // left to refuse connections; handled here, so it is not thrown as an unhandled 'error'. Said
+  // once; the runtime's own close on a stop says nothing.
+  reportListenerClosed (err) {
+    if (this.stopping || this.listenerReported) return
+    this.listenerReported = true
+    this.send(msg.LISTENER_CLOSED, err ? { error: msg.serializeError(err) } : {})
   }
 
   // Until the supervisor has been told, a throw (in the app's listen() callback, say) is still a

@@ -38,6 +38,11 @@ const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 // still sending a body, say) are cut.
 const STOP_GRACE_MS = 1000
 
+// Connections to one worker refused in a row (none established in between) before the supervisor
+// hears that the worker refuses (noteRefusal). With the bench after each refusal, that is two
+// seconds or more of refusals: far longer than a dying worker refuses before it is out of rotation.
+const REFUSALS_BEFORE_REPORT = 3
+
 const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
 
 class EmbeddedBalancer {
@@ -374,6 +379,7 @@ class EmbeddedBalancer {
     // so that the release cannot hand it the next request. One given up on by the timeout is
     // still working: it keeps its place until it has sent its answer or died.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
+    if (failure === 'refused') this.noteRefusal(record, error)
     if (failure === 'timeout') attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
     else if (failure === 'refused') this.releaseWorker(job)
     else this.releaseWhenIdle(job, record)
@@ -382,6 +388,21 @@ class EmbeddedBalancer {
     if (decision.why === 'refused') job.redispatches++
     else job.replayed = true
     this.redispatch(job, record, decision.why, error)
+  }
+
+  // A worker whose port refuses connections (ECONNREFUSED: nothing listens) while the supervisor
+  // counts it ready: its app closed its listener without the runtime seeing it, say. Benching
+  // alone would try it again every second for ever, and with every worker like that every
+  // request would get a 502. After REFUSALS_BEFORE_REPORT in a row the supervisor hears of it,
+  // once per process, and replaces the worker (FrontContext.workerRefusing). A dying worker never
+  // gets that far: its exit takes it out of rotation within milliseconds.
+  noteRefusal (record, error) {
+    if (error?.code !== 'ECONNREFUSED') return // our own failure (EMFILE...) says nothing of the worker
+    record.refusedInARow++
+    if (record.refusedInARow < REFUSALS_BEFORE_REPORT || record.refusingReported || record.gone) return
+    if (typeof this.context?.workerRefusing !== 'function') return // used alone: nobody to tell
+    record.refusingReported = true
+    this.context.workerRefusing({ slot: record.slot, pid: record.pid, name: record.name }, { refusals: record.refusedInARow, front: this.name })
   }
 
   badResponse (job, err) {
@@ -482,4 +503,4 @@ class EmbeddedBalancer {
   }
 }
 
-module.exports = { EmbeddedBalancer }
+module.exports = { EmbeddedBalancer, REFUSALS_BEFORE_REPORT }

@@ -33,7 +33,10 @@ class Connection {
     this.parser = new ResponseParser(this)
     const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
     socket.setNoDelay(true)
-    socket.once('connect', () => { this.connected = true })
+    socket.once('connect', () => {
+      this.connected = true
+      pool.onConnect()
+    })
     socket.on('data', (chunk) => this.onData(chunk))
     socket.on('end', () => this.onEnd())
     socket.on('error', (err) => { this.error = err })
@@ -170,12 +173,14 @@ function keepAliveHint (rawHeaders) {
   return 0
 }
 
-// The connections to one worker: at most `maxIdle` kept open between requests.
+// The connections to one worker: at most `maxIdle` kept open between requests. onConnect(): a
+// new connection was established.
 class ConnectionPool {
-  constructor ({ host, port, maxIdle }) {
+  constructor ({ host, port, maxIdle, onConnect = () => {} }) {
     this.host = host
     this.port = port
     this.maxIdle = maxIdle
+    this.onConnect = onConnect
     this.idle = [] // most recently used last: reused first, so the others age out
     this.active = new Set()
     this.closed = false

@@ -3,7 +3,8 @@
 // The balancer's view of the workers: which may be given a request now, and how many each is
 // serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
 // connection only benches a worker briefly, because the supervisor's word on it may be a few
-// milliseconds behind the socket's.
+// milliseconds behind the socket's. Refusals in a row are counted, for the supervisor to hear of
+// a worker that refuses while it lives (EmbeddedBalancer.noteRefusal).
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
 
@@ -20,7 +21,9 @@ class WorkerRecord {
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
     this.benchTimer = null
     this.awaitingIdle = false // its last answer failed while its app may still be running the request
-    this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn })
+    this.refusedInARow = 0 // connections refused since the last one established
+    this.refusingReported = false
+    this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn, onConnect: () => { this.refusedInARow = 0 } })
   }
 
   // In the pool's words (lib/supervisor/worker-handle.js), seen from the balancer: dead once out of
