@@ -112,6 +112,7 @@ export interface Front {
   workerReady(worker: WorkerSnapshot): void
   /** optional: the worker reported the end of a request */
   workerIdle?(worker: WorkerSnapshot): void
+  /** sync and fast; called from the worker's exit event itself, or before the pool signals it */
   workerGone(worker: WorkerSnapshot): void
   drain(worker: WorkerSnapshot): Promise<void>
   stopping?(): void

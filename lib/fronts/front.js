@@ -16,7 +16,9 @@
 //   workerIdle(w)      optional, sync. w reported the end of a request (it finished its response,
 //                      or its handler's work after the client's connection closed).
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
-//                      rotation at once (HAProxy: MAINT). Called before any respawn.
+//                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
+//                      worker's exit event itself (lib/supervisor/spawn.js), or before the pool
+//                      signals it; once per process.
 //   drain(w)           returns a Promise. Stop giving w new requests; resolve once the front
 //                      holds no request in flight to w. The pool waits for every front's drain
 //                      and for the worker to report idle before it stops w, and gives up waiting

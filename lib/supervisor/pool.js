@@ -266,6 +266,13 @@ class Pool extends EventEmitter {
     return waiting
   }
 
+  // The exception to "events only enqueue": a slot's process exited, and the fronts hear it now,
+  // from the exit event itself (lib/supervisor/spawn.js watchChild says why). Only if that process
+  // still holds the slot; the tick handles the exit as usual and its announceGone does nothing.
+  announceExit (h, child) {
+    if (h.child === child) this.announceGone(h)
+  }
+
   // ── the loop ──────────────────────────────────────────────────────────────────────────────
 
   tick () {
@@ -415,6 +422,8 @@ class Pool extends EventEmitter {
     else h.kill(action.reason)
   }
 
+  // The fronts hear once per process that it is gone: from its exit event (announceExit), or
+  // from the tick, before a kill's signal or on the exit's handling, whichever comes first.
   announceGone (h) {
     if (h.goneAnnounced) return
     h.announcedGone()
@@ -565,11 +574,12 @@ class Pool extends EventEmitter {
     return 'booting'
   }
 
-  // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild).
-  // Throws what fork() throws.
+  // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild),
+  // and a slot's exit to the fronts at once (announceExit). Throws what fork() throws.
   fork ({ slot, host, port }, about) {
     const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
-    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event) })
+    const onGone = about.handle ? () => this.announceExit(about.handle, child) : undefined
+    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event), onGone })
     return child
   }
 

@@ -162,7 +162,8 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
 // ... })`, types prefixed `canary-` for a reload's canary. What the app sends is checked at this
 // door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
 // kills the process), a message the loop cannot use (messages.parseWorkerMessage) is dropped.
-function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue }) {
+// `onGone()`: called at the reap, for the fronts (below).
+function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue, onGone }) {
   const prefix = canary ? 'canary-' : ''
   const base = { handle, canary, child }
   const end = channel.supervisorEnd(child)
@@ -175,12 +176,19 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
       onError: (problem) => enqueue({ ...base, type: `${prefix}channel-broken`, problem, pid: child.pid })
     })
   }
-  // The one event source that acts: right at the reap, while the group's number is surely the
-  // worker's, what is left of its group gets its SIGTERM (lib/supervisor/process-group.js). The
-  // exit is told once the worker's last lines and messages are read (lib/supervisor/app-output.js):
+  // The one event source that acts, twice, right at the reap. First, while the group's number
+  // is surely the worker's, what is left of its group gets its SIGTERM
+  // (lib/supervisor/process-group.js). Then the fronts hear that the worker is gone (onGone: out
+  // of the balancer's rotation, MAINT in HAProxy): to a front a dead worker looks like the free
+  // one, and until it hears, every request it holds goes there and is refused, so this must not
+  // wait for the worker's output to be read or for the tick (measured in bench/death-notice.js).
+  // It only takes the worker out of rotation; the tick still does everything else, and its own
+  // announcement of the same exit does nothing (Pool.announceGone is once per process). The exit
+  // is told once the worker's last lines and messages are read (lib/supervisor/app-output.js):
   // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
     const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
+    if (onGone) onGone()
     afterOutputRead(child, () => {
       end?.destroy() // a process the app started may hold the worker's end: ours is done
       enqueue(exit)

@@ -616,6 +616,20 @@ t.test('1000 workers: a batch boots at a time; the control socket and a stop are
   t.equal(h.sys.forks.length, 88, 'and nothing was forked after it')
 })
 
+t.test('an exit reaches the fronts at the exit event, before the tick, and once', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const exits = []
+  h.pool.on('exit', (w) => exits.push(w.slot))
+  h.latest(2).exit(null, 'SIGKILL')
+  t.same(h.front.calls.filter((c) => c.startsWith('gone')), ['gone 2'], 'out of rotation from the exit event itself')
+  t.same(exits, [], 'the exit itself is still the tick\'s to handle')
+  await h.step()
+  t.same(exits, [2], 'handled by the tick')
+  t.same(h.front.calls.filter((c) => c.startsWith('gone')), ['gone 2'], 'the tick does not announce it again')
+  t.equal(h.pool.handles.get(2).lastExit.reason, 'crashed')
+})
+
 t.test('a worker that says its listener closed: out of ready at once, drained, respawned with the crash backoff, told once', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)

@@ -120,9 +120,9 @@ class HaproxyFront {
 
   // Sync and fast: the command goes into this server's own queue (normally empty) and its
   // connection is opened a microtask later, before the event loop turns; nothing else the pool
-  // does (checks, drain polls, other servers) can delay it. The latency logged is from this
-  // call to HAProxy's reply; `sinceExitMs` counts from the supervisor's handling of the exit
-  // event (ms resolution), when this call comes from an exit rather than a kill by the pool.
+  // does (checks, drain polls, other servers) can delay it. The call comes from the worker's
+  // exit event itself, or before the signal of a kill by the pool; the latency logged is from
+  // the call to HAProxy's reply (bench/death-notice.js measures from the SIGKILL).
   workerGone (w) {
     const name = serverName(w)
     // A drained server was set MAINT before its worker was told to stop; if that command
@@ -132,13 +132,11 @@ class HaproxyFront {
     this._want(name, 'maint').then((r) => {
       if (!r.ok) return
       const ms = round(performance.now() - startedAt)
-      const exit = w.lastExit && w.lastExit.at >= (w.startedAt ?? 0) ? w.lastExit : null
-      const sinceExitMs = exit ? Date.now() - exit.at : undefined
       const m = this.maintLatency
       m.count++
       m.lastMs = ms
       m.maxMs = Math.max(m.maxMs ?? 0, ms)
-      this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms, sinceExitMs }, `${this.backend}/${name} MAINT ${ms} ms after the worker was gone`)
+      this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms }, `${this.backend}/${name} MAINT ${ms} ms after the worker was gone`)
     })
   }
 
