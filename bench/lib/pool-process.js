@@ -15,7 +15,8 @@ const APP = path.join(__dirname, 'pool-app.js')
 
 // args: everything after `pool start APP` (-n, --worker-port, the front's flags...).
 // Resolves once the pool logged 'started'; rejects if it exits first or takes over `timeout` ms.
-function startPoolProcess (args, { app = APP, timeout = 60000 } = {}) {
+// onLine(line, at): every JSON log line as it is read, whole (with its `time`).
+function startPoolProcess (args, { app = APP, timeout = 60000, onLine } = {}) {
   const child = spawnTracked(process.execPath, [BIN, 'start', app, '--log-format', 'json', '--stats-port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   child.stopSignal = 'SIGTERM' // on stopAll() too: a graceful stop, SIGKILL after 5 s
   const pool = {
@@ -34,6 +35,7 @@ function startPoolProcess (args, { app = APP, timeout = 60000 } = {}) {
       try { line = JSON.parse(text) } catch { return }
       if (!line.event) return
       const at = performance.now()
+      if (onLine) onLine(line, at)
       if (line.event === 'spawn') { pool.pids[line.slot] = line.pid; pool.allPids.add(line.pid) }
       if (line.event === 'ready') pool.ready.add(line.pid)
       if (line.event === 'exit') pool.ready.delete(line.pid)

@@ -253,6 +253,18 @@ async function killTimelineSection (r, dir, run) {
   r.add(provenance(run, 'kill-timeline'))
 }
 
+async function deathNoticeSection (r, dir, run) {
+  const data = load.deathNotice(dir)
+  r.add('## Death notice', 'How soon the front hears that a worker died, from its SIGKILL: out of the embedded balancer\'s rotation, or MAINT as HAProxy itself reports it (`show servers state`, polled back to back). Until then HAProxy sees the dead server as the free one. "Dead" is when the process had died (the kernel\'s and the scheduler\'s part); "the pool\'s part" is from then to the notice. By `bench/death-notice.js`.')
+  if (!data?.rows?.length) return r.add(missing(run, 'death-notice', 'death notice times'))
+  const rowsOf = (rows, label_) => rows.map((x) => [label_, label(x.front), x.load, `${ms(x.notice.median)} / ${ms(x.notice.p90)} / ${ms(x.notice.max)}`, ms(x.dead?.median), x.react ? `${ms(x.react.median)} / ${ms(x.react.p90)}` : '–', ms(x.exit.median), x.loadResult ? int(x.loadResult.rps) : '–', finite(x.loadavg) ? x.loadavg.toFixed(1) : '–'])
+  r.add(table(['code', 'front', 'load', 'notice ms median / p90 / max', 'dead ms', 'the pool\'s part ms median / p90', 'exit handled ms', 'req/s', 'machine load (1 min)'],
+    [...(data.baseline ? rowsOf(data.baseline.rows, 'before') : []), ...rowsOf(data.rows, data.baseline ? 'after' : 'this')]))
+  r.add(`${data.workers} workers; ${data.config.kills} kills per row, slots in turn, each after the previous one's replacement was ready. Loaded: autocannon, ${data.config.connections} keep-alive connections, a handler that answers at once. The pool's log times have a 1 ms resolution (hence a slightly negative part now and then); on a machine shared with other work the spread between runs is wide.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}, the code before the fronts heard of an exit from the exit event itself.` : ''}`)
+  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(provenance(run, 'death-notice', null, data))
+}
+
 async function haproxyKillSection (r, dir, run) {
   const data = load.haproxyKill(dir)
   r.add('## The kill experiment, counted', 'The same experiment as the timeline, counted per health-check configuration by `bench/haproxy-kill.js`, with and without the pool setting MAINT on exit.')
@@ -428,6 +440,7 @@ const SECTIONS = [
   ['costs', 'Costs', costsSection],
   ['matrix', "The operator's matrix", matrixSection],
   ['kill-timeline', 'Kill timeline', killTimelineSection],
+  ['death-notice', 'Death notice', deathNoticeSection],
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
   ['reload', 'Rolling reload under load', reloadSection],
   ['slow-clients', 'Slow clients', slowClientsSection],
