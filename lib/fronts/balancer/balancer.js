@@ -4,44 +4,24 @@
 // does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
 // nginx's (buffering both ways, /ping), and learns about workers from the supervisor's hooks
 // rather than from health checks. See lib/fronts/front.js for the interface.
+//
+// This module is the front adapter: the hooks the supervisor calls, the client-facing listener
+// and its stop, the metrics wiring. What happens to each request (admission, its body, the
+// queue, the attempts on workers, the answer) is the request pipeline's (pipeline.js).
 
 const { WorkerSet } = require('./workers')
-const { Dispatcher } = require('./dispatcher')
-const { forward } = require('./proxy')
-const { decide, mayReuseConnection } = require('./retry')
-const { failureOf, ATTEMPT_FAILURES } = require('./failures')
-const { refusalOf } = require('./request-rules')
-const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
-const { BodyBudget } = require('./body-budget')
-const { Reclaimer, worthReclaiming } = require('./reclaim')
-const headers = require('./headers')
-const { replyError, replyPing, refuseConnect } = require('./replies')
+const { RequestPipeline } = require('./pipeline')
+const { refuseConnect } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
 const { WorkerGoneError } = require('./upstream')
-const { BalancedRequest } = require('./request')
 const { createFrontServer } = require('./server')
 const { listen, beginClose, closeServer, urlOf } = require('../../net/listen')
-const { codes } = require('../../errors')
 const { guardAccept } = require('../../net/descriptors')
-
-// The answer to a body the balancer stopped reading (buffering.js), by the error's code.
-const BODY_REFUSALS = {
-  [codes.BODY_TOO_LARGE]: 'body_too_large',
-  [codes.BODY_OVER_BUDGET]: 'body_budget'
-}
-
-// Refusals for a limit of the balancer's (replies.js), rather than for what the request is.
-const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
 const STOP_GRACE_MS = 1000
-
-// Connections to one worker refused in a row (none established in between) before the supervisor
-// hears that the worker refuses (noteRefusal). With the bench after each refusal, that is two
-// seconds or more of refusals: far longer than a dying worker refuses before it is out of rotation.
-const REFUSALS_BEFORE_REPORT = 3
 
 const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
 
@@ -54,27 +34,31 @@ class EmbeddedBalancer {
     this.isStopping = false
     this.isStopped = false
     this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
-    this.dispatcher = new Dispatcher({
+    this.slots = new SlotStats({ metrics: null, workers: this.workers }) // counters that outlive each process
+    this.pipeline = new RequestPipeline({
+      options,
+      log: this.log,
       workers: this.workers,
-      queueTimeout: options.queueTimeout,
-      maxQueue: options.maxQueue,
-      overload: options.overload,
-      priorityOf: options.priorityOf,
-      onAssign: (job, record) => this.onAssign(job, record),
-      // queue_timeout, queue_shed (overload control) or queue_full (a higher class took its place)
-      onTurnedAway: (job, reason) => this.safely(job, () => {
-        this.metrics.failures.inc({ reason })
-        this.fail(job, reason)
-      })
+      slots: this.slots,
+      metrics: () => this.metrics,
+      isStopping: () => this.isStopping,
+      isStopped: () => this.isStopped,
+      supervisorSays: (slot) => this.context?.workers?.().find((w) => w.slot === slot),
+      // A worker refusing connections while the pool counts it ready (pipeline.js noteRefusal):
+      // false when used alone, with nobody to tell.
+      reportRefusing: (w, detail) => {
+        if (typeof this.context?.workerRefusing !== 'function') return false
+        this.context.workerRefusing(w, { ...detail, front: this.name })
+        return true
+      }
     })
-    // Bodies held over all requests, and their memory given back after a burst.
-    this.reclaimer = new Reclaimer({ emptySince: () => this.bodyBudget.emptySince, minBytes: worthReclaiming(options.bodyBudget) })
-    this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease: (bytes) => this.reclaimer.onRelease(bytes) })
-    this.metrics = this.createMetrics(null)
-    this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
+    this.dispatcher = this.pipeline.dispatcher // the queue: drains, benches and releases come from the hooks
+    this.bodyBudget = this.pipeline.bodyBudget
+    this.reclaimer = this.pipeline.reclaimer
+    this.slots.metrics = this.metrics = this.createMetrics(null)
     this.server = createFrontServer(options, {
-      onRequest: (req, res) => this.onRequest(req, res),
-      onCheckContinue: (req, res) => this.onCheckContinue(req, res),
+      onRequest: (req, res) => this.pipeline.onRequest(req, res),
+      onCheckContinue: (req, res) => this.pipeline.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
     })
     // A full descriptor table refuses new clients, never the workers' respawns
@@ -82,7 +66,6 @@ class EmbeddedBalancer {
     guardAccept(this.server, { name: 'balancer', logger: this.log, onRefused: () => this.metrics.failures.inc({ reason: 'out_of_descriptors' }) })
     this.url = urlOf(options.host, options.port)
     this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
-    this.slots = new SlotStats({ metrics: this.metrics, workers: this.workers }) // counters that outlive each process
   }
 
   createMetrics (poolMetrics) {
@@ -166,8 +149,7 @@ class EmbeddedBalancer {
     this.isStopping = true
     clearTimeout(this.announceTimer)
     this.isStopped = true
-    this.reclaimer.stop()
-    this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
+    this.pipeline.stop()
     for (const socket of this.connectSockets) socket.destroy()
     this.workers.closeAll(new WorkerGoneError('the pool stopped'))
     const cut = setTimeout(() => this.server.closeAllConnections(), STOP_GRACE_MS)
@@ -190,317 +172,11 @@ class EmbeddedBalancer {
     }
   }
 
-  // ---- a request's life -------------------------------------------------------------------
-  //
-  // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
-  // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): answered, streamed,
-  // redispatched, or failed → the client's connection closes (onClientClose). Every entry point
-  // from outside (the HTTP server, timers, attempt outcomes) runs through `safely`, so an
-  // unexpected throw costs that one request.
-
-  onRequest (req, res, { expectsContinue = false } = {}) {
-    if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
-      return replyPing(req, res, { stopping: this.isStopping })
-    }
-    const job = new BalancedRequest(req, res)
-    res.once('close', () => this.safely(job, () => this.onClientClose(job)))
-    this.safely(job, () => this.accept(job, expectsContinue))
-  }
-
-  // `Expect: 100-continue`: the body is invited only once the request is admitted.
-  onCheckContinue (req, res) {
-    this.onRequest(req, res, { expectsContinue: true })
-  }
-
-  accept (job, expectsContinue) {
-    const refusal = this.arrivalRefusal(job)
-    if (refusal) return this.refuse(job, refusal)
-    if (!hasBody(job.req)) return this.admit(job)
-    if (expectsContinue) job.res.writeContinue()
-    readBody(job.req, { limit: this.options.maxBody, hold: job.bodyHold }).then((body) => {
-      job.body = body
-      this.safely(job, () => this.admit(job))
-    }, (err) => this.safely(job, () => {
-      const reason = BODY_REFUSALS[err.code]
-      if (reason) this.refuse(job, reason)
-      // CLIENT_ABORTED: nobody is left to answer; onClientClose accounts for it.
-    }))
-  }
-
-  // Whether a request may come in, decided in one place, once its head has arrived and before
-  // a byte of its body is read, so that a refused body is never buffered. Returns the reason
-  // (replies.js) it is refused for, or null. A body whose announced length has no room on the
-  // body budget now is refused; one admitted holds its bytes there as they arrive (readBody),
-  // and is refused with body_budget when the next ones do not fit.
-  arrivalRefusal (job) {
-    const { req } = job
-    if (this.isStopped) return 'stopping'
-    const rule = refusalOf(req)
-    if (rule) return rule
-    if (!hasBody(req)) return null // the queue decides as it takes it (admit)
-    if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
-    if (!this.dispatcher.wouldTake(job)) return 'queue_full'
-    job.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
-    return job.bodyHold ? null : 'body_budget'
-  }
-
   // CONNECT: refused (replies.js); its socket is the balancer's to close on stop.
   onConnect (socket) {
     this.connectSockets.add(refuseConnect(socket))
     socket.once('close', () => this.connectSockets.delete(socket))
   }
-
-  admit (job) {
-    if (job.clientGone) return
-    if (this.isStopped) return this.fail(job, 'stopping')
-    job.enter('queued')
-    if (this.dispatcher.submit(job) === 'full') this.refuse(job, 'queue_full')
-  }
-
-  // A request turned away by one of the balancer's limits is counted in pool_failures_total; one
-  // the rules refuse (request-rules.js), or that arrives as the pool stops, is not.
-  refuse (job, reason) {
-    if (LIMITS.has(reason)) this.metrics.failures.inc({ reason })
-    this.fail(job, reason)
-  }
-
-  // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
-  // everything here runs in this request's own boundary.
-  onAssign (job, record) {
-    job.holding = record
-    job.assignedAt = performance.now()
-    this.safely(job, () => {
-      if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
-      job.attempts++
-      job.enter('on-worker')
-      job.record = record
-      this.slots.of(record.slot, record.name).requests++
-      this.metrics.workerRequestsFor(record.name).inc()
-      if (!job.head) {
-        const trusted = this.options.isTrustedPeer(job.req.socket.remoteAddress)
-        job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted })
-      }
-      const options = { ...this.attemptOptions, reuse: mayReuseConnection(job.method) }
-      const attempt = forward(job, record, options, (outcome) => this.safely(job, () => this.onOutcome(job, record, attempt, outcome)))
-      job.attempt = attempt
-    })
-  }
-
-  onOutcome (job, record, attempt, outcome) {
-    if (outcome.type === 'complete') {
-      this.releaseWorker(job)
-      return this.sendBuffered(job, outcome)
-    }
-    if (outcome.type === 'overflow') return this.stream(job, attempt, outcome)
-    this.onAttemptFailed(job, record, attempt, outcome)
-  }
-
-  // Give back the worker's place, once per attempt, and let the queue have it.
-  // The place first, the bookkeeping after: nothing that throws can keep the place.
-  releaseWorker (job) {
-    const record = job.holding
-    if (!record) return
-    job.holding = null
-    const busy = performance.now() - job.assignedAt
-    try {
-      this.dispatcher.release(record, busy)
-    } finally {
-      this.metrics.workerBusy.observe(busy / 1000)
-      this.slots.of(record.slot, record.name).busyMs += busy
-    }
-  }
-
-  // The worker's answer failed (malformed, cut short, or its connection closed), but its app may
-  // still be running the request: a handler that destroyed its response and carries on, say.
-  // The request lets go of the worker now; the worker's place is given back when the supervisor
-  // hears it is idle (workerIdle), or it is gone. Without a supervisor to ask, or when it says
-  // the worker is not busy (the request's end was already heard), at once.
-  releaseWhenIdle (job, record) {
-    const snapshot = this.context?.workers?.().find((w) => w.slot === record.slot)
-    if (job.holding !== record || !snapshot || snapshot.pid !== record.pid || snapshot.state !== 'busy' || record.gone) return this.releaseWorker(job)
-    job.holding = null
-    record.awaitingIdle = true
-  }
-
-  sendBuffered (job, { head, body }) {
-    if (job.clientGone) return
-    job.enter('responding')
-    if (!this.writeHead(job, head, { bodyLength: body.length })) return
-    job.res.end(body)
-    if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
-  }
-
-  // Passes the worker's status and headers on. Node refuses some that our parser accepts
-  // (a status it cannot send, say): that is the worker's bad response, not a crash.
-  writeHead (job, head, { bodyLength } = {}) {
-    try {
-      job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength, close: this.isStopping }))
-      return true
-    } catch (err) {
-      this.badResponse(job, err)
-      return false
-    }
-  }
-
-  // A client that takes no byte of its response for --send-timeout is cut off (nginx's
-  // send_timeout): a buffered response would otherwise pin memory, a streamed one a worker,
-  // for ever.
-  limitSendTime (res) {
-    if (this.options.sendTimeout === 0) return
-    res.setTimeout(this.options.sendTimeout, () => {
-      this.metrics.failures.inc({ reason: 'client_send_timeout' })
-      res.destroy()
-    })
-  }
-
-  // The response outgrew the buffer: stream it, holding the worker until the worker has sent
-  // its last byte (the client's pace now matters, as with any streaming proxy).
-  stream (job, attempt, { head, chunks }) {
-    const res = job.res
-    job.enter('responding')
-    if (!job.clientGone) {
-      if (!this.writeHead(job, head)) return attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
-      for (const chunk of chunks) res.write(chunk)
-      this.limitSendTime(res)
-    }
-    attempt.stream(res, (failure) => this.safely(job, () => {
-      if (!failure) return this.releaseWorker(job)
-      this.metrics.failures.inc({ reason: failureOf(failure).metric })
-      res.destroy() // the client sees a truncated response, not a silently short one
-      this.releaseWhenIdle(job, job.record)
-    }))
-  }
-
-  onAttemptFailed (job, record, attempt, { failure, error }) {
-    this.metrics.failures.inc({ reason: failureOf(failure).metric })
-    if (failure !== 'timeout') this.slots.of(record.slot, record.name).failures++
-    if (failure === 'bad_response') this.logBadResponse(job, record, error)
-    // A worker that refused or reset the connection is benched before its place is given back,
-    // so that the release cannot hand it the next request. One given up on by the timeout is
-    // still working: it keeps its place until it has sent its answer or died.
-    if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
-    if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'timeout') attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
-    else if (failure === 'refused') this.releaseWorker(job)
-    else this.releaseWhenIdle(job, record)
-    const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped })
-    if (decision.action === 'answer') return this.fail(job, decision.reason)
-    if (decision.why === 'refused') job.redispatches++
-    else job.replayed = true
-    this.redispatch(job, record, decision.why, error)
-  }
-
-  // A worker whose port refuses connections (ECONNREFUSED: nothing listens) while the supervisor
-  // counts it ready: its app closed its listener without the runtime seeing it, say. Benching
-  // alone would try it again every second for ever, and with every worker like that every
-  // request would get a 502. After REFUSALS_BEFORE_REPORT in a row the supervisor hears of it,
-  // once per process, and replaces the worker (FrontContext.workerRefusing). A dying worker never
-  // gets that far: its exit takes it out of rotation within milliseconds.
-  noteRefusal (record, error) {
-    if (error?.code !== 'ECONNREFUSED') return // our own failure (EMFILE...) says nothing of the worker
-    record.refusedInARow++
-    if (record.refusedInARow < REFUSALS_BEFORE_REPORT || record.refusingReported || record.gone) return
-    if (typeof this.context?.workerRefusing !== 'function') return // used alone: nobody to tell
-    record.refusingReported = true
-    this.context.workerRefusing({ slot: record.slot, pid: record.pid, name: record.name }, { refusals: record.refusedInARow, front: this.name })
-  }
-
-  badResponse (job, err) {
-    const { metric, answer } = ATTEMPT_FAILURES.bad_response
-    this.metrics.failures.inc({ reason: metric })
-    if (job.record) this.slots.of(job.record.slot, job.record.name).failures++
-    this.logBadResponse(job, job.record, err)
-    this.fail(job, answer)
-  }
-
-  logBadResponse (job, record, err) {
-    this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, err },
-      `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); answered 502`)
-  }
-
-  redispatch (job, record, why, error) {
-    this.metrics.redispatches.inc({ reason: why })
-    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, err: error },
-      `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
-    job.enter('queued')
-    this.dispatcher.requeue(job)
-  }
-
-  // Answer with the balancer's own error for `reason` (see replies.js). An answer given before
-  // the body was read closes the connection: the rest of the body is never read.
-  fail (job, reason) {
-    job.reason = reason
-    if (job.clientGone) return
-    const bodyUnread = job.stage === 'reading' && hasBody(job.req)
-    job.enter('responding')
-    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping || bodyUnread })
-    if (status >= 500) {
-      this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
-        `${job.method} ${job.url} answered ${status} (${reason})`)
-    }
-  }
-
-  // The error boundary of the data path: a throw in the balancer's own code costs the request it
-  // happened for (500, or a cut connection once the response has started), never the process,
-  // and never the worker's place: a worker still working on the request keeps it until done.
-  safely (job, fn) {
-    try {
-      fn()
-    } catch (err) {
-      this.internalError(job, err)
-    }
-  }
-
-  internalError (job, err) {
-    try {
-      this.metrics.failures.inc({ reason: 'internal_error' })
-      this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
-        `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
-      this.dispatcher.cancel(job)
-      if (job.holding) {
-        if (job.attempt) job.attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
-        else this.releaseWorker(job)
-      }
-      if (job.res.headersSent) job.res.destroy()
-      else this.fail(job, 'internal_error')
-    } catch {
-      // Nothing more can be done for this request (not even, maybe, a log line); the process
-      // must not follow it.
-      try { job.res.destroy() } catch {}
-    }
-  }
-
-  // Every request ends here, answered or abandoned.
-  onClientClose (job) {
-    const finished = job.res.writableFinished
-    if (!finished) {
-      job.clientLeft()
-      this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
-      if (!job.reason) {
-        job.reason = 'client_aborted'
-        this.metrics.failures.inc({ reason: 'client_aborted' })
-      }
-    }
-    job.enter('done')
-    const status = finished ? job.res.statusCode : 499
-    const ms = performance.now() - job.arrivedAt
-    this.metrics.durationFor(status).observe(ms / 1000)
-    if (this.options.accessLog) {
-      this.log.info({
-        event: 'request',
-        id: job.id,
-        method: job.method,
-        url: job.url,
-        status,
-        ms: Math.round(ms * 10) / 10,
-        queueMs: Math.round(job.queueMs * 10) / 10,
-        worker: job.record ? job.record.name : undefined,
-        attempts: job.attempts,
-        reason: job.reason || undefined,
-        leftAt: job.goneAt || undefined // the stage a request was at when its client left
-      }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : ''))
-    }
-  }
 }
 
-module.exports = { EmbeddedBalancer, REFUSALS_BEFORE_REPORT }
+module.exports = { EmbeddedBalancer }

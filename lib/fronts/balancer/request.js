@@ -16,7 +16,7 @@
 const { requestId } = require('./headers')
 
 // Every field a request carries is declared here, with who writes it: the balancer
-// (balancer.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
+// (pipeline.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
 // (buffering.js, body-budget.js). Nothing else is added to a request on the way.
 class BalancedRequest {
   constructor (req, res) {
@@ -41,7 +41,7 @@ class BalancedRequest {
     this.queueTimer = null // the timer of its deadline while queued
     this.queueMs = 0 // time spent queued, over every time it was
 
-    // ---- on a worker (balancer.js, proxy.js)
+    // ---- on a worker (pipeline.js, proxy.js)
     this.head = null // the request line and headers for the worker, built once (headers.js)
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
     this.holding = null // the worker whose maxconn place this request holds now, until released

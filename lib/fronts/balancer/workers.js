@@ -4,7 +4,7 @@
 // serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
 // connection only benches a worker briefly, because the supervisor's word on it may be a few
 // milliseconds behind the socket's. Refusals in a row are counted, for the supervisor to hear of
-// a worker that refuses while it lives (EmbeddedBalancer.noteRefusal).
+// a worker that refuses while it lives (pipeline.js noteRefusal).
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
 

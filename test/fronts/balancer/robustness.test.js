@@ -125,8 +125,9 @@ t.test('a response with bytes after its end (a 204 with a body) cannot be read a
 
 t.test('an unexpected throw in the balancer costs one request (500), is logged with its stack, and frees the worker', async (t) => {
   const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
-  const original = balancer.sendBuffered
-  balancer.sendBuffered = function () { this.sendBuffered = original; throw new Error('boom in the balancer') }
+  const { pipeline } = balancer // the request pipeline (pipeline.js) answers the client
+  const original = pipeline.sendBuffered
+  pipeline.sendBuffered = function () { this.sendBuffered = original; throw new Error('boom in the balancer') }
   const r = await request(`${balancer.base}/ok?first`)
   t.equal(r.status, 500)
   t.match(r.body, /internal error|failed while handling/)
