@@ -24,6 +24,7 @@ const { endAppProcesses } = require('./app-processes')
 const POLL = 200 // ms between checks of the parent: how late a SIGKILLed supervisor is noticed
 const GONE = 'pool-supervisor-gone' // main thread → watchdog
 const ORPHANED = 'pool-orphaned' // watchdog → main thread
+const WATCHING = 'pool-watching' // watchdog → main thread: it runs and checks the parent
 
 // In the worker's main thread. `onOrphaned` runs there if its loop still runs. Returns null
 // when no thread could be started: the worker then goes on without a watchdog.
@@ -35,15 +36,20 @@ function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {} }) {
   } catch {
     return null
   }
-  let running = true
-  thread.on('message', (m) => { if (m === ORPHANED) onOrphaned() })
+  // Only a thread that said it watches is counted on: one still starting (or that never will)
+  // must not keep the main thread from taking the worker down itself.
+  let running = false
+  thread.on('message', (m) => {
+    if (m === WATCHING) running = true
+    else if (m === ORPHANED) onOrphaned()
+  })
   // A watchdog that fails leaves the worker as it was without one.
   thread.on('error', () => { running = false })
   thread.on('exit', () => { running = false })
   // Never what keeps a worker alive; after the listeners, since a 'message' listener refs.
   thread.unref()
   return {
-    // Returns false when no watchdog runs any more to take the worker down.
+    // Returns false when no watchdog runs (yet, or any more) to take the worker down.
     supervisorGone () {
       if (running) thread.postMessage(GONE)
       return running
@@ -68,6 +74,7 @@ function watch ({ supervisorPid, grace }) {
   const check = () => { if (process.ppid !== supervisorPid) gone() }
   const timer = setInterval(check, POLL)
   parentPort.on('message', (m) => { if (m === GONE) gone() })
+  parentPort.postMessage(WATCHING)
   check() // the supervisor may be gone before this thread started
 }
 
