@@ -192,4 +192,12 @@ async function poolStatus (target) {
   return JSON.parse(r.stdout)
 }
 
-module.exports = { onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus }
+// Until the supervisor of the pool whose slot 1 listens on `workerPort` has heard a request
+// start (the worker's `busy`), seen over its control socket: a signal sent earlier would find
+// every worker idle.
+async function untilBusy (workerPort, what = 'the supervisor to see the request') {
+  await waitFor(async () => (await poolStatus(['--port', String(workerPort)])).workers.some((w) => w.state === 'busy'),
+    { timeout: 5000, what })
+}
+
+module.exports = { onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }

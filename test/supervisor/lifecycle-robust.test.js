@@ -5,7 +5,7 @@
 const t = require('tap')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive } = require('../helpers')
+const { BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }
@@ -122,13 +122,6 @@ async function faultyPool (t, { env = {}, flags = [] } = {}) {
   const helpers = [...helpersOf(file).values()]
   t.equal(helpers.length, 2, 'two helpers run')
   return { pool, ports, workers, helpers }
-}
-
-// Until the supervisor has heard the request start (the worker's `busy` message), seen from the
-// pool's control socket.
-async function untilBusy (port) {
-  await waitFor(async () => (await poolStatus(['--port', String(port)])).workers.some((w) => w.state === 'busy'),
-    { timeout: 5000, what: 'the supervisor to see the request' })
 }
 
 t.test('an uncaught error in the supervisor: fatal log with the stack, a graceful stop, exit 1', async (t) => {

@@ -2,16 +2,9 @@
 // Stopping and failing: graceful SIGTERM, a SIGKILLed supervisor, an app that cannot boot.
 const t = require('tap')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, poolStatus, waitFor, isAlive } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, untilBusy } = require('../helpers')
 
 function fixture (name) { return path.join(FIXTURES, name) }
-
-// Until the supervisor itself has the worker on `port` as busy (over its control socket, at the
-// default path for that slot-1 port): a SIGTERM sent earlier would find it idle.
-async function untilBusy (workerPort) {
-  await waitFor(async () => (await poolStatus(['--port', String(workerPort)])).workers.some((w) => w.state === 'busy'),
-    { timeout: 5000, what: 'the supervisor to see the request' })
-}
 
 async function workerPids (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })

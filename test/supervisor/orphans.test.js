@@ -7,7 +7,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { FIXTURES, cleanEnv, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, canBind, sleep } = require('../helpers')
+const { FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }
@@ -61,7 +61,7 @@ function markOf (pid) {
 t.test('a SIGKILLed supervisor: a worker stuck for good (Atomics.wait) goes, with its port and the app\'s processes', async (t) => {
   const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
   const stuck = request(`http://127.0.0.1:${ports[0]}/block`, { timeout: 30000 }).catch((err) => err)
-  await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.state === 'busy'), { timeout: 5000, what: 'the worker to be stuck in its request' })
+  await untilBusy(ports[0], 'the worker to be stuck in its request')
   pool.kill('SIGKILL')
   await pool.exited
   const everyone = processesOf(file)
