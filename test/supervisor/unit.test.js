@@ -119,6 +119,14 @@ async function started (h, slots = 1) {
   await starting
 }
 
+// A reload whose rejection the test asserts later: without the catch, a rejection the test has
+// not awaited yet would count as unhandled.
+function reloadAssertedLater (h) {
+  const reloading = h.pool.reload()
+  reloading.catch(() => {})
+  return reloading
+}
+
 t.test('a front is started with its FrontContext (lib/fronts/front.js), never the Pool itself', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
@@ -316,8 +324,7 @@ t.test('reload: a canary first, then one code generation rolled out a batch at a
 t.test('reload: a canary that cannot boot fails the reload and touches no slot', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
-  const reloading = h.pool.reload()
-  reloading.catch(() => {}) // asserted below
+  const reloading = reloadAssertedLater(h)
   await h.step()
   h.latest(0).say('boot-error', { error: { message: 'SyntaxError: Unexpected token', stack: '...' } })
   h.latest(0).exit(1)
@@ -331,8 +338,7 @@ t.test('reload: a canary that cannot boot fails the reload and touches no slot',
 t.test('reload: a canary not ready within --boot-timeout is killed once and fails the reload', async (t) => {
   const h = harness(t, { workers: 1, bootTimeout: 5000, heartbeatTimeout: 60000 })
   await started(h)
-  const reloading = h.pool.reload()
-  reloading.catch(() => {}) // asserted below
+  const reloading = reloadAssertedLater(h)
   await h.step()
   const canary = h.latest(0)
   await h.advance(5000)
@@ -350,8 +356,7 @@ t.test('reload: a canary not ready within --boot-timeout is killed once and fail
 t.test('reload: a canary that breaks its channel is killed and fails the reload', async (t) => {
   const h = harness(t, { workers: 1 })
   await started(h)
-  const reloading = h.pool.reload()
-  reloading.catch(() => {}) // asserted below
+  const reloading = reloadAssertedLater(h)
   await h.step()
   const canary = h.latest(0)
   canary.write('garbage\n')
@@ -367,8 +372,7 @@ t.test('reload: a canary that breaks its channel is killed and fails the reload'
 t.test('reload: a new worker that dies before ready stops the reload there', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
-  const reloading = h.pool.reload()
-  reloading.catch(() => {}) // asserted below
+  const reloading = reloadAssertedLater(h)
   await h.step()
   h.latest(0).say('ready')
   await h.step(4)
@@ -384,8 +388,7 @@ t.test('reload: a new worker that dies before ready stops the reload there', asy
 t.test('stop during a reload: the reload rejects STOPPING, its canary is killed once, the stop waits for it', async (t) => {
   const h = harness(t, { workers: 1 })
   await started(h)
-  const reloading = h.pool.reload()
-  reloading.catch(() => {}) // asserted below
+  const reloading = reloadAssertedLater(h)
   await h.step()
   const canary = h.latest(0)
   const stopped = h.pool.stop()
