@@ -204,7 +204,7 @@ class Dispatcher {
       const judged = this.judgedOldest(c, places)
       if (judged === null) o.emptied(now)
       if (o.update(now, judged, limits) && judged !== null) {
-        const old = this.tooOld(c, now, limits)
+        const old = this.tooOld(c, now, limits, this.beyondOneRound(c, places))
         for (const job of old) this.turnAway(job, 'queue_shed')
         shed = shed || old.length > 0
         const oldest = this.oldestQueuedAt(c)
@@ -216,14 +216,14 @@ class Dispatcher {
     if (shed) this.checkDrains()
   }
 
-  // The requests of class `c` that have waited past the overload limit. The class is walked
-  // from its oldest end and the walk stops at the first request young enough (those behind it
-  // are younger), except for redispatched requests put back in front, which may be younger than
-  // those behind them.
-  tooOld (c, now, limits) {
+  // The requests of class `c` that have waited past the overload limit, the oldest first, at
+  // most `max` of them. The class is walked from its oldest end and the walk stops at the first
+  // request young enough (those behind it are younger), except for redispatched requests put
+  // back in front, which may be younger than those behind them.
+  tooOld (c, now, limits, max) {
     const o = this.overload[c]
     const old = []
-    for (let node = this.queue.classes[c].head; node; node = node.next) {
+    for (let node = this.queue.classes[c].head; node && old.length < max; node = node.next) {
       if (o.tooOld(node.item.queuedAt, now, limits)) old.push(node.item)
       else if (!node.servedNext) break
     }
@@ -236,9 +236,16 @@ class Dispatcher {
   // renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
   // `places`: this.workers.places(), measured once by the caller.
   judgedOldest (c, places) {
+    return this.beyondOneRound(c, places) > 0 ? this.oldestQueuedAt(c) : null
+  }
+
+  // How many requests of class `c` and of the classes ahead of it are more than one round of the
+  // workers serves. A shedding pass turns away no more than that: requests that all waited too
+  // long together (a late timer, a burst) must not take the last round's with them.
+  beyondOneRound (c, places) {
     let ahead = 0
     for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
-    return ahead > places ? this.oldestQueuedAt(c) : null
+    return Math.max(0, ahead - places)
   }
 
   // When the longest-waiting request of class `c` was queued (null: none is).

@@ -270,3 +270,35 @@ t.test('the dispatcher writes only fields a request declares (request.js)', asyn
   d.requeue(requests[0])
   for (const r of requests) t.same(Object.keys(r).sort(), declared, r.name)
 })
+
+t.test('overload shedding: one pass never turns away the last round, even when all waited too long together', async (t) => {
+  // A late timer (a loaded machine) finds every queued request past the maximum wait at once.
+  // Those one round of the workers serves next are kept: turning them away shortens nobody's wait.
+  const shedOnce = (count, queuedNames, { cls = () => NORMAL } = {}) => {
+    const limits = { interval: 100, target: 100, maxWait: 600 }
+    const s = setup(t, { count, overload: limits })
+    for (let i = 0; i < count; i++) s.d.submit(job(`hold${i}`))
+    const jobs = queuedNames.map((name, i) => job(name, cls(i)))
+    for (const j of jobs) t.equal(s.d.submit(j), 'queued', `${j.name} waits`)
+    const longAgo = performance.now() - 10 * limits.maxWait
+    for (const j of jobs) j.queuedAt = longAgo
+    for (const o of s.d.overload) o.goodAt = longAgo // nothing left the queue in time for an interval
+    s.d.police()
+    return s
+  }
+  const one = shedOnce(1, ['a', 'b', 'c'])
+  t.same(one.turnedAway, [['a', 'queue_shed'], ['b', 'queue_shed']], 'one worker: the two oldest go, the last round stays')
+  one.finish('hold0')
+  t.same(one.assigned.at(-1), ['c', 1], 'and the one kept is served next')
+  one.check()
+
+  const two = shedOnce(2, ['a', 'b', 'c', 'd', 'e'])
+  t.same(two.turnedAway.map(([name]) => name), ['a', 'b', 'c'], 'two workers: two are kept')
+  t.equal(two.d.queued, 2)
+
+  // A round counts the classes served before this one: a high request ahead leaves no place for
+  // the normal ones.
+  const mixed = shedOnce(1, ['h', 'n1', 'n2'], { cls: (i) => i === 0 ? HIGH : NORMAL })
+  t.same(mixed.turnedAway.map(([name]) => name).sort(), ['n1', 'n2'], 'the round is the high request\'s')
+  t.equal(mixed.d.queued, 1)
+})

@@ -119,12 +119,17 @@ t.test('a standing queue recovers once the load drops: oldest first again, and n
   const control = balancer.dispatcher.overload[NORMAL]
 
   // Overload: nothing leaves the queue for an interval. It stands, and sheds who waited too long.
-  const first = await holdAndQueue(balancer, ['/sleep?tag=o1', '/sleep?tag=o2'], { hold: '/sleep?park=1&tag=hold1' })
+  const first = await holdAndQueue(balancer, ['/sleep?tag=o1', '/sleep?tag=o2', '/sleep?tag=o3'], { hold: '/sleep?park=1&tag=hold1' })
   await waitFor(() => control.standing, { interval: 5, what: 'the queue standing' })
-  t.same((await Promise.all(first.queued)).map((r) => r.status), [503, 503], 'the two that waited past the maximum wait are turned away')
-  // Fresh arrivals while it stands are served newest first.
-  const fresh = []
-  for (const tag of ['n1', 'n2', 'n3']) {
+  t.same((await Promise.all(first.queued.slice(0, 2))).map((r) => r.status), [503, 503], 'the two that waited past the maximum wait are turned away')
+  t.equal(balancer.status().queue, 1, 'o3 is kept: one round of the worker serves it')
+  // Fresh arrivals while it stands are served newest first; the first one puts o3, which has
+  // waited too long, beyond one round, and it is turned away.
+  const o3 = balancer.dispatcher.queue.classes[NORMAL].head.item
+  await waitFor(() => performance.now() - o3.queuedAt > o.maxWait, { interval: 5, what: 'o3 waiting too long' })
+  const fresh = [request(`${balancer.base}/sleep?tag=n1`)]
+  t.equal((await first.queued[2]).status, 503, 'o3 is turned away once n1 queues behind it')
+  for (const tag of ['n2', 'n3']) {
     fresh.push(request(`${balancer.base}/sleep?tag=${tag}`))
     await waitFor(() => balancer.status().queue === fresh.length, { interval: 2, what: `${tag} queued` })
   }
@@ -144,7 +149,7 @@ t.test('a standing queue recovers once the load drops: oldest first again, and n
   const r1 = await waitFor(() => requestLines(balancer).find((l) => l.url === '/sleep?tag=r1'), { what: 'r1\'s access-log line' })
   t.ok(r1.queueMs > o.maxWait, `r1 waited ${Math.round(r1.queueMs)} ms, past the maximum wait, and was served`)
   t.same(balancer.dispatcher.overload.map((c) => c.stands), [0, 1, 0], 'the queue stood once, not again')
-  t.equal(requestLines(balancer).filter((l) => l.reason === 'queue_shed').length, 2, 'only the two were shed')
+  t.equal(requestLines(balancer).filter((l) => l.reason === 'queue_shed').length, 3, 'only the three were shed')
 })
 
 t.test('normal load: overload control at its defaults never finds the queue standing', async (t) => {
