@@ -199,7 +199,7 @@ export interface SupervisorOptions {
   execArgv?: string[]
   /** extra arguments for the workers' process.argv */
   args?: string[]
-  /** working directory of the workers; default process.cwd() */
+  /** working directory of the workers; default: the supervisor's own (inherited, so a removed one still works) */
   cwd?: string
 }
 

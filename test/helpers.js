@@ -20,6 +20,16 @@ const FIXTURES = path.join(__dirname, 'fixtures')
 const RUNTIME_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-run-'))
 process.on('exit', () => fs.rmSync(RUNTIME_DIR, { recursive: true, force: true }))
 
+// `node ARGS...` as a command whose environment has only the NODE_OPTIONS a test gives (in
+// `env`): tap puts its own loader in NODE_OPTIONS of whatever a test spawns, after the
+// environment is set, and a pool would hand it on to every worker it forks. Not in the pool's
+// workers: it slows each boot (about 100 ms on this box) and needs a working directory that
+// exists. /usr/bin/env execs node, so the pid is node's.
+function nodeCommand (args, env = {}) {
+  const options = env.NODE_OPTIONS ? [`NODE_OPTIONS=${env.NODE_OPTIONS}`] : []
+  return ['/usr/bin/env', ['-u', 'NODE_OPTIONS', ...options, process.execPath, ...args]]
+}
+
 function cleanEnv (extra = {}) {
   const env = { ...process.env, XDG_RUNTIME_DIR: RUNTIME_DIR }
   delete env.NODE_OPTIONS // tap's; NODE_OPTIONS a test passes in `extra` is kept
@@ -92,11 +102,22 @@ function request (url, { method = 'GET', headers = {}, body, timeout = 10000, ag
   })
 }
 
-// A zombie (exited, not yet reaped by its new parent, often a container's PID 1 that reaps
-// lazily) runs no code and holds no port: it counts as gone.
+// Whether `pid` still runs. A zombie (exited, not yet reaped by its new parent, often a
+// container's PID 1 that reaps lazily) runs no code and holds no port: it counts as gone, but
+// only once every thread is: a process whose main thread has exited shows state Z while its
+// other threads (a Node process has several) are still exiting, and until the last one is gone
+// its files, and so its listening sockets, stay open.
 function isAlive (pid) {
   try { process.kill(pid, 0) } catch { return false }
-  try { return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] !== 'Z' } catch { return true }
+  const stateOf = (statPath) => fs.readFileSync(statPath, 'utf8').split(') ')[1][0]
+  try {
+    if (stateOf(`/proc/${pid}/stat`) !== 'Z') return true
+    return fs.readdirSync(`/proc/${pid}/task`).some((tid) => {
+      try { return !/[ZX]/.test(stateOf(`/proc/${pid}/task/${tid}/stat`)) } catch { return false }
+    })
+  } catch {
+    try { process.kill(pid, 0); return true } catch { return false } // reaped meanwhile
+  }
 }
 
 // `pool start` listens for stats just below the pool's ports by default, ports a test did not
@@ -127,7 +148,7 @@ function onJsonLines (stream, onRecord) {
 // Start `pool ARGS...` as a child with JSON logs. `child.logs` collects parsed lines;
 // `child.waitLog(pred)` resolves with the first line matching; `child.stop()` ends it for sure.
 function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
-  const child = spawn(process.execPath, [BIN, ...statsOff(args, stats)], {
+  const child = spawn(...nodeCommand([BIN, ...statsOff(args, stats)], env), {
     cwd,
     env: cleanEnv({ POOL_TEST: '1', ...env }),
     stdio: ['ignore', 'pipe', 'pipe']
@@ -174,7 +195,7 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
 // Run `pool ARGS...` to completion (bounded). Resolves { code, signal, stdout, stderr }.
 function runPool (args, { env = {}, timeout = 30000, cwd = ROOT, stats = false } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...statsOff(args, stats)], { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(...nodeCommand([BIN, ...statsOff(args, stats)], env), { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })

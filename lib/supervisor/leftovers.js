@@ -152,4 +152,12 @@ function range (ports) {
 
 function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
 
-module.exports = { MARK, supervisorMark, findLeftovers, endLeftovers }
+// Every process still running that a supervisor no longer running forked, or that inherited
+// its mark: [{ pid, startTime, supervisor, port }]. The suite checks with it, after its last
+// test, that no pool left anything behind (test/no-leftovers.js).
+function orphansOfDeadSupervisors () {
+  const all = processes() ?? []
+  return all.map((p) => ({ ...p, ...markOf(p.pid) })).filter((p) => p.supervisor && !supervisorRuns(p.supervisor))
+}
+
+module.exports = { MARK, supervisorMark, findLeftovers, endLeftovers, orphansOfDeadSupervisors }

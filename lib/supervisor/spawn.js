@@ -41,7 +41,10 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   delete env.NODE_CHANNEL_SERIALIZATION_MODE
   const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
   return spawnReleasingPipes(process.execPath, [...execArgv, BOOTSTRAP, ...(o.args || [])], {
-    cwd: o.cwd || process.cwd(),
+    // Without a `cwd` the worker inherits the supervisor's working directory, even one removed
+    // since the pool started (an old release's directory cleaned up by a deploy): a path to it,
+    // process.cwd()'s, would fail every respawn with ENOENT.
+    cwd: o.cwd,
     // stdout and stderr for the app's output, and the pool channel at fd CHANNEL_FD.
     stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which

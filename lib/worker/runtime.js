@@ -81,7 +81,15 @@ class WorkerRuntime {
     this.channel = channel.workerEnd()
     // No supervisor, no reason to live: never leave an orphan holding the port, even with this
     // thread's event loop stuck (./watchdog.js).
-    if (this.supervisorPid) this.watchdog = startWatchdog({ supervisorPid: this.supervisorPid, grace: this.killTimeout, onOrphaned: () => this.closeServer() })
+    if (this.supervisorPid) {
+      this.watchdog = startWatchdog({
+        supervisorPid: this.supervisorPid,
+        grace: this.killTimeout,
+        onOrphaned: () => this.closeServer(),
+        onFailed: (err) => this.logger.warn({ event: 'watchdog-failed', err },
+          `the worker's watchdog thread failed (${err.message}): if this worker's event loop is stuck when its supervisor dies, it outlives it`)
+      })
+    }
     if (this.channel) {
       channel.readFrames(this.channel, {
         onMessage: (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() },

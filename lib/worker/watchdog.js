@@ -26,14 +26,18 @@ const GONE = 'pool-supervisor-gone' // main thread → watchdog
 const ORPHANED = 'pool-orphaned' // watchdog → main thread
 const WATCHING = 'pool-watching' // watchdog → main thread: it runs and checks the parent
 
-// In the worker's main thread. `onOrphaned` runs there if its loop still runs. Returns null
-// when no thread could be started: the worker then goes on without a watchdog.
-function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {} }) {
+// In the worker's main thread. `onOrphaned` runs there if its loop still runs; `onFailed(err)`
+// if the thread fails to start or dies. Returns null when no thread could be created. Either
+// way the worker goes on without a watchdog, and its main thread ends it when its channel to the
+// supervisor closes, if its loop still runs. A thread fails to start when the process's working
+// directory has been removed: Node's thread bootstrap reads it (uv_cwd, ENOENT).
+function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {}, onFailed = () => {} }) {
   let thread
   try {
     // execArgv []: not the app's node flags (a -r preload of an APM agent has no business here).
     thread = new Worker(__filename, { workerData: { poolWatchdog: { supervisorPid, grace } }, execArgv: [], stdout: true, stderr: true })
-  } catch {
+  } catch (err) {
+    onFailed(err)
     return null
   }
   // Only a thread that said it watches is counted on: one still starting (or that never will)
@@ -44,7 +48,10 @@ function startWatchdog ({ supervisorPid, grace, onOrphaned = () => {} }) {
     else if (m === ORPHANED) onOrphaned()
   })
   // A watchdog that fails leaves the worker as it was without one.
-  thread.on('error', () => { running = false })
+  thread.on('error', (err) => {
+    running = false
+    onFailed(err)
+  })
   thread.on('exit', () => { running = false })
   // Never what keeps a worker alive; after the listeners, since a 'message' listener refs.
   thread.unref()

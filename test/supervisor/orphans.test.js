@@ -144,3 +144,26 @@ t.test('a running pool\'s processes are never taken for leftovers', async (t) =>
   for (const pid of everyone) t.ok(isAlive(pid), `pool A's ${pid} still runs`)
   t.equal(a.exitCode, null, 'pool A still runs')
 })
+
+t.test('the directory the pool started in is removed: a crashed worker is replaced all the same, and without its watchdog still goes with its supervisor', async (t) => {
+  // A deploy that cleans up an old release's directory under a running pool. Node cannot start a
+  // thread in a process whose working directory is gone (uv_cwd: ENOENT), so the new worker has
+  // no watchdog: it says so, and its main thread ends it when its supervisor's channel closes.
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-cwd-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const ports = await freePorts(1)
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms'], { cwd: dir })
+  t.teardown(() => pool.stop('SIGKILL'))
+  const first = await pool.waitLog((l) => l.event === 'ready')
+  fs.rmSync(dir, { recursive: true })
+  process.kill(first.pid, 'SIGKILL')
+  const second = await pool.waitLog((l) => l.event === 'ready' && l.pid !== first.pid, 10000)
+  t.equal((await request(`http://127.0.0.1:${ports[0]}/`)).status, 200, 'the slot serves again')
+  t.notOk(pool.logs.some((l) => l.event === 'spawn-error'), 'no fork failed')
+  const failed = await pool.waitLog((l) => l.event === 'watchdog-failed' && l.pid === second.pid)
+  t.match(failed.err.message, /ENOENT/, 'the new worker says its watchdog could not start, and why')
+  pool.kill('SIGKILL')
+  await pool.exited
+  await untilGone([second.pid], 'the worker without a watchdog to exit')
+  await portsFree(t, ports)
+})
