@@ -51,14 +51,18 @@ function machine () {
 // untracked files (a new file can change what is measured as much as an edit), except what the
 // suite itself writes (results, the report and its charts), which earlier parts of the same run
 // have just changed.
+const MAX_PATHS_NAMED = 10
 const WRITTEN_BY_THE_SUITE = [':!bench/results', ':!docs/benchmarks*.md', ':!docs/charts*']
 
 function source (cwd = path.join(__dirname, '..', '..')) {
   const git = (...a) => spawnSync('git', a, { cwd, encoding: 'utf8' })
   const commit = git('rev-parse', '--short', 'HEAD')
-  if (commit.status !== 0) return { commit: null, dirty: null, changedFiles: null }
+  if (commit.status !== 0) return { commit: null, dirty: null, changedFiles: null, changedPaths: null }
   const changed = git('status', '--porcelain', '--untracked-files=all', '--', '.', ...WRITTEN_BY_THE_SUITE).stdout.split('\n').filter(Boolean)
-  return { commit: commit.stdout.trim(), dirty: changed.length > 0, changedFiles: changed.length }
+  // Their paths too (the first few), so that a reader can tell an edit to the docs from one to
+  // the code measured.
+  const changedPaths = changed.slice(0, MAX_PATHS_NAMED).map((line) => line.slice(3))
+  return { commit: commit.stdout.trim(), dirty: changed.length > 0, changedFiles: changed.length, changedPaths }
 }
 
 // Runs `run(cell, repeat)` for every cell, `repeats` times, the cells taking turns (repeat 1

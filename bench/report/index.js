@@ -93,7 +93,8 @@ function provenance (run, name, fallback, data) {
   const p = run?.parts?.[name]
   const failed = p?.lastFailure ? ` Its last run (\`${p.lastFailure.command}\` at ${when(p.lastFailure.startedAt)}) ${p.lastFailure.status}: these results are from before it.` : ''
   const src = data?.source ?? p?.source
-  const commit = src?.commit ? ` On commit ${src.commit}${src.dirty ? ` with ${src.changedFiles} changed or untracked file${src.changedFiles === 1 ? '' : 's'}` : ''}.` : ' Commit not recorded (an earlier format).'
+  const named = src?.changedPaths?.length ? ` (${src.changedPaths.map((f) => `\`${f}\``).join(', ')}${src.changedFiles > src.changedPaths.length ? ', …' : ''})` : ''
+  const commit = src?.commit ? ` On commit ${src.commit}${src.dirty ? ` with ${src.changedFiles} changed or untracked file${src.changedFiles === 1 ? '' : 's'}${named}` : ''}.` : ' Commit not recorded (an earlier format).'
   const quick = data?.quick || p?.quick ? ' **Quick run (`--quick`): fewer and shorter runs, for checking the machinery; not for conclusions.**' : ''
   if (!p || p.status !== 'ok') {
     const made = data?.command ? `Made by \`${data.command}\`${data.startedAt ? ` at ${when(data.startedAt)}` : ''} (not by \`npm run bench\`).` : fallback ? `Made by \`${fallback}\` (not by \`npm run bench\`: no record of when).` : ''
@@ -416,12 +417,13 @@ async function costsSection (r, dir, run) {
   if (data.ceiling?.runs?.length) {
     const x = data.ceiling
     const busy = stat(x, 'frontCore')
-    const embedded = data.cpu.find((y) => y.front === 'embedded')
-    const model = embedded ? stat(embedded, (y) => 1e6 / y.processes.supervisor.cpuUsPerRequest) : null
+    // The CPU per request at full load, run by run: the busy share of the pinned core over the
+    // requests answered.
+    const perRequest = stat(x, (y) => y.frontCore * 1e6 / y.rps)
     const saturated = busy.value >= 0.9
     r.add('### The embedded balancer\'s ceiling')
-    r.add(table(['measured req/s (0 ms handler)', 'the balancer\'s core busy', 'p99 ms', 'model: 1 s ÷ CPU per request'], [[`${saturated ? '' : '≥ '}${ci(stat(x, 'rps'), int)}`, ci(busy, pct), ci(stat(x, 'p99')), model ? `${ci(model, int)} req/s (a model, not run)` : '–']]))
-    r.add(`autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, the supervisor (its embedded balancer) pinned alone to CPU 0, the ${c.workers} workers and autocannon to CPU 1 (taskset). ${saturated ? 'The balancer\'s core was saturated: the figure is its ceiling here.' : 'The balancer\'s core was not saturated: the load generator and the workers on the other core were the limit, so the balancer\'s ceiling is only known to be above the figure measured (≥); the model divides a second by the CPU time the supervisor spent per request at a fixed rate above.'} Other work on the machine can run on CPU 0 too.`)
+    r.add(table(['measured req/s (0 ms handler)', 'the balancer\'s core busy', 'p99 ms', 'its CPU µs per request here'], [[`${saturated ? '' : '≥ '}${ci(stat(x, 'rps'), int)}`, ci(busy, pct), ci(stat(x, 'p99')), ci(perRequest, int)]]))
+    r.add(`autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, the supervisor (its embedded balancer) pinned alone to CPU 0, the ${c.workers} workers and autocannon to CPU 1 (taskset). ${saturated ? 'The balancer\'s core was saturated: the figure is its ceiling here.' : 'The balancer\'s core was not saturated: the load generator and the workers on the other core were the limit, so the balancer\'s ceiling is only known to be above the figure measured (≥).'} The CPU per request here (the core's busy time over the requests answered) is far below the table's above, where each request came on a connection of its own at ${c.rate} req/s and woke the process by itself; here ${c.connections} kept-alive connections keep the loop busy and each of its turns serves many. Other work on the machine can run on CPU 0 too.`)
   }
   if (data.cpuBound?.some((y) => y.runs.length)) {
     r.add('### CPU-bound renders')

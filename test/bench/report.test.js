@@ -46,7 +46,7 @@ t.test('the report shows intervals, set-aside runs, censored latencies and quick
     quick: true,
     command: 'node bench/matrix.js --quick',
     startedAt: '2026-01-01T00:00:00.000Z',
-    source: { commit: 'abc1234', dirty: true, changedFiles: 2 },
+    source: { commit: 'abc1234', dirty: true, changedFiles: 2, changedPaths: ['docs/guide/x.md', 'lib/a.js'] },
     config: { workers: 15, median: 30, sigma: 0.8, timeout: 3000, clientTimeout: 5, connections: [13], repeats: 3, abRequests: 300, keepAliveRequests: 300, incidentRepeats: 1, incidentSeconds: 2, openSeconds: 3, stuckSeconds: 5 },
     views: ['ab'],
     closed: [
@@ -65,7 +65,7 @@ t.test('the report shows intervals, set-aside runs, censored latencies and quick
   t.match(md, /1 of 2 \(1 set aside: send lag\)/, 'the late open-loop run is counted apart')
   t.match(md, /\| 20\.0 \|/, 'and does not count: 10 failed of 500 offered is 20 per 1,000')
   t.match(md, /Quick run/, 'a quick run says so')
-  t.match(md, /commit abc1234 with 2 changed or untracked files/)
+  t.match(md, /commit abc1234 with 2 changed or untracked files \(`docs\/guide\/x\.md`, `lib\/a\.js`\)/, 'the changed files are named')
   t.ok(fs.existsSync(path.join(dir, 'charts', 'matrix-latency.svg')))
 })
 
