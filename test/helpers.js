@@ -14,17 +14,19 @@ const ROOT = path.join(__dirname, '..')
 const BIN = path.join(ROOT, 'bin', 'pool.js')
 const FIXTURES = path.join(__dirname, 'fixtures')
 
-// The pool under test runs as in production: without tap's loader hooks, which tap passes to
-// every child through NODE_OPTIONS (they make each worker heavier and slower to boot).
+// Every process a test starts carries this run's mark (./helpers/test-run.js).
+const { RUN_ENV, testRunMark } = require('./helpers/test-run')
+process.env[RUN_ENV] ??= testRunMark()
+
 // Control sockets of test pools go to a directory of this test process, not the shared /tmp.
 const RUNTIME_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-run-'))
 process.on('exit', () => fs.rmSync(RUNTIME_DIR, { recursive: true, force: true }))
 
 // `node ARGS...` as a command whose environment has only the NODE_OPTIONS a test gives (in
-// `env`): tap puts its own loader in NODE_OPTIONS of whatever a test spawns, after the
-// environment is set, and a pool would hand it on to every worker it forks. Not in the pool's
-// workers: it slows each boot (about 100 ms on this box) and needs a working directory that
-// exists. /usr/bin/env execs node, so the pid is node's.
+// `env`), so that the pool under test runs as in production: tap puts its own loader in
+// NODE_OPTIONS of whatever a test spawns, after the environment is set, and a pool would hand
+// it on to every worker it forks, where it slows each boot (about 100 ms on this box) and needs
+// a working directory that exists. /usr/bin/env execs node, so the pid is node's.
 function nodeCommand (args, env = {}) {
   const options = env.NODE_OPTIONS ? [`NODE_OPTIONS=${env.NODE_OPTIONS}`] : []
   return ['/usr/bin/env', ['-u', 'NODE_OPTIONS', ...options, process.execPath, ...args]]

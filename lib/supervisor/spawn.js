@@ -44,7 +44,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
     // Without a `cwd` the worker inherits the supervisor's working directory, even one removed
     // since the pool started (an old release's directory cleaned up by a deploy): a path to it,
     // process.cwd()'s, would fail every respawn with ENOENT.
-    cwd: o.cwd,
+    cwd: o.cwd || undefined,
     // stdout and stderr for the app's output, and the pool channel at fd CHANNEL_FD.
     stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which

@@ -12,9 +12,10 @@
 //
 // With overload control (lib/fronts/balancer/overload.js), each class's queue is watched on its own
 // (a busy high class must not hide a low class that stands behind it): one that stands is served
-// newest first, and whoever in it has waited longer than the limit is turned away at once. The
-// limits not given scale with the pool's pace, which the dispatcher measures: how long workers
-// hold their requests, and how many share the queue.
+// newest first, and whoever in it has waited longer than the limit is turned away at once, but
+// for the requests one round of the workers serves next. The limits not given scale with the
+// pool's pace, which the dispatcher measures: how long workers hold their requests, and how many
+// share the queue.
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few

@@ -11,8 +11,9 @@
 //     then, or still serves some request within `target`. Once it has gone `interval` doing
 //     neither, it stands: the pool is taking in more than it can render.
 //   - While it stands, requests queued longer than `maxWait` are answered 503 at once (cheap,
-//     and retryable elsewhere), and the newest request is served first (LIFO): its client is
-//     still there, and an old one's may not be.
+//     and retryable elsewhere), except those one round of the workers serves next, and the
+//     newest request is served first (LIFO): its client is still there, and an old one's may
+//     not be.
 //
 // Serving newest first keeps the waits of those served short, so they can no longer tell when
 // the pressure is over. The queue stops standing once, for a whole `interval`, no request in it
