@@ -90,7 +90,7 @@ t.test('options: a finite queue and a body budget by default; a budget below --m
 t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503, memory stays bounded and comes back', async (t) => {
   const BODY = 4 * MiB
   const BUDGET = 16 * MiB // four bodies
-  const BURST = 40 // 160 MiB of bodies
+  const BURST = 64 // 256 MiB of bodies
   const [port, statsPort, workerPort] = await freePorts(4)
   const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort), '--stats-port', String(statsPort),
     '--log-format', 'json', '--access-log', 'false', '--queue-timeout', '60', '--max-body', String(BODY), '--body-budget', String(BUDGET)])
@@ -129,8 +129,12 @@ t.test('a burst of large POSTs behind busy workers: bodies past the budget get 5
   for (const a of answered503) t.equal(a.headers['retry-after'], '1', 'with Retry-After')
   await Promise.all(renders)
 
+  // Bounded by the budget, not by the burst: what the peak holds besides the budget is mostly
+  // the bytes of bodies refused part-way, garbage until V8's next collection, which it starts by
+  // itself once some 64 MiB of memory outside its heap has been allocated since the last one.
+  // Without a budget the peak grows by every body of the burst.
   const peak = memoryOf(pool.pid).peak
-  t.ok(peak - before.rss < BUDGET + 64 * MiB, `peak RSS grew by ${Math.round((peak - before.rss) / MiB)} MiB for ${BURST * BODY / MiB} MiB of bodies (budget ${BUDGET / MiB} MiB)`)
+  t.ok(peak - before.rss < BUDGET + 128 * MiB, `peak RSS grew by ${Math.round((peak - before.rss) / MiB)} MiB for ${BURST * BODY / MiB} MiB of bodies (budget ${BUDGET / MiB} MiB)`)
 
   const status = await json(`${stats}/status`)
   t.equal(status.front.bodyBytes, 0, 'no body is held once the burst is over')
