@@ -184,7 +184,8 @@ require('node:http').createServer((req, res) => res.end(JSON.stringify({ seen: J
     const b = JSON.parse((await request(p.workerUrl(1))).body)
     return b.forked && b
   }, { what: 'the process the app forked to end' })
-  const inherited = body.seen.filter((name) => name !== 'POOL_TEST') // the test helper's own, in the pool's environment
+  // POOL_TEST and POOL_TEST_RUN are the test helpers' own, in the pool's environment.
+  const inherited = body.seen.filter((name) => name !== 'POOL_TEST' && name !== 'POOL_TEST_RUN')
   t.same(inherited, ['POOL_SUPERVISOR', 'POOL_WORKERS', 'POOL_WORKER_ID', 'PORT'], 'not POOL_CHANNEL_FD, POOL_APP, POOL_WORKER_HOST, POOL_LOG_LEVEL, POOL_HEARTBEAT_INTERVAL, POOL_KILL_TIMEOUT; POOL_SUPERVISOR marks them as the pool\'s (lib/supervisor/leftovers.js)')
   t.equal(body.forked.code, 1, 'a copy of process.argv[1] (the pool\'s bootstrap) exits at once')
   t.match(body.forked.stderr, /^pool: .*bootstrap\.js is the pool's worker, which only `pool start` runs: under pool, process\.argv\[1\] is this file, not the app/)
