@@ -231,7 +231,10 @@ async function main () {
     process.on('SIGTERM', () => stop('SIGTERM'))
     failures = await runParts(args, record)
   } else if (previous) {
-    Object.assign(record, { startedAt: previous.startedAt, loadavgStart: previous.loadavgStart, loadavgEnd: previous.loadavgEnd, endedAt: previous.endedAt })
+    // The report describes the run that measured, not the moment it is rewritten: its machine,
+    // its versions (the commit measured among them), its times.
+    const { startedAt, loadavgStart, loadavgEnd, endedAt, machine, versions } = previous
+    Object.assign(record, { startedAt, loadavgStart, loadavgEnd, endedAt, machine: machine ?? record.machine, versions: versions ?? record.versions })
   }
   if (!args.reportOnly) {
     record.endedAt = new Date().toISOString()

@@ -108,6 +108,12 @@ function notAvailable (what, why) {
   return `> **Not available: ${what}.** ${why}`
 }
 
+// What a part skipped ([{ reason, ... }], each named by `nameOf`), as one note; null if nothing.
+function skippedNote (skipped, nameOf = (s) => s.front) {
+  if (!skipped?.length) return null
+  return notAvailable(skipped.map(nameOf).join(', '), skipped.map((s) => s.reason).join('; '))
+}
+
 // Why a part has no result: its last run failed or was skipped, or it never ran.
 function missing (run, name, what) {
   const p = run?.parts?.[name]
@@ -143,7 +149,7 @@ async function latencySection (r, dir, run) {
   }
   const tail = data.samples && charts.latencyTail(data.samples.latency ?? data.samples, { title: `Latency distribution at ρ ${data.samples.rho ?? 0.8}`, subtitle: 'share of requests slower than a given latency, all runs together; both axes log scale' })
   if (tail) r.add(await r.figure('latency-distribution', tail, 'share of requests slower than each latency, per front and for the ideal'))
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'balancer', data.madeBy?.command, data))
 }
 
@@ -164,7 +170,7 @@ async function overheadSection (r, dir, run) {
     label(x.front), ci(stat(x, (y) => y.newConnection.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'newConnection'), ms3), ci(stat(x, (y) => y.keepAlive.p50), ms3), x.front === 'direct' ? '–' : ci(added(x, 'keepAlive'), ms3), ...(hasPeak ? [ci(peak(x), int)] : [])
   ])))
   r.add(`${data.config.count} sequential requests per front and connection kind in ${data.config.rounds} round${data.config.rounds > 1 ? 's' : ''} visiting the fronts in turn (median of the rounds' p50s, with its 95% interval; "added": each round's p50 minus direct's in the same round), ${data.config.workers} workers per front. HAProxy's generated config opens a new connection to the worker for each request (\`option http-server-close\`), the embedded balancer keeps them alive for GET.${hasPeak ? ` Peak: autocannon with ${data.config.connections} keep-alive connections, ${data.config.peak} s per round, with the load generator, the front and the workers on the same cores: the CPU a request costs the whole stack, not what a front could do alone.` : ''} The embedded balancer's own ceiling, with the load generator on another core, and the CPU each front spends per request are in [Costs](#costs).`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'overhead', null, data))
 }
 
@@ -235,7 +241,7 @@ async function matrixSection (r, dir, run) {
       x.failed ? `${x.failed} of ${int(x.requests)} (${Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ')})` : `0 of ${int(x.requests)}`, stuckHappened(x)
     ])))
   }
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'matrix', null, data))
 }
 
@@ -250,7 +256,7 @@ async function killTimelineSection (r, dir, run) {
     label(x.config), x.kills.length, int(x.ok), int(x.failed), Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ') || '–', ms(x.p99)
   ])))
   r.add(`${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders, kills from 2 s on (slots in turn, serving workers only). "closed": the connection was closed without an answer (the request running in the killed worker); "503": HAProxy gave up after its retries, all spent on the dead server.`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.config).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped, (s) => s.config))
   r.add(provenance(run, 'kill-timeline'))
 }
 
@@ -262,7 +268,7 @@ async function deathNoticeSection (r, dir, run) {
   r.add(table(['code', 'front', 'load', 'notice ms median / p90 / max', 'dead ms', 'the pool\'s part ms median / p90', 'exit handled ms', 'req/s', 'machine load (1 min)'],
     [...(data.baseline ? rowsOf(data.baseline.rows, 'before') : []), ...rowsOf(data.rows, data.baseline ? 'after' : 'this')]))
   r.add(`${data.workers} workers; ${data.config.kills} kills per row, slots in turn, each after the previous one's replacement was ready. Loaded: autocannon, ${data.config.connections} keep-alive connections, a handler that answers at once. The pool's log times have a 1 ms resolution (hence a slightly negative part now and then); on a machine shared with other work the spread between runs is wide.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}, the code before the fronts heard of an exit from the exit event itself.` : ''}`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'death-notice', null, data))
 }
 
@@ -304,7 +310,7 @@ async function reloadSection (r, dir, run) {
   ])))
   const a = data.config ?? {}
   if (!data.legacy) r.add(`${a.workers} workers, ${a.connections} closed-loop keep-alive clients (each failure counted, a connection closed without an answer too), the SSR page (20 items) plus ${a.cost} ms of modelled CPU time, ${a.steady} s of steady state before each reload; ${a.rounds} runs per configuration, the configurations taking turns. Warm-up: \`--warmup ${'/?items=20'} --warmup-requests N\`, the page without the modelled cost (what is warmed is the JIT and React); cluster and PM2 have none.`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => label(s.front)).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped, (s) => label(s.front)))
   r.add(provenance(run, 'reload', data.command, data.legacy ? null : data))
 }
 
@@ -326,7 +332,7 @@ async function slowClientsSection (r, dir, run) {
   const wmem = data.socketBuffers?.tcp_wmem
   const rmem = data.socketBuffers?.tcp_rmem
   r.add(`Worker busy time in ms (median of ${data.config.repeat} runs${data.config.repeat > 1 ? ' with its 95% interval' : ''}), render ${data.config.render} ms, transfers at ${data.config.rate} KB/s. A slow *reader* of up to 1 MB holds no worker even without a front: the kernel's socket buffers take the whole response (here up to ${wmem ? `${(wmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to send and ${rmem ? `${(rmem[2] / 2 ** 20).toFixed(0)} MB` : '?'} to receive per socket on loopback, \`net.ipv4.tcp_wmem\`/\`tcp_rmem\`); across a real network the window is smaller and the worker waits. A slow *uploader* holds a worker for its whole upload unless the front reads the body first: the embedded balancer and nginx do, HAProxy does not.`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'slow-clients'))
 }
 
@@ -340,7 +346,7 @@ async function bodyBudgetSection (r, dir, run) {
     int(x.count), label(x.front), ms(x.rssBeforeMb), ms(x.peakRssMb), ms(x.rssAfterMb), answered(x), finite(x.spilledMb) ? `${int(x.spilledMb)} (${int(x.peakDiskMb)})` : '–'
   ])))
   r.add(`${data.config.mb} MB bodies, ${data.config.workers} workers busy with a render long enough for the whole burst to arrive, then ${data.config.render} ms per POST; RSS of the front's processes (for nginx → HAProxy, nginx's master and workers and HAProxy) sampled every 20 ms, and ${data.config.settle / 1000} s after the last answer. nginx's spilled bytes are its own count of bodies "buffered to a temporary file"; "at once" is the most its processes held open. A spilled body costs nginx no memory but a write and a read through the page cache.`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => s.front).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'body-budget'))
 }
 
@@ -375,7 +381,7 @@ async function overloadSection (r, dir, run) {
   if (costs) r.add('What overload control costs when there is no overload: the same runs with it on (the default) and off.', costs)
   const a = data.config ?? {}
   r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw.${data.haproxyQueueTimeoutMs ? ` "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs}ms\`, below the deadline.` : ' "HAProxy": the generated config, its queue capped at 100 requests; "--max-queue 0": uncapped, a FIFO.'}`)
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((s) => label(s.front)).join(', '), data.skipped.map((s) => s.reason).join('; ')))
+  r.add(skippedNote(data.skipped, (s) => label(s.front)))
   r.add(provenance(run, 'overload', 'node bench/overload.js', data.legacy ? null : data))
 }
 
@@ -432,7 +438,7 @@ async function costsSection (r, dir, run) {
     ])))
     r.add(`${data.cores} workers (one per core) whose renders burn the CPU (a busy loop) for a lognormal service time (median ${c.median} ms, σ ${c.sigma}, cap 500 ms), Poisson arrivals at ρ ${c.cpuRho}, ${c.seconds} s per run; the ideal is the central queue over ${data.cores} servers with the same arrivals and service times. Here the front, the load generator and the renders share the cores: what the front costs shows as latency.`)
   }
-  if (data.skipped?.length) r.add(notAvailable(data.skipped.map((y) => y.front).join(', '), data.skipped.map((y) => y.reason).join('; ')))
+  r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'costs', null, data))
 }
 
