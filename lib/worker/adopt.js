@@ -26,24 +26,39 @@ function interceptListen ({ decide, adopt }) {
   return listen
 }
 
-// The TCP port a listen() call asks for, in any of its forms: (port[, host][, backlog][, cb]),
-// a port given as a string, ({ port, host, ... }[, cb]), or () and (cb) for any port (0). Null
-// for a pipe path, a handle or a file descriptor.
+// The TCP port a listen() call asks for, as Node's own listen() reads its arguments (lib/net.js:
+// normalizeArgs, then listen()), so that the worker adopts exactly what Node would bind to a
+// port: 0 for any port ((), (cb), (null), ({ port: undefined })), the port for every TCP form
+// ((port[, host][, backlog][, cb]), a port as a string, ({ port, ... }[, cb]), where a port wins
+// over a `path` beside it, falsy or not: SvelteKit's adapter-node passes { path: false, host,
+// port }), and null for what Node serves elsewhere (a pipe path, a handle, a file descriptor) or
+// refuses (it throws on its own).
 function requestedPort (args) {
-  const first = args[0]
-  if (first === undefined || typeof first === 'function') return 0
-  if (first !== null && typeof first === 'object') {
-    if (first.path !== undefined || first.handle !== undefined || first._handle !== undefined || first.fd !== undefined) return null
-    return first.port === undefined ? null : toPort(first.port)
-  }
-  return toPort(first)
+  if (args.length === 0 || typeof args[0] === 'function') return 0
+  let options = optionsOf(args[0])
+  options = options._handle || options.handle || options
+  if (options === null || (typeof options !== 'object' && typeof options !== 'function')) return null
+  if (options.constructor?.name === 'TCP') return null // a listening handle: listen(server), listen(server._handle)
+  if (typeof options.fd === 'number' && options.fd >= 0) return null
+  if (options.port === null || (options.port === undefined && 'port' in options)) return 0
+  return toPort(options.port)
 }
 
+// listen()'s first argument as options: an object is one; a string that is not a number >= 0
+// is a pipe path ('-1' and '/tmp/app.sock' alike); anything else is a port.
+function optionsOf (first) {
+  if (typeof first === 'object' && first !== null) return first
+  if (typeof first === 'string' && !(Number(first) >= 0)) return { path: first }
+  return { port: first }
+}
+
+// A port as Node validates one (validatePort): a number, or a string of one (' 8080', '0x1f90'),
+// integral, 0 to 65535. Null for anything else, which Node refuses by throwing ERR_SOCKET_BAD_PORT.
 function toPort (value) {
   if (typeof value !== 'number' && typeof value !== 'string') return null
   if (typeof value === 'string' && value.trim() === '') return null
   const port = Number(value)
-  return Number.isInteger(port) && port >= 0 && port <= 65535 ? port : null
+  return port === port >>> 0 && port <= 0xffff ? port : null
 }
 
 function callbackOf (args) {

@@ -202,6 +202,7 @@ class WorkerRuntime {
     const port = requestedPort(args)
     if (port !== this.port) {
       if (port) this.otherPorts.add(port)
+      this.guardPassed(server)
       return 'pass'
     }
     if (server === this.server) return 'pass' // a second listen() of the same server: Node's own error
@@ -211,6 +212,20 @@ class WorkerRuntime {
       return 'pass'
     }
     return 'adopt'
+  }
+
+  // Whatever an app listens with that is not a TCP listen on PORT (a handle, a file descriptor)
+  // must still not end up serving on the slot's port beside the one-request guard: such a server
+  // is closed as it starts listening, and the boot fails saying why.
+  guardPassed (server) {
+    server.once('listening', () => {
+      const address = server.address()
+      if (server === this.server || address === null || typeof address !== 'object' || address.port !== this.port) return
+      server.close()
+      const err = appError(`the app listens on the slot's port (${this.port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app`)
+      if (this.booted) this.logger.error({ event: 'unguarded-listener', err }, err.message)
+      else this.failBoot(err)
+    })
   }
 
   // A port probe (get-port, detect-port) checks that PORT is free with a net.Server it closes in

@@ -22,7 +22,8 @@ for (const shape of ['koa', 'fastify', 'hapi']) {
   })
 }
 
-const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback', 'parse-int-default']
+const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback', 'parse-int-default',
+  'path-false', 'path-and-port', 'port-backlog', 'options-backlog']
 
 t.test('an app that listens on $PORT itself is adopted, whatever form its listen() takes', async (t) => {
   const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'), { workers: FORMS.length, env: { LISTEN_FORMS: FORMS.join(',') } })
@@ -41,6 +42,27 @@ t.test('an app that listens on $PORT itself is adopted, whatever form its listen
     t.equal((await request(`http://127.0.0.1:${seen.side}/`)).body, 'side', `${form}: a server on another port is the app's own`)
   }
   await stopLeavingNothing(t, p)
+})
+
+// Node can listen on a socket already bound to PORT, handed over as a handle or a descriptor:
+// not a TCP listen the worker can take over (it would have to bind the port itself), and never
+// a server that may serve there without the one-request guard.
+t.test('a server listening on the slot\'s port through a handle fails the boot at once, saying why', async (t) => {
+  const dir = t.testdir({
+    'app.js': `const { TCP, constants } = process.binding('tcp_wrap')
+const handle = new TCP(constants.SERVER)
+const err = handle.bind('127.0.0.1', Number(process.env.PORT))
+if (err) throw new Error('bind failed: ' + err)
+require('node:http').createServer((req, res) => res.end('unguarded')).listen(handle)
+`
+  })
+  const [port] = await freePorts(1)
+  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 20000 })
+  t.equal(r.code, 1, 'exit 1')
+  t.equal(r.stderr, `pool: the app failed to boot in every slot (1 gave up): the app listens on the slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app\n`)
+  const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
+  t.notOk(events.includes('ready'), 'never reported ready')
+  t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
 })
 
 t.test('an adopted server serves one request at a time', async (t) => {
