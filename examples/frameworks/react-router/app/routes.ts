@@ -1,0 +1,6 @@
+import { type RouteConfig, index, route } from "@react-router/dev/routes";
+
+export default [
+  index("routes/home.tsx"),
+  route("streamed", "routes/streamed.tsx"),
+] satisfies RouteConfig;

@@ -1,0 +1,3 @@
+export function load() {
+	return { slot: process.env.POOL_WORKER_ID ?? null };
+}
