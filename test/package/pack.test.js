@@ -120,21 +120,33 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false }) {
   stub('id', `[ "$1" = -u ] && echo ${uid}`)
   stub('dpkg-query', `for a; do pkg=$a; done; for p in ${installed.join(' ')}; do [ "$p" = "$pkg" ] && { printf 'install ok installed'; exit 0; }; done; exit 1`)
   stub('apt-get', `echo "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> ${log}; ${aptFails ? 'exit 100' : 'exit 0'}`)
-  stub('npm', `echo "npm $*" >> ${log}`)
+  stub('npm', `echo "npm $* (in \${PWD#${ROOT}})" >> ${log}`)
   if (sudo) stub('sudo', `echo "sudo" >> ${log}; exec "$@"`)
-  for (const tool of ['env', 'grep', 'dirname']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
+  for (const tool of ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
   fs.symlinkSync(process.execPath, path.join(dir, 'node'))
   const r = spawnSync('/bin/bash', [path.join(ROOT, 'scripts', 'setup')], { env: { PATH: dir, HOME: dir }, encoding: 'utf8', timeout: 30000 })
-  return { ...r, calls: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [] }
+  return { ...r, home: dir, calls: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [] }
 }
 
-t.test('scripts/setup: root installs with apt directly, a user through sudo, only what is missing, then npm ci', async (t) => {
+// What scripts/setup runs with npm once apt is done: it fetches the Node.js versions the suite is
+// tested on into the cache, installs the repository's packages, then each example's own.
+function npmCalls (home) {
+  const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+  const examples = fs.readdirSync(path.join(ROOT, 'examples', 'frameworks')).filter((name) => fs.existsSync(path.join(ROOT, 'examples', 'frameworks', name, 'package-lock.json'))).sort()
+  return [
+    ...versions.map((v) => `npm install --prefix ${home}/.cache/pool-supervisor/node/${v}.partial --no-save --no-package-lock --no-audit --no-fund node-linux-${process.arch}@${v} (in )`),
+    'npm ci --no-audit --no-fund (in )',
+    ...examples.map((name) => `npm ci --no-audit --no-fund (in /examples/frameworks/${name})`)
+  ]
+}
+
+t.test('scripts/setup: root installs with apt directly, a user through sudo, only what is missing, then the Node.js versions and npm ci', async (t) => {
   const asRoot = runSetup(t, { uid: 0 })
   t.equal(asRoot.status, 0, asRoot.stderr)
   t.same(asRoot.calls, [
     'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
     'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium DEBIAN_FRONTEND=noninteractive',
-    'npm ci --no-audit --no-fund'
+    ...npmCalls(asRoot.home)
   ], 'root: no sudo (a fresh root machine has none)')
 
   const withSudo = runSetup(t, { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2'] })
@@ -142,12 +154,12 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   t.same(withSudo.calls, [
     'sudo', 'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
     'sudo', 'apt-get install -y -qq --no-install-recommends chromium DEBIAN_FRONTEND=noninteractive',
-    'npm ci --no-audit --no-fund'
+    ...npmCalls(withSudo.home)
   ], 'a user: through sudo, only the missing package')
 
   const done = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium'] })
   t.equal(done.status, 0, done.stderr)
-  t.same(done.calls, ['npm ci --no-audit --no-fund'], 'all installed: no apt, no sudo needed, so it runs again')
+  t.same(done.calls, npmCalls(done.home), 'all installed: no apt, no sudo needed, so it runs again')
 })
 
 t.test('scripts/setup: one clear line and no npm ci when it cannot install', async (t) => {
