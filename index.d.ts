@@ -219,7 +219,7 @@ export interface EmbeddedBalancerOptions {
   queueTimeout?: number
   /** queued requests beyond this get 503 with Retry-After at once (a request with a body: before it is read). Default 1024 */
   maxQueue?: number
-  /** largest request body in bytes. Default 10 MiB */
+  /** largest request body in bytes (on the command line, in the environment and in a config file also with a unit: 512k, 8m, 1g). Default 10 MiB */
   maxBody?: number
   /** request-body bytes held at once over all requests (being read, queued, on a worker), counted as they arrive; a body that would pass it gets 503 with Retry-After (before it is read when its announced length has no room). After a burst the memory is handed back with a full GC when the process has globalThis.gc (node --expose-gc; `pool start` has it). 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxBody */
   bodyBudget?: number

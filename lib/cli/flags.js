@@ -5,7 +5,7 @@
 // so that `-n abc` says what was wrong with `abc` instead of a silent NaN, and so that a flag and
 // its environment variable are parsed alike.
 
-const { parseDuration } = require('../options/table')
+const { parseDuration, parseSize, formatSize } = require('../options/table')
 const { poolError, codes } = require('../errors')
 
 const NUMERIC = new Set(['count', 'int', 'port', 'port-or-off', 'number'])
@@ -16,18 +16,20 @@ function describeDefault (spec) {
   if (typeof d === 'function') return undefined
   if (d === undefined || d === null) return 'none'
   if (spec.kind === 'duration') return d === Infinity ? 'none' : d % 1000 === 0 ? `${d / 1000}s` : `${d}ms`
+  if (spec.kind === 'size') return formatSize(d)
   return String(d)
 }
 
 // yargs shows the type it parses with. Numbers are declared both 'number' (what --help shows)
 // and 'string' (which stops yargs converting them, so convert() sees the text as typed); a
-// duration gets no type at all (it is text like 500ms, and its default says so); the CLI turns
+// duration or a size gets no type at all (it is text like 500ms or 8m, and its default says
+// so); the CLI turns
 // yargs' own number parsing off for everything else (lib/cli/index.js).
 function yargsType (kind) {
   if (kind === 'bool') return { type: 'boolean' }
   if (kind === 'list') return { type: 'array' }
   if (NUMERIC.has(kind)) return { type: 'number', string: true }
-  if (kind === 'duration') return {}
+  if (kind === 'duration' || kind === 'size') return {}
   return { type: 'string' }
 }
 
@@ -80,6 +82,12 @@ function convert (spec, raw, label = `--${spec.flag}`) {
         return parseDuration(raw, spec.flag)
       } catch {
         throw bad('must be a duration like 30, 2.5s or 500ms')
+      }
+    case 'size':
+      try {
+        return parseSize(raw, spec.flag)
+      } catch {
+        throw bad('must be a size like 1048576, 512k, 8m or 1g')
       }
     case 'choice':
       if (!spec.choices.includes(raw)) throw bad(`must be one of ${spec.choices.join(', ')}`)

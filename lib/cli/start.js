@@ -31,7 +31,7 @@ function builder (y) {
   y.example('$0 start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock', '')
   y.example('# the options in a file, one of them overridden', '')
   y.example('$0 start --config pool.config.json --workers 4', '')
-  y.epilogue('Durations are seconds (30) or take a unit (500ms, 2s, 1m). Each flag can also be given as an environment variable, POOL_ and the flag in capitals with _ for - (--worker-port: POOL_WORKER_PORT), or in a --config file (durations in ms there). A flag wins over the environment, which wins over the file.')
+  y.epilogue('Durations are seconds (30) or take a unit (500ms, 2s, 1m); sizes are bytes or take a unit (512k, 8m, 1g). Each flag can also be given as an environment variable, POOL_ and the flag in capitals with _ for - (--worker-port: POOL_WORKER_PORT), or in a --config file (durations in ms there, sizes in bytes or with a unit). A flag wins over the environment, which wins over the file.')
   return y
 }
 

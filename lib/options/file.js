@@ -5,12 +5,12 @@
 // CommonJS module (.js, .cjs) exporting an object. Its keys are the library's option names
 // (camelCase, as `new Pool()` takes them) plus `app` and `balancer`; its values are typed as in
 // the library (durations in milliseconds, ports and counts as numbers), not text as on the
-// command line. Everything wrong with the file is one PoolError naming the file (BAD_OPTION: the
+// command line, except sizes: bytes, or text with a unit as nginx writes sizes ("512k", "8m"). Everything wrong with the file is one PoolError naming the file (BAD_OPTION: the
 // CLI exits 2 before anything starts).
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { OPTIONS, checkOption } = require('./table')
+const { OPTIONS, checkOption, parseSize } = require('./table')
 const { FRONTS, available } = require('../fronts/registry')
 const { closest } = require('./pool')
 const { poolError, codes } = require('../errors')
@@ -121,19 +121,28 @@ function checkValues (file, values) {
     if (front && front !== balancer) {
       throw fileError(file, `${key} is an option of balancer ${front}, and this file's balancer is ${balancer}${values.balancer === undefined ? ' (the default)' : ''}`)
     }
-    checkValue(file, key, front ? fronts[front][key] : OPTIONS[key], value)
+    values[key] = checkValue(file, key, front ? fronts[front][key] : OPTIONS[key], value)
   }
 }
 
+// The value, checked; a size given as text ("8m") in bytes.
 function checkValue (file, key, spec, value) {
   if (spec.kind === 'duration' && typeof value === 'string') {
     throw fileError(file, `${key} is a number of milliseconds in a config file, as in the library (got ${JSON.stringify(value)})`)
+  }
+  if (spec.kind === 'size' && typeof value === 'string') {
+    try {
+      value = parseSize(value, spec.flag)
+    } catch {
+      throw fileError(file, `${key} must be a number of bytes, or a size like "512k", "8m" or "1g" (got ${JSON.stringify(value)})`)
+    }
   }
   try {
     checkOption(key, spec, value)
   } catch (err) {
     throw fileError(file, err.message)
   }
+  return value
 }
 
 module.exports = { readConfigFile, DEFAULT_BALANCER }

@@ -5,7 +5,9 @@
 // Pool validates against it, and docs/reference/options.md's table mirrors it (a test checks that).
 //
 // Durations are milliseconds in the library. On the command line a bare number means seconds
-// (`--timeout 30`), and a unit may be given (`500ms`, `2s`, `1m`).
+// (`--timeout 30`), and a unit may be given (`500ms`, `2s`, `1m`). Sizes are bytes in the
+// library; on the command line, in the environment and in a config file a bare number is bytes,
+// and a unit may be given as nginx writes sizes (`512k`, `8m`, `1g`; `1mb`, `1MiB` alike: 1024-based).
 
 const os = require('node:os')
 const { poolError, codes } = require('../errors')
@@ -47,8 +49,8 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
 }
 
 // kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
-// 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0),
-// 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
+// 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0), 'size' (bytes, an
+// integer >= 0), 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
 const OPTIONS = {
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
   workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Workers', describe: 'Address the workers listen on' },
@@ -95,6 +97,24 @@ function parseDuration (value, flag) {
   return Math.round(unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60000)
 }
 
+const SIZE = /^(\d+(?:\.\d+)?)\s*(?:([kmg])(?:i?b)?|b)?$/i
+const SIZE_UNITS = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }
+
+// Sizes in text: a bare number is bytes; k, m and g (with or without b, or as KiB, MiB, GiB)
+// multiply by 1024 each, as in nginx. A number is bytes as it is.
+function parseSize (value, flag) {
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return value
+  const m = SIZE.exec(String(value).trim())
+  if (!m) throw poolError(codes.BAD_OPTION, `--${flag} must be a size like 1048576, 512k, 8m or 1g (got '${value}')`)
+  return Math.round(Number(m[1]) * SIZE_UNITS[(m[2] || '').toLowerCase()])
+}
+
+// A size as it is best read: in g, m or k when it is a whole number of them, else in bytes.
+function formatSize (bytes) {
+  for (const unit of ['g', 'm', 'k']) if (bytes >= SIZE_UNITS[unit] && bytes % SIZE_UNITS[unit] === 0) return `${bytes / SIZE_UNITS[unit]}${unit}`
+  return String(bytes)
+}
+
 function check (name, spec, value) {
   const bad = (what) => poolError(codes.BAD_OPTION, `${name} (--${spec.flag}) ${what} (got ${JSON.stringify(value)})`)
   switch (spec.kind) {
@@ -103,6 +123,9 @@ function check (name, spec, value) {
       break
     case 'int':
       if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number >= 0')
+      break
+    case 'size':
+      if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number of bytes >= 0')
       break
     case 'port':
       if (!Number.isInteger(value) || value < 1 || value > 65535) throw bad('must be a port number 1-65535')
@@ -174,4 +197,4 @@ function checkOwnPorts (o, others = []) {
   return o
 }
 
-module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration, workerCeiling, CEILING_PER_CPU, MEMORY_PER_WORKER }
+module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration, parseSize, formatSize, workerCeiling, CEILING_PER_CPU, MEMORY_PER_WORKER }

@@ -46,6 +46,30 @@ t.test('a .js config file, a flag over it, and POOL_BALANCER over its balancer',
   await pool.waitLog((l) => l.event === 'started')
 })
 
+// `--max-body 1mb` was refused ("must be a whole number"): sizes take units as nginx writes them,
+// wherever options are given. A body of 1 KiB passes a limit of 1k; one byte more gets 413.
+t.test('sizes with units: --max-body 1k as a flag, POOL_MAX_BODY=1k, "maxBody": "1k" in the file', async (t) => {
+  const dir = t.testdir({ 'app.js': ENV_APP, 'pool.config.json': JSON.stringify({ maxBody: '1k', maxResponseBuffer: '512k', bodyBudget: '256m' }) })
+  const sources = {
+    flag: { args: ['--max-body', '1k', '--max-response-buffer', '512k', '--body-budget', '256m'], env: {} },
+    environment: { args: [], env: { POOL_MAX_BODY: '1k', POOL_MAX_RESPONSE_BUFFER: '512k', POOL_BODY_BUDGET: '256m' } },
+    'config file': { args: ['--config', path.join(dir, 'pool.config.json')], env: {} }
+  }
+  for (const [source, { args, env }] of Object.entries(sources)) {
+    const ports = await freePorts(2)
+    const pool = startPool(['start', path.join(dir, 'app.js'), '-n', '1', '--port', String(ports[0]), '--worker-port', String(ports[1]), ...args], { env })
+    t.teardown(() => pool.stop('SIGKILL'))
+    await pool.waitLog((l) => l.event === 'started')
+    const post = (bytes) => request(`http://127.0.0.1:${ports[0]}/`, { method: 'POST', headers: { 'content-length': bytes }, body: Buffer.alloc(bytes, 'x') })
+    t.equal((await post(1024)).status, 200, `${source}: a body of 1024 bytes is served`)
+    t.equal((await post(1025)).status, 413, `${source}: 1025 bytes are too large`)
+    await pool.stop()
+  }
+  const bad = await runPool(['start', 'app.js', '--max-body', 'lots'], { cwd: dir })
+  t.equal(bad.code, 2)
+  t.equal(bad.stderr, "pool: --max-body must be a size like 1048576, 512k, 8m or 1g (got 'lots')\n")
+})
+
 // Each: file name, its text, the one line expected on stderr.
 const BAD_FILES = [
   ['typo.json', '{ "workers": 2, "wokers": 3 }', "typo.json: unknown key wokers (did you mean workers?); the keys are the library's option names, as in new Pool(), plus app and balancer"],
@@ -54,6 +78,7 @@ const BAD_FILES = [
   ['throws.js', 'throw new Error("no config for you")\n', 'throws.js: loading it threw: no config for you'],
   ['array.js', 'module.exports = [1, 2]\n', 'array.js: must export an object of options, like { "workers": 4 } (got an array)'],
   ['seconds.json', '{ "timeout": "30s" }', 'seconds.json: timeout is a number of milliseconds in a config file, as in the library (got "30s")'],
+  ['size.json', '{ "maxBody": "1 tb" }', 'size.json: maxBody must be a number of bytes, or a size like "512k", "8m" or "1g" (got "1 tb")'],
   ['port.json', '{ "workerPort": 70000 }', 'port.json: workerPort (--worker-port) must be a port number 1-65535 (got 70000)'],
   ['front.json', '{ "haproxySocket": "/run/pool/haproxy-admin.sock" }', "front.json: haproxySocket is an option of balancer haproxy, and this file's balancer is embedded (the default)"],
   ['balancer.json', '{ "balancer": "nginx" }', 'balancer.json: balancer must be one of embedded, haproxy, none (got "nginx")'],
