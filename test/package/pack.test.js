@@ -112,9 +112,14 @@ t.test('package.json: the demo\'s and the tools\' packages are development depen
 })
 
 // scripts/setup with every outside command replaced by a stand-in that logs its call.
-function runSetup (t, { uid, installed = [], sudo = true, aptFails = false }) {
+function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cachedNodes = [] }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-setup-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  for (const version of cachedNodes) {
+    const bin = path.join(dir, '.cache', 'pool-supervisor', 'node', version, 'node_modules', `node-linux-${process.arch}`, 'bin')
+    fs.mkdirSync(bin, { recursive: true })
+    fs.writeFileSync(path.join(bin, 'node'), '', { mode: 0o755 })
+  }
   const log = path.join(dir, 'calls.log')
   const stub = (name, body) => fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 })
   stub('id', `[ "$1" = -u ] && echo ${uid}`)
@@ -130,8 +135,10 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false }) {
 
 // What scripts/setup runs with npm once apt is done: it fetches the Node.js versions the suite is
 // tested on into the cache, installs the repository's packages, then each example's own.
-function npmCalls (home) {
-  const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+const NODE_VERSIONS = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+
+function npmCalls (home, { cached = [] } = {}) {
+  const versions = NODE_VERSIONS.filter((v) => !cached.includes(v))
   const examples = fs.readdirSync(path.join(ROOT, 'examples', 'frameworks')).filter((name) => fs.existsSync(path.join(ROOT, 'examples', 'frameworks', name, 'package-lock.json'))).sort()
   return [
     ...versions.map((v) => `npm install --prefix ${home}/.cache/pool-supervisor/node/${v}.partial --no-save --no-package-lock --no-audit --no-fund node-linux-${process.arch}@${v} (in )`),
@@ -160,6 +167,10 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   const done = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium'] })
   t.equal(done.status, 0, done.stderr)
   t.same(done.calls, npmCalls(done.home), 'all installed: no apt, no sudo needed, so it runs again')
+
+  const cached = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium'], cachedNodes: [NODE_VERSIONS[0]] })
+  t.equal(cached.status, 0, cached.stderr)
+  t.same(cached.calls, npmCalls(cached.home, { cached: [NODE_VERSIONS[0]] }), `Node.js ${NODE_VERSIONS[0]} already in the cache: not fetched again`)
 })
 
 t.test('scripts/setup: one clear line and no npm ci when it cannot install', async (t) => {
