@@ -143,6 +143,7 @@ class Dispatcher {
     this.queue.remove(job.queueNode)
     job.queueNode = null
     if (this.queue.length === 0) this.busySince = null
+    if (this.overload && this.queue.classes[job.priority].length === 0) this.overload[job.priority].emptied()
     this.clock.clearTimeout(job.queueTimer)
     job.queueTimer = null
     job.queueMs = (job.queueMs || 0) + this.clock.now() - job.queuedAt
@@ -239,10 +240,16 @@ class Dispatcher {
 
   // Whether the queue of class `c` stands now (OverloadControl.update, with what it is judged by).
   judge (c, now, limits) {
-    const flow = { arrived: 0, served: 0, gaveUp: 0, olderExcess: 0, newerExcess: 0 }
+    let flow = null
     for (let k = 0; k <= c; k++) {
       const f = this.overload[k].flow.sum(now, limits.window)
-      for (const key of Object.keys(flow)) flow[key] += f[key]
+      if (flow === null) flow = f
+      else {
+        flow.arrived += f.arrived
+        flow.served += f.served
+        flow.gaveUp += f.gaveUp
+        f.excess.forEach((e, q) => { flow.excess[q] += e })
+      }
     }
     const judged = limits.render !== null && this.beyondOneRound(c, limits.places) > 0
     const tooLong = judged && this.fifoTooLong(c, now, limits)

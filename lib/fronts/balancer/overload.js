@@ -7,11 +7,11 @@
 // queue (a FIFO) would answer it within what clients wait (`maxWait`). So each class's queue stays
 // a FIFO until both of these hold (OverloadControl.update):
 //
-//   - More arrives than the workers take: over the last window, more requests of the class (and
-//     of the classes served before it) arrived than were given to workers, by more than half a
-//     round of the workers in each half of it. Closed-loop clients never do that, however many:
-//     each sends its next request once the last one is answered, so the queue they make keeps its
-//     length, and a FIFO serves them in turn. Nor does a one-off burst: it fills one half.
+//   - More arrives than the workers take: in each quarter of the last window, more requests of
+//     the class (and of the classes served before it) arrived than were given to workers.
+//     Closed-loop clients never do that, however many: each sends its next request once the last
+//     one is answered, so the queue they make keeps its length, and a FIFO serves them in turn.
+//     Nor does a one-off burst: it fills one quarter.
 //   - A FIFO can no longer answer in time: its newest request would be answered after `maxWait`
 //     (it has waited so long, the requests ahead of it leave a pace apart, then it renders), its
 //     oldest has waited too long to be, or a round of the workers' worth of clients gave up
@@ -22,12 +22,12 @@
 // are still there; an old one's may not be), and any queued request that can no longer be
 // answered within `maxWait` gets 503 at once (cheap, and retryable elsewhere), except the requests
 // one round of the workers serves next (Maurer, "Fail at Scale", ACM Queue 2015: adaptive LIFO
-// with a queue timeout). It goes back to FIFO once the workers have taken as many as arrived over a
-// whole window and a FIFO would answer the newest request in time again. Neither depends on the
-// order of service, so the requests that newest-first leaves waiting cannot keep it standing, as
-// they would a judgment on waits: under newest-first those served wait little and those left wait
-// long whatever the load, so CoDel's minimum wait over an interval would end the overload at once
-// and the longest wait would never end it.
+// with a queue timeout). It goes back to FIFO once the workers have taken as many as arrived over
+// the last half window and a FIFO would answer its newest request in time again, or once it is
+// empty. None of these depends on the order of service, so the requests that newest-first leaves
+// waiting cannot keep it standing, as they would a judgment on waits: under newest-first those
+// served wait little and those left wait long whatever the load, so CoDel's minimum wait over an
+// interval would end the overload at once, and the longest wait never.
 //
 // What clients wait, when not given: a second, since pages are read by people, or 100 paces if
 // longer, since a healthy queue at 80% load waits a few dozen paces; never longer than
@@ -106,6 +106,7 @@ class OverloadLimits {
 // Counts over a sliding window, kept in SLICES slices: how many requests arrived, how many were
 // given to a worker, how many were given up by their clients while they waited.
 const SLICES = 16
+const QUARTERS = 4
 
 class Flow {
   constructor () {
@@ -126,17 +127,17 @@ class Flow {
     while (this.slices.length > 0 && this.slices[0].start < now - window) this.slices.shift()
   }
 
-  // Over the last `window` ms: { arrived, served, gaveUp }, and the arrivals not served in its
-  // older half and in its newer half (`olderExcess`, `newerExcess`).
+  // Over the last `window` ms: { arrived, served, gaveUp }, and `excess`: the arrivals not served
+  // in each of its QUARTERS, the oldest first.
   sum (now, window) {
     this.forget(now, window)
-    const total = { arrived: 0, served: 0, gaveUp: 0, olderExcess: 0, newerExcess: 0 }
+    const total = { arrived: 0, served: 0, gaveUp: 0, excess: new Array(QUARTERS).fill(0) }
     for (const s of this.slices) {
       total.arrived += s.arrived
       total.served += s.served
       total.gaveUp += s.gaveUp
-      if (s.start < now - window / 2) total.olderExcess += s.arrived - s.served
-      else total.newerExcess += s.arrived - s.served
+      const q = Math.min(QUARTERS - 1, Math.max(0, Math.floor((s.start - (now - window)) / window * QUARTERS)))
+      total.excess[q] += s.arrived - s.served
     }
     return total
   }
@@ -166,20 +167,26 @@ class OverloadControl {
   // served before it; `round`: the places that serve the queue; `tooLong`: a FIFO would answer
   // the newest request in it too late (its length, whatever the order); `late`: tooLong, or its
   // oldest request can no longer be answered in time, or clients gave up on it.
-  // It begins to stand once `late` and more arrived than the workers took, by more than half a
-  // round in each half of the window (a burst, or closed-loop clients arriving together, fill one
-  // half only). It stops once the workers took as many as arrived over a whole window and the
-  // queue is no longer `tooLong`: neither depends on the order of service, so the requests left
-  // waiting by newest-first do not keep it standing.
+  // It begins to stand once `late` and more arrived than the workers took in each quarter of the
+  // window, by more than a quarter of a round: a burst, or closed-loop clients arriving together,
+  // fill one quarter only. It stops once the workers took as many as arrived over the last half
+  // of the window and the queue is no longer `tooLong`, or once it is empty: none of these depends
+  // on the order of service, so the requests left waiting by newest-first do not keep it standing.
   update (now, { flow, round, tooLong, late }) {
-    if (!this.standing && late && flow.olderExcess > round / 2 && flow.newerExcess > round / 2) {
+    if (!this.standing && late && flow.excess.every((e) => e > round / QUARTERS)) {
       this.standing = true
       this.since = now
       this.stands++
-    } else if (this.standing && flow.arrived - flow.served <= 0 && !tooLong) {
+    } else if (this.standing && flow.excess.slice(QUARTERS / 2).reduce((a, b) => a + b, 0) <= 0 && !tooLong) {
       this.standing = false
     }
     return this.standing
+  }
+
+  // The queue is empty: nobody waits to be served in any order. Whatever comes next is judged
+  // afresh, as a FIFO first.
+  emptied () {
+    this.standing = false
   }
 }
 

@@ -12,7 +12,7 @@ const { Dispatcher } = require('../../../lib/fronts/balancer/dispatcher')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { CLASSES } = require('../../../lib/fronts/balancer/priority')
 const { waitFor } = require('../../helpers')
-const { SimClock, runShape } = require('../../../bench/lib/dispatcher-sim')
+const { SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize } = require('../../../bench/lib/dispatcher-sim')
 
 const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')
@@ -386,6 +386,25 @@ t.test('overload: closed-loop clients never make the queue stand, however long t
   t.equal(def.stands, 0, 'the queue never stood')
   t.equal(def.turnedAway, 0, 'nothing turned away')
   t.same([def.ok, def.p50, def.p99], [fifo.ok, fifo.p50, fifo.p99], 'served as a FIFO serves them')
+})
+
+t.test('overload: after an overload, the same pool serves closed-loop clients as a FIFO serves them', async (t) => {
+  // Issue 26 "again on the same pool minutes later": 2 workers rendering 200 ms get three times
+  // what they serve for 8 s, from clients that wait 3 s; the queue stands, and drains. Then a
+  // burst of fast requests, and 13 closed-loop clients for 10 s.
+  const clock = new SimClock()
+  const pool = simPool({ clock, workers: 2 })
+  const at = Array.from({ length: 240 }, (_, i) => i * 8000 / 240)
+  openLoop(clock, pool, { at, ms: at.map(() => 200), deadline: 3000 })
+  clock.run(12000)
+  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the overload made the queue stand')
+  fastBurst(clock, pool)
+  const requests = simClosedLoop(clock, pool, { clients: 13, seconds: 10, service: () => ({ ms: 200 }) })
+  clock.run()
+  const s = summarize(requests)
+  t.equal(s.turnedAway, 0, 'nothing turned away')
+  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the queue did not stand again')
+  t.ok(s.p99 <= 1400 + 1, `every request answered in its turn: p99 ${Math.round(s.p99)} ms, a FIFO's 1,400`)
 })
 
 t.test('overload: the requests left waiting do not keep the queue standing: it is a FIFO again once the workers keep up', async (t) => {
