@@ -68,14 +68,6 @@ class Dispatcher {
 
   get queued () { return this.queue.length }
 
-  // The classes whose queue stands now (none without overload control).
-  standingClasses () {
-    if (!this.overload) return []
-    const now = this.clock.now()
-    const limits = this.limits.current()
-    return CLASSES.filter((_, c) => this.judge(c, now, limits))
-  }
-
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
   // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
   // is kept if the job comes back after a redispatch: its client has been waiting since.
