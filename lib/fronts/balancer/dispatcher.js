@@ -32,7 +32,7 @@ const REAL_CLOCK = {
 
 const { ClassQueues } = require('./queue')
 const { CLASSES, NORMAL } = require('./priority')
-const { OverloadControl, OverloadLimits, Pace } = require('./overload')
+const { OverloadControl, OverloadLimits, Pace, Flow } = require('./overload')
 
 class Dispatcher {
   // onAssign(job, record): the job now owns one of record's maxconn places; it must call
@@ -232,17 +232,7 @@ class Dispatcher {
 
   // Whether the queue of class `c` stands now (OverloadControl.update, with what it is judged by).
   judge (c, now, limits) {
-    let flow = null
-    for (let k = 0; k <= c; k++) {
-      const f = this.overload[k].flow.sum(now, limits.window)
-      if (flow === null) flow = f
-      else {
-        flow.arrived += f.arrived
-        flow.served += f.served
-        flow.gaveUp += f.gaveUp
-        f.excess.forEach((e, q) => { flow.excess[q] += e })
-      }
-    }
+    const flow = Flow.total(this.overload.slice(0, c + 1).map((o) => o.flow), now, limits.window)
     const judged = limits.render !== null && this.beyondOneRound(c, limits.places) > 0
     const tooLong = judged && this.fifoTooLong(c, now, limits)
     const late = tooLong || (judged && (this.oldestLate(c, now, limits) || flow.gaveUp >= limits.places))
@@ -277,10 +267,8 @@ class Dispatcher {
   // this long, the requests ahead of it leave one pace apart, then it renders. The queue's length
   // decides, and the newest request's age, neither of which the order of service changes.
   fifoTooLong (c, now, limits) {
-    let ahead = 0
-    for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
     const newest = this.newestArrival(c)
-    return newest !== null && now - newest + (ahead - 1) * limits.render / limits.places > lastStart(limits)
+    return newest !== null && now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
   }
 
   // Whether the longest-waiting request of class `c` can no longer be answered within `maxWait`.
@@ -320,9 +308,14 @@ class Dispatcher {
   // Nor does a shedding pass turn away more than that: requests that all waited too long together
   // (a late timer, a burst) must not take the last round's with them.
   beyondOneRound (c, places) {
-    let ahead = 0
-    for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
-    return Math.max(0, ahead - places)
+    return Math.max(0, this.queuedAhead(c) - places)
+  }
+
+  // How many requests of class `c` and of the classes served before it are queued.
+  queuedAhead (c) {
+    let n = 0
+    for (let k = 0; k <= c; k++) n += this.queue.classes[k].length
+    return n
   }
 
   // When the request of class `c` that arrived last arrived (null: none is queued). Redispatched

@@ -142,6 +142,19 @@ class Flow {
     return total
   }
 
+  // Flow#sum of several flows (a class and those served before it), added up.
+  static total (flows, now, window) {
+    const total = flows[0].sum(now, window)
+    for (const flow of flows.slice(1)) {
+      const f = flow.sum(now, window)
+      total.arrived += f.arrived
+      total.served += f.served
+      total.gaveUp += f.gaveUp
+      f.excess.forEach((e, q) => { total.excess[q] += e })
+    }
+    return total
+  }
+
   // When the oldest slice leaves the window (Infinity: none is kept).
   nextForgetAt (window) {
     return this.slices.length > 0 ? this.slices[0].start + window : Infinity
