@@ -79,7 +79,8 @@ class Pace {
 // The durations overload control works with, in milliseconds: each one the user gave (`given`:
 // { maxWait, interval }), or else scaled with the pace. `pace(places)`: the pace in ms (null:
 // unknown yet); `places()`: the places that serve the queue (workers.places(), the one count of
-// capacity). Until the pace is known the scaled maximum wait is endless: nothing is judged.
+// capacity). Until the pace is known, and while no worker is in rotation, the scaled maximum wait
+// is endless and nothing is judged.
 class OverloadLimits {
   // `ceiling`: the longest a request may wait at all (--queue-timeout; Infinity: no limit). Past
   // it the balancer turns a request away itself, so clients cannot be taken to wait longer.
@@ -95,7 +96,7 @@ class OverloadLimits {
   // given (its floor while maxWait is endless).
   current () {
     const places = this.places()
-    const pace = this.pace(places)
+    const pace = places > 0 ? this.pace(places) : null
     const render = pace === null ? null : pace * places
     const maxWait = this.given.maxWait !== undefined ? this.given.maxWait : pace === null ? Infinity : Math.min(this.ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
     const window = this.given.interval !== undefined ? this.given.interval : Number.isFinite(maxWait) ? maxWait : MAX_WAIT_FLOOR_MS

@@ -453,6 +453,25 @@ t.test('overload: clients that give up while they wait make the queue stand, wha
   t.ok(inTime.length >= 0.8 * rendered.length, `most of what the worker rendered reached its client in time (${inTime.length} of ${rendered.length})`)
 })
 
+t.test('overload: while no worker is in rotation, nothing is judged', async (t) => {
+  // The only worker drains (a reload): requests queue for the next one, and some of their
+  // clients give up meanwhile. No place serves the queue, so there is no pace to judge it by.
+  const r = overloadRig(t, { overload: { interval: 400 } })
+  learnPace(r)
+  r.d.drain(r.d.workers.get(1), { untilQueueEmpty: false })
+  const jobs = []
+  for (let i = 0; i < 40; i++) {
+    r.clock.setTimeout(() => {
+      const job = r.submit(`q${i}`)
+      jobs.push(job)
+      r.clock.setTimeout(() => r.d.cancel(job), 300)
+    }, 20 * i)
+  }
+  r.run(1000)
+  t.equal(r.d.overload[NORMAL].stands, 0, 'the queue never stood')
+  t.same(r.shed(), [], 'nothing turned away')
+})
+
 t.test('overload: a burst of fast requests does not carry over into judging the slow ones after it', async (t) => {
   // Two workers: 200 requests of 1 ms queued at once, then 80 of 200 ms.
   const r = overloadRig(t, { count: 2 })

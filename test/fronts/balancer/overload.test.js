@@ -149,6 +149,7 @@ t.test('the maximum wait left unset is a second, or 100 paces if longer, at most
   t.equal(limits(100, 2, {}, 5000).maxWait, 5000, 'no longer than --queue-timeout: past it the balancer turns the request away itself')
   t.same(limits(100, 2, { maxWait: 300, interval: 50 }), { maxWait: 300, window: 50, render: 200, places: 2 }, 'durations given are kept as given')
   t.same(limits(null, 2), { maxWait: Infinity, window: 1000, render: null, places: 2 }, 'pace unknown: nothing is judged')
+  t.same(limits(2, 0), { maxWait: Infinity, window: 1000, render: null, places: 0 }, 'no worker in rotation: nothing is judged')
   const pace = new Pace()
   t.equal(pace.ms(2), null, 'no gap seen yet')
   for (let i = 0; i < 500; i++) pace.add(0.5)
