@@ -6,9 +6,12 @@
 // the same in every run. Not a part of `npm run bench` (nothing real runs): it is how the
 // defaults of lib/fronts/balancer/overload.js were chosen, kept to check them.
 //
-//   node bench/overload-sim.js            the loads of bench/overload.js (bench/lib/overload-shapes.js):
+//   node bench/overload-sim.js [--warmup S]
+//                                         the loads of bench/overload.js (bench/lib/overload-shapes.js):
 //                                         closed-loop clients after a burst of fast requests,
-//                                         open loop, mixed routes
+//                                         open loop, mixed routes; with --warmup, every open
+//                                         loop counts from S s (bench/overload.js measures the
+//                                         loads a FIFO fails within a run in their steady state)
 //   node bench/overload-sim.js --grid [--load 0.5,0.8,0.9,1] [--workers 1,2,4,8,15,32]
 //                                     [--median 30,300,1000] [--renders 8000]
 //                                         Poisson arrivals of lognormal renders (σ 0.8) from
@@ -26,7 +29,7 @@ const ms = (x) => (x === null || x === undefined ? '–' : String(Math.round(x))
 const pct = (x) => `${(x * 100).toFixed(0)}%`
 const row = (cells, widths) => cells.map((c, i) => String(c).padStart(widths[i])).join('  ')
 
-function shapes () {
+function shapes (args) {
   const closedWidths = [20, 9, 9, 9, 9, 7]
   console.log('Closed-loop clients for 20 s after a burst of fast requests: FIFO | the defaults')
   console.log(row(['', '503 FIFO', '503 def.', 'p99 FIFO', 'p99 def.', 'ratio'], closedWidths))
@@ -35,13 +38,16 @@ function shapes () {
     const def = runShape(s)
     console.log(row([s.id, fifo.turnedAway, def.turnedAway, ms(fifo.p99), ms(def.p99), `${(def.p99 / fifo.p99).toFixed(2)}×`], closedWidths))
   }
-  const openWidths = [20, 9, 12, 12, 9, 9]
-  console.log('\nOpen loop, clients give up after 1 s: in time ÷ capacity, FIFO | the defaults')
-  console.log(row(['', 'warm-up', 'FIFO', 'defaults', '503 def.', 'p99 def.'], openWidths))
-  for (const s of [...openShapes(), ...mixedShapes()]) {
+  const openWidths = [20, 9, 12, 12, 9, 9, 16, 16]
+  console.log('\nOpen loop, clients give up after 1 s: in time ÷ capacity, FIFO | the defaults; over the whole run, how many')
+  console.log('requests the defaults answered in time, and how many of those a FIFO answered in time they did not')
+  console.log(row(['', 'warm-up', 'FIFO', 'defaults', '503 def.', 'p99 def.', 'in time, def.', 'FIFO\'s lost'], openWidths))
+  for (const shape of [...openShapes(), ...mixedShapes()]) {
+    const s = args.warmup === undefined ? shape : { ...shape, warmup: args.warmup }
     const fifo = runShape(s, { fifo: true })
     const def = runShape(s)
-    console.log(row([s.id, `${s.warmup} s`, pct(fifo.share), pct(def.share), pct(def.turnedAway / def.requests), ms(def.p99)], openWidths))
+    const lost = fifo.inTimeEach.filter((ok, i) => ok && !def.inTimeEach[i]).length
+    console.log(row([s.id, `${s.warmup} s`, pct(fifo.share), pct(def.share), pct(def.turnedAway / def.requests), ms(def.p99), `${def.inTimeEach.filter(Boolean).length} of ${def.inTimeEach.length}`, lost], openWidths))
   }
 }
 
@@ -64,7 +70,7 @@ function grid (args) {
 }
 
 function parseArgs (argv) {
-  const args = { grid: false, load: [0.5, 0.8, 0.9, 1], workers: [1, 2, 4, 8, 15, 32], median: [30, 300, 1000], renders: 8000 }
+  const args = { grid: false, warmup: undefined, load: [0.5, 0.8, 0.9, 1], workers: [1, 2, 4, 8, 15, 32], median: [30, 300, 1000], renders: 8000 }
   for (let i = 0; i < argv.length; i++) {
     const key = argv[i].replace(/^--/, '')
     if (key === 'grid') { args.grid = true; continue }
@@ -83,4 +89,4 @@ try {
   process.exit(2)
 }
 if (args.grid) grid(args)
-else shapes()
+else shapes(args)
