@@ -243,14 +243,12 @@ export interface EmbeddedBalancerOptions {
   trustProxy?: string
   /** default true */
   accessLog?: boolean
-  /** serve newest first and shed requests queued past overloadMaxWait while the queue stands. Default true (false: a plain FIFO queue) */
+  /** a FIFO queue until more arrives than the workers take and a FIFO could no longer answer within overloadMaxWait; then later arrivals newest first, and 503 at once for what can no longer be answered in time. Default true (false: a plain FIFO queue) */
   overloadControl?: boolean
-  /** ms; default 100 paces (typical render ÷ workers), at least 400 */
-  overloadInterval?: number
-  /** ms; default 50 paces, at least 100 */
-  overloadTarget?: number
-  /** ms; default 100 paces, at least 200 */
+  /** ms clients wait; default 1000 or 100 paces (the measured time between two requests leaving a busy queue) if longer, at most queueTimeout */
   overloadMaxWait?: number
+  /** ms over which arrivals and the requests workers take are compared; default overloadMaxWait */
+  overloadInterval?: number
   /** header whose value (high, normal, low) sets a request's class, from trustProxy peers only; default none */
   priorityHeader?: string
   /** classes by path prefix: 'PREFIX=CLASS,...'; default none */

@@ -6,6 +6,8 @@
 // exactly its service time, and the balancing in front is what is measured.
 //
 // `?busy=1` burns the CPU for the service time instead (a busy loop), for the CPU-bound variant.
+// `?wait=` awaits that many ms before answering, its event loop idle meanwhile, as a page that
+// awaits its data does (the worker still takes one request at a time).
 // `?kb=` sends a body of that many KB (for the buffering measurement). `?hang=1` never answers:
 // it blocks the event loop for good, as an endless loop in a render would, still without burning
 // a core (only the supervisor's request timeout ends it). With `onBusy`, each
@@ -35,12 +37,17 @@ function createApp ({ onBusy } = {}) {
     const kb = Number(params.get('kb') || 0)
     const hang = params.get('hang') === '1'
     const busy = params.get('busy') === '1'
+    const wait = Number(params.get('wait') || 0)
     let received = 0
     req.on('data', (c) => { received += c.length })
     req.on('end', () => {
       if (hang) Atomics.wait(sleeper, 0, 0) // no timeout: never returns
       if (busy) spin(ms)
       else block(ms)
+      if (wait > 0) setTimeout(answer, wait)
+      else answer()
+    })
+    const answer = () => {
       const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
       res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })
       res.end(body)
@@ -48,7 +55,7 @@ function createApp ({ onBusy } = {}) {
       let finishedAt = 0
       res.on('finish', () => { finishedAt = performance.now() })
       res.on('close', () => onBusy({ url: req.url, received, finished: finishedAt > 0, busyMs: (finishedAt || performance.now()) - started }))
-    })
+    }
   }
 }
 

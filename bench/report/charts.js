@@ -508,18 +508,19 @@ function intervalLines (values, { title, subtitle, x, y, keys, yScale = {}, yFor
   })
 }
 
-// bench/overload.js: goodput as a share of capacity, and the p99 of what was answered.
+// bench/overload.js: goodput as a share of capacity, and the p99 of what was answered, per load
+// and front; `cells`: the open-loop cells (data.cells) or those of the mixed routes.
 // stat(cell, key) → interval.
-function overloadGoodput (data, stat) {
-  if (!data?.cells?.length) return null
-  const values = data.cells.map((c) => dot(stat(c, 'share'), { x: c.load, series: label(c.front) })).filter(Boolean)
+function overloadGoodput (data, stat, { cells = data?.cells, title = 'Goodput under overload', what = '' } = {}) {
+  if (!cells?.length) return null
+  const values = cells.map((c) => dot(stat(c, 'share'), { x: c.load, series: label(c.front) })).filter(Boolean)
   return intervalLines(values, {
-    title: 'Goodput under overload',
-    subtitle: `answers within the clients' ${data.config?.deadline ?? '?'} ms deadline, per second, as a share of what the workers can render; ${data.legacy ? 'one run per point' : 'median of the runs with its 95% interval'}`,
+    title,
+    subtitle: `${what}answers within the clients' ${data.config?.deadline ?? '?'} ms deadline, per second, as a share of what the workers can render; ${data.legacy ? 'one run per point' : 'median of the runs with its 95% interval'}`,
     x: 'offered load (× capacity)',
     y: 'goodput (of capacity)',
-    keys: fronts(data.cells),
-    yScale: { domain: [0, 1.05] },
+    keys: fronts(cells),
+    yScale: { zero: true },
     yFormat: '.0%',
     ref: 1
   })
@@ -538,4 +539,25 @@ function overloadLatency (data, stat) {
   })
 }
 
-module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, SCENARIO_TITLE }
+const RENDER_TITLE = { cpu: 'renders on the CPU', await: 'pages awaiting data' }
+
+// bench/overload.js, closed-loop clients: p99 of the defaults and of FIFO side by side, per
+// number of clients, pool size (columns) and kind of render (rows).
+function overloadClosed (data, stat) {
+  if (!data?.closed?.length) return null
+  const values = data.closed.map((c) => dot(stat(c, 'p99'), { x: c.clients, series: label(c.front), row: RENDER_TITLE[c.render] ?? c.render, col: `${c.workers} workers` })).filter(Boolean)
+  const runs = Math.max(...data.closed.map((c) => c.runs.length))
+  return intervalDots(values, {
+    title: 'Closed-loop clients: overload control against a FIFO',
+    subtitle: `p99 latency (log scale), each run right after a burst of fast requests; ${runs > 1 ? 'median of the runs with its 95% interval' : 'one run'}`,
+    x: 'closed-loop clients',
+    y: 'p99 (ms)',
+    keys: fronts(data.closed),
+    xSort: [...new Set(data.closed.map((c) => c.clients))].sort((a, b) => a - b),
+    rowSort: Object.values(RENDER_TITLE),
+    yScale: { type: 'log' },
+    width: 200
+  })
+}
+
+module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, overloadClosed, SCENARIO_TITLE }

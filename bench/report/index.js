@@ -350,38 +350,82 @@ async function bodyBudgetSection (r, dir, run) {
   r.add(provenance(run, 'body-budget'))
 }
 
-// Below capacity, the embedded balancer with overload control on (the default) against off, in
-// the same runs: p50 and p99 side by side, and whether "on" is no worse (its interval reaches
-// at or below the upper end of the other's).
-function overloadControlBelowCapacity (data, stat) {
+// Where a FIFO answers everyone in time (the FIFO's clients gave up on none of its requests, in
+// the median run), overload control on (the default) against off, in the same runs: goodput, p50
+// and p99 side by side, what it turned away, and whether "on" is no worse (its intervals reach
+// the other's: goodput at or above, latencies at or below).
+function overloadWhereFifoKeepsUp (data, stat) {
   const cell = (load, front) => data.cells.find((c) => c.load === load && c.front === front)
-  const pairs = [...new Set(data.cells.map((c) => c.load))].filter((x) => x < 1).sort((a, b) => a - b)
-    .map((load) => [load, cell(load, 'embedded-oc'), cell(load, 'embedded-fifo')]).filter(([, on, off]) => on && off)
+  const pairs = [...new Set(data.cells.map((c) => c.load))].sort((a, b) => a - b)
+    .map((load) => [load, cell(load, 'embedded-oc'), cell(load, 'embedded-fifo')])
+    .filter(([, on, off]) => on && off && stat(off, 'gaveUp').value === 0)
   if (!pairs.length) return null
-  const noWorse = (on, off) => finite(on.lo) && finite(off.hi) && on.lo <= off.hi
-  return table(['load', 'p50 ms, on', 'p50 ms, off', 'p99 ms, on', 'p99 ms, off', '503, on', 'no worse within the intervals'], pairs.map(([load, on, off]) => {
-    const [p50on, p50off, p99on, p99off] = [stat(on, 'p50'), stat(off, 'p50'), stat(on, 'p99'), stat(off, 'p99')]
-    return [`${load}×`, ci(p50on), ci(p50off), ci(p99on), ci(p99off), ci(stat(on, 'turnedAway'), pct), noWorse(p50on, p50off) && noWorse(p99on, p99off) ? 'yes' : '**no**']
+  const atMost = (a, b) => finite(a.lo) && finite(b.hi) && a.lo <= b.hi
+  return table(['load', 'goodput, on', 'goodput, off', 'p50 ms, on', 'p50 ms, off', 'p99 ms, on', 'p99 ms, off', '503, on', 'no worse within the intervals'], pairs.map(([load, on, off]) => {
+    const [g1, g0, p50on, p50off, p99on, p99off, shed] = [stat(on, 'share'), stat(off, 'share'), stat(on, 'p50'), stat(off, 'p50'), stat(on, 'p99'), stat(off, 'p99'), stat(on, 'turnedAway')]
+    const ok = finite(g1.hi) && finite(g0.lo) && g1.hi >= g0.lo && atMost(p50on, p50off) && atMost(p99on, p99off)
+    return [`${load}×`, ci(g1, pct), ci(g0, pct), ci(p50on), ci(p50off), ci(p99on), ci(p99off), ci(shed, pct), ok ? 'yes' : '**no**']
   }))
+}
+
+const RENDER_NAME = { cpu: 'CPU', await: 'awaits data' }
+
+// Closed-loop clients, the defaults against FIFO per shape: p99 of each and their ratio (run by
+// run), and what each turned away; `verdict` says how many shapes keep the issue's bounds.
+function overloadClosedTable (data, stat) {
+  const shapes = [...new Map(data.closed.map((c) => [`${c.workers}/${c.render}/${c.clients}`, c])).values()]
+  let kept = 0
+  let judged = 0
+  const rows = shapes.map((s) => {
+    const of = (front) => data.closed.find((c) => c.workers === s.workers && c.render === s.render && c.clients === s.clients && c.front === front)
+    const on = of('embedded-oc')
+    const off = of('embedded-fifo')
+    const ratio = on && off ? interval(on.runs.map((x, i) => ({ v: off.runs[i] ? x.p99 / off.runs[i].p99 : NaN })), 'v') : null
+    const shed = (c) => (c ? c.runs.reduce((n, x) => n + x.turnedAway, 0) : null)
+    if (on && off) {
+      judged++
+      if (shed(on) === 0 && finite(ratio.value) && ratio.value <= 1.1) kept++
+    }
+    return [s.workers, RENDER_NAME[s.render] ?? s.render, s.clients, on ? ci(stat(on, 'p99')) : '–', off ? ci(stat(off, 'p99')) : '–', ratio ? ci(ratio, times) : '–', int(shed(on)), int(shed(off)), on ? int(on.runs.reduce((n, x) => n + x.requests, 0)) : '–']
+  })
+  return {
+    table: table(['workers', 'render', 'clients', 'p99 ms, defaults', 'p99 ms, FIFO', 'p99 ÷ FIFO\'s', '503, defaults', '503, FIFO', 'requests, defaults'], rows),
+    verdict: `${kept} of ${judged} shapes with nothing turned away and p99 within 1.1× of the FIFO's.`
+  }
 }
 
 async function overloadSection (r, dir, run) {
   const data = load.overload(dir)
-  r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves; the embedded balancer\'s overload control (on by default; `--no-overload-control` for FIFO) serves the newest first and turns away, at once, what has waited too long; the generated HAProxy config turns away what finds its queue full (`--max-queue`). By `bench/overload.js`.')
+  r.add('## Overload', 'More arrives than the workers can render, and clients give up after a deadline, as browsers and upstream proxies do. Goodput is what still reaches clients in time, as a share of what the workers can render. A FIFO queue under a standing backlog serves each request just before its client leaves. The embedded balancer\'s overload control (on by default; `--no-overload-control` for FIFO) leaves the queue a FIFO until more arrives than the workers take and a FIFO could no longer answer within what clients wait; then it serves later arrivals newest first and turns away, at once, what can no longer be answered in time. The generated HAProxy config turns away what finds its queue full (`--max-queue`). By `bench/overload.js`; the same loads on the dispatcher with a simulated clock: `node bench/overload-sim.js`.')
   if (!data?.cells?.length) return r.add(missing(run, 'overload', 'overload goodput'))
   if (data.legacy) r.add('> **From an earlier format of this part:** one run per cell (no interval), the fronts sharing one set of workers and HAProxy from a hand-written config; `npm run bench -- --only overload` measures it as described here.')
   const stat = (c, k) => interval(c.runs, k)
   r.add(await r.figure('overload-goodput', charts.overloadGoodput(data, stat), 'goodput as a share of capacity against the offered load, per front, with 95% intervals'))
   r.add(await r.figure('overload-latency', charts.overloadLatency(data, stat), 'p99 latency of the answered requests against the offered load, per front, with 95% intervals'))
-  r.add(table(['load', 'front', 'runs', 'offered req/s', 'goodput req/s', 'goodput ÷ capacity', 'answered p50 ms', 'answered p99 ms', '503', 'gave up', 'drained after s'], data.cells.map((c) => {
+  r.add(table(['load', 'warm-up s', 'front', 'runs', 'offered req/s', 'goodput req/s', 'goodput ÷ capacity', 'answered p50 ms', 'answered p99 ms', '503', 'gave up', 'drained after s'], data.cells.map((c) => {
     const p = (k) => stat(c, k)
-    return [`${c.load}×`, label(c.front), runsCell(p('offered')), ci(p('offered'), int), ci(p('goodput'), int), ci(p('share'), pct), ci(p('p50')), ci(p('p99')), ci(p('turnedAway'), pct), ci(p('gaveUp'), pct), ci(p('drainS'), (v) => v.toFixed(1))]
+    return [`${c.load}×`, c.warmup ?? data.config?.warmup ?? '–', label(c.front), runsCell(p('offered')), ci(p('offered'), int), ci(p('goodput'), int), ci(p('share'), pct), ci(p('p50')), ci(p('p99')), ci(p('turnedAway'), pct), ci(p('gaveUp'), pct), ci(p('drainS'), (v) => v.toFixed(1))]
   })))
-  const costs = overloadControlBelowCapacity(data, stat)
-  if (costs) r.add('What overload control costs when there is no overload: the same runs with it on (the default) and off.', costs)
+  const keepsUp = overloadWhereFifoKeepsUp(data, stat)
+  if (keepsUp) r.add('Where a FIFO answers every request in time (its clients gave up on none), overload control must change nothing: the same runs with it on (the default) and off.', keepsUp)
+  if (data.mixed?.length) {
+    r.add('### Mixed routes', `The same open loop with two routes: ${(data.renders?.mixed?.routes ?? []).map((x) => `${pct(x.share)} of ${x.ms} ms`).join(' and ')}, the defaults against FIFO.`)
+    r.add(await r.figure('overload-mixed', charts.overloadGoodput(data, stat, { cells: data.mixed, title: 'Goodput with a fast route and a slow one', what: 'mixed routes; ' }), 'goodput as a share of capacity against the offered load with mixed routes, overload control on and off, with 95% intervals'))
+    r.add(table(['load', 'warm-up s', 'front', 'runs', 'goodput ÷ capacity', 'answered p50 ms', 'answered p99 ms', '503', 'gave up'], data.mixed.map((c) => {
+      const p = (k) => stat(c, k)
+      return [`${c.load}×`, c.warmup, label(c.front), runsCell(p('offered')), ci(p('share'), pct), ci(p('p50')), ci(p('p99')), ci(p('turnedAway'), pct), ci(p('gaveUp'), pct)]
+    })))
+  }
+  if (data.closed?.length) {
+    const closed = overloadClosedTable(data, stat)
+    const burst = data.burst ? `${data.burst.count} requests of ${data.burst.ms} ms from ${data.burst.clients} clients` : 'a burst of fast requests'
+    r.add('### Closed-loop clients', `Each client sends its next request once the last one is answered: the queue they make is bounded, and a FIFO serves them in turn, so it is no overload, however many they are. Each run comes right after ${burst}, so that the pace measured on those must not judge the slow renders after them; renders on the CPU are lognormal (median ${data.renders?.cpu?.median ?? '?'} ms), pages awaiting data hold their worker ${data.renders?.await?.ms ?? '?'} ms with its event loop idle. ${closed.verdict}`)
+    r.add(await r.figure('overload-closed', charts.overloadClosed(data, stat), 'p99 latency of closed-loop clients, overload control on and off, per number of clients, pool size and kind of render, with 95% intervals'))
+    r.add(closed.table)
+  }
   const a = data.config ?? {}
-  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.warmup ?? '?'} s warm-up then ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}. Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw.${data.haproxyQueueTimeoutMs ? ` "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs}ms\`, below the deadline.` : ' "HAProxy": the generated config, its queue capped at 100 requests; "--max-queue 0": uncapped, a FIFO.'}`)
-  r.add(skippedNote(data.skipped, (s) => label(s.front)))
+  r.add(`${a.workers ?? '?'} workers, lognormal renders (median ${a.median ?? '?'} ms, σ ${a.sigma ?? '?'}), Poisson arrivals at the given multiple of capacity, clients' deadline ${a.deadline ?? '?'} ms, ${a.measure ?? '?'} s measured per run${a.runs ? `, ${a.runs} runs per cell` : ''}, after a warm-up of ${a.warmup ?? '?'} s, or, where a FIFO's wait would reach the deadline within the run, once every front has reached its steady state (the FIFO's wait at the deadline, then one deadline more: 3 s at 1.5×, 2 s at 2×). Answered latencies are of the requests answered at all: those whose client gave up are missing, so under overload they understate what clients saw.${data.haproxyQueueTimeoutMs ? ` "HAProxy, short queue timeout": the generated config with \`--queue-timeout ${data.haproxyQueueTimeoutMs}ms\`, below the deadline.` : ' "HAProxy": the generated config, its queue capped at 100 requests; "--max-queue 0": uncapped, a FIFO.'}`)
+  r.add(skippedNote(data.skipped, (s) => `${label(s.front)}${s.workers ? ` (${s.workers} workers)` : ''}`))
   r.add(provenance(run, 'overload', 'node bench/overload.js', data.legacy ? null : data))
 }
 

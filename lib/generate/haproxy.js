@@ -12,8 +12,9 @@ const { parseRoutes, CLASSES } = require('../fronts/balancer/priority')
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
 const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
-// As many queued requests as the embedded balancer's overload control lets wait paces
-// (--overload-max-wait: 100 paces): what HAProxy 2.6 can express of it, as a length.
+// 100 queued requests are worked off in about 100 paces, as long as the embedded balancer's
+// overload control takes clients to wait on a pool of slow renders (--overload-max-wait): what
+// HAProxy 2.6 can express of it, as a length.
 const DEFAULT_MAX_QUEUE = 100
 
 // lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are

@@ -95,3 +95,54 @@ t.test("README's measured figures come from the results, written between its mar
   fs.writeFileSync(file, '# no block\n')
   t.equal(writeSummary(results, file), false, 'a file without the markers is left alone')
 })
+
+t.test('the overload section: where a FIFO keeps up, on against off; closed-loop clients shape by shape, against the issue\'s bounds', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const open = (over) => ({ offered: 430, capacity: 360, goodput: 430, share: 1.19, p50: 40, p99: 600, turnedAway: 0, gaveUp: 0, errors: 0, requests: 860, lag: { p99: 1 }, drainS: 0.2, drained: true, ...over })
+  const closed = (over) => ({ requests: 100, ok: 100, turnedAway: 0, failed: 0, failedByKind: {}, rps: 10, p50: 1200, p99: 1400, ...over })
+  const { RENDERS, BURST } = require('../../bench/lib/overload-shapes')
+  const overload = {
+    part: 'overload',
+    version: 2,
+    quick: false,
+    command: 'node bench/overload.js',
+    startedAt: '2026-01-01T00:00:00.000Z',
+    source: { commit: 'abc1234', dirty: false, changedFiles: 0, changedPaths: [] },
+    config: { workers: 15, median: 30, sigma: 0.8, deadline: 1000, measure: 2, warmup: 1, runs: 2 },
+    fronts: ['embedded-oc', 'embedded-fifo'],
+    cells: [
+      { load: 1.2, warmup: 1, front: 'embedded-oc', runs: [open(), open()] },
+      { load: 1.2, warmup: 1, front: 'embedded-fifo', runs: [open(), open()] },
+      { load: 2, warmup: 2, front: 'embedded-oc', runs: [open({ share: 1.2, turnedAway: 0.4 }), open({ share: 1.21, turnedAway: 0.4 })] },
+      { load: 2, warmup: 2, front: 'embedded-fifo', runs: [open({ share: 0.01, gaveUp: 0.99 }), open({ share: 0.02, gaveUp: 0.98 })] }
+    ],
+    mixed: [
+      { load: 1.5, warmup: 3, front: 'embedded-oc', runs: [open({ share: 1.1 })] },
+      { load: 1.5, warmup: 3, front: 'embedded-fifo', runs: [open({ share: 0.2, gaveUp: 0.8 })] }
+    ],
+    closed: [
+      { workers: 2, clients: 13, render: 'await', seconds: 6, front: 'embedded-oc', runs: [closed(), closed()] },
+      { workers: 2, clients: 13, render: 'await', seconds: 6, front: 'embedded-fifo', runs: [closed(), closed()] },
+      { workers: 2, clients: 50, render: 'cpu', seconds: 6, front: 'embedded-oc', runs: [closed({ p99: 2000, turnedAway: 3, failed: 3 })] },
+      { workers: 2, clients: 50, render: 'cpu', seconds: 6, front: 'embedded-fifo', runs: [closed()] }
+    ],
+    renders: RENDERS,
+    burst: BURST
+  }
+  fs.writeFileSync(path.join(dir, 'overload.json'), JSON.stringify(overload))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  const keepsUp = md.slice(md.indexOf('Where a FIFO answers every request in time'), md.indexOf('### Mixed routes'))
+  t.match(keepsUp, /\| 1\.2× \| 119% \| 119% \|.*\| yes \|/, 'where the FIFO keeps up (1.2×): on against off, no worse')
+  t.notMatch(keepsUp, /\| 2× \|/, 'not where its clients gave up (2×)')
+  t.match(md, /\| 2× \| 2 \| embedded, overload control \(default\) \|/, 'the warm-up of each load is shown')
+  t.match(md, /80% of 10 ms and 20% of 250 ms/, 'the mixed routes are named')
+  t.match(md, /1 of 2 shapes with nothing turned away and p99 within 1\.1× of the FIFO's/, 'the closed-loop verdict counts the shapes that keep the bounds')
+  t.match(md, /\| 2 \| awaits data \| 13 \| 1400 \| 1400 \| 1\.00× \| 0 \| 0 \| 200 \|/)
+  t.match(md, /\| 2 \| CPU \| 50 \| 2000 \| 1400 \| 1\.43× \| 3 \| 0 \| 100 \|/)
+  for (const chart of ['overload-goodput', 'overload-mixed', 'overload-closed']) t.ok(fs.existsSync(path.join(dir, 'charts', `${chart}.svg`)), chart)
+  const { summary } = require('../../bench/report/summary')
+  t.match(summary(dir), /the defaults turned away 3 of 300 requests, with a p99 at most 1\.43× a FIFO's/)
+})

@@ -11,20 +11,28 @@
 // same step: a release, a worker in rotation, the end of a bench (its own timer lifts it).
 //
 // With overload control (lib/fronts/balancer/overload.js), each class's queue is watched on its own
-// (a busy high class must not hide a low class that stands behind it): one that stands is served
-// newest first, and whoever in it has waited longer than the limit is turned away at once, but
-// for the requests one round of the workers serves next. The limits not given scale with the
-// pool's pace, which the dispatcher measures: how long workers hold their requests, and how many
-// share the queue.
+// (a busy high class must not hide a low class that stands behind it): one that stands serves
+// the requests that were waiting when it began to stand in order, then the newest first, and
+// whoever in it can no longer be answered in time is turned away at once, but for the requests
+// one round of the workers serves next. The dispatcher counts what that is judged by: the
+// requests that arrive, are given to workers and are given up by their clients, and the gaps
+// between requests leaving the queue (the pace).
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
 // milliseconds behind the socket's.
 const BENCH_AFTER_FAILURE_MS = 1000
 
+// The time and the timers: the process's own, or a simulated clock's (bench/lib/dispatcher-sim.js).
+const REAL_CLOCK = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (timer) => clearTimeout(timer)
+}
+
 const { ClassQueues } = require('./queue')
 const { CLASSES, NORMAL } = require('./priority')
-const { OverloadControl, OverloadLimits, RenderTime } = require('./overload')
+const { OverloadControl, OverloadLimits, Pace, Flow } = require('./overload')
 
 class Dispatcher {
   // onAssign(job, record): the job now owns one of record's maxconn places; it must call
@@ -34,9 +42,11 @@ class Dispatcher {
   //   queue_full (the queue was full and a request of a higher class took its place).
   // priorityOf(req): the request's class (lib/fronts/balancer/priority.js); every request is normal
   //   without it.
-  // overload: { interval, target, maxWait } turns overload control on; a duration left
-  //   undefined scales with the pool's pace (lib/fronts/balancer/overload.js).
-  constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway }) {
+  // overload: { interval, maxWait } turns overload control on; a duration left undefined scales
+  //   with the pool's pace (lib/fronts/balancer/overload.js).
+  // clock: { now, setTimeout, clearTimeout }, the process's own unless given.
+  constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway, clock = REAL_CLOCK }) {
+    this.clock = clock
     this.workers = workers
     this.queueTimeout = queueTimeout
     this.maxQueue = maxQueue
@@ -44,10 +54,13 @@ class Dispatcher {
     this.onAssign = onAssign
     this.onTurnedAway = onTurnedAway
     this.queue = new ClassQueues(CLASSES.length)
-    this.renders = new RenderTime()
-    this.limits = overload ? new OverloadLimits(overload, () => this.pace()) : null
+    this.pace = new Pace()
+    this.busySince = null // when the queue last stopped being empty (null: it is empty)
+    this.lastTakenAt = null // when a worker last took a request from the queue
+    this.limits = overload ? new OverloadLimits(overload, { pace: (places) => this.pace.ms(places), places: () => this.workers.places(), ceiling: queueTimeout > 0 ? queueTimeout : Infinity }) : null
     this.overload = overload ? CLASSES.map(() => new OverloadControl()) : null
-    this.newestFirst = (cls) => this.overload !== null && this.overload[cls].standing
+    this.newestFirst = (c) => this.servesNewest(c)
+    this.lastServed = (c) => this.lastServedOf(c)
     this.overloadTimer = null
     this.overloadTimerAt = Infinity
     this.drains = new Set()
@@ -55,21 +68,13 @@ class Dispatcher {
 
   get queued () { return this.queue.length }
 
-  // The classes whose queue stands now (none without overload control).
-  standingClasses () {
-    if (!this.overload) return []
-    const now = performance.now()
-    const limits = this.limits.current()
-    const places = this.workers.places()
-    return CLASSES.filter((_, c) => this.overload[c].update(now, this.judgedOldest(c, places), limits))
-  }
-
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
   // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
   // is kept if the job comes back after a redispatch: its client has been waiting since.
   submit (job) {
     this.classify(job)
-    if (this.queueTimeout > 0) job.deadline = performance.now() + this.queueTimeout
+    if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
+    this.count(job, 'arrived')
     if (this.queue.length === 0) {
       const record = this.workers.pickFree()
       if (record) { this.assign(job, record); return 'assigned' }
@@ -93,13 +98,13 @@ class Dispatcher {
   wouldTake (job) {
     this.classify(job)
     if (this.queue.length === 0 && this.workers.anyFree()) return true
-    return !this.isFull() || this.queue.lastBelow(job.priority, this.newestFirst) !== null
+    return !this.isFull() || this.queue.lastBelow(job.priority, this.lastServed) !== null
   }
 
   // A full queue still takes a request of a higher class than some queued one: the lower one
   // that would be served last gives way.
   makeRoom (job) {
-    const node = this.queue.lastBelow(job.priority, this.newestFirst)
+    const node = this.queue.lastBelow(job.priority, this.lastServed)
     if (!node) return false
     this.turnAway(node.item, 'queue_full')
     return true
@@ -109,36 +114,31 @@ class Dispatcher {
   // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival
   // (submit): past it, the request is turned away unless a worker is free at once.
   requeue (job) {
+    this.count(job, 'arrived')
     this.enqueue(job, true)
     this.pump()
     this.police()
   }
 
   enqueue (job, servedNext) {
-    const now = performance.now()
+    const now = this.clock.now()
     const cls = job.priority
-    // Until now this class's queue was empty: overload control counts from here.
-    if (this.overload && this.queue.classes[cls].length === 0) this.overload[cls].emptied(now)
+    if (this.queue.length === 0) this.busySince = now
     job.queuedAt = now
     job.queueNode = servedNext
       ? this.queue.addNext(job, cls, this.newestFirst(cls))
       : this.queue.add(job, cls)
-    if (this.queueTimeout > 0) job.queueTimer = setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
+    if (this.queueTimeout > 0) job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
   }
 
-  // `how` the job leaves: served, turned-away, or cancelled (for overload control).
-  dequeue (job, how) {
+  dequeue (job) {
     this.queue.remove(job.queueNode)
     job.queueNode = null
-    clearTimeout(job.queueTimer)
+    if (this.queue.length === 0) this.busySince = null
+    if (this.overload && this.queue.classes[job.priority].length === 0) this.overload[job.priority].emptied()
+    this.clock.clearTimeout(job.queueTimer)
     job.queueTimer = null
-    const now = performance.now()
-    const waited = now - job.queuedAt
-    job.queueMs = (job.queueMs || 0) + waited
-    if (!this.overload) return
-    const o = this.overload[job.priority]
-    o.left(waited, now, how, this.limits.current())
-    if (this.queue.classes[job.priority].length === 0) o.emptied(now)
+    job.queueMs = (job.queueMs || 0) + this.clock.now() - job.queuedAt
   }
 
   expire (job) {
@@ -148,28 +148,26 @@ class Dispatcher {
   }
 
   turnAway (job, reason) {
-    this.dequeue(job, 'turned-away')
+    this.dequeue(job)
     this.onTurnedAway(job, reason)
   }
 
   // The client went away: a queued job leaves without ever reaching a worker.
   cancel (job) {
     if (!job.queueNode) return false
-    this.dequeue(job, 'cancelled')
+    this.dequeue(job)
+    this.count(job, 'gaveUp')
     this.checkDrains()
     return true
   }
 
   assign (job, record) {
+    this.count(job, 'served')
     record.inFlight++
     this.onAssign(job, record)
   }
 
-  // `heldMs`: how long the request held the worker, when known. It paces overload control,
-  // unless the attempt failed (the worker was benched just before): a refused connection is no
-  // render.
-  release (record, heldMs) {
-    if (heldMs !== undefined && !record.benched) this.renders.add(heldMs)
+  release (record) {
     record.inFlight--
     this.pump()
     this.checkDrains()
@@ -182,102 +180,177 @@ class Dispatcher {
       const record = this.workers.pickFree()
       if (!record) break
       const job = this.queue.next(this.newestFirst).item
-      this.dequeue(job, 'served')
+      this.taken()
+      this.dequeue(job)
       this.assign(job, record)
     }
   }
 
   // ---- overload control (lib/fronts/balancer/overload.js) ---------------------------------------
 
-  // Decide, class by class, whether the queue stands; where it does, turn away whoever has
-  // waited too long. Runs after each arrival in the queue, and from a timer while the queue is
-  // not empty, so that a queue nobody leaves (every worker on a long render) is noticed too.
+  // A worker takes a request from the queue: the gap since the last one is the pace, if the
+  // queue has not been empty meanwhile (so that every place was busy all along).
+  taken () {
+    const now = this.clock.now()
+    if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) this.pace.add(now - this.lastTakenAt)
+    this.lastTakenAt = now
+  }
+
+  // What overload control judges by, for the class of `job`: `what` is arrived, served or gaveUp.
+  count (job, what) {
+    if (!this.overload) return
+    this.overload[job.priority][what](this.clock.now(), this.limits.current())
+  }
+
+  // Decide, class by class, whether the queue stands; where it does, turn away whoever can no
+  // longer be answered in time. Runs after each arrival in the queue, and from a timer while the
+  // queue is not empty, so that a queue nobody leaves (every worker on a long render) is judged
+  // too, and a queue that stands goes back to FIFO once the workers keep up.
   police () {
     if (!this.overload || this.queue.length === 0) return
-    const now = performance.now()
+    const now = this.clock.now()
     const limits = this.limits.current()
-    const places = this.workers.places()
     let next = Infinity
     let shed = false
     for (let c = 0; c < CLASSES.length; c++) {
       if (this.queue.classes[c].length === 0) continue
-      const o = this.overload[c]
-      const judged = this.judgedOldest(c, places)
-      if (judged === null) o.emptied(now)
-      if (o.update(now, judged, limits) && judged !== null) {
-        const old = this.tooOld(c, now, limits, this.beyondOneRound(c, places))
-        for (const job of old) this.turnAway(job, 'queue_shed')
-        shed = shed || old.length > 0
-        const oldest = this.oldestQueuedAt(c)
-        if (oldest !== null) next = Math.min(next, oldest + limits.maxWait)
+      const beyond = this.beyondOneRound(c, limits.places)
+      const stood = this.overload[c].standing
+      // A queue that stood until now sheds what can no longer be answered in time before it is
+      // handed back to FIFO order, which would answer those first, and late.
+      if ((this.judge(c, now, limits) || stood) && beyond > 0) {
+        const late = this.tooLate(c, now, limits, beyond)
+        for (const job of late) this.turnAway(job, 'queue_shed')
+        if (late.length > 0) this.judge(c, now, limits)
+        shed = shed || late.length > 0
       }
-      next = Math.min(next, o.nextChangeAt(limits))
+      next = Math.min(next, this.nextJudgedAt(c, limits))
     }
     if (next < Infinity) this.armOverloadTimer(next)
     if (shed) this.checkDrains()
   }
 
-  // The requests of class `c` that have waited past the overload limit, the oldest first, at
-  // most `max` of them. The class is walked from its oldest end and the walk stops at the first
-  // request young enough (those behind it are younger), except for redispatched requests put
-  // back in front, which may be younger than those behind them.
-  tooOld (c, now, limits, max) {
-    const o = this.overload[c]
-    const old = []
-    for (let node = this.queue.classes[c].head; node && old.length < max; node = node.next) {
-      if (o.tooOld(node.item.queuedAt, now, limits)) old.push(node.item)
-      else if (!node.servedNext) break
-    }
-    return old
+  // Whether the queue of class `c` stands now (OverloadControl.update, with what it is judged by).
+  judge (c, now, limits) {
+    const flow = Flow.total(this.overload.slice(0, c + 1).map((o) => o.flow), now, limits.window)
+    const judged = limits.render !== null && this.beyondOneRound(c, limits.places) > 0
+    const tooLong = judged && this.fifoTooLong(c, now, limits)
+    const late = tooLong || (judged && (this.oldestLate(c, now, limits) || flow.gaveUp >= limits.places))
+    return this.overload[c].update(now, { flow, round: limits.places, tooLong, late })
   }
 
-  // When the longest-waiting request of class `c` was queued, as overload control sees it: null
-  // when none is, and also when one round of the workers serves every request of this class and
-  // of those ahead of it. Such a queue counts as empty: its wait is the workers' own (long
-  // renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
-  // `places`: this.workers.places(), measured once by the caller.
-  judgedOldest (c, places) {
-    return this.beyondOneRound(c, places) > 0 ? this.oldestQueuedAt(c) : null
+  // Whether class `c` is served newest first now: while its queue stands, once the requests
+  // that were waiting when it began to stand are gone (served oldest first, as a FIFO would have
+  // served them, or turned away). A redispatched request put back in front is served next either
+  // way.
+  servesNewest (c) {
+    const head = this.queue.classes[c].head
+    return head !== null && this.overload?.[c].standing === true && !this.servedInOrder(c, head)
+  }
+
+  // Whether the queued `node` of class `c`, whose queue stands, is served in arrival order: it was
+  // waiting when the queue began to stand, or it was put back in front.
+  servedInOrder (c, node) {
+    return node.servedNext || arrivalOf(node.item) <= this.overload[c].since
+  }
+
+  // The node of class `c` (not empty) that would be served last: the newest, or while the queue
+  // stands, the oldest of those served newest first.
+  lastServedOf (c) {
+    const q = this.queue.classes[c]
+    if (!this.overload?.[c].standing) return q.tail
+    for (let node = q.head; node; node = node.next) if (!this.servedInOrder(c, node)) return node
+    return q.tail
+  }
+
+  // Whether a FIFO would answer the newest request of class `c` after `maxWait`: it has waited
+  // this long, the requests ahead of it leave one pace apart, then it renders. The queue's length
+  // decides, and the newest request's age, neither of which the order of service changes.
+  fifoTooLong (c, now, limits) {
+    const newest = this.newestArrival(c)
+    return newest !== null && now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
+  }
+
+  // Whether the longest-waiting request of class `c` can no longer be answered within `maxWait`.
+  oldestLate (c, now, limits) {
+    const oldest = this.oldestArrival(c)
+    return oldest !== null && now - oldest > lastStart(limits)
+  }
+
+  // The requests of class `c` that can no longer be answered within `maxWait` (lastStart), the
+  // longest waiting first, at most `max` of them. The class is walked from its oldest end and the
+  // walk stops at the first request young enough (those behind it are younger), except for
+  // redispatched requests put back in front, which may be younger than those behind them.
+  tooLate (c, now, limits, max) {
+    const late = []
+    for (let node = this.queue.classes[c].head; node && late.length < max; node = node.next) {
+      if (now - arrivalOf(node.item) > lastStart(limits)) late.push(node.item)
+      else if (!node.servedNext) break
+    }
+    return late
+  }
+
+  // When the judgment of class `c` may change with nothing arriving or leaving: its oldest
+  // request becomes late, or a slice of what the window counts (for it and the classes before
+  // it) is forgotten.
+  nextJudgedAt (c, limits) {
+    let at = Infinity
+    const oldest = this.oldestArrival(c)
+    if (oldest !== null && limits.render !== null) at = oldest + lastStart(limits)
+    const { window } = limits
+    for (let k = 0; k <= c; k++) at = Math.min(at, this.overload[k].flow.nextForgetAt(window))
+    return at
   }
 
   // How many requests of class `c` and of the classes ahead of it are more than one round of the
-  // workers serves. A shedding pass turns away no more than that: requests that all waited too
-  // long together (a late timer, a burst) must not take the last round's with them.
+  // workers serves. A queue that one round serves is not judged: its wait is the workers' own
+  // (long renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
+  // Nor does a shedding pass turn away more than that: requests that all waited too long together
+  // (a late timer, a burst) must not take the last round's with them.
   beyondOneRound (c, places) {
-    let ahead = 0
-    for (let k = 0; k <= c; k++) ahead += this.queue.classes[k].length
-    return Math.max(0, ahead - places)
+    return Math.max(0, this.queuedAhead(c) - places)
   }
 
-  // When the longest-waiting request of class `c` was queued (null: none is).
-  oldestQueuedAt (c) {
+  // How many requests of class `c` and of the classes served before it are queued.
+  queuedAhead (c) {
+    let n = 0
+    for (let k = 0; k <= c; k++) n += this.queue.classes[k].length
+    return n
+  }
+
+  // When the request of class `c` that arrived last arrived (null: none is queued). Redispatched
+  // requests, put back at the end served next, arrived before it.
+  newestArrival (c) {
+    let newest = null
+    for (let node = this.queue.classes[c].tail; node; node = node.prev) {
+      const at = arrivalOf(node.item)
+      if (newest === null || at > newest) newest = at
+      if (!node.servedNext) break
+    }
+    return newest
+  }
+
+  // When the longest-waiting request of class `c` arrived (null: none is queued).
+  oldestArrival (c) {
     let oldest = null
     for (let node = this.queue.classes[c].head; node; node = node.next) {
-      if (oldest === null || node.item.queuedAt < oldest) oldest = node.item.queuedAt
+      const at = arrivalOf(node.item)
+      if (oldest === null || at < oldest) oldest = at
       if (!node.servedNext) break
     }
     return oldest
   }
 
-  // Milliseconds between two requests leaving the queue while every worker is busy: the typical
-  // render shared among the places that serve the queue. Unknown (Infinity: the scaled limits
-  // judge nothing) until a render has finished, and while no worker is in rotation.
-  pace () {
-    const places = this.workers.places()
-    if (places === 0 || this.renders.ms === null) return Infinity
-    return this.renders.ms / places
-  }
-
   // One timer, at the earliest moment police() has something to do.
   armOverloadTimer (at) {
     if (this.overloadTimer && this.overloadTimerAt <= at) return
-    clearTimeout(this.overloadTimer)
+    this.clock.clearTimeout(this.overloadTimer)
     this.overloadTimerAt = at
-    this.overloadTimer = setTimeout(() => {
+    this.overloadTimer = this.clock.setTimeout(() => {
       this.overloadTimer = null
       this.overloadTimerAt = Infinity
       this.police()
-    }, Math.max(0, at - performance.now()) + 1) // +1: a timer may fire a fraction of a ms early
+    }, Math.max(0, at - this.clock.now()) + 1) // +1: a timer may fire a fraction of a ms early
     this.overloadTimer.unref()
   }
 
@@ -286,14 +359,14 @@ class Dispatcher {
   // Take `record` out of the choice for a moment. Called before the failed attempt's release,
   // so that the release cannot hand it the next request.
   bench (record) {
-    clearTimeout(record.benchTimer)
+    this.clock.clearTimeout(record.benchTimer)
     record.benched = true
-    record.benchTimer = setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
+    record.benchTimer = this.clock.setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
     record.benchTimer.unref()
   }
 
   unbench (record) {
-    clearTimeout(record.benchTimer)
+    this.clock.clearTimeout(record.benchTimer)
     record.benchTimer = null
     if (!record.benched) return
     record.benched = false
@@ -329,16 +402,28 @@ class Dispatcher {
 
   // Stop: every queued job leaves through `fn`, every drain resolves.
   clear (fn) {
-    clearTimeout(this.overloadTimer)
+    this.clock.clearTimeout(this.overloadTimer)
     this.overloadTimer = null
     let node
     while ((node = this.queue.next(() => false))) {
-      this.dequeue(node.item, 'cancelled')
+      this.dequeue(node.item)
       fn(node.item)
     }
     for (const d of this.drains) d.resolve()
     this.drains.clear()
   }
+}
+
+// How long a request may have waited and still be answered within `maxWait`: if the next worker
+// to come free takes it (a pace from now) and its render is typical.
+function lastStart ({ maxWait, render, places }) {
+  return maxWait - render - render / places
+}
+
+// When a request's client began to wait for it: its arrival at the balancer (request.js), or,
+// for a request without one, when it was queued.
+function arrivalOf (job) {
+  return job.arrivedAt ?? job.queuedAt
 }
 
 module.exports = { Dispatcher, BENCH_AFTER_FAILURE_MS }

@@ -1,128 +1,207 @@
 'use strict'
 
-// Overload control for the queue (--overload-control, on by default): when does the queue stand?
+// Overload control for the queue (--overload-control, on by default): when is the pool
+// overloaded, and what changes then?
 //
-// A FIFO queue under a standing backlog serves every request just before its client gives up
-// (a browser, an upstream proxy): the workers stay busy and almost nothing they render is still
-// wanted. Two known cures, combined here (Maurer, "Fail at Scale", ACM Queue 2015; CoDel,
-// Nichols & Jacobson 2012):
+// The rule: never answer a request later, nor turn one away, where a first-come first-served
+// queue (a FIFO) would answer it within what clients wait (`maxWait`). So each class's queue stays
+// a FIFO until both of these hold (OverloadControl.update):
 //
-//   - Watch how long requests wait, not how many wait. A queue is good while it empties now and
-//     then, or still serves some request within `target`. Once it has gone `interval` doing
-//     neither, it stands: the pool is taking in more than it can render.
-//   - While it stands, requests queued longer than `maxWait` are answered 503 at once (cheap,
-//     and retryable elsewhere), except those one round of the workers serves next, and the
-//     newest request is served first (LIFO): its client is still there, and an old one's may
-//     not be.
+//   - More arrives than the workers take: in each quarter of the last window, more requests of
+//     the class (and of the classes served before it) arrived than were given to workers.
+//     Closed-loop clients never do that, however many: each sends its next request once the last
+//     one is answered, so the queue they make keeps its length, and a FIFO serves them in turn.
+//     Nor does a one-off burst: it fills one quarter.
+//   - A FIFO can no longer answer in time: its newest request would be answered after `maxWait`
+//     (it has waited so long, the requests ahead of it leave a pace apart, then it renders), its
+//     oldest has waited too long to be, or a round of the workers' worth of clients gave up
+//     waiting over the window (they wait less than `maxWait`).
 //
-// Serving newest first keeps the waits of those served short, so they can no longer tell when
-// the pressure is over. The queue stops standing once, for a whole `interval`, no request in it
-// has waited longer than `target` (none turned away, none served late, the oldest one waiting
-// younger): a mirror of how it began. A queue that merely empties for a moment under a steady
-// overload keeps standing, so it is not handed back to FIFO order between two bursts.
+// Then the queue stands. The requests already waiting are still served oldest first, as a FIFO
+// would have served them; the requests that arrive later are served newest first (their clients
+// are still there; an old one's may not be), and any queued request that can no longer be
+// answered within `maxWait` gets 503 at once (cheap, and retryable elsewhere), except the requests
+// one round of the workers serves next (Maurer, "Fail at Scale", ACM Queue 2015: adaptive LIFO
+// with a queue timeout). It goes back to FIFO once the workers have taken as many as arrived over
+// the last half window and a FIFO would answer its newest request in time again, or once it is
+// empty. None of these depends on the order of service, so the requests that newest-first leaves
+// waiting cannot keep it standing, as they would a judgment on waits: under newest-first those
+// served wait little and those left wait long whatever the load, so CoDel's minimum wait over an
+// interval would end the overload at once, and the longest wait never.
 //
-// How long is too long depends on the pool. A queue moves at its pace: the typical render
-// divided by the workers sharing the queue. At 80% load the waits of a healthy queue are a few
-// dozen paces, so a pool of one worker rendering for a second waits seconds in normal operation,
-// and fixed limits of a few hundred milliseconds would take it for overloaded and turn requests
-// away far below capacity. So each duration the user left unset is a multiple of the pace
-// (OverloadLimits), never less than its floor: for a pool of many workers rendering in tens of
-// milliseconds the floors hold. And a queue that one round of the workers serves is not judged
-// at all (Dispatcher.judgedOldest): its wait is the workers' own, not too many arrivals.
+// What clients wait, when not given: a second, since pages are read by people, or 100 paces if
+// longer, since a healthy queue at 80% load waits a few dozen paces; never longer than
+// --queue-timeout, past which the balancer turns a request away itself. A pace is the time
+// between two requests leaving a busy queue (Pace); a typical render, a pace per place.
 //
 // This module holds the state and the decisions; the Dispatcher applies them.
 
-// Each duration left unset: PACES × the pace, at least FLOOR_MS. The floors are the limits for
-// renders of tens of milliseconds on a dozen workers (a pace of about 2 ms); the multiples keep
-// a healthy queue from standing at 80% load whatever the pool's size and renders (the dispatcher
-// on a simulated clock: bench/overload-sim.js; measured for real in bench/overload.js).
-const FLOOR_MS = { interval: 400, target: 100, maxWait: 200 }
-const PACES = { interval: 100, target: 50, maxWait: 100 }
+const MAX_WAIT_FLOOR_MS = 1000
+const MAX_WAIT_PACES = 100
 
-// How long a worker typically holds a request: the geometric mean of recent renders (an
-// exponentially weighted mean of their logarithms), which a rare render of seconds among
-// renders of milliseconds moves little.
-const RENDER_WEIGHT = 1 / 32
+// The pace: the mean of the last GAPS_PER_PLACE gaps per place between two requests leaving the
+// queue while it was never empty (so every place was busy), at least MIN_GAPS of them. What the
+// queue did, rather than a model of it: renders of every length, a worker stuck on one render
+// (its place just stops counting), time spent outside the app, all weigh as they slowed the
+// queue. Counted in gaps, so that a burst of fast requests is forgotten after GAPS_PER_PLACE
+// rounds of the workers whatever the time it took, and outweighed long before: one gap of the
+// slow renders after it weighs as much as hundreds of its own.
+const GAPS_PER_PLACE = 16
+const MIN_GAPS = 32
+const MAX_GAPS = 1024
 
-class RenderTime {
+class Pace {
   constructor () {
-    this.logMean = null
+    this.ring = []
+    this.next = 0
+    this.cached = null // { count, ms }
   }
 
-  add (ms) {
-    const x = Math.log(Math.max(ms, 1))
-    this.logMean = this.logMean === null ? x : this.logMean + (x - this.logMean) * RENDER_WEIGHT
+  add (gapMs) {
+    if (this.ring.length < MAX_GAPS) this.ring.push(gapMs)
+    else this.ring[this.next] = gapMs
+    this.next = (this.next + 1) % MAX_GAPS
+    this.cached = null
   }
 
-  // null until a render was seen.
-  get ms () { return this.logMean === null ? null : Math.exp(this.logMean) }
+  // Ms between two requests leaving a busy queue served by `places` places; null until known.
+  ms (places) {
+    if (this.ring.length === 0) return null
+    const count = Math.min(this.ring.length, Math.max(MIN_GAPS, GAPS_PER_PLACE * places), MAX_GAPS)
+    if (this.cached && this.cached.count === count) return this.cached.ms
+    let sum = 0
+    for (let k = 1; k <= count; k++) sum += this.ring[(this.next - k + MAX_GAPS) % MAX_GAPS]
+    this.cached = { count, ms: sum / count }
+    return this.cached.ms
+  }
 }
 
-// The durations overload control works with, in milliseconds: each one the user gave (`given`),
-// or else scaled with `pace()` (ms between two requests leaving the queue when every worker is
-// busy) and no less than its floor.
+// The durations overload control works with, in milliseconds: each one the user gave (`given`:
+// { maxWait, interval }), or else scaled with the pace. `pace(places)`: the pace in ms (null:
+// unknown yet); `places()`: the places that serve the queue (workers.places(), the one count of
+// capacity). Until the pace is known, and while no worker is in rotation, the scaled maximum wait
+// is endless and nothing is judged.
 class OverloadLimits {
-  constructor (given, pace) {
+  // `ceiling`: the longest a request may wait at all (--queue-timeout; Infinity: no limit). Past
+  // it the balancer turns a request away itself, so clients cannot be taken to wait longer.
+  constructor (given, { pace, places, ceiling = Infinity }) {
     this.given = given
     this.pace = pace
+    this.places = places
+    this.ceiling = ceiling
   }
 
-  // { interval, target, maxWait } as of now, from one measure of the pace.
+  // { maxWait, window, render, places } as of now. `render`: the typical render (null: unknown),
+  // a pace per place; `window`: how far back arrivals and services are compared, maxWait unless
+  // given (its floor while maxWait is endless).
   current () {
-    const pace = this.pace()
-    const scaled = (name) => this.given[name] !== undefined ? this.given[name] : Math.max(FLOOR_MS[name], PACES[name] * pace)
-    return { interval: scaled('interval'), target: scaled('target'), maxWait: scaled('maxWait') }
+    const places = this.places()
+    const pace = places > 0 ? this.pace(places) : null
+    const render = pace === null ? null : pace * places
+    const maxWait = this.given.maxWait !== undefined ? this.given.maxWait : pace === null ? Infinity : Math.min(this.ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
+    const window = this.given.interval !== undefined ? this.given.interval : Number.isFinite(maxWait) ? maxWait : MAX_WAIT_FLOOR_MS
+    return { maxWait, window, render, places }
   }
 }
 
-// The state of one class's queue. `limits` in each call: OverloadLimits#current().
+// Counts over a sliding window, kept in SLICES slices: how many requests arrived, how many were
+// given to a worker, how many were given up by their clients while they waited.
+const SLICES = 16
+const QUARTERS = 4
+
+class Flow {
+  constructor () {
+    this.slices = [] // { start, arrived, served, gaveUp }, oldest first
+  }
+
+  add (now, window, what) {
+    let s = this.slices[this.slices.length - 1]
+    if (!s || now - s.start >= window / SLICES) {
+      s = { start: now, arrived: 0, served: 0, gaveUp: 0 }
+      this.slices.push(s)
+    }
+    s[what]++
+    this.forget(now, window)
+  }
+
+  forget (now, window) {
+    while (this.slices.length > 0 && this.slices[0].start < now - window) this.slices.shift()
+  }
+
+  // Over the last `window` ms: { arrived, served, gaveUp }, and `excess`: the arrivals not served
+  // in each of its QUARTERS, the oldest first.
+  sum (now, window) {
+    this.forget(now, window)
+    const total = { arrived: 0, served: 0, gaveUp: 0, excess: new Array(QUARTERS).fill(0) }
+    for (const s of this.slices) {
+      total.arrived += s.arrived
+      total.served += s.served
+      total.gaveUp += s.gaveUp
+      const q = Math.min(QUARTERS - 1, Math.max(0, Math.floor((s.start - (now - window)) / window * QUARTERS)))
+      total.excess[q] += s.arrived - s.served
+    }
+    return total
+  }
+
+  // Flow#sum of several flows (a class and those served before it), added up.
+  static total (flows, now, window) {
+    const total = flows[0].sum(now, window)
+    for (const flow of flows.slice(1)) {
+      const f = flow.sum(now, window)
+      total.arrived += f.arrived
+      total.served += f.served
+      total.gaveUp += f.gaveUp
+      f.excess.forEach((e, q) => { total.excess[q] += e })
+    }
+    return total
+  }
+
+  // When the oldest slice leaves the window (Infinity: none is kept).
+  nextForgetAt (window) {
+    return this.slices.length > 0 ? this.slices[0].start + window : Infinity
+  }
+}
+
+// The state of one class's queue.
 class OverloadControl {
   constructor () {
+    this.flow = new Flow()
     this.standing = false
-    this.goodAt = performance.now() // not standing: the last moment the queue was empty or kept up
-    this.badAt = 0 // standing: the last moment a request in it had waited longer than `target`
+    this.since = null // when the queue began to stand
     this.stands = 0 // how many times the queue began to stand
   }
 
-  // The queue is empty, as of `now`.
-  emptied (now) {
-    if (!this.standing) this.goodAt = now
-  }
+  // A request of this class arrived (a first arrival or a redispatch), was given to a worker,
+  // or was given up by its client while it waited.
+  arrived (now, { window }) { this.flow.add(now, window, 'arrived') }
+  served (now, { window }) { this.flow.add(now, window, 'served') }
+  gaveUp (now, { window }) { this.flow.add(now, window, 'gaveUp') }
 
-  // A request left the queue after `waited` ms; `how`: served, turned-away, or cancelled (its
-  // client went away).
-  left (waited, now, how, { target }) {
-    if (this.standing) {
-      if (waited > target || how === 'turned-away') this.badAt = now
-    } else if (how === 'served' && waited <= target) {
-      this.goodAt = now
-    }
-  }
-
-  // Whether the queue stands now, given when its oldest request was queued (null: it is empty).
-  update (now, oldestQueuedAt, { interval, target }) {
-    if (!this.standing) {
-      if (oldestQueuedAt === null || now - this.goodAt < interval) return false
+  // Whether the queue stands now. `flow`: Flow#sum over the window for this class and those
+  // served before it; `round`: the places that serve the queue; `tooLong`: a FIFO would answer
+  // the newest request in it too late (its length, whatever the order); `late`: tooLong, or its
+  // oldest request can no longer be answered in time, or clients gave up on it.
+  // It begins to stand once `late` and more arrived than the workers took in each quarter of the
+  // window, by more than a quarter of a round: a burst, or closed-loop clients arriving together,
+  // fill one quarter only. It stops once the workers took as many as arrived over the last half
+  // of the window and the queue is no longer `tooLong`, or once it is empty: none of these depends
+  // on the order of service, so the requests left waiting by newest-first do not keep it standing.
+  update (now, { flow, round, tooLong, late }) {
+    if (!this.standing && late && flow.excess.every((e) => e > round / QUARTERS)) {
       this.standing = true
-      this.badAt = now
+      this.since = now
       this.stands++
-      return true
+    } else if (this.standing && flow.excess.slice(QUARTERS / 2).reduce((a, b) => a + b, 0) <= 0 && !tooLong) {
+      this.standing = false
     }
-    if (oldestQueuedAt !== null && now - oldestQueuedAt > target) this.badAt = now
-    if (now - this.badAt < interval) return true
+    return this.standing
+  }
+
+  // The queue is empty: nobody waits to be served in any order. Whatever comes next is judged
+  // afresh, as a FIFO first.
+  emptied () {
     this.standing = false
-    this.goodAt = now
-    return false
   }
-
-  // When update() may next change its answer, if nothing else happens meanwhile (the limits
-  // may have changed by then: update() is simply asked again).
-  nextChangeAt ({ interval }) {
-    return (this.standing ? this.badAt : this.goodAt) + interval
-  }
-
-  // Whether a request queued at `queuedAt` has waited too long, the queue standing.
-  tooOld (queuedAt, now, { maxWait }) { return now - queuedAt > maxWait }
 }
 
-module.exports = { OverloadControl, OverloadLimits, RenderTime, FLOOR_MS, PACES }
+module.exports = { OverloadControl, OverloadLimits, Pace, Flow }

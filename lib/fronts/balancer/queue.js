@@ -4,8 +4,8 @@
 // priority.js), because a client that hangs up while waiting must leave the middle of the queue
 // in O(1), and a redispatched request goes back to the end that is served next (it has waited
 // longest). A higher class is always served before a lower one; within a class the order is
-// first-come first-served, or newest first while the queue stands
-// (lib/fronts/balancer/overload.js).
+// first-come first-served, or newest first while the queue stands (lib/fronts/balancer/overload.js;
+// the Dispatcher decides which end is served).
 
 class FifoQueue {
   constructor () {
@@ -87,11 +87,11 @@ class ClassQueues {
   }
 
   // The node that would be served last, if its class is below `cls` (a lower class gives way
-  // to a higher one when the queue is full), else null.
-  lastBelow (cls, newestFirst) {
+  // to a higher one when the queue is full), else null. `lastServed(c)`: that node within class
+  // c, which is not empty.
+  lastBelow (cls, lastServed) {
     for (let c = this.classes.length - 1; c > cls; c--) {
-      const q = this.classes[c]
-      if (q.length > 0) return newestFirst(c) ? q.head : q.tail
+      if (this.classes[c].length > 0) return lastServed(c)
     }
     return null
   }

@@ -3,14 +3,16 @@
 // The Dispatcher alone (lib/fronts/balancer/dispatcher.js), on the balancer's real WorkerSet with
 // no process behind it: the order of service, maxconn, priority classes, the queue deadline, a
 // redispatched request served first, benches and drains; and after every step its invariant
-// (no request waits while a worker could take it). Overload control has its own tests
-// (overload.test.js).
+// (no request waits while a worker could take it); and overload control's decisions, on a
+// simulated clock (bench/lib/dispatcher-sim.js). Overload control with real processes:
+// overload.test.js; on the loads of bench/overload.js: overload-shapes.test.js.
 
 const t = require('tap')
 const { Dispatcher } = require('../../../lib/fronts/balancer/dispatcher')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { CLASSES } = require('../../../lib/fronts/balancer/priority')
 const { waitFor } = require('../../helpers')
+const { SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize } = require('../../../bench/lib/dispatcher-sim')
 
 const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')
@@ -271,34 +273,246 @@ t.test('the dispatcher writes only fields a request declares (request.js)', asyn
   for (const r of requests) t.same(Object.keys(r).sort(), declared, r.name)
 })
 
-t.test('overload shedding: one pass never turns away the last round, even when all waited too long together', async (t) => {
-  // A late timer (a loaded machine) finds every queued request past the maximum wait at once.
-  // Those one round of the workers serves next are kept: turning them away shortens nobody's wait.
-  const shedOnce = (count, queuedNames, { cls = () => NORMAL } = {}) => {
-    const limits = { interval: 100, target: 100, maxWait: 600 }
-    const s = setup(t, { count, overload: limits })
-    for (let i = 0; i < count; i++) s.d.submit(job(`hold${i}`))
-    const jobs = queuedNames.map((name, i) => job(name, cls(i)))
-    for (const j of jobs) t.equal(s.d.submit(j), 'queued', `${j.name} waits`)
-    const longAgo = performance.now() - 10 * limits.maxWait
-    for (const j of jobs) j.queuedAt = longAgo
-    for (const o of s.d.overload) o.goodAt = longAgo // nothing left the queue in time for an interval
-    s.d.police()
-    return s
+// ---- overload control, on a simulated clock ----------------------------------------------------
+
+// `count` workers behind a dispatcher with overload control (`overload`: its given durations) on
+// a simulated clock. A job holds its worker for its `ms` (`render` unless given). `log` has every
+// event in order: ['served' | 'shed' | 'timeout' | 'full', name, time]; `waiting` the jobs queued.
+function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout = 0 } = {}) {
+  const clock = new SimClock()
+  const workers = new WorkerSet({ maxconn: 1, balance: 'first' })
+  for (let slot = 1; slot <= count; slot++) workers.add({ slot, pid: 1000 + slot, port: 20000 + slot })
+  const log = []
+  const waiting = new Set()
+  const d = new Dispatcher({
+    workers,
+    queueTimeout,
+    overload,
+    clock,
+    priorityOf: (req) => req.cls ?? NORMAL,
+    onAssign: (job, record) => {
+      waiting.delete(job)
+      log.push(['served', job.name, clock.now()])
+      clock.setTimeout(() => d.release(record, job.ms), job.ms)
+    },
+    onTurnedAway: (job, reason) => {
+      waiting.delete(job)
+      log.push([reason === 'queue_shed' ? 'shed' : reason, job.name, clock.now()])
+    }
+  })
+  t.teardown(() => d.clear(() => {}))
+  const submit = (name, { ms = render, cls } = {}) => {
+    const job = { name, ms, req: { cls } }
+    waiting.add(job)
+    d.submit(job)
+    return job
   }
-  const one = shedOnce(1, ['a', 'b', 'c'])
-  t.same(one.turnedAway, [['a', 'queue_shed'], ['b', 'queue_shed']], 'one worker: the two oldest go, the last round stays')
-  one.finish('hold0')
-  t.same(one.assigned.at(-1), ['c', 1], 'and the one kept is served next')
-  one.check()
+  // Open-loop arrivals: `n` jobs named prefix1.., one every `every` ms from now.
+  const arrive = (prefix, n, every, options) => {
+    for (let i = 1; i <= n; i++) clock.setTimeout(() => submit(`${prefix}${i}`, options), (i - 1) * every)
+  }
+  const run = (ms) => clock.run(clock.now() + ms)
+  const served = () => log.filter(([what]) => what === 'served').map(([, name]) => name)
+  const shed = () => log.filter(([what]) => what === 'shed').map(([, name]) => name)
+  return { d, clock, log, waiting, submit, arrive, run, served, shed, standing: () => d.overload[NORMAL].standing }
+}
 
-  const two = shedOnce(2, ['a', 'b', 'c', 'd', 'e'])
-  t.same(two.turnedAway.map(([name]) => name), ['a', 'b', 'c'], 'two workers: two are kept')
-  t.equal(two.d.queued, 2)
+// The rig's pace, learnt as a pool in service would: `n` requests of `ms` queued on one worker.
+function learnPace (rig, n = 4, ms = 100) {
+  for (let i = 0; i < n; i++) rig.submit(`warm${i}`, { ms })
+  rig.run(n * ms + 10)
+}
 
-  // A round counts the classes served before this one: a high request ahead leaves no place for
-  // the normal ones.
-  const mixed = shedOnce(1, ['h', 'n1', 'n2'], { cls: (i) => i === 0 ? HIGH : NORMAL })
-  t.same(mixed.turnedAway.map(([name]) => name).sort(), ['n1', 'n2'], 'the round is the high request\'s')
-  t.equal(mixed.d.queued, 1)
+const trace = (r) => r.log.filter(([what]) => what === 'served' || what === 'shed').map(([what, name]) => `${what} ${name}`)
+
+t.test('overload: once the queue stands, the requests already waiting are served in arrival order, later ones newest first, and what can no longer be answered in time gets 503', async (t) => {
+  // One worker rendering 100 ms, clients that wait a second. Held 700 ms by one render, it is
+  // sent a request every 50 ms: twice what it serves. o9 is the first request a FIFO would answer
+  // after a second (o1..o8 ahead of it, 100 ms each, then its own render): the queue stands then.
+  const r = overloadRig(t, { overload: { maxWait: 1000, interval: 400 } })
+  learnPace(r)
+  r.submit('hold', { ms: 700 })
+  r.arrive('o', 10, 50)
+  r.run(400)
+  t.notOk(r.standing(), 'o1..o8: a FIFO answers each within a second')
+  r.run(60)
+  t.ok(r.standing(), 'o9 would be answered late: the queue stands')
+  r.arrive('n', 6, 50)
+  r.run(5000)
+  t.same(trace(r).slice(4), [
+    'served hold',
+    // Those that were waiting: in arrival order, each one that a worker can no longer take in
+    // time turned away just before (100 paces of 100 ms each: one every other request).
+    'served o1', 'served o2', 'served o3', 'shed o4', 'served o5', 'shed o6', 'served o7', 'shed o8', 'served o9', 'shed o10',
+    // Those that came after: newest first, and again none answered late.
+    'shed n1', 'served n6', 'shed n2', 'shed n3', 'served n5', 'served n4'
+  ])
+  for (const [what, name, at] of r.log.filter(([what]) => what === 'served')) {
+    if (!/^[on]/.test(name)) continue
+    const arrived = name[0] === 'o' ? 460 + 50 * (name.slice(1) - 1) : 920 + 50 * (name.slice(1) - 1)
+    t.ok(at - arrived + 100 <= 1000, `${what} ${name}: answered within a second (${at + 100 - arrived} ms)`)
+  }
+  t.equal(r.waiting.size, 0)
+})
+
+t.test('overload: a redispatched request is served next while the queue stands too, before those that waited when it began to stand', async (t) => {
+  const clock = new SimClock()
+  const { d, assigned, finish, record } = setup(t, { count: 1, clock, overload: { maxWait: 1000, interval: 400 } })
+  // The pace: three requests of 100 ms queued on the worker.
+  for (const name of ['w1', 'w2', 'w3']) d.submit(job(name))
+  for (const name of ['w1', 'w2', 'w3']) { clock.run(clock.now() + 100); finish(name) }
+  const x = job('x')
+  d.submit(x)
+  let i = 0
+  while (!d.overload[NORMAL].standing) { clock.run(clock.now() + 50); d.submit(job(`a${++i}`)) }
+  for (const name of ['b1', 'b2']) { clock.run(clock.now() + 50); d.submit(job(name)) }
+  // The worker dies holding x: benched, its place given back, x back in the queue.
+  d.bench(record(1))
+  finish('x')
+  d.requeue(x)
+  d.unbench(record(1))
+  t.same(assigned.at(-1), ['x', 1], 'x first')
+  finish('x')
+  t.same(assigned.at(-1), ['a1', 1], 'then the requests that were waiting when the queue began to stand, oldest first (not b2, the newest)')
+})
+
+t.test('overload: closed-loop clients never make the queue stand, however long their wait', async (t) => {
+  // 20 clients on 2 workers rendering 200 ms: every request waits 1.8 s, far beyond the 500 ms
+  // given as what clients wait. But each client sends its next request only once the last one is
+  // answered: the queue never grows, and a FIFO serves everyone in turn.
+  const shape = { kind: 'closed', workers: 2, clients: 20, render: 'await', seconds: 20, options: { overloadMaxWait: 500 } }
+  const fifo = runShape(shape, { fifo: true })
+  const def = runShape(shape)
+  t.equal(def.stands, 0, 'the queue never stood')
+  t.equal(def.turnedAway, 0, 'nothing turned away')
+  t.same([def.ok, def.p50, def.p99], [fifo.ok, fifo.p50, fifo.p99], 'served as a FIFO serves them')
+})
+
+t.test('overload: after an overload, the same pool serves closed-loop clients as a FIFO serves them', async (t) => {
+  // Issue 26 "again on the same pool minutes later": 2 workers rendering 200 ms get three times
+  // what they serve for 8 s, from clients that wait 3 s; the queue stands, and drains. Then a
+  // burst of fast requests, and 13 closed-loop clients for 10 s.
+  const clock = new SimClock()
+  const pool = simPool({ clock, workers: 2 })
+  const at = Array.from({ length: 240 }, (_, i) => i * 8000 / 240)
+  openLoop(clock, pool, { at, ms: at.map(() => 200), deadline: 3000 })
+  clock.run(12000)
+  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the overload made the queue stand')
+  fastBurst(clock, pool)
+  const requests = simClosedLoop(clock, pool, { clients: 13, seconds: 10, service: () => ({ ms: 200 }) })
+  clock.run()
+  const s = summarize(requests)
+  t.equal(s.turnedAway, 0, 'nothing turned away')
+  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the queue did not stand again')
+  t.ok(s.p99 <= 1400 + 1, `every request answered in its turn: p99 ${Math.round(s.p99)} ms, a FIFO's 1,400`)
+})
+
+t.test('overload: the requests left waiting do not keep the queue standing: it is a FIFO again once the workers keep up', async (t) => {
+  // Twice what the worker serves for 2 s; then half of it. Newest-first leaves requests waiting,
+  // and each of them has waited long; but only how many arrive against how many are served, and
+  // how long a FIFO would take, decide when the queue stops standing.
+  const r = overloadRig(t, { overload: { maxWait: 1000, interval: 400 } })
+  learnPace(r)
+  r.arrive('a', 40, 50)
+  r.run(2000)
+  t.ok(r.standing(), 'it stands')
+  const fell = r.clock.now()
+  r.arrive('b', 15, 200)
+  while (r.standing() && r.clock.now() < fell + 3000) r.run(10)
+  const after = r.clock.now() - fell
+  t.ok(after <= 1000, `FIFO again ${after} ms after the load fell`)
+  const left = [...r.waiting].map((j) => j.name)
+  t.ok(left.some((name) => name.startsWith('a')), `requests of the overload still wait (${left.join(' ')})`)
+  const from = r.log.length
+  r.run(5000)
+  const arrival = (name) => name[0] === 'a' ? 50 * (name.slice(1) - 1) : 2000 + 200 * (name.slice(1) - 1)
+  const then = trace({ log: r.log.slice(from) })
+  const inOrder = left.concat(Array.from({ length: 15 }, (_, i) => `b${i + 1}`).filter((b) => arrival(b) > after + 2000)).sort((x, y) => arrival(x) - arrival(y))
+  t.same(then, inOrder.map((name) => `served ${name}`), 'then every request in arrival order, none turned away')
+  t.equal(r.d.overload[NORMAL].stands, 1, 'it stood once')
+})
+
+t.test('overload: clients that give up while they wait make the queue stand, whatever they are taken to wait', async (t) => {
+  // Clients that leave after 300 ms, on a worker rendering 100 ms, twice what it serves: a FIFO
+  // answers them just before they leave, if at all. What clients wait is left to its default,
+  // 100 paces: 10 s.
+  const r = overloadRig(t, { overload: { interval: 400 } })
+  learnPace(r)
+  const jobs = []
+  for (let i = 1; i <= 60; i++) {
+    r.clock.setTimeout(() => {
+      const job = r.submit(`c${i}`)
+      jobs.push(job)
+      r.clock.setTimeout(() => r.d.cancel(job), 300)
+    }, (i - 1) * 50)
+  }
+  r.run(4000)
+  t.equal(r.d.overload[NORMAL].stands, 1, 'it stood')
+  const rendered = r.log.filter(([what, name]) => what === 'served' && name.startsWith('c'))
+  const inTime = rendered.filter(([, name, at]) => at + 100 - jobs.find((j) => j.name === name).queuedAt <= 300)
+  t.ok(inTime.length >= 0.8 * rendered.length, `most of what the worker rendered reached its client in time (${inTime.length} of ${rendered.length})`)
+})
+
+t.test('overload: while no worker is in rotation, nothing is judged', async (t) => {
+  // The only worker drains (a reload): requests queue for the next one, and some of their
+  // clients give up meanwhile. No place serves the queue, so there is no pace to judge it by.
+  const r = overloadRig(t, { overload: { interval: 400 } })
+  learnPace(r)
+  r.d.drain(r.d.workers.get(1), { untilQueueEmpty: false })
+  const jobs = []
+  for (let i = 0; i < 40; i++) {
+    r.clock.setTimeout(() => {
+      const job = r.submit(`q${i}`)
+      jobs.push(job)
+      r.clock.setTimeout(() => r.d.cancel(job), 300)
+    }, 20 * i)
+  }
+  r.run(1000)
+  t.equal(r.d.overload[NORMAL].stands, 0, 'the queue never stood')
+  t.same(r.shed(), [], 'nothing turned away')
+})
+
+t.test('overload: a burst of fast requests does not carry over into judging the slow ones after it', async (t) => {
+  // Two workers: 200 requests of 1 ms queued at once, then 80 of 200 ms.
+  const r = overloadRig(t, { count: 2 })
+  for (let i = 0; i < 200; i++) r.submit(`fast${i}`, { ms: 1 })
+  r.run(200)
+  t.equal(r.d.limits.current().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
+  for (let i = 0; i < 80; i++) r.submit(`slow${i}`, { ms: 200 })
+  r.run(800)
+  t.ok(r.d.limits.current().maxWait >= 1500, `4 rounds of slow renders later: ${Math.round(r.d.limits.current().maxWait)} ms, already past the floor`)
+  r.run(4000)
+  t.equal(r.d.limits.current().maxWait, 10000, '20 rounds later: 100 paces of 100 ms, nothing of the burst left')
+})
+
+t.test('overload: a shedding pass never turns away the last round, even when every request waited too long together', async (t) => {
+  // Every worker held for 10 s while requests keep coming, until the queue stands; then the
+  // clock jumps 2 s at once, as a late timer on a loaded machine sees it: every queued request
+  // has waited too long. The requests one round of the workers serves next are kept, counting
+  // the classes served first.
+  const run = (count, names, cls = () => NORMAL) => {
+    const r = overloadRig(t, { count, overload: { maxWait: 1000, interval: 400 } })
+    learnPace(r, 3 * count)
+    for (let i = 0; i < count; i++) r.submit(`hold${i}`, { ms: 10000 })
+    for (const [i, name] of names.entries()) {
+      r.submit(name, { cls: cls(i) })
+      r.run(50)
+      if (r.d.overload.some((o) => o.standing)) break
+    }
+    t.ok(r.waiting.size > 2 * count, `the queue stands with ${r.waiting.size} requests`)
+    r.clock.t += 2000
+    r.d.police()
+    return r
+  }
+  const names = Array.from({ length: 30 }, (_, i) => `n${i + 1}`)
+  const one = run(1, names)
+  const kept = [...one.waiting].map((j) => j.name)
+  t.same(kept, [names[one.shed().length]], 'one worker: one is kept, the newest')
+  t.same(one.shed(), names.slice(0, one.shed().length), 'the others are turned away, the oldest first')
+  one.run(20000)
+  t.equal(one.served().at(-1), kept[0], 'and the one kept is served')
+  const two = run(2, names)
+  t.equal(two.waiting.size, 2, `two workers: two are kept (${two.shed().length} turned away)`)
+  const mixed = run(1, ['h', ...names], (i) => i === 0 ? HIGH : NORMAL)
+  t.same([...mixed.waiting].map((j) => j.name), ['h'], 'a high request ahead takes the round: every normal one goes')
 })

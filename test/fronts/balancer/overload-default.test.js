@@ -19,8 +19,8 @@ const APP = path.join(FIXTURES, 'control.js')
 // 6 workers rendering 60 ms each: 100 requests a second. The load is twice that, for 8 s, from
 // clients that give up after 1.5 s. A FIFO queue grows by a second's wait every second, so after
 // the first 1.5 s it serves only requests whose clients are leaving or gone. The deadline is
-// well above the scaled limits (target 50 paces = 500 ms at this pace) so that renders slowed
-// down by a busy machine still leave overload control room to act.
+// above what the defaults take clients to wait (a second: 100 paces of 10 ms at this pace), so
+// that renders slowed down by a busy machine still leave overload control room to act.
 const WORKERS = 6
 const RENDER_MS = 60
 const RATE = 2 * WORKERS * 1000 / RENDER_MS
