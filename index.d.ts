@@ -101,6 +101,11 @@ export interface FrontContext {
    * closed; a report about a process that no longer holds the slot is ignored.
    */
   workerRefusing(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail?: { refusals?: number, front?: string }): void
+  /**
+   * whether an edge has asked the pool's agent (--agent-port) about it: something in front
+   * watches the pool, and a stop is announced to it before the front stops taking requests
+   */
+  agentAsked(): boolean
 }
 
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */

@@ -11,7 +11,7 @@
 
 const { WorkerSet } = require('./workers')
 const { RequestPipeline } = require('./pipeline')
-const { refuseConnect } = require('./replies')
+const { refuseConnect, isPing } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
 const { WorkerGoneError } = require('./upstream')
@@ -56,8 +56,13 @@ class EmbeddedBalancer {
     this.bodyBudget = this.pipeline.bodyBudget
     this.reclaimer = this.pipeline.reclaimer
     this.slots.metrics = this.metrics = this.createMetrics(null)
+    this.pingAsked = false // a health check watches the pool: its stop is announced (stopping())
+    this.announcing = false // the stop is being announced: the listener stays open, workers serve
     this.server = createFrontServer(options, {
-      onRequest: (req, res) => this.pipeline.onRequest(req, res),
+      onRequest: (req, res) => {
+        if (!this.pingAsked && isPing(req, options.pingPath)) this.pingAsked = true
+        this.pipeline.onRequest(req, res)
+      },
       onCheckContinue: (req, res) => this.pipeline.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
     })
@@ -114,32 +119,53 @@ class EmbeddedBalancer {
     this.closeIfNoWorker()
   }
 
+  // A stopping pool's worker keeps taking requests until the stop is announced (stopping()),
+  // then serves the queue until it is empty; any other drain (reload, scale-down, recycling)
+  // gives the worker nothing new from now on.
   drain (w) {
     const record = this.workers.get(w.slot)
     if (!record || (w.pid !== undefined && record.pid !== undefined && w.pid !== record.pid)) return Promise.resolve()
-    return this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }).then(() => this.closeIfNoWorker())
+    const announced = this.announcing ? this.announced : Promise.resolve()
+    return announced
+      .then(() => this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }))
+      .then(() => this.closeIfNoWorker())
   }
 
-  // The pool stops. /ping answers 503 at once, but the listener stays open a moment
-  // (--stop-announce) so that a health check in front sees the stop rather than a refused
-  // connection, and what arrives meanwhile is served by the draining workers; then it closes
-  // (idle keep-alive clients are let go, busy ones get Connection: close), and at once when no
-  // worker is left to take a request: from then on a refused connection is what lets a balancer
-  // in front send the request elsewhere.
+  // The pool stops. Whatever balances in front must hear it before this listener closes, or it
+  // keeps sending requests here and meets a refused connection (an edge's retries may all come
+  // back to the one host with the fewest connections). From now on /ping answers 503 and the
+  // pool's agent says `drain` (lib/observe/agent.js). When something in front watches the pool
+  // (a health check has asked /ping, an edge its agent), the announcement takes
+  // --stop-announce: until then every worker keeps taking requests as before (the stop's drains
+  // wait for the announcement, see drain()), then the listener closes, the queue is served and
+  // the workers drain. When nothing watches, nobody is told by waiting: the listener closes
+  // once no worker takes requests, or at --stop-announce at the latest, and a refused
+  // connection is what lets a balancer in front send the request elsewhere. Idle keep-alive
+  // clients are let go at the close, busy ones get Connection: close.
   stopping () {
     if (this.isStopping) return
     this.isStopping = true
+    const watched = this.pingAsked || Boolean(this.context?.agentAsked?.())
+    this.announcing = watched
+    this.announced = new Promise((resolve) => { this.endAnnouncement = resolve })
     this.announceTimer = setTimeout(() => this.closeListener('announced'), this.options.stopAnnounce)
-    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs: this.options.stopAnnounce }, 'balancer stopping: /ping answers 503; serving what is queued')
+    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs: this.options.stopAnnounce, watched },
+      watched ? `balancer stopping: /ping answers 503; serving as before for ${this.options.stopAnnounce} ms, until the stop is announced` : 'balancer stopping: /ping answers 503; serving what is queued')
     this.closeIfNoWorker()
   }
 
+  // No worker left to take a request: the listener closes at once. While the stop is being
+  // announced, only when every worker is gone (none is drained before the announcement ends).
   closeIfNoWorker () {
-    if (this.isStopping && !this.workers.records.some((r) => !r.draining)) this.closeListener('no-worker')
+    if (!this.isStopping) return
+    const serving = this.announcing ? this.workers.records.length > 0 : this.workers.records.some((r) => !r.draining)
+    if (!serving) this.closeListener('no-worker')
   }
 
   closeListener (why) {
     clearTimeout(this.announceTimer)
+    this.announcing = false
+    this.endAnnouncement?.()
     if (!this.server.listening || this.server.closeRequested) return
     beginClose(this.server)
     this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued }, 'balancer closed its listener')
@@ -148,6 +174,8 @@ class EmbeddedBalancer {
   async stop () {
     this.isStopping = true
     clearTimeout(this.announceTimer)
+    this.announcing = false
+    this.endAnnouncement?.()
     this.isStopped = true
     this.pipeline.stop()
     for (const socket of this.connectSockets) socket.destroy()

@@ -290,6 +290,40 @@ t.test('stopping: the listener closes after --stop-announce even while workers s
   t.equal((await running).status, 200, 'the running request still finished')
 })
 
+// Watched (a health check asked /ping before the stop, or an edge the pool's agent), the stop is
+// announced before anything changes for the requests: a front that has not heard yet keeps
+// sending, and what it sends must be served, not refused.
+for (const [watcher, asked] of [['a health check asked /ping', {}], ['an edge asked the agent', { agentAsked: () => true }]]) {
+  t.test(`stopping, watched (${watcher}): the workers serve as before until --stop-announce, then the listener closes`, async (t) => {
+    const context = asked.agentAsked ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked } : undefined
+    const { workers, balancer, seen } = await setup(t, 2, { stopAnnounce: 1500 }, { context })
+    if (!asked.agentAsked) t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
+    const stoppedAt = Date.now()
+    balancer.stopping()
+    t.equal((await request(`${balancer.base}/ping`)).status, 503, '/ping says the pool stops')
+    let drained = 0
+    const drains = workers.map((w) => balancer.drain(snapshot(w)).then(() => { drained++ }))
+    // What the front still sends during the announcement reaches both workers, as before.
+    const during = await Promise.all(Array.from({ length: 6 }, (_, i) => request(`${balancer.base}/sleep?ms=100&during=${i}`)))
+    t.same(during.map((r) => r.status), Array(6).fill(200), 'served during the announcement')
+    t.same(new Set(seen().filter((r) => r.url.includes('during')).map((r) => r.port)), new Set(workers.map((w) => w.port)), 'by every worker: none was drained yet')
+    t.equal(drained, 0, 'the stop\'s drains wait for the announcement')
+    t.notOk(balancer.logs.some((l) => l.event === 'balancer-closed'), 'the listener is still open')
+    await Promise.all(drains)
+    t.ok(Date.now() - stoppedAt >= 1400, `the drains ended after --stop-announce (${Date.now() - stoppedAt} ms)`)
+    t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'announced' })
+    await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'then refused: the front knows')
+  })
+}
+
+t.test('stopping, watched: the listener closes at once when every worker is gone', async (t) => {
+  const { workers, balancer } = await setup(t, 1, { stopAnnounce: 10000 })
+  await request(`${balancer.base}/ping`)
+  balancer.stopping()
+  balancer.workerGone(snapshot(workers[0]))
+  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'no-worker' }, 'nothing can serve: a refused connection sends the request elsewhere')
+})
+
 t.test('drain (reload): the worker gets nothing new and drain resolves when it is idle', async (t) => {
   const { workers, balancer, seen } = await setup(t, 2)
   const held = request(`${balancer.base}/sleep?ms=2000&held`)
