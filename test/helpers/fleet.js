@@ -66,8 +66,9 @@ class Fleet {
 
   pool (h) { return this.pools.get(this.host(h).name) }
 
-  // The edge HAProxy on `cfg` (text), in the edge's namespace; resolves once its runtime socket
-  // (the config's first `stats socket`) answers at level admin.
+  // An edge HAProxy on `cfg` (text), in the edge's namespace; resolves once its runtime socket
+  // (the config's first `stats socket`) answers at level admin. The first one started is the
+  // fleet's edge (edgeServers, edgeShows, startLoad); more may run beside it.
   async startEdge (cfg, { name = 'edge' } = {}) {
     const file = path.join(this.dir, `${name}.cfg`)
     fs.writeFileSync(file, cfg)
@@ -79,8 +80,7 @@ class Fleet {
       if (edge.exitCode !== null) throw new Error(`the edge haproxy exited: ${edge.output}`)
       return (await client.level()) === 'admin'
     }, { timeout: 5000, what: 'the edge\'s runtime socket' })
-    this.edge = edge
-    this.client = client
+    if (!this.client) Object.assign(this, { edge, client })
     return { edge, client }
   }
 
