@@ -38,7 +38,10 @@ class DnsServer {
     this.writeHosts()
     const args = ['--keep-in-foreground', '--no-resolv', '--no-hosts', `--addn-hosts=${this.hostsFile}`,
       `--listen-address=${this.address}`, '--bind-interfaces', `--port=${this.port}`, '--local-ttl=0',
-      `--pid-file=${this.pidFile}`, '--log-facility=-', ...this.srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`)]
+      `--pid-file=${this.pidFile}`, '--log-facility=-',
+      // As root it would drop to nobody, who may not read the hosts file in a private directory.
+      ...(process.getuid?.() === 0 ? ['--user=root', '--group=root'] : []),
+      ...this.srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`)]
     const child = this.net.spawn(this.where, DNSMASQ, args, { stdio: ['ignore', 'ignore', 'pipe'] })
     child.output = ''
     child.stderr.setEncoding('utf8').on('data', (d) => { child.output = (child.output + d).slice(-4000) })
