@@ -69,6 +69,13 @@ const TARGETS = {
       args: [...splitWords(args), '--config', file.path, ...(f.balancer === 'haproxy' ? ['--balancer', 'haproxy'] : [])]
     }),
     example: ["$0 config systemd --app app.js --name ssr --user ssr --args='-n 15' > /etc/systemd/system/ssr.service", 'run it from the app\'s directory']
+  },
+  'systemd-socket': {
+    describe: 'print the systemd socket unit that holds the pool\'s ports across restarts (with `pool config systemd --socket`)',
+    load: () => ({ ...require('../generate/systemd'), OPTIONS: require('../generate/systemd').SOCKET_OPTIONS }),
+    render: (mod, options) => mod.systemdSocketConfig(options),
+    fromFile: (f) => ({ host: f.host, port: f.port, statsHost: f.statsHost, statsPort: f.statsPort }),
+    example: ['$0 config systemd-socket --name ssr --port 9001 > /etc/systemd/system/ssr.socket', 'the ports of ssr.service']
   }
 }
 

@@ -43,7 +43,7 @@ t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
   const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8')
   t.match(ci, /^scripts\/setup\nnpm test$/m)
   const setup = fs.readFileSync(path.join(ROOT, 'scripts', 'setup'), 'utf8')
-  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium\)/)
+  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base\)/)
   t.match(setup, /npm ci/)
 })
 
