@@ -91,6 +91,9 @@ async function handler (argv) {
     checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
     if (notifier) notifier.logger = logger
+    if (process.pid === 1) {
+      logger.warn({ event: 'pid1-no-reaper' }, 'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run --init, tini)')
+    }
     if (handedOver.length > 0) logger.info({ event: 'sockets-inherited', sockets: handedOver }, `listening on ${handedOver.length} socket${handedOver.length > 1 ? 's' : ''} handed over by the service manager (LISTEN_FDS)`)
     pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, args: settings.args, logger })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
