@@ -114,10 +114,10 @@ t.test('graceful stop: DRAIN, the running request completes, then MAINT', async 
 // In a fleet, an edge asks the host's agent how it is: on a stop, the servers stay READY until
 // the edge has had --stop-announce to hear `drain`, and what the edge still sends meanwhile is
 // served, where DRAIN would leave it queued in this HAProxy with no server to take it.
-t.test('graceful stop, watched by an edge\'s agent: READY and serving for --stop-announce, then DRAIN', async (t) => {
+t.test('graceful stop, watched by an edge\'s agent: READY and serving for --stop-announce (2 s), then DRAIN', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2 })
   const [agentPort] = await freePorts(1)
-  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--agent-port', String(agentPort), '--agent-host', '127.0.0.1', '--stop-announce', '1500ms'] })
+  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--agent-port', String(agentPort), '--agent-host', '127.0.0.1'] })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   const ask = () => new Promise((resolve, reject) => {
     let line = ''
@@ -126,13 +126,14 @@ t.test('graceful stop, watched by an edge\'s agent: READY and serving for --stop
   t.match(await ask(), /^up ready maxconn:2/, 'an edge asks the agent')
   const stoppedAt = performance.now()
   pool.kill('SIGTERM')
-  await pool.waitLog((l) => l.event === 'haproxy-stop-announced')
+  await pool.waitLog((l) => l.event === 'stopping')
   t.match(await ask(), /^drain/, 'the agent says drain at once')
   const during = await Promise.all([1, 2, 3].map(() => request(lab.url + '/', { timeout: 5000 })))
   t.same(during.map((r) => r.status), [200, 200, 200], 'what the edge still sends is served')
   t.same(await statuses(lab.client), { worker1: 'UP', worker2: 'UP' }, 'the servers are still READY')
   await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s !== 'UP'), { timeout: 5000, interval: 20, what: 'the servers to drain' })
   const ms = performance.now() - stoppedAt
-  t.ok(ms >= 1400, `drained once the announcement was over (${Math.round(ms)} ms after SIGTERM, --stop-announce 1.5 s)`)
+  t.ok(ms >= 1900, `drained once the announcement was over (${Math.round(ms)} ms after SIGTERM, --stop-announce 2 s)`)
+  t.ok(pool.logs.some((l) => l.event === 'haproxy-stop-announced'), 'and said so')
   t.equal((await pool.exited).code, 0, 'a clean stop')
 })
