@@ -66,6 +66,17 @@ class Fleet {
 
   pool (h) { return this.pools.get(this.host(h).name) }
 
+  // SIGKILL host `h`'s pool; resolves once the edge shows it DOWN: { row, ms }, its edge row
+  // then and the ms since the kill.
+  async killHost (h, { timeout = 8000 } = {}) {
+    const pool = this.pool(h)
+    const killedAt = Date.now()
+    pool.kill('SIGKILL')
+    await pool.exited
+    const row = await this.edgeShows(h, { state: 'down' }, { timeout })
+    return { row, ms: Date.now() - killedAt }
+  }
+
   // An edge HAProxy on `cfg` (text), in the edge's namespace; resolves once its runtime socket
   // (the config's first `stats socket`) answers at level admin. The first one started is the
   // fleet's edge (edgeServers, edgeShows, startLoad); more may run beside it.

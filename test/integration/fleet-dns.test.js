@@ -103,12 +103,7 @@ function run () {
     const load = fleet.startLoad({ maxMs: 20000 })
     await load.started
     await sleep(500)
-    const h3 = fleet.pool('h3')
-    const killed = Date.now()
-    h3.kill('SIGKILL')
-    await h3.exited
-    const down = await fleet.edgeShows('h3', { state: 'down' }, { timeout: 8000 })
-    const downAfter = Date.now() - killed
+    const { row: down, ms: downAfter } = await fleet.killHost('h3')
     await sleep(1000)
     const after = (await fleet.edgeServers()).h3
     load.stop()
