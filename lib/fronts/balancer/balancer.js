@@ -176,10 +176,12 @@ class EmbeddedBalancer {
   // drains go on.
   closeListener (why) {
     clearTimeout(this.announceTimer)
-    if (!this.server.listening || this.server.closeRequested) return
+    if (this.server.closeRequested) return
+    if (!this.server.listening) return this.allAccepted?.() // it never listened: nothing was accepted
     stopAccepting(this.server)
     this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued, awaiting: this.fresh.size }, 'balancer closed its listener')
     const done = () => {
+      this.onFreshGone = null
       clearTimeout(this.freshTimer)
       this.server.closeIdleConnections()
       this.allAccepted?.()
