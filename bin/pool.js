@@ -3,7 +3,7 @@
 if [ "$$" = 1 ] && [ "$1" = start ]; then
   node "$0" "$@" &
   pool=$!
-  for signal in TERM INT HUP TTIN TTOU USR1 USR2; do
+  for signal in TERM INT HUP TTIN TTOU; do
     trap "kill -$signal $pool 2>/dev/null" "$signal"
   done
   while :; do
