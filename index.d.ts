@@ -101,6 +101,11 @@ export interface FrontContext {
    * closed; a report about a process that no longer holds the slot is ignored.
    */
   workerRefusing(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail?: { refusals?: number, front?: string }): void
+  /**
+   * whether an edge has asked the pool's agent (--agent-port) about it: something in front
+   * watches the pool, and a stop is announced to it before the front stops taking requests
+   */
+  agentAsked(): boolean
 }
 
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
@@ -227,7 +232,7 @@ export interface EmbeddedBalancerOptions {
   maxResponseBuffer?: number
   /** default '/ping' */
   pingPath?: string
-  /** on stop, how long the listener stays open answering /ping 503 (less once no worker can serve). Default 2000 */
+  /** on stop, when a health check (/ping) or an edge (the agent) watches the pool: ms the workers go on serving while /ping answers 503 and the agent says drain, before the listener closes (unwatched: at once). Default 2000 */
   stopAnnounce?: number
   /** default 10000 */
   headersTimeout?: number
@@ -267,6 +272,8 @@ export interface HaproxyFrontOptions {
   haproxyTimeout?: number
   /** keep HAProxy's server states in this file; default none */
   haproxyStateFile?: string
+  /** on stop, when an edge asks the agent: ms the servers stay READY while the agent says drain; default 2000 */
+  stopAnnounce?: number
 }
 
 /**

@@ -26,6 +26,12 @@
 // its host slot for its render plus that much, which the ideal does not pay. And how many
 // health checks failed during the runs (a starved host missing its checks is taken out).
 //
+// Discovery (`--dns-rounds`, after the rest): a third edge made by `pool config edge --discover`,
+// dnsmasq beside it answering for the hosts (test/helpers/dns.js). Each round, under open-loop load
+// at ρ 0.5 of the hosts in DNS, the last host's record is added (how long until the edge sends it
+// its first request: `joinMs`), then the host leaves as Kubernetes takes out a pod: its record
+// removed and its pool SIGTERMed at once (the requests that failed meanwhile: `failed`).
+//
 // The workload is bench/balancer.js's: open-loop Poisson arrivals at utilisation ρ of all the
 // workers, lognormal service times (a render blocking its worker with Atomics.wait), a new
 // connection per request; each ρ has `runs` runs of `seconds`, each one schedule sent to both
@@ -43,6 +49,7 @@ const { percentile, median } = require('./lib/stats')
 const { runPart, progress, round, log } = require('./lib/part')
 const { poolConfig, HaproxyClient } = require('./lib/internals')
 const { createNetwork } = require('../test/helpers/netns')
+const { DnsServer, dnsProblem } = require('../test/helpers/dns')
 const { freePorts, waitFor, cleanEnv } = require('../test/helpers')
 
 const ROOT = path.join(__dirname, '..')
@@ -52,8 +59,9 @@ const LOAD = path.join(__dirname, 'lib', 'load.js')
 const HAPROXY = process.env.HAPROXY || '/usr/sbin/haproxy'
 const EDGES = ['agent', 'rr']
 
-const defaults = { runs: 4, seconds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
-const quick = { runs: 2, seconds: 2, rho: [0.8] }
+const defaults = { runs: 4, seconds: 3, rho: [0.55, 0.8], hosts: 3, perHost: 5, median: 30, sigma: 0.8, cap: 2000, seed: 42, dnsRounds: 5, resolveInter: 500 }
+const quick = { runs: 2, seconds: 2, rho: [0.8], dnsRounds: 2 }
+const DNS_NAME = 'pool.fleet.bench'
 
 const TICK_MS = 1000 / 100 // USER_HZ is 100 on Linux
 
@@ -191,6 +199,69 @@ async function addedLatency (urls, load, count = 300) {
   return out
 }
 
+// dnsmasq and an edge that finds the hosts by DNS (all but the last, at first), then the rounds.
+async function discoveryEdge ({ net, args, dir, ports, hosts, load, agentClient }) {
+  const [dnsPort, port, stats] = await freePorts(3)
+  const dns = new DnsServer({ net, dir, port: dnsPort })
+  await dns.start()
+  await dns.set(DNS_NAME, net.hosts.slice(0, -1).map((h) => h.address))
+  const cfg = poolConfig('edge', ['--discover', `${DNS_NAME}:${ports.front}`, '--nameservers', dns.nameserver, '--resolve-inter', `${args.resolveInter}ms`,
+    '--max-hosts', args.hosts + 1, '--agent-port', ports.agent, '-n', args.perHost, '--host', '127.0.0.1', '--log', 'none', '--prefix', dir,
+    '--queue-timeout', '60s', '--port', port, '--stats-port', stats, '--socket', path.join(dir, 'dns.sock'), '--pid-file', path.join(dir, 'dns.pid')])
+  const { client } = await startEdge(net, 'dns', cfg, dir)
+  const found = async () => Object.values(await client.servers('fleet')).filter((s) => s.state === 'ready' && s.slim === args.perHost)
+  await waitFor(async () => (await found()).length === args.hosts - 1, { timeout: 30000, interval: 200, what: 'the DNS edge to find its hosts' })
+    .catch(async (err) => { throw new Error(`${err.message}; its servers: ${JSON.stringify(Object.values(await client.servers('fleet')).map((s) => [s.addr, s.status]))}`) })
+  // The agent edge lists every host: the last one is back once it is ready there.
+  const restart = async (host) => {
+    hosts.set(host.name, startHost(net, host, args, ports, dir))
+    await waitFor(async () => {
+      const s = (await agentClient.servers('fleet'))[`host${args.hosts}`]
+      return s?.state === 'ready' && s.slim === args.perHost
+    }, { timeout: 30000, interval: 100, what: `${host.name} to serve again` })
+  }
+  return discovery({ net, args, dns, client, url: `http://127.0.0.1:${port}`, load, hosts, restart })
+}
+
+// Under load through the DNS edge, each round: the last host's record appears (joinMs: until the
+// edge has sent it a request), then it leaves, its record removed and its pool SIGTERMed at once
+// (failed: the requests of the round that got anything but 200). `hosts`: host name → its
+// `pool start` child; `restart(host)` starts it again and resolves once it serves.
+async function discovery ({ net, args, dns, client, url, load, hosts, restart }) {
+  const workers = (args.hosts - 1) * args.perHost
+  const shape = { workers, median: args.median, sigma: args.sigma, capMs: args.cap }
+  const last = net.hosts.at(-1)
+  const others = net.hosts.slice(0, -1).map((h) => h.address)
+  const stotOf = async () => Object.values(await client.servers('fleet')).find((s) => s.addr?.startsWith(`${last.address}:`))?.stot ?? 0
+  const rows = []
+  for (let k = 0; k < args.dnsRounds; k++) {
+    progress(k, args.dnsRounds, `discovery, round ${k + 1}/${args.dnsRounds}`)
+    const schedule = makeSchedule({ ...shape, rho: 0.5, durationMs: 6000, seed: args.seed + 1000 + k })
+    const running = ask(load, { cmd: 'run', url, at: schedule.at, ms: schedule.ms })
+    await sleep(1000)
+    const before = await stotOf()
+    const added = performance.now()
+    await dns.set(DNS_NAME, [...others, last.address])
+    let joinMs = null
+    while (performance.now() - added < 4000) {
+      if (await stotOf() > before) { joinMs = performance.now() - added; break }
+      await sleep(10)
+    }
+    await sleep(Math.max(0, 3000 - (performance.now() - added)))
+    const gone = new Promise((resolve) => hosts.get(last.name).once('exit', resolve))
+    await dns.set(DNS_NAME, others)
+    hosts.get(last.name).kill('SIGTERM')
+    const r = await running
+    const row = { joinMs: joinMs === null ? null : round(joinMs, 0), requests: r.status.length, failed: r.status.filter((x) => x !== 200).length, lag: r.lag }
+    rows.push(row)
+    log(`  discovery round ${k + 1}: joined after ${joinMs === null ? 'more than 4 s' : `${row.joinMs} ms`}; left: ${row.failed} of ${row.requests} failed`)
+    await gone
+    await restart(last)
+  }
+  progress(args.dnsRounds, args.dnsRounds, 'discovery done')
+  return { resolveInterMs: args.resolveInter, rho: 0.5, rounds: rows }
+}
+
 async function main (args) {
   log(`  ${os.cpus().length} CPUs; workload: lognormal (median ${args.median} ms, σ ${args.sigma}, mean ${lognormalMean(args.median, args.sigma).toFixed(1)} ms)`)
   const net = createNetwork({ hosts: args.hosts })
@@ -205,7 +276,7 @@ async function main (args) {
     log(net.mode === 'netns' ? `  hosts in network namespaces: ${net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}` : `  no network namespaces (${net.problem}): hosts on loopback`)
     const [front, agent, agentEdge, rrEdge, agentStats, rrStats, worker] = await freePorts(7 + args.perHost)
     const ports = { front, agent, worker }
-    for (const host of net.hosts) startHost(net, host, args, ports, dir)
+    const hosts = new Map(net.hosts.map((host) => [host.name, startHost(net, host, args, ports, dir)]))
     const common = ['--hosts', net.hosts.map((h) => `${h.address}:${front}`).join(','), '--agent-port', agent, '-n', args.perHost, '--host', '127.0.0.1', '--log', 'none', '--prefix', dir, '--queue-timeout', '60s']
     const edge = (name, port, stats) => poolConfig('edge', [...common, '--port', port, '--stats-port', stats, '--socket', path.join(dir, `${name}.sock`), '--pid-file', path.join(dir, `${name}.pid`)])
     const agentCfg = edge('agent', agentEdge, agentStats)
@@ -223,8 +294,11 @@ async function main (args) {
     const after = await healthFlaps(clients)
     const flaps = Object.fromEntries(EDGES.map((e) => [e, Object.fromEntries(Object.keys(after[e]).map((k) => [k, after[e][k] - before[e][k]]))]))
     const added = await addedLatency({ 'one host\'s pool (its embedded balancer)': `http://${net.hosts[0].address}:${front}`, 'edge, agent': urls.agent, 'edge, rr': urls.rr }, load)
+    const discoverySkipped = args.dnsRounds > 0 ? dnsProblem() : 'not asked (--dnsRounds 0)'
+    if (discoverySkipped) log(`  discovery skipped: ${discoverySkipped}`)
+    const found = discoverySkipped ? null : await discoveryEdge({ net, args, dir, ports, hosts, load, agentClient: clients.agent })
     await cleanup()
-    return { mode: net.mode, cells, addedLatencyMs: added, healthChecks: flaps }
+    return { mode: net.mode, cells, addedLatencyMs: added, healthChecks: flaps, discovery: found, discoverySkipped }
   } catch (err) {
     await cleanup()
     throw err

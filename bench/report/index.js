@@ -444,7 +444,20 @@ async function fleetSection (r, dir, run) {
   })))
   r.add(`"${model}" is a model, not a run: the agent runs' arrivals dealt at random to ${a.hosts ?? 3} edges, each an ideal queue over its share of every host's workers, zero overhead: the best several edges with a fixed share each could do. ${data.mode === 'netns' ? 'Each host is a network namespace.' : data.mode ? `Hosts: ${data.mode}.` : ''}`)
   if (data.addedLatencyMs) r.add(`Time per 0 ms request, sequential, a new connection each (median): ${Object.entries(data.addedLatencyMs).map(([k, v]) => `${k} ${v.toFixed(2)} ms`).join('; ')}.`)
+  r.add(discoveryText(data))
   r.add(provenance(run, 'fleet', 'node bench/fleet.js', data.legacy ? null : data))
+}
+
+// The DNS edge's rounds (bench/fleet.js discovery): a host's record added, then removed as its
+// pool stops, under load.
+function discoveryText (data) {
+  const d = data.discovery
+  if (!d?.rounds?.length) return data.discoverySkipped ? `**Hosts found by DNS:** not measured (${data.discoverySkipped}).` : null
+  const joins = d.rounds.map((x) => x.joinMs).filter(finite).sort((a, b) => a - b)
+  const failed = d.rounds.reduce((n, x) => n + x.failed, 0)
+  const requests = d.rounds.reduce((n, x) => n + x.requests, 0)
+  const late = d.rounds.length - joins.length
+  return `**Hosts found by DNS** (\`pool config edge --discover\`, dnsmasq beside the edge, resolve every ${d.resolveInterMs} ms, ρ ${d.rho} of the hosts in DNS): over ${d.rounds.length} rounds, a host whose record appeared was sent its first request after ${joins.length ? `${int(joins[Math.floor((joins.length - 1) / 2)])} ms (median; ${int(joins[0])}–${int(joins.at(-1))} ms)` : 'no round'}${late ? `, ${late} round${late > 1 ? 's' : ''} not within 4 s` : ''}; a host that left, its record removed and its pool stopped at once, cost ${int(failed)} failed of ${int(requests)} requests.`
 }
 
 async function costsSection (r, dir, run) {

@@ -69,6 +69,20 @@ const TARGETS = {
       args: [...splitWords(args), '--config', file.path, ...(f.balancer === 'haproxy' ? ['--balancer', 'haproxy'] : [])]
     }),
     example: ["$0 config systemd --app app.js --name ssr --user ssr --args='-n 15' > /etc/systemd/system/ssr.service", 'run it from the app\'s directory']
+  },
+  kubernetes: {
+    describe: 'print the Kubernetes manifests of an elastic fleet: pods running pool start, a headless Service, an edge HAProxy that finds the pods by DNS',
+    load: () => require('../generate/kubernetes'),
+    render: (mod, options) => mod.kubernetesConfig(options),
+    fromFile: (f) => ({ timeout: f.timeout, gracefulTimeout: f.gracefulTimeout, killTimeout: f.killTimeout, port: f.port, agentPort: f.agentPort || undefined }),
+    example: ['$0 config kubernetes --image registry.example/ssr:1.4 --name ssr --replicas 3 > fleet.yaml', 'then: kubectl apply -f fleet.yaml']
+  },
+  'systemd-socket': {
+    describe: 'print the systemd socket unit that holds the pool\'s ports across restarts (with `pool config systemd --socket`)',
+    load: () => ({ ...require('../generate/systemd'), OPTIONS: require('../generate/systemd').SOCKET_OPTIONS }),
+    render: (mod, options) => mod.systemdSocketConfig(options),
+    fromFile: (f) => ({ host: f.host, port: f.port, statsHost: f.statsHost, statsPort: f.statsPort }),
+    example: ['$0 config systemd-socket --name ssr --port 9001 > /etc/systemd/system/ssr.socket', 'the ports of ssr.service']
   }
 }
 

@@ -19,6 +19,8 @@ const { exitOnUncaught } = require('./fatal')
 const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
 const { formatReload, formatScale } = require('../control/format')
+const { inherited } = require('../net/activation')
+const { ServiceNotifier } = require('../observe/notify')
 
 function builder (y) {
   y.positional('app', { describe: 'the app module: a request listener, an http.Server, or a file that calls listen() (or "app" in the --config file)', type: 'string' })
@@ -70,12 +72,17 @@ function forgetEnv (env) {
 
 async function handler (argv) {
   let pool
+  let notifier = null
   let control = null
   let stopped
   let guard
   try {
     const settings = settingsOf(argv, process.env)
     forgetEnv(process.env)
+    // What a service manager handed over (sockets, a notify socket) is the supervisor's: taken
+    // out of the environment before any worker inherits it.
+    const handedOver = inherited.adopt(process.env, { flags: settings.balancer === 'embedded' ? ['port', 'stats-port'] : ['stats-port'] })
+    notifier = ServiceNotifier.fromEnv(process.env)
     const { balancer, frontOptions } = settings
     const frontTable = FRONTS[balancer].options()
     const port = frontOptions.port ?? frontTable.port?.default
@@ -83,6 +90,11 @@ async function handler (argv) {
     const options = resolveOptions(withStatsPort(settings.options, { balancer, port, host }))
     checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
     const logger = createLogger({ level: options.logLevel, format: options.logFormat })
+    if (notifier) notifier.logger = logger
+    if (process.pid === 1) {
+      logger.warn({ event: 'pid1-no-reaper' }, 'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run --init, tini)')
+    }
+    if (handedOver.length > 0) logger.info({ event: 'sockets-inherited', sockets: handedOver }, `listening on ${handedOver.length} socket${handedOver.length > 1 ? 's' : ''} handed over by the service manager (LISTEN_FDS)`)
     pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, args: settings.args, logger })
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
@@ -95,15 +107,23 @@ async function handler (argv) {
     handleSignals(pool, logger)
     handleControlSignals(pool, logger)
     pool.on('failed', (err) => { process.exitCode = exitCodeOf(err) })
+    if (notifier) tellServiceManager(pool, notifier)
     // start() rejects with POOL_E_STOPPING when a stop was asked for: not an error, the stop
     // below reports how it went.
     const starting = pool.start().catch((err) => { if (err.code === codes.STOPPING) return stopped; throw err })
     await Promise.race([starting, stopped])
+    if (pool.phase === 'running') {
+      notifier?.ready(serviceStatus(pool))
+      const unused = inherited.left
+      if (unused.length > 0) logger.warn({ event: 'sockets-unused', fds: unused }, `the service manager handed over ${unused.length} socket${unused.length > 1 ? 's' : ''} no listener of this pool takes (file descriptors ${unused.join(', ')}): name them port and stats-port (FileDescriptorName=)`)
+    }
   } catch (err) {
     await control?.close()
+    await notifier?.idle()
     return printError(err)
   }
   const { clean } = await stopped
+  await notifier?.idle()
   await control.close() // answers the `pool stop` that may have caused this, removes the file
   guard.done()
   if (pool.failure) return printError(pool.failure)
@@ -125,6 +145,20 @@ function withStatsPort (options, { balancer, port, host }) {
     throw poolError(codes.BAD_OPTION, `--stats-port must differ from --port (both ${port})`)
   }
   return options
+}
+
+// Type=notify (lib/observe/notify.js): STOPPING=1 when a stop begins, STATUS= as the workers
+// serving change (READY=1 is sent once start() has resolved). Only the rare events: a request's
+// start and end change nothing here.
+function tellServiceManager (pool, notifier) {
+  pool.once('stopping', () => notifier.stopping())
+  const update = () => { if (pool.phase === 'running') notifier.status(serviceStatus(pool)) }
+  for (const event of ['ready', 'exit', 'draining', 'give-up', 'removed']) pool.on(event, update)
+}
+
+function serviceStatus (pool) {
+  const serving = pool.workers().filter((w) => w.state === 'ready' || w.state === 'busy').length
+  return `${serving} of ${pool.target} workers serving${pool.reloading ? ', reloading' : ''}`
 }
 
 // TERM/INT: graceful stop; a second one: kill now.

@@ -23,8 +23,10 @@
 //                      holds no request in flight to w. The pool waits for every front's drain
 //                      and for the worker to report idle before it stops w, and gives up waiting
 //                      at the graceful timeout.
-//   stopping()         optional, sync. The whole pool is about to drain: stop accepting new
-//                      clients, but keep dispatching what is already queued.
+//   stopping()         optional, sync. The whole pool is about to drain: announce it to whatever
+//                      balances in front, stop accepting new clients once it has heard, and
+//                      keep dispatching what is already queued. The drains of the stop follow
+//                      at once; a front may hold them until its announcement is over.
 //   stop()             async. Every worker is gone: release listeners and sockets.
 //   status()           a JSON-able object describing the front, for `pool status`: at least
 //                      { type }, and { queue } (requests waiting for a worker) if it queues.
@@ -55,11 +57,14 @@
  *   `refusals` connections in a row while the pool counts it ready (its app closed its listener
  *   without a word, say): the pool replaces it. A report about a process that no longer holds
  *   the slot is ignored.
+ * @property {() => boolean} agentAsked whether an edge has asked the pool's agent about it
+ *   (`--agent-port`): something in front watches the pool, and a stop is announced to it
+ *   (`drain`) before the front stops taking requests
  */
 
 // The context for a pool; the functions are the pool's own, bound.
-function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing }) {
-  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing })
+function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false }) {
+  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked })
 }
 
 class NoFront {

@@ -14,6 +14,10 @@ const {
   globalSection, statsSection
 } = require('./haproxy')
 
+// HAProxy's times are milliseconds in a signed 32-bit integer.
+const MAX_HAPROXY_TIME = 24 * 24 * 3600 * 1000
+const RESOLVERS = 'fleet_dns'
+
 // A host that stops answering its /ping is taken out after FALL failed checks in a row, and
 // put back after RISE good ones.
 const FALL = 2
@@ -22,7 +26,12 @@ const RISE = 2
 // lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
-  hosts: { flag: 'hosts', kind: 'string', group: 'Fleet', defaultText: 'required', describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start --host --port`) or its nginx listens' },
+  hosts: { flag: 'hosts', kind: 'string', group: 'Fleet', defaultText: 'required, or --discover', describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start --host --port`) or its nginx listens' },
+  discover: { flag: 'discover', kind: 'string', group: 'Discovery', describe: 'Find the hosts by DNS instead of --hosts, as they come and go: NAME:PORT (each A record a host, on PORT) or _SERVICE._tcp.NAME (each SRV record a host and its port); a Kubernetes headless Service answers both' },
+  maxHosts: { flag: 'max-hosts', kind: 'count', default: 16, group: 'Discovery', describe: 'With --discover: how many hosts the edge holds at once (its servers host1..N, filled from the records; records past N are ignored)' },
+  nameservers: { flag: 'nameservers', kind: 'string', group: 'Discovery', defaultText: 'those of /etc/resolv.conf', describe: 'With --discover: the DNS servers to ask, ADDRESS[:PORT],… (port 53 by default)' },
+  resolveInter: { flag: 'resolve-inter', kind: 'duration', default: 1000, group: 'Discovery', describe: 'With --discover: how often the name is resolved again; a host that joins is sent work within a few of these' },
+  dnsHold: { flag: 'dns-hold', kind: 'duration', default: 3600000, group: 'Discovery', describe: 'With --discover: while DNS fails (no answer, refused, an error, or the name gone), the hosts last found keep serving this long' },
   agentPort: { flag: 'agent-port', kind: 'port', group: 'Fleet', defaultText: 'required', describe: 'Port of each host\'s agent (`pool start --agent-port`), which sets the host\'s maxconn to its ready workers' },
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: 1, group: 'Fleet', describe: 'maxconn of each host until its agent first answers' },
   agentInter: { flag: 'agent-inter', kind: 'duration', default: 500, group: 'Fleet', describe: 'How often each host\'s agent is asked' },
@@ -99,12 +108,53 @@ function parseHosts (text) {
   return hosts
 }
 
+// --discover: NAME:PORT (A or AAAA records, one host each, on PORT) or _SERVICE._PROTO.NAME (SRV
+// records: a host and its port each). → { name, port, srv }
+function parseDiscover (text) {
+  const example = 'write NAME:PORT (A records, e.g. pool.default.svc.cluster.local:9001) or _SERVICE._tcp.NAME (SRV records, e.g. _http._tcp.pool.default.svc.cluster.local)'
+  if (text.startsWith('_')) {
+    const labels = text.replace(/\.$/, '').split('.')
+    if (labels.length < 3 || !/^_[A-Za-z0-9-]+$/.test(labels[0]) || !/^_(tcp|udp)$/.test(labels[1]) || !HOST_NAME.test(labels.slice(2).join('.'))) {
+      throw bad(`--discover '${text}' is not an SRV name: ${example}`)
+    }
+    return { name: text, port: null, srv: true }
+  }
+  const colon = text.lastIndexOf(':')
+  if (colon < 0) throw bad(`--discover '${text}' has no port: ${example}`)
+  const name = text.slice(0, colon)
+  const port = text.slice(colon + 1)
+  if (!HOST_NAME.test(name) || /^[\d.]+$/.test(name)) throw bad(`--discover '${text}': '${name}' is not a DNS name (${example})`)
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw bad(`--discover '${text}': the port must be 1-65535 (got '${port}')`)
+  return { name, port: Number(port), srv: false }
+}
+
+// --nameservers: ADDRESS[:PORT],… (IPv4, or [IPv6]) → ['10.0.0.2:53', '[2001:db8::53]:53']
+function parseNameservers (text) {
+  return text.split(',').map((s) => s.trim()).map((entry) => {
+    const v6 = /^\[([^\]]*)\](?::(\d+))?$/.exec(entry)
+    const [address, port = '53'] = v6 ? [v6[1], v6[2]] : entry.split(':')
+    const ok = v6 ? net.isIPv6(address) : net.isIPv4(address) && entry.split(':').length <= 2
+    if (!ok) throw bad(`--nameservers entry '${entry}' is not ADDRESS[:PORT] (an IPv4 address, or an IPv6 one in brackets)`)
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw bad(`--nameservers entry '${entry}': the port must be 1-65535`)
+    return hostPort(address, Number(port))
+  })
+}
+
 // Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
 function resolveEdgeOptions (input = {}) {
   const o = resolveOptions(input, OPTIONS)
-  if (o.hosts === undefined) throw bad('--hosts is required: the fleet\'s hosts as HOST:PORT,HOST:PORT,…')
+  if (o.hosts === undefined && o.discover === undefined) throw bad('--hosts or --discover is required: the fleet\'s hosts as HOST:PORT,HOST:PORT,…, or a DNS name that lists them')
+  if (o.hosts !== undefined && o.discover !== undefined) throw bad('--hosts and --discover both name the hosts: give one of them')
   if (o.agentPort === undefined) throw bad('--agent-port is required: the port each host\'s agent listens on (`pool start --agent-port`)')
-  o.hosts = parseHosts(o.hosts)
+  if (o.discover === undefined) {
+    for (const flag of ['nameservers']) if (o[camel(flag)] !== undefined) throw bad(`--${flag} goes with --discover`)
+    o.hosts = parseHosts(o.hosts)
+  } else {
+    o.discover = parseDiscover(o.discover)
+    o.nameservers = o.nameservers === undefined ? null : parseNameservers(o.nameservers)
+    if (o.resolveInter < 100) throw bad(`--resolve-inter must be at least 100ms (got ${o.resolveInter}ms)`)
+    if (o.dnsHold > MAX_HAPROXY_TIME) throw bad(`--dns-hold must be at most 24 days, 34560m (got ${longDuration(o.dnsHold)}): HAProxy's timers stop there`)
+  }
   if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
   for (const flag of ['agent-inter', 'check-inter']) {
     if (o[camel(flag)] < 1) throw bad(`--${flag} must be at least 1ms (got ${o[camel(flag)]}ms)`)
@@ -166,7 +216,54 @@ function frontendSection (o) {
 }
 
 function serverLines (o) {
+  if (o.discover) return discoveredServers(o)
   return o.hosts.map((h, i) => `    server host${i + 1} ${hostPort(h.address, h.port)}`)
+}
+
+function discoveredServers (o) {
+  const { name, port, srv } = o.discover
+  return [
+    `    # The hosts, found by DNS: host1..host${o.maxHosts} are filled from the ${srv ? 'SRV records of' : 'addresses of'} ${name}`,
+    `    # (every ${duration(o.resolveInter)}, resolvers ${RESOLVERS} above), each checked and agent-checked like a listed host. A`,
+    `    # server without a record is in maintenance (MAINT, "resolution"); past ${o.maxHosts} records, the rest wait`,
+    '    # for a free server: raise the count (--max-hosts) above the most hosts you will run.',
+    '    # init-addr none: the edge starts even when DNS does not answer yet.',
+    `    server-template host 1-${o.maxHosts} ${srv ? name : `${name}:${port}`} resolvers ${RESOLVERS} init-addr none resolve-prefer ipv4`
+  ]
+}
+
+// 3600000 → '1h', 90000 → '90s': HAProxy's time format, in the largest unit that is exact.
+function longDuration (ms) {
+  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  return duration(ms)
+}
+
+function resolversSection (o) {
+  if (!o.discover) return []
+  const hold = longDuration(o.dnsHold)
+  return [
+    `resolvers ${RESOLVERS}`,
+    ...(o.nameservers
+      ? o.nameservers.map((ns, i) => `    nameserver ns${i + 1} ${ns}`)
+      : ['    # The name servers of /etc/resolv.conf (read once, at start).', '    parse-resolv-conf']),
+    '    # Room for many records in one answer (a large SRV set), over UDP.',
+    '    accepted_payload_size 8192',
+    `    # Resolve again every ${duration(o.resolveInter)}; a host that joins is sent work once its record is seen and its`,
+    '    # /ping and agent checks pass. A query without an answer is tried again after 1s, 3 times.',
+    `    timeout resolve ${duration(o.resolveInter)}`,
+    '    timeout retry 1s',
+    '    resolve_retries 3',
+    '    # DNS unreachable, refusing, failing or saying the name is gone: the hosts last found keep',
+    `    # serving for ${hold} after the last good answer (their own checks still take out a host that`,
+    '    # is gone), then are put in maintenance. A host whose record is removed leaves at once:',
+    '    # stop its pool first (it drains itself; its agent says so within one agent-inter).',
+    `    hold timeout ${hold}`,
+    `    hold refused ${hold}`,
+    `    hold other ${hold}`,
+    `    hold nx ${hold}`,
+    '    hold obsolete 0s',
+    ''
+  ]
 }
 
 function backendSection (o, t) {
@@ -233,13 +330,16 @@ function backendSection (o, t) {
 function edgeConfig (input = {}) {
   const o = resolveEdgeOptions(input)
   const t = timeouts(o)
-  const n = o.hosts.length
+  const n = o.discover ? o.maxHosts : o.hosts.length
+  const fleet = o.discover ? `the hosts DNS lists under ${o.discover.name} (up to ${n}: host1..host${n})` : `${n} host${n > 1 ? 's' : ''} (host1..host${n})`
+  const source = o.discover ? `--discover ${o.discover.srv ? o.discover.name : `${o.discover.name}:${o.discover.port}`}` : `--hosts ${o.hosts.map((h) => h.entry).join(',')}`
   return [
-    `# Edge haproxy.cfg for a fleet of ${n} host${n > 1 ? 's' : ''} (host1..host${n}), one queue for all of them.`,
-    `# Generated by \`pool config edge --hosts ${o.hosts.map((h) => h.entry).join(',')} --agent-port ${o.agentPort}\`; run each host's pool with`,
+    `# Edge haproxy.cfg for a fleet of ${fleet}, one queue for all of them.`,
+    `# Generated by \`pool config edge ${source} --agent-port ${o.agentPort}\`; run each host's pool with`,
     `#   pool start APP --host ADDRESS --port PORT --agent-port ${o.agentPort} --timeout ${duration(o.timeout)}`,
     '',
     ...globalSection(o, t, SOCKET_COMMENTS),
+    ...resolversSection(o),
     ...defaultsSection(o, t),
     ...frontendSection(o),
     ...backendSection(o, t),

@@ -39,7 +39,17 @@ const OPTIONS = {
   poolBin: { flag: 'pool-bin', kind: 'string', default: () => POOL_BIN, defaultText: 'this installation\'s bin/pool.js', group: 'Service', describe: 'Path of pool\'s bin/pool.js (or node_modules/.bin/pool) the unit runs with --node' },
   gracefulTimeout: { ...POOL_OPTIONS.gracefulTimeout, group: 'Pool', describe: 'The pool\'s --graceful-timeout; TimeoutStopSec is set above it' },
   killTimeout: { ...POOL_OPTIONS.killTimeout, group: 'Pool', describe: 'The pool\'s --kill-timeout; TimeoutStopSec is set above it' },
-  args: { flag: 'args', kind: 'string', group: 'Pool', describe: 'More `pool start` flags, as one string after \'=\' (it starts with a dash): --args=\'-n 15 --balancer haproxy\'' }
+  args: { flag: 'args', kind: 'string', group: 'Pool', describe: 'More `pool start` flags, as one string after \'=\' (it starts with a dash): --args=\'-n 15 --balancer haproxy\'' },
+  socket: { flag: 'socket', kind: 'bool', default: false, group: 'Service', describe: 'Started by NAME.socket (`pool config systemd-socket`), which holds the pool\'s ports across restarts: connections wait instead of being refused' }
+}
+
+// `pool config systemd-socket`: the socket unit beside the service, same --name.
+const SOCKET_OPTIONS = {
+  name: OPTIONS.name,
+  host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'Socket', describe: 'Address of the embedded balancer\'s port (pool start --host)' },
+  port: { flag: 'port', kind: 'port', default: 9001, group: 'Socket', describe: 'The embedded balancer\'s port (pool start --port)' },
+  statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Socket', describe: 'Address of the stats listener (pool start --stats-host)' },
+  statsPort: { flag: 'stats-port', kind: 'port-or-off', default: 9000, group: 'Socket', describe: 'Port of the stats listener (pool start --stats-port; 0: not held by the socket unit)' }
 }
 
 function bad (message) {
@@ -117,8 +127,13 @@ function unitSection (o) {
   return [
     '[Unit]',
     `Description=pool: ${o.app} in ${o.workingDirectory}`,
-    `After=network.target${haproxy ? ' haproxy.service' : ''}`,
+    `After=network.target${haproxy ? ' haproxy.service' : ''}${o.socket ? ` ${o.name}.socket` : ''}`,
     ...(haproxy ? ['Wants=haproxy.service'] : []),
+    ...(o.socket
+      ? ['# The ports are opened and held by the socket unit (`pool config systemd-socket`): the pool',
+          '# listens on the sockets it is handed (LISTEN_FDS), so a restart refuses no connection.',
+          `Requires=${o.name}.socket`]
+      : []),
     ''
   ]
 }
@@ -126,8 +141,12 @@ function unitSection (o) {
 function serviceSection (o) {
   return [
     '[Service]',
-    '# The pool does not notify systemd (no sd_notify): it counts as started once it runs.',
-    'Type=simple',
+    '# The pool tells systemd when its first workers are ready (READY=1: the unit is started',
+    '# then, and what comes after it starts), how many serve (STATUS=, in `systemctl status`) and',
+    '# when it stops (STOPPING=1). It does so through systemd-notify, a process of its own (Node',
+    '# cannot write to the notify socket), which only NotifyAccess=all lets systemd hear.',
+    'Type=notify',
+    'NotifyAccess=all',
     ...(o.user ? [`User=${o.user}`] : []),
     ...(o.group ? [`Group=${o.group}`] : []),
     `WorkingDirectory=${o.workingDirectory}`,
@@ -137,8 +156,9 @@ function serviceSection (o) {
     '# reload fails (a broken deploy keeps the old workers serving), so `systemctl reload`',
     '# reports the outcome. SIGHUP (kill -HUP $MAINPID) would reload too, but blindly.',
     commandLine('ExecReload', [[o.node, o.poolBin, 'reload', '--control', o.control]]),
-    '# systemd bounds ExecReload by TimeoutStartSec (it has no reload timeout of its own); with',
-    `# Type=simple nothing else waits on it. Above \`pool reload\`'s own ${RELOAD_CLIENT_TIMEOUT / 60000} min.`,
+    '# systemd bounds ExecReload by TimeoutStartSec (it has no reload timeout of its own), which',
+    '# also bounds the start until READY=1 (every worker booted, within --boot-timeout each).',
+    `# Above \`pool reload\`'s own ${RELOAD_CLIENT_TIMEOUT / 60000} min.`,
     `TimeoutStartSec=${Math.ceil(RELOAD_CLIENT_TIMEOUT / 60000) + 1}min`,
     '# SIGTERM to the pool only: it drains its workers and stops them itself. The workers do not',
     '# handle SIGTERM, so the default KillMode=control-group, which signals every process of the',
@@ -161,6 +181,47 @@ function serviceSection (o) {
   ]
 }
 
+// The socket unit: systemd listens on the pool's ports and hands the sockets to every pool it
+// starts, in the order of the ListenStream lines (the balancer's port, then the stats port).
+function resolveSocketOptions (input = {}) {
+  const o = resolveOptions(input, SOCKET_OPTIONS)
+  if (!UNIT_NAME.test(o.name)) throw bad(`--name must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (got '${o.name}')`)
+  for (const flag of ['host', 'stats-host']) checkWord(`--${flag}`, o[flag === 'host' ? 'host' : 'statsHost'])
+  if (o.statsPort === o.port && o.statsHost === o.host) throw bad(`--stats-port must differ from --port (both ${o.port})`)
+  return o
+}
+
+function listenAddress (host, port) {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`
+}
+
+function systemdSocketConfig (input = {}) {
+  const o = resolveSocketOptions(input)
+  const stats = o.statsPort !== 0
+  return [
+    `# /etc/systemd/system/${o.name}.socket, generated by \`pool config systemd-socket\`.`,
+    `# With ${o.name}.service from \`pool config systemd --name ${o.name} --socket\`. Install:`,
+    `#   systemctl daemon-reload && systemctl enable --now ${o.name}.socket ${o.name}.service`,
+    '',
+    '[Unit]',
+    `Description=pool: the ports of ${o.name}.service`,
+    '',
+    '[Socket]',
+    '# systemd listens here from now on and hands the sockets to each pool it starts (LISTEN_FDS),',
+    '# in this order: the embedded balancer\'s port (pool start --port), then the stats port. While',
+    '# the pool restarts, connections wait in the kernel\'s backlog (Backlog=, SOMAXCONN by default)',
+    '# and the next pool accepts them: none is refused. The pool\'s own --port and --stats-port',
+    '# do not matter then: it listens where it is handed.',
+    `ListenStream=${listenAddress(o.host, o.port)}`,
+    ...(stats ? [`ListenStream=${listenAddress(o.statsHost, o.statsPort)}`] : []),
+    `Service=${o.name}.service`,
+    '',
+    '[Install]',
+    'WantedBy=sockets.target',
+    ''
+  ].join('\n')
+}
+
 function systemdConfig (input = {}) {
   const o = resolveSystemdOptions(input)
   return [
@@ -175,4 +236,4 @@ function systemdConfig (input = {}) {
   ].join('\n')
 }
 
-module.exports = { systemdConfig, resolveSystemdOptions, stopTimeoutSeconds, OPTIONS }
+module.exports = { systemdConfig, systemdSocketConfig, resolveSystemdOptions, stopTimeoutSeconds, OPTIONS, SOCKET_OPTIONS }

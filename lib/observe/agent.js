@@ -54,6 +54,7 @@ class AgentResponder {
     this.logger = logger
     this.socketLife = socketLife
     this.sockets = new Set()
+    this.asked = 0 // connections answered: an edge watches this pool (its stop is announced first)
     this.failing = false // status() threw last time: said once at warn, then at debug
     this.server = net.createServer((socket) => this.answer(socket))
     // A listener error after start (out of descriptors, say) is logged, not thrown.
@@ -88,6 +89,7 @@ class AgentResponder {
   // One line, then our end. Nothing here may throw or leave an error unheard: a broken edge
   // connection must never take the pool down.
   answer (socket) {
+    this.asked++
     this.sockets.add(socket)
     const life = setTimeout(() => socket.destroy(), this.socketLife)
     socket.on('close', () => { clearTimeout(life); this.sockets.delete(socket) })

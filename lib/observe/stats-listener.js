@@ -25,7 +25,10 @@ class StatsListener {
     guardAccept(this.server, { name: 'stats listener', logger, onRefused })
   }
 
-  start () { return listen(this.server, { port: this.port, host: this.host, flag: 'stats-port' }) }
+  async start () {
+    const bound = await listen(this.server, { port: this.port, host: this.host, flag: 'stats-port' })
+    if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
+  }
 
   async stop () {
     const cut = setTimeout(() => this.server.closeAllConnections(), STOP_GRACE_MS)

@@ -11,9 +11,17 @@
 
 const os = require('node:os')
 const { poolError, codes } = require('../errors')
+const { cgroupCpuQuota } = require('./cgroup')
 
+// The CPUs this process may use: those it may run on, or fewer when its cgroup's CPU quota (a
+// container's --cpus, a unit's CPUQuota=) allows less (lib/options/cgroup.js). Read once.
+let usableCpus = null
 function cpuCount () {
-  return os.availableParallelism ? os.availableParallelism() : os.cpus().length
+  if (usableCpus !== null) return usableCpus
+  const online = os.availableParallelism ? os.availableParallelism() : os.cpus().length
+  const quota = cgroupCpuQuota()
+  usableCpus = quota !== null && quota < online ? quota : online
+  return usableCpus
 }
 
 function defaultWorkers (env = process.env) {
@@ -52,10 +60,10 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
 // 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0), 'size' (bytes, an
 // integer >= 0), 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
 const OPTIONS = {
-  workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs)' },
+  workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs, or the cgroup\'s CPU quota when lower)' },
   workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Workers', describe: 'Address the workers listen on' },
   workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Workers', describe: 'Port of slot 1; slot i listens on worker-port + i - 1' },
-  maxWorkers: { flag: 'max-workers', kind: 'int', default: undefined, defaultText: `min(${CEILING_PER_CPU} × CPUs, free memory ÷ ${MEMORY_PER_WORKER / 1048576} MB)`, group: 'Workers', describe: 'Ceiling of -n and `pool scale` (0: none; in HAProxy mode the backend\'s servers bound it too)' },
+  maxWorkers: { flag: 'max-workers', kind: 'int', default: undefined, defaultText: `min(${CEILING_PER_CPU} × CPUs (or the cgroup's CPU quota when lower), free memory ÷ ${MEMORY_PER_WORKER / 1048576} MB)`, group: 'Workers', describe: 'Ceiling of -n and `pool scale` (0: none; in HAProxy mode the backend\'s servers bound it too)' },
   maxBooting: { flag: 'max-booting', kind: 'count', default: () => 2 * cpuCount(), defaultText: '2 × CPUs', group: 'Workers', describe: 'Workers booting at once at most; a big scale or many crashes start a batch at a time' },
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'A request running longer gets its worker SIGKILLed and replaced' },
   bootTimeout: { flag: 'boot-timeout', kind: 'duration', default: 60000, group: 'Workers', describe: 'A worker not ready within this is killed (a failed start)' },

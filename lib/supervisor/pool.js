@@ -56,7 +56,8 @@ class Pool extends EventEmitter {
       workers: () => this.workers(),
       portOf: (slot) => this.portOf(slot),
       target: () => this.target,
-      workerRefusing: (w, detail) => this.workerRefusing(w, detail)
+      workerRefusing: (w, detail) => this.workerRefusing(w, detail),
+      agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0
     })
     this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), frontContext)
     // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).

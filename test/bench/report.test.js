@@ -79,6 +79,19 @@ t.test('the committed results of earlier formats still make a report', async (t)
   t.notMatch(md, /Not available: the matrix/)
 })
 
+t.test('the fleet section reports DNS discovery: join times and what a departure cost', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const cell = (edge, model) => ({ rho: 0.8, edge, model, runs: [{ requests: 100, errors: 0, rps: 200, p50: 35, ideal50: 30, p99: 200, ideal99: 190, lag: { p99: 1 } }] })
+  const rounds = [{ joinMs: 300, requests: 700, failed: 0 }, { joinMs: 450, requests: 690, failed: 1 }, { joinMs: null, requests: 710, failed: 0 }]
+  fs.writeFileSync(path.join(dir, 'fleet.json'), JSON.stringify({ mode: 'netns', config: { hosts: 3, perHost: 5 }, cells: [cell('agent'), cell('rr'), cell('split 3', true)], discovery: { resolveInterMs: 500, rho: 0.5, rounds } }))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  t.match(md, /over 3 rounds, a host whose record appeared was sent its first request after 300 ms \(median; 300–450 ms\), 1 round not within 4 s/)
+  t.match(md, /cost 1 failed of 2,100 requests/)
+})
+
 t.test("README's measured figures come from the results, written between its markers only", async (t) => {
   const { summary, writeSummary, START, END } = require('../../bench/report/summary')
   const results = path.join(__dirname, '..', '..', 'bench', 'results')

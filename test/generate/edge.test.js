@@ -43,6 +43,46 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.notMatch(cfg, /retry-on[^\n]*response-timeout/, 'a request that timed out is not sent again')
 })
 
+t.test('--discover: hosts found by DNS (A or SRV records), which haproxy -c accepts', async (t) => {
+  const dir = tempDir(t)
+  const variants = {
+    'A records, own name servers': { discover: 'pool.default.svc.cluster.local:9001', agentPort: 9100, nameservers: '10.0.0.2,[2001:db8::53]:5353', maxHosts: 8, resolveInter: 2000, dnsHold: 600000 },
+    'SRV records, resolv.conf': { discover: '_http._tcp.pool.default.svc.cluster.local', agentPort: 9100 }
+  }
+  for (const [name, options] of Object.entries(variants)) {
+    const file = path.join(dir, 'haproxy.cfg')
+    fs.writeFileSync(file, edgeConfig(options))
+    const { ok, output } = checkHaproxyConfig(file)
+    t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
+  }
+  const a = edgeConfig(variants['A records, own name servers'])
+  t.match(a, /^ {4}nameserver ns1 10\.0\.0\.2:53\n {4}nameserver ns2 \[2001:db8::53\]:5353$/m, 'each name server, port 53 by default')
+  t.match(a, /^ {4}server-template host 1-8 pool\.default\.svc\.cluster\.local:9001 resolvers fleet_dns init-addr none/m, '--max-hosts servers from the A records, on the given port')
+  t.match(a, /^ {4}timeout resolve 2s$/m)
+  for (const status of ['timeout', 'refused', 'other', 'nx']) t.match(a, new RegExp(`^ {4}hold ${status} 10m$`, 'm'), `hold ${status}: --dns-hold`)
+  t.match(a, /default-server maxconn 1 check .* agent-check agent-port 9100/, 'each discovered host checked and agent-checked')
+  t.notMatch(a, /^ {4}server host/m, 'no fixed server')
+  const srv = edgeConfig(variants['SRV records, resolv.conf'])
+  t.match(srv, /^ {4}parse-resolv-conf$/m)
+  t.match(srv, /^ {4}server-template host 1-16 _http\._tcp\.pool\.default\.svc\.cluster\.local resolvers fleet_dns/m, 'SRV: each record\'s port')
+
+  const bad = [
+    [['--discover', 'pool.example', '--agent-port', '9100'], /--discover 'pool\.example' has no port/],
+    [['--discover', '_http.pool.example', '--agent-port', '9100'], /is not an SRV name/],
+    [['--discover', '10.0.0.1:9001', '--agent-port', '9100'], /is not a DNS name/],
+    [['--discover', 'pool.example:9001', '--hosts', '10.0.0.1:9001', '--agent-port', '9100'], /--hosts and --discover both name the hosts/],
+    [['--hosts', '10.0.0.1:9001', '--nameservers', '10.0.0.2', '--agent-port', '9100'], /--nameservers goes with --discover/],
+    [['--discover', 'pool.example:9001', '--nameservers', 'ns.example', '--agent-port', '9100'], /--nameservers entry 'ns\.example' is not ADDRESS\[:PORT\]/],
+    [['--discover', 'pool.example:9001', '--dns-hold', '43200m', '--agent-port', '9100'], /--dns-hold must be at most 24 days/]
+  ]
+  for (const [args, message] of bad) {
+    const r = await runPool(['config', 'edge', ...args])
+    t.equal(r.code, 2, `${args.join(' ')}: exit 2`)
+    t.equal(r.stderr.trim().split('\n').length, 1, `one line: ${r.stderr.trim()}`)
+    t.match(r.stderr, message)
+  }
+})
+
 t.test('pool config edge prints the config; bad input is one line on stderr and exit 2', async (t) => {
   const good = await runPool(['config', 'edge', '--hosts', '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001', '--agent-port', '9100',
     '-n', '4', '--agent-inter', '250ms', '--check-inter', '1', '--timeout', '45', '--queue-timeout', '5s', '--backend', 'web'])
@@ -52,7 +92,7 @@ t.test('pool config edge prints the config; bad input is one line on stderr and 
   }), 'the CLI prints what edgeConfig() returns for the same options')
 
   const bad = [
-    [['--agent-port', '9100'], /--hosts is required/],
+    [['--agent-port', '9100'], /--hosts or --discover is required/],
     [['--hosts', '1.2.3.4', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4' has no port/],
     [['--hosts', '1.2.3.4:70000', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4:70000': the port must be 1-65535/],
     [['--hosts', '1.2.3.4:9001,1.2.3.5:9001,1.2.3.4:9001', '--agent-port', '9100'], /--hosts lists 1\.2\.3\.4:9001 twice/],

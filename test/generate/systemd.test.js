@@ -6,7 +6,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { systemdConfig, OPTIONS } = require('../../lib/generate/systemd')
+const { systemdConfig, systemdSocketConfig, OPTIONS } = require('../../lib/generate/systemd')
 const { OPTIONS: POOL_OPTIONS } = require('../../lib/options/table')
 const { toYargs } = require('../../lib/cli/flags')
 const { FIXTURES, ROOT, cleanEnv, freePorts, request, waitFor, isAlive } = require('../helpers')
@@ -41,7 +41,8 @@ t.test('the unit: sections, keys and the commands systemd runs', async (t) => {
   const unit = parseUnit(text)
   t.same(Object.keys(unit), ['Unit', 'Service', 'Install'])
   const s = unit.Service
-  t.same(s.Type, ['simple'])
+  t.same(s.Type, ['notify'], 'READY=1 once the workers are ready')
+  t.same(s.NotifyAccess, ['all'], 'systemd-notify sends as a process of its own')
   t.same(s.User, ['ssr'])
   t.same(s.Group, ['www'])
   t.same(s.WorkingDirectory, ['/srv/ssr'])
@@ -107,7 +108,20 @@ t.test('OPTIONS is an options table the CLI can build flags from', async (t) => 
     t.ok(spec.flag && spec.kind && spec.group && spec.describe, `${name}: flag, kind, group, describe`)
   }
   const flags = toYargs(OPTIONS)
-  t.same(Object.keys(flags).sort(), ['app', 'args', 'graceful-timeout', 'group', 'kill-timeout', 'name', 'node', 'pool-bin', 'user', 'working-directory'])
+  t.same(Object.keys(flags).sort(), ['app', 'args', 'graceful-timeout', 'group', 'kill-timeout', 'name', 'node', 'pool-bin', 'socket', 'user', 'working-directory'])
+})
+
+t.test('socket activation: the socket unit holds the ports, the service requires it', async (t) => {
+  const socket = parseUnit(systemdSocketConfig({ name: 'ssr', host: '0.0.0.0', port: 8001, statsPort: 8000 }))
+  t.same(socket.Socket.ListenStream, ['0.0.0.0:8001', '127.0.0.1:8000'], 'the balancer\'s port first, then the stats port: the order the pool takes them in')
+  t.same(socket.Socket.Service, ['ssr.service'])
+  t.same(socket.Install.WantedBy, ['sockets.target'])
+  t.same(parseUnit(systemdSocketConfig({ name: 'ssr', statsPort: 0 })).Socket.ListenStream, ['127.0.0.1:9001'], '--stats-port 0: the balancer\'s port alone')
+  t.throws(() => systemdSocketConfig({ name: 'ssr', port: 9001, statsPort: 9001 }), { code: 'POOL_E_BAD_OPTION', message: /--stats-port must differ from --port/ })
+  const service = parseUnit(systemdConfig({ app: 'app.js', name: 'ssr', socket: true }))
+  t.same(service.Unit.Requires, ['ssr.socket'])
+  t.same(service.Unit.After, ['network.target ssr.socket'])
+  t.notOk('Requires' in parseUnit(systemdConfig({ app: 'app.js', name: 'ssr' })).Unit, 'without --socket, no socket unit')
 })
 
 t.test('systemd-analyze verify accepts the unit', async (t) => {
@@ -128,6 +142,12 @@ t.test('systemd-analyze verify accepts the unit', async (t) => {
     t.equal(r.status, 0, `verify succeeds: ${r.stderr}`)
     t.notMatch(r.stdout + r.stderr, /Unknown (key|section|lvalue)|ignoring|Invalid|not executable/i, 'no complaint')
   }
+  const file = path.join(dir, 'pool-verify.socket')
+  fs.writeFileSync(file, systemdSocketConfig({ name: 'pool-verify' }))
+  fs.writeFileSync(path.join(dir, 'pool-verify.service'), systemdConfig({ app: 'app.js', name: 'pool-verify', workingDirectory: dir, socket: true }))
+  const socket = spawnSync(analyze, ['verify', '--man=no', file], { encoding: 'utf8', timeout: 30000 })
+  t.equal(socket.status, 0, `the socket unit verifies: ${socket.stderr}`)
+  t.notMatch(socket.stdout + socket.stderr, /Unknown (key|section|lvalue)|ignoring|Invalid/i, 'no complaint about the socket unit')
   // The check above can fail: systemd does report what the old README's unit had.
   const r = verify(systemdConfig({ app: 'app.js', workingDirectory: dir }).replace('[Install]', 'TimeoutReloadSec=15min\n\n[Install]'))
   t.match(r.stdout + r.stderr, /Unknown key 'TimeoutReloadSec'/, 'an unknown key is reported')

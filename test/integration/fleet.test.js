@@ -11,104 +11,33 @@
 // Without network namespaces (not root), the hosts are 127.0.0.2-4 and the partition is skipped.
 
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
-const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor, poolStatus, runPool, isAlive, sleep } = require('../helpers')
-const { HAPROXY, tempDir } = require('../helpers/haproxy')
-const { createNetwork, stopChild } = require('../helpers/netns')
-const { HaproxyClient } = require('../../lib/haproxy/client')
+const { runPool, isAlive, sleep, poolStatus, waitFor } = require('../helpers')
+const { stopChild } = require('../helpers/netns')
+const { createFleet, summary } = require('../helpers/fleet')
 const { edgeConfig } = require('../../lib/generate/edge')
 
-const APP = path.join(FIXTURES, 'fleet-app.js')
-const LOAD = path.join(FIXTURES, 'fleet-load.js')
-const BACKEND = 'fleet'
 const AGENT_INTER = 500 // the edge config's default, also its check interval
 const RENDER_MS = [10, 40]
 const CONCURRENCY = 8 // above the fleet's 6 or 7 workers: the edge's queue is never empty
+const BACKEND = 'fleet'
 
-const net = createNetwork({ hosts: 3, t })
-const dir = tempDir(t, 'pool-fleet-')
-let edge, client, ports
-const pools = new Map() // host name → its `pool start` child
-
-// `pool start` on host `h`, in its namespace, with JSON logs; resolves once it logged `started`.
-async function startHost (h, workers) {
-  const host = net.host(h)
-  const args = [BIN, 'start', APP, '-n', String(workers), '--host', host.address, '--port', String(ports.front),
-    '--agent-port', String(ports.agent), '--worker-port', String(ports.worker),
-    // In a namespace the host has its own 127.0.0.1; on loopback, its own address.
-    '--worker-host', net.mode === 'netns' ? '127.0.0.1' : host.address,
-    '--control', controlOf(host), '--stats-port', '0', '--log-format', 'json',
-    '--timeout', '10s', '--graceful-timeout', '10s']
-  const child = net.spawn(host, process.execPath, args, { env: cleanEnv({ FLEET_HOST: host.name }), stdio: ['ignore', 'pipe', 'pipe'] })
-  child.output = '' // the last lines, for an error message
-  child.requests = [] // the host balancer's access-log lines
-  child.started = false
-  child.stdout.on('data', (d) => { child.output = (child.output + d).slice(-6000) })
-  onJsonLines(child.stdout, (rec) => {
-    if (rec.event === 'request') child.requests.push(rec)
-    else if (rec.event === 'started') child.started = true
-  })
-  child.stderr.setEncoding('utf8').on('data', (d) => { child.output = (child.output + d).slice(-6000) })
-  child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
-  pools.set(host.name, child)
-  await waitFor(() => {
-    if (child.exitCode !== null) throw new Error(`pool on ${host.name} exited: ${child.output}`)
-    return child.started
-  }, { timeout: 15000, what: `the pool on ${host.name} to start` })
-  return child
-}
-
-function controlOf (host) { return path.join(dir, `${host.name}.sock`) }
-function serverOf (h) { return `host${net.hosts.indexOf(net.host(h)) + 1}` }
-
-async function edgeServers () {
-  const servers = await client.servers(BACKEND)
-  return Object.fromEntries(net.hosts.map((h) => [h.name, servers[serverOf(h)]]))
-}
-
-// Wait until the edge's server for `h` matches `want` ({ state, slim }); resolves with its row.
-function edgeShows (h, want, { timeout = 8000 } = {}) {
-  return waitFor(async () => {
-    const s = (await edgeServers())[h]
-    return Object.entries(want).every(([k, v]) => s[k] === v) && s
-  }, { timeout, interval: 50, what: `the edge to show ${h} ${JSON.stringify(want)}` })
-}
-
-// Run the load client in the edge's namespace. `stop()` asks it to send no more; `done`
-// resolves with its requests as { start, end, status, host }.
-function startLoad ({ maxMs, count = 3000, timeout = 15000 }) {
-  const options = { url: `http://127.0.0.1:${ports.edge}`, concurrency: CONCURRENCY, count, maxMs, timeout, ms: RENDER_MS }
-  const child = net.spawn('edge', process.execPath, [LOAD, JSON.stringify(options)], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  let err = ''
-  child.stdout.setEncoding('utf8').on('data', (d) => { out += d })
-  child.stderr.setEncoding('utf8').on('data', (d) => { err += d })
-  const done = new Promise((resolve, reject) => child.once('exit', () => {
-    const line = out.split('\n').find((l) => l.includes('"event":"done"'))
-    if (!line) return reject(new Error(`the load client ended without results: ${err.slice(-2000)}`))
-    resolve(JSON.parse(line).requests.map(([start, end, status, host]) => ({ start, end, status, host })))
-  }))
-  const started = waitFor(() => out.includes('"event":"started"'), { timeout: 5000, what: 'the load client to start' })
-  started.catch(() => {}) // awaited where it matters; `done` says the rest
-  return { started, done, stop: () => child.kill('SIGTERM') }
-}
-
-function summary (requests) {
-  const failed = requests.filter((r) => r.status !== 200)
-  const byHost = {}
-  for (const r of requests) if (r.status === 200) byHost[r.host] = (byHost[r.host] || 0) + 1
-  return { total: requests.length, failed: failed.length, failures: failed.slice(0, 2).map((r) => `${r.status} ${String(r.host).slice(0, 60)}`), byHost }
-}
+let fleet, net, client, pools
+const startHost = (h, workers) => fleet.startHost(h, { workers })
+const controlOf = (h) => fleet.controlOf(h)
+const edgeServers = () => fleet.edgeServers(BACKEND)
+const edgeShows = (h, want, options) => fleet.edgeShows(h, want, options)
+const startLoad = (options) => fleet.startLoad({ concurrency: CONCURRENCY, ms: RENDER_MS, ...options })
 
 t.before(async () => {
+  fleet = await createFleet(t, { hosts: 3 })
+  net = fleet.net
+  pools = fleet.pools
   t.comment(net.mode === 'netns'
     ? `hosts in network namespaces ${net.namespaces.join(', ')}: ${net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}`
     : `no network namespaces (${net.problem}): hosts on ${net.hosts.map((h) => h.address).join(', ')}`)
-  const [front, agent, edgePort, stats, worker] = await freePorts(8)
-  ports = { front, agent, edge: edgePort, stats, worker }
+  const { front, agent, edge: edgePort, stats } = fleet.ports
   await Promise.all(net.hosts.map((h) => startHost(h, 2)))
-  const socket = path.join(dir, 'edge.sock')
   const cfg = edgeConfig({
     hosts: net.hosts.map((h) => `${h.address}:${front}`).join(','),
     agentPort: agent,
@@ -119,19 +48,11 @@ t.before(async () => {
     host: '127.0.0.1',
     port: edgePort,
     statsPort: stats,
-    prefix: dir,
-    socket,
+    prefix: fleet.dir,
+    socket: path.join(fleet.dir, 'edge.sock'),
     log: 'none'
   })
-  fs.writeFileSync(path.join(dir, 'edge.cfg'), cfg)
-  edge = net.spawn('edge', HAPROXY, ['-db', '-f', path.join(dir, 'edge.cfg')], { stdio: ['ignore', 'ignore', 'pipe'] })
-  edge.output = ''
-  edge.stderr.setEncoding('utf8').on('data', (d) => { edge.output = (edge.output + d).slice(-4000) })
-  client = new HaproxyClient({ socket, timeout: 1000 })
-  await waitFor(async () => {
-    if (edge.exitCode !== null) throw new Error(`the edge haproxy exited: ${edge.output}`)
-    return (await client.level()) === 'admin'
-  }, { timeout: 5000, what: 'the edge\'s runtime socket' })
+  client = (await fleet.startEdge(cfg)).client
   for (const h of net.hosts) await edgeShows(h.name, { state: 'ready', slim: 2 })
 })
 
@@ -181,9 +102,12 @@ t.test('a host stops and comes back under load: no failed request', async (t) =>
   await load.started
   await sleep(500)
   const h2 = pools.get('h2')
+  const before = (await edgeServers()).h2
   h2.kill('SIGTERM')
   const { code } = await h2.exited
   t.equal(code, 0, 'the pool on h2 stopped cleanly')
+  const after = (await edgeServers()).h2
+  t.same([after.econ - before.econ, after.wretr - before.wretr], [0, 0], 'h2 refused the edge no connection while it stopped (the edge heard the stop first): no retry needed')
   await waitFor(async () => ['drain', 'down'].includes((await edgeServers()).h2.state), { timeout: 3000, what: 'the edge to take h2 out' })
   await startHost('h2', 2)
   await edgeShows('h2', { state: 'ready', slim: 2 })
@@ -225,12 +149,7 @@ t.test('a host\'s supervisor is SIGKILLed: at most its running requests fail, it
   const load = startLoad({ maxMs: 12000 })
   await load.started
   await sleep(500)
-  const h2 = pools.get('h2')
-  const killedAt = Date.now()
-  h2.kill('SIGKILL')
-  await h2.exited
-  await edgeShows('h2', { state: 'down' }, { timeout: 5000 })
-  const downAfter = Date.now() - killedAt
+  const { ms: downAfter } = await fleet.killHost('h2', { timeout: 5000 })
   const stotAtDown = (await edgeServers()).h2.stot
   await waitFor(() => pids.length === 2 && pids.every((pid) => !isAlive(pid)), { timeout: 5000, what: 'h2\'s 2 workers to exit' })
   t.pass(`h2's ${pids.length} workers exited by themselves (their supervisor's IPC channel closed)`)
@@ -242,7 +161,7 @@ t.test('a host\'s supervisor is SIGKILLed: at most its running requests fail, it
 })
 
 t.test('teardown leaves no namespace behind', async (t) => {
-  await stopChild(edge)
+  await stopChild(fleet.edge)
   await Promise.all([...pools.values()].map((c) => stopChild(c, { grace: 12000 })))
   await net.destroy()
   t.same(net.leftovers(), [], 'ip netns list shows none of this run\'s namespaces')

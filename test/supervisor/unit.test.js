@@ -132,7 +132,8 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   await started(h, 2)
   const c = h.front.context
   t.not(c, h.pool)
-  t.same(Object.keys(c).sort(), ['logger', 'metrics', 'portOf', 'target', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and the one thing it may tell it)')
+  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'target', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and the one thing it may tell it)')
+  t.equal(c.agentAsked(), false, 'no agent here: nothing in front watches the pool')
   t.ok(Object.isFrozen(c))
   t.equal(c.logger, h.pool.logger)
   t.equal(c.metrics, h.pool.metrics, 'the registry fronts add their series to')

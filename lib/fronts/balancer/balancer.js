@@ -11,17 +11,20 @@
 
 const { WorkerSet } = require('./workers')
 const { RequestPipeline } = require('./pipeline')
-const { refuseConnect } = require('./replies')
+const { refuseConnect, isPing } = require('./replies')
 const { BalancerMetrics } = require('./metrics')
 const { SlotStats } = require('./slots')
 const { WorkerGoneError } = require('./upstream')
 const { createFrontServer } = require('./server')
-const { listen, beginClose, closeServer, urlOf } = require('../../net/listen')
+const { listen, stopAccepting, closeServer, urlOf } = require('../../net/listen')
 const { guardAccept } = require('../../net/descriptors')
 
 // On stop, connections still open this long after the queued requests were answered (a client
 // still sending a body, say) are cut.
 const STOP_GRACE_MS = 1000
+// When the listener closes on a stop, a connection it accepted has this long to bring its first
+// request (a client sends it with the connection: this only bounds one that never does).
+const ACCEPTED_GRACE_MS = 2000
 
 const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
 
@@ -56,10 +59,20 @@ class EmbeddedBalancer {
     this.bodyBudget = this.pipeline.bodyBudget
     this.reclaimer = this.pipeline.reclaimer
     this.slots.metrics = this.metrics = this.createMetrics(null)
+    this.pingAsked = false // a health check watches the pool: its stop is announced (stopping())
+    this.fresh = new Set() // connections accepted whose first request has not arrived yet
     this.server = createFrontServer(options, {
-      onRequest: (req, res) => this.pipeline.onRequest(req, res),
+      onRequest: (req, res) => {
+        if (this.fresh.size > 0) this.settled(req.socket)
+        if (!this.pingAsked && isPing(req, options.pingPath)) this.pingAsked = true
+        this.pipeline.onRequest(req, res)
+      },
       onCheckContinue: (req, res) => this.pipeline.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
+    })
+    this.server.on('connection', (socket) => {
+      this.fresh.add(socket)
+      socket.once('close', () => this.settled(socket))
     })
     // A full descriptor table refuses new clients, never the workers' respawns
     // (lib/net/descriptors.js).
@@ -81,7 +94,8 @@ class EmbeddedBalancer {
     this.context = context || null
     // In front of a pool, the balancer's series join the pool's registry (lib/fronts/front.js).
     if (this.context?.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.context.metrics)
-    await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
+    const bound = await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
+    if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
     this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
   }
 
@@ -114,40 +128,79 @@ class EmbeddedBalancer {
     this.closeIfNoWorker()
   }
 
+  // A stopping pool's worker keeps taking requests until the listener has closed and what it
+  // accepted has come in (stopping()), then serves the queue until it is empty; any other drain
+  // (reload, scale-down, recycling) gives the worker nothing new from now on.
   drain (w) {
     const record = this.workers.get(w.slot)
     if (!record || (w.pid !== undefined && record.pid !== undefined && w.pid !== record.pid)) return Promise.resolve()
-    return this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }).then(() => this.closeIfNoWorker())
+    const accepted = this.isStopping ? this.acceptedAll : Promise.resolve()
+    return accepted
+      .then(() => this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }))
+      .then(() => this.closeIfNoWorker())
   }
 
-  // The pool stops. /ping answers 503 at once, but the listener stays open a moment
-  // (--stop-announce) so that a health check in front sees the stop rather than a refused
-  // connection, and what arrives meanwhile is served by the draining workers; then it closes
-  // (idle keep-alive clients are let go, busy ones get Connection: close), and at once when no
-  // worker is left to take a request: from then on a refused connection is what lets a balancer
-  // in front send the request elsewhere.
+  // The pool stops. Whatever balances in front must hear it before this listener closes, or it
+  // keeps sending requests here and meets a refused connection (an edge's retries may all come
+  // back to the one host with the fewest connections). From now on /ping answers 503 and the
+  // pool's agent says `drain` (lib/observe/agent.js). When something in front watches the pool
+  // (a health check has asked /ping, an edge its agent), the stop is announced for
+  // --stop-announce, while every worker keeps taking requests as before; then the listener
+  // closes. When nothing watches, waiting would tell nobody: it closes at once (a refused
+  // connection lets a balancer in front send the request elsewhere; a socket handed over by a
+  // service manager stays open there, and the next pool accepts what waits in its backlog).
+  // Either way the workers are drained only once every connection the listener accepted has
+  // brought its request (closeListener), so nothing accepted is turned away.
   stopping () {
     if (this.isStopping) return
     this.isStopping = true
-    this.announceTimer = setTimeout(() => this.closeListener('announced'), this.options.stopAnnounce)
-    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs: this.options.stopAnnounce }, 'balancer stopping: /ping answers 503; serving what is queued')
+    this.acceptedAll = new Promise((resolve) => { this.allAccepted = resolve })
+    const watched = this.pingAsked || Boolean(this.context?.agentAsked?.())
+    const announceMs = watched ? this.options.stopAnnounce : 0
+    this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs, watched },
+      watched ? `balancer stopping: /ping answers 503; serving as before for ${announceMs} ms, until the stop is announced` : 'balancer stopping: /ping answers 503; serving what is queued')
+    if (announceMs > 0) this.announceTimer = setTimeout(() => this.closeListener('announced'), announceMs)
+    else this.closeListener(watched ? 'announced' : 'unwatched')
     this.closeIfNoWorker()
   }
 
+  // While the stop is announced, no worker left to take a request: the listener closes at once.
   closeIfNoWorker () {
-    if (this.isStopping && !this.workers.records.some((r) => !r.draining)) this.closeListener('no-worker')
+    if (this.isStopping && this.workers.records.length === 0) this.closeListener('no-worker')
   }
 
+  // Stop accepting, and nothing more: a connection accepted but whose request has not arrived yet
+  // stays open (http.Server#close would cut it) and its request is served. Once every such
+  // connection has brought a request or gone (a silent one is cut after ACCEPTED_GRACE_MS), the
+  // idle keep-alive connections are let go (busy ones get Connection: close) and the stop's
+  // drains go on.
   closeListener (why) {
     clearTimeout(this.announceTimer)
-    if (!this.server.listening || this.server.closeRequested) return
-    beginClose(this.server)
-    this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued }, 'balancer closed its listener')
+    if (this.server.closeRequested) return
+    if (!this.server.listening) return this.allAccepted?.() // it never listened: nothing was accepted
+    stopAccepting(this.server)
+    this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued, awaiting: this.fresh.size }, 'balancer closed its listener')
+    const done = () => {
+      this.onFreshGone = null
+      clearTimeout(this.freshTimer)
+      this.server.closeIdleConnections()
+      this.allAccepted?.()
+    }
+    this.onFreshGone = () => { if (this.fresh.size === 0) done() }
+    this.freshTimer = setTimeout(done, ACCEPTED_GRACE_MS)
+    this.onFreshGone()
+  }
+
+  // A connection accepted has brought its first request, or closed.
+  settled (socket) {
+    if (this.fresh.delete(socket)) this.onFreshGone?.()
   }
 
   async stop () {
     this.isStopping = true
     clearTimeout(this.announceTimer)
+    clearTimeout(this.freshTimer)
+    this.allAccepted?.()
     this.isStopped = true
     this.pipeline.stop()
     for (const socket of this.connectSockets) socket.destroy()

@@ -63,6 +63,11 @@ function refuseConnect (socket) {
   return socket
 }
 
+// Whether `req` asks the balancer's own health check (--ping-path), with or without a query.
+function isPing (req, pingPath) {
+  return req.url === pingPath || req.url.startsWith(pingPath + '?')
+}
+
 function replyPing (req, res, { stopping }) {
   const status = stopping ? 503 : 200
   const body = stopping ? 'stopping\n' : 'OK\n'
@@ -74,4 +79,4 @@ function replyPing (req, res, { stopping }) {
   res.end(req.method === 'HEAD' ? undefined : body)
 }
 
-module.exports = { replyError, replyPing, refuseConnect, REASONS, RETRY_AFTER_SECONDS }
+module.exports = { replyError, replyPing, isPing, refuseConnect, REASONS, RETRY_AFTER_SECONDS }

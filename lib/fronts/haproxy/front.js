@@ -142,8 +142,9 @@ class HaproxyFront {
 
   // DRAIN, then wait until HAProxy holds no session and no queued request for that server.
   // The supervisor bounds the wait with its graceful timeout; a change of plan for the server
-  // (it exited: MAINT) or stop() ends the wait too.
+  // (it exited: MAINT) or stop() ends the wait too. A stop's drains wait for its announcement.
   async drain (w) {
+    if (this.announced) await this.announced
     const name = serverName(w)
     const rec = this._record(name)
     const sent = this._want(name, 'drain')
@@ -180,13 +181,26 @@ class HaproxyFront {
     if (r.ok) this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms: round(performance.now() - startedAt), reason: 'drained' }, `${this.backend}/${name} MAINT: drained, its worker stops next`)
   }
 
-  stopping () {}
+  // The pool stops. An edge that asks the pool's agent (--agent-port) hears `drain` at its next
+  // check; until it has had time to (--stop-announce), the servers stay READY and serve what
+  // the edge still sends, which DRAIN would leave queued here with no server to take it. Then
+  // the stop's drains go on. Nothing watched: nobody to wait for.
+  stopping () {
+    if (!this.context?.agentAsked?.() || !(this.opts.stopAnnounce > 0)) return
+    this.announced = new Promise((resolve) => {
+      this.endAnnouncement = resolve
+      this.announceTimer = setTimeout(resolve, this.opts.stopAnnounce)
+    })
+    this.logger.info({ event: 'haproxy-stop-announced', ms: this.opts.stopAnnounce }, `stopping: the servers stay READY for ${this.opts.stopAnnounce} ms while the agent tells the edge`)
+  }
 
   // Every worker has exited, so every server was set MAINT. Let the last of those commands
   // land before the process exits (each is bounded by --haproxy-timeout), then stop checking.
   async stop () {
     this.stopped = true
     clearTimeout(this.timer)
+    clearTimeout(this.announceTimer)
+    this.endAnnouncement?.()
     const settled = Promise.allSettled([...this.inFlight])
     await Promise.race([settled, sleep(this.opts.haproxyTimeout * 2)])
     // With the pool gone, a HAProxy reload must take everything from its config again: every

@@ -14,6 +14,7 @@ const OPTIONS = {
   haproxyBackend: { flag: 'haproxy-backend', kind: 'string', default: DEFAULT_BACKEND, group: 'HAProxy', describe: 'The backend whose servers worker1..N are the slots (`pool config haproxy --backend`)' },
   haproxyCheckInterval: { flag: 'haproxy-check-interval', kind: 'duration', default: 2000, group: 'HAProxy', describe: 'How often HAProxy\'s server states are compared with the wanted ones (and re-asserted after a reload or restart)' },
   haproxyTimeout: { flag: 'haproxy-timeout', kind: 'duration', default: 2000, group: 'HAProxy', describe: 'A runtime API command unanswered after this counts as HAProxy unreachable' },
+  stopAnnounce: { flag: 'stop-announce', kind: 'duration', default: 2000, group: 'HAProxy', describe: 'On stop, when an edge asks the pool\'s agent: how long the servers stay READY, serving what the edge still sends, while the agent says drain, before they are drained' },
   haproxyStateFile: { flag: 'haproxy-state-file', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Keep HAProxy\'s server states in this file, rewritten at every change, for its `load-server-state-from-file` (`pool config haproxy --state-file`): a HAProxy reload then keeps ready workers in service' }
 }
 

@@ -5,7 +5,8 @@
 // loopback (test/fixtures/balancer-worker.js), driven through the Front hooks.
 
 const t = require('tap')
-const { request, waitFor } = require('../../helpers')
+const net = require('node:net')
+const { request, waitFor, sleep } = require('../../helpers')
 const { setup, snapshot, concurrencyOf, openRequest } = require('../../helpers/balancer')
 const { createBalancer, OPTIONS } = require('../../../lib/fronts/balancer')
 
@@ -256,31 +257,50 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
   t.match(balancer.logs.find((l) => l.event === 'balancer-listening'), { url: balancer.base })
 })
 
-t.test('stopping: /ping 503 while the listener stays open; the queue is served; the listener closes once no worker is left', async (t) => {
+t.test('stopping, unwatched: the listener closes at once; what was queued and running is served', async (t) => {
   const { workers, balancer } = await setup(t, 1, { stopAnnounce: 10000 })
   const inFlight = request(`${balancer.base}/sleep?ms=1500`)
   await waitFor(() => balancer.status().inFlight === 1)
   const queued = [request(`${balancer.base}/sleep?q=1`), request(`${balancer.base}/sleep?q=2`)]
   await waitFor(() => balancer.status().queue === 2)
   balancer.stopping()
-  const ping = await request(`${balancer.base}/ping`)
-  t.equal(ping.status, 503, 'a health check sees the stop, not a refused connection')
-  const late = request(`${balancer.base}/sleep?late`)
-  await waitFor(() => balancer.status().queue === 3, { what: 'the late request queued' })
+  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'unwatched' }, 'no health check asked: nobody to wait for')
+  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'a refused connection: a balancer in front sends elsewhere')
   let drained = false
   const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
   t.equal(drained, false)
-  const statuses = await Promise.all([inFlight, ...queued, late].map((p) => p.then((r) => r.status)))
-  t.same(statuses, [200, 200, 200, 200], 'what was queued, and what came during the stop, was served')
+  const statuses = await Promise.all([inFlight, ...queued].map((p) => p.then((r) => r.status)))
+  t.same(statuses, [200, 200, 200], 'what was running and queued was served')
   await drain
   t.equal(balancer.status().inFlight, 0)
-  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'no worker left: the listener is closed (a balancer in front sends elsewhere)')
-  t.ok(balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'no-worker'))
   await balancer.stop()
 })
 
-t.test('stopping: the listener closes after --stop-announce even while workers still serve', async (t) => {
+t.test('stopping: a connection accepted before the close whose request comes after it is served, not cut', async (t) => {
+  const { workers, balancer } = await setup(t, 1)
+  const socket = net.connect(new URL(balancer.base).port, '127.0.0.1')
+  t.teardown(() => socket.destroy())
+  await new Promise((resolve) => socket.once('connect', resolve))
+  const connections = () => new Promise((resolve, reject) => balancer.server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+  await waitFor(async () => (await connections()) === 1, { what: 'the balancer to accept the connection' })
+  balancer.stopping()
+  let drained = false
+  const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
+  await sleep(100)
+  t.equal(drained, false, 'the worker is not drained while an accepted connection has not brought its request')
+  let reply = ''
+  socket.setEncoding('utf8').on('data', (d) => { reply += d })
+  socket.on('error', () => {}) // cut by the close: the assertions below say so
+  socket.write('GET /sleep?ms=10&late HTTP/1.1\r\nHost: x\r\n\r\n')
+  await waitFor(() => /\r\n\r\n/.test(reply) || socket.destroyed, { what: 'the answer' })
+  t.match(reply, /^HTTP\/1\.1 200 /, 'served by the worker')
+  t.match(reply, /connection: close/i, 'and told the connection closes')
+  await drain
+})
+
+t.test('stopping, watched: the listener closes after --stop-announce even while workers still serve', async (t) => {
   const { balancer } = await setup(t, 1, { stopAnnounce: 300 })
+  t.equal((await request(`${balancer.base}/ping`)).status, 200)
   const running = request(`${balancer.base}/sleep?ms=1500`)
   await waitFor(() => balancer.status().inFlight === 1)
   balancer.stopping()
@@ -288,6 +308,40 @@ t.test('stopping: the listener closes after --stop-announce even while workers s
   await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'announced'), { what: 'the close after the announce time' })
   await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' })
   t.equal((await running).status, 200, 'the running request still finished')
+})
+
+// Watched (a health check asked /ping before the stop, or an edge the pool's agent), the stop is
+// announced before anything changes for the requests: a front that has not heard yet keeps
+// sending, and what it sends must be served, not refused.
+for (const [watcher, asked] of [['a health check asked /ping', {}], ['an edge asked the agent', { agentAsked: () => true }]]) {
+  t.test(`stopping, watched (${watcher}): the workers serve as before until --stop-announce, then the listener closes`, async (t) => {
+    const context = asked.agentAsked ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked } : undefined
+    const { workers, balancer, seen } = await setup(t, 2, { stopAnnounce: 1500 }, { context })
+    if (!asked.agentAsked) t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
+    const stoppedAt = Date.now()
+    balancer.stopping()
+    t.equal((await request(`${balancer.base}/ping`)).status, 503, '/ping says the pool stops')
+    let drained = 0
+    const drains = workers.map((w) => balancer.drain(snapshot(w)).then(() => { drained++ }))
+    // What the front still sends during the announcement reaches both workers, as before.
+    const during = await Promise.all(Array.from({ length: 6 }, (_, i) => request(`${balancer.base}/sleep?ms=100&during=${i}`)))
+    t.same(during.map((r) => r.status), Array(6).fill(200), 'served during the announcement')
+    t.same(new Set(seen().filter((r) => r.url.includes('during')).map((r) => r.port)), new Set(workers.map((w) => w.port)), 'by every worker: none was drained yet')
+    t.equal(drained, 0, 'the stop\'s drains wait for the announcement')
+    t.notOk(balancer.logs.some((l) => l.event === 'balancer-closed'), 'the listener is still open')
+    await Promise.all(drains)
+    t.ok(Date.now() - stoppedAt >= 1400, `the drains ended after --stop-announce (${Date.now() - stoppedAt} ms)`)
+    t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'announced' })
+    await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'then refused: the front knows')
+  })
+}
+
+t.test('stopping, watched: the listener closes at once when every worker is gone', async (t) => {
+  const { workers, balancer } = await setup(t, 1, { stopAnnounce: 10000 })
+  await request(`${balancer.base}/ping`)
+  balancer.stopping()
+  balancer.workerGone(snapshot(workers[0]))
+  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'no-worker' }, 'nothing can serve: a refused connection sends the request elsewhere')
 })
 
 t.test('drain (reload): the worker gets nothing new and drain resolves when it is idle', async (t) => {

@@ -7,7 +7,8 @@
 const t = require('tap')
 const path = require('node:path')
 const { performance } = require('node:perf_hooks')
-const { request, sleep, waitFor, isAlive, poolStatus } = require('../../helpers')
+const net = require('node:net')
+const { request, sleep, waitFor, isAlive, poolStatus, freePorts } = require('../../helpers')
 const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 const labStatus = (lab) => poolStatus(['--control', path.join(lab.dir, 'control.sock')])
@@ -108,4 +109,31 @@ t.test('graceful stop: DRAIN, the running request completes, then MAINT', async 
   t.same(order, ['haproxy-drained', 'haproxy-maint'], 'drained before it was stopped')
   const at = (event) => pool.logs.findIndex((l) => l.event === event && l.slot === 1)
   t.ok(at('haproxy-maint') < at('exit'), 'MAINT before its worker stopped: no health check could see its port closed while it was DRAIN')
+})
+
+// In a fleet, an edge asks the host's agent how it is: on a stop, the servers stay READY until
+// the edge has had --stop-announce to hear `drain`, and what the edge still sends meanwhile is
+// served, where DRAIN would leave it queued in this HAProxy with no server to take it.
+t.test('graceful stop, watched by an edge\'s agent: READY and serving for --stop-announce (2 s), then DRAIN', async (t) => {
+  const lab = await startLabHaproxy(t, { workers: 2 })
+  const [agentPort] = await freePorts(1)
+  const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--agent-port', String(agentPort), '--agent-host', '127.0.0.1'] })
+  await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
+  const ask = () => new Promise((resolve, reject) => {
+    let line = ''
+    net.connect(agentPort, '127.0.0.1').setEncoding('utf8').on('data', (d) => { line += d }).on('end', () => resolve(line.trim())).on('error', reject)
+  })
+  t.match(await ask(), /^up ready maxconn:2/, 'an edge asks the agent')
+  const stoppedAt = performance.now()
+  pool.kill('SIGTERM')
+  await pool.waitLog((l) => l.event === 'stopping')
+  t.match(await ask(), /^drain/, 'the agent says drain at once')
+  const during = await Promise.all([1, 2, 3].map(() => request(lab.url + '/', { timeout: 5000 })))
+  t.same(during.map((r) => r.status), [200, 200, 200], 'what the edge still sends is served')
+  t.same(await statuses(lab.client), { worker1: 'UP', worker2: 'UP' }, 'the servers are still READY')
+  await waitFor(async () => Object.values(await statuses(lab.client)).every((s) => s !== 'UP'), { timeout: 5000, interval: 20, what: 'the servers to drain' })
+  const ms = performance.now() - stoppedAt
+  t.ok(ms >= 1900, `drained once the announcement was over (${Math.round(ms)} ms after SIGTERM, --stop-announce 2 s)`)
+  t.ok(pool.logs.some((l) => l.event === 'haproxy-stop-announced'), 'and said so')
+  t.equal((await pool.exited).code, 0, 'a clean stop')
 })
