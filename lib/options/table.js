@@ -64,7 +64,7 @@ const OPTIONS = {
   restartDelay: { flag: 'restart-delay', kind: 'duration', default: 100, group: 'Restarts', describe: 'Delay before respawning a crashed worker (first crash)' },
   restartFactor: { flag: 'restart-factor', kind: 'number', default: 1.5, group: 'Restarts', describe: 'The delay is multiplied by this for each consecutive crash' },
   restartMaxDelay: { flag: 'restart-max-delay', kind: 'duration', default: 15000, group: 'Restarts', describe: 'Upper bound of the respawn delay' },
-  healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a slot\'s crash count resets' },
+  healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a worker counts as healthy even if it served nothing: its death then costs no backoff and resets the slot\'s crash count (one that answered a request already counts)' },
   maxBootFailures: { flag: 'max-boot-failures', kind: 'count', default: 5, group: 'Restarts', describe: 'A slot whose worker dies before ready this many times in a row is given up (a failed fork never counts)' },
   givenUpRetry: { flag: 'given-up-retry', kind: 'duration', default: 300000, group: 'Restarts', describe: 'A given-up slot tries again from scratch this long after it gave up (0: only a reload revives it)' },
   warmup: { flag: 'warmup', kind: 'list', default: () => [], defaultText: 'none', group: 'Workers', describe: 'A path a new worker is sent GET requests for before it is given traffic (repeatable); 500 or more fails its boot' },

@@ -155,6 +155,30 @@ t.test('pool reload replaces every pid', async (t) => {
   for (const pid of before) t.notOk(isAlive(pid), `old pid ${pid} stopped`)
 })
 
+t.test('50 concurrent pool reload commands: all answered, by at most two reloads', async (t) => {
+  const dir = tempDir(t)
+  const gate = path.join(dir, 'gate')
+  fs.writeFileSync(gate, '')
+  const ports = await freePorts(2)
+  const control = path.join(dir, 'pool.sock')
+  const child = startPool(['start', path.join(FIXTURES, 'gated-boot.js'), '-n', '2', '--control', control, '--log-format', 'json', '--balancer', 'none', '--worker-port', String(ports[0])], { env: { BOOT_GATE: gate } })
+  t.teardown(() => child.stop())
+  await child.waitLog((l) => l.event === 'started')
+  // The first reload's canary waits at its boot until every command has reached the pool: the
+  // others all arrive while a reload runs, however slowly 50 CLI processes start on this box.
+  fs.rmSync(gate)
+  const asked = 50
+  const reloads = Array.from({ length: asked }, () => cli(['reload', '--control', control], { timeout: 120000 }))
+  await waitFor(() => child.logs.filter((l) => l.event === 'control-command' && l.command === 'reload').length === asked, { timeout: 60000, what: `${asked} reload commands received` })
+  fs.writeFileSync(gate, '')
+  const results = await Promise.all(reloads)
+  t.same(results.map((r) => r.code), Array(asked).fill(0), 'every command succeeds')
+  t.ok(results.every((r) => /^reloaded 2 workers in /.test(r.stdout)), 'each says what the reload that covers it replaced')
+  const run = child.logs.filter((l) => l.event === 'reload').length
+  t.ok(run >= 1 && run <= 2, `the running reload and one merged after it, not fifty (${run} run)`)
+  t.equal(child.logs.filter((l) => l.event === 'reloaded').length, run, 'each ran to its end')
+})
+
 t.test('pool scale 2 → 3 → 1', async (t) => {
   const p = await pool(t, { workers: 2 })
   const up = await cli(['scale', '3', '--control', p.control])
