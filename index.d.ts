@@ -191,6 +191,11 @@ export interface SupervisorOptions {
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** default 'auto': pretty on a terminal, JSON lines otherwise */
   logFormat?: 'auto' | 'json' | 'pretty'
+  /**
+   * bytes of log lines held for a stdout reader that does not keep up; past it lines are dropped
+   * and counted (pool_log_lines_dropped_total). At least 16384; default 16 MiB. Not used with `logger`
+   */
+  logBuffer?: number
   /** a pino logger to use instead of creating one */
   logger?: Logger
   /** extra environment for the workers */

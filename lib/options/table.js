@@ -46,7 +46,7 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
   return { max, why: `the default ceiling of ${max} (min(${CEILING_PER_CPU} × ${cpus} CPUs, ${Math.round(memory / 1048576)} MB free ÷ ${MEMORY_PER_WORKER / 1048576} MB))` }
 }
 
-// kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
+// kind: 'count' (integer >= 1), 'int' (integer >= `min`, by default 0), 'port' (1..65535), 'port-or-off' (0..65535,
 // 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0),
 // 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
 const OPTIONS = {
@@ -80,7 +80,8 @@ const OPTIONS = {
   // control socket (lib/control): made by the CLI's `pool start`, not by the Pool itself
   control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-UID/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|recycle|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
-  logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' }
+  logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' },
+  logBuffer: { flag: 'log-buffer', kind: 'int', min: 16384, default: 16 * 1024 * 1024, defaultText: '16 MiB', group: 'Logs', describe: 'Bytes of log lines the supervisor holds for a stdout reader that does not keep up; past it lines are dropped and counted (pool_log_lines_dropped_total), and one line says how many once the reader takes lines again' }
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/
@@ -102,7 +103,7 @@ function check (name, spec, value) {
       if (!Number.isInteger(value) || value < 1) throw bad('must be a positive integer')
       break
     case 'int':
-      if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number >= 0')
+      if (!Number.isInteger(value) || value < (spec.min ?? 0)) throw bad(`must be a whole number >= ${spec.min ?? 0}`)
       break
     case 'port':
       if (!Number.isInteger(value) || value < 1 || value > 65535) throw bad('must be a port number 1-65535')

@@ -19,7 +19,7 @@ const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
 const { resolvePoolOptions } = require('../options/pool')
 const { workerCeiling } = require('../options/table')
-const { createLogger } = require('../logger')
+const { createLogger, logOutputOf } = require('../logger')
 const { FrontSet } = require('../fronts/front-set')
 const { createFrontContext } = require('../fronts/front')
 const { PoolListeners } = require('../observe/listeners')
@@ -45,8 +45,9 @@ class Pool extends EventEmitter {
     if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
-    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
-    this.metrics = new PoolMetrics(() => this.measuredWorkers()) // fronts add theirs (lib/fronts/front.js)
+    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
+    // fronts add theirs (lib/fronts/front.js)
+    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger) })
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
