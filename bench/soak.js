@@ -9,7 +9,8 @@
 //                      [--sigma 0.5] [--kill-every 2] [--reload-every 30] [--deadline 10000]
 //                      [--seed 7] [--baseline FILE|none] [--results DIR]
 //
-// `pool start bench/lib/pool-app.js -n WORKERS` (the embedded balancer, its defaults), open-loop
+// `pool start bench/lib/pool-app.js -n WORKERS` (the embedded balancer, its defaults, the access
+// log read as it is written), open-loop
 // Poisson arrivals at `rho` of the workers' capacity on a new connection each (lognormal renders,
 // Atomics.wait), clients that give up after `deadline` ms. From 2 s on, every `kill-every` s a
 // ready worker picked at random gets SIGKILL; every `reload-every` s, `pool reload` is run on the
@@ -20,9 +21,11 @@
 //   reloads    asked: `pool reload` commands run; answered: those that exited 0; run: reloads
 //              the pool carried out (its `reloaded` and `reload-failed` lines)
 //   backoff    the respawn delays the pool scheduled (`respawn-scheduled`), their largest
+//   why        the pool's reason for each request it did not answer 200 (its access log)
 // --baseline FILE: an earlier result of this part (the code before a change, run from a checkout
 // of it), copied into this one as `baseline` so that both sit side by side in the report; by
-// default the one kept in bench/baselines/ (`none`: without).
+// default the one kept in bench/baselines/ for a run of this length (soak-before.json, or
+// soak-before-quick.json with --quick), made on commit 4a46d81; `none`: without.
 // Loopback only; every process is stopped at the end and on Ctrl-C.
 
 const fs = require('node:fs')
@@ -39,12 +42,12 @@ const BIN_S = 1 // the timeline's resolution
 const SAMPLE_MS = 100 // how often capacity is sampled
 const FIRST_KILL_MS = 2000
 
-const defaults = { duration: 300, workers: 4, rho: 0.6, median: 20, sigma: 0.5, cap: 500, 'kill-every': 2, 'reload-every': 30, deadline: 10000, seed: 7, baseline: 'bench/baselines/soak-before.json' }
+const defaults = { duration: 300, workers: 4, rho: 0.6, median: 20, sigma: 0.5, cap: 500, 'kill-every': 2, 'reload-every': 30, deadline: 10000, seed: 7, baseline: '' }
 const quick = { duration: 75 }
 
 // What the pool's log says, as it is read: ready workers (by pid), reloads run, respawn delays.
 function watchLog () {
-  const seen = { ready: new Set(), reloadsRun: 0, reloadsFailed: 0, respawnDelays: [] }
+  const seen = { ready: new Set(), reloadsRun: 0, reloadsFailed: 0, respawnDelays: [], why: {} }
   const onLine = (line) => {
     switch (line.event) {
       case 'ready': return seen.ready.add(line.pid)
@@ -52,6 +55,7 @@ function watchLog () {
       case 'reloaded': return seen.reloadsRun++
       case 'reload-failed': seen.reloadsFailed++; return seen.reloadsRun++
       case 'respawn-scheduled': return seen.respawnDelays.push(line.delay)
+      case 'request': if (line.status !== 200) seen.why[line.reason ?? line.status] = (seen.why[line.reason ?? line.status] ?? 0) + 1
     }
   }
   return { seen, onLine }
@@ -72,7 +76,7 @@ async function soak (args) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-soak-'))
   const control = path.join(dir, 'control.sock')
   const { seen, onLine } = watchLog()
-  const pool = startPoolProcess(['-n', String(args.workers), '--port', String(port), '--worker-port', String(workerPort), '--control', control, '--no-access-log'], { onLine })
+  const pool = startPoolProcess(['-n', String(args.workers), '--port', String(port), '--worker-port', String(workerPort), '--control', control], { onLine })
   const load = await forkReady('load.js', {})
   try {
     await pool.started
@@ -154,6 +158,7 @@ function summarize ({ args, schedule, result, capacity, kills, answers, seen }) 
     failed: n - ok,
     failedShare: round((n - ok) / n, 5),
     failedByStatus,
+    failedWhy: seen.why,
     p50: round(percentile(latency, 50)),
     p99: round(percentile(latency, 99)),
     lag: result.lag,
@@ -184,7 +189,8 @@ function summarize ({ args, schedule, result, capacity, kills, answers, seen }) 
 }
 
 async function main (args) {
-  const file = args.baseline && args.baseline !== 'none' ? path.resolve(ROOT, args.baseline) : null
+  const kept = `bench/baselines/soak-before${args.quick ? '-quick' : ''}.json`
+  const file = args.baseline === 'none' ? null : path.resolve(ROOT, args.baseline || kept)
   const baseline = file && fs.existsSync(file) ? JSON.parse(fs.readFileSync(file, 'utf8')) : null
   progress(0, args.duration, 'starting')
   const run = await soak(args)

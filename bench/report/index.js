@@ -270,13 +270,13 @@ async function soakSection (r, dir, run) {
     const x = d.run
     return [
       `${data.baseline ? name : 'this run'}${d.source?.commit ? ` (${d.source.commit})` : ''}`, d.config?.duration ?? '–', x.kills.length, int(x.requests), `${int(x.failed)} (${(x.failedShare * 100).toFixed(2)}%)`,
-      Object.entries(x.failedByStatus).map(([k, n]) => `${int(n)} ${k}`).join(', ') || '–',
-      `${x.capacity.mean} / ${x.capacity.min} (${x.capacity.target})`, pct(x.capacity.withinOne),
+      Object.entries(x.failedWhy ?? x.failedByStatus).map(([k, n]) => `${int(n)} ${k}`).join(', ') || '–',
+      `${x.capacity.mean} / ${x.capacity.min} (${x.capacity.target})`, `${(x.capacity.withinOne * 100).toFixed(1)}%`,
       `${x.reloads.asked} / ${x.reloads.answered} / ${x.reloads.run}`, int(x.backoff.maxDelayMs ?? 0), x.backoff.atCap
     ]
   })))
   const c = data.config
-  r.add(`${c.workers} workers (the bench app: lognormal renders of median ${c.median} ms, σ ${c.sigma}, Atomics.wait), open-loop Poisson arrivals at ρ ${c.rho} on a new connection each, clients that give up after ${c.deadline / 1000} s; from 2 s on a ready worker picked at random SIGKILLed every ${c['kill-every']} s; \`pool reload\` asked every ${c['reload-every']} s. Ready workers sampled every ${data.sampleMs} ms from the pool's log ("within one": the share of samples with at most one worker short of the target; a reload takes one worker out at a time). "answered": the \`pool reload\` command exited 0; "run": reloads the pool carried out.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}, from a checkout of the code before kills from outside stopped counting as crashes and reloads asked during a reload were merged.` : ''}`)
+  r.add(`${c.workers} workers (the bench app: lognormal renders of median ${c.median} ms, σ ${c.sigma}, Atomics.wait), open-loop Poisson arrivals at ρ ${c.rho} on a new connection each, clients that give up after ${c.deadline / 1000} s ("of which": the reasons in the pool's access log); from 2 s on a ready worker picked at random SIGKILLed every ${c['kill-every']} s; \`pool reload\` asked every ${c['reload-every']} s. Ready workers sampled every ${data.sampleMs} ms from the pool's log ("within one": the share of samples with at most one worker short of the target; a reload takes one worker out at a time). "answered": the \`pool reload\` command exited 0; "run": reloads the pool carried out.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}${data.baseline.machine?.loadavgStart ? ` (load average ${data.baseline.machine.loadavgStart.join(' ')} before, ${data.baseline.machine.loadavgEnd?.join(' ') ?? '–'} after)` : ''}, from a checkout of the code before kills from outside stopped counting as crashes and reloads asked during a reload were merged (bench/baselines/).` : ''}`)
   if (data.baseline && data.baseline.config?.duration !== c.duration) r.add(`The two runs differ in length (${data.baseline.config?.duration} s before, ${c.duration} s after): compare shares and rates, not counts.`)
   r.add(provenance(run, 'soak', null, data))
 }

@@ -102,18 +102,19 @@ t.test('pool start | a reader that stops and comes back: nothing lost, up to the
   }
   t.equal(records.filter((l) => l.event === 'log-dropped').length, 0, 'no line dropped')
   t.equal(await droppedMetric(p.metricsUrl), 0)
-  // The last lines: the reader stops again, a request prints, the pool is told to stop; the
-  // reader comes back while the pool waits for its output to be read.
+  // The last lines: the reader stops again, a request prints more than the pipe holds, the pool
+  // is told to stop; the reader comes back while the pool waits for its output to be read.
   reader.stop()
-  t.equal((await request(`${p.url}/burst?n=1&tag=last`)).status, 200)
+  t.equal((await request(`${p.url}/burst?n=3000&tag=last`)).status, 200)
   p.child.kill('SIGTERM')
   await sleep(500)
   reader.start()
   t.same(await p.child.exited, { code: 0, signal: null })
   reader.read()
   const end = reader.records()
-  t.ok(end.some((l) => l.event === 'app-log' && l.msg === 'last 0'), 'the app\'s last line')
-  t.ok(end.some((l) => l.event === 'request' && l.url.startsWith('/burst?n=1&tag=last')), 'its access-log line')
+  const last = end.filter((l) => l.event === 'app-log' && l.stream === 'stdout' && l.msg.startsWith('last ')).map((l) => l.msg)
+  t.same(last, Array.from({ length: 3000 }, (_, i) => `last ${i}`), 'the app\'s last lines, every one, in order')
+  t.ok(end.some((l) => l.event === 'request' && l.url.startsWith('/burst?n=3000&tag=last')), 'its access-log line')
   t.equal(end.at(-1).event, 'stopped', 'and the stop\'s own last line')
 })
 
