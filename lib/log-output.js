@@ -4,8 +4,10 @@
 // at most `maxBytes`. Serving never waits for whoever reads the logs:
 //
 // - Each line is appended to the buffer; sonic-boom writes the buffer out with write(2) on
-//   libuv's thread pool, one chunk at a time, never on the event loop. A reader that keeps up
-//   gets every line, in order.
+//   libuv's thread pool, never on the event loop, a batch at a time: once `batchBytes` have
+//   gathered, or `batchMs` after the first line of a batch, whichever comes first. A line costs
+//   the event loop a copy into the buffer, not a system call: the access log's line per request
+//   included. A reader that keeps up gets every line, in order, at most `batchMs` late.
 // - A reader that stops (a pipe left full by `| (sleep 600)`, a stuck log shipper): sonic-boom
 //   tries the write again every 100 ms; the buffer grows to `maxBytes`, then each further line
 //   is dropped whole and counted (`dropped`, the metric pool_log_lines_dropped_total). As soon
@@ -13,9 +15,10 @@
 //   last told, at most once a second, so a gap in the log is never silent.
 // - A reader gone for good (EPIPE) or an output that fails otherwise: every line from then on
 //   is dropped and counted; nothing is retried.
-// - At the end, `flush(timeout)` waits (bounded) for the buffer to empty, and the process's
-//   'exit' writes what is still buffered synchronously, for at most `exitFlushMs`. What the
-//   reader has not taken by then is lost; on SIGKILL everything still buffered is.
+// - At the end, `flush(timeout)` writes out the buffer and waits (bounded) for it to be taken,
+//   and the process's 'exit' writes what is still buffered synchronously, for at most
+//   `exitFlushMs`. What the reader has not taken by then is lost; on SIGKILL everything still
+//   buffered is.
 //
 // The file descriptor is made non-blocking where Node allows it (a pipe, a terminal), so that a
 // write the reader cannot take fails at once (EAGAIN, tried again later) instead of holding a
@@ -24,46 +27,83 @@
 const SonicBoom = require('sonic-boom')
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+const BATCH_BYTES = 8192 // a write starts once this much is buffered (below sonic-boom's 16 KiB per write)...
+const BATCH_MS = 50 // ...or this long after the first line of a batch
 const EXIT_FLUSH_MS = 2000 // the longest the process's exit waits for a reader that does not read
 const TELL_EVERY_MS = 1000 // the fewest milliseconds between two notes of dropped lines
 
 class LogOutput {
-  constructor ({ fd = 1, maxBytes = DEFAULT_MAX_BYTES, exitFlushMs = EXIT_FLUSH_MS, now = Date.now } = {}) {
+  constructor ({ fd = 1, maxBytes = DEFAULT_MAX_BYTES, batchBytes = BATCH_BYTES, batchMs = BATCH_MS, exitFlushMs = EXIT_FLUSH_MS, now = Date.now } = {}) {
     this.fd = fd
+    this.batchMs = batchMs
     this.exitFlushMs = exitFlushMs
     this.now = now
     this.dropped = 0 // lines dropped since the start
     this.untold = 0 // of which onDropped has not been told yet
     this.toldAt = -Infinity
     this.onDropped = () => {} // set by the logger: it writes the note
-    this.idle = true // nothing buffered
+    this.pending = 0 // bytes taken and not written yet
+    this.batchTimer = null
+    this.whenWritten = new Set() // flush()es waiting for `pending` to reach 0
     this.failure = null // the error that ended the output (EPIPE: nobody reads any more)
     this.exitDeadline = null // while the exit flush runs: when it gives up on a reader that does not read
-    this.lastWriteDropped = false
     makeNonBlocking(fd)
     // Buffers, not strings: appending a line then costs no rescan of the chunk it joins.
-    this.boom = new SonicBoom({ fd, sync: false, contentMode: 'buffer', maxLength: maxBytes, retryEAGAIN: () => this.exitDeadline === null || this.now() < this.exitDeadline })
-    this.boom.on('drop', () => { this.lastWriteDropped = true; this.countDrop() })
-    this.boom.on('write', () => this.tellDropped())
-    this.boom.on('drain', () => { this.idle = true })
-    this.boom.on('error', (err) => { this.failure = err })
+    this.boom = new SonicBoom({
+      fd,
+      sync: false,
+      contentMode: 'buffer',
+      minLength: batchBytes,
+      maxLength: maxBytes,
+      retryEAGAIN: () => this.exitDeadline === null || this.now() < this.exitDeadline
+    })
+    this.boom.on('drop', () => this.countDrop())
+    this.boom.on('write', (n) => this.written(n))
+    this.boom.on('error', (err) => this.failed(err))
     this.exitFlush = () => this.flushSync()
     process.on('exit', this.exitFlush)
   }
 
+  get idle () { return this.pending === 0 }
+
   // One line, with its newline (pino's destination interface). Never blocks, never throws.
   write (line) {
     if (this.failure) return this.countDrop()
-    this.lastWriteDropped = false
-    this.boom.write(Buffer.from(line))
-    if (!this.lastWriteDropped) this.idle = false
+    const bytes = Buffer.from(line)
+    const dropped = this.dropped
+    this.boom.write(bytes)
+    if (this.dropped !== dropped) return false
+    this.pending += bytes.length
+    this.armBatch()
     return true
+  }
+
+  // What is buffered below batchBytes goes out batchMs later (sonic-boom leaves it waiting for
+  // more). Unref'd: a process that ends by itself writes it at its exit (flushSync).
+  armBatch () {
+    if (this.batchTimer !== null) return
+    this.batchTimer = setTimeout(() => { this.batchTimer = null; this.boom.flush() }, this.batchMs)
+    this.batchTimer.unref()
   }
 
   countDrop () {
     this.dropped++
     this.untold++
     return false
+  }
+
+  written (n) {
+    this.pending = Math.max(0, this.pending - n)
+    this.tellDropped()
+    if (this.pending > 0) return this.armBatch() // the rest of a batch, or what came meanwhile
+    clearTimeout(this.batchTimer)
+    this.batchTimer = null
+    for (const done of this.whenWritten) done(true)
+  }
+
+  failed (err) {
+    this.failure = err
+    for (const done of this.whenWritten) done(false)
   }
 
   // The reader took lines again: say how many were dropped meanwhile, if it is time to.
@@ -77,21 +117,21 @@ class LogOutput {
     this.onDropped(n)
   }
 
-  // Resolves true once everything buffered is written, false when `timeout` ms pass first or the
-  // output failed. Dropped lines not yet told of are told first, into the buffer.
+  // Writes out what is buffered; resolves true once all of it is written, false when `timeout`
+  // ms pass first or the output failed. Dropped lines not yet told of are told first.
   flush (timeout) {
     if (this.untold > 0 && !this.failure) { this.toldAt = -Infinity; this.tellDropped() }
     if (this.idle || this.failure) return Promise.resolve(!this.failure)
+    this.boom.flush()
     return new Promise((resolve) => {
       const done = (flushed) => {
         clearTimeout(timer)
-        this.boom.off('drain', onDrain)
+        this.whenWritten.delete(done)
         resolve(flushed)
       }
-      const onDrain = () => done(true)
       // A reader that did not read within `timeout` is not waited for again at the exit.
       const timer = setTimeout(() => { this.exitFlushMs = 0; done(false) }, timeout)
-      this.boom.on('drain', onDrain)
+      this.whenWritten.add(done)
     })
   }
 
@@ -104,8 +144,9 @@ class LogOutput {
     try { this.boom.flushSync() } catch {}
   }
 
-  // No more lines (tests; a logger replaced): the exit no longer flushes this output.
+  // No more lines (tests): the exit no longer flushes this output.
   close () {
+    clearTimeout(this.batchTimer)
     process.removeListener('exit', this.exitFlush)
   }
 }

@@ -58,3 +58,19 @@ t.test('the output alone: a reader that keeps up loses nothing', async (t) => {
   t.same(reader.records().map((r) => r.i), Array.from({ length: 2000 }, (_, i) => i))
   t.equal(out.dropped, 0)
 })
+
+t.test('the output alone: lines go out in batches, the last of them within batchMs, without a flush', async (t) => {
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const out = new LogOutput({ fd: reader.fd, batchBytes: 8192, batchMs: 50 })
+  t.teardown(() => out.close())
+  reader.start()
+  out.write('{"one":1}\n')
+  await sleep(20)
+  reader.read()
+  t.equal(reader.text, '', 'a lone line waits for its batch')
+  await waitFor(() => { reader.read(); return reader.text === '{"one":1}\n' }, { timeout: 2000, what: 'the lone line, once its batch time has passed' })
+  // 20 KB at once: a first write of a batch, then the rest, below the batch size, later.
+  for (let i = 0; i < 200; i++) out.write(`{"i":${i},"pad":"${'x'.repeat(80)}"}\n`)
+  await waitFor(() => { reader.read(); return reader.records().filter((r) => r.i !== undefined).length === 200 }, { timeout: 2000, what: 'every line of the burst, its tail included' })
+  t.ok(out.idle)
+})
