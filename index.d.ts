@@ -196,6 +196,11 @@ export interface SupervisorOptions {
   logLevel?: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent'
   /** default 'auto': pretty on a terminal, JSON lines otherwise */
   logFormat?: 'auto' | 'json' | 'pretty'
+  /**
+   * bytes of log lines held for a stdout reader that does not keep up; past it lines are dropped
+   * and counted (pool_log_lines_dropped_total). At least 16384; default 16 MiB. Not used with `logger`
+   */
+  logBuffer?: number
   /** a pino logger to use instead of creating one */
   logger?: Logger
   /** extra environment for the workers */
@@ -298,7 +303,8 @@ export interface PoolStatus {
   stats: string | null
   /** the agent-check responder's host:port, or null when off */
   agent: string | null
-  reload: { stage: string, pending: number, active: number[], replaced: number } | null
+  /** `queued`: reloads asked while this one runs, all answered by the one that follows it */
+  reload: { stage: string, pending: number, active: number[], replaced: number, queued: number } | null
   /** `cpu`: CPU time the process has used, in microseconds, read at `at` (ms); null when none runs */
   workers: Array<WorkerSnapshot & { cpu: { user: number, system: number, at: number } | null }>
   /** the last 20 worker exits, newest first */
@@ -329,8 +335,9 @@ export declare class Pool extends EventEmitter {
   /** SIGKILL every worker now */
   kill (): Promise<{ clean: boolean }>
   /**
-   * rolling reload; rejects with POOL_E_RELOAD_FAILED (old workers keep serving), POOL_E_BUSY
-   * (one is running), POOL_E_NOT_STARTED or POOL_E_STOPPING. Never throws: every method that
+   * rolling reload; rejects with POOL_E_RELOAD_FAILED (old workers keep serving),
+   * POOL_E_NOT_STARTED or POOL_E_STOPPING. Asked while one runs, it is merged into the one reload
+   * that follows it, and resolves with that reload's result. Never throws: every method that
    * returns a promise reports its errors through it.
    */
   reload (): Promise<ReloadResult>

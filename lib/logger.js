@@ -2,6 +2,7 @@
 
 // pino, JSON lines on stdout; readable lines when a person watches a terminal.
 const pino = require('pino')
+const { LogOutput, stdoutOutput } = require('./log-output')
 
 function wantsPretty (format, stream = process.stdout) {
   if (format === 'pretty') return true
@@ -12,34 +13,29 @@ function wantsPretty (format, stream = process.stdout) {
 // No `pid` in the supervisor's base: a line about a worker carries that worker's pid, once (a
 // second `pid` key would be dropped by JSON parsers, which keep the last). The supervisor's pid
 // is on its `starting` line (`supervisorPid`) and in `pool status`.
-// `destination` (JSON only): where the lines go instead of fd 1 (a worker writes through its
-// process.stdout, lib/worker/runtime.js).
-function createLogger ({ level = 'info', format = 'auto', base = null, destination = null } = {}) {
+// `destination` (JSON only): where the lines go instead of the supervisor's stdout (a worker
+// writes through its process.stdout, lib/worker/runtime.js). Without it the lines go to the
+// process's stdout through its LogOutput (./log-output.js): asynchronous, at most `bufferBytes`
+// held for a reader that does not keep up, the rest dropped and counted; the logger's `output`.
+// A line written straight to the logger's destination (a worker's own line,
+// lib/supervisor/app-output.js) is rendered like the logger's own in pretty mode.
+function createLogger ({ level = 'info', format = 'auto', base = null, destination = null, bufferBytes } = {}) {
   const options = { level, base }
-  if (!wantsPretty(format)) return pino(options, destination || stdoutDestination())
-  return pino(options, prettyDestination({ colorize: Boolean(process.stdout.isTTY) }))
+  if (destination) return pino(options, destination)
+  const output = stdoutOutput({ maxBytes: bufferBytes })
+  const render = wantsPretty(format) ? createPrettyRenderer({ colorize: Boolean(process.stdout.isTTY) }) : null
+  const logger = pino(options, render ? { write: (line) => output.write(render(line)) } : output)
+  // The note goes through the logger (its level, its format); it is a warning so that a
+  // --log-level that filters it is the user's own choice.
+  output.onDropped = (n) => logger.warn({ event: 'log-dropped', dropped: n, total: output.dropped },
+    `${n} log line${n === 1 ? '' : 's'} dropped: whatever reads the pool's stdout did not keep up and the log buffer (--log-buffer) was full`)
+  Object.defineProperty(logger, 'output', { value: output })
+  return logger
 }
 
-// Lines written synchronously: a line logged is out, in order, before anything else happens.
-// stdout in blocking mode: a pipe that is full (the reader is slow; the pool logs its workers'
-// output, which can be a lot) then holds the write until the reader has taken some, instead of
-// failing with EAGAIN, which pino's destination answers by sleeping 100 ms, the whole
-// supervisor (and the embedded balancer) with it. Node leaves a pipe on stdout non-blocking
-// once process.stdout is used; a terminal it already makes blocking, a file always is.
-function stdoutDestination () {
-  const handle = process.stdout._handle
-  if (handle && typeof handle.setBlocking === 'function') handle.setBlocking(true)
-  return pino.destination({ fd: 1, sync: true })
-}
-
-// Each line rendered as it is written, and written synchronously, like the JSON lines: no stream
-// in between that could hold lines back (pino-pretty's own stream is a Transform pipeline). A
-// JSON line written straight to this destination (a worker's own line,
-// lib/supervisor/app-output.js) is rendered the same way.
-function prettyDestination ({ colorize }) {
-  const render = createPrettyRenderer({ colorize })
-  const out = stdoutDestination()
-  return { write: (line) => out.write(render(line)) }
+// The LogOutput under a logger made by createLogger, or null (a logger of the user's own).
+function logOutputOf (logger) {
+  return logger?.output instanceof LogOutput ? logger.output : null
 }
 
 // Returns render(jsonLine) → the text to print. Most records print as pino-pretty prints them
@@ -88,4 +84,4 @@ function compactValue (value) {
   return JSON.stringify(value)
 }
 
-module.exports = { createLogger, createPrettyRenderer }
+module.exports = { createLogger, createPrettyRenderer, logOutputOf }

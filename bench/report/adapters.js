@@ -107,6 +107,7 @@ module.exports = {
   slowClients: json('slow-clients.json'),
   bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),
+  soak: json('soak.json'),
   deathNotice: json('death-notice.json'),
   overhead: json('overhead.json'),
   costs: json('costs.json'),

@@ -355,6 +355,42 @@ function killTimeline (data) {
   })
 }
 
+// bench/soak.js: ready workers and failed requests per second over the soak, the code before
+// a change (its `baseline`) above the code measured, with the kills and the reloads asked.
+function soak (data) {
+  const runs = [data.baseline && { name: `before (${data.baseline.source?.commit ?? 'baseline'})`, run: data.baseline.run }, { name: data.baseline ? `after (${data.source?.commit ?? 'this run'})` : 'this run', run: data.run }].filter((x) => x?.run?.bins?.length)
+  if (!runs.length) return null
+  const values = runs.flatMap(({ name, run }) => run.bins.flatMap((b) => [
+    b.readyMean === null ? null : { series: name, t: b.t, value: b.readyMean, panel: 'ready workers (mean per second)' },
+    { series: name, t: b.t, value: b.failed / (data.binS ?? 1), panel: 'failed requests per second' }
+  ]).filter(Boolean))
+  const reloads = runs.flatMap(({ name, run }) => (run.reloads?.each ?? []).filter((r) => r.askedS !== undefined).map((r) => ({ series: name, t: r.askedS })))
+  const target = runs[0].run.capacity?.target
+  const order = runs.map((x) => x.name)
+  const panel = (name, y) => ({
+    transform: [{ filter: `datum.panel === '${name}'` }],
+    width: 620,
+    height: 110,
+    layer: [
+      { data: { values: reloads }, mark: { type: 'rule', color: '#999999', strokeDash: [3, 3] }, encoding: { x: { field: 't', type: 'quantitative' }, opacity: { value: 0.8 } } },
+      ...(name.startsWith('ready') && target ? [{ mark: { type: 'rule', color: '#2ca02c' }, encoding: { y: { datum: target } } }] : []),
+      {
+        mark: { type: 'line', interpolate: 'step-after', strokeWidth: 1.4 },
+        encoding: {
+          x: { field: 't', type: 'quantitative', title: 'time (s); dashed lines: a reload asked' },
+          y: { field: 'value', type: 'quantitative', title: name, ...y },
+          color: { field: 'series', type: 'nominal', title: null, sort: order, scale: { domain: order, range: ['#d62728', '#1f77b4'].slice(-order.length) } }
+        }
+      }
+    ]
+  })
+  const c = data.config ?? {}
+  return chart('Soak: a worker SIGKILLed from outside every few seconds, a reload every half minute', `${target ?? '?'} workers at ρ ${c.rho ?? '?'}, a kill every ${c['kill-every'] ?? '?'} s, a reload asked every ${c['reload-every'] ?? '?'} s; green: the target`, {
+    data: { values },
+    vconcat: [panel('ready workers (mean per second)', { scale: { domain: [0, (target ?? 4) + 0.5] } }), panel('failed requests per second', { scale: { type: 'symlog' } })]
+  })
+}
+
 // bench/haproxy-kill.js: failed requests per kill beside answered requests per second, per
 // configuration; each the median of the runs with its 95% interval. stat(config, f) → interval.
 function haproxyKill (data, stat) {
@@ -560,4 +596,4 @@ function overloadClosed (data, stat) {
   })
 }
 
-module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, overloadClosed, SCENARIO_TITLE }
+module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, soak, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, overloadClosed, SCENARIO_TITLE }

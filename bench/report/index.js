@@ -260,6 +260,27 @@ async function killTimelineSection (r, dir, run) {
   r.add(provenance(run, 'kill-timeline'))
 }
 
+async function soakSection (r, dir, run) {
+  const data = load.soak(dir)
+  r.add('## Soak: kills from outside and reloads', 'A pool under steady load while a worker is SIGKILLed from outside every few seconds (what the kernel\'s OOM killer or an operator does) and `pool reload` is asked every half minute, whether or not the last one has answered. Backoff is for crash loops; a healthy worker killed from outside should cost no capacity, and a reload asked should run. By `bench/soak.js`.')
+  if (!data?.run) return r.add(missing(run, 'soak', 'the soak'))
+  r.add(await r.figure('soak', charts.soak(data), 'ready workers and failed requests per second over the soak, before and after, with the reloads asked marked'))
+  const rows = [data.baseline && ['before', data.baseline], ['after', data]].filter(Boolean)
+  r.add(table(['code', 'length s', 'kills', 'requests', 'failed', 'of which', 'ready workers mean / min (target)', 'within one of the target', 'reloads asked / answered / run', 'largest respawn delay ms', 'respawns at the 15 s cap'], rows.map(([name, d]) => {
+    const x = d.run
+    return [
+      `${data.baseline ? name : 'this run'}${d.source?.commit ? ` (${d.source.commit})` : ''}`, d.config?.duration ?? '–', x.kills.length, int(x.requests), `${int(x.failed)} (${(x.failedShare * 100).toFixed(2)}%)`,
+      Object.entries(x.failedWhy ?? x.failedByStatus).map(([k, n]) => `${int(n)} ${k}`).join(', ') || '–',
+      `${x.capacity.mean} / ${x.capacity.min} (${x.capacity.target})`, `${(x.capacity.withinOne * 100).toFixed(1)}%`,
+      `${x.reloads.asked} / ${x.reloads.answered} / ${x.reloads.run}`, int(x.backoff.maxDelayMs ?? 0), x.backoff.atCap
+    ]
+  })))
+  const c = data.config
+  r.add(`${c.workers} workers (the bench app: lognormal renders of median ${c.median} ms, σ ${c.sigma}, Atomics.wait), open-loop Poisson arrivals at ρ ${c.rho} on a new connection each, clients that give up after ${c.deadline / 1000} s ("of which": the reasons in the pool's access log); from 2 s on a ready worker picked at random SIGKILLed every ${c['kill-every']} s; \`pool reload\` asked every ${c['reload-every']} s. Ready workers sampled every ${data.sampleMs} ms from the pool's log ("within one": the share of samples with at most one worker short of the target; a reload takes one worker out at a time). "answered": the \`pool reload\` command exited 0; "run": reloads the pool carried out.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}${data.baseline.machine?.loadavgStart ? ` (load average ${data.baseline.machine.loadavgStart.join(' ')} before, ${data.baseline.machine.loadavgEnd?.join(' ') ?? '–'} after)` : ''}, from a checkout of the code before kills from outside stopped counting as crashes and reloads asked during a reload were merged (bench/baselines/).` : ''}`)
+  if (data.baseline && data.baseline.config?.duration !== c.duration) r.add(`The two runs differ in length (${data.baseline.config?.duration} s before, ${c.duration} s after): compare shares and rates, not counts.`)
+  r.add(provenance(run, 'soak', null, data))
+}
+
 async function deathNoticeSection (r, dir, run) {
   const data = load.deathNotice(dir)
   r.add('## Death notice', 'How soon the front hears that a worker died, from its SIGKILL: out of the embedded balancer\'s rotation, or MAINT as HAProxy itself reports it (`show servers state`, polled back to back). Until then HAProxy sees the dead server as the free one. "Dead" is when the process had died (the kernel\'s and the scheduler\'s part); "the pool\'s part" is from then to the notice. By `bench/death-notice.js`.')
@@ -505,6 +526,7 @@ const SECTIONS = [
   ['costs', 'Costs', costsSection],
   ['matrix', "The operator's matrix", matrixSection],
   ['kill-timeline', 'Kill timeline', killTimelineSection],
+  ['soak', 'Soak: kills from outside and reloads', soakSection],
   ['death-notice', 'Death notice', deathNoticeSection],
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
   ['reload', 'Rolling reload under load', reloadSection],

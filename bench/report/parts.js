@@ -13,6 +13,7 @@ const PARTS = [
   { name: 'costs', about: 'CPU per request and memory of each front and its workers, the embedded balancer\'s ceiling on a core of its own, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 120, quick: 60 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1350, quick: 350 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 80, quick: 25 } },
+  { name: 'soak', about: 'failed requests, capacity over time and reloads asked and done while a worker is SIGKILLed every 2 s and a reload asked every 30 s', script: 'soak.js', own: true, estimate: { full: 320, quick: 95 } },
   { name: 'death-notice', about: 'from a worker\'s SIGKILL to the front\'s notice, quiet and under load', script: 'death-notice.js', own: true, estimate: { full: 90, quick: 35 } },
   { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 140, quick: 25 } },
   { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 170, quick: 60 } },

@@ -8,7 +8,8 @@ const { Pool } = require('../supervisor/pool')
 const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options/table')
 const { FRONTS } = require('../fronts/registry')
 const { readConfigFile } = require('../options/file')
-const { createLogger } = require('../logger')
+const { createLogger, logOutputOf } = require('../logger')
+const { EXIT_FLUSH_MS } = require('../log-output')
 const { codes, poolError } = require('../errors')
 const { EXIT, exitCodeOf } = require('./exit-codes')
 const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
@@ -76,6 +77,7 @@ async function handler (argv) {
   let control = null
   let stopped
   let guard
+  let logger = null
   try {
     const settings = settingsOf(argv, process.env)
     forgetEnv(process.env)
@@ -89,7 +91,7 @@ async function handler (argv) {
     const host = frontOptions.host ?? frontTable.host?.default
     const options = resolveOptions(withStatsPort(settings.options, { balancer, port, host }))
     checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
-    const logger = createLogger({ level: options.logLevel, format: options.logFormat })
+    logger = createLogger({ level: options.logLevel, format: options.logFormat, bufferBytes: options.logBuffer })
     if (notifier) notifier.logger = logger
     if (process.pid === 1) {
       logger.warn({ event: 'pid1-no-reaper' }, 'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run --init, tini)')
@@ -120,15 +122,23 @@ async function handler (argv) {
   } catch (err) {
     await control?.close()
     await notifier?.idle()
+    await flushLogs(logger)
     return printError(err)
   }
   const { clean } = await stopped
   await notifier?.idle()
   await control.close() // answers the `pool stop` that may have caused this, removes the file
   guard.done()
+  await flushLogs(logger) // the `stopped` line and every line before it, to a reader that reads
   if (pool.failure) return printError(pool.failure)
   if (guard.failed) process.exit(EXIT.FAILURE)
   process.exit(clean ? EXIT.OK : EXIT.UNCLEAN_STOP)
+}
+
+// Everything logged is written before the process exits, to a reader that keeps reading; one
+// that does not is waited for EXIT_FLUSH_MS at most (lib/log-output.js).
+async function flushLogs (logger) {
+  await logOutputOf(logger)?.flush(EXIT_FLUSH_MS)
 }
 
 // The stats listener is on by default on the command line, just below the pool's ports (9000 at

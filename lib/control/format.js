@@ -121,7 +121,8 @@ function formatStatus (status, { rates = null } = {}) {
   ]
   if (status.reload) {
     const r = status.reload
-    lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` + (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : ''))
+    lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` + (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : '') +
+      (r.queued ? `; another follows (asked ${r.queued} time${r.queued === 1 ? '' : 's'})` : ''))
   }
   return lines.join('\n') + '\n'
 }

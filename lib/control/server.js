@@ -28,7 +28,10 @@ const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its soc
 // ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
 // their clients to hang up, before it cuts them
 const CLOSE_GRACE = 4000
-const MAX_CONNECTIONS = 32 // open at once; more are closed as soon as accepted
+// Open at once; more are closed as soon as accepted. Each costs a descriptor (within the budget
+// of lib/net/descriptors.js) and at most a request line; one waiting for a reload costs nothing
+// else, and a deploy script may fan out to many.
+const MAX_CONNECTIONS = 128
 
 // What each command does to the pool. Methods may throw synchronously (a pool that is not
 // running) or reject; either becomes an error response.

@@ -14,7 +14,8 @@ const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'give
 class PoolMetrics {
   // workers(): the pool's worker snapshots, with `cpu` when known, read at scrape time.
   // supervisor: false leaves out the supervisor's process metrics (a balancer tested alone).
-  constructor (workers, { supervisor = true } = {}) {
+  // logOutput: the supervisor's log output (lib/log-output.js), whose dropped lines are counted.
+  constructor (workers, { supervisor = true, logOutput = null } = {}) {
     const registry = new client.Registry()
     const registers = [registry]
     this.registry = registry
@@ -54,6 +55,15 @@ class PoolMetrics {
           const v = value(w)
           if (v !== null && v !== undefined) this.set({ worker: w.name }, v)
         }
+      }
+    })
+    new client.Counter({ // eslint-disable-line no-new
+      name: 'pool_log_lines_dropped_total',
+      help: 'Log lines the supervisor dropped because whatever reads its stdout did not keep up and --log-buffer was full (or the reader was gone)',
+      registers,
+      collect () {
+        this.reset()
+        this.inc(logOutput?.dropped ?? 0)
       }
     })
     perWorker('pool_worker_rss_bytes', 'Resident memory of each worker\'s process, as it last reported it', (w) => w.rss)

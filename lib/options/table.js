@@ -56,9 +56,10 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
   return { max, why: `the default ceiling of ${max} (min(${CEILING_PER_CPU} × ${cpus} CPUs, ${Math.round(memory / 1048576)} MB free ÷ ${MEMORY_PER_WORKER / 1048576} MB))` }
 }
 
-// kind: 'count' (integer >= 1), 'int' (integer >= 0), 'port' (1..65535), 'port-or-off' (0..65535,
-// 0 meaning off), 'list' (strings; a repeatable flag), 'duration' (ms >= 0), 'size' (bytes, an
-// integer >= 0), 'number' (>= 0), 'string', 'choice' (one of `choices`), 'bool'.
+// kind: 'count' (integer >= 1), 'int' (integer >= `min`, by default 0), 'port' (1..65535),
+// 'port-or-off' (0..65535, 0 meaning off), 'list' (strings; a repeatable flag), 'duration'
+// (ms >= 0), 'size' (bytes, an integer >= 0), 'number' (>= 0), 'string', 'choice' (one of
+// `choices`), 'bool'.
 const OPTIONS = {
   workers: { flag: 'workers', alias: 'n', kind: 'count', default: () => defaultWorkers(), group: 'Workers', describe: 'Number of worker processes (default: $WEB_CONCURRENCY, else the number of CPUs, or the cgroup\'s CPU quota when lower)' },
   workerHost: { flag: 'worker-host', kind: 'string', default: '127.0.0.1', group: 'Workers', describe: 'Address the workers listen on' },
@@ -74,7 +75,7 @@ const OPTIONS = {
   restartDelay: { flag: 'restart-delay', kind: 'duration', default: 100, group: 'Restarts', describe: 'Delay before respawning a crashed worker (first crash)' },
   restartFactor: { flag: 'restart-factor', kind: 'number', default: 1.5, group: 'Restarts', describe: 'The delay is multiplied by this for each consecutive crash' },
   restartMaxDelay: { flag: 'restart-max-delay', kind: 'duration', default: 15000, group: 'Restarts', describe: 'Upper bound of the respawn delay' },
-  healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a slot\'s crash count resets' },
+  healthyAfter: { flag: 'healthy-after', kind: 'duration', default: 30000, group: 'Restarts', describe: 'Uptime after which a worker counts as healthy even if it served nothing: its death then costs no backoff and resets the slot\'s crash count (one that answered a request already counts)' },
   maxBootFailures: { flag: 'max-boot-failures', kind: 'count', default: 5, group: 'Restarts', describe: 'A slot whose worker dies before ready this many times in a row is given up (a failed fork never counts)' },
   givenUpRetry: { flag: 'given-up-retry', kind: 'duration', default: 300000, group: 'Restarts', describe: 'A given-up slot tries again from scratch this long after it gave up (0: only a reload revives it)' },
   warmup: { flag: 'warmup', kind: 'list', default: () => [], defaultText: 'none', group: 'Workers', describe: 'A path a new worker is sent GET requests for before it is given traffic (repeatable); 500 or more fails its boot' },
@@ -90,7 +91,8 @@ const OPTIONS = {
   // control socket (lib/control): made by the CLI's `pool start`, not by the Pool itself
   control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-UID/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|recycle|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
-  logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' }
+  logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' },
+  logBuffer: { flag: 'log-buffer', kind: 'int', min: 16384, default: 16 * 1024 * 1024, defaultText: '16 MiB', group: 'Logs', describe: 'Bytes of log lines the supervisor holds for a stdout reader that does not keep up; past it lines are dropped and counted (pool_log_lines_dropped_total), and one line says how many once the reader takes lines again' }
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)\s*(ms|s|m)?$/
@@ -130,7 +132,7 @@ function check (name, spec, value) {
       if (!Number.isInteger(value) || value < 1) throw bad('must be a positive integer')
       break
     case 'int':
-      if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number >= 0')
+      if (!Number.isInteger(value) || value < (spec.min ?? 0)) throw bad(`must be a whole number >= ${spec.min ?? 0}`)
       break
     case 'size':
       if (!Number.isInteger(value) || value < 0) throw bad('must be a whole number of bytes >= 0')

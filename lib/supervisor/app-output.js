@@ -18,9 +18,11 @@
 // Lines of one stream of one worker come out once each and in order. Between a worker's stdout
 // and its stderr there is no order to keep: they are two pipes.
 //
-// Nothing piles up here: each chunk read (at most a pipe's worth) is split and written before
-// the next is read, and the logger writes synchronously; only a partial line waits, bounded by
-// MAX_LINE.
+// Nothing piles up here, and nothing waits for the pool's own output: each chunk read (at most a
+// pipe's worth) is split and handed to the logger before the next is read, and the logger's
+// output takes it at once, into its bounded buffer or dropped and counted when that is full
+// (lib/log-output.js). So the worker's pipe is always read, whoever reads the pool's stdout;
+// only a partial line waits here, bounded by MAX_LINE.
 
 const { StringDecoder } = require('node:string_decoder')
 const pino = require('pino')

@@ -19,7 +19,7 @@ const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
 const { resolvePoolOptions } = require('../options/pool')
 const { workerCeiling } = require('../options/table')
-const { createLogger } = require('../logger')
+const { createLogger, logOutputOf } = require('../logger')
 const { FrontSet } = require('../fronts/front-set')
 const { createFrontContext } = require('../fronts/front')
 const { PoolListeners } = require('../observe/listeners')
@@ -45,8 +45,9 @@ class Pool extends EventEmitter {
     if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
-    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat })
-    this.metrics = new PoolMetrics(() => this.measuredWorkers()) // fronts add theirs (lib/fronts/front.js)
+    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
+    // fronts add theirs (lib/fronts/front.js)
+    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger) })
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
     // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
@@ -74,6 +75,7 @@ class Pool extends EventEmitter {
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // the code a new process runs: goes up when a reload's canary proves the new code boots
     this.reloading = null // the Reload in progress (advanceReload ends it)
+    this.nextReload = null // a QueuedReload: the reload asked while this one runs, begun when it ends
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
@@ -142,14 +144,29 @@ class Pool extends EventEmitter {
   }
 
   // Replace every worker with one running the code now on disk, without failing a request.
+  // Asked while a reload runs, it is merged into the one reload that follows it: the running one
+  // may have loaded its new code before this caller's deploy, so it cannot answer for it. Every
+  // caller is answered when the reload that covers its request ends; however many ask, at most
+  // one reload waits. Until the running reload has forked its canary, nothing of the code on
+  // disk is loaded yet: a caller then joins it.
   async reload () {
     this.life.assertRunning('reload')
-    if (this.reloading) throw poolError(codes.BUSY, 'a reload is already running')
+    const running = this.reloading
+    if (!running) return this.beginReload().done
+    if (!running.began) return running.done
+    if (!this.nextReload) {
+      this.nextReload = new QueuedReload()
+      this.logger.info({ event: 'reload-queued' }, 'a reload is running: the one asked now follows it (every reload asked meanwhile is merged into it)')
+    }
+    return this.nextReload.join()
+  }
+
+  beginReload () {
     const reload = new Reload({ now: this.now(), logger: this.logger })
     this.reloading = reload
     this.logger.info({ event: 'reload', workers: this.target }, `reloading ${plural(this.target, 'worker')}`)
     this.wake()
-    return reload.done
+    return reload
   }
 
   // Grow or shrink the pool. Shrinking drains the highest slots first.
@@ -221,7 +238,7 @@ class Pool extends EventEmitter {
       front,
       queue,
       ...this.listeners.urls(),
-      reload: this.reloading ? this.reloading.status({ pending: outdated }) : null,
+      reload: this.reloading ? { ...this.reloading.status({ pending: outdated }), queued: this.nextReload?.callers ?? 0 } : null,
       workers: this.measuredWorkers(),
       recentExits: this.recentExits.slice()
     }
@@ -495,19 +512,27 @@ class Pool extends EventEmitter {
 
   rollOut (r, now) {
     r.roll(++this.codeGeneration)
-    // The new code boots: slots given up on the old code get another chance with it.
+    // The new code boots: slots given up on the old code, or waiting out a crash backoff, get
+    // another chance with it, now.
     for (const h of this.wanted()) {
-      if (h.state !== 'given-up') continue
+      if (h.state !== 'given-up' && !h.waitingToRespawn(now)) continue
       h.revive(now)
       this.report.revived(h)
     }
   }
 
+  // The reload merged while this one ran begins now, whatever this one's outcome: its callers
+  // may have deployed a fix. A stopping pool answers them as it answered this one.
   endReload (r, now, { error, code } = {}) {
     this.reloading = null
     r.canary?.kill()
     if (error) r.abort(error, code)
     else r.finish(now)
+    const next = this.nextReload
+    this.nextReload = null
+    if (!next) return
+    if (this.life.is('running')) next.follow(this.beginReload().done)
+    else next.follow(r.done)
   }
 
   // ── the wanted set: lib/supervisor/reconcile.js decides, through this view; the pool acts ───
@@ -633,6 +658,22 @@ class Pool extends EventEmitter {
     this.emit('stopped', { clean })
     this.life.ended({ clean })
   }
+}
+
+// A reload asked while one runs, before it begins: how many callers wait for it, and the promise
+// each of them is answered with once it has run (`follow`).
+class QueuedReload {
+  constructor () {
+    this.callers = 0
+    this.done = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
+  }
+
+  join () {
+    this.callers++
+    return this.done
+  }
+
+  follow (outcome) { outcome.then(this.resolve, this.reject) }
 }
 
 function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }

@@ -28,6 +28,8 @@ class Reload {
   }
 
   get finished () { return this.stage === 'done' || this.stage === 'aborted' }
+  // Whether it has loaded the code on disk yet: its canary is forked on the tick after it is asked.
+  get began () { return this.canary !== null || this.stage !== 'canary' }
   get rolling () { return this.stage === 'rolling' }
 
   canaryStarted (canary) { this.canary = canary }

@@ -273,14 +273,14 @@ class WorkerHandle {
   // A process that was draining was going away anyway: however it ended, its slot goes on as the
   // drain meant (replaced, removed, or left dead by a stop) with no crash backoff; so does any
   // exit while the pool stops. Except a drain for a closed listener: that process failed, and
-  // its slot respawns with the crash backoff, so an app that closes its server at every start
-  // is not forked again in a tight loop.
+  // its slot respawns as after a crash, so an app that closes its server at every start is not
+  // forked again in a tight loop.
   exited (code, signal, now, { stopping }) {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
     const wasReady = this.readyAt !== null
-    // A process that served --healthy-after clears the slot's crash count, however it ended.
-    if (wasReady && now - this.readyAt >= this.policy.healthyAfter) this.crashes = 0
+    const proven = this.provedHealthy(now)
+    if (proven) this.crashes = 0
     this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
     this.request = null
@@ -291,8 +291,18 @@ class WorkerHandle {
       return outcome
     }
     if (!wasReady && this.failedBoot(now)) return { ...outcome, next: 'given-up' }
-    this.scheduleRespawn(now)
+    if (proven) this.respawnNow(now)
+    else this.scheduleRespawn(now)
     return { ...outcome, next: 'respawn' }
+  }
+
+  // Backoff guards against crash loops: an app that cannot boot, or that dies at once. A process
+  // that became ready and answered a request (warm-up aside), or stayed up --healthy-after, was
+  // neither: whatever ended it (the OOM killer, an operator's kill -9, a crash on one request),
+  // its slot respawns at once and its crash count starts over.
+  provedHealthy (now) {
+    if (this.readyAt === null) return false
+    return this.requests > 0 || now - this.readyAt >= this.policy.healthyAfter
   }
 
   // The fork failed (thrown, or the child's 'error' without a pid): out of descriptors (EMFILE,
@@ -326,8 +336,14 @@ class WorkerHandle {
     return { reason: this.readyAt !== null ? 'crashed' : 'boot-failed', planned: false }
   }
 
+  respawnNow (now) {
+    this.respawnDelay = 0
+    this.respawnAt = now
+    this.transition('dead')
+  }
+
   // Backoff per slot: --restart-delay × --restart-factor per consecutive crash, capped at
-  // --restart-max-delay; the count starts over after --healthy-after of uptime (exited).
+  // --restart-max-delay; the count starts over once a process proved healthy (exited).
   scheduleRespawn (now) {
     const p = this.policy
     this.crashes++
@@ -336,7 +352,8 @@ class WorkerHandle {
     this.transition('dead')
   }
 
-  // New code, or --given-up-retry later: a given-up slot starts over, at once.
+  // New code, or --given-up-retry later: a given-up slot, or one waiting out its backoff, starts
+  // over, at once.
   revive (now) {
     this.bootFailures = 0
     this.crashes = 0
@@ -346,6 +363,7 @@ class WorkerHandle {
   }
 
   dueForRespawn (now) { return this.#state === 'dead' && !this.alive && now >= this.respawnAt }
+  waitingToRespawn (now) { return this.#state === 'dead' && !this.alive && now < this.respawnAt }
 
   // What made the slot fail may have been outside the app (a database down, a full disk): a
   // given-up slot tries again --given-up-retry after it gave up (0: only a reload revives it).

@@ -96,9 +96,10 @@ class WorkerReport {
     this.emit('boot-failed', { ...exitView, error: h.lastError })
   }
 
+  // Delay 0: the process had proved healthy (worker-handle.js provedHealthy), so no crash loop.
   respawnScheduled (h) {
     const delay = Math.round(h.respawnDelay)
-    this.of(h).info({ event: 'respawn-scheduled', delay, crashes: h.crashes }, `worker ${h.slot} respawns in ${delay} ms`)
+    this.of(h).info({ event: 'respawn-scheduled', delay, crashes: h.crashes }, delay === 0 ? `worker ${h.slot} respawns now (it had served: not a crash loop)` : `worker ${h.slot} respawns in ${delay} ms`)
   }
 
   gaveUp (h) {

@@ -159,3 +159,31 @@ t.test('the overload section: where a FIFO keeps up, on against off; closed-loop
   const { summary } = require('../../bench/report/summary')
   t.match(summary(dir), /the defaults turned away 3 of 300 requests, with a p99 at most 1\.43× a FIFO's/)
 })
+
+t.test('the soak: before and after side by side, reloads asked / answered / run, and a note when their lengths differ', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const counts = { requests: 1000, ok: 990, failed: 10, failedShare: 0.01, failedByStatus: { 503: 10 }, failedWhy: { queue_shed: 10 }, kills: [2, 4, 6] }
+  const soakRun = (over) => ({
+    ...counts,
+    capacity: { target: 4, mean: 3.9, min: 3, withinOne: 1, samples: 100 },
+    reloads: { asked: 2, answered: 2, run: 2, failedRun: 0, each: [{ askedS: 30, answeredS: 31, code: 0 }] },
+    backoff: { respawns: 3, maxDelayMs: 0, p90DelayMs: 0, atCap: 0 },
+    bins: [{ t: 0, ok: 100, failed: 0, readyMin: 4, readyMean: 4 }, { t: 1, ok: 90, failed: 10, readyMin: 3, readyMean: 3.5 }],
+    ...over
+  })
+  const config = { duration: 300, workers: 4, rho: 0.6, median: 20, sigma: 0.5, 'kill-every': 2, 'reload-every': 30, deadline: 10000 }
+  const envelope = { part: 'soak', version: 2, quick: false, command: 'node bench/soak.js', source: { commit: 'new1234' }, config, sampleMs: 100, binS: 1 }
+  fs.writeFileSync(path.join(dir, 'soak.json'), JSON.stringify({
+    ...envelope,
+    run: soakRun(),
+    baseline: { command: 'node bench/soak.js --quick', startedAt: '2026-01-01T00:00:00.000Z', source: { commit: 'old1234' }, config: { ...config, duration: 75 }, run: soakRun({ failed: 200, failedShare: 0.2, failedWhy: { queue_shed: 150, queue_timeout: 50 }, reloads: { asked: 10, answered: 4, run: 4, each: [] }, backoff: { respawns: 30, maxDelayMs: 15000, atCap: 25 } }) }
+  }))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  t.match(md, /\| before \(old1234\) \| 75 \| 3 \| 1,000 \| 200 \(20\.00%\) \| 150 queue_shed, 50 queue_timeout \| 3\.9 \/ 3 \(4\) \| 100\.0% \| 10 \/ 4 \/ 4 \| 15,000 \| 25 \|/)
+  t.match(md, /\| after \(new1234\) \| 300 \| 3 \| 1,000 \| 10 \(1\.00%\) \| 10 queue_shed \| 3\.9 \/ 3 \(4\) \| 100\.0% \| 2 \/ 2 \/ 2 \| 0 \| 0 \|/)
+  t.match(md, /The two runs differ in length \(75 s before, 300 s after\)/)
+  t.ok(fs.existsSync(path.join(dir, 'charts', 'soak.svg')), 'the chart of capacity and failures over time')
+})

@@ -6,6 +6,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const { FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind } = require('../helpers')
+const { sendCommand } = require('../../lib/control/client')
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
@@ -153,6 +154,32 @@ t.test('pool reload replaces every pid', async (t) => {
   const expected = before.map((old, i) => `slot ${i + 1} pid ${old} → ${after.workers[i].pid}`).join(', ')
   t.match(r.stdout, new RegExp(`^reloaded 3 workers in \\d+\\.\\d s: ${expected}\\n$`))
   for (const pid of before) t.notOk(isAlive(pid), `old pid ${pid} stopped`)
+})
+
+t.test('50 concurrent pool reload commands: all answered, by at most two reloads', async (t) => {
+  const dir = tempDir(t)
+  const gate = path.join(dir, 'gate')
+  fs.writeFileSync(gate, '')
+  const ports = await freePorts(2)
+  const control = path.join(dir, 'pool.sock')
+  const child = startPool(['start', path.join(FIXTURES, 'gated-boot.js'), '-n', '2', '--control', control, '--log-format', 'json', '--balancer', 'none', '--worker-port', String(ports[0])], { env: { BOOT_GATE: gate } })
+  t.teardown(() => child.stop())
+  await child.waitLog((l) => l.event === 'started')
+  // The first reload's canary waits at its boot until every command has reached the pool: the
+  // others all arrive while a reload runs, however slowly they get through on this box. Each
+  // command on a connection of its own, as 50 `pool reload` processes would send them.
+  fs.rmSync(gate)
+  const asked = 50
+  const reloads = Array.from({ length: asked }, () => sendCommand(control, 'reload', {}, { timeout: 120000 }).catch((err) => err))
+  await waitFor(() => child.logs.filter((l) => l.event === 'control-command' && l.command === 'reload').length === asked, { timeout: 60000, what: `${asked} reload commands received` })
+  fs.writeFileSync(gate, '')
+  const results = await Promise.all(reloads)
+  t.same(results.filter((r) => r instanceof Error).map((r) => r.message), [], 'every command succeeds')
+  t.ok(results.every((r) => r.replaced?.length === 2), 'each answered with what the reload that covers it replaced')
+  const count = (event) => child.logs.filter((l) => l.event === event).length
+  await waitFor(() => count('reloaded') === count('reload'), { what: 'the log lines of every reload\'s end' })
+  const run = count('reload')
+  t.ok(run >= 1 && run <= 2, `the running reload and one merged after it, not fifty (${run} run)`)
 })
 
 t.test('pool scale 2 → 3 → 1', async (t) => {

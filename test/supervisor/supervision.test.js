@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus } = require('../helpers')
 
 function fixture (name) { return path.join(FIXTURES, name) }
 
@@ -37,11 +37,35 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
   await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5, { timeout: 15000, what: '5 respawns' })
   const delays = pool.logs.filter((l) => l.event === 'respawn-scheduled').slice(0, 5).map((l) => l.delay)
   t.same(delays.slice(0, 3), [100, 200, 400], 'delay doubles on each consecutive crash')
-  t.equal(delays[3], 100, 'a crash after healthy uptime starts again at the first delay')
-  t.equal(delays[4], 200, 'and grows again')
+  t.equal(delays[3], 0, 'a death after healthy uptime is no crash loop: respawned at once')
+  t.equal(delays[4], 100, 'and the count started over')
   const spawns = pool.logs.filter((l) => l.event === 'spawn')
   const gap = spawns[3].time - pool.logs.find((l) => l.event === 'exit' && l.pid === spawns[2].pid).time
   t.ok(gap >= 380, `the third respawn waited its delay (${gap} ms)`)
+})
+
+t.test('kills from outside cost no backoff: a worker that served is respawned at once, kill after kill', async (t) => {
+  const ports = await freePorts(2)
+  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  t.teardown(() => pool.stop('SIGKILL'))
+  await pool.waitLog((l) => l.event === 'started')
+  const kills = 8
+  const killed = new Set()
+  for (let i = 0; i < kills; i++) {
+    const { pid } = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body)
+    // It served, and the supervisor has heard the request end: a worker the OOM killer or an
+    // operator picks has usually served many.
+    await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === pid && w.requests >= 1), { what: 'the request counted' })
+    process.kill(pid, 'SIGKILL')
+    killed.add(pid)
+    await pool.waitLog((l) => l.event === 'exit' && l.pid === pid)
+    await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && !killed.has(l.pid))
+  }
+  const scheduled = pool.logs.filter((l) => l.event === 'respawn-scheduled')
+  t.equal(scheduled.length, kills)
+  t.same(scheduled.map((l) => l.delay), Array(kills).fill(0), 'every respawn at once: no delay grows kill after kill')
+  t.same(scheduled.map((l) => l.crashes), Array(kills).fill(0), 'and no crash counted')
+  t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).slot, '1', 'the slot serves')
 })
 
 t.test('an endless-loop request: worker killed after --timeout and replaced; other slots serve meanwhile', async (t) => {

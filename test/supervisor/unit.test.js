@@ -164,9 +164,86 @@ t.test('backoff: 20 crashes in a row, ×1.5 each from 100 ms, capped at 15 s; re
     await h.step()
   }
   await h.advance(30000) // healthy for --healthy-after
+  const healthy = h.latest(1)
+  healthy.exit(1)
+  await h.step()
+  t.equal(h.pool.handles.get(1).respawnDelay, 0, 'up --healthy-after: no crash loop, respawned at once')
+  t.not(h.latest(1), healthy)
+  h.latest(1).say('ready')
+  await h.step()
   h.latest(1).exit(1)
   await h.step()
   t.equal(h.pool.handles.get(1).respawnDelay, 100, 'the count started over')
+})
+
+// A worker that answered requests, then SIGKILLed from outside (the OOM killer, an operator).
+async function servedThenKilled (h, slot) {
+  const child = h.latest(slot)
+  child.say('busy', { method: 'GET', url: '/' })
+  child.say('idle', { requests: 1, rss: 1e6 })
+  await h.step()
+  child.exit(null, 'SIGKILL')
+  await h.step()
+  return child
+}
+
+t.test('kills from outside are no crash loop: a worker that answered a request is respawned at once, however often', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  for (let i = 0; i < 20; i++) {
+    const slot = 1 + (i % 2)
+    const killed = await servedThenKilled(h, slot)
+    const handle = h.pool.handles.get(slot)
+    t.equal(handle.lastExit.reason, 'crashed', `kill ${i + 1}: still told as an unplanned exit`)
+    t.not(h.latest(slot), killed, `kill ${i + 1}: respawned in the same tick, without waiting`)
+    t.equal(handle.respawnDelay, 0)
+    t.equal(handle.crashes, 0, 'and no crash counted')
+    h.latest(slot).say('ready')
+    await h.step()
+  }
+  t.match(h.logs.filter((l) => l.event === 'respawn-scheduled').map((l) => l.delay), Array(20).fill(0), 'each respawn logged with no delay')
+  // The same worker dying before it answered anything is what backoff is for.
+  const fresh = h.latest(1)
+  fresh.exit(1)
+  await h.step()
+  t.equal(h.pool.handles.get(1).respawnDelay, 100, 'ready but never served, then dead: the crash backoff')
+  t.equal(h.latest(1), fresh, 'not respawned before its time')
+})
+
+t.test('a crash-looping app still backs off: a worker that dies on its first request answers none', async (t) => {
+  const h = harness(t)
+  await started(h)
+  for (let i = 0; i < 4; i++) {
+    const child = h.latest(1)
+    child.say('busy', { method: 'GET', url: '/' }) // the request it dies on
+    await h.step()
+    child.exit(1)
+    await h.step()
+    t.equal(h.pool.handles.get(1).respawnDelay, 100 * 1.5 ** i, `crash ${i + 1}: backoff grows`)
+    await h.advance(Math.ceil(100 * 1.5 ** i))
+    h.latest(1).say('ready')
+    await h.step()
+  }
+})
+
+t.test('a reload asked while a slot waits out its backoff runs, and that slot starts the new code at once', async (t) => {
+  const h = harness(t, { workers: 2, restartDelay: 10000 })
+  await started(h, 2)
+  const crashed = h.latest(2)
+  crashed.exit(1) // ready, never served: backoff
+  await h.step()
+  t.equal(h.pool.handles.get(2).respawnDelay, 10000)
+  const reloading = h.pool.reload()
+  await h.step()
+  t.equal(h.latest(2), crashed, 'still waiting while the canary boots')
+  h.latest(0).say('ready')
+  await h.step()
+  t.not(h.latest(2), crashed, 'the new code gets its chance now, not 10 s later')
+  t.equal(h.pool.handles.get(2).codeGeneration, 1)
+  h.latest(2).say('ready')
+  await rollThrough(h, [1], t)
+  await h.step()
+  t.same((await reloading).replaced.map((r) => r.slot), [1], 'the reload ran to its end')
 })
 
 t.test('crash-loop breaker: 5 deaths before ready give the slot up; every slot given up fails start()', async (t) => {
@@ -289,7 +366,7 @@ t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the grac
 })
 
 // Canary ready; then slots drain one at a time (batch 1), each respawning with the new code.
-async function rollThrough (h, slots, t) {
+async function rollThrough (h, slots, t, generation = 1) {
   for (const slot of slots) {
     await h.step()
     const old = h.latest(slot)
@@ -297,7 +374,7 @@ async function rollThrough (h, slots, t) {
     old.exit(0)
     await h.step()
     t.not(h.latest(slot), old, `slot ${slot} respawned at once`)
-    t.equal(h.pool.handles.get(slot).codeGeneration, 1, 'with the new code generation')
+    t.equal(h.pool.handles.get(slot).codeGeneration, generation, 'with the new code generation')
     h.latest(slot).say('ready')
   }
 }
@@ -435,6 +512,60 @@ t.test('scale during a reload: the new slot starts with the new code; the reload
   t.same(await scaling, { from: 2, to: 3 })
   const { replaced } = await reloading
   t.same(replaced.map((r) => r.slot), [1, 2], 'slot 3 needed no replacing')
+})
+
+t.test('reloads asked while one runs: merged into one that follows it, every caller answered by the reload that covers it', async (t) => {
+  const h = harness(t, { workers: 2 })
+  await started(h, 2)
+  const canaries = () => h.sys.forks.filter((c) => c.slot === 0)
+  const first = h.pool.reload()
+  const joined = h.pool.reload() // before the first has loaded any code: it covers this one too
+  await h.step()
+  t.equal(canaries().length, 1, 'one canary for both')
+  const later = Array.from({ length: 10 }, () => h.pool.reload()) // the code the first loads may predate these
+  await h.step()
+  t.equal(canaries().length, 1, 'no second reload while the first runs')
+  t.equal(h.pool.status().reload.queued, 10, 'the status says how many wait for the next one')
+  t.equal(h.logs.filter((l) => l.event === 'reload-queued').length, 1, 'told once')
+  h.latest(0).say('ready')
+  await rollThrough(h, [1, 2], t)
+  const a = await first
+  t.same(await joined, a, 'the caller who came before the canary shares the first reload')
+  await h.step()
+  t.equal(canaries().length, 2, 'then one more reload, for all ten')
+  t.equal(h.pool.status().reload.queued, 0)
+  h.latest(0).say('ready')
+  await rollThrough(h, [1, 2], t, 2)
+  const answers = await Promise.all(later)
+  t.ok(answers.every((x) => x === answers[0]), 'every caller answered with the reload that covers it')
+  t.same(answers[0].replaced.map((r) => r.slot), [1, 2])
+  t.not(answers[0], a)
+  await h.step()
+  t.equal(canaries().length, 2, 'two reloads in all')
+  t.equal(h.logs.filter((l) => l.event === 'reloaded').length, 2)
+})
+
+t.test('a merged reload runs even when the one before it fails; a stop answers it STOPPING', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  const failing = reloadAssertedLater(h)
+  await h.step()
+  const next = reloadAssertedLater(h)
+  h.latest(0).say('boot-error', { error: { message: 'SyntaxError: Unexpected token', stack: '...' } })
+  h.latest(0).exit(1)
+  await h.step()
+  await t.rejects(failing, { code: 'POOL_E_RELOAD_FAILED' })
+  await h.step()
+  t.equal(h.sys.forks.filter((c) => c.slot === 0).length, 2, 'the next reload boots its own canary (a fix may have been deployed)')
+  const queuedAtStop = reloadAssertedLater(h)
+  const stopped = h.pool.stop()
+  await h.step()
+  await t.rejects(next, { code: 'POOL_E_STOPPING' })
+  await t.rejects(queuedAtStop, { code: 'POOL_E_STOPPING' }, 'the one waiting behind it too')
+  h.latest(0).exit(null, 'SIGKILL')
+  h.latest(1).exit(0)
+  await h.step()
+  await stopped
 })
 
 t.test('stop during start: start() rejects STOPPING, booting workers are stopped, the stop resolves', async (t) => {

@@ -232,8 +232,43 @@ t.test('backoff: ×factor per consecutive crash, capped; starts over after --hea
     h.becameReady(now)
   }
   t.same(delays, delays.map((_, i) => Math.min(100 * 1.5 ** i, 15000)))
-  h.exited(1, null, now + 30000, { stopping: false })
+  now += 30000
+  h.exited(1, null, now, { stopping: false })
+  t.equal(h.respawnDelay, 0, 'up --healthy-after: no crash loop, respawned at once')
+  t.equal(h.dueForRespawn(now), true)
+  h.attach(fakeChild(), now)
+  h.becameReady(now)
+  h.exited(1, null, now + 10, { stopping: false })
   t.equal(h.respawnDelay, 100, 'the crash count started over')
+})
+
+t.test('backoff: a process that answered a request respawns at once, however it ended; a request started is not one answered, nor is a warm-up', async (t) => {
+  const { h } = readyHandle()
+  h.exited(1, null, T0 + 1, { stopping: false }) // a crash before it served: counted
+  t.equal(h.crashes, 1)
+  h.attach(fakeChild(), T0 + 100)
+  h.becameReady(T0 + 110)
+  h.started({ method: 'GET', url: '/' }, T0 + 11)
+  h.finished({ requests: 1, rss: 1e6 })
+  const next = h.exited(null, 'SIGKILL', T0 + 12, { stopping: false })
+  t.equal(next.next, 'respawn')
+  t.equal(next.reason, 'crashed', 'still an unplanned exit')
+  t.equal(h.respawnDelay, 0, 'killed from outside after it served: at once')
+  t.equal(h.crashes, 0, 'and the count starts over')
+  t.equal(h.dueForRespawn(T0 + 12), true)
+
+  h.attach(fakeChild(), T0 + 20)
+  h.becameReady(T0 + 20)
+  h.started({ method: 'GET', url: '/crash' }, T0 + 21)
+  h.exited(1, null, T0 + 22, { stopping: false }) // died on its first request
+  t.equal(h.respawnDelay, 100, 'a request that killed it is no request answered: backoff')
+
+  h.attach(fakeChild(), T0 + 200)
+  h.beganWarmup()
+  h.finished({ requests: 5, rss: 1e6 }) // its warm-up
+  h.becameReady(T0 + 300)
+  h.exited(1, null, T0 + 301, { stopping: false })
+  t.equal(h.respawnDelay, 150, 'warm-up requests answered are no proof: backoff grows')
 })
 
 t.test('backoff: a worker that served --healthy-after clears the count however it ends', async (t) => {

@@ -1,0 +1,76 @@
+'use strict'
+
+// The supervisor's log output (lib/log-output.js) alone, on a real pipe whose reader the test
+// stops: it never blocks, keeps what fits in its buffer, drops and counts the rest, says so once
+// the reader is back, and loses nothing when the reader keeps up. `pool start` on such a pipe:
+// test/supervisor/log-reader.test.js.
+
+const t = require('tap')
+const fs = require('node:fs')
+const { LogOutput } = require('../lib/log-output')
+const { sleep, waitFor } = require('./helpers')
+const { pipeReader, PIPE_BYTES } = require('./helpers/pipe-reader')
+
+t.test('the output alone: never blocks, drops whole lines past its bound, counts them and says so once the reader is back', async (t) => {
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const out = new LogOutput({ fd: reader.fd, maxBytes: 32 * 1024 })
+  t.teardown(() => out.close())
+  const told = []
+  out.onDropped = (n) => { told.push(n); out.write(`{"note":"dropped","n":${n}}\n`) }
+  reader.stop() // nobody reads, and the pipe is full
+  let filled = 0
+  try { for (;;) filled += fs.writeSync(reader.fd, '{"fill":true}\n') } catch (err) { if (err.code !== 'EAGAIN') throw err }
+  t.ok(filled >= PIPE_BYTES / 2, `the pipe took ${filled} bytes before it was full`)
+  const line = (i) => `{"i":${i},"pad":"${'x'.repeat(1000)}"}\n`
+  const began = performance.now()
+  for (let i = 0; i < 1000; i++) out.write(line(i)) // 1 MB: the pipe holds 64 KiB, the buffer 32 KiB
+  t.ok(performance.now() - began < 5000, 'the writes returned without waiting for a reader')
+  await sleep(300)
+  t.ok(out.dropped > 0, `lines dropped past the bound (${out.dropped})`)
+  t.ok(out.dropped < 1000, 'what fit was kept')
+  t.same(told, [], 'nothing told while nobody reads')
+  t.equal(await out.flush(200), false, 'a flush gives up on a reader that does not read')
+  reader.start()
+  await waitFor(() => told.length > 0, { what: 'the note' })
+  t.ok(await out.flush(5000), 'everything kept is written once the reader reads')
+  reader.read() // what the last write put in the pipe
+  const records = reader.records()
+  t.same(records.filter((r) => r.unparsed), [], 'only whole lines: nothing torn')
+  const kept = records.filter((r) => r.i !== undefined).map((r) => r.i)
+  t.same(kept, [...kept].sort((a, b) => a - b), 'in order')
+  t.equal(kept.length + out.dropped, 1000, 'every line either written or counted')
+  t.same(records.filter((r) => r.note), [{ note: 'dropped', n: out.dropped }], 'one note, with the count, after the lines kept')
+  t.equal(told.reduce((a, n) => a + n, 0), out.dropped)
+})
+
+t.test('the output alone: a reader that keeps up loses nothing', async (t) => {
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const out = new LogOutput({ fd: reader.fd, maxBytes: 32 * 1024 })
+  t.teardown(() => out.close())
+  reader.start()
+  for (let i = 0; i < 2000; i++) {
+    out.write(`{"i":${i}}\n`)
+    if (i % 100 === 99) await sleep(5)
+  }
+  t.ok(await out.flush(5000))
+  reader.read()
+  t.equal(reader.records().length, 2000, 'every line read')
+  t.same(reader.records().map((r) => r.i), Array.from({ length: 2000 }, (_, i) => i))
+  t.equal(out.dropped, 0)
+})
+
+t.test('the output alone: lines go out in batches, the last of them within batchMs, without a flush', async (t) => {
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const out = new LogOutput({ fd: reader.fd, batchBytes: 8192, batchMs: 50 })
+  t.teardown(() => out.close())
+  reader.start()
+  out.write('{"one":1}\n')
+  await sleep(20)
+  reader.read()
+  t.equal(reader.text, '', 'a lone line waits for its batch')
+  await waitFor(() => { reader.read(); return reader.text === '{"one":1}\n' }, { timeout: 2000, what: 'the lone line, once its batch time has passed' })
+  // 20 KB at once: a first write of a batch, then the rest, below the batch size, later.
+  for (let i = 0; i < 200; i++) out.write(`{"i":${i},"pad":"${'x'.repeat(80)}"}\n`)
+  await waitFor(() => { reader.read(); return reader.records().filter((r) => r.i !== undefined).length === 200 }, { timeout: 2000, what: 'every line of the burst, its tail included' })
+  t.ok(out.idle)
+})
