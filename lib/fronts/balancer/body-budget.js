@@ -17,7 +17,8 @@ const os = require('node:os')
 const MB = 1024 * 1024
 
 // The default: 1/16 of the machine's memory, at most 256 MiB, and never less than one body of
-// --max-body (the largest body allowed must be able to come in).
+// --max-body (the largest body allowed must be able to come in). The response budget
+// (response-budget.js) takes the same share, with its own minimum.
 const DEFAULT_SHARE_OF_RAM = 1 / 16
 const DEFAULT_CAP = 256 * MB
 
@@ -29,8 +30,12 @@ function availableMemory () {
   return constrained > 0 && constrained < total ? constrained : total
 }
 
-function defaultBodyBudget (maxBody, memory = availableMemory()) {
-  return Math.max(maxBody, Math.min(DEFAULT_CAP, Math.floor(memory * DEFAULT_SHARE_OF_RAM)))
+function defaultBudget (minimum, memory = availableMemory()) {
+  return Math.max(minimum, Math.min(DEFAULT_CAP, Math.floor(memory * DEFAULT_SHARE_OF_RAM)))
+}
+
+function defaultBodyBudget (maxBody, memory) {
+  return defaultBudget(maxBody, memory)
 }
 
 class BodyBudget {
@@ -92,4 +97,4 @@ class BodyHold {
   }
 }
 
-module.exports = { BodyBudget, defaultBodyBudget, availableMemory, DEFAULT_SHARE_OF_RAM, DEFAULT_CAP }
+module.exports = { BodyBudget, defaultBudget, defaultBodyBudget, availableMemory, DEFAULT_SHARE_OF_RAM, DEFAULT_CAP }
