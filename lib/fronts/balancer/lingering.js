@@ -7,12 +7,15 @@
 // then sees EPIPE or ECONNRESET instead of the 413 or the 503 and its Retry-After.
 //
 // So the answer is written whole (it says Connection: close), and the balancer then reads and
-// drops whatever the client still sends, until the body has ended, the client has gone, or one
-// of these bounds is reached, whichever comes first:
+// drops whatever the client still sends, until the body has ended or the client has gone, and
+// within these bounds:
 //   LINGER_MS        5 s in all
-//   LINGER_IDLE_MS   1 s without a byte
-//   lingerBytes()    --max-body, at least 1 MiB: never more than an accepted body would have
-//                    cost, and none of it kept (nothing is held on the body budget)
+//   LINGER_IDLE_MS   1 s without a byte closes it
+//   lingerBytes()    --max-body, at least 1 MiB, is read and dropped at most: never more than an
+//                    accepted body would have cost, and none of it kept (nothing is held on the
+//                    body budget). Past it the balancer stops reading: TCP holds the client's
+//                    sending back (no reset while it may still be reading the answer), and the
+//                    connection closes LINGER_IDLE_MS later.
 // Then the answer is ended and Node closes the connection. Requests a client pipelines behind
 // the body are never served (isLingering).
 
@@ -37,8 +40,11 @@ function lingerThenClose (req, res, { maxBytes, ms = LINGER_MS, idleMs = LINGER_
   let bytes = 0
   const onData = (chunk) => {
     bytes += chunk.length
-    if (bytes > maxBytes) return close()
     idle.refresh()
+    if (bytes <= maxBytes) return
+    // Enough dropped: read no more, and close once the idle bound has passed.
+    req.removeListener('data', onData)
+    req.pause()
   }
   const close = () => {
     clearTimeout(all)
