@@ -19,7 +19,11 @@ module.exports = [
   },
   {
     files: ['examples/frameworks/next/**/*.js'],
-    languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } }
+    languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } },
+    // neostandard applies its JSX rules to .jsx files only; Next's pages are .js. Without this,
+    // a component used only in JSX reads as unused.
+    plugins: { react: neostandard.plugins.react },
+    rules: { 'react/jsx-uses-vars': 'error' }
   },
   {
     // The status page's script runs in the browser.
