@@ -78,9 +78,15 @@ class Attempt {
 
   onReadEnd () {
     if (this.settled) return this.relay.flush()
-    // Stored (X-Accel-Buffering: yes) until it is whole, or larger than the limit.
-    if (this.head !== null && (this.relay.mode !== 'store' || this.relay.received > this.limit)) this.begin(false)
+    if (this.head !== null && !this.storing()) this.begin(false)
     else this.relay.regulate()
+  }
+
+  // Stored (X-Accel-Buffering: yes) until it is whole, unless it passes the limit, or the
+  // response budget is full: stored responses waiting for room that only their own clients
+  // could free would wait for ever.
+  storing () {
+    return this.relay.mode === 'store' && this.relay.received <= this.limit && !this.relay.budget.full
   }
 
   onEnd () {

@@ -13,7 +13,7 @@
 //   'no'     no read-ahead: the worker is paused whenever the client's socket is full (Node's
 //            high-water mark), and resumed when it drains.
 //   'store'  store and forward: nothing goes out until the whole response is held, or until it
-//            passes `limit`; then it goes on as 'ahead'.
+//            passes `limit` or meets a full budget; then it goes on as 'ahead'.
 //
 // Held bytes (read, not yet taken by the client's socket) are counted on the budget as they are
 // read, and given back as the client's socket takes them (each write's callback), or all at

@@ -210,3 +210,11 @@ t.test('a page cut short by its worker after the shell: the client sees it cut, 
   t.match(await metricsOf(balancer), /pool_failures_total\{reason="worker_broken_response"\} 1/)
   await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0, { what: 'nothing held' })
 })
+
+t.test('X-Accel-Buffering: yes meets a full response budget: written through rather than waiting for ever', async (t) => {
+  const { balancer } = await setup(t, 2, { responseBudget: MiB, maxResponseBuffer: 8 * MiB })
+  // Two responses to be stored whole, each larger than the budget: neither could ever be.
+  const answers = await Promise.all([1, 2].map((i) => request(`${balancer.base}/pieces?kb=2048&n=32&xab=yes&i=${i}`, { timeout: 10000 })))
+  t.same(answers.map((a) => [a.status, a.body.length]), [[200, 2 * MiB], [200, 2 * MiB]], 'both whole')
+  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0, { what: 'nothing held' })
+})
