@@ -28,30 +28,12 @@ class BalancerMetrics {
       registers,
       collect () { this.set(view().queued) }
     })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_request_body_bytes',
-      help: 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget',
-      registers,
-      collect () { this.set(view().bodyBytes) }
-    })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_request_body_budget_bytes',
-      help: 'The body budget (--body-budget; 0: no limit)',
-      registers,
-      collect () { this.set(view().bodyBudget) }
-    })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_response_bytes',
-      help: 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget',
-      registers,
-      collect () { this.set(view().responseBytes) }
-    })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_response_budget_bytes',
-      help: 'The response budget (--response-budget; 0: no limit)',
-      registers,
-      collect () { this.set(view().responseBudget) }
-    })
+    // Bytes held against the budgets (budget.js), read from the balancer's view at scrape time.
+    const held = (name, help, field) => new client.Gauge({ name, help, registers, collect () { this.set(view()[field]) } })
+    held('pool_request_body_bytes', 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget', 'bodyBytes')
+    held('pool_request_body_budget_bytes', 'The body budget (--body-budget; 0: no limit)', 'bodyBudget')
+    held('pool_response_bytes', 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget', 'responseBytes')
+    held('pool_response_budget_bytes', 'The response budget (--response-budget; 0: no limit)', 'responseBudget')
     this.queueWait = new client.Histogram({
       name: 'pool_queue_wait_seconds',
       help: 'Time a request waited in the queue before a worker took it',

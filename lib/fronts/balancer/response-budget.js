@@ -10,40 +10,28 @@
 // waiting for room are woken, in the order they began to wait. A read under way when the budget
 // fills still lands: the budget may be passed by one read (READ_BYTES) per response being read.
 
-const { defaultBudget } = require('./body-budget')
+const { Budget, defaultBudget } = require('./budget')
 
 // The most one read from a socket brings (Node reads 64 KiB at a time): what a woken relay may
 // add before it checks the budget again.
 const READ_BYTES = 64 * 1024
 
-// The default: like the body budget's (1/16 of RAM, at most 256 MiB), and never less than one
-// response of --max-response-buffer.
+// The default: the body budget's share (1/16 of RAM, at most 256 MiB), and never less than
+// one response of --max-response-buffer.
 function defaultResponseBudget (maxResponseBuffer, memory) {
   return defaultBudget(maxResponseBuffer, memory)
 }
 
-class ResponseBudget {
-  // limit: bytes; 0 means no limit (the bytes are still counted).
-  // onRelease(bytes): bytes were given back (reclaim.js listens).
-  constructor (limit, { onRelease = () => {} } = {}) {
-    this.limit = limit
-    this.held = 0
-    this.emptySince = performance.now() // when `held` last came down to 0; null while above
-    this.onRelease = onRelease
+class ResponseBudget extends Budget {
+  constructor (limit, options) {
+    super(limit, options)
     this.waiting = new Set() // relays that stopped reading for want of room, oldest first
   }
 
   get full () { return this.limit > 0 && this.held >= this.limit }
 
-  take (bytes) {
-    this.held += bytes
-    if (this.held > 0) this.emptySince = null
-  }
-
   giveBack (bytes) {
-    this.held -= bytes
-    if (this.held === 0 && this.emptySince === null) this.emptySince = performance.now()
-    this.onRelease(bytes)
+    super.giveBack(bytes)
     if (this.waiting.size > 0 && !this.full) this.wake()
   }
 

@@ -14,7 +14,7 @@ const path = require('node:path')
 const { request, waitFor, freePorts, startPool, FIXTURES } = require('../../helpers')
 const { createBalancer } = require('../../../lib/fronts/balancer')
 const { ResponseBudget, READ_BYTES } = require('../../../lib/fronts/balancer/response-budget')
-const { availableMemory } = require('../../../lib/fronts/balancer/body-budget')
+const { availableMemory } = require('../../../lib/fronts/balancer/budget')
 
 const MiB = 1024 * 1024
 
