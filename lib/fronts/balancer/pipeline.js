@@ -110,9 +110,8 @@ class RequestPipeline {
   // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
   // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): its response sent on as it
   // comes (respond), redispatched, or failed → the client's connection closes (onClientClose).
-  // Every entry point
-  // from outside (the HTTP server, timers, attempt outcomes) runs through `safely`, so an
-  // unexpected throw costs that one request.
+  // Every entry point from outside (the HTTP server, timers, attempt outcomes) runs through
+  // `safely`, so an unexpected throw costs that one request.
 
   onRequest (req, res, { expectsContinue = false } = {}) {
     // Pipelined behind a refused upload, on a connection that is closing: never served.
@@ -238,21 +237,22 @@ class RequestPipeline {
   // whole at the app's request (X-Accel-Buffering: yes) goes out with its length.
   respond (job, attempt, { head, complete, stored, length }) {
     if (complete) this.releaseWorker(job)
-    const done = (failure) => this.safely(job, () => this.onWorkerDone(job, failure))
-    if (job.clientGone) return attempt.discard(done)
+    const discarded = (failure) => this.safely(job, () => this.letGo(job, failure))
+    if (job.clientGone) return attempt.discard(discarded)
     job.enter('responding')
-    if (!this.writeHead(job, head, { bodyLength: stored ? length : undefined })) return attempt.discard(done)
-    attempt.sendTo(job.res, done)
+    if (!this.writeHead(job, head, { bodyLength: stored ? length : undefined })) return attempt.discard(discarded)
+    attempt.sendTo(job.res, (failure) => this.safely(job, () => this.onWorkerDone(job, failure)))
   }
 
-  // The worker's side of an attempt is over: it sent its last byte (failure null), or its
-  // response broke off after it began (the client, if still there, sees it cut short: never a
-  // silently short response), or it was discarded.
+  // The worker's side of a response being sent is over: it sent its last byte (failure null),
+  // or the response broke off after it began, and the client sees it cut short (never a
+  // silently short response).
   onWorkerDone (job, failure) {
-    if (!failure) return this.releaseWorker(job)
-    this.metrics.failures.inc({ reason: failureOf(failure).metric })
-    if (job.res.headersSent) job.res.destroy()
-    this.releaseWhenIdle(job, job.record)
+    if (failure) {
+      this.metrics.failures.inc({ reason: failureOf(failure).metric })
+      job.res.destroy()
+    }
+    this.letGo(job, failure)
   }
 
   // A 1xx from the worker (103 Early Hints) goes to the client at once, before the response,
