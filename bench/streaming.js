@@ -3,7 +3,7 @@
 // Streamed pages: how soon the first byte of a page that streams reaches its client through each
 // front, and how long a slow reader of one holds a worker.
 //
-//   node bench/streaming.js [--quick] [--fronts direct,embedded,haproxy,nginx-haproxy,cluster,pm2]
+//   node bench/streaming.js [--quick] [--fronts direct,pool-worker,embedded,haproxy,nginx-haproxy,cluster,pm2]
 //                           [--single 10] [--runs 5] [--workers 15] [--rho 0.8] [--seconds 6]
 //                           [--median 30] [--sigma 0.8] [--late 300] [--shell 4] [--rest 60]
 //                           [--hold 500] [--rate 100] [--seed 42] [--results DIR]
@@ -14,7 +14,8 @@
 // byte": the first byte of the answer's body, the shell, what a browser can paint first.
 //
 //   one client   `single` pages one after the other per run, a new connection each, render 0:
-//                the time to the first byte and to the last, per front (the issue's measure).
+//                the time to the first byte and to the last, per front, and from a pool worker
+//                reached on its own port (`pool-worker`: what a front adds to a pool's worker).
 //   ρ            open-loop Poisson arrivals (bench/lib/load.js, a process of its own), renders
 //                lognormal (`median`, `sigma`), then the rest `late` ms later, in two shapes:
 //                `wait`, the rest's data awaited (a timer: the worker's event loop is free, and
@@ -31,7 +32,8 @@
 // Fronts (bench/lib/fronts.js), each with `workers` workers: `pool start` (embedded), `pool start
 // --balancer haproxy` with the generated config, nginx from the generated config in front of that
 // same HAProxy, Node's cluster, PM2 cluster mode; direct is one worker reached without a front
-// (one client only). Runs visit the fronts in turn, one further along each run. Loopback only.
+// (one client only), and so is a pool worker on its own port. Runs visit the fronts in turn, one
+// further along each run. Loopback only.
 
 const http = require('node:http')
 const { forkReady, freePorts, ask, sleep } = require('./lib/procs')
@@ -43,7 +45,7 @@ const { startBusyFronts } = require('./lib/busy-fronts')
 const { slowRead } = require('./lib/buffering')
 const { runPart, progress, interleaved, round, log } = require('./lib/part')
 
-const FRONTS = ['direct', 'embedded', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
+const FRONTS = ['direct', 'pool-worker', 'embedded', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
 const SHAPES = { wait: '', render: '&lateCpu=1' }
 const defaults = { fronts: FRONTS, shapes: Object.keys(SHAPES), single: 10, runs: 5, workers: 15, rho: 0.8, seconds: 6, median: 30, sigma: 0.8, cap: 2000, late: 300, shell: 4, rest: 60, hold: 500, rate: 100, seed: 42 }
 const quick = { single: 4, runs: 2, seconds: 2 }
@@ -80,6 +82,11 @@ async function startFronts (args) {
     }
   }
   if (fronts.haproxy && !wanted('haproxy')) fronts.haproxy.measured = false
+  if (wanted('pool-worker')) {
+    const pool = fronts.embedded ?? fronts.haproxy
+    if (pool) fronts['pool-worker'] = { url: pool.workerUrl, loaded: false }
+    else skipped.push({ front: 'pool-worker', reason: 'no pool front' })
+  }
   return { fronts, skipped, names: FRONTS.filter((f) => fronts[f] && fronts[f].measured !== false) }
 }
 

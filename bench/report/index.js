@@ -345,25 +345,24 @@ async function streamingSection (r, dir, run) {
   r.add(await r.figure('streaming-first-byte', charts.streamingFirstByte(data, stat), 'time to the first byte of a streamed page per front, one client at a time and at load ρ'))
   const single = (front) => data.single.find((c) => c.front === front)
   const hold = (front) => data.hold?.find((c) => c.front === front)
-  r.add(table(['front', 'first byte p50 ms', 'last byte p50 ms', `worker held by a ${data.config.hold} KB reader at ${data.config.rate} KB/s, ms`], data.fronts.map((f) => [
+  r.add(table(['front', 'first byte p50 ms', 'last byte p50 ms', `worker held by a ${data.config.hold} KB reader at ${data.config.rate} KB/s, ms`], data.fronts.filter((f) => single(f)).map((f) => [
     label(f),
     single(f) ? ci(stat(single(f), (x) => x.first.p50)) : '–',
     single(f) ? ci(stat(single(f), (x) => x.total.p50)) : '–',
     hold(f) ? ci(stat(hold(f), 'busyMs')) : f === 'cluster' || f === 'pm2' ? 'as direct' : '–'
   ])))
-  r.add(`One client at a time: ${data.config.single} pages per run on a new connection each, render 0, a ${p.shellKb} KB shell and ${p.restKb} KB more ${p.lateMs} ms later, chunked (median of ${data.config.runs} runs with its 95% interval). "First byte": of the body, the shell. Slow reader: a ${data.config.hold} KB page of the same shape read at ${data.config.rate} KB/s, and the worker's own busy time, from the request's headers to its last byte handed to the kernel; under cluster and PM2 the worker writes to the client's own socket, as direct does. On loopback the kernel's socket buffers take much of a response by themselves (see [Slow clients](#slow-clients)).`)
+  r.add(`One client at a time: ${data.config.single} pages per run on a new connection each, render 0, a ${p.shellKb} KB shell and ${p.restKb} KB more ${p.lateMs} ms later, chunked (median of ${data.config.runs} runs with its 95% interval). "First byte": of the body, the shell. "Direct" is a plain Node server; "a pool worker, its own port" is one of the embedded pool's workers reached without the balancer: the gap from it is what the balancer adds. Slow reader: a ${data.config.hold} KB page of the same shape read at ${data.config.rate} KB/s, and the worker's own busy time, from the request's headers to its last byte handed to the kernel; under cluster and PM2 the worker writes to the client's own socket, as direct does. On loopback the kernel's socket buffers take much of a response by themselves (see [Slow clients](#slow-clients)).`)
   const loaded = data.loaded ?? []
   if (loaded.length) {
     const shapes = [...new Set(loaded.map((c) => c.shape))]
     const cell = (front, shape) => loaded.find((c) => c.front === front && c.shape === shape)
     const shapeName = (shape) => (shape === 'render' ? 'rest rendered' : 'rest awaited')
-    r.add(table(['front', ...shapes.flatMap((s) => [`${shapeName(s)}: first byte p50`, 'p99', 'last byte p50', 'p99']), 'runs'], [...new Set(loaded.map((c) => c.front))].map((f) => [
+    r.add(table(['front', ...shapes.flatMap((s) => [`${shapeName(s)}: first byte p50`, 'p99', 'last byte p50', 'runs'])], [...new Set(loaded.map((c) => c.front))].map((f) => [
       label(f),
       ...shapes.flatMap((s) => {
         const c = cell(f, s)
-        return c ? [ci(stat(c, (x) => x.first.p50)), ci(stat(c, (x) => x.first.p99)), ci(stat(c, (x) => x.total.p50)), ci(stat(c, (x) => x.total.p99))] : ['–', '–', '–', '–']
-      }),
-      runsCell(interval(loaded.find((c) => c.front === f).runs, (x) => x.first.p50))
+        return c ? [ci(stat(c, (x) => x.first.p50)), ci(stat(c, (x) => x.first.p99)), ci(stat(c, (x) => x.total.p50)), runsCell(interval(c.runs, (x) => x.first.p50))] : ['–', '–', '–', '–']
+      })
     ])))
     r.add(`At ρ ${data.config.rho}: open-loop Poisson arrivals on ${data.config.workers} workers per front, renders lognormal (median ${data.config.median} ms), then the rest ${p.lateMs} ms later: *awaited* (a timer; the worker's event loop is free meanwhile) or *rendered* (the event loop blocked). ρ counts those ${p.lateMs} ms, since the pool holds a worker through them (one request per worker). When the rest is awaited, Node's cluster and PM2 give a waiting worker other requests: they run more requests at once than the pool's workers, and their queue is correspondingly shorter. In ms, median of the runs with its 95% interval; runs whose load generator fell behind are set aside.`)
   }
