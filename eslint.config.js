@@ -22,7 +22,11 @@ module.exports = [
   },
   {
     files: ['examples/frameworks/next/**/*.js'],
-    languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } }
+    languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } },
+    // neostandard applies its JSX rules to .jsx files only; Next's pages are .js. Without this,
+    // a component used only in JSX reads as unused.
+    plugins: { react: neostandard.plugins.react },
+    rules: { 'react/jsx-uses-vars': 'error' }
   },
   {
     // bin/pool.js is read by /bin/sh before Node (its first lines): the comment that hides the

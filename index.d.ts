@@ -233,8 +233,10 @@ export interface EmbeddedBalancerOptions {
   maxBody?: number
   /** request-body bytes held at once over all requests (being read, queued, on a worker), counted as they arrive; a body that would pass it gets 503 with Retry-After (before it is read when its announced length has no room). After a burst the memory is handed back with a full GC when the process has globalThis.gc (node --expose-gc; `pool start` has it). 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxBody */
   bodyBudget?: number
-  /** responses up to this many bytes are buffered whole. Default 8 MiB */
+  /** response bytes held for one client slower than its worker (responses are written through as the worker sends them, the balancer reading ahead of the client up to this); past it the worker waits for the client. Also the most an `X-Accel-Buffering: yes` response is held whole. 0 = no read-ahead. Default 8 MiB */
   maxResponseBuffer?: number
+  /** response bytes held at once for all clients (read from workers, not yet taken by the clients); past it the balancer stops reading workers. 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxResponseBuffer */
+  responseBudget?: number
   /** default '/ping' */
   pingPath?: string
   /** on stop, when a health check (/ping) or an edge (the agent) watches the pool: ms the workers go on serving while /ping answers 503 and the agent says drain, before the listener closes (unwatched: at once). Default 2000 */
@@ -243,7 +245,7 @@ export interface EmbeddedBalancerOptions {
   headersTimeout?: number
   /** default 60000 */
   requestTimeout?: number
-  /** default 60000; 0 = never */
+  /** a client that takes none of the response bytes waiting for it this long (ms) is cut off; the clock runs only while bytes wait. Default 60000; 0 = never */
   sendTimeout?: number
   /** default 5000 */
   keepAliveTimeout?: number

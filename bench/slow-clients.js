@@ -19,8 +19,7 @@
 // their own, which is why a reader of a small response never holds a worker, even direct.
 
 const fs = require('node:fs')
-const { forkReady, freePorts } = require('./lib/procs')
-const { startGeneratedHaproxy, startGeneratedNginx, has, HAPROXY, NGINX } = require('./lib/stack')
+const { startBusyFronts } = require('./lib/busy-fronts')
 const { runPart, progress, round, log, sleep } = require('./lib/part')
 const { slowUpload, slowRead } = require('./lib/buffering')
 
@@ -29,42 +28,6 @@ const quick = { sizes: [1, 100, 1024], repeat: 1 }
 
 function sysctl (name) {
   try { return fs.readFileSync(`/proc/sys/${name.replace(/\./g, '/')}`, 'utf8').trim().split(/\s+/).map(Number) } catch { return null }
-}
-
-async function startFronts () {
-  const fronts = []
-  const skipped = []
-  const worker = async () => {
-    const [port] = await freePorts(1)
-    const child = await forkReady('worker.js', { PORT: String(port), REPORT_BUSY: '1' })
-    const busy = new Map() // id → the worker's busy report
-    child.on('message', (m) => { if (m.busy) busy.set(new URLSearchParams(m.busy.url.split('?')[1]).get('id'), m.busy) })
-    return { port, busy }
-  }
-  const direct = await worker()
-  fronts.push({ name: 'direct', url: `http://127.0.0.1:${direct.port}`, worker: direct })
-  const viaEmbedded = await worker()
-  const [embeddedPort] = await freePorts(1)
-  await forkReady('embedded-front.js', { CONFIG: JSON.stringify({ options: { port: embeddedPort }, workers: [{ slot: 1, port: viaEmbedded.port }] }) })
-  fronts.push({ name: 'embedded', url: `http://127.0.0.1:${embeddedPort}`, worker: viaEmbedded })
-  if (!has(HAPROXY)) {
-    skipped.push({ front: 'haproxy', reason: `${HAPROXY} not found` }, { front: 'nginx-haproxy', reason: `${HAPROXY} not found` })
-    return { fronts, skipped }
-  }
-  const viaHaproxy = await worker()
-  const [hp, hs] = await freePorts(2)
-  const haproxy = await startGeneratedHaproxy({ workers: 1, workerPort: viaHaproxy.port, port: hp, statsPort: hs, ready: true })
-  fronts.push({ name: 'haproxy', url: haproxy.url, worker: viaHaproxy })
-  if (!has(NGINX)) {
-    skipped.push({ front: 'nginx-haproxy', reason: `${NGINX} not found` })
-    return { fronts, skipped }
-  }
-  const viaNginx = await worker()
-  const [np, ns, nginxPort] = await freePorts(3)
-  const behindNginx = await startGeneratedHaproxy({ workers: 1, workerPort: viaNginx.port, port: np, statsPort: ns, ready: true })
-  const nginx = await startGeneratedNginx({ port: nginxPort, haproxySocket: behindNginx.httpSocket })
-  fronts.push({ name: 'nginx-haproxy', url: nginx.url, worker: viaNginx })
-  return { fronts, skipped }
 }
 
 // One slow client on every front at once (each front has its own worker); resolves a row per
@@ -95,7 +58,7 @@ async function measure (fronts, direction, sizeKb, round_, args) {
 }
 
 async function main (args) {
-  const { fronts, skipped } = await startFronts()
+  const { fronts, skipped } = await startBusyFronts()
   const rows = []
   const steps = args.repeat * args.sizes.length * 2
   let done = 0

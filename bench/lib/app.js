@@ -8,7 +8,11 @@
 // `?busy=1` burns the CPU for the service time instead (a busy loop), for the CPU-bound variant.
 // `?wait=` awaits that many ms before answering, its event loop idle meanwhile, as a page that
 // awaits its data does (the worker still takes one request at a time).
-// `?kb=` sends a body of that many KB (for the buffering measurement). `?hang=1` never answers:
+// `?kb=` sends a body of that many KB (for the buffering measurement). `?late=MS` streams the
+// answer, as React's renderToPipeableStream writes a page: a shell of `?shell=` KB (4 by
+// default) as soon as the render is done, then the `kb` KB of the rest MS later, chunked: the
+// data a Suspense boundary waits for (a timer, no CPU), or with `?lateCpu=1` the rest of the page
+// rendered (the event loop blocked, as by the render). `?hang=1` never answers:
 // it blocks the event loop for good, as an endless loop in a render would, still without burning
 // a core (only the supervisor's request timeout ends it). With `onBusy`, each
 // request reports how long the worker was taken by it: from its headers to its last byte
@@ -48,15 +52,33 @@ function createApp ({ onBusy } = {}) {
       else answer()
     })
     const answer = () => {
-      const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
-      res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })
-      res.end(body)
+      if (params.has('late')) streamPage(res, Number(params.get('shell') || 4), kb, Number(params.get('late')), params.get('lateCpu') === '1')
+      else {
+        const body = kb > 0 ? Buffer.alloc(kb * 1024, 'x') : Buffer.from('ok\n')
+        res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': body.length })
+        res.end(body)
+      }
       if (!onBusy) return
       let finishedAt = 0
       res.on('finish', () => { finishedAt = performance.now() })
       res.on('close', () => onBusy({ url: req.url, received, finished: finishedAt > 0, busyMs: (finishedAt || performance.now()) - started }))
     }
   }
+}
+
+function streamPage (res, shellKb, restKb, lateMs, cpu) {
+  res.writeHead(200, { 'Content-Type': 'text/html' })
+  res.write(Buffer.alloc(shellKb * 1024, 's'))
+  if (cpu) {
+    // As React goes on rendering after it flushed the shell: in a task of its own, so that the
+    // shell's write (corked by Node until the next tick) goes out first.
+    return setImmediate(() => {
+      block(lateMs)
+      res.end(Buffer.alloc(restKb * 1024, 'r'))
+    })
+  }
+  const rest = setTimeout(() => res.end(Buffer.alloc(restKb * 1024, 'r')), lateMs)
+  res.on('close', () => clearTimeout(rest))
 }
 
 module.exports = { createApp, block }

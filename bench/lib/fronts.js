@@ -9,7 +9,8 @@
 //   pm2        PM2 cluster mode, `pm2 reload` (bench/lib/pm2.js)
 // Each serves the bench app (bench/lib/app.js), or `app` (a pool app that also runs on its own,
 // on $PORT: the SSR demo), on `workers` workers and has:
-//   url, serving() → [{ slot, pid }] of the workers serving now, settle() → once all serve again,
+//   url, workerUrl (the pool's: slot 1's worker on its own port),
+//   serving() → [{ slot, pid }] of the workers serving now, settle() → once all serve again,
 //   reload() → { ms, code } once a rolling reload is done, processes() → { front: [pid], workers:
 //   [pid] } (what its CPU and memory are measured on), stop().
 
@@ -67,6 +68,8 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
   return {
     kind,
     url: `http://127.0.0.1:${port}`,
+    // Slot 1's worker, reached on its own port without the front.
+    workerUrl: `http://127.0.0.1:${workerPorts[0]}`,
     pool,
     haproxy,
     serving,

@@ -11,17 +11,22 @@
 // and max in ms): a generator that falls behind (a busy machine) offers a different load than
 // the one asked for, and the run must not count as if it had not (bench/lib/stats.js).
 //
-// Messages: { cmd: 'run', url, at, ms, deadlineMs? } → { sent, latency, status, lag };
+// With `firstByte` it also reports, per request, how long until the first byte of the answer's
+// body (a streamed page's shell: what a browser can paint first).
+//
+// Messages: { cmd: 'run', url, at, ms, deadlineMs?, query?, firstByte? } → { sent, latency,
+// status, lag, first? };
 // { cmd: 'sequential', url, count } → { latency }; { cmd: 'idle', url, probes } → { idle }.
 
 const http = require('node:http')
 const { lagSummary } = require('./stats')
 
 // `query`: more query parameters for every request (`busy=1`).
-function run ({ url, at, ms, deadlineMs = 0, query = '' }) {
+function run ({ url, at, ms, deadlineMs = 0, query = '', firstByte = false }) {
   return new Promise((resolve) => {
     const n = at.length
     const sent = new Float64Array(n)
+    const first = firstByte ? new Float64Array(n).fill(NaN) : null
     const latency = new Float64Array(n)
     const status = new Int32Array(n)
     const done = new Uint8Array(n)
@@ -35,12 +40,13 @@ function run ({ url, at, ms, deadlineMs = 0, query = '' }) {
       status[i] = code
       if (++finished === n) {
         const sentAt = Array.from(sent, (s) => s - t0)
-        resolve({ sent: sentAt, latency: Array.from(latency), status: Array.from(status), lag: lagSummary(sentAt.map((s, j) => s - at[j])) })
+        resolve({ sent: sentAt, latency: Array.from(latency), status: Array.from(status), lag: lagSummary(sentAt.map((s, j) => s - at[j])), ...(first ? { first: Array.from(first) } : {}) })
       }
     }
     const fire = (i) => {
       sent[i] = performance.now()
       const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent: false }, (res) => {
+        if (first) res.once('data', () => { first[i] = performance.now() - sent[i] })
         res.resume()
         res.on('end', () => { clearTimeout(giveUp); finish(i, res.statusCode) })
         res.on('error', () => finish(i, -1))

@@ -105,6 +105,7 @@ module.exports = {
   fleet,
   matrix,
   slowClients: json('slow-clients.json'),
+  streaming: json('streaming.json'),
   bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),
   soak: json('soak.json'),

@@ -458,6 +458,30 @@ function reload (data, stat, name) {
   })
 }
 
+// Streamed pages: the time to a page's first byte per front, one client at a time and under
+// load (p50 and p99 per shape of page). stat(cell, pick) → interval.
+function streamingFirstByte (data, stat) {
+  if (!data?.single?.length) return null
+  const keys = data.fronts
+  const values = [
+    ...data.single.map((c) => dot(stat(c, (x) => x.first.p50), { x: 'p50', series: label(c.front), col: 'one client at a time' })),
+    ...(data.loaded ?? []).flatMap((c) => ['p50', 'p99'].map((p) => dot(stat(c, (x) => x.first[p]), { x: p, series: label(c.front), col: `ρ ${c.rho}, ${c.shape === 'render' ? 'the rest rendered' : 'the rest\'s data awaited'}` })))
+  ].filter(Boolean)
+  const runs = Math.max(...data.single.map((c) => c.runs.length))
+  return intervalDots(values, {
+    title: 'Time to the first byte of a streamed page',
+    subtitle: `a ${data.page.shellKb} KB shell, the rest ${data.page.lateMs} ms later; median of ${runs} runs with its 95% interval (log scale)`,
+    x: null,
+    y: 'ms to the first byte of the body (log scale)',
+    keys,
+    colSort: null,
+    yScale: { type: 'log' },
+    yFormat: '~s',
+    width: 170,
+    height: 220
+  })
+}
+
 // Slow clients: the worker's busy time per front and size, uploads and reads side by side.
 function slowClients (data) {
   if (!data?.rows?.length) return null
@@ -596,4 +620,4 @@ function overloadClosed (data, stat) {
   })
 }
 
-module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, soak, haproxyKill, reload, slowClients, bodyBudget, overloadGoodput, overloadLatency, overloadClosed, SCENARIO_TITLE }
+module.exports = { costsCpu, intervalDots, intervalLines, dot, ratioVsLoad, latencyTail, overheadLatency, overheadPeak, matrixLatency, matrixThroughput, matrixFailures, matrixOpen, matrixHangs, VIEW_TITLE, killTimeline, soak, haproxyKill, reload, slowClients, streamingFirstByte, bodyBudget, overloadGoodput, overloadLatency, overloadClosed, SCENARIO_TITLE }

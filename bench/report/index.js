@@ -357,6 +357,40 @@ async function slowClientsSection (r, dir, run) {
   r.add(provenance(run, 'slow-clients'))
 }
 
+async function streamingSection (r, dir, run) {
+  const data = load.streaming(dir)
+  r.add('## Streamed pages', 'Pages stream today (React\'s `renderToPipeableStream`, Next.js\'s App Router): the shell goes out once it is rendered, and each part that waits for its data follows when the data comes. What the user sees first arrives with the first byte of the body, so what matters is that a front passes each part on as the worker writes it, and still frees the worker from a slow reader.')
+  if (!data?.single?.length) return r.add(missing(run, 'streaming', 'streamed pages'))
+  const stat = (cell, pick) => interval(cell.runs, pick)
+  const p = data.page
+  r.add(await r.figure('streaming-first-byte', charts.streamingFirstByte(data, stat), 'time to the first byte of a streamed page per front, one client at a time and at load ρ'))
+  const single = (front) => data.single.find((c) => c.front === front)
+  const hold = (front) => data.hold?.find((c) => c.front === front)
+  r.add(table(['front', 'first byte p50 ms', 'last byte p50 ms', `worker held by a ${data.config.hold} KB reader at ${data.config.rate} KB/s, ms`], data.fronts.filter((f) => single(f)).map((f) => [
+    label(f),
+    single(f) ? ci(stat(single(f), (x) => x.first.p50)) : '–',
+    single(f) ? ci(stat(single(f), (x) => x.total.p50)) : '–',
+    hold(f) ? ci(stat(hold(f), 'busyMs')) : f === 'cluster' || f === 'pm2' ? 'as direct' : '–'
+  ])))
+  r.add(`One client at a time: ${data.config.single} pages per run on a new connection each, render 0, a ${p.shellKb} KB shell and ${p.restKb} KB more ${p.lateMs} ms later, chunked (median of ${data.config.runs} runs with its 95% interval). "First byte": of the body, the shell. "Direct" is a plain Node server; "a pool worker, its own port" is one of the embedded pool's workers reached without the balancer: the gap from it is what the balancer adds. Slow reader: a ${data.config.hold} KB page of the same shape read at ${data.config.rate} KB/s, and the worker's own busy time, from the request's headers to its last byte handed to the kernel; under cluster and PM2 the worker writes to the client's own socket, as direct does. On loopback the kernel's socket buffers take much of a response by themselves (see [Slow clients](#slow-clients)).`)
+  const loaded = data.loaded ?? []
+  if (loaded.length) {
+    const shapes = [...new Set(loaded.map((c) => c.shape))]
+    const cell = (front, shape) => loaded.find((c) => c.front === front && c.shape === shape)
+    const shapeName = (shape) => (shape === 'render' ? 'rest rendered' : 'rest awaited')
+    r.add(table(['front', ...shapes.flatMap((s) => [`${shapeName(s)}: first byte p50`, 'p99', 'last byte p50', 'runs'])], [...new Set(loaded.map((c) => c.front))].map((f) => [
+      label(f),
+      ...shapes.flatMap((s) => {
+        const c = cell(f, s)
+        return c ? [ci(stat(c, (x) => x.first.p50)), ci(stat(c, (x) => x.first.p99)), ci(stat(c, (x) => x.total.p50)), runsCell(interval(c.runs, (x) => x.first.p50))] : ['–', '–', '–', '–']
+      })
+    ])))
+    r.add(`At ρ ${data.config.rho}: open-loop Poisson arrivals on ${data.config.workers} workers per front, renders lognormal (median ${data.config.median} ms), then the rest ${p.lateMs} ms later: *awaited* (a timer; the worker's event loop is free meanwhile) or *rendered* (the event loop blocked). ρ counts those ${p.lateMs} ms, since the pool holds a worker through them (one request per worker). When the rest is awaited, Node's cluster and PM2 give a waiting worker other requests: they run more requests at once than the pool's workers, and their queue is correspondingly shorter. In ms, median of the runs with its 95% interval; runs whose load generator fell behind are set aside.`)
+  }
+  r.add(skippedNote(data.skipped))
+  r.add(provenance(run, 'streaming', null, data))
+}
+
 async function bodyBudgetSection (r, dir, run) {
   const data = load.bodyBudget(dir)
   r.add('## Request bodies in memory', 'A front that reads each body before a worker is taken holds the bodies of every queued request. A burst of large POSTs behind busy workers, and what it costs each front: the embedded balancer holds bodies up to its budget (`--body-budget`, by default 1/16 of RAM, at most 256 MiB) and answers the rest 503 with `Retry-After` before reading them; with `--body-budget 0` it holds them all; nginx keeps 16 KB of each in memory (its default `client_body_buffer_size`) and writes the rest to a temp file. By `bench/body-budget.js`.')
@@ -531,6 +565,7 @@ const SECTIONS = [
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
   ['reload', 'Rolling reload under load', reloadSection],
   ['slow-clients', 'Slow clients', slowClientsSection],
+  ['streaming', 'Streamed pages', streamingSection],
   ['body-budget', 'Request bodies in memory', bodyBudgetSection],
   ['overload', 'Overload', overloadSection],
   ['fleet', 'Several hosts behind an edge HAProxy', fleetSection]

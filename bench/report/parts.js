@@ -18,6 +18,7 @@ const PARTS = [
   { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 140, quick: 25 } },
   { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 170, quick: 60 } },
   { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 80, quick: 25 } },
+  { name: 'streaming', about: 'time to the first byte of a streamed page per front, at 1 client and at ρ 0.8; how long a slow reader of one holds a worker', script: 'streaming.js', own: true, estimate: { full: 560, quick: 150 } },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines; overload control against a FIFO where a FIFO keeps up: below capacity, mixed routes, closed-loop clients after a burst of fast requests', script: 'overload.js', own: true, estimate: { full: 1000, quick: 150 } },
   { name: 'fleet', about: 'hosts × workers behind an edge HAProxy against the ideal', script: 'fleet.js', own: true, estimate: { full: 100, quick: 25 } }

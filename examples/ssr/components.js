@@ -212,7 +212,9 @@ function Footer ({ store, columns }) {
   )
 }
 
-function CataloguePage ({ catalogue }) {
+// `below`: more of the page, between the results and the footer (the streamed page's
+// recommendations, streamed.js).
+function CataloguePage ({ catalogue, below = null }) {
   return h('div', { className: 'page' },
     h(Header, { store: catalogue.store, navigation: catalogue.navigation, cart: catalogue.cart }),
     h(Breadcrumbs, { trail: catalogue.breadcrumbs }),
@@ -225,6 +227,7 @@ function CataloguePage ({ catalogue }) {
         h(Pagination, { page: catalogue.page, pages: catalogue.pages })
       )
     ),
+    below,
     h(Footer, { store: catalogue.store, columns: catalogue.footer })
   )
 }

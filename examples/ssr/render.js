@@ -182,21 +182,26 @@ const STYLES = [
   '.site-footer{display:flex;gap:3rem;padding:2rem 1rem;background:#fafafa;border-top:1px solid #ddd}'
 ].join('')
 
-// The whole HTML document for the catalogue list page.
-function renderPage ({ items = DEFAULT_ITEMS, seed = DEFAULT_SEED } = {}) {
-  const catalogue = generateCatalogue({ items, seed })
-  const app = React.createElement(Layout, {
+// The React tree of the catalogue page's whole document; `below`, more of the page between the
+// results and the footer.
+function catalogueDocument (catalogue, { below = null } = {}) {
+  return React.createElement(Layout, {
     title: `${catalogue.title} | ${catalogue.store.name}`,
     description: `Browse ${catalogue.totalProducts} products from ${catalogue.store.name}.`,
     styles: STYLES,
     initialData: serializeForScript(catalogue)
-  }, React.createElement(CataloguePage, { catalogue }))
+  }, React.createElement(CataloguePage, { catalogue, below }))
+}
+
+// The whole HTML document for the catalogue list page.
+function renderPage ({ items = DEFAULT_ITEMS, seed = DEFAULT_SEED } = {}) {
   // renderToString cannot emit a doctype, and without one browsers render in quirks mode.
-  return '<!DOCTYPE html>' + renderToString(app)
+  return '<!DOCTYPE html>' + renderToString(catalogueDocument(generateCatalogue({ items, seed })))
 }
 
 module.exports = {
   renderPage,
+  catalogueDocument,
   generateCatalogue,
   serializeForScript,
   createRandom,

@@ -4,8 +4,10 @@
 // itself. Under `pool start` that binds the slot's port and reports ready; run directly with
 // `node examples/ssr/server.js` it serves on $PORT (default 3000).
 //
-// Besides the catalogue page it has routes that misbehave on purpose (/loop, /crash, /sleep,
-// cost=) so the supervisor's timeouts, crash restarts and queueing can be watched at work.
+// Besides the catalogue page it has the same page streamed (/streamed: the shell at once, a
+// part that waits for its data later; streamed.js) and routes that misbehave on purpose (/loop,
+// /crash, /sleep, cost=) so the supervisor's timeouts, crash restarts and queueing can be
+// watched at work.
 
 // Development-mode React runs extra checks that make SSR several times slower than in
 // production; a demo of CPU-bound serving should pay production costs unless asked otherwise.
@@ -15,6 +17,7 @@ const crypto = require('node:crypto')
 // The package's name on npm; `require('pool')` where it is installed as `pool` (npm i pool@npm:pool-supervisor).
 const { listen } = require('pool-supervisor')
 const { renderPage, DEFAULT_ITEMS, MAX_ITEMS, DEFAULT_SEED, MAX_SEED } = require('./render')
+const { streamPage } = require('./streamed')
 
 const MAX_WAIT_MS = 60000
 
@@ -80,6 +83,18 @@ const routes = {
       const cost = integerParam(query, 'cost', { min: 0, max: MAX_WAIT_MS, fallback: 0 })
       blockFor(cost)
       send(res, 200, 'text/html; charset=utf-8', renderPage({ items, seed }))
+    }
+  },
+
+  '/streamed': {
+    // The shell at once; the recommendations once their data comes, `delay` ms later.
+    GET (req, res, query) {
+      const items = integerParam(query, 'items', { min: 1, max: MAX_ITEMS, fallback: DEFAULT_ITEMS })
+      const seed = integerParam(query, 'seed', { min: 0, max: MAX_SEED, fallback: DEFAULT_SEED })
+      const delay = integerParam(query, 'delay', { min: 0, max: MAX_WAIT_MS, fallback: 300 })
+      const cost = integerParam(query, 'cost', { min: 0, max: MAX_WAIT_MS, fallback: 0 })
+      blockFor(cost)
+      streamPage(res, { items, seed, delay })
     }
   },
 

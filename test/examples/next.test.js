@@ -3,8 +3,11 @@
 // with the standalone output too), then both of Next's own servers run as they are, each served,
 // reloaded under load without a failed request, and stopped with nothing left: the custom server
 // from Next's docs (server.js) and the one `next build` writes (.next/standalone/server.js).
+// The App Router's page that streams (app/streamed) reaches the client through the pool's
+// balancer as Next renders it: its shell first, the part inside <Suspense> when its data came.
 const t = require('tap')
 const fs = require('node:fs')
+const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { ROOT, cleanEnv, request } = require('../helpers')
@@ -52,6 +55,34 @@ async function servesThePage (t, url, slot) {
   t.match(res.body, new RegExp(`pool slot (<!-- -->)?${slot}<`), `slot ${slot}: rendered by that worker, per request`)
 }
 
+const DELAY = 1500
+
+// GET /streamed through the balancer on a raw connection, noting when the shell and the late
+// part arrived.
+function timedStreamed (url) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(new URL(url).port), '127.0.0.1')
+    const got = { text: '', shellAt: null, lateAt: null }
+    socket.setEncoding('utf8')
+    socket.on('data', (d) => {
+      got.text += d
+      if (got.shellAt === null && got.text.includes('<h1>Streamed from Next.js</h1>')) got.shellAt = performance.now()
+      if (got.lateAt === null && got.text.includes('Recommended for you')) got.lateAt = performance.now()
+    })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(got))
+    socket.write(`GET /streamed?delay=${DELAY} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
+  })
+}
+
+async function streamsTheAppRouterPage (t, url) {
+  const got = await timedStreamed(url)
+  t.match(got.text, /^HTTP\/1\.1 200 /, 'the App Router page: 200')
+  const at = (marker) => got.text.indexOf(marker)
+  t.ok(at('<h1>Streamed from Next.js</h1>') < at('Loading recommendations') && at('Loading recommendations') < at('Recommended for you'), 'its shell with the placeholder, then the late part')
+  t.ok(got.lateAt - got.shellAt >= DELAY / 2, `the shell came ${Math.round(got.lateAt - got.shellAt)} ms before the late part (its data comes ${DELAY} ms after the request)`)
+}
+
 t.test('Next.js', async (t) => {
   const dir = await buildCopy(t)
   const standalone = path.join(dir, '.next', 'standalone', path.relative(ROOT, dir), 'server.js')
@@ -64,6 +95,7 @@ t.test('Next.js', async (t) => {
     t.test(`${name}: served, reloaded under load, stopped`, async (t) => {
       const p = await startAppPool(t, app, { env })
       for (const slot of [1, 2]) await servesThePage(t, p.workerUrl(slot), slot)
+      await streamsTheAppRouterPage(t, p.url)
       await reloadUnderLoad(t, p)
       for (const slot of [1, 2]) await servesThePage(t, p.workerUrl(slot), slot)
       await stopLeavingNothing(t, p)

@@ -2,7 +2,7 @@
 
 // The embedded balancer: the Front that `pool start` puts before its workers by default. It
 // does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
-// nginx's (buffering both ways, /ping), and learns about workers from the supervisor's hooks
+// nginx's (request buffering, response read-ahead, /ping), and learns about workers from the supervisor's hooks
 // rather than from health checks. See lib/fronts/front.js for the interface.
 //
 // This module is the front adapter: the hooks the supervisor calls, the client-facing listener
@@ -57,6 +57,7 @@ class EmbeddedBalancer {
     })
     this.dispatcher = this.pipeline.dispatcher // the queue: drains, benches and releases come from the hooks
     this.bodyBudget = this.pipeline.bodyBudget
+    this.responseBudget = this.pipeline.responseBudget
     this.reclaimer = this.pipeline.reclaimer
     this.slots.metrics = this.metrics = this.createMetrics(null)
     this.pingAsked = false // a health check watches the pool: its stop is announced (stopping())
@@ -82,7 +83,14 @@ class EmbeddedBalancer {
   }
 
   createMetrics (poolMetrics) {
-    return new BalancerMetrics(() => ({ queued: this.dispatcher.queued, workers: this.slots.views(), bodyBytes: this.bodyBudget.held, bodyBudget: this.bodyBudget.limit }), poolMetrics)
+    return new BalancerMetrics(() => ({
+      queued: this.dispatcher.queued,
+      workers: this.slots.views(),
+      bodyBytes: this.bodyBudget.held,
+      bodyBudget: this.bodyBudget.limit,
+      responseBytes: this.responseBudget.held,
+      responseBudget: this.responseBudget.limit
+    }), poolMetrics)
   }
 
   // ---- Front hooks ------------------------------------------------------------------------
@@ -220,6 +228,8 @@ class EmbeddedBalancer {
       inFlight: this.workers.inFlight(),
       bodyBytes: this.bodyBudget.held,
       bodyBudget: this.bodyBudget.limit,
+      responseBytes: this.responseBudget.held,
+      responseBudget: this.responseBudget.limit,
       stopping: this.isStopping,
       workers: this.slots.views()
     }

@@ -12,58 +12,20 @@
 // back what it held. A hold is given back once the body can no longer be sent to a worker (its
 // answer begins, or its client leaves): see BalancedRequest.
 
-const os = require('node:os')
+const { Budget, defaultBudget, availableMemory } = require('./budget')
 
-const MB = 1024 * 1024
-
-// The default: 1/16 of the machine's memory, at most 256 MiB, and never less than one body of
-// --max-body (the largest body allowed must be able to come in).
-const DEFAULT_SHARE_OF_RAM = 1 / 16
-const DEFAULT_CAP = 256 * MB
-
-// The memory this process may use: the machine's, or less in a container whose cgroup limits
-// it (process.constrainedMemory() says "no limit" with 0, or with a huge number).
-function availableMemory () {
-  const total = os.totalmem()
-  const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0
-  return constrained > 0 && constrained < total ? constrained : total
+// By default, never less than one body of --max-body: the largest body allowed must be able to
+// come in.
+function defaultBodyBudget (maxBody, memory) {
+  return defaultBudget(maxBody, memory)
 }
 
-function defaultBodyBudget (maxBody, memory = availableMemory()) {
-  return Math.max(maxBody, Math.min(DEFAULT_CAP, Math.floor(memory * DEFAULT_SHARE_OF_RAM)))
-}
-
-class BodyBudget {
-  // limit: bytes; 0 means no limit (the bytes are still counted). onRelease(bytes): a hold let
-  // go of `bytes` (reclaim.js listens, and asks emptySince how long nothing has been held).
-  constructor (limit, { onRelease = () => {} } = {}) {
-    this.limit = limit
-    this.held = 0
-    this.emptySince = performance.now() // when `held` last came down to 0; null while above
-    this.onRelease = onRelease
-  }
-
-  // Whether `bytes` more fit now: the one rule, for an announced length at arrival and for
-  // each chunk as it comes.
-  fits (bytes) {
-    return this.limit === 0 || this.held + bytes <= this.limit
-  }
-
+class BodyBudget extends Budget {
   // A hold of nothing yet for a body that announces `announced` bytes (0 for a chunked body,
-  // whose length is unknown), or null when they do not fit now.
+  // whose length is unknown), or null when they do not fit now: the one rule, for an announced
+  // length at arrival and (BodyHold.grow) for each chunk as it comes.
   admit (announced) {
     return this.fits(announced) ? new BodyHold(this) : null
-  }
-
-  take (bytes) {
-    this.held += bytes
-    if (this.held > 0) this.emptySince = null
-  }
-
-  giveBack (bytes) {
-    this.held -= bytes
-    if (this.held === 0 && this.emptySince === null) this.emptySince = performance.now()
-    this.onRelease(bytes)
   }
 }
 
@@ -92,4 +54,4 @@ class BodyHold {
   }
 }
 
-module.exports = { BodyBudget, defaultBodyBudget, availableMemory, DEFAULT_SHARE_OF_RAM, DEFAULT_CAP }
+module.exports = { BodyBudget, defaultBodyBudget, availableMemory }

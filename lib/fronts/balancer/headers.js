@@ -1,8 +1,9 @@
 'use strict'
 
-// What the balancer changes in the headers it passes on, both ways. The body is always
+// What the balancer changes in the headers it passes on, both ways. A request's body is always
 // buffered, so the worker receives one Content-Length and never Transfer-Encoding: nothing a
-// worker's parser could read differently from the front's strict one.
+// worker's parser could read differently from the front's strict one. A response keeps its
+// framing (proxy.js writes it through): its Content-Length, or chunked.
 
 const { randomUUID } = require('node:crypto')
 
@@ -19,6 +20,10 @@ const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-pro
 // Headers by which a proxy tells the app who the client is. Only a peer in --trust-proxy may
 // send them; from anyone else they are dropped, and the app sees what the front saw.
 const FORWARDING = new Set(['forwarded', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip'])
+
+// Response headers meant for the balancer, never for the client: X-Accel-Buffering is the app
+// asking how its response is relayed (proxy.js), as nginx reads it.
+const FOR_THE_BALANCER = new Set(['x-accel-buffering'])
 
 // An incoming X-Request-Id is kept if it looks like an id and not like an injection.
 const REQUEST_ID = /^[\w\-.:/+=@]{1,128}$/
@@ -70,8 +75,8 @@ function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
 }
 
 // Response headers for the client, as a flat [name, value, ...] list that keeps the worker's
-// spelling and repeated headers (Set-Cookie). `bodyLength` is set when the whole body was
-// buffered: it then goes out with a Content-Length instead of chunked.
+// spelling and repeated headers (Set-Cookie). `bodyLength` is set when the whole body was stored
+// before it goes out (X-Accel-Buffering: yes): it then goes out with a Content-Length.
 function toClient (head, { id, bodyLength, close }) {
   const raw = head.rawHeaders
   const listed = connectionListed(headerValue(raw, 'connection'))
@@ -80,7 +85,7 @@ function toClient (head, { id, bodyLength, close }) {
   let hasLength = false
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i].toLowerCase()
-    if (HOP_BY_HOP.has(lower) || (listed && listed.has(lower))) continue
+    if (HOP_BY_HOP.has(lower) || FOR_THE_BALANCER.has(lower) || (listed && listed.has(lower))) continue
     if (lower === 'x-request-id') hasId = true
     else if (lower === 'content-length') {
       // The parser says when the worker's length must not go out (chunked framing, a 204);
@@ -96,6 +101,53 @@ function toClient (head, { id, bodyLength, close }) {
   return out
 }
 
+// How the app asks its response to be relayed (X-Accel-Buffering, as nginx reads it): 'no'
+// (no read-ahead), 'yes' (store and forward), or null: the default, write-through with
+// read-ahead. Any other value is ignored, as nginx does.
+function accelBuffering (head) {
+  const value = headerValue(head.rawHeaders, 'x-accel-buffering')
+  if (value === undefined) return null
+  const word = value.toLowerCase()
+  return word === 'yes' || word === 'no' ? word : null
+}
+
+// The hints of a worker's 103 Early Hints for res.writeEarlyHints(): { link: [...], name: value }.
+// Null without a Link, which Node requires (and a 103 without one hints nothing).
+function earlyHints (head) {
+  const raw = head.rawHeaders
+  const hints = { link: [] }
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i].toLowerCase()
+    if (lower === 'link') hints.link.push(...splitLinks(raw[i + 1]))
+    else if (!HOP_BY_HOP.has(lower) && !FOR_THE_BALANCER.has(lower) && lower !== 'content-length') hints[lower] = hints[lower] === undefined ? raw[i + 1] : `${hints[lower]}, ${raw[i + 1]}`
+  }
+  return hints.link.length > 0 ? hints : null
+}
+
+// A Link field value may list several links (RFC 8288 §3): split at the commas between them,
+// not inside <...> or a quoted parameter.
+function splitLinks (value) {
+  const links = []
+  let start = 0
+  let inUri = false
+  let inQuote = false
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i]
+    if (inQuote) {
+      if (c === '\\') i++
+      else if (c === '"') inQuote = false
+    } else if (c === '"') inQuote = true
+    else if (c === '<') inUri = true
+    else if (c === '>') inUri = false
+    else if (c === ',' && !inUri) {
+      links.push(value.slice(start, i).trim())
+      start = i + 1
+    }
+  }
+  links.push(value.slice(start).trim())
+  return links.filter((l) => l !== '')
+}
+
 function headerValue (raw, lowerName) {
   let value
   for (let i = 0; i < raw.length; i += 2) {
@@ -104,4 +156,4 @@ function headerValue (raw, lowerName) {
   return value
 }
 
-module.exports = { requestId, requestHead, toClient, clientAddress, HOP_BY_HOP }
+module.exports = { requestId, requestHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP }

@@ -12,8 +12,8 @@ const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
 
 class BalancerMetrics {
-  // view(): { queued, workers: [{ name, slot, state, inFlight }], bodyBytes, bodyBudget }, read
-  // at scrape time.
+  // view(): { queued, workers: [{ name, slot, state, inFlight }], bodyBytes, bodyBudget,
+  // responseBytes, responseBudget }, read at scrape time.
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
     // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
@@ -28,18 +28,12 @@ class BalancerMetrics {
       registers,
       collect () { this.set(view().queued) }
     })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_request_body_bytes',
-      help: 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget',
-      registers,
-      collect () { this.set(view().bodyBytes) }
-    })
-    new client.Gauge({ // eslint-disable-line no-new
-      name: 'pool_request_body_budget_bytes',
-      help: 'The body budget (--body-budget; 0: no limit)',
-      registers,
-      collect () { this.set(view().bodyBudget) }
-    })
+    // Bytes held against the budgets (budget.js), read from the balancer's view at scrape time.
+    const held = (name, help, field) => new client.Gauge({ name, help, registers, collect () { this.set(view()[field]) } })
+    held('pool_request_body_bytes', 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget', 'bodyBytes')
+    held('pool_request_body_budget_bytes', 'The body budget (--body-budget; 0: no limit)', 'bodyBudget')
+    held('pool_response_bytes', 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget', 'responseBytes')
+    held('pool_response_budget_bytes', 'The response budget (--response-budget; 0: no limit)', 'responseBudget')
     this.queueWait = new client.Histogram({
       name: 'pool_queue_wait_seconds',
       help: 'Time a request waited in the queue before a worker took it',
@@ -55,7 +49,7 @@ class BalancerMetrics {
     })
     this.workerBusy = new client.Histogram({
       name: 'pool_worker_busy_seconds',
-      help: 'Time a worker was held by one request (client upload and download excluded when buffered)',
+      help: 'Time a worker was held by one request (the client\'s upload excluded, and its download within --max-response-buffer)',
       buckets: SECONDS_BUCKETS,
       registers
     })

@@ -8,6 +8,7 @@ const { trustedPeers } = require('./trust')
 const { classifier, CLASSES } = require('./priority')
 const { poolError, codes } = require('../../errors')
 const { defaultBodyBudget } = require('./body-budget')
+const { defaultResponseBudget } = require('./response-budget')
 
 const MB = 1024 * 1024
 
@@ -31,12 +32,13 @@ const OPTIONS = {
   priorityRoutes: { flag: 'priority-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Classes by path prefix, longest first: PREFIX=CLASS,... (e.g. /health=high,/static/=high,/export/=low); the header wins over a route' },
   maxBody: { flag: 'max-body', kind: 'size', default: 10 * MB, group: 'Balancer', describe: 'Largest request body, read whole before a worker is taken (413 above it)' },
   bodyBudget: { flag: 'body-budget', kind: 'size', default: undefined, defaultText: '1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least --max-body', group: 'Balancer', describe: 'Request-body bytes held at once over all requests (being read, queued, on a worker), counted as they arrive; a body that would pass it gets 503 with Retry-After, before a byte of it is read when its announced length has no room (0: no limit)' },
-  maxResponseBuffer: { flag: 'max-response-buffer', kind: 'size', default: 8 * MB, group: 'Balancer', describe: 'A response up to this size is read whole before it is sent, freeing the worker at once; larger ones stream' },
+  maxResponseBuffer: { flag: 'max-response-buffer', kind: 'size', default: 8 * MB, group: 'Balancer', describe: 'Response bytes held for one client that reads slower than its worker writes: each part of a response goes to the client as it comes, and the balancer reads on ahead of the client up to this size, so that the worker is free once it has answered; past it, the worker waits for the client (0: no read-ahead). Also the most an X-Accel-Buffering: yes response is held whole before it is sent' },
+  responseBudget: { flag: 'response-budget', kind: 'size', default: undefined, defaultText: '1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least --max-response-buffer', group: 'Balancer', describe: 'Response bytes held at once over all clients (read from workers, not yet taken by the clients); past it the balancer stops reading workers until clients take some (0: no limit)' },
   pingPath: { flag: 'ping-path', kind: 'string', default: '/ping', group: 'Balancer', describe: 'Path answered by the balancer itself (200, or 503 while stopping), never by a worker' },
   stopAnnounce: { flag: 'stop-announce', kind: 'duration', default: 2000, group: 'Balancer', describe: 'On stop, when a health check (/ping) or an edge (the agent) watches the pool: how long its workers go on serving as before while /ping answers 503 and the agent says drain, before the listener closes (unwatched, it closes at once)' },
   headersTimeout: { flag: 'headers-timeout', kind: 'duration', default: 10000, group: 'Balancer', describe: 'A client must send its request headers within this (slowloris)' },
   requestTimeout: { flag: 'request-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client must send its whole request, body included, within this (at the defaults a 10 MB body needs 175 KB/s)' },
-  sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes no byte of its response for this long is cut off, freeing what it held (nginx\'s send_timeout; 0: never)' },
+  sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes none of the response bytes waiting for it for this long is cut off, freeing what it held (nginx\'s send_timeout: the clock runs only while bytes wait; 0: never)' },
   keepAliveTimeout: { flag: 'keep-alive-timeout', kind: 'duration', default: 5000, group: 'Balancer', describe: 'An idle client connection is closed after this' },
   proxyTimeout: { flag: 'proxy-timeout', kind: 'duration', default: 0, group: 'Balancer', describe: 'A worker silent this long after being given a request yields 504 (0: off, the pool\'s --timeout kills it)' },
   trustProxy: { flag: 'trust-proxy', kind: 'string', default: '127.0.0.1,::1', group: 'Balancer', describe: 'Peers (addresses, CIDR ranges, or none) whose X-Forwarded-For/-Proto and Forwarded headers are passed on; from others they are replaced by what the balancer sees' },
@@ -68,6 +70,7 @@ function resolveBalancerOptions (input = {}) {
   o.overload = o.overloadControl ? { interval: o.overloadInterval, maxWait: o.overloadMaxWait } : null
   if (o.bodyBudget === undefined) o.bodyBudget = defaultBodyBudget(o.maxBody)
   else if (o.bodyBudget > 0 && o.bodyBudget < o.maxBody) throw bad(`bodyBudget (--body-budget) must be at least maxBody (--max-body), or 0 for no limit (${o.bodyBudget} < ${o.maxBody})`)
+  if (o.responseBudget === undefined) o.responseBudget = defaultResponseBudget(o.maxResponseBuffer)
   if (o.requestTimeout > 0 && o.headersTimeout > o.requestTimeout) throw bad(`headersTimeout (--headers-timeout) must not exceed requestTimeout (--request-timeout) (${o.headersTimeout} > ${o.requestTimeout})`)
   return o
 }

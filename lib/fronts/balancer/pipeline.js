@@ -9,7 +9,8 @@
 //   read        its body, bounded by --max-body and the body budget (buffering.js, body-budget.js)
 //   queue       the Dispatcher: one queue for the pool, maxconn per worker, classes, overload
 //   dispatch    an attempt on a worker (proxy.js); after a failure, retry.js decides
-//   respond     the worker's answer, buffered or streamed, or the balancer's own (replies.js)
+//   respond     the worker's answer, written through as it comes (proxy.js, relay.js), or the
+//               balancer's own (replies.js); a refused upload's connection lingers (lingering.js)
 
 const { Dispatcher } = require('./dispatcher')
 const { forward } = require('./proxy')
@@ -18,6 +19,8 @@ const { failureOf, ATTEMPT_FAILURES } = require('./failures')
 const { refusalOf } = require('./request-rules')
 const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
 const { BodyBudget } = require('./body-budget')
+const { ResponseBudget } = require('./response-budget')
+const { lingerThenClose, isLingering, lingerBytes } = require('./lingering')
 const { Reclaimer, worthReclaiming } = require('./reclaim')
 const headers = require('./headers')
 const { replyError, replyPing } = require('./replies')
@@ -70,10 +73,27 @@ class RequestPipeline {
         this.fail(job, reason)
       })
     })
-    // Bodies held over all requests, and their memory given back after a burst.
-    this.reclaimer = new Reclaimer({ emptySince: () => this.bodyBudget.emptySince, minBytes: worthReclaiming(options.bodyBudget) })
-    this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease: (bytes) => this.reclaimer.onRelease(bytes) })
-    this.attemptOptions = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout }
+    // Request bodies and responses held over all requests, and their memory given back after
+    // a burst.
+    this.reclaimer = new Reclaimer({ emptySince: () => this.emptySince(), minBytes: worthReclaiming(options.bodyBudget) })
+    const onRelease = (bytes) => this.reclaimer.onRelease(bytes)
+    this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease })
+    this.responseBudget = new ResponseBudget(options.responseBudget, { onRelease })
+    this.lingerBytes = lingerBytes(options.maxBody)
+    this.attemptOptions = {
+      maxResponseBuffer: options.maxResponseBuffer,
+      proxyTimeout: options.proxyTimeout,
+      budget: this.responseBudget,
+      sendTimeout: options.sendTimeout,
+      onSendTimeout: () => this.metrics.failures.inc({ reason: 'client_send_timeout' })
+    }
+  }
+
+  // Since when neither bodies nor responses are held (performance.now()), or null while some are.
+  emptySince () {
+    const bodies = this.bodyBudget.emptySince
+    const responses = this.responseBudget.emptySince
+    return bodies === null || responses === null ? null : Math.max(bodies, responses)
   }
 
   get metrics () { return this.currentMetrics() }
@@ -88,12 +108,14 @@ class RequestPipeline {
   // ---- a request's life -------------------------------------------------------------------
   //
   // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
-  // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): answered, streamed,
-  // redispatched, or failed → the client's connection closes (onClientClose). Every entry point
-  // from outside (the HTTP server, timers, attempt outcomes) runs through `safely`, so an
-  // unexpected throw costs that one request.
+  // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): its response sent on as it
+  // comes (respond), redispatched, or failed → the client's connection closes (onClientClose).
+  // Every entry point from outside (the HTTP server, timers, attempt outcomes) runs through
+  // `safely`, so an unexpected throw costs that one request.
 
   onRequest (req, res, { expectsContinue = false } = {}) {
+    // Pipelined behind a refused upload, on a connection that is closing: never served.
+    if (isLingering(req.socket)) return
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
       return replyPing(req, res, { stopping: this.isStopping() })
     }
@@ -170,17 +192,16 @@ class RequestPipeline {
         job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted })
       }
       const options = { ...this.attemptOptions, reuse: mayReuseConnection(job.method) }
-      const attempt = forward(job, record, options, (outcome) => this.safely(job, () => this.onOutcome(job, record, attempt, outcome)))
+      const attempt = forward(job, record, options, {
+        interim: (head) => this.safely(job, () => this.forwardInterim(job, head)),
+        settled: (outcome) => this.safely(job, () => this.onOutcome(job, record, attempt, outcome))
+      })
       job.attempt = attempt
     })
   }
 
   onOutcome (job, record, attempt, outcome) {
-    if (outcome.type === 'complete') {
-      this.releaseWorker(job)
-      return this.sendBuffered(job, outcome)
-    }
-    if (outcome.type === 'overflow') return this.stream(job, attempt, outcome)
+    if (outcome.type === 'response') return this.respond(job, attempt, outcome)
     this.onAttemptFailed(job, record, attempt, outcome)
   }
 
@@ -211,12 +232,42 @@ class RequestPipeline {
     record.awaitingIdle = true
   }
 
-  sendBuffered (job, { head, body }) {
-    if (job.clientGone) return
+  // The worker's response begins: its head goes to the client at once, and its body as it comes
+  // (proxy.js). A response the worker has already sent whole frees the worker first; one stored
+  // whole at the app's request (X-Accel-Buffering: yes) goes out with its length.
+  respond (job, attempt, { head, complete, stored, length }) {
+    if (complete) this.releaseWorker(job)
+    const discarded = (failure) => this.safely(job, () => this.letGo(job, failure))
+    if (job.clientGone) return attempt.discard(discarded)
     job.enter('responding')
-    if (!this.writeHead(job, head, { bodyLength: body.length })) return
-    job.res.end(body)
-    if (job.res.writableNeedDrain) this.limitSendTime(job.res) // more than the socket took at once
+    if (!this.writeHead(job, head, { bodyLength: stored ? length : undefined })) return attempt.discard(discarded)
+    attempt.sendTo(job.res, (failure) => this.safely(job, () => this.onWorkerDone(job, failure)))
+  }
+
+  // The worker's side of a response being sent is over: it sent its last byte (failure null),
+  // or the response broke off after it began, and the client sees it cut short (never a
+  // silently short response).
+  onWorkerDone (job, failure) {
+    if (failure) {
+      this.metrics.failures.inc({ reason: failureOf(failure).metric })
+      job.res.destroy()
+    }
+    this.letGo(job, failure)
+  }
+
+  // A 1xx from the worker (103 Early Hints) goes to the client at once, before the response,
+  // unless the client speaks HTTP/1.0, which must never get one (RFC 9110 §15.2). A hint Node
+  // refuses to write is dropped: it is only a hint.
+  forwardInterim (job, head) {
+    const { req, res } = job
+    if (head.statusCode !== 103 || job.clientGone || res.headersSent || req.httpVersion === '1.0') return
+    const hints = headers.earlyHints(head)
+    if (!hints) return
+    try {
+      res.writeEarlyHints(hints)
+    } catch (err) {
+      this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err }, `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
+    }
   }
 
   // Passes the worker's status and headers on. Node refuses some that our parser accepts
@@ -231,35 +282,6 @@ class RequestPipeline {
     }
   }
 
-  // A client that takes no byte of its response for --send-timeout is cut off (nginx's
-  // send_timeout): a buffered response would otherwise pin memory, a streamed one a worker,
-  // for ever.
-  limitSendTime (res) {
-    if (this.options.sendTimeout === 0) return
-    res.setTimeout(this.options.sendTimeout, () => {
-      this.metrics.failures.inc({ reason: 'client_send_timeout' })
-      res.destroy()
-    })
-  }
-
-  // The response outgrew the buffer: stream it, holding the worker until the worker has sent
-  // its last byte (the client's pace now matters, as with any streaming proxy).
-  stream (job, attempt, { head, chunks }) {
-    const res = job.res
-    job.enter('responding')
-    if (!job.clientGone) {
-      if (!this.writeHead(job, head)) return attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
-      for (const chunk of chunks) res.write(chunk)
-      this.limitSendTime(res)
-    }
-    attempt.stream(res, (failure) => this.safely(job, () => {
-      if (!failure) return this.releaseWorker(job)
-      this.metrics.failures.inc({ reason: failureOf(failure).metric })
-      res.destroy() // the client sees a truncated response, not a silently short one
-      this.releaseWhenIdle(job, job.record)
-    }))
-  }
-
   onAttemptFailed (job, record, attempt, { failure, error }) {
     this.metrics.failures.inc({ reason: failureOf(failure).metric })
     if (failure !== 'timeout') this.slots.of(record.slot, record.name).failures++
@@ -269,7 +291,7 @@ class RequestPipeline {
     // still working: it keeps its place until it has sent its answer or died.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
     if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'timeout') attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
+    if (failure === 'timeout') attempt.discard((broken) => this.safely(job, () => this.letGo(job, broken)))
     else if (failure === 'refused') this.releaseWorker(job)
     else this.releaseWhenIdle(job, record)
     const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
@@ -313,14 +335,28 @@ class RequestPipeline {
     this.dispatcher.requeue(job)
   }
 
+  // A worker the request no longer needs: given back, or, when its answer broke off (its app may
+  // still be running the request), once the supervisor hears it idle.
+  letGo (job, failure) {
+    if (failure) this.releaseWhenIdle(job, job.record)
+    else this.releaseWorker(job)
+  }
+
   // Answer with the balancer's own error for `reason` (see replies.js). An answer given before
-  // the body was read closes the connection: the rest of the body is never read.
+  // the body was read closes the connection, after a lingering close (lingering.js): the rest of
+  // the body is read and dropped, within bounds, so that the client reads the answer rather than
+  // a reset.
   fail (job, reason) {
     job.reason = reason
     if (job.clientGone) return
     const bodyUnread = job.stage === 'reading' && hasBody(job.req)
     job.enter('responding')
-    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping() || bodyUnread })
+    const linger = bodyUnread && !job.res.headersSent && !job.res.destroyed
+    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping() || bodyUnread, end: !linger })
+    if (linger) {
+      job.lingering = true
+      lingerThenClose(job.req, job.res, { maxBytes: this.lingerBytes })
+    }
     if (status >= 500) {
       this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
         `${job.method} ${job.url} answered ${status} (${reason})`)
@@ -345,7 +381,7 @@ class RequestPipeline {
         `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
       this.dispatcher.cancel(job)
       if (job.holding) {
-        if (job.attempt) job.attempt.discard(() => this.safely(job, () => this.releaseWorker(job)))
+        if (job.attempt) job.attempt.discard((broken) => this.safely(job, () => this.letGo(job, broken)))
         else this.releaseWorker(job)
       }
       if (job.res.headersSent) job.res.destroy()
@@ -359,7 +395,7 @@ class RequestPipeline {
 
   // Every request ends here, answered or abandoned.
   onClientClose (job) {
-    const finished = job.res.writableFinished
+    const finished = job.res.writableFinished || job.lingering
     if (!finished) {
       job.clientLeft()
       this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker

@@ -1,171 +1,166 @@
 'use strict'
 
-// One attempt to forward a buffered request to one worker. The response is read whole when it
-// fits in `maxResponseBuffer`, so the worker is free the moment it has answered, however slowly
-// the client reads. The attempt settles once, with an outcome:
+// One attempt to forward a buffered request to one worker, and the worker's response on its way
+// to the client. The attempt is the exchange's handler (upstream.js): the response parser's
+// output comes straight here, and its body goes into the attempt's relay (relay.js), which
+// writes it through to the client and keeps reading the worker ahead of a slower client, so
+// that the worker is free once its response ends. The app chooses otherwise with
+// X-Accel-Buffering (headers.js): `no`, no read-ahead; `yes`, store and forward.
 //
-//   { type: 'complete', head, body }      the whole response, in memory; the worker is free
-//   { type: 'overflow', head, chunks }    the response outgrew the buffer after `chunks`; the
-//                                         worker is still sending: call attempt.stream(res, done)
-//   { type: 'failed', failure, error }    failure: refused | died | bad_response |
-//                                         broken_response (lib/fronts/balancer/retry.js) | timeout
-//
-// After 'complete' or a failure other than 'timeout', the worker holds nothing of this request.
-// After 'overflow' it is free once stream()'s `done` is called. After 'timeout' it is still
-// working on the request: call attempt.discard(done), which reads and drops whatever it still
-// sends and calls `done` when it has finished (or its connection died), so that a worker given
-// up on gets no new request while it is still rendering the old one.
+// The attempt tells its owner (the pipeline) what happens, always on a microtask, so that none
+// of the owner's code runs inside the response parser (whose throws mean "bad bytes from the
+// worker"):
+//   owner.interim(head)     a 1xx before the response (103 Early Hints); any number of times
+//   owner.settled(outcome)  exactly once:
+//     { type: 'response', head, complete, stored, length }
+//         The response begins: its head, with every byte of the read that brought it parsed
+//         (so a malformed body in that read fails the attempt instead). complete: the worker
+//         has sent all of it already (length bytes of body), and is free; stored: and it was
+//         held whole at the app's request (X-Accel-Buffering: yes). Call sendTo(res, done) to
+//         send it, or discard(done).
+//     { type: 'failed', failure, error }
+//         Before the response began. failure: refused | died | bad_response | broken_response
+//         (lib/fronts/balancer/failures.js) | timeout. After 'timeout' the worker is still
+//         working on the request: call discard(done), which reads and drops whatever it still
+//         sends, so that a worker given up on gets no new request while it is still rendering
+//         the old one. After any other failure the worker holds nothing of this request.
+//   done(failure)           after sendTo() or discard(), once: the worker's side is over, sent
+//                           whole (failure null) or broken off (bad_response, broken_response).
 
+const { ResponseRelay } = require('./relay')
+const { accelBuffering } = require('./headers')
 const { PoolError, codes } = require('../../errors')
 
 class ProxyTimeout extends PoolError {
   constructor (ms) { super(codes.PROXY_TIMEOUT, `no answer within ${ms} ms`) }
 }
 
-// Where the bytes of the worker's response go: into a buffer, then (after an overflow) to the
-// client, or (after a timeout) nowhere. One object that changes mode, not handlers swapped.
-class ResponseSink {
-  constructor (attempt) {
-    this.attempt = attempt
-    this.mode = 'buffer' // → 'stream' | 'discard'
+// X-Accel-Buffering → the relay's mode.
+const MODES = { no: 'no', yes: 'store' }
+
+class Attempt {
+  // options: { maxResponseBuffer, proxyTimeout, reuse, budget (ResponseBudget), sendTimeout,
+  // onSendTimeout }. owner: { interim(head), settled(outcome) }.
+  constructor (record, { method, head, body }, options, owner) {
+    this.owner = owner
+    this.limit = options.maxResponseBuffer
+    this.settled = false
     this.head = null
-    this.chunks = []
-    this.size = 0
-    this.res = null
-    this.waitingForDrain = false
-    this.ended = false // the worker sent its last byte, or the exchange broke
-    this.failure = null // how it broke, if it did
-    this.done = null // (failure) => void, in stream and discard modes
+    this.done = null // (failure) => void, once sendTo() or discard() was called
+    this.outcome = undefined // the worker's side, once over: null (whole) or the failure
+    this.timer = null
+    this.relay = new ResponseRelay({
+      limit: options.maxResponseBuffer,
+      budget: options.budget,
+      sendTimeout: options.sendTimeout,
+      onSendTimeout: options.onSendTimeout,
+      worker: this
+    })
+    this.exchange = record.connections.request(method, head, body, this, { reuse: options.reuse })
+    if (options.proxyTimeout > 0 && !this.settled) {
+      this.timer = setTimeout(() => this.timedOut(options.proxyTimeout), options.proxyTimeout)
+    }
+  }
+
+  // ---- the exchange's handlers: the response parser's output -------------------------------
+
+  onInterim (head) {
+    if (!this.settled) queueMicrotask(() => this.owner.interim(head))
   }
 
   onHead (head) {
+    clearTimeout(this.timer)
     this.head = head
-    this.attempt.headArrived()
+    this.relay.mode = MODES[accelBuffering(head)] || 'ahead'
   }
 
-  onBody (chunk) {
-    if (this.mode === 'buffer') return this.buffer(chunk)
-    if (this.mode === 'stream') return this.write(chunk)
+  onBody (chunk) { this.relay.push(chunk) }
+
+  onReadEnd () {
+    if (this.settled) return this.relay.flush()
+    if (this.head !== null && !this.storing()) this.begin(false)
+    else this.relay.regulate()
   }
 
-  buffer (chunk) {
-    // After an overflow, what is left of the chunk being parsed still lands here; the
-    // exchange is paused, so stream() takes over from the next read.
-    this.chunks.push(chunk)
-    this.size += chunk.length
-    if (this.size > this.attempt.maxResponseBuffer) this.attempt.overflowed()
-  }
-
-  write (chunk) {
-    const res = this.res
-    if (res.destroyed) return // the client left: keep reading so the worker frees up
-    if (!res.write(chunk) && !this.waitingForDrain) {
-      this.waitingForDrain = true
-      this.attempt.exchange.pause()
-      res.once('drain', () => {
-        this.waitingForDrain = false
-        this.attempt.exchange.resume()
-      })
-    }
+  // Stored (X-Accel-Buffering: yes) until it is whole, unless it passes the limit, or the
+  // response budget is full: stored responses waiting for room that only their own clients
+  // could free would wait for ever.
+  storing () {
+    return this.relay.mode === 'store' && this.relay.received <= this.limit && !this.relay.budget.full
   }
 
   onEnd () {
-    this.ended = true
-    if (this.mode === 'buffer') return this.attempt.completed()
-    if (this.mode === 'stream' && !this.res.destroyed) this.res.end()
-    this.finish()
+    this.relay.end()
+    if (!this.settled) this.begin(true)
+    this.over(null)
   }
 
   onError (failure, error) {
-    this.ended = true
-    this.failure = failure
-    if (this.mode === 'buffer') return this.attempt.failed(failure, error)
-    this.finish()
+    this.relay.drop()
+    if (!this.settled) this.settle({ type: 'failed', failure, error })
+    this.over(failure)
   }
 
-  // Leave buffer mode. Returns true if the exchange had already ended (and done was called).
-  switchTo (mode, done) {
-    this.mode = mode
-    this.done = done
-    if (!this.ended) return false
-    if (mode === 'stream' && !this.failure && !this.res.destroyed) this.res.end()
-    this.finish()
-    return true
+  // The exchange's socket, for the relay's back-pressure.
+  pause () { this.exchange.pause() }
+  resume () { this.exchange.resume() }
+
+  // ---- the owner's side ---------------------------------------------------------------------
+
+  begin (complete) {
+    const stored = complete && this.relay.mode === 'store'
+    this.settle({ type: 'response', head: this.head, complete, stored, length: this.relay.received })
   }
 
-  finish () {
-    const done = this.done
-    this.done = null
-    if (done) done(this.failure)
-  }
-}
-
-class Attempt {
-  constructor (record, { method, head, body }, { maxResponseBuffer, proxyTimeout, reuse }, onSettled) {
-    this.maxResponseBuffer = maxResponseBuffer
-    this.onSettled = onSettled
-    this.settled = false
-    this.timer = null
-    this.sink = new ResponseSink(this)
-    this.exchange = record.connections.request(method, head, body, this.sink, { reuse })
-    if (proxyTimeout > 0 && !this.settled) {
-      this.timer = setTimeout(() => this.timedOut(proxyTimeout), proxyTimeout)
-    }
-  }
-
-  // The outcome is delivered on a microtask: the balancer's handling never runs inside the
-  // response parser's call, whose errors mean "bad bytes from the worker".
   settle (outcome) {
     if (this.settled) return
     this.settled = true
     clearTimeout(this.timer)
-    queueMicrotask(() => this.onSettled(outcome))
+    queueMicrotask(() => this.owner.settled(outcome))
   }
-
-  headArrived () { clearTimeout(this.timer) }
-
-  completed () {
-    const { head, chunks, size } = this.sink
-    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size)
-    this.settle({ type: 'complete', head, body })
-  }
-
-  overflowed () {
-    if (this.settled) return
-    this.exchange.pause()
-    this.settle({ type: 'overflow', head: this.sink.head, chunks: this.sink.chunks })
-  }
-
-  failed (failure, error) { this.settle({ type: 'failed', failure, error }) }
 
   timedOut (ms) {
-    this.sink.mode = 'discard'
+    this.relay.drop()
     this.settle({ type: 'failed', failure: 'timeout', error: new ProxyTimeout(ms) })
   }
 
-  // After 'overflow': the rest of the response into `res`, with backpressure both ways.
-  // done(failure) is called once, when the worker has sent its last byte (failure null) or the
-  // exchange broke (bad_response, broken_response).
-  stream (res, done) {
-    this.sink.res = res
-    if (this.sink.switchTo('stream', done)) return
-    // A client gone mid-stream must not leave the worker's socket paused forever.
-    res.once('close', () => this.exchange.resume())
-    this.exchange.resume()
+  // The worker's side is over; the owner hears it once it asked (sendTo or discard).
+  over (failure) {
+    if (this.outcome !== undefined) return
+    this.outcome = failure
+    this.tellDone()
   }
 
-  // After 'timeout' (or an error of the balancer's own): drop what the worker still sends;
+  tellDone () {
+    const done = this.done
+    if (!done || this.outcome === undefined) return
+    this.done = null
+    const failure = this.outcome
+    queueMicrotask(() => done(failure))
+  }
+
+  // After 'response': send it to `res`, whose head the owner has written.
+  sendTo (res, done) {
+    this.done = done
+    this.relay.attach(res)
+    this.tellDone()
+  }
+
+  // After 'failed' with 'timeout', after 'response' when it cannot be sent (the client left, its
+  // head was refused), or on an error of the balancer's own: drop what the worker sends;
   // done() once it is finished with it.
   discard (done) {
     clearTimeout(this.timer)
-    if (this.sink.switchTo('discard', done)) return
-    this.exchange.resume()
+    this.settled = true
+    this.done = done
+    this.relay.drop()
+    this.tellDone()
   }
 }
 
-// Starts the attempt; `onSettled(outcome)` is called exactly once. Returns the Attempt.
-function forward (request, record, options, onSettled) {
-  return new Attempt(record, request, options, onSettled)
+// Starts the attempt. Returns the Attempt.
+function forward (request, record, options, owner) {
+  return new Attempt(record, request, options, owner)
 }
 
 module.exports = { forward, ProxyTimeout }

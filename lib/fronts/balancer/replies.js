@@ -26,8 +26,9 @@ const REASONS = {
 }
 
 // Write the error answer for `reason` unless the response has started or the client is gone.
-// Returns the status written (or that would have been).
-function replyError (res, reason, { id, close = false } = {}) {
+// Returns the status written (or that would have been). end: false writes it whole without
+// ending the response (lingering.js ends it).
+function replyError (res, reason, { id, close = false, end = true } = {}) {
   const r = REASONS[reason]
   if (res.headersSent || res.destroyed) return r.status
   const body = `${r.status} ${STATUS_CODES[r.status]}: ${r.text}.` + (id ? ` Request id: ${id}.` : '') + '\n'
@@ -41,7 +42,8 @@ function replyError (res, reason, { id, close = false } = {}) {
   if (r.close || close) headers.Connection = 'close'
   // The reason phrase is given: a worker's refused one may still be on `res`.
   res.writeHead(r.status, STATUS_CODES[r.status], headers)
-  res.end(body)
+  if (end) res.end(body)
+  else res.write(body)
   return r.status
 }
 

@@ -45,7 +45,7 @@ class BalancedRequest {
     this.head = null // the request line and headers for the worker, built once (headers.js)
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
     this.holding = null // the worker whose maxconn place this request holds now, until released
-    this.attempt = null // the latest attempt (proxy.js), to stream or discard its response
+    this.attempt = null // the latest attempt (proxy.js), to send or discard its response
     this.assignedAt = 0 // when it was last given a worker: the worker's busy time counts from here
     this.attempts = 0 // attempts on workers so far
     this.redispatches = 0 // after refused connections (counted against --retries)
@@ -55,6 +55,7 @@ class BalancedRequest {
     this.clientGone = false // the client's connection closed before its answer was finished
     this.goneAt = null // the stage it was at when the client left
     this.reason = null // why the balancer answered it itself (replies.js), or why it ended unanswered
+    this.lingering = false // answered before its body was read; its connection closes lingering (lingering.js)
   }
 
   enter (stage) {

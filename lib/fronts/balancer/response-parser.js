@@ -10,8 +10,10 @@
 // request was written when a connection fails, which decides whether it may be redispatched.
 //
 // Feed it with execute(chunk) and end() (at EOF); it calls, in order:
-//   onHead(head)            the final response's head (1xx interim responses are checked, then
-//                           skipped; one with framing fields or closing the connection is refused)
+//   onInterim(head)*        each 1xx interim response (103 Early Hints), once checked, to
+//                           handlers that have it: one with framing fields, closing the
+//                           connection or upgrading it is refused
+//   onHead(head)            the final response's head
 //   onBody(chunk)*          the body, de-chunked
 //   onComplete(keepAlive)   the response is over; keepAlive: the socket may carry another
 // and throws a ResponseParseError on anything malformed; after that it refuses every call.
@@ -155,6 +157,7 @@ class ResponseParser {
     const next = end + 4
     if (head.statusCode < 200) {
       checkInterim(head)
+      if (this.handlers.onInterim) this.handlers.onInterim(head)
       return next // 100 Continue, 103 Early Hints: the real response follows
     }
     this.frame(head)

@@ -44,13 +44,17 @@ class Connection {
   }
 
   onData (chunk) {
-    if (!this.exchange) return this.socket.destroy() // a worker speaking out of turn
-    this.exchange.received = true
+    const exchange = this.exchange
+    if (!exchange) return this.socket.destroy() // a worker speaking out of turn
+    exchange.received = true
     try {
       this.parser.execute(chunk)
     } catch (err) {
-      this.refuseResponse(err)
+      return this.refuseResponse(err)
     }
+    // Everything this read brought is parsed: the exchange passes it on as one piece. (If it
+    // completed, it already has, and the connection may carry the next exchange by now.)
+    if (this.exchange === exchange) exchange.onReadEnd()
   }
 
   // The worker closed its side. That ends a response delimited by the close; anything else is
@@ -78,6 +82,7 @@ class Connection {
   }
 
   // Parser callbacks, forwarded to the current exchange.
+  onInterim (head) { this.exchange.handlers.onInterim(head) }
   onHead (head) { this.exchange.onHead(head) }
   onBody (chunk) { this.exchange.onBody(chunk) }
   onComplete (keepAlive) {
@@ -93,14 +98,14 @@ class Connection {
   }
 }
 
-// One request/response. handlers: onHead(head), onBody(chunk), onEnd(), onError(failure, err)
-// with failure (see lib/fronts/balancer/retry.js):
+// One request/response. handlers: onInterim(head) (a 1xx), onHead(head), onBody(chunk),
+// onReadEnd() (all that one read from the socket brought has been passed on), onEnd(),
+// onError(failure, err) with failure (see lib/fronts/balancer/retry.js):
 //   'refused'          the connection never got established: the worker saw nothing
 //   'died'             established, closed or reset before any byte of a response
 //   'bad_response'     the worker's bytes are not a valid response (ResponseParseError)
 //   'broken_response'  a response (valid so far) broke off midway
-// Exactly one of onEnd/onError is called. `handlers` may be replaced while the exchange runs
-// (the balancer's response sink does, to stream or to discard).
+// Exactly one of onEnd/onError is called.
 class Exchange {
   constructor (connection, handlers) {
     this.connection = connection
@@ -133,6 +138,8 @@ class Exchange {
 
   onBody (chunk) { this.handlers.onBody(chunk) }
 
+  onReadEnd () { this.handlers.onReadEnd() }
+
   onComplete () {
     this.state = 'complete'
     this.connection.pool.active.delete(this)
@@ -155,8 +162,8 @@ class Exchange {
     return this.connection.connected ? 'died' : 'refused'
   }
 
-  // Backpressure while a large response streams to a slow client. Only while this exchange owns
-  // the connection: a listener left over from it must not resume the next request's reads.
+  // Back-pressure while a client falls behind (proxy.js). Only while this exchange owns the
+  // connection: a listener left over from it must not resume the next request's reads.
   pause () { if (this.connection.exchange === this) this.connection.socket.pause() }
   resume () { if (this.connection.exchange === this) this.connection.socket.resume() }
 

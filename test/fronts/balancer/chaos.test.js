@@ -57,6 +57,11 @@ function expectedStatus (p) {
   return 502 // reset, kill: a GET is replayed once on a worker that does the same
 }
 
+// A valid head whose body the worker cuts short by closing: the balancer writes a response
+// through as it comes, so its client either sees it cut (an error, never a silently short body)
+// or, when the close was seen before the head went out, a 502.
+const cutShort = (p) => p.act === 'malformed' && /^HTTP\/1\.1 200 OK\r\nContent-Length: 10\r\n\r\nshort$/.test(MALFORMED[p.variant])
+
 function send (base, p) {
   return new Promise((resolve) => {
     const body = p.method === 'POST' ? 'order=1' : undefined
@@ -131,6 +136,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
     if (p.abortAfter !== null) continue
     const o = outcomes[i]
     const want = expectedStatus(p)
+    if (cutShort(p) && o.error !== undefined) continue
     if (o.status !== want) wrong.push({ i, method: p.method, act: p.act, variant: p.variant, want, got: o.status ?? o.error })
     else if (p.act === 'big' && o.length !== p.kb * 1024) wrong.push({ i, act: p.act, kb: p.kb, length: o.length })
   }

@@ -15,8 +15,9 @@ const { codes } = require('../../../lib/errors')
 // `method`; end() at the end when `end`. Pieces that arrive after onComplete are not fed: the
 // balancer has no exchange for them then and drops the connection (upstream.js).
 function parse (text, { method = 'GET', step = Infinity, cuts = null, end = false } = {}) {
-  const out = { head: null, body: '', complete: 0, keepAlive: null, heads: 0 }
+  const out = { head: null, body: '', complete: 0, keepAlive: null, heads: 0, interim: [] }
   const parser = new ResponseParser({
+    onInterim (h) { out.interim.push(h) },
     onHead (h) { out.head = h; out.heads++ },
     onBody (c) { out.body += c.toString('latin1') },
     onComplete (keepAlive) { out.complete++; out.keepAlive = keepAlive }
@@ -83,7 +84,8 @@ t.test('no body: HEAD, 204, 304; interim 1xx skipped', async (t) => {
   t.equal(parse('HTTP/1.1 304 Not Modified\r\nETag: "x"\r\n\r\n').complete, 1)
   steps(t, 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok', {}, (r, s) => {
     t.equal(r.head.statusCode, 201, s)
-    t.equal(r.heads, 1, 'interim heads are not passed on')
+    t.equal(r.heads, 1, 'interim heads are not passed on as the response')
+    t.same(r.interim.map((h) => [h.statusCode, h.rawHeaders]), [[100, []], [103, ['Link', '</a.css>']]], 'but to onInterim, in order')
     t.equal(r.body, 'ok')
   })
 })

@@ -1,0 +1,219 @@
+'use strict'
+
+// One response on its way from a worker to its client (proxy.js feeds it what the worker
+// sends): the bytes held between the two, written through as they come, and the worker paused
+// when the client falls too far behind.
+//
+// Modes, from the app's X-Accel-Buffering (headers.js accelBuffering):
+//   'ahead'  no header: write-through with read-ahead. Each read goes to the client at once;
+//            what the client has not taken yet is held, up to `limit` (--max-response-buffer)
+//            for this response and while the budget (--response-budget) has room, so the worker
+//            finishes at its own pace, not the client's. Past `limit` the worker is paused until
+//            the client has taken half of it; past the budget, until it has room again.
+//   'no'     no read-ahead: the worker is paused whenever the client's socket is full (Node's
+//            high-water mark), and resumed when it drains.
+//   'store'  store and forward: nothing goes out until the whole response is held, or until it
+//            passes `limit` or meets a full budget; then it goes on as 'ahead'.
+//
+// Held bytes (read, not yet taken by the client's socket) are counted on the budget as they are
+// read, and given back as the client's socket takes them (each write's callback), or all at
+// once when the client goes. --send-timeout: a client that takes none of the bytes written for
+// it for that long is cut off. As with nginx's send_timeout, the clock runs only while something
+// waits to be sent (a worker slow to render the next part of a page never cuts its client), and
+// progress is seen per write: at most one read of the worker's, 64 KiB.
+
+const { READ_BYTES } = require('./response-budget')
+
+class ResponseRelay {
+  // limit: --max-response-buffer. budget: the ResponseBudget. sendTimeout: ms (0: never);
+  // onSendTimeout(): a client was cut off for it. worker: { pause(), resume() } its reads.
+  constructor ({ limit, budget, sendTimeout, onSendTimeout, worker }) {
+    this.limit = limit
+    this.budget = budget
+    this.sendTimeout = sendTimeout
+    this.onSendTimeout = onSendTimeout
+    this.worker = worker
+    this.mode = 'ahead'
+    this.res = null // the client's response, once attached
+    this.pending = [] // read from the worker, not written to the client yet
+    this.pendingBytes = 0
+    this.queued = 0 // written to the client, not yet taken by its socket
+    this.received = 0 // the body's bytes read so far
+    this.workerEnded = false // the worker sent its last byte (or broke off)
+    this.dropping = false // nothing more goes to the client: what comes is read and dropped
+    this.ended = false // res.end() was called
+    this.closed = false // the client's response closed: nothing is held for it any more
+    this.paused = null // why the worker is not read: 'client', or 'budget'
+    this.needDrain = false // mode 'no': the client's socket is full
+    this.progressAt = 0 // when the client's socket last took a write
+    this.sendTimer = null
+  }
+
+  get held () { return this.pendingBytes + this.queued }
+
+  // ---- what the worker sends (proxy.js) ---------------------------------------------------
+
+  push (chunk) {
+    this.received += chunk.length
+    if (this.dropping) return
+    this.pending.push(chunk)
+    this.pendingBytes += chunk.length
+    this.budget.take(chunk.length)
+  }
+
+  // The end of one read from the worker: what it brought goes out, as one write.
+  flush () {
+    if (this.writing()) this.writePending()
+    this.regulate()
+  }
+
+  // The worker sent its last byte.
+  end () {
+    this.workerEnded = true
+    this.stopWaiting()
+    if (this.writing()) {
+      this.writePending()
+      this.ended = true
+      this.res.end()
+    }
+  }
+
+  // The worker's response broke off, or will never be sent on: drop what is pending, and read
+  // (and drop) what still comes so that the worker frees up.
+  drop () {
+    this.dropping = true
+    this.dropPending()
+    this.regulate()
+  }
+
+  // ---- the client's side (the pipeline attaches it once the head is written) -------------
+
+  attach (res) {
+    this.res = res
+    if (this.mode === 'store') this.mode = 'ahead' // stored whole, or past `limit`: it goes out now
+    res.once('finish', () => clearTimeout(this.sendTimer))
+    res.once('close', () => this.onClose())
+    if (this.mode === 'no') res.on('drain', () => this.onDrain())
+    if (this.workerEnded) this.end()
+    else this.flush()
+  }
+
+  writing () {
+    return this.res !== null && !this.dropping && !this.ended && this.mode !== 'store'
+  }
+
+  writePending () {
+    const pending = this.pending
+    this.pending = []
+    for (let i = 0; i < pending.length;) {
+      // One write for each read's worth, so that progress is seen at least that often.
+      let j = i + 1
+      let bytes = pending[i].length
+      while (j < pending.length && bytes + pending[j].length <= READ_BYTES) bytes += pending[j++].length
+      this.write(j === i + 1 ? pending[i] : Buffer.concat(pending.slice(i, j), bytes))
+      i = j
+    }
+  }
+
+  write (piece) {
+    const bytes = piece.length
+    this.pendingBytes -= bytes
+    this.queued += bytes
+    if (!this.res.write(piece, () => this.written(bytes))) this.needDrain = true
+    this.armSendTimer()
+  }
+
+  // The client's socket took `bytes` (or failed with them: 'close' follows).
+  written (bytes) {
+    if (this.closed) return // given back when it closed
+    this.queued -= bytes
+    this.progressAt = performance.now()
+    this.budget.giveBack(bytes)
+    this.regulate()
+  }
+
+  onDrain () {
+    this.needDrain = false
+    this.regulate()
+  }
+
+  // The client's response is over: sent, or its client gone (or cut off). Whatever is still
+  // held for it is given back; a worker still sending is read to its end.
+  onClose () {
+    this.closed = true
+    clearTimeout(this.sendTimer)
+    const held = this.queued
+    this.queued = 0
+    if (held > 0) this.budget.giveBack(held)
+    if (!this.workerEnded) this.drop()
+    else this.dropPending()
+  }
+
+  dropPending () {
+    const bytes = this.pendingBytes
+    this.pending = []
+    this.pendingBytes = 0
+    if (bytes > 0) this.budget.giveBack(bytes)
+  }
+
+  // ---- reading the worker, or not ---------------------------------------------------------
+
+  // Pause or resume the worker's reads, as the bytes held now call for.
+  regulate () {
+    if (this.workerEnded) return
+    const why = this.pauseReason()
+    if (why === this.paused) return
+    if (this.paused === 'budget') this.budget.cancel(this)
+    if (why === null) {
+      this.paused = null
+      return this.worker.resume()
+    }
+    if (this.paused === null) this.worker.pause()
+    this.paused = why
+    if (why === 'budget') this.budget.wait(this)
+  }
+
+  pauseReason () {
+    if (this.dropping) return null
+    if (this.res !== null && this.mode === 'no' && this.needDrain) return 'client'
+    // Paused for the client, it is resumed once the client has taken half of what it held.
+    if (this.res !== null && this.mode === 'ahead' && this.held > (this.paused === 'client' ? this.limit / 2 : this.limit)) return 'client'
+    if (this.budget.full) return 'budget'
+    return null
+  }
+
+  // The budget has room again (ResponseBudget.wake, which no longer counts this one waiting).
+  roomAgain () {
+    if (this.paused !== 'budget') return
+    this.paused = null
+    this.worker.resume()
+    this.regulate()
+  }
+
+  stopWaiting () {
+    if (this.paused === 'budget') this.budget.cancel(this)
+    this.paused = null
+  }
+
+  // ---- --send-timeout ---------------------------------------------------------------------
+
+  armSendTimer () {
+    if (this.sendTimer !== null || this.sendTimeout === 0) return
+    this.progressAt = performance.now()
+    this.sendTimer = setTimeout(() => this.checkSend(), this.sendTimeout)
+  }
+
+  checkSend () {
+    this.sendTimer = null
+    if (this.closed || this.queued === 0) return // nothing waits: the clock stops
+    const idle = performance.now() - this.progressAt
+    if (idle < this.sendTimeout) {
+      this.sendTimer = setTimeout(() => this.checkSend(), this.sendTimeout - idle)
+      return
+    }
+    this.onSendTimeout()
+    this.res.destroy()
+  }
+}
+
+module.exports = { ResponseRelay }

@@ -1,0 +1,87 @@
+'use strict'
+
+// The response budget (issue 24, item 2): the bytes the balancer holds for clients slower than
+// their workers are bounded over all of them (--response-budget, by default 1/16 of RAM, at
+// most 256 MiB): past it the balancer stops reading workers rather than grow, and --send-timeout
+// cuts the clients that take nothing. On main, 40 clients asking for 8 MiB and reading nothing
+// took the supervisor from 66 to 707 MiB, kept it there after they left, and --send-timeout cut
+// none of them.
+
+const t = require('tap')
+const fs = require('node:fs')
+const net = require('node:net')
+const path = require('node:path')
+const { request, waitFor, freePorts, startPool, FIXTURES } = require('../../helpers')
+const { createBalancer } = require('../../../lib/fronts/balancer')
+const { ResponseBudget, READ_BYTES } = require('../../../lib/fronts/balancer/response-budget')
+const { availableMemory } = require('../../../lib/fronts/balancer/budget')
+
+const MiB = 1024 * 1024
+
+function memoryOf (pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+  const kb = (key) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)[1]) * 1024
+  return { rss: kb('VmRSS'), peak: kb('VmHWM') }
+}
+
+const metric = (text, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)[1])
+
+t.test('options: a response budget by default', async (t) => {
+  const o = createBalancer({}).options
+  t.equal(o.responseBudget, Math.max(8 * MiB, Math.min(256 * MiB, Math.floor(availableMemory() / 16))), '1/16 of RAM, at most 256 MiB, at least --max-response-buffer')
+  t.equal(createBalancer({ maxResponseBuffer: 512 * MiB }).options.responseBudget, 512 * MiB, 'never below one response of --max-response-buffer')
+  t.equal(createBalancer({ responseBudget: 0 }).options.responseBudget, 0, '0: no limit')
+})
+
+t.test('the budget wakes the relays waiting for room, oldest first, one read of room each', async (t) => {
+  const budget = new ResponseBudget(4 * READ_BYTES)
+  const woken = []
+  const relay = (name) => ({ roomAgain () { woken.push(name) } })
+  budget.take(4 * READ_BYTES)
+  t.ok(budget.full)
+  for (const name of ['a', 'b', 'c', 'd']) budget.wait(relay(name))
+  budget.giveBack(2 * READ_BYTES)
+  t.same(woken, ['a', 'b'], 'room for two reads: the two that waited longest')
+  budget.giveBack(READ_BYTES)
+  t.same(woken, ['a', 'b', 'c', 'd'], 'three reads of room, counted from what is held now')
+  t.equal(budget.waiting.size, 0)
+  const unlimited = new ResponseBudget(0)
+  unlimited.take(1024 * MiB)
+  t.notOk(unlimited.full, '0: never full')
+})
+
+t.test('many clients that read nothing: the supervisor holds at most the budget, and --send-timeout cuts them off', async (t) => {
+  const BUDGET = 16 * MiB
+  const CLIENTS = 24
+  const [port, statsPort, workerPort] = await freePorts(3)
+  const pool = startPool(['start', path.join(FIXTURES, 'large-answer.js'), '-n', '4', '--port', String(port), '--stats-port', String(statsPort),
+    '--worker-port', String(workerPort), '--log-format', 'json', '--access-log', 'false', '--response-budget', String(BUDGET), '--send-timeout', '1s'])
+  t.teardown(() => pool.stop())
+  await pool.waitLog((l) => l.event === 'started')
+  const before = memoryOf(pool.pid).rss
+
+  // 8 MiB each, 192 MiB in all, and not a byte read.
+  const clients = Array.from({ length: CLIENTS }, (_, i) => {
+    const socket = net.connect(port, '127.0.0.1')
+    socket.pause()
+    socket.on('error', () => {})
+    socket.write(`GET /?kb=8192&i=${i} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    return socket
+  })
+  t.teardown(() => { for (const c of clients) c.destroy() })
+  const metrics = async () => (await request(`http://127.0.0.1:${statsPort}/metrics`)).body
+  await waitFor(async () => metric(await metrics(), 'pool_failures_total\\{reason="client_send_timeout"\\}') === CLIENTS,
+    { timeout: 30000, interval: 200, what: `all ${CLIENTS} clients cut off by --send-timeout` })
+  // Besides the budget, the peak holds what passed through on its way to the clients' kernel
+  // buffers: garbage until V8's next collection, which it starts by itself once some 64 MiB
+  // outside its heap have been allocated since the last one.
+  const peak = memoryOf(pool.pid).peak
+  t.ok(peak - before < BUDGET + 96 * MiB, `peak RSS grew by ${Math.round((peak - before) / MiB)} MiB for ${CLIENTS * 8} MiB of answers nobody read (budget ${BUDGET / MiB} MiB)`)
+  const after = await metrics()
+  t.equal(metric(after, 'pool_response_bytes'), 0, 'nothing held once they are cut off')
+  t.equal(metric(after, 'pool_response_budget_bytes'), BUDGET)
+  const status = JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
+  t.equal(status.front.inFlight, 0, 'every worker free')
+  t.equal(status.front.responseBytes, 0)
+  t.equal((await request(`http://127.0.0.1:${port}/?kb=4`)).status, 200, 'and serving')
+})
