@@ -29,7 +29,7 @@ t.test('show servers state: the admin state the pool set, whatever the health ch
 
 t.test('front options: defaults agree with `pool config haproxy`; bad values refused', async (t) => {
   t.same(resolveHaproxyFrontOptions({ haproxySocket: '/run/pool/haproxy-admin.sock' }),
-    { haproxySocket: '/run/pool/haproxy-admin.sock', haproxyBackend: 'pool', haproxyCheckInterval: 2000, haproxyTimeout: 2000 })
+    { haproxySocket: '/run/pool/haproxy-admin.sock', haproxyBackend: 'pool', haproxyCheckInterval: 2000, haproxyTimeout: 2000, stopAnnounce: 2000 })
   t.throws(() => resolveHaproxyFrontOptions({}), { code: 'POOL_E_BAD_OPTION', message: /needs haproxySocket \(--haproxy-socket\)/ })
   t.throws(() => resolveHaproxyFrontOptions({ haproxySocket: '/x.sock', haproxyCheckInterval: 10 }), { message: /at least 100ms/ })
 })
