@@ -15,6 +15,7 @@ const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { freePorts, request, runPool, sleep, waitFor } = require('../helpers')
 const { tempDir, checkHaproxyConfig, startHaproxy } = require('../helpers/haproxy')
+const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
 const BACKEND = 'fleet'
 
@@ -316,4 +317,26 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
 
   const metrics = await request(`http://127.0.0.1:${statsPort}/metrics`)
   t.match(metrics.body, /haproxy_server_current_sessions\{proxy="fleet",server="host2"\}/, 'Prometheus /metrics on the stats port')
+})
+
+t.test('a streamed page passes the edge as the host writes it (option http-no-delay)', async (t) => {
+  const dir = tempDir(t, 'pool-edge-')
+  const [port, statsPort, hostPort, agentPort] = await freePorts(4)
+  const writes = await startStreamingWorker(t, hostPort)
+  // The host's agent port is closed: an agent that does not answer leaves the host as it is.
+  const cfg = edgeConfig({ hosts: `127.0.0.1:${hostPort}`, agentPort, workers: 2, host: '127.0.0.1', port, statsPort, prefix: dir, log: 'none' })
+  const haproxy = await startHaproxy({ cfg, dir, t })
+  const client = new HaproxyClient({ socket: haproxy.socket })
+  await waitFor(async () => (await client.servers(BACKEND)).host1?.status === 'UP', { timeout: 5000, what: 'host1 UP' })
+  // The least of three: the kernel's hold of a part sent with MSG_MORE (200 ms) is there every time.
+  const delays = []
+  for (let i = 0; i < 3; i++) {
+    const pathname = `/page?i=${i}`
+    const got = await timedGet(port, pathname)
+    const wrote = writes.get(pathname)
+    t.ok(got.shellAt < wrote.lateAt, 'the shell arrived before the rest was written')
+    delays.push(got.shellAt - wrote.shellAt)
+  }
+  const least = Math.min(...delays)
+  t.ok(least < 100, `the shell reached the client ${least.toFixed(1)} ms after the host wrote it (the least of ${delays.map((d) => d.toFixed(1)).join(', ')})`)
 })

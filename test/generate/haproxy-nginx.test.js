@@ -14,6 +14,7 @@ const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
 const { ROOT, BIN, cleanEnv, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
 const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, NGINX_WORKER_USER, IS_ROOT } = require('../helpers/haproxy')
+const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
 // nginx's default worker user when started as root, and the unprivileged user of the tests.
 const NOBODY = { uid: 65534, gid: 65534 }
@@ -404,48 +405,6 @@ t.test('overload: a request that finds --max-queue waiting gets 503 at once, nev
   t.same(servers[0].requests.map((r) => r.url).slice(0, 2), ['/first', '/health'], 'the high class first')
   t.equal(servers[0].requests.length, 5, 'no turned-away request reached the worker')
 })
-
-// A worker that streams, in this process so that its clock is the client's: a 4 KB shell at
-// once, then the rest `gap` ms later, noting when it wrote each. ?cl=1: with a Content-Length;
-// ?xab=VALUE: with X-Accel-Buffering.
-async function startStreamingWorker (t, port, { gap = 400 } = {}) {
-  const writes = new Map() // url → { shellAt, lateAt }, performance.now()
-  const server = http.createServer((req, res) => {
-    const url = new URL(req.url, 'http://x')
-    const shell = '<shell>' + 's'.repeat(4089)
-    const late = '<late>'
-    const headers = { 'Content-Type': 'text/html' }
-    if (url.searchParams.get('cl') === '1') headers['Content-Length'] = shell.length + late.length
-    if (url.searchParams.get('xab')) headers['X-Accel-Buffering'] = url.searchParams.get('xab')
-    res.writeHead(200, headers)
-    const w = { shellAt: performance.now(), lateAt: null }
-    writes.set(req.url, w)
-    res.write(shell)
-    setTimeout(() => { w.lateAt = performance.now(); res.end(late) }, gap)
-  })
-  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve))
-  t.teardown(() => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
-  return writes
-}
-
-// GET `pathname` on a raw connection to `port`: { head, shellAt, lateAt } (performance.now()).
-function timedGet (port, pathname) {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1')
-    let text = ''
-    let shellAt = null
-    let lateAt = null
-    socket.setEncoding('latin1')
-    socket.on('data', (d) => {
-      text += d
-      if (shellAt === null && text.includes('<shell>')) shellAt = performance.now()
-      if (lateAt === null && text.includes('<late>')) lateAt = performance.now()
-    })
-    socket.on('error', reject)
-    socket.on('close', () => resolve({ head: text.slice(0, text.indexOf('\r\n\r\n')), shellAt, lateAt }))
-    socket.write(`GET ${pathname} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`)
-  })
-}
 
 // HAProxy from the generated config with one streaming worker, ready, and nginx from the
 // generated config in front of its unix socket.
