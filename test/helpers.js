@@ -223,4 +223,23 @@ async function untilBusy (workerPort, what = 'the supervisor to see the request'
     { timeout: 5000, what })
 }
 
-module.exports = { onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }
+// A path to this process's node that another user can run: tests that run the pool as an
+// unprivileged user need one, and the suite may run on a node kept under root's home
+// (scripts/nodes.sh), which nobody else may enter. Then a link to the same file (a copy when it is
+// on another file system) in a directory anyone may enter, removed when this process exits.
+let nodeForOthers = null
+function nodeAnyoneRuns () {
+  if (nodeForOthers) return nodeForOthers
+  let dir = path.dirname(process.execPath)
+  let reachable = true
+  for (; dir !== path.dirname(dir); dir = path.dirname(dir)) if ((fs.statSync(dir).mode & 0o001) === 0) reachable = false
+  if (reachable) return (nodeForOthers = process.execPath)
+  const shared = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-node-'))
+  fs.chmodSync(shared, 0o755)
+  process.on('exit', () => fs.rmSync(shared, { recursive: true, force: true }))
+  const target = path.join(shared, 'node')
+  try { fs.linkSync(process.execPath, target) } catch { fs.copyFileSync(process.execPath, target); fs.chmodSync(target, 0o755) }
+  return (nodeForOthers = target)
+}
+
+module.exports = { nodeAnyoneRuns, onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }

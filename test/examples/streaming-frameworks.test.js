@@ -46,7 +46,7 @@ for (const [dir, { name, app, argv = [], home }] of Object.entries(FRAMEWORKS)) 
   const why = cannotRun(dir)
   t.test(`${name}, as its scaffold writes it: served, streamed, reloaded under load, stopped`, { skip: why || false, timeout: 360000 }, async (t) => {
     const example = path.join(EXAMPLES, dir)
-    const build = await buildOnce(dir)
+    const build = await buildOnce(dir, { output: argv[0] ?? app })
     t.comment(build.built ? `built in ${build.ms} ms` : 'build reused (same lockfile and sources)')
     const args = argv.length > 0 ? ['--', ...argv.map((a) => path.join(example, a))] : []
     const p = await startAppPool(t, path.join(example, app), { args, startTimeout: 60000 })

@@ -12,7 +12,7 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
-const { ROOT, BIN, cleanEnv, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
+const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
 const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, NGINX_WORKER_USER, IS_ROOT } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
@@ -294,7 +294,8 @@ function childrenOf (pid) {
 
 // `pool start ...` from a header, as `user` ({ uid, gid } or {}): resolves once it started.
 async function startHeaderPool (t, command, { user, env }) {
-  const child = spawn(process.execPath, [BIN, ...command.split(' ').slice(1)], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...user })
+  const node = user.uid !== undefined ? nodeAnyoneRuns() : process.execPath
+  const child = spawn(node, [BIN, ...command.split(' ').slice(1)], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...user })
   let output = ''
   const started = new Promise((resolve, reject) => {
     const add = (d) => { output += d; if (/"event":"started"/.test(output)) resolve() }

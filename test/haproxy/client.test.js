@@ -12,7 +12,7 @@ const { spawn } = require('node:child_process')
 const { HaproxyClient, parseAddress } = require('../../lib/haproxy/client')
 const { parseCsv, parseStat, serverState } = require('../../lib/haproxy/stat')
 const { haproxyConfig } = require('../../lib/generate/haproxy')
-const { freePorts, waitFor, ROOT } = require('../helpers')
+const { freePorts, waitFor, ROOT, nodeAnyoneRuns } = require('../helpers')
 const { tempDir, startHaproxy, IS_ROOT } = require('../helpers/haproxy')
 
 // Tiny HTTP servers on the worker ports, so that HAProxy's connect checks pass.
@@ -242,7 +242,7 @@ function clientAs (uid, socket) {
             (err) => console.log(JSON.stringify({ code: err.code, message: err.message })))`
   return new Promise((resolve, reject) => {
     // Without NODE_OPTIONS: tap's hooks (added to every spawn) would write tap's files as `uid`.
-    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', nodeAnyoneRuns(), '-e', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     const timer = setTimeout(() => child.kill('SIGKILL'), 10000)

@@ -33,12 +33,14 @@ function cannotRun (name) {
 }
 
 // `npm run build` in the example, unless the last build there was made from the same lockfile
-// and sources (a hash of them is kept beside its dependencies), on this Node's PATH.
-async function buildOnce (name, { timeout = 240000 } = {}) {
+// and sources (a hash of them is kept beside its dependencies) and what it made (`output`, a
+// path in the example) is still there, on this Node's PATH.
+async function buildOnce (name, { output, timeout = 240000 } = {}) {
   const dir = path.join(EXAMPLES, name)
   const stamp = path.join(dir, 'node_modules', '.pool-example-build')
   const hash = sourceHash(dir)
-  if (fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === hash) return { built: false, ms: 0 }
+  const built = fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === hash && (!output || fs.existsSync(path.join(dir, output)))
+  if (built) return { built: false, ms: 0 }
   const started = Date.now()
   const env = cleanEnv({
     PATH: `${path.dirname(process.execPath)}:${process.env.PATH}`,
