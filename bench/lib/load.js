@@ -11,14 +11,18 @@
 // and max in ms): a generator that falls behind (a busy machine) offers a different load than
 // the one asked for, and the run must not count as if it had not (bench/lib/stats.js).
 //
-// Messages: { cmd: 'run', url, at, ms, deadlineMs? } → { sent, latency, status, lag };
+// With `keepAlive`, requests go over kept-alive connections (as many as are in flight at once)
+// instead of a new connection each.
+//
+// Messages: { cmd: 'run', url, at, ms, deadlineMs?, keepAlive? } → { sent, latency, status, lag };
 // { cmd: 'sequential', url, count } → { latency }; { cmd: 'idle', url, probes } → { idle }.
 
 const http = require('node:http')
 const { lagSummary } = require('./stats')
 
 // `query`: more query parameters for every request (`busy=1`).
-function run ({ url, at, ms, deadlineMs = 0, query = '' }) {
+function run ({ url, at, ms, deadlineMs = 0, query = '', keepAlive = false }) {
+  const agent = keepAlive ? new http.Agent({ keepAlive: true, maxSockets: Infinity }) : false
   return new Promise((resolve) => {
     const n = at.length
     const sent = new Float64Array(n)
@@ -34,13 +38,14 @@ function run ({ url, at, ms, deadlineMs = 0, query = '' }) {
       latency[i] = performance.now() - sent[i]
       status[i] = code
       if (++finished === n) {
+        if (agent) agent.destroy()
         const sentAt = Array.from(sent, (s) => s - t0)
         resolve({ sent: sentAt, latency: Array.from(latency), status: Array.from(status), lag: lagSummary(sentAt.map((s, j) => s - at[j])) })
       }
     }
     const fire = (i) => {
       sent[i] = performance.now()
-      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent: false }, (res) => {
+      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent }, (res) => {
         res.resume()
         res.on('end', () => { clearTimeout(giveUp); finish(i, res.statusCode) })
         res.on('error', () => finish(i, -1))
