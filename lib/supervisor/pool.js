@@ -751,6 +751,7 @@ class Pool extends EventEmitter {
     descriptors.budget.untrack(this)
     await this.fronts.stop()
     await this.listeners.stop()
+    this.metrics.close()
     const clean = !this.unclean && !this.life.failure
     this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
     this.emit('stopped', { clean })
