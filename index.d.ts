@@ -142,7 +142,7 @@ export interface SupervisorOptions {
   bootTimeout?: number
   /** an idle worker silent this long is treated as hung. Default 10000 */
   heartbeatTimeout?: number
-  /** default 1000 */
+  /** how often a worker sends a liveness ping with its RSS; below heartbeatTimeout. Default heartbeatTimeout / 3 */
   heartbeatInterval?: number
   /** on stop, how long running requests may finish before SIGTERM. Default 30000 */
   gracefulTimeout?: number
