@@ -52,9 +52,9 @@ const PER_REQUEST = new Set([msg.BUSY, msg.IDLE, msg.HEARTBEAT])
 const NEWS_BATCH = 250 // ms
 
 class Pool extends EventEmitter {
-  // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, now(),
-  // setTimer() and clearTimer(), the pool's only ways to reach processes, ports and the clock
-  // (lib/supervisor/spawn.js SYSTEM).
+  // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, startReaper,
+  // now(), setTimer() and clearTimer(), the pool's only ways to reach processes, ports and the
+  // clock (lib/supervisor/spawn.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
     const { options: resolved, createFront } = resolvePoolOptions(options)
@@ -93,6 +93,7 @@ class Pool extends EventEmitter {
     this.reloading = null // the Reload in progress (advanceReload ends it)
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
+    this.reaper = null // ends what the workers leave if this process dies (lib/supervisor/reaper.js)
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
     this.events = []
     this.tickScheduled = false
@@ -135,7 +136,9 @@ class Pool extends EventEmitter {
       throw err
     }
     const started = this.life.untilRunning()
-    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
+    const { killTimeout, logLevel, logFormat } = this.options
+    this.reaper = this.system.startReaper({ killTimeout, logLevel, logFormat, logger: this.logger })
+    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, reaperPid: this.reaper.pid, ...this.listeners.urls() },
       `starting ${plural(this.target, 'worker')} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
@@ -748,6 +751,7 @@ class Pool extends EventEmitter {
     this.life.end()
     this.disarmTimer()
     this.readNews()
+    this.reaper?.stop() // every process of the pool is gone
     descriptors.budget.untrack(this)
     await this.fronts.stop()
     await this.listeners.stop()

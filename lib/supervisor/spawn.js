@@ -17,6 +17,7 @@ const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
 const { warmUp } = require('./warmup')
 const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
+const { Reaper } = require('./reaper')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -63,8 +64,8 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
-      // Who forked it: the worker's watchdog ends it if this process is gone, and a later pool
-      // finds by it what a dead pool left running (lib/supervisor/leftovers.js).
+      // Who forked it: by it the pool's reaper finds what this process left running once it is
+      // gone (lib/supervisor/reaper.js), and so does a later pool (lib/supervisor/leftovers.js).
       [MARK]: supervisorMark()
     }
   })
@@ -234,6 +235,8 @@ const SYSTEM = Object.freeze({
   cpuTime,
   bindError,
   endLeftovers,
+  // The pool's reaper (lib/supervisor/reaper.js), started: { stop() }.
+  startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
   now: () => Date.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms),
   clearTimer: (timer) => clearTimeout(timer)

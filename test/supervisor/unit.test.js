@@ -92,6 +92,7 @@ function harness (t, options = {}, { hearsEnds = true } = {}) {
     captureRemnant: () => null,
     bindError: async () => null,
     endLeftovers: async () => ({ ended: [], killed: [], supervisors: [] }),
+    startReaper: () => ({ stop () {} }),
     now: () => sys.at,
     timers: new Set(), // { at, fn }: armed, not yet fired
     setTimer: (fn, ms) => { const timer = { at: sys.at + ms, fn }; sys.timers.add(timer); return timer },
