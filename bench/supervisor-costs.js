@@ -6,8 +6,9 @@
 //             is not in the request's path at all) and with the embedded balancer, 4 workers, a
 //             0 ms handler, open loop at each rate, kept-alive client connections
 //   idle      an idle pool (embedded balancer, defaults, the stats listener on): the supervisor's
-//             and each worker's CPU per second, and a worker's resident memory against a plain
-//             Node cluster worker serving the same app
+//             and each worker's CPU per second, and a worker's resident memory (and the part of
+//             it that is its own, not the node binary's pages shared with the others) against a
+//             plain Node cluster worker serving the same app; the pool's reaper's, once per pool
 //
 // CPU is read from /proc/PID/task/*/schedstat (nanoseconds, every thread of the process), so an
 // idle cost of a tenth of a millisecond per second shows in a run of seconds. Each measurement is
@@ -15,7 +16,8 @@
 // moves these figures: compare before and after in one sitting.
 //
 //   node bench/supervisor-costs.js [requests|idle|all] [--repeats 3] [--seconds 5]
-//        [--idle-seconds 10] [--rates 200,1000] [--modes haproxy,embedded] [--json FILE]
+//        [--idle-seconds 20] [--settle 15] [--rates 200,1000] [--modes haproxy,embedded]
+//        [--workers 4] [--json FILE]
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -25,7 +27,7 @@ const { startFront, unavailable } = require('./lib/fronts')
 const { startPoolProcess } = require('./lib/pool-process')
 const { median } = require('./lib/stats')
 
-const defaults = { repeats: 3, seconds: 5, idleSeconds: 10, rates: [200, 1000], modes: ['haproxy', 'embedded'], workers: 4, json: '' }
+const defaults = { repeats: 3, seconds: 5, idleSeconds: 20, settle: 15, rates: [200, 1000], modes: ['haproxy', 'embedded'], workers: 4, json: '' }
 
 function parseArgs (argv) {
   const args = { what: 'all', ...defaults }
@@ -61,6 +63,16 @@ function wakes (pid) {
 
 function rssMb (pid) {
   try { return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'latin1'))[1]) / 1024 } catch { return null }
+}
+
+// The process's own memory (private pages), in MB: what it costs besides the pages of the node
+// binary and its snapshot, which every Node process on the machine shares.
+function privateMb (pid) {
+  try {
+    const text = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'latin1')
+    const kb = (key) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(text)?.[1] ?? 0)
+    return (kb('Private_Clean') + kb('Private_Dirty')) / 1024
+  } catch { return null }
 }
 
 function threads (pid) {
@@ -108,7 +120,7 @@ async function measureRequests (args, out) {
       for (const rate of args.rates) {
         const runs = []
         for (let r = 0; r < args.repeats; r++) {
-          const run = await requestsRun(front, load, { rate, seconds: args.seconds, idleSeconds: Math.min(args.idleSeconds, 3) })
+          const run = await requestsRun(front, load, { rate, seconds: args.seconds, idleSeconds: Math.min(args.idleSeconds, 5) })
           runs.push(run)
           console.log(`  ${mode.padEnd(8)} ${String(rate).padStart(5)} req/s run ${r + 1}: ${fixed(run.usPerRequest)} µs/request, ${fixed(run.wakesPerRequest, 2)} wakes/request (idle ${fixed(run.idleMsPerS, 2)} ms/s subtracted; ${run.answered}/${run.requests} answered; send lag p99 ${run.lagP99} ms)`)
         }
@@ -136,10 +148,12 @@ async function idlePool (args) {
   const ports = await freePorts(args.workers)
   const [port, statsPort] = await freePorts(2)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-idle-'))
-  const pool = startPoolProcess(['-n', String(args.workers), '--worker-port', String(ports[0]), '--port', String(port), '--stats-port', String(statsPort), '--control', path.join(dir, 'control.sock')])
+  let reaper = null // its pid, from the pool's `starting` line (none before the reaper)
+  const pool = startPoolProcess(['-n', String(args.workers), '--worker-port', String(ports[0]), '--port', String(port), '--stats-port', String(statsPort), '--control', path.join(dir, 'control.sock')],
+    { onLine: (line) => { if (line.event === 'starting') reaper = line.reaperPid ?? null } })
   pool.child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
   await pool.started
-  return { pool, url: `http://127.0.0.1:${port}`, workers: () => Object.values(pool.pids) }
+  return { pool, url: `http://127.0.0.1:${port}`, workers: () => Object.values(pool.pids), reaper: () => reaper }
 }
 
 async function clusterPool (args) {
@@ -159,7 +173,7 @@ async function measureIdle (args, out) {
     try {
       await ask(load, { ...warm, url: pool.url })
       await ask(load, { ...warm, url: cluster.url })
-      await sleep(8000) // what the requests left settles (V8 compiles and sweeps for a few seconds)
+      await sleep(args.settle * 1000) // what the requests left settles (V8 compiles, and collects for a while)
       const workers = pool.workers()
       const clusterWorkers = cluster.workers()
       const rates = await cpuRates([pool.pool.child.pid, ...workers, cluster.child.pid, ...clusterWorkers], args.idleSeconds)
@@ -170,12 +184,17 @@ async function measureIdle (args, out) {
         clusterWorkerMsPerS: median(rates.slice(2 + workers.length)),
         workerRssMb: median(workers.map(rssMb)),
         clusterWorkerRssMb: median(clusterWorkers.map(rssMb)),
+        workerPrivateMb: median(workers.map(privateMb)),
+        clusterWorkerPrivateMb: median(clusterWorkers.map(privateMb)),
+        reaperRssMb: pool.reaper() ? rssMb(pool.reaper()) : null,
+        reaperPrivateMb: pool.reaper() ? privateMb(pool.reaper()) : null,
         workerThreads: threads(workers[0]),
         clusterWorkerThreads: threads(clusterWorkers[0])
       }
       out.idle.push(run)
       console.log(`  run ${r + 1}: supervisor ${fixed(run.supervisorMsPerS, 3)} ms/s, worker ${fixed(run.workerMsPerS, 3)} ms/s (cluster worker ${fixed(run.clusterWorkerMsPerS, 3)}, its primary ${fixed(run.clusterPrimaryMsPerS, 3)}); ` +
-        `worker RSS ${fixed(run.workerRssMb)} MB, ${run.workerThreads} threads (cluster worker ${fixed(run.clusterWorkerRssMb)} MB, ${run.clusterWorkerThreads} threads)`)
+        `worker RSS ${fixed(run.workerRssMb)} MB (${fixed(run.workerPrivateMb)} own), ${run.workerThreads} threads (cluster worker ${fixed(run.clusterWorkerRssMb)} MB (${fixed(run.clusterWorkerPrivateMb)} own), ${run.clusterWorkerThreads} threads)` +
+        (run.reaperRssMb !== null ? `; the reaper ${fixed(run.reaperRssMb)} MB (${fixed(run.reaperPrivateMb)} own)` : ''))
     } finally {
       await pool.pool.stop({ grace: 5000 })
       if (cluster.child.connected) cluster.child.disconnect()
@@ -190,7 +209,9 @@ async function measureIdle (args, out) {
   console.log(`| supervisor / primary, CPU ms/s | ${m('supervisorMsPerS', 3)} | ${m('clusterPrimaryMsPerS', 3)} |`)
   console.log(`| a worker, CPU ms/s | ${m('workerMsPerS', 3)} | ${m('clusterWorkerMsPerS', 3)} |`)
   console.log(`| a worker, RSS MB | ${m('workerRssMb')} | ${m('clusterWorkerRssMb')} |`)
-  console.log(`| a worker over a cluster worker, MB | ${fixed(median(out.idle.map((x) => x.workerRssMb - x.clusterWorkerRssMb)))} | |`)
+  console.log(`| a worker's own memory (private pages), MB | ${m('workerPrivateMb')} | ${m('clusterWorkerPrivateMb')} |`)
+  console.log(`| a worker over a cluster worker, RSS MB | ${fixed(median(out.idle.map((x) => x.workerRssMb - x.clusterWorkerRssMb)))} | |`)
+  if (out.idle.some((x) => x.reaperRssMb !== null)) console.log(`| the pool's reaper, once per pool: RSS MB (own) | ${m('reaperRssMb')} (${m('reaperPrivateMb')}) | |`)
 }
 
 async function main () {

@@ -287,20 +287,27 @@ class Pool extends EventEmitter {
     this.enqueue(event)
   }
 
-  // What the tick would do first with this message, done now: the handle records it (a request
-  // started or ended, its memory, a word from the worker) and the fronts hear of the end of a
-  // request. The rest of the tick runs only if that changed what it decides: a process now due
-  // for recycling, or something of the handle's due now (a drained worker whose last request
-  // ended). Otherwise at most the timer moves closer, to the handle's new deadline (a request's
-  // timeout shorter than the heartbeat's). A burst of news is one tick at most.
+  // What the tick would do first with this message, done now (news, below); then, a request's
+  // news, the worker's channel is read a batch at a time for a while.
   heardFrom (h, child, message) {
     if (child !== h.child) return // from a process that no longer holds the slot: history
+    this.news(h, (now) => this.onMessage(h, message, now))
+    if (message.type !== msg.HEARTBEAT) this.readLater(h, child)
+  }
+
+  // News of a worker that the tick need not wait for: `record(now)` tells its handle (a request
+  // started or ended, its memory, a word from it) and whoever hears of a request's end. The rest
+  // of the tick runs only if that changed what it decides: a process now due for recycling, or
+  // something of the handle's due now (a drained worker whose last request ended). Otherwise at
+  // most the timer moves closer, to the handle's new deadline (a request's timeout shorter than
+  // the heartbeat's). A burst of news is one tick at most. The worker's messages come this way;
+  // so can a front's word that a worker took or ended a request.
+  news (h, record) {
     const now = this.now()
     const recycleDue = h.recycleDue
-    this.onMessage(h, message, now)
+    record(now)
     if (h.recycleDue !== recycleDue || h.due(now)) this.wake()
     else this.armTimer(h.nextDeadline())
-    if (message.type !== msg.HEARTBEAT) this.readLater(h, child)
   }
 
   // A serving worker's channel, once it told of a request, is not read again for NEWS_BATCH ms:
