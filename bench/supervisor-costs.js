@@ -6,7 +6,7 @@
 //             is not in the request's path at all) and with the embedded balancer, 4 workers, a
 //             0 ms handler, open loop at each rate, kept-alive client connections
 //   idle      an idle pool (embedded balancer, defaults, the stats listener on): the supervisor's
-//             and each worker's CPU per second, and a worker's resident memory (and the part of
+//             and each worker's CPU per second (and an idle HAProxy-mode supervisor's), and a worker's resident memory (and the part of
 //             it that is its own, not the node binary's pages shared with the others) against a
 //             plain Node cluster worker serving the same app; the pool's reaper's, once per pool
 //
@@ -117,6 +117,7 @@ async function measureRequests (args, out) {
     const front = await startFront(mode, { workers: args.workers })
     try {
       await ask(load, { cmd: 'run', url: front.url, at: Array.from({ length: 500 }, (_, i) => i * 2), ms: new Array(500).fill(0), keepAlive: true })
+      await sleep(5000) // what the warm-up left settles
       for (const rate of args.rates) {
         const runs = []
         for (let r = 0; r < args.repeats; r++) {
@@ -170,18 +171,22 @@ async function measureIdle (args, out) {
   for (let r = 0; r < args.repeats; r++) {
     const pool = await idlePool(args)
     const cluster = await clusterPool(args)
+    const haproxy = unavailable('haproxy') ? null : await startFront('haproxy', { workers: args.workers })
     try {
       await ask(load, { ...warm, url: pool.url })
       await ask(load, { ...warm, url: cluster.url })
+      if (haproxy) await ask(load, { ...warm, url: haproxy.url })
       await sleep(args.settle * 1000) // what the requests left settles (V8 compiles, and collects for a while)
       const workers = pool.workers()
       const clusterWorkers = cluster.workers()
-      const rates = await cpuRates([pool.pool.child.pid, ...workers, cluster.child.pid, ...clusterWorkers], args.idleSeconds)
+      const haproxySupervisor = haproxy ? (await haproxy.processes()).front[0] : null
+      const rates = await cpuRates([pool.pool.child.pid, ...workers, cluster.child.pid, ...clusterWorkers, ...(haproxy ? [haproxySupervisor] : [])], args.idleSeconds)
       const run = {
         supervisorMsPerS: rates[0],
+        haproxySupervisorMsPerS: haproxy ? rates.at(-1) : null,
         workerMsPerS: median(rates.slice(1, 1 + workers.length)),
         clusterPrimaryMsPerS: rates[1 + workers.length],
-        clusterWorkerMsPerS: median(rates.slice(2 + workers.length)),
+        clusterWorkerMsPerS: median(rates.slice(2 + workers.length, 2 + workers.length + clusterWorkers.length)),
         workerRssMb: median(workers.map(rssMb)),
         clusterWorkerRssMb: median(clusterWorkers.map(rssMb)),
         workerPrivateMb: median(workers.map(privateMb)),
@@ -192,13 +197,14 @@ async function measureIdle (args, out) {
         clusterWorkerThreads: threads(clusterWorkers[0])
       }
       out.idle.push(run)
-      console.log(`  run ${r + 1}: supervisor ${fixed(run.supervisorMsPerS, 3)} ms/s, worker ${fixed(run.workerMsPerS, 3)} ms/s (cluster worker ${fixed(run.clusterWorkerMsPerS, 3)}, its primary ${fixed(run.clusterPrimaryMsPerS, 3)}); ` +
+      console.log(`  run ${r + 1}: supervisor ${fixed(run.supervisorMsPerS, 3)} ms/s (HAProxy mode ${fixed(run.haproxySupervisorMsPerS, 3)}), worker ${fixed(run.workerMsPerS, 3)} ms/s (cluster worker ${fixed(run.clusterWorkerMsPerS, 3)}, its primary ${fixed(run.clusterPrimaryMsPerS, 3)}); ` +
         `worker RSS ${fixed(run.workerRssMb)} MB (${fixed(run.workerPrivateMb)} own), ${run.workerThreads} threads (cluster worker ${fixed(run.clusterWorkerRssMb)} MB (${fixed(run.clusterWorkerPrivateMb)} own), ${run.clusterWorkerThreads} threads)` +
         (run.reaperRssMb !== null ? `; the reaper ${fixed(run.reaperRssMb)} MB (${fixed(run.reaperPrivateMb)} own)` : ''))
     } finally {
       await pool.pool.stop({ grace: 5000 })
       if (cluster.child.connected) cluster.child.disconnect()
       await cluster.child.exited
+      await haproxy?.stop()
     }
   }
   await stopAll()
@@ -207,6 +213,7 @@ async function measureIdle (args, out) {
   console.log('| | pool | plain Node cluster |')
   console.log('| --- | --- | --- |')
   console.log(`| supervisor / primary, CPU ms/s | ${m('supervisorMsPerS', 3)} | ${m('clusterPrimaryMsPerS', 3)} |`)
+  if (out.idle.some((x) => x.haproxySupervisorMsPerS !== null)) console.log(`| the supervisor in HAProxy mode (stats off), CPU ms/s | ${m('haproxySupervisorMsPerS', 3)} | |`)
   console.log(`| a worker, CPU ms/s | ${m('workerMsPerS', 3)} | ${m('clusterWorkerMsPerS', 3)} |`)
   console.log(`| a worker, RSS MB | ${m('workerRssMb')} | ${m('clusterWorkerRssMb')} |`)
   console.log(`| a worker's own memory (private pages), MB | ${m('workerPrivateMb')} | ${m('clusterWorkerPrivateMb')} |`)

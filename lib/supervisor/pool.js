@@ -99,9 +99,10 @@ class Pool extends EventEmitter {
     this.tickScheduled = false
     this.timer = null // the tick's timer (SYSTEM.setTimer), due at `timerAt`
     this.timerAt = Infinity
-    // Serving workers' channels whose reading waits for the next batch (readLater), and the
-    // timer that reads them; none when a front wants each request's end as it happens.
-    this.newsInBatches = !this.fronts.listens('workerIdle')
+    // Whether a front hears each request's end as it happens (workerIdle). Without one, serving
+    // workers' channels are read in batches: those whose reading waits for the next batch
+    // (readLater), and the timer that reads them.
+    this.frontsHearEnds = this.fronts.listens('workerIdle')
     this.unread = new Set()
     this.newsTimer = null
     this.unclean = false // the stop had to signal a worker
@@ -316,7 +317,7 @@ class Pool extends EventEmitter {
   // it). Heartbeats alone, an idle worker's, are read as they come. A draining worker is read at
   // once (its request's end is what its drain waits for), and so is one that exits (to its end).
   readLater (h, child) {
-    if (!this.newsInBatches || h.drain || !h.ready) return
+    if (this.frontsHearEnds || h.drain || !h.ready) return
     const end = channel.supervisorEnd(child)
     if (!channel.pauseReading(end)) return
     this.unread.add(end)
@@ -462,7 +463,7 @@ class Pool extends EventEmitter {
   // A request ended: told to whoever listens (the pool's 'idle' event, a front's workerIdle).
   requestEnded (h, now) {
     const view = this.report.idle(h, now)
-    if (!this.newsInBatches) this.fronts.tell('workerIdle', view ?? h.snapshot(now))
+    if (this.frontsHearEnds) this.fronts.tell('workerIdle', view ?? h.snapshot(now))
   }
 
   // The worker's port refuses connections while its process lives on, heartbeating: it said so
