@@ -110,7 +110,7 @@ export interface Front {
   readonly host?: string
   start(context: FrontContext): Promise<void>
   workerReady(worker: WorkerSnapshot): void
-  /** optional: the worker reported the end of a request. With it the supervisor reads each end as it comes; without it (no front in the pool has it) a serving worker's news is read in batches of 250 ms */
+  /** optional: the worker reported the end of a request. With it the supervisor reads each end as it comes; without it (no front in the pool has it) a busy worker's news is read in batches, 250 ms apart */
   workerIdle?(worker: WorkerSnapshot): void
   /** sync and fast; called from the worker's exit event itself, or before the pool signals it */
   workerGone(worker: WorkerSnapshot): void

@@ -288,12 +288,12 @@ class Pool extends EventEmitter {
     this.enqueue(event)
   }
 
-  // What the tick would do first with this message, done now (news, below); then, a request's
-  // news, the worker's channel is read a batch at a time for a while.
+  // What the tick would do first with this message, done now (news, below); then, at a request's
+  // end, the worker's channel is read a batch at a time for a while.
   heardFrom (h, child, message) {
     if (child !== h.child) return // from a process that no longer holds the slot: history
     this.news(h, (now) => this.onMessage(h, message, now))
-    if (message.type !== msg.HEARTBEAT) this.readLater(h, child)
+    if (message.type === msg.IDLE) this.readLater(h, child)
   }
 
   // News of a worker that the tick need not wait for: `record(now)` tells its handle (a request
@@ -311,11 +311,13 @@ class Pool extends EventEmitter {
     else this.armTimer(h.nextDeadline())
   }
 
-  // A serving worker's channel, once it told of a request, is not read again for NEWS_BATCH ms:
-  // what it writes meanwhile waits in the socket, and is read in one go with every other
-  // worker's, or sooner by the tick's timer (a deadline is decided on everything written before
-  // it). Heartbeats alone, an idle worker's, are read as they come. A draining worker is read at
-  // once (its request's end is what its drain waits for), and so is one that exits (to its end).
+  // A serving worker's channel, once it told of a request's end, is not read again for NEWS_BATCH
+  // ms: what it writes meanwhile (the next requests' news) waits in the socket, and is read in
+  // one go with every other worker's, or sooner by the tick's timer (a deadline is decided on
+  // everything written before it). So a lone request's end is heard at once, and a busy worker's
+  // news a batch at a time; heartbeats alone, an idle worker's, are read as they come. A draining
+  // worker is read at once (its request's end is what its drain waits for), and so is one that
+  // exits (to its end).
   readLater (h, child) {
     if (this.frontsHearEnds || h.drain || !h.ready) return
     const end = channel.supervisorEnd(child)
