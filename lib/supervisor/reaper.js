@@ -111,6 +111,7 @@ function main (env = process.env) {
   const killTimeout = Number(env[ENV.killTimeout]) || 5000
   // Loaded now: by the time they are needed, the pool's files may be gone.
   const { findOrphans, endProcesses, processCount } = require('./leftovers')
+  require('node:tty')
   const say = lineWriter({ level: env[ENV.logLevel], format: env[ENV.logFormat] })
   let swept = false
   const sweep = async () => {
@@ -129,20 +130,25 @@ function main (env = process.env) {
   process.stdin.on('end', sweep)
   process.stdin.on('close', sweep)
   process.stdin.on('error', sweep)
-  for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
 }
 
-// One warn line, as the pool's logger would write it; pino is loaded only then, and if it
-// cannot be, the line is written as the JSON pino would have written.
+// One warn line, as the pool's logger writes them (JSON, or rendered for a person), written to
+// fd 1 itself. Never through process.stdout: the reaper's fd 1 is the supervisor's, one open
+// pipe or terminal shared by both, and making that stream would make it non-blocking for the
+// supervisor too, whose logger then sleeps at every full pipe (lib/logger.js).
+const WARN = 40
+const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity }
+
 function lineWriter ({ level = 'info', format = 'auto' }) {
   return (fields, msg) => {
-    try {
-      const logger = require('../logger').createLogger({ level, format })
-      logger.warn(fields, msg)
-      logger.flush?.()
-    } catch {
-      try { require('node:fs').writeSync(1, JSON.stringify({ level: 40, time: Date.now(), ...fields, msg }) + '\n') } catch {}
+    if ((LEVELS[level] ?? LEVELS.info) > WARN) return
+    const fs = require('node:fs')
+    const terminal = require('node:tty').isatty(1)
+    let text = JSON.stringify({ level: WARN, time: Date.now(), ...fields, msg }) + '\n'
+    if (format === 'pretty' || (format === 'auto' && terminal)) {
+      try { text = require('../logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
     }
+    try { fs.writeSync(1, text) } catch { /* nobody reads the pool's output any more */ }
   }
 }
 
