@@ -115,7 +115,7 @@ export interface Front {
   readonly host?: string
   start(context: FrontContext): Promise<void>
   workerReady(worker: WorkerSnapshot): void
-  /** optional: the worker reported the end of a request */
+  /** optional: the worker reported the end of a request. With it the supervisor reads each end as it comes; without it (no front in the pool has it) a busy worker's news is read in batches, 250 ms apart */
   workerIdle?(worker: WorkerSnapshot): void
   /** sync and fast; called from the worker's exit event itself, or before the pool signals it */
   workerGone(worker: WorkerSnapshot): void
@@ -147,7 +147,7 @@ export interface SupervisorOptions {
   bootTimeout?: number
   /** an idle worker silent this long is treated as hung. Default 10000 */
   heartbeatTimeout?: number
-  /** default 1000 */
+  /** how often a worker sends a liveness ping with its RSS; below heartbeatTimeout. Default heartbeatTimeout / 3 */
   heartbeatInterval?: number
   /** on stop, how long running requests may finish before SIGTERM. Default 30000 */
   gracefulTimeout?: number

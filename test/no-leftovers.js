@@ -2,8 +2,8 @@
 
 // Run by tap after the last test file (package.json, tap.after): fails the suite when any
 // process of this run (./helpers/test-run.js) that a pool forked, or that inherited a worker's
-// environment, still runs while its supervisor is gone. Workers end themselves when their
-// supervisor dies (lib/worker/watchdog.js); a test that SIGKILLs its pool cannot see a worker
+// environment, still runs while its supervisor is gone. A pool's reaper ends them when their
+// supervisor dies (lib/supervisor/reaper.js); a test that SIGKILLs its pool cannot see a worker
 // that outlives it, since the leak shows only after that test has ended. Those found are
 // listed, then killed, so that one failed run leaves nothing behind.
 
@@ -12,7 +12,7 @@ const { orphansOfDeadSupervisors } = require('../lib/supervisor/leftovers')
 const { readStat } = require('../lib/supervisor/process-group')
 const { RUN_ENV, testRunMark } = require('./helpers/test-run')
 
-// An orphaned worker notices within ~0.2 s, and an app process ignoring SIGTERM gets SIGKILL
+// A dead pool's reaper acts at once, and an app process ignoring SIGTERM gets SIGKILL
 // --kill-timeout (5 s by default) later.
 const GRACE_MS = 8000
 

@@ -12,17 +12,19 @@
 // the one asked for, and the run must not count as if it had not (bench/lib/stats.js).
 //
 // With `firstByte` it also reports, per request, how long until the first byte of the answer's
-// body (a streamed page's shell: what a browser can paint first).
+// body (a streamed page's shell: what a browser can paint first). With `keepAlive`, requests go
+// over kept-alive connections (as many as are in flight at once) instead of a new connection each.
 //
-// Messages: { cmd: 'run', url, at, ms, deadlineMs?, query?, firstByte? } → { sent, latency,
-// status, lag, first? };
+// Messages: { cmd: 'run', url, at, ms, deadlineMs?, query?, firstByte?, keepAlive? } → { sent,
+// latency, status, lag, first? };
 // { cmd: 'sequential', url, count } → { latency }; { cmd: 'idle', url, probes } → { idle }.
 
 const http = require('node:http')
 const { lagSummary } = require('./stats')
 
 // `query`: more query parameters for every request (`busy=1`).
-function run ({ url, at, ms, deadlineMs = 0, query = '', firstByte = false }) {
+function run ({ url, at, ms, deadlineMs = 0, query = '', firstByte = false, keepAlive = false }) {
+  const agent = keepAlive ? new http.Agent({ keepAlive: true, maxSockets: Infinity }) : false
   return new Promise((resolve) => {
     const n = at.length
     const sent = new Float64Array(n)
@@ -39,13 +41,14 @@ function run ({ url, at, ms, deadlineMs = 0, query = '', firstByte = false }) {
       latency[i] = performance.now() - sent[i]
       status[i] = code
       if (++finished === n) {
+        if (agent) agent.destroy()
         const sentAt = Array.from(sent, (s) => s - t0)
         resolve({ sent: sentAt, latency: Array.from(latency), status: Array.from(status), lag: lagSummary(sentAt.map((s, j) => s - at[j])), ...(first ? { first: Array.from(first) } : {}) })
       }
     }
     const fire = (i) => {
       sent[i] = performance.now()
-      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent: false }, (res) => {
+      const req = http.get(`${url}/?ms=${ms[i].toFixed(3)}${query ? `&${query}` : ''}`, { agent }, (res) => {
         if (first) res.once('data', () => { first[i] = performance.now() - sent[i] })
         res.resume()
         res.on('end', () => { clearTimeout(giveUp); finish(i, res.statusCode) })

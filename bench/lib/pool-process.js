@@ -17,7 +17,9 @@ const APP = path.join(__dirname, 'pool-app.js')
 // Resolves once the pool logged 'started'; rejects if it exits first or takes over `timeout` ms.
 // onLine(line, at): every JSON log line as it is read, whole (with its `time`).
 function startPoolProcess (args, { app = APP, timeout = 60000, onLine } = {}) {
-  const child = spawnTracked(process.execPath, [BIN, 'start', app, '--log-format', 'json', '--stats-port', '0', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  // The stats listener is off unless `args` names its port.
+  const stats = args.includes('--stats-port') ? [] : ['--stats-port', '0']
+  const child = spawnTracked(process.execPath, [BIN, 'start', app, '--log-format', 'json', ...stats, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   child.stopSignal = 'SIGTERM' // on stopAll() too: a graceful stop, SIGKILL after 5 s
   const pool = {
     child,

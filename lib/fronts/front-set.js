@@ -29,6 +29,11 @@ class FrontSet {
     }
   }
 
+  // Whether some front implements the optional `hook`.
+  listens (hook) {
+    return this.list.some((front) => typeof front[hook] === 'function')
+  }
+
   // Resolves once no front holds a request for the worker any more (or gave up trying).
   drain (view) {
     return Promise.allSettled(this.list.map(async (f) => f.drain(view)))

@@ -14,7 +14,9 @@
 //                      A front used alone (tests, benches) may be started without a context.
 //   workerReady(w)     sync. w listens and may be given requests now.
 //   workerIdle(w)      optional, sync. w reported the end of a request (it finished its response,
-//                      or its handler's work after the client's connection closed).
+//                      or its handler's work after the client's connection closed). A front
+//                      with this hook hears each end as it comes; without one in the pool, the
+//                      supervisor reads a serving worker's per-request news in batches.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
 //                      worker's exit event itself (lib/supervisor/spawn.js), or before the pool
@@ -71,7 +73,6 @@ class NoFront {
   constructor () { this.name = 'none' }
   async start () {}
   workerReady () {}
-  workerIdle () {}
   workerGone () {}
   async drain () {}
   stopping () {}

@@ -3,11 +3,18 @@
 // The pool's own Prometheus metrics, in a registry of its own (several pools, or tests, may
 // live in one process), in every mode: restarts per slot, the pool's failures (hung workers,
 // failed boots, given-up slots), each slot's state, RSS and CPU time, and the supervisor's own
-// process (CPU, memory, event-loop lag: prom-client's default metrics, prefixed pool_supervisor_). A front adds its series to the same
-// registry when it starts (lib/fronts/front.js), and counts its own failures in the same
-// pool_failures_total, so that one scrape has everything.
+// process (CPU, memory: prom-client's default metrics, prefixed pool_supervisor_; the event-loop
+// lag under prom-client's names, measured by lib/observe/loop-delay.js). A front adds its series
+// to the same registry when it starts (lib/fronts/front.js), and counts its own failures in the
+// same pool_failures_total, so that one scrape has everything.
 
 const client = require('prom-client')
+const { LoopDelay, NAME: LAG, SUMMARIES: LAG_SUMMARIES } = require('./loop-delay')
+
+const PREFIX = 'pool_supervisor_'
+// prom-client's own event-loop monitor, given a resolution it never reaches (a timer's longest
+// delay): its lag gauges are taken out of the registry, LoopDelay's take their names.
+const NEVER = 2 ** 31 - 1
 
 const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'given-up']
 
@@ -19,7 +26,12 @@ class PoolMetrics {
     const registry = new client.Registry()
     const registers = [registry]
     this.registry = registry
-    if (supervisor) client.collectDefaultMetrics({ register: registry, prefix: 'pool_supervisor_' })
+    this.loopDelay = null
+    if (supervisor) {
+      client.collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: NEVER })
+      for (const name of [LAG, ...LAG_SUMMARIES.map((s) => `nodejs_eventloop_lag_${s}_seconds`)]) registry.removeSingleMetric(PREFIX + name)
+      this.loopDelay = new LoopDelay({ registry, prefix: PREFIX })
+    }
     this.failures = new client.Counter({
       name: 'pool_failures_total',
       help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up, worker_listener_closed, worker_channel_broken, worker_spawn_failed (a fork failed: EMFILE, EAGAIN...), out_of_descriptors (a connection refused to keep file descriptors for the workers); the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, body_budget, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
@@ -75,6 +87,9 @@ class PoolMetrics {
   spawned (w) { this.restarts.inc({ worker: w.name }, w.restarts > 0 ? 1 : 0) }
 
   failed (reason) { this.failures.inc({ reason }) }
+
+  // The pool stopped: nothing samples for it any more.
+  close () { this.loopDelay?.close() }
 }
 
 module.exports = { PoolMetrics }

@@ -37,6 +37,9 @@ function resolvePoolOptions (input = {}) {
   // The embedded balancer's port is one of the pool's own listeners too.
   const frontPorts = balancer === 'embedded' ? [{ name: 'port', flag: 'port', port: frontOptions.port ?? frontTable.port.default, host: frontOptions.host ?? frontTable.host.default }] : []
   const options = checkOwnPorts(resolveOptions(own), frontPorts)
+  if (options.heartbeatInterval >= options.heartbeatTimeout) {
+    throw poolError(codes.BAD_OPTION, `heartbeatInterval (--heartbeat-interval) ${options.heartbeatInterval} ms must be below heartbeatTimeout (--heartbeat-timeout) ${options.heartbeatTimeout} ms: an idle worker would be taken for hung between two heartbeats`)
+  }
   const path = options.warmup.find((p) => !p.startsWith('/'))
   if (path !== undefined) throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
   if (!balancer) return { options, createFront: null }

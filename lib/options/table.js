@@ -69,7 +69,7 @@ const OPTIONS = {
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'A request running longer gets its worker SIGKILLed and replaced' },
   bootTimeout: { flag: 'boot-timeout', kind: 'duration', default: 60000, group: 'Workers', describe: 'A worker not ready within this is killed (a failed start)' },
   heartbeatTimeout: { flag: 'heartbeat-timeout', kind: 'duration', default: 10000, group: 'Workers', describe: 'An idle worker silent for this long is treated as hung and replaced' },
-  heartbeatInterval: { flag: 'heartbeat-interval', kind: 'duration', default: 1000, group: 'Workers', describe: 'How often an idle worker sends a liveness ping' },
+  heartbeatInterval: { flag: 'heartbeat-interval', kind: 'duration', default: (o) => Math.round(o.heartbeatTimeout / 3), defaultText: '--heartbeat-timeout ÷ 3 (3.3 s)', group: 'Workers', describe: 'How often a worker sends a liveness ping with its RSS (below --heartbeat-timeout; each costs the worker a wake)' },
   gracefulTimeout: { flag: 'graceful-timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'On stop, how long running requests may finish before SIGTERM' },
   killTimeout: { flag: 'kill-timeout', kind: 'duration', default: 5000, group: 'Workers', describe: 'After SIGTERM, how long before SIGKILL' },
   restartDelay: { flag: 'restart-delay', kind: 'duration', default: 100, group: 'Restarts', describe: 'Delay before respawning a crashed worker (first crash)' },
@@ -163,12 +163,13 @@ function check (name, spec, value) {
 }
 
 // Fill defaults and validate. Unknown keys are kept (fronts and users may pass their own), so
-// only the keys in `table` are checked.
+// only the keys in `table` are checked. A default that is a function is given the options
+// resolved so far (those above it in the table).
 function resolveOptions (input = {}, table = OPTIONS) {
   const out = { ...input }
   for (const [name, spec] of Object.entries(table)) {
     if (out[name] === undefined || out[name] === null) {
-      const d = typeof spec.default === 'function' ? spec.default() : spec.default
+      const d = typeof spec.default === 'function' ? spec.default(out) : spec.default
       if (d === undefined) continue
       out[name] = d
     }

@@ -52,6 +52,9 @@ class Canary {
     return 'booting'
   }
 
+  // When check() answers failed if nothing comes first: the first ms past the boot timeout.
+  deadline () { return this.readyAt === null && !this.exit ? this.spawnedAt + this.bootTimeout + 1 : Infinity }
+
   // Once: a canary killed is not signalled again while its exit is on the way.
   kill () {
     if (!this.alive || this.killed) return

@@ -1,10 +1,9 @@
 'use strict'
 
-// What a pool that is gone left running, ended by the next pool on the same ports before it
-// binds them. Workers end themselves and the app's processes in their group when their
-// supervisor dies (lib/worker/watchdog.js), but some things escape that: a child the app started
-// with `detached: true` (a session of its own), or what the app left behind in a worker that was
-// SIGKILLed at the same moment as its supervisor (nobody was left to end it).
+// What a pool that is gone left running: ended by its reaper the moment its supervisor dies
+// (lib/supervisor/reaper.js: findOrphans), and by the next pool on the same ports before it binds
+// them (endLeftovers), for what escaped the reaper: a reaper killed with its supervisor, a
+// process started after its sweep.
 //
 // How they are found (Linux, /proc): every worker is forked with POOL_SUPERVISOR="<pid>:<start
 // time>" of its supervisor and PORT=<its slot's port> in its environment, which the app's
@@ -17,8 +16,8 @@
 // number from being reused. A session whose leader still runs unmarked (a terminal's shell
 // that somehow got the mark) is never touched, nor is this process's own session.
 //
-// They get SIGTERM, and SIGKILL `killTimeout` ms later if still there. The pool says so in one
-// log line, and starts.
+// They get SIGTERM, and SIGKILL `killTimeout` ms later if still there (endProcesses). The pool
+// says so in one log line, and starts.
 
 const fs = require('node:fs')
 const { readStat } = require('./process-group')
@@ -71,25 +70,49 @@ function processes () {
   return list
 }
 
-// The leftovers of pools gone from `ports`: { found: [{ pid, startTime }], supervisors: [pid] }.
-function findLeftovers ({ ports }) {
+// Every live process but this one and its session's, and those of them carrying a mark not this
+// process's own: { all, marked: [{ pid, startTime, session, supervisor, port }] }, or null
+// without /proc.
+function scan () {
   const all = processes()
   const own = readStat(process.pid)
-  if (all === null || own === null) return { found: [], supervisors: [] }
-  const onOurPorts = new Set(ports)
+  if (all === null || own === null) return null
   const marked = []
   for (const p of all) {
     if (p.session === own.session) continue
     const mark = markOf(p.pid)
     if (mark && mark.supervisor !== supervisorMark()) marked.push({ ...p, ...mark })
   }
-  const gone = new Set(marked.filter((p) => onOurPorts.has(p.port) && !supervisorRuns(p.supervisor)).map((p) => p.supervisor))
-  if (gone.size === 0) return { found: [], supervisors: [] }
+  return { all: all.filter((p) => p.session !== own.session), marked }
+}
+
+const NOTHING = Object.freeze({ found: [], supervisors: [] })
+
+// The leftovers of pools gone from `ports`: { found: [{ pid, startTime }], supervisors: [pid] }.
+function findLeftovers ({ ports }) {
+  const seen = scan()
+  if (seen === null) return NOTHING
+  const onOurPorts = new Set(ports)
+  const gone = new Set(seen.marked.filter((p) => onOurPorts.has(p.port) && !supervisorRuns(p.supervisor)).map((p) => p.supervisor))
+  return leftoversOf(gone, seen)
+}
+
+// What the supervisor marked `mark` left: its reaper's sweep once that supervisor is gone (known
+// by its end of a pipe closing: it need not be reaped yet). Same shape as findLeftovers.
+function findOrphans ({ mark }) {
+  const seen = scan()
+  return seen === null ? NOTHING : leftoversOf(new Set([mark]), seen)
+}
+
+// Every process marked by a supervisor in `gone`, and every process in the session of one, but
+// a session whose leader runs unmarked, or marked by another.
+function leftoversOf (gone, { all, marked }) {
+  if (gone.size === 0) return NOTHING
   const byPid = new Map(all.map((p) => [p.pid, p]))
   const markedBy = new Map(marked.map((p) => [p.pid, p.supervisor]))
   const sessions = new Set()
   for (const p of marked) {
-    if (!gone.has(p.supervisor) || p.session === own.session) continue
+    if (!gone.has(p.supervisor)) continue
     const leader = byPid.get(p.session)
     if (leader && !gone.has(markedBy.get(leader.pid))) continue // a session not of that pool
     sessions.add(p.session)
@@ -124,11 +147,9 @@ function threadsLeft (pid) {
   })
 }
 
-// Finds and ends the leftovers on `ports`; logs one line when there were any. Resolves
-// { ended: [pids], killed: [pids], supervisors: [pids] }.
-async function endLeftovers ({ ports, killTimeout, logger }) {
-  const { found, supervisors } = findLeftovers({ ports })
-  if (found.length === 0) return { ended: [], killed: [], supervisors }
+// SIGTERM to each process found, SIGKILL `killTimeout` ms later to what is still there; resolves
+// once they are gone (or KILL_WAIT after the SIGKILL): { ended: [pids], killed: [pids] }.
+async function endProcesses (found, { killTimeout }) {
   const ended = found.filter((p) => signalFound(p, 'SIGTERM'))
   let left = stillThere(ended)
   const deadline = Date.now() + killTimeout
@@ -139,12 +160,22 @@ async function endLeftovers ({ ports, killTimeout, logger }) {
   const killed = left.filter((p) => signalFound(p, 'SIGKILL'))
   const until = Date.now() + KILL_WAIT
   while (stillThere(killed).length > 0 && Date.now() < until) await sleep(POLL)
-  const pids = ended.map((p) => p.pid)
-  logger.warn({ event: 'leftovers-ended', processes: pids, killed: killed.map((p) => p.pid), supervisors, ports: range(ports) },
-    `ended ${pids.length === 1 ? '1 process' : `${pids.length} processes`} left running on ports ${range(ports)} by a pool that is gone ` +
-    `(supervisor pid ${supervisors.join(', ')}): ${pids.join(', ')}` + (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
-  return { ended: pids, killed: killed.map((p) => p.pid), supervisors }
+  return { ended: ended.map((p) => p.pid), killed: killed.map((p) => p.pid) }
 }
+
+// Finds and ends the leftovers on `ports`; logs one line when there were any. Resolves
+// { ended: [pids], killed: [pids], supervisors: [pids] }.
+async function endLeftovers ({ ports, killTimeout, logger }) {
+  const { found, supervisors } = findLeftovers({ ports })
+  if (found.length === 0) return { ended: [], killed: [], supervisors }
+  const { ended, killed } = await endProcesses(found, { killTimeout })
+  logger.warn({ event: 'leftovers-ended', processes: ended, killed, supervisors, ports: range(ports) },
+    `ended ${processCount(ended.length)} left running on ports ${range(ports)} by a pool that is gone ` +
+    `(supervisor pid ${supervisors.join(', ')}): ${ended.join(', ')}` + (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
+  return { ended, killed, supervisors }
+}
+
+function processCount (n) { return n === 1 ? '1 process' : `${n} processes` }
 
 function range (ports) {
   return ports.length === 1 ? String(ports[0]) : `${ports[0]}-${ports[ports.length - 1]}`
@@ -160,4 +191,4 @@ function orphansOfDeadSupervisors () {
   return all.map((p) => ({ ...p, ...markOf(p.pid) })).filter((p) => p.supervisor && !supervisorRuns(p.supervisor))
 }
 
-module.exports = { MARK, supervisorMark, findLeftovers, endLeftovers, orphansOfDeadSupervisors }
+module.exports = { MARK, supervisorMark, findLeftovers, findOrphans, endProcesses, endLeftovers, orphansOfDeadSupervisors, processCount }

@@ -6,10 +6,18 @@
 // reload on (and decides its end: advanceReload, the only place), and reconciles the live
 // workers with the wanted set: the target size, the code generation being rolled out,
 // recycling, respawns (lib/supervisor/reconcile.js decides, through a narrow view; the pool
-// acts). No feature keeps a timer of its own, and nothing outside the tick signals, forks or
-// drains. A worker's own policy (deadlines, escalation, backoff, what an exit was) is its
-// handle's (lib/supervisor/worker-handle.js); the pool tells the handle what happened through
-// its methods and never writes its fields.
+// acts). Nothing outside the tick signals, forks or drains. A worker's own policy (deadlines,
+// escalation, backoff, what an exit was) is its handle's (lib/supervisor/worker-handle.js); the
+// pool tells the handle what happened through its methods and never writes its fields.
+//
+// The tick runs when something happened and at the next deadline, never on a period: one timer,
+// armed after each tick at the earliest deadline of any handle (or the remnants' sweep, or a
+// reload's canary), and moved closer when news brings one closer. A worker's per-request news (a
+// request started or ended, a heartbeat: thousands a second under load) is told to its handle
+// as it comes, and wakes the tick only when it changed what the tick would decide
+// (`heardFrom`); unless a front wants each request's end as it happens (the embedded
+// balancer), a serving worker's channel is then read a batch at a time (`readLater`). An idle
+// pool's supervisor sleeps until a deadline.
 
 const { EventEmitter } = require('node:events')
 const msg = require('../protocol/messages')
@@ -29,14 +37,24 @@ const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('../observe/metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./spawn')
 const { poolError, codes } = require('../errors')
+const channel = require('../protocol/channel')
 const descriptors = require('../net/descriptors')
 
-const TICK_INTERVAL = 50 // ms: the resolution of every deadline (boot, request, drain, respawn)
 const RECENT_EXITS = 20 // kept for /status and the status page
+// A timer's longest delay in Node (about 24.8 days); a deadline further away is armed again then.
+const LONGEST_TIMER = 2 ** 31 - 1
+// A worker's news that comes with every request, or instead of one: handled as it arrives
+// (Pool#heardFrom), without a tick of its own unless it changes a decision.
+const PER_REQUEST = new Set([msg.BUSY, msg.IDLE, msg.HEARTBEAT])
+// How long a serving worker's channel waits between reads once it carried a request's news, when
+// no front needs each as it happens: the news is that late at most, and a busy pool's supervisor
+// wakes that often for all its workers' news rather than once or twice per request.
+const NEWS_BATCH = 250 // ms
 
 class Pool extends EventEmitter {
-  // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers and now(), the
-  // pool's only ways to reach processes, ports and the clock (lib/supervisor/spawn.js SYSTEM).
+  // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, startReaper,
+  // now(), setTimer() and clearTimer(), the pool's only ways to reach processes, ports and the
+  // clock (lib/supervisor/spawn.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
     const { options: resolved, createFront } = resolvePoolOptions(options)
@@ -49,7 +67,7 @@ class Pool extends EventEmitter {
     // fronts add theirs (lib/fronts/front.js)
     this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger) })
     // Each happening in a worker's life, told once: log line, metric, event.
-    this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload) })
+    this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload), listens: (name) => this.listenerCount(name) > 0 })
     // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
     const frontContext = createFrontContext({
       logger: this.logger,
@@ -78,10 +96,18 @@ class Pool extends EventEmitter {
     this.nextReload = null // a QueuedReload: the reload asked while this one runs, begun when it ends
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
+    this.reaper = null // ends what the workers leave if this process dies (lib/supervisor/reaper.js)
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
     this.events = []
     this.tickScheduled = false
-    this.timer = null
+    this.timer = null // the tick's timer (SYSTEM.setTimer), due at `timerAt`
+    this.timerAt = Infinity
+    // Whether a front hears each request's end as it happens (workerIdle). Without one, serving
+    // workers' channels are read in batches: those whose reading waits for the next batch
+    // (readLater), and the timer that reads them.
+    this.frontsHearEnds = this.fronts.listens('workerIdle')
+    this.unread = new Set()
+    this.newsTimer = null
     this.unclean = false // the stop had to signal a worker
     this.recentExits = [] // the last worker exits, newest first
     this.startedAt = null
@@ -114,8 +140,9 @@ class Pool extends EventEmitter {
       throw err
     }
     const started = this.life.untilRunning()
-    this.timer = setInterval(() => this.wake(), TICK_INTERVAL)
-    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, ...this.listeners.urls() },
+    const { killTimeout, logLevel, logFormat } = this.options
+    this.reaper = this.system.startReaper({ killTimeout, logLevel, logFormat, logger: this.logger })
+    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, reaperPid: this.reaper.pid, ...this.listeners.urls() },
       `starting ${plural(this.target, 'worker')} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
@@ -271,6 +298,68 @@ class Pool extends EventEmitter {
     this.wake()
   }
 
+  // A worker's event (lib/supervisor/spawn.js watchChild). Its per-request news, when nothing
+  // waits before it in the queue, is told to its handle at once (heardFrom); anything else, or
+  // news behind other events, waits its turn for the tick, so a handle hears everything in order.
+  fromWorker (event) {
+    if (event.type === 'message' && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
+    this.enqueue(event)
+  }
+
+  // What the tick would do first with this message, done now (news, below); then, at a request's
+  // end, the worker's channel is read a batch at a time for a while.
+  heardFrom (h, child, message) {
+    if (child !== h.child) return // from a process that no longer holds the slot: history
+    this.news(h, (now) => this.onMessage(h, message, now))
+    if (message.type === msg.IDLE) this.readLater(h, child)
+  }
+
+  // News of a worker that the tick need not wait for: `record(now)` tells its handle (a request
+  // started or ended, its memory, a word from it) and whoever hears of a request's end. The rest
+  // of the tick runs only if that changed what it decides: a process now due for recycling, or
+  // something of the handle's due now (a drained worker whose last request ended). Otherwise at
+  // most the timer moves closer, to the handle's new deadline (a request's timeout shorter than
+  // the heartbeat's). A burst of news is one tick at most. The worker's messages come this way;
+  // so can a front's word that a worker took or ended a request.
+  news (h, record) {
+    const now = this.now()
+    const recycleDue = h.recycleDue
+    record(now)
+    if (h.recycleDue !== recycleDue || h.due(now)) this.wake()
+    else this.armTimer(h.nextDeadline())
+  }
+
+  // A serving worker's channel, once it told of a request's end, is not read again for NEWS_BATCH
+  // ms: what it writes meanwhile (the next requests' news) waits in the socket, and is read in
+  // one go with every other worker's, or sooner by the tick's timer (a deadline is decided on
+  // everything written before it). So a lone request's end is heard at once, and a busy worker's
+  // news a batch at a time; heartbeats alone, an idle worker's, are read as they come. A draining
+  // worker is read at once (its request's end is what its drain waits for), and so is one that
+  // exits (to its end).
+  readLater (h, child) {
+    if (this.frontsHearEnds || h.drain || !h.ready) return
+    const end = channel.supervisorEnd(child)
+    if (!channel.pauseReading(end)) return
+    this.unread.add(end)
+    if (this.newsTimer === null) this.newsTimer = this.system.setTimer(() => this.readNews(), NEWS_BATCH)
+  }
+
+  // Every channel left unread is read again (its news comes in this turn of the event loop, before
+  // the tick that may follow it).
+  readNews () {
+    if (this.newsTimer !== null) this.system.clearTimer(this.newsTimer)
+    this.newsTimer = null
+    const ends = [...this.unread]
+    this.unread.clear()
+    for (const end of ends) channel.resumeReading(end)
+  }
+
+  readNow (child) {
+    const end = channel.supervisorEnd(child)
+    if (!this.unread.delete(end)) return
+    channel.resumeReading(end)
+  }
+
   wake () {
     if (this.tickScheduled) return
     this.tickScheduled = true
@@ -308,6 +397,45 @@ class Pool extends EventEmitter {
     this.advanceReload(now)
     if (this.life.is('starting', 'running')) this.slotsWithoutProcess = this.reconciler.reconcile(now, { replace: this.life.is('running') })
     this.checkProgress(now)
+    this.scheduleNext(now)
+  }
+
+  // The next tick: at once if this one left something due (a drain its reconcile began), else
+  // at the earliest deadline to come. A deadline already past is one this tick chose not to act
+  // on (a respawn waiting for --max-booting, any respawn while the pool stops): news moves those
+  // on, not time.
+  scheduleNext (now) {
+    this.disarmTimer()
+    if (this.life.is('stopped')) return
+    let at = Math.min(this.remnants.nextSweep(now), this.reloading?.canary?.deadline() ?? Infinity)
+    for (const h of this.handles.values()) {
+      if (h.due(now)) return this.wake()
+      const deadline = h.nextDeadline()
+      if (deadline > now && deadline < at) at = deadline
+    }
+    this.armTimer(at)
+  }
+
+  // The timer wakes the tick at `at` (ms, on the pool's clock), unless it is armed sooner already.
+  armTimer (at) {
+    if (at >= this.timerAt) return
+    this.disarmTimer()
+    this.timerAt = at
+    const delay = Math.min(LONGEST_TIMER, Math.max(0, at - this.now()))
+    // From the timers' phase of the event loop: the news read here comes in its poll phase, before
+    // the tick (setImmediate), so a deadline is decided on everything written before it.
+    this.timer = this.system.setTimer(() => {
+      this.timer = null
+      this.timerAt = Infinity
+      this.readNews()
+      this.wake()
+    }, delay)
+  }
+
+  disarmTimer () {
+    if (this.timer !== null) this.system.clearTimer(this.timer)
+    this.timer = null
+    this.timerAt = Infinity
   }
 
   handleEvent (event, now) {
@@ -344,12 +472,18 @@ class Pool extends EventEmitter {
     switch (m.type) {
       case msg.READY: return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
-      case msg.IDLE: h.finished(m); return this.fronts.tell('workerIdle', this.report.idle(h, now))
+      case msg.IDLE: h.finished(m); return this.requestEnded(h, now)
       case msg.HEARTBEAT: return h.measured(m.rss)
       case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
       case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
     }
+  }
+
+  // A request ended: told to whoever listens (the pool's 'idle' event, a front's workerIdle).
+  requestEnded (h, now) {
+    const view = this.report.idle(h, now)
+    if (this.frontsHearEnds) this.fronts.tell('workerIdle', view ?? h.snapshot(now))
   }
 
   // The worker's port refuses connections while its process lives on, heartbeating: it said so
@@ -483,6 +617,7 @@ class Pool extends EventEmitter {
     const now = this.now()
     const serving = h.ready
     if (!h.startDrain(reason, now, timeout)) return
+    this.readNow(h.child)
     const view = this.report.draining(h, reason, now)
     if (!serving) return
     const child = h.child
@@ -564,7 +699,8 @@ class Pool extends EventEmitter {
   }
 
   addSlot (slot) {
-    const onState = (handle, from) => this.emit('state', { ...handle.snapshot(), from })
+    // A request's start and end are state changes too: a snapshot only for someone listening.
+    const onState = (handle, from) => { if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from }) }
     const h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState })
     this.handles.set(slot, h)
     return h
@@ -605,7 +741,7 @@ class Pool extends EventEmitter {
   fork ({ slot, host, port }, about) {
     const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
     const onGone = about.handle ? () => this.announceExit(about.handle, child) : undefined
-    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.enqueue(event), onGone })
+    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.fromWorker(event), onGone })
     return child
   }
 
@@ -649,10 +785,13 @@ class Pool extends EventEmitter {
 
   async finishStop () {
     this.life.end()
-    clearInterval(this.timer)
+    this.disarmTimer()
+    this.readNews()
+    this.reaper?.stop() // every process of the pool is gone
     descriptors.budget.untrack(this)
     await this.fronts.stop()
     await this.listeners.stop()
+    this.metrics.close()
     const clean = !this.unclean && !this.life.failure
     this.logger.info({ event: 'stopped', clean }, clean ? 'stopped' : 'stopped (not clean)')
     this.emit('stopped', { clean })

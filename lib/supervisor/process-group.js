@@ -21,6 +21,7 @@
 const fs = require('node:fs')
 
 const KILL_GRACE = 1000 // ms a SIGKILLed remnant has to be gone before we stop waiting for it
+const SWEEP_EVERY = 50 // ms between looks at the remnants still pending: nothing tells us they went
 
 // kill(-0) and kill(-1) would signal our own group and every process we may signal.
 function isGroupId (pgid) { return Number.isInteger(pgid) && pgid > 1 }
@@ -169,6 +170,10 @@ class Remnants {
       }
     }
   }
+
+  // When the tick should sweep next: remnants are not our children, so only a look tells that
+  // they are gone.
+  nextSweep (now) { return this.pending.size > 0 ? now + SWEEP_EVERY : Infinity }
 
   killAll (now) {
     for (const r of this.pending) if (!r.killSent) this.kill(r, now, 'the pool is killed')

@@ -3,8 +3,8 @@
 // What the supervisor needs from the operating system to run workers: the app's path, free
 // ports, forking a worker (the bootstrap, in a session and process group of its own, with the
 // slot's environment and the user's node flags, its output captured as log records), its
-// events, signalling it, and the clock. `SYSTEM` is all
-// of it in one object, so that tests can drive the supervisor with a fake one.
+// events, signalling it, and the clock and its timer. `SYSTEM` is all of it in one object, so
+// that tests can drive the supervisor with a fake one.
 
 const childProcess = require('node:child_process')
 const fs = require('node:fs')
@@ -17,6 +17,7 @@ const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
 const { warmUp } = require('./warmup')
 const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
+const { Reaper } = require('./reaper')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -63,8 +64,8 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
-      // Who forked it: the worker's watchdog ends it if this process is gone, and a later pool
-      // finds by it what a dead pool left running (lib/supervisor/leftovers.js).
+      // Who forked it: by it the pool's reaper finds what this process left running once it is
+      // gone (lib/supervisor/reaper.js), and so does a later pool (lib/supervisor/leftovers.js).
       [MARK]: supervisorMark()
     }
   })
@@ -171,10 +172,12 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   const base = { handle, canary, child }
   const end = channel.supervisorEnd(child)
   if (end) {
+    const type = `${prefix}message`
     channel.readFrames(end, {
+      // Thousands a second under load: no more made per message than the event itself.
       onMessage: (raw) => {
         const message = msg.parseWorkerMessage(raw)
-        if (message) enqueue({ ...base, type: `${prefix}message`, message })
+        if (message) enqueue({ handle, canary, child, type, message })
       },
       onError: (problem) => enqueue({ ...base, type: `${prefix}channel-broken`, problem, pid: child.pid })
     })
@@ -192,6 +195,7 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   child.on('exit', (code, signal) => {
     const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
     if (onGone) onGone()
+    channel.resumeReading(end) // its last news, and its end, if the pool was reading it in batches
     afterOutputRead(child, () => {
       end?.destroy() // a process the app started may hold the worker's end: ours is done
       enqueue(exit)
@@ -231,7 +235,11 @@ const SYSTEM = Object.freeze({
   cpuTime,
   bindError,
   endLeftovers,
-  now: () => Date.now()
+  // The pool's reaper (lib/supervisor/reaper.js), started: { stop() }.
+  startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
+  now: () => Date.now(),
+  setTimer: (fn, ms) => setTimeout(fn, ms),
+  clearTimer: (timer) => clearTimeout(timer)
 })
 
 module.exports = { SYSTEM, forkWorker, resolveApp, bindError, checkWorkerPorts, watchChild }

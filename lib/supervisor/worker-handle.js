@@ -209,14 +209,10 @@ class WorkerHandle {
   //   { do: 'term' }               the drain's graceful time is up: SIGTERM
   due (now) {
     if (!this.alive) return null
-    const p = this.policy
     if (this.killReason === null) {
-      // The boot timeout covers the warm-up too: ready in time means warmed up in time.
-      if ((this.#state === 'booting' || this.#state === 'warming') && now - this.spawnedAt > p.bootTimeout) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
-      if (this.request && now - this.request.startedAt > p.timeout) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
-      // A worker that never became ready is still loading (the boot timeout covers it), even
-      // when it is already being drained.
-      if (!this.request && this.readyAt !== null && now - this.lastSeen > p.heartbeatTimeout) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
+      if (now >= this.bootEndsAt()) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
+      if (now >= this.requestEndsAt()) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
+      if (now >= this.silenceEndsAt()) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
     }
     const d = this.drain
     if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
@@ -224,6 +220,38 @@ class WorkerHandle {
     if (now >= d.killAt) return { do: 'kill', reason: `${d.reason}-killed` }
     if (now >= d.termAt && !d.termSent) return { do: 'term' }
     return null
+  }
+
+  // The first instant at which, time passing and nothing else happening, `due` has an answer or
+  // the slot may start again (dueForRespawn, dueForRetry); Infinity when no time runs. A question
+  // too: the supervisor's tick runs at the earliest of its handles' (lib/supervisor/pool.js), and
+  // whatever moves a deadline (a request that starts or ends, a word from the worker) only needs
+  // to ask again. What no clock decides (a drained worker's request ending) is not in it.
+  nextDeadline () {
+    if (!this.alive) {
+      if (this.#state === 'dead') return this.respawnAt
+      const after = this.policy.givenUpRetry
+      return this.#state === 'given-up' && after > 0 ? this.givenUpAt + after : Infinity
+    }
+    if (this.killReason !== null) return Infinity
+    let at = Math.min(this.bootEndsAt(), this.requestEndsAt(), this.silenceEndsAt())
+    const d = this.drain
+    if (d) at = Math.min(at, d.killAt, d.termSent ? Infinity : d.termAt)
+    return at
+  }
+
+  // When the current process runs out of time, each the first whole ms strictly past its limit:
+  // its boot (the warm-up included: ready in time means warmed up in time), its request, and its
+  // silence while idle. A worker that never became ready is still loading, drained or not: the
+  // boot timeout covers it, no heartbeat.
+  bootEndsAt () {
+    return this.#state === 'booting' || this.#state === 'warming' ? this.spawnedAt + this.policy.bootTimeout + 1 : Infinity
+  }
+
+  requestEndsAt () { return this.request ? this.request.startedAt + this.policy.timeout + 1 : Infinity }
+
+  silenceEndsAt () {
+    return !this.request && this.readyAt !== null ? this.lastSeen + this.policy.heartbeatTimeout + 1 : Infinity
   }
 
   // The signals (to the worker's whole process group, lib/supervisor/process-group.js).

@@ -10,12 +10,14 @@
 const { getSystemErrorMap } = require('node:util')
 
 class WorkerReport {
-  // emit(name, payload): the pool's EventEmitter; metrics: the pool's PoolMetrics.
-  constructor ({ logger, options, metrics, emit }) {
+  // emit(name, payload): the pool's EventEmitter; listens(name): whether anyone listens to that
+  // event; metrics: the pool's PoolMetrics.
+  constructor ({ logger, options, metrics, emit, listens = () => true }) {
     this.logger = logger
     this.options = options
     this.metrics = metrics
     this.emit = emit
+    this.listens = listens
     this.children = new Map() // slot → child logger
     this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
   }
@@ -60,9 +62,12 @@ class WorkerReport {
     this.of(h).info({ event: 'warming', pid: h.pid, bootMs: now - h.spawnedAt, requests: warmupRequests }, `worker ${h.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
   }
 
-  busy (h, now) { this.emit('busy', h.snapshot(now)) }
+  // Told for every request: a snapshot only for someone listening. Returns the snapshot told,
+  // or null.
+  busy (h, now) { if (this.listens('busy')) this.emit('busy', h.snapshot(now)) }
 
   idle (h, now) {
+    if (!this.listens('idle')) return null
     const view = h.snapshot(now)
     this.emit('idle', view)
     return view

@@ -7,8 +7,8 @@
 // worker lives, the session's number is its pid and cannot be anybody else's, so whatever is
 // found in it is the app's.
 //
-// A worker ends them itself before it leaves: when its drain is over (runtime.js), and when its
-// supervisor is gone (watchdog.js). It cannot leave that to the supervisor, which may itself be
+// A worker ends them itself before it leaves: when its drain is over, and when its supervisor is
+// gone and its loop still runs (runtime.js). It cannot leave that to the supervisor, which may itself be
 // gone by then: a supervisor SIGKILLed during a reload left behind the app's processes of every
 // worker that had finished its drain and exited, trusting the supervisor with them.
 

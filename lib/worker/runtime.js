@@ -10,11 +10,9 @@ const net = require('node:net')
 const { pathToFileURL } = require('node:url')
 const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
-const { createLogger } = require('../logger')
 const { serializeRequests } = require('./serial')
 const { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError } = require('./servable')
 const { interceptListen, requestedPort } = require('./adopt')
-const { startWatchdog } = require('./watchdog')
 const { endAppProcesses, signalAppProcesses } = require('./app-processes')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
@@ -40,16 +38,8 @@ class WorkerRuntime {
     // SIGTERM and SIGKILL (the pool's --kill-timeout).
     this.supervisorPid = Number(String(env.POOL_SUPERVISOR || '').split(':')[0]) || null
     this.killTimeout = Number(env.POOL_KILL_TIMEOUT) || 5000
-    // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
-    // renders readably (lib/supervisor/app-output.js). Through process.stdout, the stream
-    // console.log writes to: one queue, so a line of ours never lands inside one of the app's, and
-    // never blocks this process when the pipe is full (a write to fd 1 directly would do both).
-    this.logger = createLogger({
-      level: env.POOL_LOG_LEVEL || 'info',
-      format: 'json',
-      base: { pid: process.pid, slot: this.slot, port: this.port },
-      destination: process.stdout
-    })
+    this.logLevel = env.POOL_LOG_LEVEL || 'info'
+    this.log = null // made when first needed (the logger)
     this.server = null // the server on the slot's port, once the runtime has taken it
     this.preparing = null // an app's server while the app gets ready to serve (Fastify's ready())
     this.otherPorts = new Set() // ports the app listened on that are not the slot's: the waiting hint names them
@@ -62,8 +52,23 @@ class WorkerRuntime {
     this.channel = null // the pool channel's worker end (null when not forked by a pool)
     this.listenerReported = false // told the supervisor that the server no longer listens
     this.onBootFailure = (err) => this.failBoot(err)
-    this.watchdog = null
     this.exiting = false
+  }
+
+  // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
+  // renders readably (lib/supervisor/app-output.js). Through process.stdout, the stream
+  // console.log writes to: one queue, so a line of ours never lands inside one of the app's, and
+  // never blocks this process when the pipe is full (a write to fd 1 directly would do both).
+  // Made, and pino loaded, at the first line: most workers never write one, and pino would cost
+  // each some 7 MB.
+  get logger () {
+    this.log ??= require('../logger').createLogger({
+      level: this.logLevel,
+      format: 'json',
+      base: { pid: process.pid, slot: this.slot, port: this.port },
+      destination: process.stdout
+    })
+    return this.log
   }
 
   // Returns whether the message went out; `done` is called once it has (or could not).
@@ -79,43 +84,36 @@ class WorkerRuntime {
   install () {
     globalThis[RUNTIME_KEY] = this
     this.channel = channel.workerEnd()
-    // No supervisor, no reason to live: never leave an orphan holding the port, even with this
-    // thread's event loop stuck (./watchdog.js).
-    if (this.supervisorPid) {
-      this.watchdog = startWatchdog({
-        supervisorPid: this.supervisorPid,
-        grace: this.killTimeout,
-        onOrphaned: () => this.closeServer(),
-        onFailed: (err) => this.logger.warn({ event: 'watchdog-failed', err },
-          `the worker's watchdog thread failed (${err.message}): if this worker's event loop is stuck when its supervisor dies, it outlives it`)
-      })
-    }
     if (this.channel) {
       channel.readFrames(this.channel, {
         onMessage: (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) this.stop() },
         onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
       })
-      // The channel closes when the supervisor's end does, however it died: the watchdog needs
-      // not wait for its next look then.
+      // The channel closes when the supervisor's end does, however it died. No supervisor, no
+      // reason to live; a worker whose loop is stuck for good cannot hear it, and the pool's
+      // reaper ends it (lib/supervisor/reaper.js).
       this.channel.on('close', () => this.orphaned())
     }
     for (const name of RUNTIME_ENV) delete process.env[name]
     this.forbidCluster()
     // Leaving in a hurry (a crash, the app's own process.exit()): the app's processes get SIGTERM
     // on the way out, and the supervisor SIGKILLs what ignores it
-    // (lib/supervisor/process-group.js); with the supervisor gone, nobody would: SIGKILL at once.
+    // (lib/supervisor/process-group.js); with the supervisor gone: SIGKILL at once.
     process.on('exit', () => signalAppProcesses(this.supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
     // stdout and stderr are pipes the supervisor reads: a write failing there (EPIPE) means it is
-    // gone. Thrown, that error would end this worker on the spot, in the middle of the
-    // watchdog's work, and leave an app process that ignores SIGTERM running.
+    // gone. Thrown, that error would end this worker on the spot, in the middle of ending the
+    // app's processes, and leave one that ignores SIGTERM running.
     for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
     // Until the worker is ready, any throw is a failed boot the supervisor must hear about.
     process.on('uncaughtException', this.onBootFailure)
     process.on('unhandledRejection', this.onBootFailure)
-    setInterval(() => {
-      this.checkListener()
-      this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() })
-    }, this.heartbeatInterval).unref()
+    // Each heartbeat wakes this process: every --heartbeat-interval, and only for a supervisor.
+    if (this.channel) {
+      setInterval(() => {
+        this.checkListener()
+        this.send(msg.HEARTBEAT, { rss: process.memoryUsage.rss() })
+      }, this.heartbeatInterval).unref()
+    }
     this.listen = interceptListen({
       decide: (server, args) => this.decideListen(server, args),
       adopt: (server, callback) => this.adopt(server, callback)
@@ -380,16 +378,14 @@ class WorkerRuntime {
     this.server?.closeAllConnections()
   }
 
-  // The supervisor died without stopping us (SIGKILL, say). The watchdog takes the worker down
-  // with the app's processes, from its own thread (./watchdog.js).
+  // The supervisor died without stopping us (SIGKILL, say): the port is let go at once, the
+  // running request with it, and the worker leaves as at the end of a drain, the app's
+  // processes first. The pool's reaper is at the same work (lib/supervisor/reaper.js): its
+  // signals are the same, and this process is among those it ends.
   orphaned () {
-    if (this.watchdog?.supervisorGone()) return
-    // Without a watchdog thread: SIGTERM to the group (numbered by our pid, so ours), ignored by
-    // this process, which leaves through process.exit() instead: that joins Node's threads
-    // first, so its port is closed by the time it shows as gone.
-    process.on('SIGTERM', () => {})
-    try { process.kill(-process.pid, 'SIGTERM') } catch { /* not a group leader: nothing of ours to stop */ }
-    process.exit(0)
+    this.stopping = true
+    this.closeServer()
+    this.exit()
   }
 }
 

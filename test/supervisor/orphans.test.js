@@ -1,8 +1,8 @@
 'use strict'
-// Nothing outlives a killed supervisor (lib/worker/watchdog.js, lib/worker/app-processes.js),
-// nor a stopped pool, and what still escapes (a child the app started detached) is ended by the
-// next pool on the same ports (lib/supervisor/leftovers.js). Real supervisors, SIGKILLed by pid;
-// every assertion is by pid liveness and port bindability.
+// Nothing outlives a killed supervisor (its reaper, lib/supervisor/reaper.js; a worker whose loop
+// runs, lib/worker/app-processes.js), nor a stopped pool, and what still escapes (a pool whose
+// reaper died with it) is ended by the next pool on the same ports (lib/supervisor/leftovers.js).
+// Real supervisors, SIGKILLed by pid; every assertion is by pid liveness and port bindability.
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
@@ -97,25 +97,66 @@ t.test('a supervisor SIGKILLed 0.3 s into a reload\'s drain leaves no worker and
 
 t.test('pool stop: a child that made a process group of its own (coreutils timeout) is gone when the pool has exited', async (t) => {
   const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_OWN_GROUP: '1', CHILD_IGNORES_TERM: '1' } })
+  const { reaperPid } = pool.logs.find((l) => l.event === 'starting')
   const stop = await runPool(['stop', '--port', String(ports[0])])
   t.equal(stop.code, 0, `pool stop succeeded: ${stop.stderr}`)
   t.equal((await pool.exited).code, 0, 'a clean stop')
   for (const pid of processesOf(file)) t.notOk(isAlive(pid), `${pid} is gone by the time the pool exited`)
+  await untilGone([reaperPid], 'the pool\'s reaper, with nothing left to wait for')
+  t.notOk(pool.logs.some((l) => l.event === 'orphans-ended'), 'and it ended nothing: a stop is no death')
   t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'), 'the helpers ignoring SIGTERM got SIGKILL')
 })
 
+t.test('a SIGKILLed supervisor: its reaper ends at once even what the app started detached, and says so in one line', async (t) => {
+  // The helpers are detached: sessions of their own, out of their workers' reach; they carry the
+  // supervisor's mark in their environment.
+  const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_DETACHED: '1', CHILD_IGNORES_TERM: '1' } })
+  const { reaperPid } = pool.logs.find((l) => l.event === 'starting')
+  t.ok(isAlive(reaperPid), `the pool's reaper runs (pid ${reaperPid})`)
+  const everyone = processesOf(file)
+  const helpers = [...helpersOf(file).values()]
+  pool.kill('SIGKILL')
+  await pool.exited
+  await untilGone(everyone, 'the workers and their detached helpers (ignoring SIGTERM) to be gone')
+  const line = await waitFor(() => pool.logs.find((l) => l.event === 'orphans-ended'), { what: 'the reaper\'s line' })
+  t.match(line, { level: 40, supervisor: pool.pid, msg: new RegExp(`the supervisor \\(pid ${pool.pid}\\) is gone: ended \\d processes it left running: .*; 2 needed SIGKILL`) })
+  // The workers, their loops running, may have left by themselves before its look.
+  t.ok(line.processes.every((pid) => everyone.includes(pid)), 'naming only processes of the pool')
+  t.same([...line.killed].sort(), [...helpers].sort(), 'the helpers, out of their workers\' reach: ended by it alone, with SIGKILL')
+  await untilGone([reaperPid], 'the reaper, its work done')
+  await portsFree(t, ports)
+})
+
+t.test('a reaper killed while its pool runs is started again, and does its work', async (t) => {
+  const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
+  const { reaperPid } = pool.logs.find((l) => l.event === 'starting')
+  process.kill(reaperPid, 'SIGKILL')
+  t.match(await pool.waitLog((l) => l.event === 'reaper-failed'), { level: 40, msg: /the pool's reaper exited \(SIGKILL\)/ })
+  const again = await pool.waitLog((l) => l.event === 'reaper-started')
+  t.not(again.reaperPid, reaperPid)
+  const stuck = request(`http://127.0.0.1:${ports[0]}/block`, { timeout: 30000 }).catch((err) => err)
+  await untilBusy(ports[0], 'the worker to be stuck in its request')
+  pool.kill('SIGKILL')
+  await pool.exited
+  await untilGone(processesOf(file), 'the workers (one stuck for good) and their helpers, ended by the new reaper')
+  await portsFree(t, ports)
+  t.type(await stuck, Error)
+})
+
 t.test('the next pool on the same ports ends what a dead pool left, and says so in one line', async (t) => {
-  // Pool A's helpers are detached: sessions of their own, out of their workers' reach.
+  // Pool A's helpers are detached: sessions of their own, out of their workers' reach, and A's
+  // reaper is SIGKILLed with A (as by an OOM killer taking both, or kill -9 of every node process).
   const { pool: a, ports, file } = await poolWithHelpers(t, { env: { CHILD_DETACHED: '1', CHILD_IGNORES_TERM: '1' } })
   const mark = markOf(a.pid)
   const workers = [...helpersOf(file).keys()]
   const helpers = [...helpersOf(file).values()]
+  process.kill(a.logs.find((l) => l.event === 'starting').reaperPid, 'SIGKILL')
   a.kill('SIGKILL')
   await a.exited
   await untilGone(workers, 'pool A\'s workers to be gone')
   for (const pid of helpers) t.ok(isAlive(pid), `detached helper ${pid} outlived pool A`)
-  // And a process of A's still holding slot 2's port, as a worker would whose watchdog could
-  // not act: started detached, with A's mark.
+  // And a process of A's still holding slot 2's port, as a worker would that nothing ended: started
+  // detached, with A's mark.
   const stray = spawn(process.execPath, [fixture('stray-listener.js')], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: cleanEnv({ POOL_SUPERVISOR: mark, PORT: String(ports[1]) }) })
   t.teardown(() => { try { process.kill(stray.pid, 'SIGKILL') } catch {} })
   await new Promise((resolve) => stray.stdout.once('data', resolve))
@@ -145,25 +186,30 @@ t.test('a running pool\'s processes are never taken for leftovers', async (t) =>
   t.equal(a.exitCode, null, 'pool A still runs')
 })
 
-t.test('the directory the pool started in is removed: a crashed worker is replaced all the same, and without its watchdog still goes with its supervisor', async (t) => {
-  // A deploy that cleans up an old release's directory under a running pool. Node cannot start a
-  // thread in a process whose working directory is gone (uv_cwd: ENOENT), so the new worker has
-  // no watchdog: it says so, and its main thread ends it when its supervisor's channel closes.
+t.test('the directory the pool started in is removed: a crashed worker is replaced all the same, and goes with its supervisor even stuck for good', async (t) => {
+  // A deploy that cleans up an old release's directory under a running pool. The new worker
+  // inherits the removed directory and boots; the reaper runs from / and needs no thread (Node
+  // cannot start one in a process whose working directory is gone).
   const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-cwd-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = pidFile(t)
+  reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms'], { cwd: dir })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms',
+    '--kill-timeout', '500ms', '--timeout', '60s', '--heartbeat-timeout', '60s'], { cwd: dir, env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const first = await pool.waitLog((l) => l.event === 'ready')
   fs.rmSync(dir, { recursive: true })
   process.kill(first.pid, 'SIGKILL')
   const second = await pool.waitLog((l) => l.event === 'ready' && l.pid !== first.pid, 10000)
-  t.equal((await request(`http://127.0.0.1:${ports[0]}/`)).status, 200, 'the slot serves again')
+  t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid, second.pid, 'the slot serves again')
   t.notOk(pool.logs.some((l) => l.event === 'spawn-error'), 'no fork failed')
-  const failed = await pool.waitLog((l) => l.event === 'watchdog-failed' && l.pid === second.pid)
-  t.match(failed.err.message, /ENOENT/, 'the new worker says its watchdog could not start, and why')
+  const stuck = request(`http://127.0.0.1:${ports[0]}/block`, { timeout: 30000 }).catch((err) => err)
+  await untilBusy(ports[0], 'the new worker to be stuck in its request')
   pool.kill('SIGKILL')
   await pool.exited
-  await untilGone([second.pid], 'the worker without a watchdog to exit')
+  const everyone = [second.pid, helpersOf(file).get(second.pid)]
+  await untilGone(everyone, 'the stuck worker and its helper (ignoring SIGTERM) to exit')
   await portsFree(t, ports)
+  t.type(await stuck, Error)
 })

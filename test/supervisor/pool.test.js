@@ -63,6 +63,15 @@ t.test('invalid options throw POOL_E_BAD_OPTION', async (t) => {
   t.throws(() => new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 0, logger: silent }), { code: codes.BAD_OPTION, message: /workers .* positive integer/ })
 })
 
+t.test('the heartbeat: a third of --heartbeat-timeout unless given, and below it or refused', async (t) => {
+  const app = path.join(FIXTURES, 'handler.js')
+  t.equal(new Pool({ app, workers: 1, logger: silent }).options.heartbeatInterval, 3333, 'default: 10 s ÷ 3')
+  t.equal(new Pool({ app, workers: 1, logger: silent, heartbeatTimeout: 3000 }).options.heartbeatInterval, 1000, 'follows the timeout')
+  t.equal(new Pool({ app, workers: 1, logger: silent, heartbeatInterval: 200 }).options.heartbeatInterval, 200, 'as given')
+  t.throws(() => new Pool({ app, workers: 1, logger: silent, heartbeatTimeout: 2000, heartbeatInterval: 2000 }),
+    { code: codes.BAD_OPTION, message: 'heartbeatInterval (--heartbeat-interval) 2000 ms must be below heartbeatTimeout (--heartbeat-timeout) 2000 ms: an idle worker would be taken for hung between two heartbeats' })
+})
+
 t.test('stop() during start(): start rejects with POOL_E_STOPPING instead of hanging', async (t) => {
   const ports = await freePorts(2)
   const pool = new Pool({ app: path.join(FIXTURES, 'slow-boot.js'), workers: 2, workerPort: ports[0], logger: silent, env: { BOOT_MS: '2000' } })

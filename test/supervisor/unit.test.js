@@ -1,9 +1,10 @@
 'use strict'
 
 // The supervisor's policy without real processes: a fake fork hands out child objects the test
-// speaks for (IPC messages, exits), a fake clock moves only when the test says so, and signals
-// are recorded instead of sent. Each test runs in well under a second; the real-process tests
-// (supervision, lifecycle, operations) stay.
+// speaks for (IPC messages, exits), a fake clock moves only when the test says so, and so do
+// the pool's timers (they fire as the clock passes them: nothing else ticks the loop but the
+// events), and signals are recorded instead of sent. Each test runs in well under a second; the
+// real-process tests (supervision, lifecycle, operations) stay.
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -20,7 +21,9 @@ const { sendCommand } = require('../../lib/control/client')
 const { FIXTURES } = require('../helpers')
 
 // A child whose pool channel (stdio[3], lib/protocol/channel.js) the test speaks into with `say`
-// and whose frames from the supervisor land in `sent`.
+// and whose frames from the supervisor land in `sent`. Its channel has a handle that stops and
+// starts reading as a socket's does (channel.pauseReading): what is said while it does not read
+// waits in `held`, as in the kernel.
 class FakeChild extends EventEmitter {
   constructor (pid, spec) {
     super()
@@ -34,11 +37,24 @@ class FakeChild extends EventEmitter {
       read () {},
       write: (frame, encoding, done) => { this.sent.push(JSON.parse(frame)); done() }
     })
+    const held = this.held = []
+    channel._handle = {
+      reading: true,
+      readStop () { this.reading = false },
+      readStart () {
+        this.reading = true
+        for (const bytes of held.splice(0)) channel.push(bytes)
+      }
+    }
     this.stdio = [null, null, null, channel]
   }
 
   say (type, fields = {}) { this.write(encode({ v: 1, type, ...fields })) }
-  write (bytes) { this.stdio[3].push(bytes) }
+  write (bytes) {
+    if (this.stdio[3]._handle.reading) this.stdio[3].push(bytes)
+    else this.held.push(bytes)
+  }
+
   exit (code, signal = null) {
     this.exitCode = code
     this.signalCode = signal
@@ -52,10 +68,12 @@ function spawnError (code = 'EMFILE', errno = -24) {
   return Object.assign(new Error(`spawn /usr/bin/node ${code}`), { code, errno, syscall: 'spawn /usr/bin/node' })
 }
 
-// A pool on a fake system. `at` is the fake clock; `step()` lets the pool's ticks run.
+// A pool on a fake system. `at` is the fake clock; `step()` lets the pool's ticks run;
+// `advance(ms)` moves the clock and fires the timers it passes, as time would.
 // `sys.failFork(spec)` may return { error, sync }: that fork throws `error` (sync), or hands back
 // a child without a pid whose 'error' follows, as Node's fork() does for EMFILE and EAGAIN.
-function harness (t, options = {}) {
+// `hearsEnds: false`: the fake front has no workerIdle hook (as HAProxy's).
+function harness (t, options = {}, { hearsEnds = true } = {}) {
   const sys = {
     at: 1e9,
     pids: 1 << 30, // above any real pid: nothing real can ever be signalled
@@ -74,7 +92,11 @@ function harness (t, options = {}) {
     captureRemnant: () => null,
     bindError: async () => null,
     endLeftovers: async () => ({ ended: [], killed: [], supervisors: [] }),
-    now: () => sys.at
+    startReaper: () => ({ stop () {} }),
+    now: () => sys.at,
+    timers: new Set(), // { at, fn }: armed, not yet fired
+    setTimer: (fn, ms) => { const timer = { at: sys.at + ms, fn }; sys.timers.add(timer); return timer },
+    clearTimer: (timer) => sys.timers.delete(timer)
   }
   const logs = []
   const logger = {}
@@ -90,6 +112,7 @@ function harness (t, options = {}) {
     context: null,
     async start (context) { front.context = context },
     workerReady (w) { front.calls.push(`ready ${w.slot}`) },
+    ...(hearsEnds ? { workerIdle (w) { front.calls.push(`idle ${w.slot}`) } } : {}),
     workerGone (w) { front.calls.push(`gone ${w.slot}`); sys.order.push(`gone ${w.slot}`) },
     async drain (w) { front.calls.push(`drain ${w.slot}`) },
     stopping () {},
@@ -103,11 +126,19 @@ function harness (t, options = {}) {
     await step()
     for (const c of sys.forks) if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
     await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 1000))])
-    clearInterval(pool.timer)
   })
   const step = async (n = 3) => { for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve)) }
   const latest = (slot) => sys.forks.filter((c) => c.slot === slot).at(-1)
-  const advance = async (ms) => { sys.at += ms; pool.wake(); await step() }
+  const advance = async (ms) => {
+    sys.at += ms
+    for (;;) {
+      const due = [...sys.timers].filter((timer) => timer.at <= sys.at).sort((a, b) => a.at - b.at)[0]
+      if (!due) break
+      sys.timers.delete(due)
+      due.fn()
+    }
+    await step()
+  }
   return { pool, sys, logs, front, step, latest, advance }
 }
 
@@ -117,6 +148,14 @@ async function started (h, slots = 1) {
   for (let s = 1; s <= slots; s++) h.latest(s).say('ready')
   await h.step()
   await starting
+}
+
+// Counts the pool's ticks from now on: () → how many ran.
+function countTicks (pool) {
+  let ticks = 0
+  const tick = pool.tick
+  pool.tick = function () { ticks++; return tick.call(this) }
+  return () => ticks
 }
 
 // A reload whose rejection the test asserts later: without the catch, a rejection the test has
@@ -295,6 +334,160 @@ t.test('hung kill: a request past --timeout; the front hears of it before the si
   t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
 })
 
+t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, not on a period; a silent worker is killed at its deadline', async (t) => {
+  const h = harness(t, { workers: 2, heartbeatTimeout: 10000 })
+  await started(h, 2)
+  const ticks = countTicks(h.pool)
+  for (let second = 0; second < 30; second++) {
+    h.latest(1).say('heartbeat', { rss: 1 })
+    h.latest(2).say('heartbeat', { rss: 1 })
+    for (let i = 0; i < 10; i++) await h.advance(100)
+  }
+  t.ok(ticks() >= 1 && ticks() <= 4, `${ticks()} ticks in 30 s of heartbeats: each where a silence deadline was, none per heartbeat`)
+  t.same([h.latest(1).signals, h.latest(2).signals], [[], []])
+  const before = ticks()
+  h.latest(2).say('heartbeat', { rss: 1 }) // its last word; worker 1 heartbeats on
+  const lastWord = h.sys.at
+  for (let second = 1; second <= 10; second++) {
+    h.latest(1).say('heartbeat', { rss: 1 })
+    await h.advance(1000)
+  }
+  t.same(h.latest(2).signals, [], `not at ${h.sys.at - lastWord} ms`)
+  await h.advance(1)
+  t.same(h.latest(2).signals, ['SIGKILL'], 'killed 1 ms past --heartbeat-timeout')
+  t.match(h.logs.find((l) => l.event === 'hung'), { slot: 2, reason: 'heartbeat', ms: 10001 })
+  t.ok(ticks() - before <= 2, `${ticks() - before} ticks for those 10 s`)
+})
+
+t.test('per-request news is recorded without a tick; a request\'s timeout brings the timer closer; what changes a decision wakes one tick', async (t) => {
+  const h = harness(t, { workers: 1, timeout: 3000, maxRequests: 30, maxRequestsJitter: 0 })
+  await started(h)
+  const worker = h.latest(1)
+  const slot = h.pool.handles.get(1)
+  const ticks = countTicks(h.pool)
+  for (let i = 1; i <= 20; i++) {
+    worker.say('busy', { method: 'GET', url: `/${i}` })
+    await h.step(1)
+    t.equal(slot.state, 'busy')
+    worker.say('idle', { rss: 1000 + i, requests: i })
+    await h.step(1)
+    if (i % 5 === 0) worker.say('heartbeat', { rss: 2000 + i })
+  }
+  await h.step()
+  t.equal(ticks(), 0, '20 requests and 4 heartbeats, each in a read of its own: no tick')
+  t.same([slot.state, slot.requests, slot.rss], ['ready', 20, 2020], 'each recorded in the handle')
+  t.equal(h.front.calls.filter((c) => c === 'idle 1').length, 20, 'the fronts heard each end at once')
+
+  worker.say('busy', { method: 'GET', url: '/slow' })
+  await h.advance(3000)
+  t.same(worker.signals, [], 'the request\'s deadline, not the heartbeat\'s: not yet')
+  t.equal(ticks(), 0)
+  await h.advance(1)
+  t.same(worker.signals, ['SIGKILL'], 'killed 1 ms past --timeout, 7 s before the heartbeat deadline')
+  worker.exit(null, 'SIGKILL')
+  await h.step()
+  await h.advance(slot.respawnDelay)
+  const next = h.latest(1)
+  next.say('ready')
+  await h.step()
+
+  const more = countTicks(h.pool)
+  for (let i = 1; i <= 29; i++) { next.say('busy', { method: 'GET', url: '/' }); next.say('idle', { rss: 1, requests: i }) }
+  await h.step()
+  t.equal(more(), 0, 'under --max-requests: nothing to decide')
+  next.say('busy', { method: 'GET', url: '/' })
+  next.say('idle', { rss: 1, requests: 30 })
+  next.say('busy', { method: 'GET', url: '/' })
+  next.say('idle', { rss: 1, requests: 31 })
+  t.ok(h.pool.tickScheduled, 'the 30th request made it due for recycling: a tick is asked for')
+  await h.step(1)
+  t.equal(more(), 1, 'one tick for the burst')
+  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-requests' })
+})
+
+t.test('with no front hearing each request\'s end, a busy worker\'s news is read a batch at a time; a lone request\'s, and a drain\'s, at once', async (t) => {
+  const h = harness(t, { workers: 1 }, { hearsEnds: false })
+  await started(h)
+  const worker = h.latest(1)
+  const slot = h.pool.handles.get(1)
+  worker.say('busy', { method: 'GET', url: '/1' })
+  await h.step()
+  t.equal(slot.state, 'busy', 'a request\'s start is read at once')
+  worker.say('idle', { rss: 1, requests: 1 })
+  await h.step()
+  t.same([slot.state, slot.requests], ['ready', 1], 'and so is its end')
+  for (let i = 2; i <= 10; i++) {
+    worker.say('busy', { method: 'GET', url: `/${i}` })
+    worker.say('idle', { rss: 1, requests: i })
+  }
+  await h.step()
+  t.equal(worker.held.length, 18, 'then the next requests\' news waits in the socket')
+  await h.advance(249)
+  t.same([slot.requests, worker.held.length], [1, 18], 'for 250 ms')
+  await h.advance(1)
+  t.same([slot.state, slot.requests, worker.held.length], ['ready', 10, 0], 'then all of it is read, in order')
+  t.equal(h.front.calls.filter((c) => c === 'idle 1').length, 0, 'this front has no ear for it')
+  await h.advance(250) // the next batch: nothing to read, and nothing is held back any more
+  worker.say('heartbeat', { rss: 1 })
+  worker.say('busy', { method: 'GET', url: '/11' })
+  worker.say('idle', { rss: 1, requests: 11 })
+  await h.step()
+  t.equal(slot.requests, 11, 'after a quiet batch, read at once')
+  worker.say('busy', { method: 'GET', url: '/12' })
+  await h.step()
+  t.same([slot.state, worker.held.length], ['ready', 1])
+  const stopped = h.pool.stop()
+  await h.step()
+  t.same([slot.state, worker.held.length], ['draining', 0], 'a drain reads its worker at once')
+  t.same(worker.sent, [], 'it runs a request: not asked to stop yet')
+  worker.say('idle', { rss: 1, requests: 12 })
+  await h.step()
+  t.match(worker.sent, [{ type: 'stop' }], 'and hears its end as it comes: that is what the drain waits for')
+  worker.exit(0)
+  await h.step()
+  t.same(await stopped, { clean: true })
+})
+
+t.test('a deadline is decided on all the news written before it: its timer reads the channels first', async (t) => {
+  const h = harness(t, { workers: 1, timeout: 100 }, { hearsEnds: false })
+  await started(h)
+  const worker = h.latest(1)
+  const slot = h.pool.handles.get(1)
+  worker.say('busy', { method: 'GET', url: '/1' })
+  worker.say('idle', { rss: 1, requests: 1 })
+  await h.step()
+  worker.say('busy', { method: 'GET', url: '/2' })
+  worker.say('idle', { rss: 1, requests: 2 })
+  worker.say('busy', { method: 'GET', url: '/3' })
+  await h.advance(250)
+  t.same([slot.state, slot.requests, worker.held.length], ['busy', 2, 0], 'read in a batch, and dated when read: /3 runs since then')
+  worker.say('idle', { rss: 1, requests: 3 })
+  await h.advance(100)
+  t.same([slot.state, worker.held.length], ['busy', 1], 'the end of /3 waits for the next batch')
+  await h.advance(1)
+  t.same(worker.signals, [], 'its --timeout (100 ms) came first, and its timer read the end before the tick decided: nothing killed')
+  t.same([slot.state, slot.requests], ['ready', 3])
+  await h.advance(250) // the batch's timer: reading as it comes again
+  worker.say('busy', { method: 'GET', url: '/4' })
+  await h.advance(100)
+  t.same(worker.signals, [])
+  await h.advance(1)
+  t.same(worker.signals, ['SIGKILL'], 'a request that did run too long is killed')
+})
+
+t.test('per-request news behind other events waits its turn: a worker ready then busy at once is busy', async (t) => {
+  const h = harness(t, { workers: 1 })
+  const starting = h.pool.start()
+  await h.step()
+  h.latest(1).write(encode({ v: 1, type: 'ready' }) + encode({ v: 1, type: 'busy', method: 'GET', url: '/' }))
+  await h.step()
+  await starting
+  t.equal(h.pool.handles.get(1).state, 'busy')
+  h.latest(1).say('idle', { rss: 1, requests: 1 })
+  await h.step()
+  t.same([h.pool.handles.get(1).state, h.pool.handles.get(1).requests], ['ready', 1])
+})
+
 t.test('a broken channel: garbage or an oversize frame kills the worker like a crash, whatever came before it', async (t) => {
   const h = harness(t)
   await started(h)
@@ -349,7 +542,7 @@ t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the grac
   await h.step()
   t.match(h.latest(1).sent, [{ type: 'stop' }], 'the idle worker is asked to exit')
   t.same(h.latest(2).sent, [], 'the busy one is not, yet')
-  for (let tick = 0; tick < 20; tick++) await h.advance(5)
+  for (let tick = 0; tick < 20; tick++) { h.pool.wake(); await h.advance(5) }
   t.equal(h.latest(1).sent.length, 1, 'once in 20 ticks, not at every tick')
   h.latest(1).exit(0)
   await h.advance(900)
@@ -735,12 +928,16 @@ t.test('1000 workers: a batch boots at a time; the control socket and a stop are
   t.equal(status.phase, 'starting')
   await t.rejects(sendCommand(control.path, 'scale', { workers: 2 }, { timeout: 10000 }), { code: 'POOL_E_NOT_STARTED' })
 
-  // A tick with a thousand slots and a thousand events is linear; its time is only a sanity bound.
+  // Heartbeats by the thousand cost no tick; a tick over a thousand slots is linear (its time is
+  // only a sanity bound).
+  const ticks = countTicks(h.pool)
   for (let i = 0; i < 12; i++) for (const c of h.sys.forks) c.say('heartbeat', { rss: 1 })
+  await h.step()
+  t.equal(ticks(), 0, `${12 * h.sys.forks.length} heartbeats, no tick`)
   const began = performance.now()
   h.pool.tick()
   const ms = performance.now() - began
-  t.comment(`one tick, ${N} slots, ${12 * h.sys.forks.length} events: ${ms.toFixed(1)} ms`)
+  t.comment(`one tick, ${N} slots: ${ms.toFixed(1)} ms`)
   t.ok(ms < 2000, 'sanity bound only')
 
   const stopped = h.pool.stop()

@@ -144,6 +144,48 @@ t.test('deadlines: boot timeout, request timeout, heartbeat; each strictly past 
   })
 })
 
+t.test('nextDeadline: the first instant due() answers, in every state; what moves it', async (t) => {
+  // At the deadline due() answers, one ms before it does not: the tick armed there acts.
+  const dueAt = (h, what) => {
+    const at = h.nextDeadline()
+    t.equal(h.due(at - 1), null, `${what}: nothing due 1 ms before ${at - T0}`)
+    t.not(h.due(at), null, `${what}: due at it`)
+    return at - T0
+  }
+  const { h: booting } = handle()
+  booting.attach(fakeChild(), T0)
+  t.equal(dueAt(booting, 'boot'), 5001)
+  const { h } = readyHandle()
+  t.equal(dueAt(h, 'silence'), 10001)
+  h.heard(T0 + 4000)
+  t.equal(h.nextDeadline() - T0, 14001, 'a word from the worker moves it later')
+  h.started({ method: 'GET', url: '/' }, T0 + 5000)
+  t.equal(dueAt(h, 'request'), 8001, 'a request brings it closer (--timeout 3 s), and no heartbeat applies')
+  h.finished({ requests: 1, rss: 1 })
+  h.heard(T0 + 5100)
+  t.equal(h.nextDeadline() - T0, 15101, 'its end: the silence again')
+  h.started({ method: 'GET', url: '/' }, T0 + 6000)
+  h.startDrain('stop', T0 + 6000, 1000)
+  t.equal(dueAt(h, 'graceful timeout'), 7000)
+  carryOut(h, h.due(T0 + 7000))
+  t.equal(dueAt(h, 'kill timeout'), 7500, 'SIGTERM sent: SIGKILL next')
+  carryOut(h, h.due(T0 + 7500))
+  t.equal(h.nextDeadline(), Infinity, 'killed: nothing left to time')
+  h.exited(null, 'SIGKILL', T0 + 7600, { stopping: false })
+  t.equal(h.nextDeadline(), h.respawnAt, 'dead: its respawn')
+  t.ok(h.dueForRespawn(h.nextDeadline()) && !h.dueForRespawn(h.nextDeadline() - 1))
+  const { h: failing } = handle({ maxBootFailures: 1 })
+  failing.attach(fakeChild(), T0)
+  failing.exited(1, null, T0 + 10, { stopping: false })
+  t.equal(failing.state, 'given-up')
+  t.equal(failing.nextDeadline() - T0, 60010, 'given up: --given-up-retry after')
+  t.ok(failing.dueForRetry(failing.nextDeadline()) && !failing.dueForRetry(failing.nextDeadline() - 1))
+  const { h: never } = handle({ maxBootFailures: 1, givenUpRetry: 0 })
+  never.attach(fakeChild(), T0)
+  never.exited(1, null, T0 + 10, { stopping: false })
+  t.equal(never.nextDeadline(), Infinity, '--given-up-retry 0: no time runs')
+})
+
 t.test('drain: STOP once when idle and released, never again, whatever the ticks', async (t) => {
   const { h, child } = readyHandle()
   t.equal(h.startDrain('reload', T0, 30000), true)
