@@ -145,7 +145,7 @@ export interface SupervisorOptions {
   timeout?: number
   /** a worker not ready within this is killed. Default 60000 */
   bootTimeout?: number
-  /** an idle worker silent this long is treated as hung. Default 10000 */
+  /** an idle worker silent this long is treated as hung. Default 30000 (as --timeout's default) */
   heartbeatTimeout?: number
   /** how often a worker sends a liveness ping with its RSS; below heartbeatTimeout. Default heartbeatTimeout / 3 */
   heartbeatInterval?: number

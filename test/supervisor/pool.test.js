@@ -65,7 +65,7 @@ t.test('invalid options throw POOL_E_BAD_OPTION', async (t) => {
 
 t.test('the heartbeat: a third of --heartbeat-timeout unless given, and below it or refused', async (t) => {
   const app = path.join(FIXTURES, 'handler.js')
-  t.equal(new Pool({ app, workers: 1, logger: silent }).options.heartbeatInterval, 3333, 'default: 10 s ÷ 3')
+  t.equal(new Pool({ app, workers: 1, logger: silent }).options.heartbeatInterval, 10000, 'default: 30 s ÷ 3')
   t.equal(new Pool({ app, workers: 1, logger: silent, heartbeatTimeout: 3000 }).options.heartbeatInterval, 1000, 'follows the timeout')
   t.equal(new Pool({ app, workers: 1, logger: silent, heartbeatInterval: 200 }).options.heartbeatInterval, 200, 'as given')
   t.throws(() => new Pool({ app, workers: 1, logger: silent, heartbeatTimeout: 2000, heartbeatInterval: 2000 }),
