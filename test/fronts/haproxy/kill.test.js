@@ -122,7 +122,7 @@ async function killUnderLoad (t) {
 
 t.test('12 clients, a worker SIGKILLed every second for 10 s: failed requests ≤ kills', async (t) => {
   // Only the request running in the killed worker is lost: MAINT keeps the queue off the dead
-  // server, and the runtime's listener-above-connections fd order (lib/worker/runtime.js) makes
+  // server, and the worker's listening socket, opened above the fds of its connections, makes
   // the next connect to a dying worker refused (and redispatched) rather than accepted.
   const { killed, failed } = await killUnderLoad(t)
   t.ok(failed <= killed, `${failed} requests failed in HAProxy's count ≤ ${killed} kills: only the request running in the killed worker is lost`)
