@@ -7,7 +7,7 @@
 const VERSION = 1
 
 // worker → supervisor
-const READY = 'ready' //           { port }                 listening, may take requests
+const READY = 'ready' //           { port, rss }            listening, may take requests
 const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
 const BUSY = 'busy' //             { method, url }          a request started
 const IDLE = 'idle' //             { rss, requests }        the request ended
@@ -36,7 +36,7 @@ const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
 const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null
 
 const WORKER_MESSAGES = {
-  [READY]: () => ({}),
+  [READY]: (m) => ({ rss: bytes(m.rss) }),
   [BUSY]: (m) => typeof m.method === 'string' && typeof m.url === 'string' ? { method: text(m.method, 64), url: text(m.url) } : null,
   [IDLE]: (m) => count(m.requests) === undefined ? null : { rss: bytes(m.rss), requests: m.requests },
   [HEARTBEAT]: (m) => ({ rss: bytes(m.rss) }),

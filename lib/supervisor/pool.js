@@ -470,7 +470,7 @@ class Pool extends EventEmitter {
   onMessage (h, m, now) {
     h.heard(now)
     switch (m.type) {
-      case msg.READY: return this.onReady(h, now)
+      case msg.READY: h.measured(m.rss); return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
       case msg.IDLE: h.finished(m); return this.requestEnded(h, now)
       case msg.HEARTBEAT: return h.measured(m.rss)

@@ -104,7 +104,7 @@ class WorkerRuntime {
     this.booted = true
     process.off('uncaughtException', this.onBootFailure)
     process.off('unhandledRejection', this.onBootFailure)
-    this.link.send(msg.READY, { port })
+    this.link.send(msg.READY, { port, rss: process.memoryUsage.rss() })
   }
 
   failBoot (err) {
