@@ -458,7 +458,7 @@ class Pool extends EventEmitter {
     if (event.child !== h.child) return
     if (event.type === 'exit') return this.onExit(h, event, now)
     if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
-    if (event.type === 'warmed') return this.onReady(h, now)
+    if (event.type === 'warmed') { h.warmedUp(this.options.warmupRequests); return this.onReady(h, now) }
     if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
     if (event.type === 'released') return h.released()
     if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it

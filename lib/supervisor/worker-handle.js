@@ -136,6 +136,13 @@ class WorkerHandle {
     return true
   }
 
+  // Its `count` warm-up requests were answered: the worker's own count of requests starts with
+  // them. Their ends may be heard later than this (behind HAProxy a worker's news is read in
+  // batches), so they are known by their number, not by when they are heard.
+  warmedUp (count) {
+    if (this.#state === 'warming') this.warmupServed = count
+  }
+
   // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
   becameReady (now) {
     if (this.#state !== 'booting' && this.#state !== 'warming') return false
@@ -154,10 +161,10 @@ class WorkerHandle {
   // counts for none of it: the worker counts it, the handle takes it off.
   finished ({ requests, rss }) {
     this.request = null
-    if (this.#state === 'warming') { this.warmupServed = requests; this.rss = rss; return }
+    if (this.#state === 'busy') this.transition('ready')
+    if (this.#state === 'warming' || requests <= this.warmupServed) { this.rss = rss; return } // a warm-up's end
     this.requests = requests - this.warmupServed
     this.totalRequests++
-    if (this.#state === 'busy') this.transition('ready')
     if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
     this.measured(rss)
   }

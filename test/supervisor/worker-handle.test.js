@@ -383,8 +383,13 @@ t.test('recycling: --max-requests (warm-up excluded), --max-rss on any measure, 
   const { h } = handle({ maxRequests: 2, maxRss: 100 })
   h.attach(fakeChild(), T0)
   h.beganWarmup()
-  h.finished({ requests: 3, rss: 1 }) // three warm-up requests
+  h.finished({ requests: 2, rss: 1 }) // two of three warm-up requests heard while warming
+  h.warmedUp(3) // the warm-up answered all three
   h.becameReady(T0 + 1)
+  h.started({ method: 'GET', url: '/warm' }, T0 + 1) // the third heard late, once ready
+  h.finished({ requests: 3, rss: 1 })
+  t.equal(h.requests, 0, 'a warm-up request heard after ready is not counted')
+  t.equal(h.state, 'ready')
   h.finished({ requests: 4, rss: 1 })
   t.equal(h.requests, 1)
   t.equal(h.recycleDue, null)
