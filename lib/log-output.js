@@ -20,10 +20,15 @@
 //   `exitFlushMs`. What the reader has not taken by then is lost; on SIGKILL everything still
 //   buffered is.
 //
-// The file descriptor is made non-blocking where Node allows it (a pipe, a terminal), so that a
-// write the reader cannot take fails at once (EAGAIN, tried again later) instead of holding a
-// thread of the pool: other work needs them (file reads, DNS lookups).
+// Writes never wait for the reader: a write the reader cannot take fails at once (EAGAIN, tried
+// again later) instead of holding a thread of the pool (other work needs them: file reads, DNS
+// lookups) or, at the exit, the process. For a pipe, that takes a description of the pipe of its
+// own, opened anew and non-blocking: O_NONBLOCK belongs to the description, which the pipe's
+// original fd shares with every process that inherited it, and a Node.js process clears it on
+// the stdio it inherited when it exits (the reaper, which writes to the same fd 1, does at every
+// stop), after which a write to a full pipe would wait for the reader for ever.
 
+const fs = require('node:fs')
 const SonicBoom = require('sonic-boom')
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -47,10 +52,11 @@ class LogOutput {
     this.whenWritten = new Set() // flush()es waiting for `pending` to reach 0
     this.failure = null // the error that ended the output (EPIPE: nobody reads any more)
     this.exitDeadline = null // while the exit flush runs: when it gives up on a reader that does not read
-    makeNonBlocking(fd)
+    this.ownFd = ownNonBlockingFd(fd)
+    if (this.ownFd === null) makeNonBlocking(fd)
     // Buffers, not strings: appending a line then costs no rescan of the chunk it joins.
     this.boom = new SonicBoom({
-      fd,
+      fd: this.ownFd ?? fd,
       sync: false,
       contentMode: 'buffer',
       minLength: batchBytes,
@@ -141,6 +147,7 @@ class LogOutput {
     process.removeListener('exit', this.exitFlush)
     if (this.idle || this.failure || this.boom.destroyed) return
     this.exitDeadline = this.now() + this.exitFlushMs
+    if (this.ownFd === null) makeNonBlocking(this.fd) // a child may have made it blocking since
     try { this.boom.flushSync() } catch {}
   }
 
@@ -161,8 +168,21 @@ function stdoutOutput ({ maxBytes } = {}) {
   return stdout
 }
 
-// A pipe or a terminal on the descriptor: Node's handle for it can set O_NONBLOCK (for a pipe,
-// opening the handle already does). A file needs none: a write to it never waits for a reader.
+// A pipe on `fd`: a descriptor of our own for it, non-blocking (/proc/self/fd reopens the pipe
+// itself, not a path). Null for anything else (a file needs none: a write to it never waits for
+// a reader; a terminal or a socket cannot be reopened so) or where /proc is not there.
+function ownNonBlockingFd (fd) {
+  try {
+    if (!fs.fstatSync(fd).isFIFO()) return null
+    return fs.openSync(`/proc/self/fd/${fd}`, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)
+  } catch {
+    return null
+  }
+}
+
+// A terminal or a socket on the descriptor (or a pipe where /proc is missing): Node's handle for
+// it can set O_NONBLOCK, on the shared description; set again before the exit's flush, since a
+// child that shared it may have cleared it by then. A file needs none.
 function makeNonBlocking (fd) {
   const stream = fd === 1 ? process.stdout : fd === 2 ? process.stderr : null
   const handle = stream?._handle

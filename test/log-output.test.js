@@ -7,8 +7,10 @@
 
 const t = require('tap')
 const fs = require('node:fs')
+const path = require('node:path')
+const { spawn } = require('node:child_process')
 const { LogOutput } = require('../lib/log-output')
-const { sleep, waitFor } = require('./helpers')
+const { FIXTURES, sleep, waitFor } = require('./helpers')
 const { pipeReader, PIPE_BYTES } = require('./helpers/pipe-reader')
 
 t.test('the output alone: never blocks, drops whole lines past its bound, counts them and says so once the reader is back', async (t) => {
@@ -73,4 +75,19 @@ t.test('the output alone: lines go out in batches, the last of them within batch
   for (let i = 0; i < 200; i++) out.write(`{"i":${i},"pad":"${'x'.repeat(80)}"}\n`)
   await waitFor(() => { reader.read(); return reader.records().filter((r) => r.i !== undefined).length === 200 }, { timeout: 2000, what: 'every line of the burst, its tail included' })
   t.ok(out.idle)
+})
+
+t.test('a child that shared the pipe exits: the writes still never wait for the reader, the exit\'s flush neither', async (t) => {
+  // Node.js clears O_NONBLOCK on its inherited stdio when it exits; on the pipe's shared
+  // description that made every later write, the exit's synchronous flush included, wait for
+  // a reader that never came.
+  const reader = pipeReader(t)
+  const child = spawn(process.execPath, [path.join(FIXTURES, 'log-output-child-exit.js')], { stdio: ['ignore', reader.fd, 'inherit'] })
+  reader.closeWriter()
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
+  t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); reader.start() })
+  const result = await Promise.race([exited, sleep(10000).then(() => 'still running 10 s later')])
+  t.same(result, { code: 0, signal: null }, 'it exited by itself, the reader never having read')
+  reader.read()
+  t.ok(reader.text.length > PIPE_BYTES / 2, `the pipe was filled: the lines were written until it was full (${reader.text.length} bytes)`)
 })
