@@ -6,6 +6,7 @@
 const yargs = require('yargs/yargs')
 const { EXIT } = require('./exit-codes')
 const { closest } = require('../options/pool')
+const { removedOption } = require('../options/removed')
 const { printError } = require('./output')
 
 const COMMANDS = ['./start', './generate', './control', './ls']
@@ -109,6 +110,8 @@ function unknownArguments (names, argv, cli, commands) {
     const written = argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`) || a === `-${name}` || a === `--no-${name}`)
     if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) return unknownCommand(name)
     if (!written) return `unexpected argument '${name}'`
+    const removed = removedOption(name, dashed(name))
+    if (removed) return removed
     const near = closest(name, flags)
     return `unknown option ${dashed(name)}${near ? ` (did you mean ${dashed(near)}?)` : ''}`
   })

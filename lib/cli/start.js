@@ -8,6 +8,7 @@ const { Pool } = require('../supervisor/pool')
 const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options/table')
 const { FRONTS } = require('../fronts/registry')
 const { readConfigFile } = require('../options/file')
+const { removedInEnv } = require('../options/removed')
 const { createLogger, logOutputOf } = require('../logger')
 const { EXIT_FLUSH_MS } = require('../log-output')
 const { codes, poolError } = require('../errors')
@@ -41,6 +42,8 @@ function builder (y) {
 // Where each setting comes from, strongest first: flags, POOL_* variables, the --config file,
 // the defaults. Returns { app, balancer, options, frontOptions }, before any default is filled.
 function settingsOf (argv, env) {
+  const removed = removedInEnv(env)
+  if (removed) throw poolError(codes.BAD_OPTION, removed)
   const start = startTable()
   const own = { ...fromEnv(env, start), ...fromArgv(argv, start) }
   const file = own.config === undefined ? { values: {} } : readConfigFile(own.config)

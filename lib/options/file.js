@@ -14,6 +14,7 @@ const { OPTIONS, checkOption, parseSize } = require('./table')
 const { FRONTS, available } = require('../fronts/registry')
 const { closest } = require('./pool')
 const { poolError, codes } = require('../errors')
+const { removedOption } = require('./removed')
 
 // What `pool start` puts in front of the workers when nothing says otherwise.
 const DEFAULT_BALANCER = 'embedded'
@@ -109,6 +110,8 @@ function checkValues (file, values) {
   const known = new Set(['app', 'balancer', ...Object.keys(OPTIONS), ...frontOf.keys()])
   for (const key of Object.keys(values)) {
     if (known.has(key)) continue
+    const removed = removedOption(key)
+    if (removed) throw fileError(file, removed)
     const near = closest(key, known)
     throw fileError(file, `unknown key ${key}${near ? ` (did you mean ${near}?)` : ''}; the keys are the library's option names, as in new Pool(), plus app and balancer`)
   }

@@ -9,6 +9,7 @@
 const { OPTIONS, resolveOptions, checkOwnPorts } = require('./table')
 const { FRONTS } = require('../fronts/registry')
 const { poolError, codes } = require('../errors')
+const { removedOption } = require('./removed')
 
 // Keys only the library has (objects, not flags).
 const LIBRARY_KEYS = ['app', 'logger', 'fronts', 'env', 'execArgv', 'cwd', 'args', 'balancer']
@@ -26,7 +27,7 @@ function resolvePoolOptions (input = {}) {
   const frontTable = balancer ? FRONTS[balancer].options() : {}
   const known = new Set([...Object.keys(OPTIONS), ...Object.keys(frontTable), ...LIBRARY_KEYS])
   for (const key of Object.keys(input)) {
-    if (!known.has(key)) throw poolError(codes.BAD_OPTION, unknownMessage(key, known, balancer))
+    if (!known.has(key)) throw poolError(codes.BAD_OPTION, removedOption(key) ?? unknownMessage(key, known, balancer))
   }
   const own = {}
   const frontOptions = {}

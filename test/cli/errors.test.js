@@ -3,6 +3,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
+const os = require('node:os')
 const path = require('node:path')
 const { FIXTURES, freePorts, runPool, startPool, poolStatus } = require('../helpers')
 
@@ -51,6 +52,26 @@ t.test('an unknown option: one line naming it and the nearest real one, not the 
   const far = await runPool(['start', app, '--bogus-flag', '1'])
   t.equal(far.code, 2)
   t.equal(far.stderr, 'pool: unknown option --bogus-flag; see `pool start --help`\n')
+})
+
+t.test('a removed option: refused with what became of it, wherever it is set', async (t) => {
+  const said = /^pool: (--overload-target|POOL_OVERLOAD_TARGET|.*overloadTarget) was removed: .*--overload-max-wait .*\n$/
+  const flag = await runPool(['start', app, '--overload-target', '1s'])
+  t.equal(flag.code, 2)
+  t.match(flag.stderr, said, 'as a flag: not "unknown option", which reads as a typo')
+  t.notMatch(flag.stderr, /unknown option/)
+  const env = await runPool(['start', app], { env: { POOL_OVERLOAD_TARGET: '1s' } })
+  t.equal(env.code, 2)
+  t.match(env.stderr, said, 'as a POOL_* variable: refused, not ignored')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-removed-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'pool.json')
+  fs.writeFileSync(file, JSON.stringify({ overloadTarget: 100 }))
+  const config = await runPool(['start', app, '--config', file])
+  t.equal(config.code, 2)
+  t.match(config.stderr, said, 'as a key of the --config file')
+  const { Pool } = require('../..')
+  t.throws(() => new Pool({ app, overloadTarget: 100 }), { code: 'POOL_E_BAD_OPTION', message: /^overloadTarget was removed: .*overloadMaxWait/ }, 'as a library option')
 })
 
 t.test('a bad choice: one line with the choices, not the help', async (t) => {
