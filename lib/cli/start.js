@@ -8,8 +8,8 @@ const { Pool } = require('../supervisor/pool')
 const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options/table')
 const { FRONTS } = require('../fronts/registry')
 const { readConfigFile } = require('../options/file')
-const { createLogger, logOutputOf } = require('../logger')
-const { EXIT_FLUSH_MS } = require('../log-output')
+const { createLogger, logOutputOf } = require('../shared/logger')
+const { EXIT_FLUSH_MS } = require('../shared/log-output')
 const { codes, poolError } = require('../errors')
 const { EXIT, exitCodeOf } = require('./exit-codes')
 const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
@@ -136,7 +136,7 @@ async function handler (argv) {
 }
 
 // Everything logged is written before the process exits, to a reader that keeps reading; one
-// that does not is waited for EXIT_FLUSH_MS at most (lib/log-output.js).
+// that does not is waited for EXIT_FLUSH_MS at most.
 async function flushLogs (logger) {
   await logOutputOf(logger)?.flush(EXIT_FLUSH_MS)
 }

@@ -6,7 +6,7 @@
 // than a log line), fronts start one after the other, and each started front is stopped once.
 
 const { NoFront } = require('./front')
-const { StartedInOrder } = require('../supervisor/in-order')
+const { StartedInOrder } = require('../shared/in-order')
 
 const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
@@ -49,8 +49,8 @@ class FrontSet {
     return this.list.find((f) => typeof f.host === 'string')?.host
   }
 
-  // One front after the other, each started one stopped once (lib/supervisor/in-order.js); a stop
-  // waits for a front still starting, up to START_BOUND.
+  // One front after the other, each started one stopped once; a stop waits for a front still
+  // starting, up to START_BOUND.
   start (stillWanted) {
     return this.order.start(stillWanted)
   }

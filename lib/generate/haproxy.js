@@ -7,7 +7,8 @@
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const { poolError, codes } = require('../errors')
-const { parseRoutes, CLASSES } = require('../fronts/balancer/priority')
+const { parseRoutes, CLASSES } = require('../shared/priority')
+const { DEFAULT_BACKEND, serverName } = require('../haproxy/names')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -28,7 +29,7 @@ const OPTIONS = {
   timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
-  backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
+  backend: { flag: 'backend', kind: 'string', default: DEFAULT_BACKEND, group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
   maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'HAProxy', describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue (0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the wait under overload at any pool size' },
@@ -229,7 +230,7 @@ function serverLines (o) {
   const lines = []
   for (let i = 1; i <= o.maxWorkers; i++) {
     if (i === o.workers + 1) lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
-    lines.push(`    server worker${i} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
+    lines.push(`    server ${serverName(i)} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
   }
   return lines
 }

@@ -6,7 +6,7 @@
 // that they see it stop.
 
 const { StatsListener } = require('./stats-listener')
-const { StartedInOrder } = require('../supervisor/in-order')
+const { StartedInOrder } = require('../shared/in-order')
 
 class PoolListeners {
   // What the listeners are given of the pool (lib/supervisor/pool.js): its resolved options, its
@@ -20,7 +20,7 @@ class PoolListeners {
     this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 
-  // One after the other; a failure closes what was opened and rejects (lib/supervisor/in-order.js).
+  // One after the other; a failure closes what was opened and rejects.
   start () { return this.order.start() }
   stop () { return this.order.stop() }
 

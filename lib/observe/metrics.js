@@ -21,7 +21,7 @@ const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'give
 class PoolMetrics {
   // workers(): the pool's worker snapshots, with `cpu` when known, read at scrape time.
   // supervisor: false leaves out the supervisor's process metrics (a balancer tested alone).
-  // logOutput: the supervisor's log output (lib/log-output.js), whose dropped lines are counted.
+  // logOutput: the supervisor's log output (a LogOutput), whose dropped lines are counted.
   constructor (workers, { supervisor = true, logOutput = null } = {}) {
     const registry = new client.Registry()
     const registers = [registry]

@@ -20,7 +20,7 @@
 // says so in one log line, and starts.
 
 const fs = require('node:fs')
-const { readStat } = require('./process-group')
+const { readStat } = require('../shared/proc')
 
 const MARK = 'POOL_SUPERVISOR'
 const POLL = 50 // ms between looks at what is left

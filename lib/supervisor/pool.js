@@ -27,7 +27,7 @@ const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
 const { resolvePoolOptions } = require('../options/pool')
 const { workerCeiling } = require('../options/table')
-const { createLogger, logOutputOf } = require('../logger')
+const { createLogger, logOutputOf } = require('../shared/logger')
 const { FrontSet } = require('../fronts/front-set')
 const { createFrontContext } = require('../fronts/front')
 const { PoolListeners } = require('../observe/listeners')
@@ -89,7 +89,8 @@ class Pool extends EventEmitter {
     })
     this.reconciler = new Reconciler(this.reconcilerView()) // the live set against the wanted set, from the tick
     this.target = this.options.workers
-    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/net/descriptors.js)
+    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick
+    this.releaseDescriptors = null // ends the descriptors kept for those slots' processes
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // the code a new process runs: goes up when a reload's canary proves the new code boots
     this.reloading = null // the Reload in progress (advanceReload ends it)
@@ -124,7 +125,8 @@ class Pool extends EventEmitter {
     this.life.begin()
     this.startedAt = this.now()
     this.slotsWithoutProcess = this.target
-    descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
+    // File descriptors kept for the workers, from before any listener opens.
+    this.releaseDescriptors = descriptors.budget.reserveForWorkers(() => this.slotsWithoutProcess)
     try {
       // What a pool that died on these ports left running goes first (lib/supervisor/leftovers.js).
       await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)), killTimeout: this.options.killTimeout, logger: this.logger })
@@ -136,7 +138,7 @@ class Pool extends EventEmitter {
       this.life.assertStarting()
     } catch (err) {
       if (this.life.abandon()) await this.listeners.stop()
-      descriptors.budget.untrack(this)
+      this.releaseDescriptors()
       throw err
     }
     const started = this.life.untilRunning()
@@ -788,7 +790,7 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     this.readNews()
     this.reaper?.stop() // every process of the pool is gone
-    descriptors.budget.untrack(this)
+    this.releaseDescriptors()
     await this.fronts.stop()
     await this.listeners.stop()
     this.metrics.close()

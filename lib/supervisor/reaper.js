@@ -135,7 +135,7 @@ function main (env = process.env) {
 // One warn line, as the pool's logger writes them (JSON, or rendered for a person), written to
 // fd 1 itself. Never through process.stdout: the reaper's fd 1 is the supervisor's, one open
 // pipe or terminal shared by both, and making that stream would make it non-blocking for the
-// supervisor too, whose logger then sleeps at every full pipe (lib/logger.js).
+// supervisor too, whose logger then sleeps at every full pipe.
 const WARN = 40
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity }
 
@@ -146,7 +146,7 @@ function lineWriter ({ level = 'info', format = 'auto' }) {
     const terminal = require('node:tty').isatty(1)
     let text = JSON.stringify({ level: WARN, time: Date.now(), ...fields, msg }) + '\n'
     if (format === 'pretty' || (format === 'auto' && terminal)) {
-      try { text = require('../logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
+      try { text = require('../shared/logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
     }
     try { fs.writeSync(1, text) } catch { /* nobody reads the pool's output any more */ }
   }

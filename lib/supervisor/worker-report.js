@@ -4,7 +4,7 @@
 // event is called, at which level, with which fields, how it reads), the pool's metric, and the
 // pool's event with the worker's snapshot. The supervisor decides; this only reports. Each slot
 // logs through a child logger bound to its `slot` and `port`; the line adds the process's `pid`
-// (the worker's: the supervisor's logger has none, lib/logger.js). An error goes under `err`,
+// (the worker's: the supervisor's logger has none). An error goes under `err`,
 // pino's error serializer's key.
 
 const { getSystemErrorMap } = require('node:util')

@@ -12,7 +12,7 @@
 // gone by then: a supervisor SIGKILLed during a reload left behind the app's processes of every
 // worker that had finished its drain and exited, trusting the supervisor with them.
 
-const { sessionMembers, readStat } = require('../supervisor/process-group')
+const { sessionMembers, readStat } = require('../shared/proc')
 
 const POLL = 50 // ms between looks at what is left
 const KILL_WAIT = 1000 // ms the SIGKILLed have to be gone before we stop waiting for them

@@ -6,8 +6,8 @@
 const { resolveOptions } = require('../../options/table')
 const { poolError, codes } = require('../../errors')
 const { parseAddress } = require('../../haproxy/client')
-// The backend name `pool config haproxy` writes by default: the two must agree out of the box.
-const DEFAULT_BACKEND = require('../../generate/haproxy').OPTIONS.backend.default
+// The backend name `pool config haproxy` writes by default: the two agree out of the box.
+const { DEFAULT_BACKEND } = require('../../haproxy/names')
 
 const OPTIONS = {
   haproxySocket: { flag: 'haproxy-socket', kind: 'string', group: 'HAProxy', defaultText: 'required', describe: 'HAProxy\'s runtime API at level admin: a unix socket path or host:port (`pool config haproxy --socket`)' },

@@ -1,15 +1,15 @@
 'use strict'
 
-// The supervisor's log output (lib/log-output.js) alone, on a real pipe whose reader the test
+// The supervisor's log output  alone, on a real pipe whose reader the test
 // stops: it never blocks, keeps what fits in its buffer, drops and counts the rest, says so once
 // the reader is back, and loses nothing when the reader keeps up. `pool start` on such a pipe:
 // test/supervisor/log-reader.test.js.
 
 const t = require('tap')
 const fs = require('node:fs')
-const { LogOutput } = require('../lib/log-output')
-const { sleep, waitFor } = require('./helpers')
-const { pipeReader, PIPE_BYTES } = require('./helpers/pipe-reader')
+const { LogOutput } = require('../../lib/shared/log-output')
+const { sleep, waitFor } = require('../helpers')
+const { pipeReader, PIPE_BYTES } = require('../helpers/pipe-reader')
 
 t.test('the output alone: never blocks, drops whole lines past its bound, counts them and says so once the reader is back', async (t) => {
   const reader = pipeReader(t, { nonBlockingWriter: true })
