@@ -11,7 +11,7 @@
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
 const { poolError, codes } = require('../errors')
-const { readConfigFile } = require('../options/file')
+const { readConfigFile } = require('../config/file')
 
 const CONFIG_FLAG = {
   config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'The pool\'s config file (`pool start --config`): take the settings that correspond from it; flags win over it' }

@@ -5,7 +5,7 @@
 // whole help text or a stack.
 const yargs = require('yargs/yargs')
 const { EXIT } = require('./exit-codes')
-const { closest } = require('../options/pool')
+const { closest } = require('../shared/closest')
 const { printError } = require('./output')
 
 const COMMANDS = ['./start', './generate', './control', './ls']

@@ -5,11 +5,10 @@
 // (./locate.js), so that the start command's flags can be pasted to them.
 
 const { OPTIONS } = require('../options/table')
-const { FRONTS, available } = require('../fronts/registry')
-const { DEFAULT_BALANCER } = require('../options/file')
+const { FRONTS, available, defaultFront } = require('../fronts/registry')
 
 function defaultBalancer () {
-  return available().includes(DEFAULT_BALANCER) ? DEFAULT_BALANCER : 'none'
+  return defaultFront()
 }
 
 // `pool start`'s own flags.

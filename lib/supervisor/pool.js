@@ -25,11 +25,12 @@ const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
 const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
-const { resolvePoolOptions } = require('../options/pool')
+const { assemblePool } = require('../config/pool')
 const { workerCeiling } = require('../options/table')
 const { createLogger, logOutputOf } = require('../shared/logger')
 const { FrontSet } = require('../fronts/front-set')
 const { createFrontContext } = require('../fronts/front')
+const { frontFailures } = require('../fronts/registry')
 const { PoolListeners } = require('../observe/listeners')
 const { PoolPhase } = require('./phase')
 const { Remnants } = require('./process-group')
@@ -57,15 +58,15 @@ class Pool extends EventEmitter {
   // clock (lib/supervisor/spawn.js SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
-    const { options: resolved, createFront } = resolvePoolOptions(options)
-    this.options = resolved
+    const config = assemblePool(options) // everything checked before anything is made
+    this.options = config.options
     this.ceiling = workerCeiling(this.options) // { max, why }: -n and scale stay within it
     if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
     // fronts add theirs (lib/fronts/front.js)
-    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger) })
+    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger), frontFailures: frontFailures() })
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload), listens: (name) => this.listenerCount(name) > 0 })
     // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
@@ -78,7 +79,7 @@ class Pool extends EventEmitter {
       workerRefusing: (w, detail) => this.workerRefusing(w, detail),
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0
     })
-    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), frontContext)
+    this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
     // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).
     this.listeners = new PoolListeners({
       options: this.options,

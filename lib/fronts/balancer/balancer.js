@@ -219,6 +219,7 @@ class EmbeddedBalancer {
   }
 
   status () {
+    const workers = this.slots.views()
     return {
       type: 'embedded',
       url: this.url,
@@ -231,7 +232,13 @@ class EmbeddedBalancer {
       responseBytes: this.responseBudget.held,
       responseBudget: this.responseBudget.limit,
       stopping: this.isStopping,
-      workers: this.slots.views()
+      workers,
+      // Beside each worker's state on the status page: benched for a moment after a refused or
+      // reset connection, and the attempts on it that failed.
+      notes: Object.fromEntries(workers.map((w) => [w.slot, {
+        badge: w.state === 'benched' ? 'benched' : undefined,
+        text: w.failures ? `${w.failures} failed` : undefined
+      }]))
     }
   }
 

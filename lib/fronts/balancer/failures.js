@@ -46,4 +46,14 @@ function failureOf (failure) {
   return known
 }
 
-module.exports = { ATTEMPT_FAILURES, failureOf }
+// Every reason the balancer counts in pool_failures_total, the pool's one list of them (its
+// metric's help text is made from it): a request turned away before a worker had it (the
+// queue's, the body's limits), an attempt that failed (the table above), and the client's or the
+// balancer's own end of an exchange. The pool counts out_of_descriptors itself.
+const FAILURE_REASONS = Object.freeze([
+  'queue_timeout', 'queue_full', 'queue_shed', 'body_too_large', 'body_budget',
+  ...Object.values(ATTEMPT_FAILURES).map((f) => f.metric),
+  'client_aborted', 'client_send_timeout', 'internal_error'
+])
+
+module.exports = { ATTEMPT_FAILURES, FAILURE_REASONS, failureOf }

@@ -224,6 +224,7 @@ class HaproxyFront {
     }
     return {
       type: 'haproxy',
+      ...describeServers(servers, this),
       socket: this.socket,
       backend: this.backend,
       reachable: this.reachable,
@@ -443,6 +444,37 @@ class HaproxyFront {
       (this.stateFile ? ` (a HAProxy reload takes ports from ${this.stateFile.file} while it exists: reload HAProxy after the old pool stopped, which removes it)` : ''),
       { details: { backend: this.backend, wrong } })
   }
+}
+
+// The typed part of status() (lib/fronts/front.js FrontStatus): where HAProxy is, what is
+// wrong, and each server as `pool status` and the status page show it.
+function describeServers (servers, front) {
+  const entries = Object.entries(servers)
+  const cell = (server, key) => Object.fromEntries(entries.map(([name, s]) => [slotOf(name), server(s)[key]]))
+  const shown = (s) => ({ wanted: s.wanted ?? '-', haproxy: haproxyState(s), sessions: s.sessions ?? '-' })
+  const error = front.lastError ? `: ${front.lastError.message || front.lastError}` : ''
+  return {
+    target: `backend ${front.backend}`,
+    detail: `via ${front.socket}${front.haproxy?.pid ? ` (HAProxy pid ${front.haproxy.pid})` : ''}`,
+    problem: front.reachable === false ? `unreachable${error}` : null,
+    columns: [
+      { title: 'WANTED', values: cell(shown, 'wanted') },
+      { title: 'HAPROXY', values: cell(shown, 'haproxy') },
+      { title: 'SESS', right: true, values: cell(shown, 'sessions') }
+    ],
+    table: {
+      caption: `backend ${front.backend || '?'} via ${front.socket || '?'}: ${front.reachable ? 'reachable' : 'not reachable'}, queue ${front.queue ?? '–'}` +
+        (front.lastError ? `; last error: ${front.lastError.message || front.lastError}` : ''),
+      head: ['Server', 'Wanted', 'Seen', 'Up', 'Sessions'],
+      rows: entries.map(([name, s]) => [name, s.wanted, s.seen, s.up === null ? null : { badge: s.up ? 'UP' : 'DOWN', tone: s.up ? 'ready' : 'bad' }, s.sessions])
+    }
+  }
+}
+
+// HAProxy's state of a server, with "down" when its health check says so.
+function haproxyState (server) {
+  if (!server || !server.seen) return '-'
+  return server.up === false && server.seen !== 'maint' ? `${server.seen} (down)` : server.seen
 }
 
 function slotOf (name) {
