@@ -49,6 +49,21 @@ class PoolPhase {
     this.startWaiter.resolve(value)
   }
 
+  // The pool failed with `err`, fatally. True the first time; from then on `failure` is it, and
+  // a stop no longer answers a start in progress (the failure will).
+  fail (err) {
+    if (this.failure) return false
+    this.failure = err
+    return true
+  }
+
+  // A start that failed answers with its failure once `stopped` (the stop the failure caused)
+  // has settled.
+  rejectStartAfter (stopped) {
+    const waiter = this.startWaiter
+    stopped.then(() => waiter.reject(this.failure))
+  }
+
   // stop(): → stopping. Returns stop()'s promise, and whether this call began the stop.
   stop () {
     if (this.stopPromise) return { promise: this.stopPromise, began: false }

@@ -37,6 +37,7 @@ const { Remnants } = require('./process-group')
 const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('../observe/metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./spawn')
+const { EVENT } = require('./events')
 const { poolError, codes } = require('../errors')
 const channel = require('../protocol/channel')
 const descriptors = require('../net/descriptors')
@@ -156,7 +157,7 @@ class Pool extends EventEmitter {
   // the processes the workers' apps left behind are gone too (process-group.js).
   stop ({ timeout = this.options.gracefulTimeout } = {}) {
     const { promise, began } = this.life.stop()
-    if (began) this.enqueue({ type: 'stop', timeout })
+    if (began) this.enqueue({ type: EVENT.STOP, timeout })
     return promise
   }
 
@@ -164,7 +165,7 @@ class Pool extends EventEmitter {
   kill () {
     if (this.life.is('idle', 'stopped')) return this.stop()
     const stopped = this.stop({ timeout: 0 })
-    this.enqueue({ type: 'kill' })
+    this.enqueue({ type: EVENT.KILL })
     return stopped
   }
 
@@ -228,7 +229,7 @@ class Pool extends EventEmitter {
     const h = this.recyclable(slot)
     const { pid: oldPid, incarnation } = h
     const began = this.now()
-    this.enqueue({ type: 'recycle', handle: h, child: h.child })
+    this.enqueue({ type: EVENT.RECYCLE, handle: h, child: h.child })
     const replaced = () => h.incarnation > incarnation && h.ready
     await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
     if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
@@ -287,7 +288,7 @@ class Pool extends EventEmitter {
   workerRefusing (w, { refusals, front = 'a front' } = {}) {
     const h = this.handles.get(w?.slot)
     if (!h || !h.child || h.pid !== w.pid) return
-    this.enqueue({ type: 'refusing', handle: h, child: h.child, refusals, front })
+    this.enqueue({ type: EVENT.REFUSING, handle: h, child: h.child, refusals, front })
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }
@@ -305,7 +306,7 @@ class Pool extends EventEmitter {
   // waits before it in the queue, is told to its handle at once (heardFrom); anything else, or
   // news behind other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
-    if (event.type === 'message' && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
+    if (event.type === EVENT.MESSAGE && event.handle && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
     this.enqueue(event)
   }
 
@@ -441,17 +442,13 @@ class Pool extends EventEmitter {
     this.timerAt = Infinity
   }
 
+  // One table per kind of subject (below the class): the pool's own commands, a reload's
+  // canary, a slot's worker.
   handleEvent (event, now) {
     if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
-    switch (event.type) {
-      case 'stop': return this.onStop(event.timeout)
-      case 'kill': return this.onKill(now)
-      case 'canary-message': return event.canary.onMessage(event.message, now)
-      case 'canary-channel-broken': this.report.canaryChannelBroken(event.pid, event.problem); return event.canary.onChannelBroken(event.problem)
-      case 'canary-exit': event.canary.onExit(event.code, event.signal); this.canaries.delete(event.canary); return
-      case 'canary-spawn-error': event.canary.onSpawnError(event.error); this.canaries.delete(event.canary); return
-    }
+    if (event.canary) return ON_CANARY[event.type](this, event, now)
     const h = event.handle
+    if (!h) return ON_POOL[event.type](this, event, now)
     // A child's last message may be read after its 'exit' (when a process its app started holds
     // the channel open): keep its boot error.
     if (event.child !== h.child && event.child === h.previousChild && event.message?.type === msg.BOOT_ERROR) {
@@ -459,15 +456,12 @@ class Pool extends EventEmitter {
     }
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
-    if (event.type === 'exit') return this.onExit(h, event, now)
-    if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
-    if (event.type === 'warmed') { h.warmedUp(this.options.warmupRequests); return this.onReady(h, now) }
-    if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
-    if (event.type === 'released') return h.released()
-    if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
-    if (event.type === 'refusing') return this.onListenerClosed(h, { by: event.front, refusals: event.refusals }, now)
-    if (event.type === 'message') return this.onMessage(h, event.message, now)
-    if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
+    return ON_WORKER[event.type](this, h, event, now)
+  }
+
+  // A reload's canary ended, however: it holds nothing the pool waits for any more.
+  canaryGone (canary) {
+    this.canaries.delete(canary)
   }
 
   onMessage (h, m, now) {
@@ -512,7 +506,7 @@ class Pool extends EventEmitter {
     const { warmup: paths, warmupRequests: count, timeout } = this.options
     this.report.warming(h, now)
     const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
-    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done('warmed'), (err) => done('warmup-failed', err))
+    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done(EVENT.WARMED), (err) => done(EVENT.WARMUP_FAILED, err))
   }
 
   // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
@@ -624,7 +618,7 @@ class Pool extends EventEmitter {
     const view = this.report.draining(h, reason, now)
     if (!serving) return
     const child = h.child
-    this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
+    this.fronts.drain(view).then(() => this.enqueue({ type: EVENT.RELEASED, handle: h, child }))
   }
 
   // ── a reload: every step and its end, decided here, once per tick ──────────────────────────
@@ -774,11 +768,9 @@ class Pool extends EventEmitter {
 
   // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.
   fail (err) {
-    if (this.life.failure) return
-    this.life.failure = err
+    if (!this.life.fail(err)) return
     if (this.life.is('starting')) {
-      const waiter = this.life.startWaiter
-      this.stop({ timeout: 0 }).then(() => waiter.reject(err))
+      this.life.rejectStartAfter(this.stop({ timeout: 0 }))
     } else {
       this.logger.fatal({ event: 'failed', code: err.code }, err.message)
       this.emit('failed', err)
@@ -802,6 +794,40 @@ class Pool extends EventEmitter {
   }
 }
 
+// What the tick does with each event (./events.js), by its subject.
+const ON_POOL = {
+  [EVENT.STOP]: (pool, e) => pool.onStop(e.timeout),
+  [EVENT.KILL]: (pool, e, now) => pool.onKill(now)
+}
+
+const ON_CANARY = {
+  [EVENT.MESSAGE]: (pool, e, now) => e.canary.onMessage(e.message, now),
+  [EVENT.CHANNEL_BROKEN]: (pool, e) => {
+    pool.report.canaryChannelBroken(e.pid, e.problem)
+    e.canary.onChannelBroken(e.problem)
+  },
+  [EVENT.EXIT]: (pool, e) => {
+    e.canary.onExit(e.code, e.signal)
+    pool.canaryGone(e.canary)
+  },
+  [EVENT.SPAWN_ERROR]: (pool, e) => {
+    e.canary.onSpawnError(e.error)
+    pool.canaryGone(e.canary)
+  }
+}
+
+const ON_WORKER = {
+  [EVENT.MESSAGE]: (pool, h, e, now) => pool.onMessage(h, e.message, now),
+  [EVENT.CHANNEL_BROKEN]: (pool, h, e) => pool.onChannelBroken(h, e.problem),
+  [EVENT.EXIT]: (pool, h, e, now) => pool.onExit(h, e, now),
+  [EVENT.SPAWN_ERROR]: (pool, h, e, now) => pool.onSpawnError(h, e.error, now),
+  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.options.warmupRequests); return pool.onReady(h, now) },
+  [EVENT.WARMUP_FAILED]: (pool, h, e) => pool.onWarmupFailed(h, e.error),
+  [EVENT.RELEASED]: (pool, h) => h.released(),
+  [EVENT.RECYCLE]: (pool, h) => h.recycleWhenPossible('recycle'), // the replace step drains it
+  [EVENT.REFUSING]: (pool, h, e, now) => pool.onListenerClosed(h, { by: e.front, refusals: e.refusals }, now)
+}
+
 // A reload asked while one runs, before it begins: how many callers wait for it, and the promise
 // each of them is answered with once it has run (`follow`).
 class QueuedReload {
@@ -820,4 +846,4 @@ class QueuedReload {
 
 function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
-module.exports = { Pool }
+module.exports = { Pool, ON_POOL, ON_CANARY, ON_WORKER }

@@ -19,6 +19,7 @@ const channel = require('../protocol/channel')
 const { warmUp } = require('./warmup')
 const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
 const { Reaper } = require('./reaper')
+const { EVENT } = require('./events')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -163,24 +164,22 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
   }
 }
 
-// A child's events, as events of the supervisor's loop: `enqueue({ type, handle | canary, child,
-// ... })`, types prefixed `canary-` for a reload's canary. What the app sends is checked at this
-// door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
+// A child's events, as events of the supervisor's loop (./events.js): `enqueue({ type, handle |
+// canary, child, ... })`, the same types for a slot's worker and a reload's canary. What the app
+// sends is checked at this door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
 // kills the process), a message the loop cannot use (messages.parseWorkerMessage) is dropped.
 // `onGone()`: called at the reap, for the fronts (below).
 function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue, onGone }) {
-  const prefix = canary ? 'canary-' : ''
   const base = { handle, canary, child }
   const end = channel.supervisorEnd(child)
   if (end) {
-    const type = `${prefix}message`
     channel.readFrames(end, {
       // Thousands a second under load: no more made per message than the event itself.
       onMessage: (raw) => {
         const message = msg.parseWorkerMessage(raw)
-        if (message) enqueue({ handle, canary, child, type, message })
+        if (message) enqueue({ handle, canary, child, type: EVENT.MESSAGE, message })
       },
-      onError: (problem) => enqueue({ ...base, type: `${prefix}channel-broken`, problem, pid: child.pid })
+      onError: (problem) => enqueue({ ...base, type: EVENT.CHANNEL_BROKEN, problem, pid: child.pid })
     })
   }
   // The one event source that acts, twice, right at the reap. First, while the group's number
@@ -194,7 +193,7 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   // is told once the worker's last lines and messages are read (lib/supervisor/app-output.js):
   // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
-    const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
+    const exit = { ...base, type: EVENT.EXIT, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
     if (onGone) onGone()
     channel.resumeReading(end) // its last news, and its end, if the pool was reading it in batches
     afterOutputRead(child, () => {
@@ -204,7 +203,7 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   })
   // A fork that failed (EMFILE, ENFILE, EAGAIN) emits 'error' and no 'exit': no process ever
   // ran, so this is no exit, and nothing the app did.
-  child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}spawn-error`, error }) })
+  child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: EVENT.SPAWN_ERROR, error }) })
 }
 
 // A worker's stdout, stderr and channel close when it exits, unless a process its app started
