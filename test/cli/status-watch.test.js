@@ -61,9 +61,9 @@ t.test('the screen is redrawn in place: home, clear to end of line and of screen
 t.test('the text status of a HAProxy front shows each server\'s wanted state, HAProxy\'s and its sessions', async (t) => {
   // The front's own status(), as it knows HAProxy after a check.
   const haproxy = new HaproxyFront(resolveHaproxyFrontOptions({ haproxySocket: '/run/pool/haproxy-admin.sock' }))
-  Object.assign(haproxy, { reachable: true, haproxy: { pid: 77 } })
-  Object.assign(haproxy._record('worker1'), { wanted: 'ready', seen: 'ready', op: 'running', sessions: 1 })
-  Object.assign(haproxy._record('worker2'), { wanted: 'maint', seen: 'drain', op: 'stopped', sessions: 0 })
+  Object.assign(haproxy.states, { reachable: true, haproxy: { pid: 77 } })
+  Object.assign(haproxy.states.record('worker1'), { wanted: 'ready', seen: 'ready', op: 'running', sessions: 1 })
+  Object.assign(haproxy.states.record('worker2'), { wanted: 'maint', seen: 'drain', op: 'stopped', sessions: 0 })
   const front = haproxy.status()
   const text = formatStatus(status([worker({ slot: 1, pid: 11, state: 'busy' }), worker({ slot: 2, pid: 12, state: 'draining' })], front))
   t.match(row(text, 1), { WANTED: 'ready', HAPROXY: 'ready', SESS: '1' })
