@@ -78,8 +78,8 @@ export interface ExitInfo extends WorkerSnapshot {
 }
 
 /**
- * Everything a front is given of the pool, at start (lib/fronts/front.js): a front reads the
- * pool through this and nothing else.
+ * Everything a front is given of the pool, at start: a front reads the pool through this and
+ * nothing else.
  */
 export interface FrontContext {
   /** the pool's logger */

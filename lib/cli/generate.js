@@ -131,7 +131,7 @@ function listNames (names) {
 
 module.exports = {
   command: 'config <target>',
-  targets: NAMES, // for `pool config TARGET --help` in usage errors (lib/cli/index.js)
+  targets: NAMES, // for `pool config TARGET --help` in usage errors
   describe: `print a production config: ${listNames(NAMES)}`,
   builder: (y) => NAMES.reduce((acc, name) => acc.command(targetCommand(name)), y),
   // Reached only when <target> is none of the subcommands above.

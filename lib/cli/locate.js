@@ -4,7 +4,7 @@
 // Every flag of `pool start` is accepted, so the operator can paste the start command's flags.
 // Those that name the control socket are used, read as `pool start` reads them (a flag, else its
 // POOL_* variable, else the --config file): --control, else the front port that names the
-// default socket (lib/control/path.js), --port, or --worker-port with --balancer none/haproxy.
+// default socket, --port, or --worker-port with --balancer none/haproxy.
 // The others mean nothing to a running pool's commands: accepted, ignored, and said so.
 
 const { OPTIONS } = require('../options/table')
@@ -18,7 +18,7 @@ const GROUP = 'Finding the pool (as given to pool start)'
 // The front port's option (--port), as the fronts that listen take it.
 const FRONT_PORT = listenerPortOption() ?? { key: 'port', spec: { flag: 'port', kind: 'port' } }
 
-// In the options table format of lib/options/table.js, so they parse and fail like `pool start`'s.
+// In the option table's format, so they parse and fail like `pool start`'s.
 const LOCATING = {
   control: { ...OPTIONS.control, group: GROUP, describe: 'The pool\'s control socket, when it was started with --control' },
   port: { ...FRONT_PORT.spec, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },

@@ -1,6 +1,6 @@
 'use strict'
 
-// `pool start`'s flags, as option tables (lib/options/table.js format): its own two, the
+// `pool start`'s flags, as option tables: its own two, the
 // supervisor's, and each available front's. The control commands accept them all too
 // (./locate.js), so that the start command's flags can be pasted to them.
 

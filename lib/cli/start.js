@@ -55,7 +55,7 @@ function settingsOf (argv, env) {
   const app = argv.app ?? fileApp
   if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
   // `pool start app.js -n 4 -- --flag value`: what follows `--` is the app's own command line,
-  // its process.argv.slice(2) in every worker (lib/supervisor/spawn.js), after reloads too.
+  // its process.argv.slice(2) in every worker, after reloads too.
   const args = argv['--'] ?? []
   return { app, args, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
 }
@@ -157,7 +157,7 @@ function withStatsPort (options, listener) {
   return options
 }
 
-// Type=notify (lib/observe/notify.js): STOPPING=1 when a stop begins, STATUS= as the workers
+// Type=notify: STOPPING=1 when a stop begins, STATUS= as the workers
 // serving change (READY=1 is sent once start() has resolved). Only the rare events: a request's
 // start and end change nothing here.
 function tellServiceManager (pool, notifier) {
@@ -213,7 +213,7 @@ function workers (n) {
 
 module.exports = {
   command: 'start [app]',
-  appArgs: 'use', // what follows `--` (lib/cli/index.js)
+  appArgs: 'use', // what follows `--`: passed on to the app
   describe: 'start a pool of single-request workers for APP',
   builder,
   handler

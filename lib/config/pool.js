@@ -2,7 +2,7 @@
 
 // A pool's options, assembled once: what `new Pool(options)` is given, or what `pool start`
 // gathered from its flags, POOL_* variables and a --config file. The supervisor's options are
-// read by the schema (lib/options/table.js); `balancer` names a front, whose own options its
+// read by the schema (the option table); `balancer` names a front, whose own options its
 // registry entry resolves without building anything; the pool's own ports are checked against
 // the workers'; and the library-only keys below pass as they are. An unknown key is an error
 // naming the closest known one: a typo must not be ignored silently. Everything is checked here,

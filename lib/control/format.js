@@ -87,7 +87,7 @@ function frontsOf (front) {
 }
 
 // "embedded http://127.0.0.1:9001", "haproxy backend app via /run/haproxy.sock", "none": a
-// front's status as it describes itself (lib/fronts/front.js FrontStatus).
+// front's status as it describes itself (FrontStatus).
 function describeFront (front) {
   if (Array.isArray(front)) return front.map(describeFront).join('; ')
   if (!front || typeof front !== 'object') return 'none'

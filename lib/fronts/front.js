@@ -19,7 +19,7 @@
 //                      supervisor reads a serving worker's per-request news in batches.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
-//                      worker's exit event itself (lib/supervisor/spawn.js), or before the pool
+//                      worker's exit event itself (watchChild), or before the pool
 //                      signals it; once per process.
 //   drain(w)           returns a Promise. Stop giving w new requests; resolve once the front
 //                      holds no request in flight to w. The pool waits for every front's drain
@@ -42,7 +42,7 @@
 //                      HAProxy agent (--agent-port) listens there too unless --agent-host says.
 
 /**
- * Everything a front is given of the pool, built once by the Pool (lib/supervisor/pool.js) and
+ * Everything a front is given of the pool, built once by the Pool and
  * passed to start(): a front reads the pool through this and nothing else.
  *
  * @typedef {object} FrontContext

@@ -1,17 +1,17 @@
 'use strict'
 
 // The fronts `pool start --balancer X` can put before the workers. Each entry says all that the
-// rest of the pool needs to know of its front, so that nothing outside lib/fronts/ names one:
+// rest of the pool needs to know of its front, so that nothing outside fronts/ names one:
 //
 //   describe     one line for --help
-//   options()    its option table (the schema's format: lib/options/table.js)
+//   options()    its option table (in the schema's format)
 //   resolve(o)   its options with their defaults, checked, or a PoolError (BAD_OPTION); builds
 //                nothing, opens nothing
 //   listens      where its table says it listens for clients, { port, host } (option names), if
 //                it does: that port is one of the pool's own (checked against the workers',
 //                naming the control socket, below the stats port)
 //   failures()   the pool_failures_total reasons it counts, [{ reason, describe }]
-//   create(resolved, { logger })  the Front itself (lib/fronts/front.js), from resolved options
+//   create(resolved, { logger })  the Front itself, from resolved options
 //
 // Modules load lazily: `--balancer none` never pays for the balancer, and the CLI can list every
 // flag for --help.

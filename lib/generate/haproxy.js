@@ -18,7 +18,7 @@ const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
 // HAProxy 2.6 can express of it, as a length.
 const DEFAULT_MAX_QUEUE = 100
 
-// lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
+// In the option table's format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
   // The pool's own flags, with the pool's defaults, so `pool config` and `pool start` agree.
@@ -235,7 +235,7 @@ function serverLines (o) {
   return lines
 }
 
-// Decided by measurement; test/generate/haproxy-nginx.test.js repeats it against the real haproxy.
+// Decided by measurement; a test repeats it against the real haproxy.
 const ABORT_ON_CLOSE_COMMENT = [
   '    # No `option abortonclose`, by measurement (HAProxy 2.6.12, one worker rendering 1 s,',
   '    # request A running, B queued, A\'s client closing at 300 ms, by FIN or by RST):',
@@ -247,7 +247,7 @@ const ABORT_ON_CLOSE_COMMENT = [
   '    # option would drop it). `timeout queue` bounds how late such a render can come.'
 ]
 
-// Decided by measurement; test/generate/haproxy-nginx.test.js repeats it against the real haproxy.
+// Decided by measurement; a test repeats it against the real haproxy.
 const NO_DELAY_LINES = [
   '    # A streamed page (its shell at once, the rest as its data arrives) reaches the client as the',
   '    # worker sends it. Without http-no-delay HAProxy sends a part it knows is not the last with',
@@ -258,8 +258,8 @@ const NO_DELAY_LINES = [
   '    option http-no-delay'
 ]
 
-// Retries as the embedded balancer makes them (lib/fronts/balancer/retry.js), as far as HAProxy 2.6
-// can; measured against the real HAProxy by test/generate/haproxy-retries.test.js.
+// Retries as the embedded balancer makes them, as far as HAProxy 2.6 can; a test measures them
+// against the real HAProxy.
 const RETRY_LINES = [
   '    # Retries, each on another worker (`redispatch 1`):',
   '    #   conn-failure    the connection was refused (a dead worker not yet MAINT): nothing',
@@ -281,7 +281,7 @@ const RETRY_LINES = [
 ]
 
 // HAProxy's queue is ordered by class, then arrival: the embedded balancer's priority classes
-// (lib/fronts/balancer/priority.js) as `set-priority-class` rules, high -1, normal 0, low 1. Each
+// as `set-priority-class` rules, high -1, normal 0, low 1. Each
 // matching rule sets the class and the last one wins, so routes go shortest prefix first (the
 // longest match wins) and the header last (it wins over a route).
 const CLASS_NUMBER = { high: -1, normal: 0, low: 1 }
@@ -318,7 +318,7 @@ function overloadLines (o) {
   ]
 }
 
-// As the embedded balancer words its answer to a full queue (lib/fronts/balancer/replies.js).
+// As the embedded balancer words its answer to a full queue.
 const OVERLOADED_TEXT = 'the queue is full (the pool is overloaded); retry shortly'
 
 function backendSection (o, t) {
@@ -417,7 +417,7 @@ function poolStartArgs (o) {
 }
 
 // `pool start --balancer haproxy` listens for its own /status and /metrics on --worker-port − 2
-// unless told otherwise (lib/cli/start.js).
+// unless told otherwise.
 function poolStatsClash (o) {
   return [o.port, o.statsPort].includes(o.workerPort - 2)
 }
@@ -449,7 +449,7 @@ module.exports = {
   duration,
   OPTIONS,
   DEFAULT_PREFIX,
-  // Shared with the fleet's edge config (lib/generate/edge.js).
+  // Shared with the fleet's edge config.
   PROXY_NAME,
   bad,
   camel,

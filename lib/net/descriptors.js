@@ -128,7 +128,7 @@ function guardAccept (server, { name, logger, onRefused = () => {}, priority = f
       (n) => `${name}: refused ${n === 1 ? 'a connection' : `${n} connections`}: ${open} of ${limit} file descriptors open, ${reserve} kept for the workers (raise ulimit -n / LimitNOFILE)`)
   })
   server.on('error', (err) => {
-    if (!server.listening) return // a failed listen: its caller reports it (lib/net/listen.js)
+    if (!server.listening) return // a failed listen: its caller reports it
     if (err.syscall === 'accept' && (err.code === 'EMFILE' || err.code === 'ENFILE')) {
       onRefused()
       if (typeof server.closeIdleConnections === 'function') server.closeIdleConnections()

@@ -4,8 +4,8 @@
 // live in one process), in every mode: restarts per slot, the pool's failures (hung workers,
 // failed boots, given-up slots), each slot's state, RSS and CPU time, and the supervisor's own
 // process (CPU, memory: prom-client's default metrics, prefixed pool_supervisor_; the event-loop
-// lag under prom-client's names, measured by lib/observe/loop-delay.js). A front adds its series
-// to the same registry when it starts (lib/fronts/front.js), and counts its own failures in the
+// lag under prom-client's names, measured by LoopDelay). A front adds its series to the same
+// registry when it starts (through its FrontContext), and counts its own failures in the
 // same pool_failures_total, so that one scrape has everything.
 
 const client = require('prom-client')

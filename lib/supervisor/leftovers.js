@@ -1,7 +1,7 @@
 'use strict'
 
 // What a pool that is gone left running: ended by its reaper the moment its supervisor dies
-// (lib/supervisor/reaper.js: findOrphans), and by the next pool on the same ports before it binds
+// (findOrphans), and by the next pool on the same ports before it binds
 // them (endLeftovers), for what escaped the reaper: a reaper killed with its supervisor, a
 // process started after its sweep.
 //

@@ -4,7 +4,7 @@
 // wait on it: start()'s, stop()'s and until()'s. The supervisor decides when the phase moves;
 // this keeps the promises honest: each settles exactly once, a stop during start answers the
 // start, and nothing is left hanging once the pool has stopped. (A worker's life is its
-// handle's, lib/supervisor/worker-handle.js.)
+// handle's, a WorkerHandle.)
 
 const { poolError, codes } = require('../errors')
 

@@ -5,10 +5,10 @@
 // handles what was recorded, carries out what each worker's handle says is overdue, moves a
 // reload on (and decides its end: advanceReload, the only place), and reconciles the live
 // workers with the wanted set: the target size, the code generation being rolled out,
-// recycling, respawns (lib/supervisor/reconcile.js decides, through a narrow view; the pool
-// acts). Nothing outside the tick signals, forks or drains. A worker's own policy (deadlines,
-// escalation, backoff, what an exit was) is its handle's (lib/supervisor/worker-handle.js); the
-// pool tells the handle what happened through its methods and never writes its fields.
+// recycling, respawns (the Reconciler decides, through a narrow view; the pool acts). Nothing
+// outside the tick signals, forks or drains. A worker's own policy (deadlines, escalation,
+// backoff, what an exit was) is its handle's (WorkerHandle); the pool tells the handle what
+// happened through its methods and never writes its fields.
 //
 // The tick runs when something happened and at the next deadline, never on a period: one timer,
 // armed after each tick at the earliest deadline of any handle (or the remnants' sweep, or a
@@ -56,7 +56,7 @@ const NEWS_BATCH = 250 // ms
 class Pool extends EventEmitter {
   // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, startReaper,
   // now(), setTimer() and clearTimer(), the pool's only ways to reach processes, ports and the
-  // clock (lib/supervisor/spawn.js SYSTEM).
+  // clock (SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
     const config = assemblePool(options) // everything checked before anything is made
@@ -66,11 +66,11 @@ class Pool extends EventEmitter {
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
-    // fronts add theirs (lib/fronts/front.js)
+    // fronts add theirs
     this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger), frontFailures: frontFailures() })
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload), listens: (name) => this.listenerCount(name) > 0 })
-    // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
+    // What a front may know of the pool, and all it is given (its FrontContext).
     const frontContext = createFrontContext({
       logger: this.logger,
       metrics: this.metrics,
@@ -81,7 +81,7 @@ class Pool extends EventEmitter {
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0
     })
     this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
-    // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).
+    // Stats and agent: the pool's own ports, every mode.
     this.listeners = new PoolListeners({
       options: this.options,
       metrics: this.metrics,
@@ -99,7 +99,7 @@ class Pool extends EventEmitter {
     this.nextReload = null // a QueuedReload: the reload asked while this one runs, begun when it ends
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
-    this.reaper = null // ends what the workers leave if this process dies (lib/supervisor/reaper.js)
+    this.reaper = null // ends what the workers leave if this process dies
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
     this.events = []
     this.tickScheduled = false
@@ -130,7 +130,7 @@ class Pool extends EventEmitter {
     // File descriptors kept for the workers, from before any listener opens.
     this.releaseDescriptors = descriptors.budget.reserveForWorkers(() => this.slotsWithoutProcess)
     try {
-      // What a pool that died on these ports left running goes first (lib/supervisor/leftovers.js).
+      // What a pool that died on these ports left running goes first.
       await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)), killTimeout: this.options.killTimeout, logger: this.logger })
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: this.portsUpTo(this.target) })
       this.life.assertStarting()
@@ -302,7 +302,7 @@ class Pool extends EventEmitter {
     this.wake()
   }
 
-  // A worker's event (lib/supervisor/spawn.js watchChild). Its per-request news, when nothing
+  // A worker's event (from watchChild). Its per-request news, when nothing
   // waits before it in the queue, is told to its handle at once (heardFrom); anything else, or
   // news behind other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
@@ -378,7 +378,7 @@ class Pool extends EventEmitter {
   }
 
   // The exception to "events only enqueue": a slot's process exited, and the fronts hear it now,
-  // from the exit event itself (lib/supervisor/spawn.js watchChild says why). Only if that process
+  // from the exit event itself (watchChild says why). Only if that process
   // still holds the slot; the tick handles the exit as usual and its announceGone does nothing.
   announceExit (h, child) {
     if (h.child === child) this.announceGone(h)
@@ -667,7 +667,7 @@ class Pool extends EventEmitter {
     else next.follow(r.done)
   }
 
-  // ── the wanted set: lib/supervisor/reconcile.js decides, through this view; the pool acts ───
+  // ── the wanted set: the Reconciler decides, through this view; the pool acts ──────────────
 
   slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
   wanted () { return this.slots().filter((h) => h.slot <= this.target) }

@@ -6,7 +6,7 @@
 // by itself. The reaper holds one end of a pipe whose other end only the supervisor holds: when
 // the supervisor dies, however (SIGKILL, the OOM killer, a crash), the kernel closes its end and
 // the reaper reads the end of the stream at once. It then does what the next pool on the same
-// ports would do at its start (lib/supervisor/leftovers.js), for its own supervisor only: every
+// ports would do at its start (findOrphans), for its own supervisor only: every
 // process carrying that supervisor's mark (the workers, a reload's canary, the app's processes
 // that kept the environment) and every process in a worker's session gets SIGTERM, and whatever
 // is left --kill-timeout later SIGKILL, each checked by its start time before it is signalled.
@@ -33,7 +33,7 @@ const ENV = { killTimeout: 'POOL_REAPER_KILL_TIMEOUT', logLevel: 'POOL_REAPER_LO
 // ── in the supervisor ─────────────────────────────────────────────────────────────────────────
 
 class Reaper {
-  // mark: the supervisor's (lib/supervisor/leftovers.js supervisorMark); logger: the pool's.
+  // mark: the supervisor's (supervisorMark); logger: the pool's.
   constructor ({ mark, killTimeout, logLevel = 'info', logFormat = 'auto', logger }) {
     this.settings = { mark, killTimeout, logLevel, logFormat }
     this.logger = logger

@@ -27,7 +27,7 @@ const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
-// The worker's stdout and stderr are pipes read by the supervisor (lib/supervisor/app-output.js):
+// The worker's stdout and stderr are pipes read by the supervisor (captureOutput):
 // what the app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with
 // slot and pid, not raw text between the JSON lines.
 function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
@@ -39,7 +39,7 @@ function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
 function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
   // Node's own IPC channel is never set up in a worker (through it the app could break the
-  // supervisor, lib/protocol/channel.js), even when the options' env names one.
+  // supervisor), even when the options' env names one.
   delete env.NODE_CHANNEL_FD
   delete env.NODE_CHANNEL_SERIALIZATION_MODE
   const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
@@ -53,7 +53,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
     // then stops the workers gracefully instead of every worker dying mid-request at once; and
     // the supervisor can signal a worker together with the processes its app started
-    // (lib/supervisor/process-group.js).
+    // (signalWorker).
     detached: true,
     env: {
       ...env,
@@ -67,7 +67,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
       // Who forked it: by it the pool's reaper finds what this process left running once it is
-      // gone (lib/supervisor/reaper.js), and so does a later pool (lib/supervisor/leftovers.js).
+      // gone, and so does a later pool (endLeftovers).
       [MARK]: supervisorMark()
     }
   })
@@ -184,13 +184,13 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   }
   // The one event source that acts, twice, right at the reap. First, while the group's number
   // is surely the worker's, what is left of its group gets its SIGTERM
-  // (lib/supervisor/process-group.js). Then the fronts hear that the worker is gone (onGone: out
+  // (captureRemnant). Then the fronts hear that the worker is gone (onGone: out
   // of the balancer's rotation, MAINT in HAProxy): to a front a dead worker looks like the free
   // one, and until it hears, every request it holds goes there and is refused, so this must not
   // wait for the worker's output to be read or for the tick (measured in bench/death-notice.js).
   // It only takes the worker out of rotation; the tick still does everything else, and its own
   // announcement of the same exit does nothing (Pool.announceGone is once per process). The exit
-  // is told once the worker's last lines and messages are read (lib/supervisor/app-output.js):
+  // is told once the worker's last lines and messages are read (afterOutputRead):
   // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
     const exit = { ...base, type: EVENT.EXIT, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
@@ -235,7 +235,7 @@ const SYSTEM = Object.freeze({
   cpuTime,
   bindError,
   endLeftovers,
-  // The pool's reaper (lib/supervisor/reaper.js), started: { stop() }.
+  // The pool's reaper, started: { stop() }.
   startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
   now: () => Date.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms),

@@ -131,7 +131,7 @@ class WorkerReport {
     else log.error(fields, `worker ${h.slot} (pid ${pid}) sent no heartbeat for ${action.ms} ms; killing it`)
   }
 
-  // The worker's channel carried something that is not a frame (lib/protocol/channel.js); it is
+  // The worker's channel carried something that is not a frame; it is
   // killed.
   channelBroken (h, problem) {
     this.metrics.failed('worker_channel_broken')

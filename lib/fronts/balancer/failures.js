@@ -1,11 +1,10 @@
 'use strict'
 
-// The one table of the ways an attempt on a worker fails (lib/fronts/balancer/proxy.js), and what
-// each becomes: its pool_failures_total label, the reason the client is answered with when the
-// request ends there (lib/fronts/balancer/replies.js REASONS gives that reason's HTTP status and
-// text), and whether the request may be tried on another worker (lib/fronts/balancer/retry.js
-// decide() applies the conditions: method, --retries, a client still there, a balancer not
-// stopping).
+// The one table of the ways an attempt on a worker fails, and what each becomes: its
+// pool_failures_total label, the reason the client is answered with when the request ends there
+// (the replies' REASONS give that reason's HTTP status and text), and whether the request may be
+// tried on another worker (retry's decide() applies the conditions: method, --retries, a client
+// still there, a balancer not stopping).
 //
 //   refused          the connection to the worker failed before it was established: no byte of
 //                    the request can have reached the worker.

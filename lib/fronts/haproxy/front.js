@@ -14,7 +14,7 @@
 //                        differs from the wanted states (./servers.js)
 //   HAProxy down       → warn, retry with backoff, keep the workers serving on their ports
 //
-// This module is the adapter: the hooks the supervisor calls (lib/fronts/front.js), each told
+// This module is the adapter: the hooks the supervisor calls (the Front interface), each told
 // to the reconciler (./servers.js), which holds the wanted states and the check; the drain's
 // wait (./drain.js), the ports check (./ports.js) and status() (./status.js) are their own.
 
@@ -62,7 +62,7 @@ class HaproxyFront {
   }
 
   async start (context) {
-    this.context = context ?? null // the pool's FrontContext (lib/fronts/front.js)
+    this.context = context ?? null // the pool's FrontContext
     if (context?.metrics) addHaproxyMetrics(this.states, context.metrics.registry)
     const n = this.opts.workers ?? context?.target()
     const { reader } = this.states

@@ -1,6 +1,6 @@
 'use strict'
 
-// `pool start --balancer haproxy` options, in the table format of lib/options/table.js so that the
+// `pool start --balancer haproxy` options, in the option table's format so that the
 // CLI builds its flags from it and docs/reference/options.md's table is generated from it.
 
 const { resolveOptions } = require('../../options/table')

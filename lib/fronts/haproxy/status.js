@@ -1,6 +1,6 @@
 'use strict'
 
-// The HAProxy front's status() in the shape every front's has (lib/fronts/front.js FrontStatus):
+// The HAProxy front's status() in the shape every front's has (FrontStatus):
 // where HAProxy is, what is wrong, and each worker<k> server as `pool status` and the status
 // page show it.
 

@@ -1,4 +1,4 @@
-// The status page's script (lib/observe/status-page/index.js sends it inline, as `(client)()`). It
+// The status page's script (index.js beside it sends it inline, as `(client)()`). It
 // runs in the browser: it may use nothing of the pool's modules.
 function client () { // eslint-disable-line no-unused-vars -- sent to the browser as `(client)()` by index.js
   'use strict'
