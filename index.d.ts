@@ -78,8 +78,8 @@ export interface ExitInfo extends WorkerSnapshot {
 }
 
 /**
- * Everything a front is given of the pool, at start (lib/fronts/front.js): a front reads the
- * pool through this and nothing else.
+ * Everything a front is given of the pool, at start: a front reads the pool through this and
+ * nothing else.
  */
 export interface FrontContext {
   /** the pool's logger */
@@ -108,6 +108,36 @@ export interface FrontContext {
   agentAsked(): boolean
 }
 
+/**
+ * What a front says of itself: the fields `pool status`, `pool ls`, /status and the status page
+ * read alike for every front, and any of its own beside them (for `--json` and /status).
+ */
+export interface FrontStatus {
+  /** the front's name: 'embedded', 'haproxy', 'none', or your own */
+  type: string
+  /** where its clients reach it, when it listens for them itself */
+  url?: string
+  /** what it drives, in a few words, when it does not listen itself ('backend pool') */
+  target?: string
+  /** more on where it is ('via /run/haproxy.sock (HAProxy pid 42)') */
+  detail?: string
+  /** what is wrong with it now ('unreachable: connect ENOENT'), or null */
+  problem?: string | null
+  /** requests waiting for a worker, if it queues */
+  queue?: number
+  /** requests on workers */
+  inFlight?: number
+  /** it no longer takes new clients */
+  stopping?: boolean
+  /** columns of its own in `pool status`: each worker's value by slot */
+  columns?: Array<{ title: string, right?: boolean, values: Record<number, string | number> }>
+  /** beside a worker's state on the status page, by slot */
+  notes?: Record<number, { badge?: string, text?: string }>
+  /** a table of its own on the status page, each row named by its first cell */
+  table?: { caption: string, head: string[], rows: Array<Array<string | number | null | { badge: string, tone: string }>> }
+  [field: string]: unknown
+}
+
 /** What a front (the embedded balancer, HAProxy control) is told by the supervisor. */
 export interface Front {
   name?: string
@@ -122,7 +152,7 @@ export interface Front {
   drain(worker: WorkerSnapshot): Promise<void>
   stopping?(): void
   stop(): Promise<void>
-  status(): Record<string, unknown>
+  status(): FrontStatus
   /**
    * optional: called by pool.scale(workers) before anything changes; throw (reject with) a
    * PoolError when the front cannot serve slots 1..workers, and the scale is refused with it.
@@ -299,7 +329,8 @@ export interface PoolStatus {
   app: string
   phase: 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
   target: number
-  front: Record<string, unknown>
+  /** the front's status, or a list of them when the pool has several */
+  front: FrontStatus | FrontStatus[]
   queue: number
   /** the stats listener's URL, or null when off */
   stats: string | null

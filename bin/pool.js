@@ -27,7 +27,7 @@ exec node "$0" "$@"
 
 // This process is pool's own, so it may have what `node --expose-gc` gives (globalThis.gc), set
 // up here before anything else is loaded: the embedded balancer uses it to hand the memory of a
-// burst of request bodies back to the system once the burst is over (lib/fronts/balancer/reclaim.js).
+// burst of request bodies back to the system once the burst is over.
 // The flag only adds `gc` to contexts created after it is set, so it is set for one new context
 // and cleared again. Without it (a V8 that refuses) pool works the same; memory comes back when
 // V8 next collects on its own.

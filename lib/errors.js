@@ -2,8 +2,7 @@
 
 // Every error the library raises on purpose is a PoolError: a stable code (one of `codes`) and a
 // one-line message that names the thing at fault (file, port, socket, backend/server, worker).
-// Which exit code a failure gives is the CLI's business, decided in one place:
-// lib/cli/exit-codes.js.
+// Which exit code a failure gives is the CLI's business, decided in one place (exitCodeOf).
 
 const codes = Object.freeze({
   BAD_OPTION: 'POOL_E_BAD_OPTION',

@@ -9,7 +9,7 @@
 
 const fs = require('node:fs')
 const { orphansOfDeadSupervisors } = require('../lib/supervisor/leftovers')
-const { readStat } = require('../lib/supervisor/process-group')
+const { readStat } = require('../lib/shared/proc')
 const { RUN_ENV, testRunMark } = require('./helpers/test-run')
 
 // A dead pool's reaper acts at once, and an app process ignoring SIGTERM gets SIGKILL

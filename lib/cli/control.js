@@ -1,10 +1,9 @@
 'use strict'
 
 // `pool status|reload|scale|recycle|stop`: commands for a running pool, sent over its control
-// socket (lib/control). The socket is found the way `pool start` made it, from the flags the pool
-// was started with (./locate.js): --control, else the default path named after its front port
-// (lib/control/path.js). A socket owned by another user is refused without connecting
-// (lib/control/client.js).
+// socket. The socket is found the way `pool start` made it, from the flags the pool was started
+// with (./locate.js): --control, else the default path named after its front port. A socket
+// owned by another user is refused without connecting.
 
 const { poolError, codes } = require('../errors')
 const { EXIT } = require('./exit-codes')
@@ -15,7 +14,7 @@ const { sendCommand } = require('../control/client')
 const { otherControlSockets } = require('../control/path')
 const { formatStatus, statusJson, formatReload, formatScale, formatRecycle, formatStop, rates } = require('../control/format')
 
-// The command's own; in the options table format of lib/options/table.js, so it parses and fails
+// The command's own; in the option table's format, so it parses and fails
 // like `pool start`'s flags. Not --timeout: that is `pool start`'s request timeout, which an
 // operator pasting the start command's flags would otherwise turn into this wait.
 const WAIT = {
@@ -54,7 +53,7 @@ async function livePools (sockets) {
 function command (spec) {
   return {
     ...spec,
-    appArgs: 'ignore', // pasted with the start command's flags (lib/cli/index.js)
+    appArgs: 'ignore', // pasted with the start command's flags
     builder: (y) => locatingBuilder(spec.builder ? spec.builder(y) : y).options(toYargs(WAIT))
       .epilogue('Every flag of pool start is accepted too, so that the command the pool was started with can be pasted: the ones above find the pool, the others are ignored.'),
     handler: async (argv) => {

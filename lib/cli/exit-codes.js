@@ -1,9 +1,9 @@
 'use strict'
 
 // The `pool` command's exit codes, decided in one place. The library raises PoolErrors with a
-// code (lib/errors.js) and no exit code: which exit code a failure gives is the CLI's policy,
-// kept here. An error a pool reports over the control socket arrives as its code and the facts
-// the policy needs (lib/control/protocol.js), and is mapped here like a local one.
+// code and no exit code: which exit code a failure gives is the CLI's policy, kept here. An
+// error a pool reports over the control socket arrives as its code and the facts the policy
+// needs, and is mapped here like a local one.
 
 const { PoolError, codes } = require('../errors')
 
@@ -54,7 +54,7 @@ function exitCodeFor (code, details) {
 
 // The exit code for `err`. An error the library did not raise on purpose is an unexpected
 // internal one. A pool of an older version said the exit code itself, over the control socket
-// (`exitCode`, lib/control/protocol.js): that one is kept.
+// (`exitCode`): that one is kept.
 function exitCodeOf (err) {
   if (Number.isInteger(err?.exitCode)) return err.exitCode
   return err instanceof PoolError ? exitCodeFor(err.code, err.details) : EXIT.FAILURE

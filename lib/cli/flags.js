@@ -1,7 +1,7 @@
 'use strict'
 
-// Turn an options table (lib/options/table.js format) into yargs flags, and flags or POOL_*
-// environment variables back into library options. Values are parsed here rather than by yargs
+// Turn an options table into yargs flags, and flags or POOL_* environment variables back into
+// library options. Values are parsed here rather than by yargs
 // so that `-n abc` says what was wrong with `abc` instead of a silent NaN, and so that a flag and
 // its environment variable are parsed alike.
 
@@ -24,7 +24,7 @@ function describeDefault (spec) {
 // and 'string' (which stops yargs converting them, so convert() sees the text as typed); a
 // duration or a size gets no type at all (it is text like 500ms or 8m, and its default says
 // so); the CLI turns
-// yargs' own number parsing off for everything else (lib/cli/index.js).
+// yargs' own number parsing off for everything else (see index.js).
 function yargsType (kind) {
   if (kind === 'bool') return { type: 'boolean' }
   if (kind === 'list') return { type: 'array' }

@@ -11,7 +11,7 @@
 const { toYargs, fromArgv } = require('./flags')
 const { printError } = require('./output')
 const { poolError, codes } = require('../errors')
-const { readConfigFile } = require('../options/file')
+const { readConfigFile } = require('../config/file')
 
 const CONFIG_FLAG = {
   config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'The pool\'s config file (`pool start --config`): take the settings that correspond from it; flags win over it' }
@@ -131,7 +131,7 @@ function listNames (names) {
 
 module.exports = {
   command: 'config <target>',
-  targets: NAMES, // for `pool config TARGET --help` in usage errors (lib/cli/index.js)
+  targets: NAMES, // for `pool config TARGET --help` in usage errors
   describe: `print a production config: ${listNames(NAMES)}`,
   builder: (y) => NAMES.reduce((acc, name) => acc.command(targetCommand(name)), y),
   // Reached only when <target> is none of the subcommands above.

@@ -5,7 +5,7 @@
 // whole help text or a stack.
 const yargs = require('yargs/yargs')
 const { EXIT } = require('./exit-codes')
-const { closest } = require('../options/pool')
+const { closest } = require('../shared/closest')
 const { removedOption } = require('../options/removed')
 const { printError } = require('./output')
 
@@ -39,7 +39,7 @@ function run (argv) {
     .scriptName('pool')
     .usage('$0 <command> [options]')
     .strict()
-    // Values reach the option tables' parsers as typed (lib/cli/flags.js), never as yargs' numbers.
+    // Values reach the option tables' parsers as typed (./flags.js), never as yargs' numbers.
     // What follows `--` is the app's own command line (argv['--']), never the pool's flags.
     .parserConfiguration({ 'parse-numbers': false, 'populate--': true })
     .demandCommand(1, 'give a command, e.g. pool start app.js -n 4')

@@ -4,23 +4,24 @@
 // Every flag of `pool start` is accepted, so the operator can paste the start command's flags.
 // Those that name the control socket are used, read as `pool start` reads them (a flag, else its
 // POOL_* variable, else the --config file): --control, else the front port that names the
-// default socket (lib/control/path.js), --port, or --worker-port with --balancer none/haproxy.
+// default socket, --port, or --worker-port with --balancer none/haproxy.
 // The others mean nothing to a running pool's commands: accepted, ignored, and said so.
 
 const { OPTIONS } = require('../options/table')
-const { FRONTS } = require('../fronts/registry')
-const { readConfigFile } = require('../options/file')
+const { listenerOf, listenerPortOption } = require('../fronts/registry')
+const { readConfigFile } = require('../config/file')
 const { toYargs, fromArgv, fromEnv } = require('./flags')
 const { startTable, startTables, defaultBalancer } = require('./start-flags')
 const { clientControlPath, frontPortOf } = require('../control/path')
 
 const GROUP = 'Finding the pool (as given to pool start)'
-const EMBEDDED_PORT = FRONTS.embedded.options().port
+// The front port's option (--port), as the fronts that listen take it.
+const FRONT_PORT = listenerPortOption() ?? { key: 'port', spec: { flag: 'port', kind: 'port' } }
 
-// In the options table format of lib/options/table.js, so they parse and fail like `pool start`'s.
+// In the option table's format, so they parse and fail like `pool start`'s.
 const LOCATING = {
   control: { ...OPTIONS.control, group: GROUP, describe: 'The pool\'s control socket, when it was started with --control' },
-  port: { ...EMBEDDED_PORT, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },
+  port: { ...FRONT_PORT.spec, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },
   workerPort: { ...OPTIONS.workerPort, group: GROUP, describe: 'The pool\'s --worker-port: with --balancer none or haproxy, it names the default control socket' },
   balancer: { ...startTable().balancer, group: GROUP, describe: 'The pool\'s --balancer: says which of --port and --worker-port names the socket' },
   config: { ...startTable().config, group: GROUP, describe: 'The pool\'s --config file: the four above are read from it too' }
@@ -59,8 +60,7 @@ function locate (argv, env = process.env) {
   // `--port` alone has always named the socket, whatever the balancer: a pool started with
   // --balancer none --worker-port 7000 is found with --port 7000 too.
   const frontPort = frontPortOf({
-    balancer,
-    port: port ?? EMBEDDED_PORT.default,
+    listener: listenerOf(balancer, port === undefined ? {} : { [FRONT_PORT.key]: port }),
     workerPort: workerPort ?? port ?? OPTIONS.workerPort.default
   })
   return { socketPath: clientControlPath({ frontPort, env }), explicit: false, frontPort }

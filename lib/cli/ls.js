@@ -1,7 +1,7 @@
 'use strict'
 
 // `pool ls`: every pool of this user, one line each, found by its control socket in the default
-// directories (lib/control/path.js) and asked for its status. A socket nobody answers on (a pool
+// directories and asked for its status. A socket nobody answers on (a pool
 // that was SIGKILLed) is listed as stale. A pool started with `--control PATH` elsewhere cannot be
 // found this way: `pool status --control PATH` asks it.
 

@@ -1,15 +1,14 @@
 'use strict'
 
-// `pool start`'s flags, as option tables (lib/options/table.js format): its own two, the
+// `pool start`'s flags, as option tables: its own two, the
 // supervisor's, and each available front's. The control commands accept them all too
 // (./locate.js), so that the start command's flags can be pasted to them.
 
 const { OPTIONS } = require('../options/table')
-const { FRONTS, available } = require('../fronts/registry')
-const { DEFAULT_BALANCER } = require('../options/file')
+const { FRONTS, available, defaultFront } = require('../fronts/registry')
 
 function defaultBalancer () {
-  return available().includes(DEFAULT_BALANCER) ? DEFAULT_BALANCER : 'none'
+  return defaultFront()
 }
 
 // `pool start`'s own flags.

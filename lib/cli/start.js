@@ -5,19 +5,20 @@
 // a documented code.
 
 const { Pool } = require('../supervisor/pool')
-const { OPTIONS, resolveOptions, checkOwnPorts } = require('../options/table')
-const { FRONTS } = require('../fronts/registry')
-const { readConfigFile } = require('../options/file')
+const { OPTIONS } = require('../options/table')
+const { frontNamed, listenerOf } = require('../fronts/registry')
+const { readConfigFile } = require('../config/file')
+const { assemblePool } = require('../config/pool')
 const { removedInEnv } = require('../options/removed')
-const { createLogger, logOutputOf } = require('../logger')
-const { EXIT_FLUSH_MS } = require('../log-output')
+const { createLogger, logOutputOf } = require('../shared/logger')
+const { EXIT_FLUSH_MS } = require('../shared/log-output')
 const { codes, poolError } = require('../errors')
 const { EXIT, exitCodeOf } = require('./exit-codes')
 const { toYargs, fromArgv, fromEnv, envName } = require('./flags')
 const { defaultBalancer, startTable, startTables } = require('./start-flags')
 const { printError } = require('./output')
 const { exitOnUncaught } = require('./fatal')
-// control socket (issue 5): `pool status|reload|scale|recycle|stop` talk to the pool through it
+// `pool status|reload|scale|recycle|stop` talk to the pool through its control socket.
 const { createControlServer } = require('../control/server')
 const { defaultControlPath, frontPortOf } = require('../control/path')
 const { formatReload, formatScale } = require('../control/format')
@@ -49,7 +50,7 @@ function settingsOf (argv, env) {
   const file = own.config === undefined ? { values: {} } : readConfigFile(own.config)
   const { app: fileApp, balancer: fileBalancer, ...fileValues } = file.values
   const balancer = own.balancer ?? fileBalancer ?? defaultBalancer()
-  const frontTable = FRONTS[balancer].options()
+  const frontTable = frontNamed(balancer).options()
   const table = { ...OPTIONS, ...frontTable }
   // The file's options of another front than the chosen one (a --balancer given over the
   // file's) do not apply.
@@ -57,7 +58,7 @@ function settingsOf (argv, env) {
   const app = argv.app ?? fileApp
   if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
   // `pool start app.js -n 4 -- --flag value`: what follows `--` is the app's own command line,
-  // its process.argv.slice(2) in every worker (lib/supervisor/spawn.js), after reloads too.
+  // its process.argv.slice(2) in every worker, after reloads too.
   const args = argv['--'] ?? []
   return { app, args, balancer, options: pick(merged, OPTIONS), frontOptions: pick(merged, frontTable) }
 }
@@ -84,28 +85,26 @@ async function handler (argv) {
   try {
     const settings = settingsOf(argv, process.env)
     forgetEnv(process.env)
+    const { balancer, frontOptions } = settings
+    const listener = listenerOf(balancer, frontOptions) // where the front listens, if it does
     // What a service manager handed over (sockets, a notify socket) is the supervisor's: taken
     // out of the environment before any worker inherits it.
-    const handedOver = inherited.adopt(process.env, { flags: settings.balancer === 'embedded' ? ['port', 'stats-port'] : ['stats-port'] })
+    const handedOver = inherited.adopt(process.env, { flags: [listener?.flag, 'stats-port'].filter(Boolean) })
     notifier = ServiceNotifier.fromEnv(process.env)
-    const { balancer, frontOptions } = settings
-    const frontTable = FRONTS[balancer].options()
-    const port = frontOptions.port ?? frontTable.port?.default
-    const host = frontOptions.host ?? frontTable.host?.default
-    const options = resolveOptions(withStatsPort(settings.options, { balancer, port, host }))
-    checkOwnPorts(options, balancer === 'embedded' ? [{ name: 'port', flag: 'port', port, host }] : [])
+    const config = assemblePool({ ...withStatsPort(settings.options, listener), ...frontOptions, balancer, app: settings.app, args: settings.args })
+    const { options } = config
     logger = createLogger({ level: options.logLevel, format: options.logFormat, bufferBytes: options.logBuffer })
     if (notifier) notifier.logger = logger
     if (process.pid === 1) {
       logger.warn({ event: 'pid1-no-reaper' }, 'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run --init, tini)')
     }
     if (handedOver.length > 0) logger.info({ event: 'sockets-inherited', sockets: handedOver }, `listening on ${handedOver.length} socket${handedOver.length > 1 ? 's' : ''} handed over by the service manager (LISTEN_FDS)`)
-    pool = new Pool({ ...options, ...frontOptions, balancer, app: settings.app, args: settings.args, logger })
+    pool = new Pool(config.with({ logger }))
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
     // control socket: claimed before any port or worker, so a second `pool start` on the same
     // socket refuses (CONTROL_IN_USE) without disturbing the running pool.
-    const frontPort = frontPortOf({ balancer, port, workerPort: options.workerPort })
+    const frontPort = frontPortOf({ listener, workerPort: options.workerPort })
     control = await createControlServer({ path: options.control ?? defaultControlPath(frontPort), pool, logger })
     // A stop during start (signal or `pool stop`) ends the pool before start() settles.
     stopped = new Promise((resolve) => pool.once('stopped', resolve))
@@ -139,28 +138,29 @@ async function handler (argv) {
 }
 
 // Everything logged is written before the process exits, to a reader that keeps reading; one
-// that does not is waited for EXIT_FLUSH_MS at most (lib/log-output.js).
+// that does not is waited for EXIT_FLUSH_MS at most.
 async function flushLogs (logger) {
   await logOutputOf(logger)?.flush(EXIT_FLUSH_MS)
 }
 
 // The stats listener is on by default on the command line, just below the pool's ports (9000 at
-// the defaults): --port − 1 with the embedded balancer; without it --worker-port − 2, since
-// --worker-port − 1 is where a HAProxy on this host usually listens (`pool config haproxy`).
-function withStatsPort (options, { balancer, port, host }) {
+// the defaults): below the front's port (--port − 1) when the front listens itself; else
+// --worker-port − 2, since --worker-port − 1 is where a HAProxy on this host usually listens
+// (`pool config haproxy`). `listener`: the front's, or null.
+function withStatsPort (options, listener) {
   const workerPort = options.workerPort ?? OPTIONS.workerPort.default
   if (options.statsPort === undefined) {
-    const below = balancer === 'embedded' ? port - 1 : workerPort - 2
+    const below = listener ? listener.port - 1 : workerPort - 2
     options.statsPort = below >= 1 ? below : 0
   }
   const statsHost = options.statsHost ?? OPTIONS.statsHost.default
-  if (balancer === 'embedded' && options.statsPort === port && statsHost === host) {
-    throw poolError(codes.BAD_OPTION, `--stats-port must differ from --port (both ${port})`)
+  if (listener && options.statsPort === listener.port && statsHost === listener.host) {
+    throw poolError(codes.BAD_OPTION, `--stats-port must differ from --${listener.flag} (both ${listener.port})`)
   }
   return options
 }
 
-// Type=notify (lib/observe/notify.js): STOPPING=1 when a stop begins, STATUS= as the workers
+// Type=notify: STOPPING=1 when a stop begins, STATUS= as the workers
 // serving change (READY=1 is sent once start() has resolved). Only the rare events: a request's
 // start and end change nothing here.
 function tellServiceManager (pool, notifier) {
@@ -216,7 +216,7 @@ function workers (n) {
 
 module.exports = {
   command: 'start [app]',
-  appArgs: 'use', // what follows `--` (lib/cli/index.js)
+  appArgs: 'use', // what follows `--`: passed on to the app
   describe: 'start a pool of single-request workers for APP',
   builder,
   handler

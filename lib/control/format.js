@@ -47,28 +47,21 @@ const RATE_COLUMNS = [
   { title: 'REQ/S', right: true, value: (w, { rates }) => formatRate(rates.get(w.slot)?.rps) }
 ]
 
-// HAProxy mode: per server, the state the pool wants, the one HAProxy reported at its last check
-// (with "down" when its health check says so), and its sessions.
-const HAPROXY_COLUMNS = [
-  { title: 'WANTED', value: (w, { servers }) => servers[w.name]?.wanted ?? '-' },
-  { title: 'HAPROXY', value: (w, { servers }) => haproxyState(servers[w.name]) },
-  { title: 'SESS', right: true, value: (w, { servers }) => servers[w.name]?.sessions ?? '-' }
-]
-
-function haproxyState (server) {
-  if (!server || !server.seen) return '-'
-  return server.up === false && server.seen !== 'maint' ? `${server.seen} (down)` : server.seen
-}
-
 function formatRate (x) {
   if (x === undefined || x === null || !Number.isFinite(x)) return '-'
   return x < 10 ? x.toFixed(1) : String(Math.round(x))
 }
 
+// `fronts`: each front's own columns (its status's `columns`: HAProxy's wanted and seen state of
+// each server, say), after the pool's.
 function columnsFor (context) {
   const columns = [...COLUMNS]
   if (context.rates) columns.splice(columns.findIndex((c) => c.title === 'UPTIME') + 1, 0, ...RATE_COLUMNS)
-  if (context.servers) columns.push(...HAPROXY_COLUMNS)
+  for (const front of context.fronts ?? []) {
+    for (const c of Array.isArray(front.columns) ? front.columns : []) {
+      columns.push({ title: String(c.title), right: Boolean(c.right), value: (w) => c.values?.[w.slot] ?? '-' })
+    }
+  }
   return columns
 }
 
@@ -88,22 +81,18 @@ function readyCount (workers = []) {
   return workers.filter((w) => w.state === 'ready' || w.state === 'busy').length
 }
 
-// The HAProxy front's servers, by name, when the pool drives one.
-function haproxyServers (front) {
-  const fronts = Array.isArray(front) ? front : [front]
-  return fronts.find((f) => f && f.type === 'haproxy' && f.servers && typeof f.servers === 'object')?.servers ?? null
+// A pool's status names one front, or a list of them.
+function frontsOf (front) {
+  return (Array.isArray(front) ? front : [front]).filter((f) => f && typeof f === 'object')
 }
 
-// "embedded http://127.0.0.1:9001", "haproxy backend app via /run/haproxy.sock", "none".
+// "embedded http://127.0.0.1:9001", "haproxy backend app via /run/haproxy.sock", "none": a
+// front's status as it describes itself (FrontStatus).
 function describeFront (front) {
   if (Array.isArray(front)) return front.map(describeFront).join('; ')
   if (!front || typeof front !== 'object') return 'none'
-  const parts = [front.type || 'unknown']
-  if (front.url) parts.push(front.url)
-  if (front.backend) parts.push(`backend ${front.backend}`)
-  if (front.socket) parts.push(`via ${front.socket}`)
-  if (front.haproxyPid) parts.push(`(HAProxy pid ${front.haproxyPid})`)
-  if (front.reachable === false) parts.push(`(unreachable${front.lastError ? `: ${front.lastError.message || front.lastError}` : ''})`)
+  const parts = [front.type || 'unknown', front.url, front.target, front.detail].filter(Boolean)
+  if (front.problem) parts.push(`(${front.problem})`)
   return parts.join(' ')
 }
 
@@ -114,7 +103,7 @@ function formatStatus (status, { rates = null } = {}) {
   const lines = [
     `pool pid ${status.pid}, ${status.phase}, ${ready}/${status.target} workers ready, app ${status.app}`,
     '',
-    table(workers, { rates, servers: haproxyServers(status.front) }),
+    table(workers, { rates, fronts: frontsOf(status.front) }),
     '',
     `queue: ${status.queue ?? 0}`,
     `front: ${describeFront(status.front)}`
@@ -182,13 +171,13 @@ function formatPools (pools) {
   return lines.join('\n') + '\n'
 }
 
-// The embedded balancer's URL, HAProxy's backend, or none.
+// Where its clients reach the front (the embedded balancer's URL), else what it drives
+// (HAProxy's backend), else its type.
 function frontCell (front) {
   if (Array.isArray(front)) return front.map(frontCell).join(', ') || 'none'
   if (!front || typeof front !== 'object') return 'none'
   if (front.url) return front.url
-  if (front.type === 'haproxy') return `haproxy backend ${front.backend}`
-  return front.type || 'none'
+  return [front.type || 'none', front.target].filter(Boolean).join(' ')
 }
 
 // "9002-9005" for slots 1-4 (slot i's port is --worker-port + i − 1).

@@ -4,11 +4,12 @@
 // there.
 //
 // The name carries the pool's "front port", so two pools on one host get two sockets:
-// - embedded balancer: its `--port` (default 9001), the port clients use;
-// - `--balancer none` and `--balancer haproxy`: the port of slot 1 (`--worker-port`, default
-//   9002). The pool owns no front port then (HAProxy's listener belongs to HAProxy), but it
-//   does own its worker ports, and two pools can never share slot 1's port, so the name is
-//   unique among pools that can run at the same time.
+// - a front that listens for clients itself (the embedded balancer): its `--port` (default
+//   9001), the port clients use;
+// - any other (none, HAProxy): the port of slot 1 (`--worker-port`, default 9002). The pool
+//   owns no front port then (HAProxy's listener belongs to HAProxy), but it does own its
+//   worker ports, and two pools can never share slot 1's port, so the name is unique among
+//   pools that can run at the same time.
 // `pool status|reload|scale|stop --port P` computes the same name, so the operator passes the
 // same port they passed to `pool start` (the worker port for none/haproxy).
 //
@@ -33,8 +34,9 @@ const { poolError, codes } = require('../errors')
 // sun_path is 108 bytes on Linux (104 on macOS) including the final NUL.
 const MAX_SOCKET_PATH = process.platform === 'linux' ? 107 : 103
 
-function frontPortOf ({ balancer, port, workerPort }) {
-  return balancer === 'embedded' ? port : workerPort
+// `listener`: where the pool's front listens for clients ({ port }), or null.
+function frontPortOf ({ listener, workerPort }) {
+  return listener ? listener.port : workerPort
 }
 
 function socketName (frontPort) {

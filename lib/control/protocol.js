@@ -11,8 +11,8 @@
 //        "appError": { "message": "...", "stack": "..." }, "replaced": [] } }
 //
 // An error says what happened (its code, and the facts the CLI's exit code depends on: `replaced`
-// when a reload had begun), never an exit code: that is the CLI's policy
-// (lib/cli/exit-codes.js). Pools before this change sent `exitCode`; the CLI still honours it.
+// when a reload had begun), never an exit code: that is the CLI's policy. Pools before this
+// change sent `exitCode`; the CLI still honours it.
 //
 // Commands: status, reload, scale { workers }, recycle { slot }, stop, and ping (→ { pid,
 // phase }: the cheap "is a pool alive here" probe used before claiming a socket).
@@ -86,7 +86,7 @@ function deserializeError (error) {
   if (Array.isArray(error.replaced)) details.replaced = error.replaced
   const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message',
     { details: Object.keys(details).length ? details : undefined })
-  // An older pool chose the exit code itself: kept (lib/cli/exit-codes.js exitCodeOf).
+  // An older pool chose the exit code itself: kept (exitCodeOf).
   if (Number.isInteger(error.exitCode) && error.exitCode > 0) Object.defineProperty(err, 'exitCode', { value: error.exitCode, enumerable: true })
   err.remote = true // said by the pool, not by the connection
   return err

@@ -28,8 +28,8 @@ const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its soc
 // ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
 // their clients to hang up, before it cuts them
 const CLOSE_GRACE = 4000
-// Open at once; more are closed as soon as accepted. Each costs a descriptor (within the budget
-// of lib/net/descriptors.js) and at most a request line; one waiting for a reload costs nothing
+// Open at once; more are closed as soon as accepted. Each costs a descriptor (within the
+// descriptor budget) and at most a request line; one waiting for a reload costs nothing
 // else, and a deploy script may fan out to many.
 const MAX_CONNECTIONS = 128
 
@@ -59,7 +59,7 @@ class ControlServer {
     this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
     this.server.maxConnections = maxConnections
     // Out of descriptors, a connection is refused (or a failed accept logged) rather than the pool
-    // dying; the control socket may use the supervisor's own share (lib/net/descriptors.js).
+    // dying; the control socket may use the supervisor's own share of descriptors.
     guardAccept(this.server, { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
     this.connections = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed

@@ -1,17 +1,17 @@
 'use strict'
 
-// The pool's fronts, seen as one (the interface each implements is lib/fronts/front.js). Every call
+// The pool's fronts, seen as one (the interface each implements is ./front.js). Every call
 // from the supervisor to a front goes through here: so a front that throws from a hook is
 // logged and the others still hear (a worker announced gone but never signalled would be worse
 // than a log line), fronts start one after the other, and each started front is stopped once.
 
 const { NoFront } = require('./front')
-const { StartedInOrder } = require('../supervisor/in-order')
+const { StartedInOrder } = require('../shared/in-order')
 
 const START_BOUND = 10000 // ms a stop waits for a front still starting before stopping it
 
 class FrontSet {
-  // context: the FrontContext (lib/fronts/front.js) every front is started with.
+  // context: the FrontContext every front is started with.
   constructor (fronts, context) {
     this.list = fronts.length ? fronts : [new NoFront()]
     this.logger = context.logger
@@ -44,13 +44,13 @@ class FrontSet {
     for (const front of this.list) await front.checkScale?.(n)
   }
 
-  // The address the first front that says so listens for clients on (lib/fronts/front.js `host`).
+  // The address the first front that says so listens for clients on (its `host`).
   host () {
     return this.list.find((f) => typeof f.host === 'string')?.host
   }
 
-  // One front after the other, each started one stopped once (lib/supervisor/in-order.js); a stop
-  // waits for a front still starting, up to START_BOUND.
+  // One front after the other, each started one stopped once; a stop waits for a front still
+  // starting, up to START_BOUND.
   start (stillWanted) {
     return this.order.start(stillWanted)
   }

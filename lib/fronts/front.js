@@ -19,7 +19,7 @@
 //                      supervisor reads a serving worker's per-request news in batches.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
-//                      worker's exit event itself (lib/supervisor/spawn.js), or before the pool
+//                      worker's exit event itself (watchChild), or before the pool
 //                      signals it; once per process.
 //   drain(w)           returns a Promise. Stop giving w new requests; resolve once the front
 //                      holds no request in flight to w. The pool waits for every front's drain
@@ -30,8 +30,8 @@
 //                      keep dispatching what is already queued. The drains of the stop follow
 //                      at once; a front may hold them until its announcement is over.
 //   stop()             async. Every worker is gone: release listeners and sockets.
-//   status()           a JSON-able object describing the front, for `pool status`: at least
-//                      { type }, and { queue } (requests waiting for a worker) if it queues.
+//   status()           a FrontStatus (below): what `pool status`, /status and the status page
+//                      show of the front, in a shape they read the same whatever the front.
 //   checkScale(n)      optional, async. Called by pool.scale(n) before anything changes (no slot
 //                      added or drained yet), growing or shrinking: throw a PoolError
 //                      (POOL_E_BAD_OPTION) when the front cannot serve slots 1..n, and the scale
@@ -42,7 +42,7 @@
 //                      HAProxy agent (--agent-port) listens there too unless --agent-host says.
 
 /**
- * Everything a front is given of the pool, built once by the Pool (lib/supervisor/pool.js) and
+ * Everything a front is given of the pool, built once by the Pool and
  * passed to start(): a front reads the pool through this and nothing else.
  *
  * @typedef {object} FrontContext
@@ -62,6 +62,28 @@
  * @property {() => boolean} agentAsked whether an edge has asked the pool's agent about it
  *   (`--agent-port`): something in front watches the pool, and a stop is announced to it
  *   (`drain`) before the front stops taking requests
+ */
+
+/**
+ * What a front says of itself (status()): the fields below, which the pool's status, `pool
+ * status`, `pool ls` and the status page read alike for every front, and any of its own beside
+ * them (the embedded balancer's budgets, HAProxy's servers), for `--json` and /status.
+ *
+ * @typedef {object} FrontStatus
+ * @property {string} type the front's name ('embedded', 'haproxy', 'none')
+ * @property {string} [url] where its clients reach it, when it listens for them itself
+ * @property {string} [target] what it drives, in a few words, when it does not ('backend pool')
+ * @property {string} [detail] more on where it is ('via /run/haproxy.sock (HAProxy pid 42)')
+ * @property {string|null} [problem] what is wrong with it now ('unreachable: connect ENOENT')
+ * @property {number} [queue] requests waiting for a worker, if it queues
+ * @property {number} [inFlight] requests on workers
+ * @property {boolean} [stopping] it no longer takes new clients
+ * @property {{ title: string, right?: boolean, values: Object<number, string|number> }[]} [columns]
+ *   columns of its own in `pool status`, each worker's value by slot
+ * @property {Object<number, { badge?: string, text?: string }>} [notes] beside a worker's state
+ *   on the status page, by slot
+ * @property {{ caption: string, head: string[], rows: Array<Array<string|number|null|{ badge: string, tone: string }>> }} [table]
+ *   a table of its own on the status page, each row named by its first cell
  */
 
 // The context for a pool; the functions are the pool's own, bound.

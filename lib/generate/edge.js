@@ -23,7 +23,7 @@ const RESOLVERS = 'fleet_dns'
 const FALL = 2
 const RISE = 2
 
-// lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
+// In the option table's format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
   hosts: { flag: 'hosts', kind: 'string', group: 'Fleet', defaultText: 'required, or --discover', describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start --host --port`) or its nginx listens' },

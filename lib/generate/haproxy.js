@@ -7,7 +7,8 @@
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const { poolError, codes } = require('../errors')
-const { parseRoutes, CLASSES } = require('../fronts/balancer/priority')
+const { parseRoutes, CLASSES } = require('../shared/priority')
+const { DEFAULT_BACKEND, serverName } = require('../haproxy/names')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -17,7 +18,7 @@ const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
 // HAProxy 2.6 can express of it, as a length.
 const DEFAULT_MAX_QUEUE = 100
 
-// lib/options/table.js table format, so the CLI builds its flags from it. Paths left undefined are
+// In the option table's format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
   // The pool's own flags, with the pool's defaults, so `pool config` and `pool start` agree.
@@ -28,7 +29,7 @@ const OPTIONS = {
   timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
-  backend: { flag: 'backend', kind: 'string', default: 'pool', group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
+  backend: { flag: 'backend', kind: 'string', default: DEFAULT_BACKEND, group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
   maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'HAProxy', describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue (0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the wait under overload at any pool size' },
@@ -229,12 +230,12 @@ function serverLines (o) {
   const lines = []
   for (let i = 1; i <= o.maxWorkers; i++) {
     if (i === o.workers + 1) lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
-    lines.push(`    server worker${i} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
+    lines.push(`    server ${serverName(i)} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
   }
   return lines
 }
 
-// Decided by measurement; test/generate/haproxy-nginx.test.js repeats it against the real haproxy.
+// Decided by measurement; a test repeats it against the real haproxy.
 const ABORT_ON_CLOSE_COMMENT = [
   '    # No `option abortonclose`, by measurement (HAProxy 2.6.12, one worker rendering 1 s,',
   '    # request A running, B queued, A\'s client closing at 300 ms, by FIN or by RST):',
@@ -246,7 +247,7 @@ const ABORT_ON_CLOSE_COMMENT = [
   '    # option would drop it). `timeout queue` bounds how late such a render can come.'
 ]
 
-// Decided by measurement; test/generate/haproxy-nginx.test.js repeats it against the real haproxy.
+// Decided by measurement; a test repeats it against the real haproxy.
 const NO_DELAY_LINES = [
   '    # A streamed page (its shell at once, the rest as its data arrives) reaches the client as the',
   '    # worker sends it. Without http-no-delay HAProxy sends a part it knows is not the last with',
@@ -257,8 +258,8 @@ const NO_DELAY_LINES = [
   '    option http-no-delay'
 ]
 
-// Retries as the embedded balancer makes them (lib/fronts/balancer/retry.js), as far as HAProxy 2.6
-// can; measured against the real HAProxy by test/generate/haproxy-retries.test.js.
+// Retries as the embedded balancer makes them, as far as HAProxy 2.6 can; a test measures them
+// against the real HAProxy.
 const RETRY_LINES = [
   '    # Retries, each on another worker (`redispatch 1`):',
   '    #   conn-failure    the connection was refused (a dead worker not yet MAINT): nothing',
@@ -280,7 +281,7 @@ const RETRY_LINES = [
 ]
 
 // HAProxy's queue is ordered by class, then arrival: the embedded balancer's priority classes
-// (lib/fronts/balancer/priority.js) as `set-priority-class` rules, high -1, normal 0, low 1. Each
+// as `set-priority-class` rules, high -1, normal 0, low 1. Each
 // matching rule sets the class and the last one wins, so routes go shortest prefix first (the
 // longest match wins) and the header last (it wins over a route).
 const CLASS_NUMBER = { high: -1, normal: 0, low: 1 }
@@ -317,7 +318,7 @@ function overloadLines (o) {
   ]
 }
 
-// As the embedded balancer words its answer to a full queue (lib/fronts/balancer/replies.js).
+// As the embedded balancer words its answer to a full queue.
 const OVERLOADED_TEXT = 'the queue is full (the pool is overloaded); retry shortly'
 
 function backendSection (o, t) {
@@ -416,7 +417,7 @@ function poolStartArgs (o) {
 }
 
 // `pool start --balancer haproxy` listens for its own /status and /metrics on --worker-port − 2
-// unless told otherwise (lib/cli/start.js).
+// unless told otherwise.
 function poolStatsClash (o) {
   return [o.port, o.statsPort].includes(o.workerPort - 2)
 }
@@ -448,7 +449,7 @@ module.exports = {
   duration,
   OPTIONS,
   DEFAULT_PREFIX,
-  // Shared with the fleet's edge config (lib/generate/edge.js).
+  // Shared with the fleet's edge config.
   PROXY_NAME,
   bad,
   camel,

@@ -20,7 +20,7 @@ const DOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*
 const QUANTITY = /^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|k|M|G|T)?$/
 const UNSAFE_WORD = /[\s"'\\$`]/
 
-// lib/options/table.js table format, so the CLI builds its flags from it.
+// In the option table's format, so the CLI builds its flags from it.
 const OPTIONS = {
   name: { flag: 'name', kind: 'string', default: 'pool-app', group: 'Kubernetes', describe: 'Name of the pods\' Deployment and headless Service; the edge\'s objects are NAME-edge' },
   namespace: { flag: 'namespace', kind: 'string', default: 'default', group: 'Kubernetes', describe: 'Namespace of every object (the edge finds the pods at _http._tcp.NAME.NAMESPACE.svc.CLUSTER-DOMAIN)' },
@@ -62,7 +62,7 @@ function resolveKubernetesOptions (input = {}) {
 }
 
 // The whole stop, from the pod's deletion to its pool's exit at worst: the preStop sleep, then
-// the pool's longest stop (lib/generate/systemd.js stopTimeoutSeconds, with 10 s to spare).
+// the pool's longest stop (as the systemd unit's, stopTimeoutSeconds, with 10 s to spare).
 function terminationGraceSeconds (o) {
   return Math.ceil(o.preStop / 1000) + stopTimeoutSeconds(o)
 }

@@ -17,7 +17,7 @@ const ACCOUNT = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/
 // systemd reads quotes, backslashes, '$' (variables) and '%' (specifiers) in a command line, and
 // '%' in paths: refusing them keeps every word literal, so the unit runs what it shows.
 const UNSAFE = /[\s"'\\$%;\x00-\x1f\x7f]/
-// `pool reload` waits this long by default (lib/cli/control.js); systemd's bound must be longer
+// `pool reload` waits this long by default; systemd's bound must be longer
 // so the client, not systemd, reports a reload that never finishes.
 const RELOAD_CLIENT_TIMEOUT = 15 * 60000
 // Flags the unit sets itself, so that its timeouts and ExecReload stay in step with the pool;
@@ -28,7 +28,7 @@ const OWN_FLAGS = {
   '--kill-timeout': '--kill-timeout'
 }
 
-// lib/options/table.js table format, so the CLI builds its flags from it.
+// In the option table's format, so the CLI builds its flags from it.
 const OPTIONS = {
   app: { flag: 'app', kind: 'string', group: 'Service', defaultText: 'required', describe: 'The app `pool start` runs: a path relative to --working-directory, or absolute' },
   name: { flag: 'name', kind: 'string', default: 'pool-app', group: 'Service', describe: 'Unit name (NAME.service); also its runtime directory /run/NAME, which holds the control socket' },

@@ -11,7 +11,7 @@
 const net = require('node:net')
 const { poolError, codes } = require('../errors')
 const { parseStat, serverState } = require('./stat')
-const { parseServersState } = require('../fronts/haproxy/servers-state')
+const { parseServersState } = require('./servers-state')
 
 const STATES = ['ready', 'drain', 'maint']
 // Proxy and server names as HAProxy accepts them. Checking them also keeps `;` and newlines,

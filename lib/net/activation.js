@@ -8,7 +8,7 @@
 //
 // Which socket is which: by name (the .socket unit's FileDescriptorName=port, =stats-port, the
 // flag of the listener), else in order, the first unnamed one for --port (the embedded
-// balancer), the next for --stats-port. lib/net/listen.js claims them by flag.
+// balancer), the next for --stats-port. A listener claims them by its flag.
 
 const SD_LISTEN_FDS_START = 3
 const ENV = ['LISTEN_PID', 'LISTEN_FDS', 'LISTEN_FDNAMES']
@@ -51,7 +51,7 @@ class InheritedSockets {
   get left () { return [...this.byFlag.values(), ...this.unnamed] }
 }
 
-// The process's inherited sockets: the CLI adopts them at start (lib/cli/start.js).
+// The process's inherited sockets: `pool start` adopts them.
 const inherited = new InheritedSockets()
 
 module.exports = { inherited, InheritedSockets, SD_LISTEN_FDS_START }

@@ -53,19 +53,23 @@ class DescriptorBudget {
     this.limit = limit()
     this.count = count
     this.now = now
-    this.pools = new Set() // each with `slotsWithoutProcess` (lib/supervisor/pool.js)
+    this.missingWorkers = new Set() // one function per owner of workers: how many have no process now
     this.open = null // descriptors open at the last count, plus the connections admitted since
     this.countedAt = -Infinity
   }
 
-  // A pool's workers get their reserve while it runs.
-  track (pool) { this.pools.add(pool) }
-  untrack (pool) { this.pools.delete(pool) }
+  // Keeps descriptors for the workers to come of one owner (a pool) until the function returned
+  // is called: PER_WORKER for each, `missing()` read again at every admission.
+  reserveForWorkers (missing) {
+    const own = () => missing() // one entry per call, even for the same function
+    this.missingWorkers.add(own)
+    return () => { this.missingWorkers.delete(own) }
+  }
 
   // `priority`: the control socket's connections, which may use the housekeeping part.
   reserve ({ priority = false } = {}) {
     let missing = 0
-    for (const pool of this.pools) missing += pool.slotsWithoutProcess || 0
+    for (const count of this.missingWorkers) missing += count() || 0
     return FORK_PEAK + (priority ? 0 : HOUSEKEEPING) + PER_WORKER * missing
   }
 
@@ -124,7 +128,7 @@ function guardAccept (server, { name, logger, onRefused = () => {}, priority = f
       (n) => `${name}: refused ${n === 1 ? 'a connection' : `${n} connections`}: ${open} of ${limit} file descriptors open, ${reserve} kept for the workers (raise ulimit -n / LimitNOFILE)`)
   })
   server.on('error', (err) => {
-    if (!server.listening) return // a failed listen: its caller reports it (lib/net/listen.js)
+    if (!server.listening) return // a failed listen: its caller reports it
     if (err.syscall === 'accept' && (err.code === 'EMFILE' || err.code === 'ENFILE')) {
       onRefused()
       if (typeof server.closeIdleConnections === 'function') server.closeIdleConnections()

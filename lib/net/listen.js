@@ -3,7 +3,7 @@
 // Listening and closing, for every server the pool opens (the balancer's front, the stats
 // listener, the agent): a busy or forbidden address becomes the pool's usual one-line error
 // naming the flag, and a close waits for the last connection. A socket a service manager handed
-// over for that flag (lib/net/activation.js) is listened on instead of a new one.
+// over for that flag (socket activation) is listened on instead of a new one.
 
 const net = require('node:net')
 const { poolError, codes } = require('../errors')

@@ -7,7 +7,7 @@
 // feeds the whole fleet, a worker per request, as the pool's own front does for one host.
 //
 // What HAProxy 2.6.12 does with the words we send (the first three are asserted against the
-// real one in test/observe/agent.test.js, the others were seen by hand):
+// real one by this module's test, the others were seen by hand):
 // - `up`/`down` set the agent's view of the server; `up` alone undoes an earlier `down`.
 // - `ready`/`drain`/`maint` set the server's admin state, the same one `set server ... state`
 //   sets on the CLI: a `drain` stays until a later line says `ready`, so every `up` says it too.
@@ -45,7 +45,7 @@ function agentReply (status) {
 }
 
 class AgentResponder {
-  // status(): the pool's status (lib/supervisor/pool.js status()), read for each answer;
+  // status(): the pool's status (Pool#status), read for each answer;
   // socketLife: ms, for tests.
   constructor ({ host, port, status, logger = SILENT, socketLife = SOCKET_LIFE_MS, onRefused }) {
     this.host = host

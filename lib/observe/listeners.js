@@ -1,16 +1,16 @@
 'use strict'
 
 // The ports the pool itself listens on, whatever the front: the stats listener (/metrics,
-// /status) and the HAProxy agent-check responder of a fleet's edge (lib/observe/agent.js). They
+// /status) and the HAProxy agent-check responder of a fleet's edge. They
 // open before the fronts, so that a scrape or an edge sees the pool start, and close after them, so
 // that they see it stop.
 
 const { StatsListener } = require('./stats-listener')
-const { StartedInOrder } = require('../supervisor/in-order')
+const { StartedInOrder } = require('../shared/in-order')
 
 class PoolListeners {
-  // What the listeners are given of the pool (lib/supervisor/pool.js): its resolved options, its
-  // metrics (lib/observe/metrics.js), its logger, status() (what /status and the agent read),
+  // What the listeners are given of the pool: its resolved options, its metrics (PoolMetrics),
+  // its logger, status() (what /status and the agent read),
   // and frontHost(), the address its front listens for clients on, if it says.
   constructor ({ options, metrics, logger, status, frontHost }) {
     const { statsPort, statsHost, agentPort } = options
@@ -20,7 +20,7 @@ class PoolListeners {
     this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 
-  // One after the other; a failure closes what was opened and rejects (lib/supervisor/in-order.js).
+  // One after the other; a failure closes what was opened and rejects.
   start () { return this.order.start() }
   stop () { return this.order.stop() }
 

@@ -4,8 +4,8 @@
 // live in one process), in every mode: restarts per slot, the pool's failures (hung workers,
 // failed boots, given-up slots), each slot's state, RSS and CPU time, and the supervisor's own
 // process (CPU, memory: prom-client's default metrics, prefixed pool_supervisor_; the event-loop
-// lag under prom-client's names, measured by lib/observe/loop-delay.js). A front adds its series
-// to the same registry when it starts (lib/fronts/front.js), and counts its own failures in the
+// lag under prom-client's names, measured by LoopDelay). A front adds its series to the same
+// registry when it starts (through its FrontContext), and counts its own failures in the
 // same pool_failures_total, so that one scrape has everything.
 
 const client = require('prom-client')
@@ -18,11 +18,28 @@ const NEVER = 2 ** 31 - 1
 
 const STATES = ['booting', 'warming', 'ready', 'busy', 'draining', 'dead', 'given-up']
 
+// The reasons the pool itself counts in pool_failures_total, with a word on those that need it;
+// each front's are its own (its registry entry), given to PoolMetrics by whoever makes it.
+const POOL_FAILURES = [
+  ['worker_hung'], ['worker_boot_failed'], ['worker_gave_up'], ['worker_listener_closed'], ['worker_channel_broken'],
+  ['worker_spawn_failed', 'a fork failed: EMFILE, EAGAIN...'],
+  ['out_of_descriptors', 'a connection refused to keep file descriptors for the workers']
+]
+
+// "Failures by reason: the pool's worker_hung, …; --balancer embedded: queue_timeout, …".
+function failuresHelp (frontFailures) {
+  const own = POOL_FAILURES.map(([reason, why]) => why ? `${reason} (${why})` : reason).join(', ')
+  const fronts = Object.entries(frontFailures).filter(([, reasons]) => reasons.length > 0)
+    .map(([name, reasons]) => `; --balancer ${name}: ${reasons.join(', ')}`).join('')
+  return `Failures by reason: the pool's ${own}${fronts}`
+}
+
 class PoolMetrics {
   // workers(): the pool's worker snapshots, with `cpu` when known, read at scrape time.
   // supervisor: false leaves out the supervisor's process metrics (a balancer tested alone).
-  // logOutput: the supervisor's log output (lib/log-output.js), whose dropped lines are counted.
-  constructor (workers, { supervisor = true, logOutput = null } = {}) {
+  // logOutput: the supervisor's log output (a LogOutput), whose dropped lines are counted.
+  // frontFailures: { front name: [reasons] }, the failures the fronts count, for the help text.
+  constructor (workers, { supervisor = true, logOutput = null, frontFailures = {} } = {}) {
     const registry = new client.Registry()
     const registers = [registry]
     this.registry = registry
@@ -34,7 +51,7 @@ class PoolMetrics {
     }
     this.failures = new client.Counter({
       name: 'pool_failures_total',
-      help: 'Failures by reason: the pool\'s worker_hung, worker_boot_failed, worker_gave_up, worker_listener_closed, worker_channel_broken, worker_spawn_failed (a fork failed: EMFILE, EAGAIN...), out_of_descriptors (a connection refused to keep file descriptors for the workers); the embedded balancer\'s queue_timeout, queue_full, queue_shed, body_too_large, body_budget, worker_refused, worker_died, bad_response, worker_broken_response, worker_timeout, client_aborted, client_send_timeout, internal_error',
+      help: failuresHelp(frontFailures),
       labelNames: ['reason'],
       registers
     })
@@ -92,4 +109,4 @@ class PoolMetrics {
   close () { this.loopDelay?.close() }
 }
 
-module.exports = { PoolMetrics }
+module.exports = { PoolMetrics, POOL_FAILURES }

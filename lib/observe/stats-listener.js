@@ -3,8 +3,7 @@
 // The pool's observability listener, in every mode, apart from the traffic ports so that it can
 // stay on 127.0.0.1 while the front faces the network: GET /metrics (the pool's Prometheus
 // registry, the front's series included), GET /status (JSON, what `pool status --json` shows),
-// and GET / (an HTML page for a person, drawn in the browser from the other two:
-// lib/observe/status-page/).
+// and GET / (the status page, for a person, drawn in the browser from the other two).
 
 const http = require('node:http')
 const { listen, closeServer, trackClose, urlOf } = require('../net/listen')
@@ -16,7 +15,7 @@ const STOP_GRACE_MS = 1000
 
 class StatsListener {
   // registry(): the prom-client Registry to serve, read per scrape; status(): a JSON-able object;
-  // onRefused(): a connection refused for want of file descriptors (lib/net/descriptors.js).
+  // onRefused(): a connection refused for want of file descriptors.
   constructor ({ host, port, registry, status, logger, onRefused }) {
     this.host = host
     this.port = port

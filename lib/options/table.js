@@ -14,7 +14,7 @@ const { poolError, codes } = require('../errors')
 const { cgroupCpuQuota } = require('./cgroup')
 
 // The CPUs this process may use: those it may run on, or fewer when its cgroup's CPU quota (a
-// container's --cpus, a unit's CPUQuota=) allows less (lib/options/cgroup.js). Read once.
+// container's --cpus, a unit's CPUQuota=) allows less. Read once.
 let usableCpus = null
 function cpuCount () {
   if (usableCpus !== null) return usableCpus
@@ -88,7 +88,7 @@ const OPTIONS = {
   statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Stats and agent', describe: 'Address of the stats listener' },
   agentPort: { flag: 'agent-port', kind: 'port-or-off', default: 0, group: 'Stats and agent', describe: 'Port of the HAProxy agent-check responder for a fleet\'s edge: one line per connection with this host\'s ready workers (0: off)' },
   agentHost: { flag: 'agent-host', kind: 'string', default: undefined, defaultText: 'the embedded balancer\'s --host, else --worker-host', group: 'Stats and agent', describe: 'Address of the agent-check responder' },
-  // control socket (lib/control): made by the CLI's `pool start`, not by the Pool itself
+  // the control socket: made by the CLI's `pool start`, not by the Pool itself
   control: { flag: 'control', kind: 'string', default: undefined, defaultText: '$XDG_RUNTIME_DIR/pool-PORT.sock, else $TMPDIR/pool-UID/pool-PORT.sock', group: 'Control', describe: 'Control socket for `pool status|reload|scale|recycle|stop` (CLI only; PORT is --port, or --worker-port with --balancer none/haproxy)' },
   logLevel: { flag: 'log-level', kind: 'choice', choices: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], default: 'info', group: 'Logs', describe: 'Log level' },
   logFormat: { flag: 'log-format', kind: 'choice', choices: ['auto', 'json', 'pretty'], default: 'auto', group: 'Logs', describe: 'JSON lines, or readable lines; auto = pretty on a terminal' },

@@ -1,7 +1,7 @@
 'use strict'
 
 // The pool channel: how a worker and its supervisor talk, framed here for both sides (what the
-// messages say is lib/protocol/messages.js's). Not Node's 'ipc' channel: the app runs in the worker
+// messages say is the protocol's). Not Node's 'ipc' channel: the app runs in the worker
 // and can write anything to any fd it has, and Node's channel parser throws in the parent on bytes
 // that are not JSON and buffers a line without end in full. This one is an extra stdio pipe (on
 // Unix a socketpair, so one fd carries both directions) at fd CHANNEL_FD in the worker, named
@@ -97,7 +97,7 @@ function sendFrame (stream, message, done) {
 
 // Reading a channel pauses, and resumes, without the stream noticing: what the peer writes
 // meanwhile waits in the socket, and no process wakes for it (the supervisor reads a serving
-// worker's per-request news a batch at a time, lib/supervisor/pool.js). stream.pause() would not
+// worker's per-request news a batch at a time). stream.pause() would not
 // do: it only holds back the 'data' events, while Node goes on reading into the stream's buffer,
 // waking for every write, up to its high-water mark. So the handle stops reading, with Node's
 // own record of it (`reading`) kept as its stream code keeps it; once the callbacks of the read

@@ -1,7 +1,7 @@
 'use strict'
 
 // The vocabulary between the supervisor and its workers, in one place so both sides agree (how
-// messages travel, framed on the pool channel: lib/protocol/channel.js). Every message is a small
+// messages travel: the pool channel). Every message is a small
 // plain object with a `type` and the protocol version `v`.
 
 const VERSION = 1

@@ -5,7 +5,7 @@
 // record tagged with the worker's slot and pid, so that the pool's stdout stays one JSON record
 // per line and every line says whose it is.
 //
-// The record (JSON form; the pretty form is one line, "[slot 2 pid 4242] text", lib/logger.js):
+// The record (JSON form; the pretty form is one line, "[slot 2 pid 4242] text"):
 //   { level, time, slot, port, event: 'app-log', stream: 'stdout' | 'stderr', pid, msg,
 //     part?, more? }
 // stdout lines at info (30), stderr lines at warn (40). A line longer than MAX_LINE characters
@@ -20,9 +20,9 @@
 //
 // Nothing piles up here, and nothing waits for the pool's own output: each chunk read (at most a
 // pipe's worth) is split and handed to the logger before the next is read, and the logger's
-// output takes it at once, into its bounded buffer or dropped and counted when that is full
-// (lib/log-output.js). So the worker's pipe is always read, whoever reads the pool's stdout;
-// only a partial line waits here, bounded by MAX_LINE.
+// output takes it at once, into its bounded buffer or dropped and counted when that is full.
+// So the worker's pipe is always read, whoever reads the pool's stdout; only a partial line
+// waits here, bounded by MAX_LINE.
 
 const { StringDecoder } = require('node:string_decoder')
 const pino = require('pino')

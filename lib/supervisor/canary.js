@@ -30,7 +30,7 @@ class Canary {
 
   onExit (code, signal) { this.exit = { code, signal } }
 
-  // The new code broke the pool channel (lib/protocol/channel.js): it cannot be supervised, so it
+  // The new code broke the pool channel: it cannot be supervised, so it
   // failed.
   onChannelBroken (problem) {
     this.error = this.error || { message: `the new code broke the pool channel: ${problem}` }

@@ -1,7 +1,7 @@
 'use strict'
 
 // What a pool that is gone left running: ended by its reaper the moment its supervisor dies
-// (lib/supervisor/reaper.js: findOrphans), and by the next pool on the same ports before it binds
+// (findOrphans), and by the next pool on the same ports before it binds
 // them (endLeftovers), for what escaped the reaper: a reaper killed with its supervisor, a
 // process started after its sweep.
 //
@@ -20,7 +20,7 @@
 // says so in one log line, and starts.
 
 const fs = require('node:fs')
-const { readStat } = require('./process-group')
+const { readStat } = require('../shared/proc')
 
 const MARK = 'POOL_SUPERVISOR'
 const POLL = 50 // ms between looks at what is left

@@ -4,7 +4,7 @@
 // wait on it: start()'s, stop()'s and until()'s. The supervisor decides when the phase moves;
 // this keeps the promises honest: each settles exactly once, a stop during start answers the
 // start, and nothing is left hanging once the pool has stopped. (A worker's life is its
-// handle's, lib/supervisor/worker-handle.js.)
+// handle's, a WorkerHandle.)
 
 const { poolError, codes } = require('../errors')
 
@@ -47,6 +47,21 @@ class PoolPhase {
   running (value) {
     this.name = 'running'
     this.startWaiter.resolve(value)
+  }
+
+  // The pool failed with `err`, fatally. True the first time; from then on `failure` is it, and
+  // a stop no longer answers a start in progress (the failure will).
+  fail (err) {
+    if (this.failure) return false
+    this.failure = err
+    return true
+  }
+
+  // A start that failed answers with its failure once `stopped` (the stop the failure caused)
+  // has settled.
+  rejectStartAfter (stopped) {
+    const waiter = this.startWaiter
+    stopped.then(() => waiter.reject(this.failure))
   }
 
   // stop(): → stopping. Returns stop()'s promise, and whether this call began the stop.

@@ -5,10 +5,10 @@
 // handles what was recorded, carries out what each worker's handle says is overdue, moves a
 // reload on (and decides its end: advanceReload, the only place), and reconciles the live
 // workers with the wanted set: the target size, the code generation being rolled out,
-// recycling, respawns (lib/supervisor/reconcile.js decides, through a narrow view; the pool
-// acts). Nothing outside the tick signals, forks or drains. A worker's own policy (deadlines,
-// escalation, backoff, what an exit was) is its handle's (lib/supervisor/worker-handle.js); the
-// pool tells the handle what happened through its methods and never writes its fields.
+// recycling, respawns (the Reconciler decides, through a narrow view; the pool acts). Nothing
+// outside the tick signals, forks or drains. A worker's own policy (deadlines, escalation,
+// backoff, what an exit was) is its handle's (WorkerHandle); the pool tells the handle what
+// happened through its methods and never writes its fields.
 //
 // The tick runs when something happened and at the next deadline, never on a period: one timer,
 // armed after each tick at the earliest deadline of any handle (or the remnants' sweep, or a
@@ -25,17 +25,19 @@ const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
 const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
-const { resolvePoolOptions } = require('../options/pool')
+const { assemblePool } = require('../config/pool')
 const { workerCeiling } = require('../options/table')
-const { createLogger, logOutputOf } = require('../logger')
+const { createLogger, logOutputOf } = require('../shared/logger')
 const { FrontSet } = require('../fronts/front-set')
 const { createFrontContext } = require('../fronts/front')
+const { frontFailures } = require('../fronts/registry')
 const { PoolListeners } = require('../observe/listeners')
 const { PoolPhase } = require('./phase')
 const { Remnants } = require('./process-group')
 const { WorkerReport } = require('./worker-report')
 const { PoolMetrics } = require('../observe/metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./spawn')
+const { EVENT } = require('./events')
 const { poolError, codes } = require('../errors')
 const channel = require('../protocol/channel')
 const descriptors = require('../net/descriptors')
@@ -54,21 +56,21 @@ const NEWS_BATCH = 250 // ms
 class Pool extends EventEmitter {
   // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, startReaper,
   // now(), setTimer() and clearTimer(), the pool's only ways to reach processes, ports and the
-  // clock (lib/supervisor/spawn.js SYSTEM).
+  // clock (SYSTEM).
   constructor (options = {}, { system = SYSTEM } = {}) {
     super()
-    const { options: resolved, createFront } = resolvePoolOptions(options)
-    this.options = resolved
+    const config = assemblePool(options) // everything checked before anything is made
+    this.options = config.options
     this.ceiling = workerCeiling(this.options) // { max, why }: -n and scale stay within it
     if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
     this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
-    // fronts add theirs (lib/fronts/front.js)
-    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger) })
+    // fronts add theirs
+    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger), frontFailures: frontFailures() })
     // Each happening in a worker's life, told once: log line, metric, event.
     this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload), listens: (name) => this.listenerCount(name) > 0 })
-    // What a front may know of the pool, and all it is given (lib/fronts/front.js FrontContext).
+    // What a front may know of the pool, and all it is given (its FrontContext).
     const frontContext = createFrontContext({
       logger: this.logger,
       metrics: this.metrics,
@@ -78,8 +80,8 @@ class Pool extends EventEmitter {
       workerRefusing: (w, detail) => this.workerRefusing(w, detail),
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0
     })
-    this.fronts = new FrontSet(createFront ? [createFront(this.logger)] : [].concat(this.options.fronts ?? []), frontContext)
-    // Stats and agent: the pool's own ports, every mode (lib/observe/listeners.js).
+    this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
+    // Stats and agent: the pool's own ports, every mode.
     this.listeners = new PoolListeners({
       options: this.options,
       metrics: this.metrics,
@@ -89,14 +91,15 @@ class Pool extends EventEmitter {
     })
     this.reconciler = new Reconciler(this.reconcilerView()) // the live set against the wanted set, from the tick
     this.target = this.options.workers
-    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick (lib/net/descriptors.js)
+    this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick
+    this.releaseDescriptors = null // ends the descriptors kept for those slots' processes
     this.handles = new Map() // slot → WorkerHandle
     this.codeGeneration = 0 // the code a new process runs: goes up when a reload's canary proves the new code boots
     this.reloading = null // the Reload in progress (advanceReload ends it)
     this.nextReload = null // a QueuedReload: the reload asked while this one runs, begun when it ends
     this.canaries = new Set() // canary processes still running: a stop waits for them too
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
-    this.reaper = null // ends what the workers leave if this process dies (lib/supervisor/reaper.js)
+    this.reaper = null // ends what the workers leave if this process dies
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
     this.events = []
     this.tickScheduled = false
@@ -124,9 +127,10 @@ class Pool extends EventEmitter {
     this.life.begin()
     this.startedAt = this.now()
     this.slotsWithoutProcess = this.target
-    descriptors.budget.track(this) // file descriptors kept for the workers, from before any listener
+    // File descriptors kept for the workers, from before any listener opens.
+    this.releaseDescriptors = descriptors.budget.reserveForWorkers(() => this.slotsWithoutProcess)
     try {
-      // What a pool that died on these ports left running goes first (lib/supervisor/leftovers.js).
+      // What a pool that died on these ports left running goes first.
       await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)), killTimeout: this.options.killTimeout, logger: this.logger })
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: this.portsUpTo(this.target) })
       this.life.assertStarting()
@@ -136,7 +140,7 @@ class Pool extends EventEmitter {
       this.life.assertStarting()
     } catch (err) {
       if (this.life.abandon()) await this.listeners.stop()
-      descriptors.budget.untrack(this)
+      this.releaseDescriptors()
       throw err
     }
     const started = this.life.untilRunning()
@@ -153,7 +157,7 @@ class Pool extends EventEmitter {
   // the processes the workers' apps left behind are gone too (process-group.js).
   stop ({ timeout = this.options.gracefulTimeout } = {}) {
     const { promise, began } = this.life.stop()
-    if (began) this.enqueue({ type: 'stop', timeout })
+    if (began) this.enqueue({ type: EVENT.STOP, timeout })
     return promise
   }
 
@@ -161,7 +165,7 @@ class Pool extends EventEmitter {
   kill () {
     if (this.life.is('idle', 'stopped')) return this.stop()
     const stopped = this.stop({ timeout: 0 })
-    this.enqueue({ type: 'kill' })
+    this.enqueue({ type: EVENT.KILL })
     return stopped
   }
 
@@ -225,7 +229,7 @@ class Pool extends EventEmitter {
     const h = this.recyclable(slot)
     const { pid: oldPid, incarnation } = h
     const began = this.now()
-    this.enqueue({ type: 'recycle', handle: h, child: h.child })
+    this.enqueue({ type: EVENT.RECYCLE, handle: h, child: h.child })
     const replaced = () => h.incarnation > incarnation && h.ready
     await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
     if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
@@ -284,7 +288,7 @@ class Pool extends EventEmitter {
   workerRefusing (w, { refusals, front = 'a front' } = {}) {
     const h = this.handles.get(w?.slot)
     if (!h || !h.child || h.pid !== w.pid) return
-    this.enqueue({ type: 'refusing', handle: h, child: h.child, refusals, front })
+    this.enqueue({ type: EVENT.REFUSING, handle: h, child: h.child, refusals, front })
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }
@@ -298,11 +302,11 @@ class Pool extends EventEmitter {
     this.wake()
   }
 
-  // A worker's event (lib/supervisor/spawn.js watchChild). Its per-request news, when nothing
+  // A worker's event (from watchChild). Its per-request news, when nothing
   // waits before it in the queue, is told to its handle at once (heardFrom); anything else, or
   // news behind other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
-    if (event.type === 'message' && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
+    if (event.type === EVENT.MESSAGE && event.handle && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
     this.enqueue(event)
   }
 
@@ -374,7 +378,7 @@ class Pool extends EventEmitter {
   }
 
   // The exception to "events only enqueue": a slot's process exited, and the fronts hear it now,
-  // from the exit event itself (lib/supervisor/spawn.js watchChild says why). Only if that process
+  // from the exit event itself (watchChild says why). Only if that process
   // still holds the slot; the tick handles the exit as usual and its announceGone does nothing.
   announceExit (h, child) {
     if (h.child === child) this.announceGone(h)
@@ -438,17 +442,13 @@ class Pool extends EventEmitter {
     this.timerAt = Infinity
   }
 
+  // One table per kind of subject (below the class): the pool's own commands, a reload's
+  // canary, a slot's worker.
   handleEvent (event, now) {
     if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
-    switch (event.type) {
-      case 'stop': return this.onStop(event.timeout)
-      case 'kill': return this.onKill(now)
-      case 'canary-message': return event.canary.onMessage(event.message, now)
-      case 'canary-channel-broken': this.report.canaryChannelBroken(event.pid, event.problem); return event.canary.onChannelBroken(event.problem)
-      case 'canary-exit': event.canary.onExit(event.code, event.signal); this.canaries.delete(event.canary); return
-      case 'canary-spawn-error': event.canary.onSpawnError(event.error); this.canaries.delete(event.canary); return
-    }
+    if (event.canary) return ON_CANARY[event.type](this, event, now)
     const h = event.handle
+    if (!h) return ON_POOL[event.type](this, event, now)
     // A child's last message may be read after its 'exit' (when a process its app started holds
     // the channel open): keep its boot error.
     if (event.child !== h.child && event.child === h.previousChild && event.message?.type === msg.BOOT_ERROR) {
@@ -456,15 +456,12 @@ class Pool extends EventEmitter {
     }
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== h.child) return
-    if (event.type === 'exit') return this.onExit(h, event, now)
-    if (event.type === 'spawn-error') return this.onSpawnError(h, event.error, now)
-    if (event.type === 'warmed') { h.warmedUp(this.options.warmupRequests); return this.onReady(h, now) }
-    if (event.type === 'warmup-failed') return this.onWarmupFailed(h, event.error)
-    if (event.type === 'released') return h.released()
-    if (event.type === 'recycle') return h.recycleWhenPossible('recycle') // replaceOutdated drains it
-    if (event.type === 'refusing') return this.onListenerClosed(h, { by: event.front, refusals: event.refusals }, now)
-    if (event.type === 'message') return this.onMessage(h, event.message, now)
-    if (event.type === 'channel-broken') return this.onChannelBroken(h, event.problem)
+    return ON_WORKER[event.type](this, h, event, now)
+  }
+
+  // A reload's canary ended, however: it holds nothing the pool waits for any more.
+  canaryGone (canary) {
+    this.canaries.delete(canary)
   }
 
   onMessage (h, m, now) {
@@ -509,7 +506,7 @@ class Pool extends EventEmitter {
     const { warmup: paths, warmupRequests: count, timeout } = this.options
     this.report.warming(h, now)
     const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
-    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done('warmed'), (err) => done('warmup-failed', err))
+    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done(EVENT.WARMED), (err) => done(EVENT.WARMUP_FAILED, err))
   }
 
   // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
@@ -621,7 +618,7 @@ class Pool extends EventEmitter {
     const view = this.report.draining(h, reason, now)
     if (!serving) return
     const child = h.child
-    this.fronts.drain(view).then(() => this.enqueue({ type: 'released', handle: h, child }))
+    this.fronts.drain(view).then(() => this.enqueue({ type: EVENT.RELEASED, handle: h, child }))
   }
 
   // ── a reload: every step and its end, decided here, once per tick ──────────────────────────
@@ -670,7 +667,7 @@ class Pool extends EventEmitter {
     else next.follow(r.done)
   }
 
-  // ── the wanted set: lib/supervisor/reconcile.js decides, through this view; the pool acts ───
+  // ── the wanted set: the Reconciler decides, through this view; the pool acts ──────────────
 
   slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
   wanted () { return this.slots().filter((h) => h.slot <= this.target) }
@@ -771,11 +768,9 @@ class Pool extends EventEmitter {
 
   // Fatal for the pool: during start, start() rejects with `err`; later, 'failed' is emitted.
   fail (err) {
-    if (this.life.failure) return
-    this.life.failure = err
+    if (!this.life.fail(err)) return
     if (this.life.is('starting')) {
-      const waiter = this.life.startWaiter
-      this.stop({ timeout: 0 }).then(() => waiter.reject(err))
+      this.life.rejectStartAfter(this.stop({ timeout: 0 }))
     } else {
       this.logger.fatal({ event: 'failed', code: err.code }, err.message)
       this.emit('failed', err)
@@ -788,7 +783,7 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     this.readNews()
     this.reaper?.stop() // every process of the pool is gone
-    descriptors.budget.untrack(this)
+    this.releaseDescriptors()
     await this.fronts.stop()
     await this.listeners.stop()
     this.metrics.close()
@@ -797,6 +792,40 @@ class Pool extends EventEmitter {
     this.emit('stopped', { clean })
     this.life.ended({ clean })
   }
+}
+
+// What the tick does with each event (./events.js), by its subject.
+const ON_POOL = {
+  [EVENT.STOP]: (pool, e) => pool.onStop(e.timeout),
+  [EVENT.KILL]: (pool, e, now) => pool.onKill(now)
+}
+
+const ON_CANARY = {
+  [EVENT.MESSAGE]: (pool, e, now) => e.canary.onMessage(e.message, now),
+  [EVENT.CHANNEL_BROKEN]: (pool, e) => {
+    pool.report.canaryChannelBroken(e.pid, e.problem)
+    e.canary.onChannelBroken(e.problem)
+  },
+  [EVENT.EXIT]: (pool, e) => {
+    e.canary.onExit(e.code, e.signal)
+    pool.canaryGone(e.canary)
+  },
+  [EVENT.SPAWN_ERROR]: (pool, e) => {
+    e.canary.onSpawnError(e.error)
+    pool.canaryGone(e.canary)
+  }
+}
+
+const ON_WORKER = {
+  [EVENT.MESSAGE]: (pool, h, e, now) => pool.onMessage(h, e.message, now),
+  [EVENT.CHANNEL_BROKEN]: (pool, h, e) => pool.onChannelBroken(h, e.problem),
+  [EVENT.EXIT]: (pool, h, e, now) => pool.onExit(h, e, now),
+  [EVENT.SPAWN_ERROR]: (pool, h, e, now) => pool.onSpawnError(h, e.error, now),
+  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.options.warmupRequests); return pool.onReady(h, now) },
+  [EVENT.WARMUP_FAILED]: (pool, h, e) => pool.onWarmupFailed(h, e.error),
+  [EVENT.RELEASED]: (pool, h) => h.released(),
+  [EVENT.RECYCLE]: (pool, h) => h.recycleWhenPossible('recycle'), // the replace step drains it
+  [EVENT.REFUSING]: (pool, h, e, now) => pool.onListenerClosed(h, { by: e.front, refusals: e.refusals }, now)
 }
 
 // A reload asked while one runs, before it begins: how many callers wait for it, and the promise
@@ -817,4 +846,4 @@ class QueuedReload {
 
 function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
-module.exports = { Pool }
+module.exports = { Pool, ON_POOL, ON_CANARY, ON_WORKER }

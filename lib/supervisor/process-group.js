@@ -18,7 +18,7 @@
 //   every signal is sent only after checking that one does, in the same synchronous step: the
 //   window left is the few microseconds between that check and kill(2).
 
-const fs = require('node:fs')
+const { readStat, sessionMembers } = require('../shared/proc')
 
 const KILL_GRACE = 1000 // ms a SIGKILLed remnant has to be gone before we stop waiting for it
 const SWEEP_EVERY = 50 // ms between looks at the remnants still pending: nothing tells us they went
@@ -50,41 +50,6 @@ function signalStrays (sid, sig) {
     if (!stat || stat.startTime !== startTime || stat.session !== sid || stat.pgrp === sid || stat.state === 'Z') continue
     try { process.kill(pid, sig) } catch {}
   }
-}
-
-// /proc/<pid>/stat: { state, pgrp, session, startTime } or null when the process is gone.
-function readStat (pid) {
-  let text
-  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
-  const f = text.slice(text.lastIndexOf(')') + 2).split(' ') // fields 3.. (comm may hold spaces)
-  return { state: f[0], pgrp: Number(f[2]), session: Number(f[3]), startTime: f[19] }
-}
-
-// The CPU time `pid` has used so far, { user, system } in microseconds, with `at` (ms) when it
-// was read; null without /proc or once the process is gone. Read from /proc rather than reported
-// by the worker: a worker blocked in a render sends nothing, which is when its CPU matters.
-const TICKS_PER_SECOND = 100 // USER_HZ: 100 on every Linux architecture Node runs on
-
-function cpuTime (pid, now = Date.now()) {
-  let text
-  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
-  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
-  const toMicros = (ticks) => Number(ticks) * (1e6 / TICKS_PER_SECOND)
-  return { user: toMicros(f[11]), system: toMicros(f[12]), at: now }
-}
-
-// Live (non-zombie) processes of session `sid`: Map pid → start time. null without /proc.
-function sessionMembers (sid) {
-  let names
-  try { names = fs.readdirSync('/proc') } catch { return null }
-  const members = new Map()
-  for (const name of names) {
-    const pid = Number(name)
-    if (!Number.isInteger(pid)) continue
-    const stat = readStat(pid)
-    if (stat && stat.session === sid && stat.state !== 'Z') members.set(pid, stat.startTime)
-  }
-  return members
 }
 
 // What is left of a worker's session after the worker itself exited.
@@ -187,4 +152,4 @@ class Remnants {
   }
 }
 
-module.exports = { signalWorker, captureRemnant, cpuTime, Remnants, readStat, sessionMembers }
+module.exports = { signalWorker, captureRemnant, Remnants }

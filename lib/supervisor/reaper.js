@@ -6,7 +6,7 @@
 // by itself. The reaper holds one end of a pipe whose other end only the supervisor holds: when
 // the supervisor dies, however (SIGKILL, the OOM killer, a crash), the kernel closes its end and
 // the reaper reads the end of the stream at once. It then does what the next pool on the same
-// ports would do at its start (lib/supervisor/leftovers.js), for its own supervisor only: every
+// ports would do at its start (findOrphans), for its own supervisor only: every
 // process carrying that supervisor's mark (the workers, a reload's canary, the app's processes
 // that kept the environment) and every process in a worker's session gets SIGTERM, and whatever
 // is left --kill-timeout later SIGKILL, each checked by its start time before it is signalled.
@@ -33,7 +33,7 @@ const ENV = { killTimeout: 'POOL_REAPER_KILL_TIMEOUT', logLevel: 'POOL_REAPER_LO
 // ── in the supervisor ─────────────────────────────────────────────────────────────────────────
 
 class Reaper {
-  // mark: the supervisor's (lib/supervisor/leftovers.js supervisorMark); logger: the pool's.
+  // mark: the supervisor's (supervisorMark); logger: the pool's.
   constructor ({ mark, killTimeout, logLevel = 'info', logFormat = 'auto', logger }) {
     this.settings = { mark, killTimeout, logLevel, logFormat }
     this.logger = logger
@@ -135,7 +135,7 @@ function main (env = process.env) {
 // One warn line, as the pool's logger writes them (JSON, or rendered for a person), written to
 // fd 1 itself. Never through process.stdout: the reaper's fd 1 is the supervisor's, one open
 // pipe or terminal shared by both, and making that stream would make it non-blocking for the
-// supervisor too, whose logger then sleeps at every full pipe (lib/logger.js).
+// supervisor too, whose logger then sleeps at every full pipe.
 const WARN = 40
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity }
 
@@ -146,7 +146,7 @@ function lineWriter ({ level = 'info', format = 'auto' }) {
     const terminal = require('node:tty').isatty(1)
     let text = JSON.stringify({ level: WARN, time: Date.now(), ...fields, msg }) + '\n'
     if (format === 'pretty' || (format === 'auto' && terminal)) {
-      try { text = require('../logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
+      try { text = require('../shared/logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
     }
     try { fs.writeSync(1, text) } catch { /* nobody reads the pool's output any more */ }
   }

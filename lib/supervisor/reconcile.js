@@ -5,7 +5,7 @@
 // replaced within the batch budget; dead slots respawn when their handle says so, no more than
 // --max-booting booting at once. Each step is linear in the slots: a tick stays cheap at any size.
 //
-// It decides; the pool (lib/supervisor/pool.js) acts. Its whole view of the pool is `view`:
+// It decides; the pool acts. Its whole view of the pool is `view`:
 //
 //   handles            Map slot → WorkerHandle, read only here (slots come and go by the actions)
 //   wanted()           the handles of slots 1..target, in slot order
@@ -35,7 +35,7 @@ class Reconciler {
   }
 
   // Returns how many wanted slots have no process now (what the descriptor reserve keeps
-  // descriptors for, lib/net/descriptors.js). `replace`: whether workers may be replaced (not
+  // descriptors for). `replace`: whether workers may be replaced (not
   // while the pool starts).
   reconcile (now, { replace }) {
     const view = this.view

@@ -1,10 +1,10 @@
 'use strict'
 
 // The bookkeeping of one rolling reload: its stages, which slots it replaced, its outcome. It
-// acts on nothing and decides nothing; the supervisor's tick does (lib/supervisor/pool.js
-// advanceReload, the one place a reload moves on and ends):
+// acts on nothing and decides nothing; the supervisor's tick does (Pool#advanceReload, the one
+// place a reload moves on and ends):
 //
-//   canary   one process of the new code boots outside every slot (lib/supervisor/canary.js). If
+//   canary   one process of the new code boots outside every slot (a Canary). If
 //            it cannot become ready, the reload fails and no slot is touched.
 //   rolling  the canary was ready: the pool's code generation goes up, and the tick's replace
 //            step drains every worker of an older code generation, `reloadBatch` at a time,

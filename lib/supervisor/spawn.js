@@ -10,7 +10,8 @@ const childProcess = require('node:child_process')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
-const { signalWorker, captureRemnant, cpuTime } = require('./process-group')
+const { signalWorker, captureRemnant } = require('./process-group')
+const { cpuTime } = require('../shared/proc')
 const { captureOutput } = require('./app-output')
 const { poolError, codes } = require('../errors')
 const msg = require('../protocol/messages')
@@ -18,6 +19,7 @@ const channel = require('../protocol/channel')
 const { warmUp } = require('./warmup')
 const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
 const { Reaper } = require('./reaper')
+const { EVENT } = require('./events')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -25,7 +27,7 @@ const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
-// The worker's stdout and stderr are pipes read by the supervisor (lib/supervisor/app-output.js):
+// The worker's stdout and stderr are pipes read by the supervisor (captureOutput):
 // what the app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with
 // slot and pid, not raw text between the JSON lines.
 function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
@@ -37,7 +39,7 @@ function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
 function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
   // Node's own IPC channel is never set up in a worker (through it the app could break the
-  // supervisor, lib/protocol/channel.js), even when the options' env names one.
+  // supervisor), even when the options' env names one.
   delete env.NODE_CHANNEL_FD
   delete env.NODE_CHANNEL_SERIALIZATION_MODE
   const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
@@ -51,7 +53,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
     // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
     // then stops the workers gracefully instead of every worker dying mid-request at once; and
     // the supervisor can signal a worker together with the processes its app started
-    // (lib/supervisor/process-group.js).
+    // (signalWorker).
     detached: true,
     env: {
       ...env,
@@ -65,7 +67,7 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
       // Who forked it: by it the pool's reaper finds what this process left running once it is
-      // gone (lib/supervisor/reaper.js), and so does a later pool (lib/supervisor/leftovers.js).
+      // gone, and so does a later pool (endLeftovers).
       [MARK]: supervisorMark()
     }
   })
@@ -162,38 +164,36 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
   }
 }
 
-// A child's events, as events of the supervisor's loop: `enqueue({ type, handle | canary, child,
-// ... })`, types prefixed `canary-` for a reload's canary. What the app sends is checked at this
-// door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
+// A child's events, as events of the supervisor's loop (./events.js): `enqueue({ type, handle |
+// canary, child, ... })`, the same types for a slot's worker and a reload's canary. What the app
+// sends is checked at this door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
 // kills the process), a message the loop cannot use (messages.parseWorkerMessage) is dropped.
 // `onGone()`: called at the reap, for the fronts (below).
 function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue, onGone }) {
-  const prefix = canary ? 'canary-' : ''
   const base = { handle, canary, child }
   const end = channel.supervisorEnd(child)
   if (end) {
-    const type = `${prefix}message`
     channel.readFrames(end, {
       // Thousands a second under load: no more made per message than the event itself.
       onMessage: (raw) => {
         const message = msg.parseWorkerMessage(raw)
-        if (message) enqueue({ handle, canary, child, type, message })
+        if (message) enqueue({ handle, canary, child, type: EVENT.MESSAGE, message })
       },
-      onError: (problem) => enqueue({ ...base, type: `${prefix}channel-broken`, problem, pid: child.pid })
+      onError: (problem) => enqueue({ ...base, type: EVENT.CHANNEL_BROKEN, problem, pid: child.pid })
     })
   }
   // The one event source that acts, twice, right at the reap. First, while the group's number
   // is surely the worker's, what is left of its group gets its SIGTERM
-  // (lib/supervisor/process-group.js). Then the fronts hear that the worker is gone (onGone: out
+  // (captureRemnant). Then the fronts hear that the worker is gone (onGone: out
   // of the balancer's rotation, MAINT in HAProxy): to a front a dead worker looks like the free
   // one, and until it hears, every request it holds goes there and is refused, so this must not
   // wait for the worker's output to be read or for the tick (measured in bench/death-notice.js).
   // It only takes the worker out of rotation; the tick still does everything else, and its own
   // announcement of the same exit does nothing (Pool.announceGone is once per process). The exit
-  // is told once the worker's last lines and messages are read (lib/supervisor/app-output.js):
+  // is told once the worker's last lines and messages are read (afterOutputRead):
   // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
-    const exit = { ...base, type: `${prefix}exit`, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
+    const exit = { ...base, type: EVENT.EXIT, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
     if (onGone) onGone()
     channel.resumeReading(end) // its last news, and its end, if the pool was reading it in batches
     afterOutputRead(child, () => {
@@ -203,7 +203,7 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   })
   // A fork that failed (EMFILE, ENFILE, EAGAIN) emits 'error' and no 'exit': no process ever
   // ran, so this is no exit, and nothing the app did.
-  child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: `${prefix}spawn-error`, error }) })
+  child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: EVENT.SPAWN_ERROR, error }) })
 }
 
 // A worker's stdout, stderr and channel close when it exits, unless a process its app started
@@ -235,7 +235,7 @@ const SYSTEM = Object.freeze({
   cpuTime,
   bindError,
   endLeftovers,
-  // The pool's reaper (lib/supervisor/reaper.js), started: { stop() }.
+  // The pool's reaper, started: { stop() }.
   startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
   now: () => Date.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms),

@@ -3,7 +3,7 @@
 // One object per slot: which process holds the slot, in which state, until when, and what
 // happens when that time comes. The policy of a worker's life is the handle's own: the deadline
 // of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
-// slot may start again. The supervisor (lib/supervisor/pool.js) tells the handle what happened
+// slot may start again. The supervisor tells the handle what happened
 // through methods named for it (attach, heard, started, finished, released, exited…) and never
 // writes its fields; it asks what is due (`due`, a question only) and acts on the answer where
 // other parties are concerned (fronts hear of a kill before the signal, events, logs), recording
@@ -231,7 +231,7 @@ class WorkerHandle {
 
   // The first instant at which, time passing and nothing else happening, `due` has an answer or
   // the slot may start again (dueForRespawn, dueForRetry); Infinity when no time runs. A question
-  // too: the supervisor's tick runs at the earliest of its handles' (lib/supervisor/pool.js), and
+  // too: the supervisor's tick runs at the earliest of its handles', and
   // whatever moves a deadline (a request that starts or ends, a word from the worker) only needs
   // to ask again. What no clock decides (a drained worker's request ending) is not in it.
   nextDeadline () {
@@ -261,7 +261,7 @@ class WorkerHandle {
     return !this.request && this.readyAt !== null ? this.lastSeen + this.policy.heartbeatTimeout + 1 : Infinity
   }
 
-  // The signals (to the worker's whole process group, lib/supervisor/process-group.js).
+  // The signals (to the worker's whole process group).
   kill (reason) {
     if (!this.alive) return
     this.killReason = this.killReason || reason

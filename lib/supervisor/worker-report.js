@@ -4,7 +4,7 @@
 // event is called, at which level, with which fields, how it reads), the pool's metric, and the
 // pool's event with the worker's snapshot. The supervisor decides; this only reports. Each slot
 // logs through a child logger bound to its `slot` and `port`; the line adds the process's `pid`
-// (the worker's: the supervisor's logger has none, lib/logger.js). An error goes under `err`,
+// (the worker's: the supervisor's logger has none). An error goes under `err`,
 // pino's error serializer's key.
 
 const { getSystemErrorMap } = require('node:util')
@@ -131,7 +131,7 @@ class WorkerReport {
     else log.error(fields, `worker ${h.slot} (pid ${pid}) sent no heartbeat for ${action.ms} ms; killing it`)
   }
 
-  // The worker's channel carried something that is not a frame (lib/protocol/channel.js); it is
+  // The worker's channel carried something that is not a frame; it is
   // killed.
   channelBroken (h, problem) {
     this.metrics.failed('worker_channel_broken')

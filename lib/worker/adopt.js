@@ -26,7 +26,7 @@ function interceptListen ({ decide, adopt }) {
   return listen
 }
 
-// The TCP port a listen() call asks for, as Node's own listen() reads its arguments (lib/net.js:
+// The TCP port a listen() call asks for, as Node's own listen() reads its arguments (its
 // normalizeArgs, then listen()), so that the worker adopts exactly what Node would bind to a
 // port: 0 for any port ((), (cb), (null), ({ port: undefined })), the port for every TCP form
 // ((port[, host][, backlog][, cb]), a port as a string, ({ port, ... }[, cb]), where a port wins

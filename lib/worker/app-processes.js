@@ -1,18 +1,18 @@
 'use strict'
 
 // The processes the app started, seen from inside the worker: every process of the worker's
-// session but the worker itself. The worker leads its session (it is forked detached,
-// lib/supervisor/spawn.js); whatever the app starts without `detached: true` stays in it, even one
+// session but the worker itself. The worker leads its session (the supervisor forks it
+// detached); whatever the app starts without `detached: true` stays in it, even one
 // that makes a process group of its own (coreutils `timeout`, a shell's job control). While the
 // worker lives, the session's number is its pid and cannot be anybody else's, so whatever is
 // found in it is the app's.
 //
 // A worker ends them itself before it leaves: when its drain is over, and when its supervisor is
-// gone and its loop still runs (runtime.js). It cannot leave that to the supervisor, which may itself be
+// gone and its loop still runs. It cannot leave that to the supervisor, which may itself be
 // gone by then: a supervisor SIGKILLed during a reload left behind the app's processes of every
 // worker that had finished its drain and exited, trusting the supervisor with them.
 
-const { sessionMembers, readStat } = require('../supervisor/process-group')
+const { sessionMembers, readStat } = require('../shared/proc')
 
 const POLL = 50 // ms between looks at what is left
 const KILL_WAIT = 1000 // ms the SIGKILLed have to be gone before we stop waiting for them

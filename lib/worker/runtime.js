@@ -50,7 +50,7 @@ class WorkerRuntime {
   // pipe is full (a write to fd 1 directly would do both). Made, and pino loaded, at the first
   // line: most workers never write one, and pino would cost each some 7 MB.
   get logger () {
-    this.log ??= require('../logger').createLogger({
+    this.log ??= require('../shared/logger').createLogger({
       level: this.env.logLevel,
       format: 'json',
       base: { pid: process.pid, slot: this.env.slot, port: this.slotServer.port },

@@ -9,6 +9,8 @@ const { spawn, spawnSync } = require('node:child_process')
 const { BIN, FIXTURES, cleanEnv, freePorts, startPool, runPool, request, sleep, waitFor } = require('../helpers')
 const { formatStatus, rates } = require('../../lib/control/format')
 const { Screen } = require('../../lib/cli/output')
+const { HaproxyFront } = require('../../lib/fronts/haproxy/front')
+const { resolveHaproxyFrontOptions } = require('../../lib/fronts/haproxy/options')
 
 const worker = (fields) => ({ name: `worker${fields.slot}`, port: 9001 + fields.slot, state: 'ready', readyAt: 1, uptime: 5000, requests: 0, totalRequests: 0, restarts: 0, rss: null, request: null, ...fields })
 const status = (workers, front = { type: 'none' }) => ({ pid: 1, phase: 'running', target: workers.length, app: '/app.js', queue: 0, front, workers })
@@ -57,7 +59,12 @@ t.test('the screen is redrawn in place: home, clear to end of line and of screen
 })
 
 t.test('the text status of a HAProxy front shows each server\'s wanted state, HAProxy\'s and its sessions', async (t) => {
-  const front = { type: 'haproxy', backend: 'pool', socket: '/run/pool/haproxy-admin.sock', reachable: true, haproxyPid: 77, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 1 }, worker2: { wanted: 'maint', seen: 'drain', up: false, sessions: 0 } } }
+  // The front's own status(), as it knows HAProxy after a check.
+  const haproxy = new HaproxyFront(resolveHaproxyFrontOptions({ haproxySocket: '/run/pool/haproxy-admin.sock' }))
+  Object.assign(haproxy.states, { reachable: true, haproxy: { pid: 77 } })
+  Object.assign(haproxy.states.record('worker1'), { wanted: 'ready', seen: 'ready', op: 'running', sessions: 1 })
+  Object.assign(haproxy.states.record('worker2'), { wanted: 'maint', seen: 'drain', op: 'stopped', sessions: 0 })
+  const front = haproxy.status()
   const text = formatStatus(status([worker({ slot: 1, pid: 11, state: 'busy' }), worker({ slot: 2, pid: 12, state: 'draining' })], front))
   t.match(row(text, 1), { WANTED: 'ready', HAPROXY: 'ready', SESS: '1' })
   t.match(text, /^ +2 .* maint +drain \(down\) +0$/m, 'HAProxy\'s state with its health, when they differ from the wanted one')

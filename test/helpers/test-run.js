@@ -7,7 +7,7 @@
 // run's processes, never at those of another suite running on the same machine, or of a
 // developer's own pool.
 
-const { readStat } = require('../../lib/supervisor/process-group')
+const { readStat } = require('../../lib/shared/proc')
 
 const RUN_ENV = 'POOL_TEST_RUN'
 

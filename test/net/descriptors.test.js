@@ -94,7 +94,7 @@ t.test('the budget: a reserve for each slot without a process, the control socke
   let open = 40
   const budget = new DescriptorBudget({ limit: () => 100, count: () => open, now: () => 0 })
   const pool = { slotsWithoutProcess: 0 }
-  budget.track(pool)
+  const release = budget.reserveForWorkers(() => pool.slotsWithoutProcess)
   t.equal(budget.reserve(), 24, 'a fork\'s peak and the supervisor\'s own')
   pool.slotsWithoutProcess = 4
   t.equal(budget.reserve(), 40, 'and 4 more for each slot whose process is still to come')
@@ -106,7 +106,7 @@ t.test('the budget: a reserve for each slot without a process, the control socke
   t.notOk(budget.admit(), 'not the 61st')
   open = 61
   t.ok(budget.admit({ priority: true }), 'but the control socket may still be reached')
-  budget.untrack(pool)
+  release()
   open = 62
   t.ok(budget.admit(), 'a stopped pool keeps nothing')
 })

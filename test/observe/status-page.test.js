@@ -220,8 +220,17 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
     phase: 'running',
     target: 3,
     front: [
-      { type: 'embedded', url: 'http://127.0.0.1:9001', queue: 4, inFlight: 1, workers: [{ slot: 1, state: 'busy', failures: 0 }, { slot: 2, state: 'benched', failures: 3 }] },
-      { type: 'haproxy', socket: '/run/haproxy.sock', backend: 'app', reachable: true, lastError: null, queue: 0, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 1 }, worker2: { wanted: 'maint', seen: 'maint', up: false, sessions: 0 } } }
+      { type: 'embedded', url: 'http://127.0.0.1:9001', queue: 4, inFlight: 1, notes: { 1: {}, 2: { badge: 'benched', text: '3 failed' } } },
+      {
+        type: 'haproxy',
+        target: 'backend app',
+        queue: 0,
+        table: {
+          caption: 'backend app via /run/haproxy.sock: reachable, queue 0',
+          head: ['Server', 'Wanted', 'Seen', 'Up', 'Sessions'],
+          rows: [['worker1', 'ready', 'ready', { badge: 'UP', tone: 'ready' }, 1], ['worker2', 'maint', 'maint', { badge: 'DOWN', tone: 'bad' }, 0]]
+        }
+      }
     ],
     queue: 4,
     reload: { stage: 'rolling', pending: 1, active: [], replaced: 1 },
@@ -231,8 +240,8 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
       worker(3, { state: 'dead', pid: null, readyAt: null, uptime: 0, rss: null, lastExit: { code: null, signal: 'SIGKILL', reason: 'timeout', at: now() - 5000 } })
     ],
     recentExits: [
-      { slot: 3, pid: 777, code: null, signal: 'SIGKILL', reason: 'timeout', at: now() - 5000 },
-      { slot: 2, pid: 666, code: 0, signal: null, reason: 'reload', at: now() - 90000 }
+      { slot: 3, pid: 777, code: null, signal: 'SIGKILL', reason: 'timeout', planned: false, at: now() - 5000 },
+      { slot: 2, pid: 666, code: 0, signal: null, reason: 'reload', planned: true, at: now() - 90000 }
     ]
   })
   // 10 responses: 8 × 200 and 2 × 503, all between 100 and 250 ms, 2 s in all.
@@ -265,8 +274,8 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
   t.match(await textOf(page, '#ready'), /^2\s*\/ 3 wanted$/)
   t.equal(await textOf(page, '#reload'), 'rolling, 1 replaced, 1 pending')
   t.match(await textOf(page, '#front'), /embedded[\s\S]*; haproxy/, 'both fronts')
-  t.ok(await page.locator('#haproxy').isVisible(), 'the HAProxy section')
-  t.match(await textOf(page, '#haproxy-fronts table'), /worker2\s+maint\s+maint\s+DOWN\s+0/)
+  t.ok(await page.locator('#front-tables').isVisible(), 'the HAProxy section')
+  t.match(await textOf(page, '#front-tables-list table'), /worker2\s+maint\s+maint\s+DOWN\s+0/)
 
   t.match(await textOf(page, '#h-duration figcaption'), /10 requests, mean 200 ms, p50 175 ms, p90 235 ms/, 'the response codes added up; quantiles as Prometheus estimates them')
   t.notOk(await page.locator('#h-wait').isVisible(), 'no chart for a histogram the pool does not have')

@@ -90,7 +90,7 @@ t.test('every require() in a shipped file resolves to a shipped file, a builtin 
   t.same(unresolved, [], 'all requires resolve in an installed package')
   t.same(dependencies.filter((d) => !used.has(d)), [], 'every runtime dependency is used by a shipped file')
   // The static scan above must see what it claims to see.
-  t.ok(requiredNames('lib/logger.js').includes('pino-pretty'), 'the scan finds a lazy require')
+  t.ok(requiredNames('lib/shared/logger.js').includes('pino-pretty'), 'the scan finds a lazy require')
 })
 
 t.test('package.json: the demo\'s and the tools\' packages are development dependencies; the license is there', async (t) => {

@@ -2,7 +2,7 @@
 
 // What a worker prints becomes log records tagged with its slot and pid
 // (lib/supervisor/app-output.js): the line splitter alone (chunks, partial lines, UTF-8 across
-// chunks, long lines, order), the capture with a fake child, the pretty renderer (lib/logger.js),
+// chunks, long lines, order), the capture with a fake child, the pretty renderer,
 // then a real `pool start` with an app that prints: bursts, a huge line, a flood while serving, the
 // worker runtime's own lines passed on, a last line without newline, a graceful stop; and the
 // pretty form.
@@ -12,7 +12,7 @@ const path = require('node:path')
 const { PassThrough } = require('node:stream')
 const pino = require('pino')
 const { LineSplitter, captureOutput, MAX_LINE } = require('../../lib/supervisor/app-output')
-const { createPrettyRenderer } = require('../../lib/logger')
+const { createPrettyRenderer } = require('../../lib/shared/logger')
 const { FIXTURES, freePorts, startPool, request, waitFor, sleep } = require('../helpers')
 
 const APP = path.join(FIXTURES, 'app-output.js')

@@ -1,6 +1,6 @@
 'use strict'
 
-// Serving never waits for whoever reads the pool's logs (lib/log-output.js): `pool start` with
+// Serving never waits for whoever reads the pool's logs: `pool start` with
 // its stdout and stderr on a real pipe (a FIFO the test holds the reading end of), whose reader
 // the test stops and starts again, as `pool start … | (sleep 600)`, a stuck log shipper or a slow
 // `tee` would; an app that prints on every request, and the access log on.

@@ -3,7 +3,7 @@
 // The embedded balancer: the Front that `pool start` puts before its workers by default. It
 // does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
 // nginx's (request buffering, response read-ahead, /ping), and learns about workers from the supervisor's hooks
-// rather than from health checks. See lib/fronts/front.js for the interface.
+// rather than from health checks. See ../front.js for the interface.
 //
 // This module is the front adapter: the hooks the supervisor calls, the client-facing listener
 // and its stop, the metrics wiring. What happens to each request (admission, its body, the
@@ -33,7 +33,7 @@ class EmbeddedBalancer {
     this.name = 'embedded'
     this.options = options
     this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
-    this.context = null // the pool's FrontContext (lib/fronts/front.js); null when used alone
+    this.context = null // the pool's FrontContext; null when used alone
     this.isStopping = false
     this.isStopped = false
     this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
@@ -76,7 +76,7 @@ class EmbeddedBalancer {
       socket.once('close', () => this.settled(socket))
     })
     // A full descriptor table refuses new clients, never the workers' respawns
-    // (lib/net/descriptors.js).
+    // (guardAccept).
     guardAccept(this.server, { name: 'balancer', logger: this.log, onRefused: () => this.metrics.failures.inc({ reason: 'out_of_descriptors' }) })
     this.url = urlOf(options.host, options.port)
     this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
@@ -95,12 +95,12 @@ class EmbeddedBalancer {
 
   // ---- Front hooks ------------------------------------------------------------------------
 
-  // The address clients reach the balancer on (lib/fronts/front.js `host`).
+  // The address clients reach the balancer on (the Front's `host`).
   get host () { return this.options.host }
 
   async start (context) {
     this.context = context || null
-    // In front of a pool, the balancer's series join the pool's registry (lib/fronts/front.js).
+    // In front of a pool, the balancer's series join the pool's registry.
     if (this.context?.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.context.metrics)
     const bound = await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
@@ -151,7 +151,7 @@ class EmbeddedBalancer {
   // The pool stops. Whatever balances in front must hear it before this listener closes, or it
   // keeps sending requests here and meets a refused connection (an edge's retries may all come
   // back to the one host with the fewest connections). From now on /ping answers 503 and the
-  // pool's agent says `drain` (lib/observe/agent.js). When something in front watches the pool
+  // pool's agent says `drain`. When something in front watches the pool
   // (a health check has asked /ping, an edge its agent), the stop is announced for
   // --stop-announce, while every worker keeps taking requests as before; then the listener
   // closes. When nothing watches, waiting would tell nobody: it closes at once (a refused
@@ -219,6 +219,7 @@ class EmbeddedBalancer {
   }
 
   status () {
+    const workers = this.slots.views()
     return {
       type: 'embedded',
       url: this.url,
@@ -231,7 +232,13 @@ class EmbeddedBalancer {
       responseBytes: this.responseBudget.held,
       responseBudget: this.responseBudget.limit,
       stopping: this.isStopping,
-      workers: this.slots.views()
+      workers,
+      // Beside each worker's state on the status page: benched for a moment after a refused or
+      // reset connection, and the attempts on it that failed.
+      notes: Object.fromEntries(workers.map((w) => [w.slot, {
+        badge: w.state === 'benched' ? 'benched' : undefined,
+        text: w.failures ? `${w.failures} failed` : undefined
+      }]))
     }
   }
 

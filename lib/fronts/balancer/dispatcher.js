@@ -2,15 +2,15 @@
 
 // Matches requests to workers: one queue for the whole pool, at most `maxconn` requests per
 // worker. A request goes straight to a free worker only when nobody is waiting, so the order of
-// arrival is the order of service, within each priority class (lib/fronts/balancer/priority.js; a
-// higher class is always served first). Whoever frees a worker calls release(), which hands it
+// arrival is the order of service, within each priority class (a higher class is always
+// served first). Whoever frees a worker calls release(), which hands it
 // the next queued request at once.
 //
 // The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
 // worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
 // same step: a release, a worker in rotation, the end of a bench (its own timer lifts it).
 //
-// With overload control (lib/fronts/balancer/overload.js), each class's queue is watched on its own
+// With overload control (./overload.js), each class's queue is watched on its own
 // (a busy high class must not hide a low class that stands behind it): one that stands serves
 // the requests that were waiting when it began to stand in order, then the newest first, and
 // whoever in it can no longer be answered in time is turned away at once, but for the requests
@@ -40,10 +40,10 @@ class Dispatcher {
   // onTurnedAway(job, reason): the job has left the queue unserved, for `reason`: queue_timeout
   //   (it waited past its deadline), queue_shed (the queue stands and it waited too long), or
   //   queue_full (the queue was full and a request of a higher class took its place).
-  // priorityOf(req): the request's class (lib/fronts/balancer/priority.js); every request is normal
+  // priorityOf(req): the request's class (an index into CLASSES); every request is normal
   //   without it.
   // overload: { interval, maxWait } turns overload control on; a duration left undefined scales
-  //   with the pool's pace (lib/fronts/balancer/overload.js).
+  //   with the pool's pace (./overload.js).
   // clock: { now, setTimeout, clearTimeout }, the process's own unless given.
   constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway, clock = REAL_CLOCK }) {
     this.clock = clock
@@ -186,7 +186,7 @@ class Dispatcher {
     }
   }
 
-  // ---- overload control (lib/fronts/balancer/overload.js) ---------------------------------------
+  // ---- overload control (./overload.js) -------------------------------------------------------
 
   // A worker takes a request from the queue: the gap since the last one is the pace, if the
   // queue has not been empty meanwhile (so that every place was busy all along).

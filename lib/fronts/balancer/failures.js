@@ -1,11 +1,10 @@
 'use strict'
 
-// The one table of the ways an attempt on a worker fails (lib/fronts/balancer/proxy.js), and what
-// each becomes: its pool_failures_total label, the reason the client is answered with when the
-// request ends there (lib/fronts/balancer/replies.js REASONS gives that reason's HTTP status and
-// text), and whether the request may be tried on another worker (lib/fronts/balancer/retry.js
-// decide() applies the conditions: method, --retries, a client still there, a balancer not
-// stopping).
+// The one table of the ways an attempt on a worker fails, and what each becomes: its
+// pool_failures_total label, the reason the client is answered with when the request ends there
+// (the replies' REASONS give that reason's HTTP status and text), and whether the request may be
+// tried on another worker (retry's decide() applies the conditions: method, --retries, a client
+// still there, a balancer not stopping).
 //
 //   refused          the connection to the worker failed before it was established: no byte of
 //                    the request can have reached the worker.
@@ -46,4 +45,14 @@ function failureOf (failure) {
   return known
 }
 
-module.exports = { ATTEMPT_FAILURES, failureOf }
+// Every reason the balancer counts in pool_failures_total, the pool's one list of them (its
+// metric's help text is made from it): a request turned away before a worker had it (the
+// queue's, the body's limits), an attempt that failed (the table above), and the client's or the
+// balancer's own end of an exchange. The pool counts out_of_descriptors itself.
+const FAILURE_REASONS = Object.freeze([
+  'queue_timeout', 'queue_full', 'queue_shed', 'body_too_large', 'body_budget',
+  ...Object.values(ATTEMPT_FAILURES).map((f) => f.metric),
+  'client_aborted', 'client_send_timeout', 'internal_error'
+])
+
+module.exports = { ATTEMPT_FAILURES, FAILURE_REASONS, failureOf }

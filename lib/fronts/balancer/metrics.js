@@ -1,7 +1,7 @@
 'use strict'
 
 // Prometheus metrics of one balancer: in the pool's registry, beside the pool's own series, when
-// it runs in front of a pool (lib/observe/metrics.js); in a registry of its own otherwise (never
+// it runs in front of a pool (through its FrontContext); in a registry of its own otherwise (never
 // the global one: several pools, or tests, may live in one process). Per-worker gauges are
 // filled when scraped, from the balancer's live view, so they cost nothing per request.
 

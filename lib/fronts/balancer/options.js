@@ -1,6 +1,6 @@
 'use strict'
 
-// The embedded balancer's options, in the table format of lib/options/table.js so that the CLI can
+// The embedded balancer's options, in the option table's format so that the CLI can
 // build its flags from it and the Pool can validate it. Durations are milliseconds, sizes bytes.
 
 const { resolveOptions } = require('../../options/table')
@@ -64,7 +64,7 @@ function resolveBalancerOptions (input = {}) {
   } catch (err) {
     throw bad(`priorityRoutes (--priority-routes): ${err.message} (got ${JSON.stringify(o.priorityRoutes)})`)
   }
-  // An overload duration left unset scales with the pool's pace (lib/fronts/balancer/overload.js).
+  // An overload duration left unset scales with the pool's pace (overload control).
   if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)
   if (o.overloadMaxWait <= 0) throw bad(`overloadMaxWait (--overload-max-wait) must be more than 0 (got ${o.overloadMaxWait})`)
   o.overload = o.overloadControl ? { interval: o.overloadInterval, maxWait: o.overloadMaxWait } : null

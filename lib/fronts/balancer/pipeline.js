@@ -48,7 +48,7 @@ class RequestPipeline {
   // isStopping(), isStopped(): the front's phase (the adapter's hooks decide it): stopping, /ping
   //   answers 503 and answers close their connection; stopped, nothing more is taken or retried.
   // supervisorSays(slot): the supervisor's snapshot of a slot's worker, or undefined without
-  //   a supervisor (lib/fronts/front.js FrontContext workers()).
+  //   a supervisor (FrontContext workers()).
   // reportRefusing(worker, { refusals }): tells the supervisor a worker refuses connections
   //   (FrontContext workerRefusing); false when nobody could be told.
   constructor ({ options, log, workers, slots, metrics, isStopping, isStopped, supervisorSays, reportRefusing }) {

@@ -1,9 +1,9 @@
 'use strict'
 
-// Priority classes: which queue a request waits in. A higher class is always served before a
-// lower one (lib/fronts/balancer/queue.js), so health checks and cheap pages are never stuck behind
-// a queue of renders. What a class cannot do is take a worker from a render already running: it
-// waits for the next worker to come free.
+// A request's priority class: which queue it waits in. A higher class is always served before a
+// lower one, so health checks and cheap pages are never stuck behind a queue of renders. What a
+// class cannot do is take a worker from a render already running: it waits for the next worker
+// to come free.
 //
 // A request's class comes from, in this order:
 //   --priority-header NAME   the header's value (high, normal or low), only from a peer in
@@ -12,31 +12,7 @@
 //   otherwise normal.
 // HAProxy's `http-request set-priority-class` is the same idea, with numbers.
 
-const CLASSES = ['high', 'normal', 'low'] // index = serving order
-const NORMAL = CLASSES.indexOf('normal')
-
-function classIndex (name) {
-  return CLASSES.indexOf(String(name).trim().toLowerCase())
-}
-
-// '/health=high,/static/=high,/api/report=low' → [{ prefix, cls }], longest prefix first.
-// Throws a plain Error naming what is wrong; the caller makes it a PoolError.
-function parseRoutes (text) {
-  const rules = []
-  for (const part of String(text).split(',')) {
-    const rule = part.trim()
-    if (rule === '') continue
-    const eq = rule.lastIndexOf('=')
-    const prefix = rule.slice(0, eq).trim()
-    const cls = eq > 0 ? classIndex(rule.slice(eq + 1)) : -1
-    if (eq <= 0 || !prefix.startsWith('/')) throw new Error(`'${rule}' is not PATH-PREFIX=CLASS with a prefix starting with /`)
-    if (cls < 0) throw new Error(`'${rule}': the class must be one of ${CLASSES.join(', ')}`)
-    if (rules.some((r) => r.prefix === prefix)) throw new Error(`'${prefix}' is given twice`)
-    rules.push({ prefix, cls })
-  }
-  if (rules.length === 0) throw new Error('no rule given')
-  return rules.sort((a, b) => b.prefix.length - a.prefix.length)
-}
+const { CLASSES, NORMAL, classIndex, parseRoutes } = require('../../shared/priority')
 
 function pathOf (url) {
   const q = url.indexOf('?')
@@ -64,4 +40,5 @@ function classifier ({ header, routes, isTrustedPeer }) {
   }
 }
 
+// The classes themselves and their grammar are the pool's, shared with `pool config haproxy`.
 module.exports = { CLASSES, NORMAL, classifier, parseRoutes }

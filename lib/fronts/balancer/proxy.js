@@ -20,7 +20,7 @@
 //         send it, or discard(done).
 //     { type: 'failed', failure, error }
 //         Before the response began. failure: refused | died | bad_response | broken_response
-//         (lib/fronts/balancer/failures.js) | timeout. After 'timeout' the worker is still
+//         (the failure table's) | timeout. After 'timeout' the worker is still
 //         working on the request: call discard(done), which reads and drops whatever it still
 //         sends, so that a worker given up on gets no new request while it is still rendering
 //         the old one. After any other failure the worker holds nothing of this request.

@@ -1,11 +1,10 @@
 'use strict'
 
-// The queue of the whole pool: one doubly linked list per priority class (lib/fronts/balancer/
-// priority.js), because a client that hangs up while waiting must leave the middle of the queue
-// in O(1), and a redispatched request goes back to the end that is served next (it has waited
-// longest). A higher class is always served before a lower one; within a class the order is
-// first-come first-served, or newest first while the queue stands (lib/fronts/balancer/overload.js;
-// the Dispatcher decides which end is served).
+// The queue of the whole pool: one doubly linked list per priority class, because a client that
+// hangs up while waiting must leave the middle of the queue in O(1), and a redispatched request
+// goes back to the end that is served next (it has waited longest). A higher class is always
+// served before a lower one; within a class the order is first-come first-served, or newest
+// first while the queue stands (overload control; the Dispatcher decides which end is served).
 
 class FifoQueue {
   constructor () {

@@ -4,7 +4,7 @@
 // strict HTTP parser already refuses (malformed syntax, conflicting lengths, oversized heads:
 // 400 or 431). Each answer is the front's own; none of these requests reaches a worker.
 
-// The reason (lib/fronts/balancer/replies.js) a request is refused for, or null if it may go on.
+// The reason (one of replies.js's) a request is refused for, or null if it may go on.
 function refusalOf (req) {
   if (countHeader(req.rawHeaders, 'host') > 1) return 'duplicate_host'
   // Node hands an Upgrade request to 'request' when nothing listens for 'upgrade'. Other

@@ -5,7 +5,7 @@
 // every rule can be read (and tested) here.
 //
 // The ways an attempt fails (refused, died, bad_response, broken_response, timeout) and what
-// each may become are one table: lib/fronts/balancer/failures.js.
+// each may become are one table: ./failures.js.
 //
 // The rules, against HAProxy's `retry-on` (HAProxy 2.6 manual, "retry-on"):
 //   refused          any method, up to --retries times: `retry-on conn-failure`.

@@ -1,6 +1,6 @@
 'use strict'
 
-// The client-facing HTTP server, hardened (listening and closing: lib/net/listen.js).
+// The client-facing HTTP server, hardened; listened on and closed like every port of the pool's.
 
 const http = require('node:http')
 const { trackClose } = require('../../net/listen')
@@ -10,7 +10,7 @@ const { trackClose } = require('../../net/listen')
 const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 // The largest request head the front accepts (431 above it): Node's default, said out loud.
-// Workers are forked with twice this (lib/supervisor/pool.js), so that what the front adds
+// Workers are forked with twice this (--max-http-header-size), so that what the front adds
 // (X-Forwarded-For, X-Request-Id...) never makes a worker refuse what the front accepted.
 const MAX_HEADER_BYTES = 16 * 1024
 

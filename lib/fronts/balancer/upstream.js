@@ -3,7 +3,7 @@
 // Keep-alive connections from the balancer to one worker, and the exchange of one request and
 // its response over one of them. Plain sockets: the request goes out in a single write, the
 // response is read by response-parser.js, and when something fails the exchange says how far it
-// got (see `failure` below), which is what lib/fronts/balancer/retry.js decides on.
+// got (see `failure` below), which is what retry's decide() decides on.
 
 const net = require('node:net')
 const { ResponseParser } = require('./response-parser')
@@ -13,7 +13,7 @@ const { PoolError, codes } = require('../../errors')
 // (the pool's workers keep 65 s, Node's default is 5 s), so that a GET is rarely written on a
 // connection the worker is closing at that very moment (it would be retried, at a cost). A
 // shorter `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s. Other methods never
-// reuse a connection (lib/fronts/balancer/retry.js).
+// reuse a connection (retry's rule).
 const MAX_IDLE_MS = 2000
 
 class WorkerGoneError extends PoolError {
@@ -100,7 +100,7 @@ class Connection {
 
 // One request/response. handlers: onInterim(head) (a 1xx), onHead(head), onBody(chunk),
 // onReadEnd() (all that one read from the socket brought has been passed on), onEnd(),
-// onError(failure, err) with failure (see lib/fronts/balancer/retry.js):
+// onError(failure, err) with failure (what retry's decide() reads):
 //   'refused'          the connection never got established: the worker saw nothing
 //   'died'             established, closed or reset before any byte of a response
 //   'bad_response'     the worker's bytes are not a valid response (ResponseParseError)

@@ -26,7 +26,7 @@ class WorkerRecord {
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn, onConnect: () => { this.refusedInARow = 0 } })
   }
 
-  // In the pool's words (lib/supervisor/worker-handle.js), seen from the balancer: dead once out of
+  // In the pool's words (a worker handle's states), seen from the balancer: dead once out of
   // rotation, ready when it may be given a request, and `benched`, the one state of the
   // balancer's own: ready, but given nothing for a moment after a refused or reset connection.
   state () {

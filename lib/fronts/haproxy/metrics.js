@@ -1,7 +1,7 @@
 'use strict'
 
-// The HAProxy front's series in the pool's registry (lib/observe/metrics.js), read at scrape time
-// from what the front knows as of its last check: whether HAProxy answers, its backend queue,
+// The HAProxy front's series in the pool's registry, read at scrape time from what its
+// reconciler (./servers.js) knows as of its last check: whether HAProxy answers, its backend queue,
 // and each worker<k> server's wanted state (what the pool asked for) and seen state (what
 // HAProxy reported). A server whose seen state differs from its wanted one is being re-asserted.
 
@@ -9,19 +9,20 @@ const client = require('prom-client')
 
 const ADMIN_STATES = ['ready', 'drain', 'maint']
 
-function addHaproxyMetrics (front, registry) {
+// `states`: the front's ServerStates.
+function addHaproxyMetrics (states, registry) {
   const registers = [registry]
   new client.Gauge({ // eslint-disable-line no-new
     name: 'pool_haproxy_up',
     help: 'Whether HAProxy\'s runtime API answered the last check (1) or not (0)',
     registers,
-    collect () { this.set(front.reachable ? 1 : 0) }
+    collect () { this.set(states.reachable ? 1 : 0) }
   })
   new client.Gauge({ // eslint-disable-line no-new
     name: 'pool_haproxy_queue_length',
     help: 'Requests waiting in HAProxy\'s backend queue, as of the last check',
     registers,
-    collect () { this.set(Number(front.queue) || 0) }
+    collect () { this.set(Number(states.queue) || 0) }
   })
   new client.Gauge({ // eslint-disable-line no-new
     name: 'pool_haproxy_server_state',
@@ -30,7 +31,7 @@ function addHaproxyMetrics (front, registry) {
     registers,
     collect () {
       this.reset()
-      for (const [server, rec] of front.servers) {
+      for (const [server, rec] of states.servers) {
         for (const kind of ['wanted', 'seen']) {
           if (!rec[kind]) continue
           for (const state of ADMIN_STATES) this.set({ server, kind, state }, rec[kind] === state ? 1 : 0)

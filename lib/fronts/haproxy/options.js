@@ -1,13 +1,13 @@
 'use strict'
 
-// `pool start --balancer haproxy` options, in the table format of lib/options/table.js so that the
+// `pool start --balancer haproxy` options, in the option table's format so that the
 // CLI builds its flags from it and docs/reference/options.md's table is generated from it.
 
 const { resolveOptions } = require('../../options/table')
 const { poolError, codes } = require('../../errors')
 const { parseAddress } = require('../../haproxy/client')
-// The backend name `pool config haproxy` writes by default: the two must agree out of the box.
-const DEFAULT_BACKEND = require('../../generate/haproxy').OPTIONS.backend.default
+// The backend name `pool config haproxy` writes by default: the two agree out of the box.
+const { DEFAULT_BACKEND } = require('../../haproxy/names')
 
 const OPTIONS = {
   haproxySocket: { flag: 'haproxy-socket', kind: 'string', group: 'HAProxy', defaultText: 'required', describe: 'HAProxy\'s runtime API at level admin: a unix socket path or host:port (`pool config haproxy --socket`)' },

@@ -22,7 +22,7 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { parseServersState } = require('./servers-state')
+const { parseServersState } = require('../../haproxy/servers-state')
 const { poolError, codes } = require('../../errors')
 
 class StateFile {

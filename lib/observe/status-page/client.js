@@ -1,4 +1,4 @@
-// The status page's script (lib/observe/status-page/index.js sends it inline, as `(client)()`). It
+// The status page's script (index.js beside it sends it inline, as `(client)()`). It
 // runs in the browser: it may use nothing of the pool's modules.
 function client () { // eslint-disable-line no-unused-vars -- sent to the browser as `(client)()` by index.js
   'use strict'
@@ -8,7 +8,6 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
   const KEEP_MS = 150000 // metrics samples kept, for "the last minute" and the chart
   const RATE_SPAN_MS = 5000 // requests/s over about this long
   const MAX_EXITS = 20
-  const PLANNED_EXITS = ['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle']
   const HISTOGRAMS = [
     { id: 'h-duration', metric: 'pool_request_duration_seconds', title: 'Response time' },
     { id: 'h-wait', metric: 'pool_queue_wait_seconds', title: 'Queue wait' },
@@ -23,7 +22,6 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     receivedAt: 0, // browser clock, when the last good answer came
     clockOffset: 0, // the pool's clock minus the browser's
     samples: [], // { at, queue, inFlight, served, buckets: Map metric → histogram }
-    exits: new Map(), // exits seen in workers' lastExit, when the pool keeps no list of its own
     cpu: new Map(), // slot → { pid, used, at, percent }: CPU % between two answers of one process
     failure: null, // { since, message } while the pool does not answer
     paused: false,
@@ -75,7 +73,6 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     page.series = series
     page.failure = null
     remember(status, series)
-    collectExits(status)
     measureCpu(status)
     showFailure()
     draw()
@@ -202,19 +199,6 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     return page.samples.find((s) => now - s.at <= ms) || null
   }
 
-  // The pool may keep a list of its recent exits (`recentExits`); if not, each worker's
-  // `lastExit`, as seen by this page while it is open, stands in for one.
-  function collectExits (status) {
-    for (const w of status.workers || []) {
-      const e = w.lastExit
-      if (!e || e.at == null) continue
-      const key = `${w.slot}:${e.at}:${e.reason}`
-      if (!page.exits.has(key)) page.exits.set(key, { slot: w.slot, pid: e.pid ?? null, ...e })
-    }
-    const newest = [...page.exits.entries()].sort((a, b) => b[1].at - a[1].at)
-    for (const [key] of newest.slice(MAX_EXITS)) page.exits.delete(key)
-  }
-
   // ── drawing ──────────────────────────────────────────────────────────────────────────────
 
   function el (tag, attrs, ...children) {
@@ -256,12 +240,12 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     $('front').replaceChildren(...frontSummary(fronts))
     setText('app', s.app || '–')
     setText('reload', s.reload ? reloadText(s.reload) : 'none running')
-    drawWorkers(workers, embeddedViews(fronts))
+    drawWorkers(workers, notesOf(fronts))
     drawHistograms()
     drawQueueChart()
     drawOutcomes()
     drawExits(s)
-    drawHaproxy(fronts)
+    drawFrontTables(fronts)
     tick()
   }
 
@@ -270,24 +254,29 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     return Array.isArray(s.front) ? s.front : [s.front]
   }
 
+  // Each front as its status describes it: its type, where its clients reach it or what it
+  // drives, and what is wrong with it.
   function frontSummary (fronts) {
     if (fronts.length === 0) return ['–']
     const parts = []
     fronts.forEach((f, i) => {
       if (i > 0) parts.push('; ')
       parts.push(f.type || 'unknown')
-      if (f.url) parts.push(el('small', null, ` ${f.url}`))
-      if (f.type === 'haproxy') parts.push(el('small', null, f.reachable === false ? ' (socket not answering)' : ` ${f.backend || ''}`))
+      const where = f.url || f.target
+      if (where) parts.push(el('small', null, ` ${where}`))
+      if (f.problem) parts.push(el('small', null, ` (${f.problem})`))
       if (f.stopping) parts.push(el('small', null, ' (stopping)'))
     })
     return parts
   }
 
-  // The embedded balancer's own view of each worker (benched, failures), by slot.
-  function embeddedViews (fronts) {
-    const views = new Map()
-    for (const f of fronts) if (f.type === 'embedded') for (const w of f.workers || []) views.set(w.slot, w)
-    return views
+  // What the fronts say of each worker beside its state (`notes`: a badge, a few words), by slot.
+  function notesOf (fronts) {
+    const notes = new Map()
+    for (const f of fronts) {
+      for (const [slot, note] of Object.entries(f.notes || {})) notes.set(Number(slot), [...(notes.get(Number(slot)) || []), note])
+    }
+    return notes
   }
 
   function reloadText (r) {
@@ -304,14 +293,15 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     return ((last.served - first.served) / ((last.at - first.at) / 1000)).toFixed(1)
   }
 
-  function drawWorkers (workers, views) {
+  function drawWorkers (workers, notes) {
     const withCpu = workers.some((w) => w.cpu)
     $('cpu-head').hidden = !withCpu
     const rows = workers.map((w) => {
-      const view = views.get(w.slot)
       const state = el('td', null, badge(w.state))
-      if (view && view.state === 'benched') state.append(' ', badge('benched'))
-      if (view && view.failures) state.append(el('small', { class: 'muted' }, ` ${view.failures} failed`))
+      for (const note of notes.get(w.slot) || []) {
+        if (note.badge) state.append(' ', badge(note.badge))
+        if (note.text) state.append(el('small', { class: 'muted' }, ` ${note.text}`))
+      }
       const age = el('td', { class: 'num age' }, w.request ? formatMs(w.request.age) : '–')
       if (w.request) age.dataset.age = w.request.age
       return el('tr', { 'data-slot': w.slot },
@@ -431,28 +421,29 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     $('failures').tBodies[0].replaceChildren(...(failureRows.length ? failureRows : [el('tr', null, el('td', { colspan: 2, class: 'muted' }, 'none'))]))
   }
 
+  // An exit the pool planned (a stop, a reload, recycling, a listener that closed) is no fault.
   function drawExits (s) {
-    const fromPool = Array.isArray(s.recentExits)
-    const exits = fromPool ? s.recentExits.slice(0, MAX_EXITS) : [...page.exits.values()].sort((a, b) => b.at - a.at)
-    setText('exits-caption', fromPool ? `The pool's last ${MAX_EXITS} worker exits, newest first` : 'Each slot\'s last exit, as seen while this page is open, newest first')
+    const exits = (s.recentExits || []).slice(0, MAX_EXITS)
+    setText('exits-caption', `The pool's last ${MAX_EXITS} worker exits, newest first`)
     const rows = exits.map((e) => el('tr', { class: 'exit' },
       el('td', null, `${formatMs(Math.max(0, poolNow() - e.at))} ago`, el('small', { class: 'muted' }, ` ${new Date(e.at).toLocaleTimeString()}`)),
       cell(e.slot, 'num'), cell(e.pid, 'num'),
-      el('td', null, badge(e.reason, PLANNED_EXITS.includes(e.reason) ? 'dead' : 'bad')),
+      el('td', null, badge(e.reason, e.planned ? 'dead' : 'bad')),
       cell(e.code, 'num'), cell(e.signal)))
     $('exits').tBodies[0].replaceChildren(...(rows.length ? rows : [el('tr', null, el('td', { colspan: 6, class: 'muted' }, 'none'))]))
   }
 
-  function drawHaproxy (fronts) {
-    const haproxies = fronts.filter((f) => f.type === 'haproxy')
-    $('haproxy').hidden = haproxies.length === 0
-    $('haproxy-fronts').replaceChildren(...haproxies.map((f) => {
-      const rows = Object.entries(f.servers || {}).map(([name, v]) => el('tr', null,
-        el('th', { scope: 'row' }, name), cell(v.wanted), cell(v.seen),
-        el('td', null, v.up === null ? '–' : badge(v.up ? 'UP' : 'DOWN', v.up ? 'ready' : 'bad')), cell(v.sessions, 'num')))
-      const caption = `backend ${f.backend || '?'} via ${f.socket || '?'}: ${f.reachable ? 'reachable' : 'not reachable'}, queue ${f.queue ?? '–'}` + (f.lastError ? `; last error: ${f.lastError.message || f.lastError}` : '')
-      return el('table', null, el('caption', null, caption),
-        el('thead', null, el('tr', null, ...['Server', 'Wanted', 'Seen', 'Up', 'Sessions'].map((h) => el('th', { scope: 'col' }, h)))),
+  // A front's own table (`table`: HAProxy's servers as it reported them, say): its first column
+  // names the row, a number is right-aligned, { badge, tone } is a badge.
+  function drawFrontTables (fronts) {
+    const tables = fronts.filter((f) => f.table && Array.isArray(f.table.rows))
+    $('front-tables').hidden = tables.length === 0
+    $('front-tables-list').replaceChildren(...tables.map((f) => {
+      const rows = f.table.rows.map(([name, ...values]) => el('tr', null,
+        el('th', { scope: 'row' }, name),
+        ...values.map((v) => v !== null && typeof v === 'object' ? el('td', null, badge(v.badge, v.tone)) : cell(v, typeof v === 'number' ? 'num' : null))))
+      return el('table', null, el('caption', null, `${f.type}: ${f.table.caption || ''}`),
+        el('thead', null, el('tr', null, ...(f.table.head || []).map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', null, ...rows))
     }))
   }

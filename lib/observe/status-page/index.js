@@ -1,6 +1,6 @@
 'use strict'
 
-// The pool's status page, GET / on the stats listener (lib/observe/stats-listener.js), for a person
+// The pool's status page, GET / on the stats listener, for a person
 // with a browser: the workers, the queue, latency histograms, recent exits, redrawn every second.
 //
 // One self-contained document: its style and script are inline and it loads nothing from

@@ -12,7 +12,7 @@ const t = require('tap')
 const path = require('node:path')
 const { FIXTURES, freePorts, startPool, request } = require('../../helpers')
 const { openLoad } = require('../../helpers/load')
-const { resolvePoolOptions } = require('../../../lib/options/pool')
+const { assemblePool } = require('../../../lib/config/pool')
 
 const APP = path.join(FIXTURES, 'control.js')
 
@@ -81,7 +81,7 @@ t.test('overload control can be turned off in every way an option is given, and 
     await pool.stop('SIGKILL')
     t.equal(listening.overloadControl, expected, `${name}: ${expected ? 'on' : 'off'}`)
   }
-  const library = (options) => resolvePoolOptions({ app: APP, balancer: 'embedded', ...options }).createFront().options.overloadControl
+  const library = (options) => assemblePool({ app: APP, balancer: 'embedded', ...options }).front.options.overloadControl
   t.equal(library({}), true, 'library: on by default')
   t.equal(library({ overloadControl: false }), false, 'library: overloadControl: false')
 })

@@ -8,7 +8,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
-const { parseServersState } = require('../../../lib/fronts/haproxy/servers-state')
+const { parseServersState } = require('../../../lib/haproxy/servers-state')
 const { waitFor, runPool, freePorts, poolStatus } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { tempDir } = require('../../helpers/haproxy')

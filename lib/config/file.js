@@ -10,14 +10,11 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { OPTIONS, checkOption, parseSize } = require('./table')
-const { FRONTS, available } = require('../fronts/registry')
-const { closest } = require('./pool')
+const { OPTIONS, checkOption, parseSize } = require('../options/table')
+const { FRONTS, available, DEFAULT_FRONT } = require('../fronts/registry')
+const { closest } = require('../shared/closest')
 const { poolError, codes } = require('../errors')
-const { removedOption } = require('./removed')
-
-// What `pool start` puts in front of the workers when nothing says otherwise.
-const DEFAULT_BALANCER = 'embedded'
+const { removedOption } = require('../options/removed')
 
 function fileError (file, message) {
   return poolError(codes.BAD_OPTION, `${file}: ${message}`)
@@ -115,7 +112,7 @@ function checkValues (file, values) {
     const near = closest(key, known)
     throw fileError(file, `unknown key ${key}${near ? ` (did you mean ${near}?)` : ''}; the keys are the library's option names, as in new Pool(), plus app and balancer`)
   }
-  const { app, balancer = DEFAULT_BALANCER } = values
+  const { app, balancer = DEFAULT_FRONT } = values
   if (app !== undefined && (typeof app !== 'string' || app === '')) throw fileError(file, `app must be a non-empty string, the app's path (got ${JSON.stringify(app)})`)
   if (!Object.hasOwn(fronts, balancer)) throw fileError(file, `balancer must be one of ${Object.keys(fronts).join(', ')} (got ${JSON.stringify(balancer)})`)
   for (const [key, value] of Object.entries(values)) {
@@ -148,4 +145,4 @@ function checkValue (file, key, spec, value) {
   return value
 }
 
-module.exports = { readConfigFile, DEFAULT_BALANCER }
+module.exports = { readConfigFile }

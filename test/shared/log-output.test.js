@@ -1,6 +1,6 @@
 'use strict'
 
-// The supervisor's log output (lib/log-output.js) alone, on a real pipe whose reader the test
+// The supervisor's log output  alone, on a real pipe whose reader the test
 // stops: it never blocks, keeps what fits in its buffer, drops and counts the rest, says so once
 // the reader is back, and loses nothing when the reader keeps up. `pool start` on such a pipe:
 // test/supervisor/log-reader.test.js.
@@ -9,9 +9,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { LogOutput } = require('../lib/log-output')
-const { FIXTURES, sleep, waitFor } = require('./helpers')
-const { pipeReader, PIPE_BYTES } = require('./helpers/pipe-reader')
+const { LogOutput } = require('../../lib/shared/log-output')
+const { FIXTURES, sleep, waitFor } = require('../helpers')
+const { pipeReader, PIPE_BYTES } = require('../helpers/pipe-reader')
 
 t.test('the output alone: never blocks, drops whole lines past its bound, counts them and says so once the reader is back', async (t) => {
   const reader = pipeReader(t, { nonBlockingWriter: true })

@@ -4,10 +4,10 @@
 // behind the pool's back is put back to what the pool wants.
 
 const t = require('tap')
-const { parseServersState, adminStateName } = require('../../../lib/fronts/haproxy/servers-state')
-const { resolveHaproxyFrontOptions } = require('../../../lib/fronts/haproxy/options')
-const { waitFor } = require('../../helpers')
-const { startLabHaproxy, startHaproxyPool, statuses, allUp } = require('../../helpers/haproxy-pool')
+const { parseServersState, adminStateName } = require('../../lib/haproxy/servers-state')
+const { resolveHaproxyFrontOptions } = require('../../lib/fronts/haproxy/options')
+const { waitFor } = require('../helpers')
+const { startLabHaproxy, startHaproxyPool, statuses, allUp } = require('../helpers/haproxy-pool')
 
 // Verbatim from HAProxy 2.6.12: worker1 after `state ready` (its check failing), worker2 after
 // `state drain`, worker3 as the config's `disabled` left it.

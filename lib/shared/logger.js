@@ -14,11 +14,11 @@ function wantsPretty (format, stream = process.stdout) {
 // second `pid` key would be dropped by JSON parsers, which keep the last). The supervisor's pid
 // is on its `starting` line (`supervisorPid`) and in `pool status`.
 // `destination` (JSON only): where the lines go instead of the supervisor's stdout (a worker
-// writes through its process.stdout, lib/worker/runtime.js). Without it the lines go to the
-// process's stdout through its LogOutput (./log-output.js): asynchronous, at most `bufferBytes`
+// writes through its process.stdout). Without it the lines go to the process's stdout through
+// its LogOutput: asynchronous, at most `bufferBytes`
 // held for a reader that does not keep up, the rest dropped and counted; the logger's `output`.
-// A line written straight to the logger's destination (a worker's own line,
-// lib/supervisor/app-output.js) is rendered like the logger's own in pretty mode.
+// A line written straight to the logger's destination (a worker's own line, as the supervisor
+// reads it) is rendered like the logger's own in pretty mode.
 function createLogger ({ level = 'info', format = 'auto', base = null, destination = null, bufferBytes } = {}) {
   const options = { level, base }
   if (destination) return pino(options, destination)

@@ -1,0 +1,45 @@
+'use strict'
+
+// What Linux's /proc tells of a process: its state, group, session and start time, the CPU time
+// it used, and the members of a session. A pid alone may be reused; a pid with its start time
+// names one process. Every function returns null where /proc cannot tell (not Linux, the
+// process gone).
+
+const fs = require('node:fs')
+
+// /proc/<pid>/stat: { state, pgrp, session, startTime } or null when the process is gone.
+function readStat (pid) {
+  let text
+  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ') // fields 3.. (comm may hold spaces)
+  return { state: f[0], pgrp: Number(f[2]), session: Number(f[3]), startTime: f[19] }
+}
+
+// The CPU time `pid` has used so far, { user, system } in microseconds, with `at` (ms) when it
+// was read; null without /proc or once the process is gone. Read from /proc rather than reported
+// by the worker: a worker blocked in a render sends nothing, which is when its CPU matters.
+const TICKS_PER_SECOND = 100 // USER_HZ: 100 on every Linux architecture Node runs on
+
+function cpuTime (pid, now = Date.now()) {
+  let text
+  try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ')
+  const toMicros = (ticks) => Number(ticks) * (1e6 / TICKS_PER_SECOND)
+  return { user: toMicros(f[11]), system: toMicros(f[12]), at: now }
+}
+
+// Live (non-zombie) processes of session `sid`: Map pid → start time. null without /proc.
+function sessionMembers (sid) {
+  let names
+  try { names = fs.readdirSync('/proc') } catch { return null }
+  const members = new Map()
+  for (const name of names) {
+    const pid = Number(name)
+    if (!Number.isInteger(pid)) continue
+    const stat = readStat(pid)
+    if (stat && stat.session === sid && stat.state !== 'Z') members.set(pid, stat.startTime)
+  }
+  return members
+}
+
+module.exports = { readStat, cpuTime, sessionMembers }

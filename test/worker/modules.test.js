@@ -1,0 +1,25 @@
+'use strict'
+
+// A worker process loads the pool's protocol and bottom layer, and nothing of the supervisor's,
+// the fronts' or the observers': asked, a real worker lists its require.cache. Whatever the app's
+// form, and with require('pool') in the app (the package's entry must not load the supervisor).
+
+const t = require('tap')
+const path = require('node:path')
+const { FIXTURES, freePorts, request, startPool } = require('../helpers')
+
+const ALLOWED = /^(lib\/(worker|protocol|shared)\/|lib\/errors\.js$|index\.js$|package\.json$)/
+const NEVER = /^lib\/(supervisor|fronts|observe|config|cli|control|generate|net|options|haproxy)\//
+
+for (const form of ['export', 'listen']) {
+  t.test(`a worker (the app ${form === 'listen' ? 'calls require(\'pool\').listen()' : 'exports a listener'}) loads only the protocol and the bottom layer`, async (t) => {
+    const [port] = await freePorts(1)
+    const pool = startPool(['start', path.join(FIXTURES, 'loaded-modules.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none'], { env: { MODULES_FORM: form } })
+    t.teardown(() => pool.stop('SIGKILL'))
+    await pool.waitLog((l) => l.event === 'started')
+    const loaded = JSON.parse((await request(`http://127.0.0.1:${port}/`)).body)
+    t.ok(loaded.includes('lib/worker/runtime.js') && loaded.includes('lib/protocol/channel.js'), 'the list is the worker\'s own')
+    t.same(loaded.filter((file) => NEVER.test(file)), [], 'nothing of the supervisor, the fronts, the observers')
+    t.same(loaded.filter((file) => !ALLOWED.test(file)), [], 'only lib/worker/, lib/protocol/, lib/shared/ and lib/errors.js')
+  })
+}
