@@ -64,10 +64,20 @@ t.test('steady state: every request answered, spread over the hosts, the queue h
   const backend = (await client.showStat(BACKEND)).find((r) => r.svname === 'BACKEND')
   // A request the edge sent to a host whose workers were all busy would wait in that host's
   // queue for the rest of a render (10 ms or more); one sent to a free worker waits ~0 ms.
-  const waits = net.hosts.map((h) => Math.max(...pools.get(h.name).requests.map((r) => r.queueMs)))
+  const longest = net.hosts.map((h) => pools.get(h.name).requests.reduce((a, r) => (r.queueMs > a.queueMs ? r : a)))
+  const waits = longest.map((r) => r.queueMs)
   t.ok(backend.qmax > 0 && waits.every((ms) => ms < RENDER_MS[0]),
-    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host (longest wait in a host's queue: ${waits.join(', ')} ms)`)
+    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host (longest wait in a host's queue: ${waits.join(', ')} ms)`,
+    { longest, around: longest.map((r, i) => aroundOf(pools.get(net.hosts[i].name).requests, r)), servers: (await client.showStat(BACKEND)).map((r) => `${r.svname} smax ${r.smax} slim ${r.slim}`) })
 })
+
+// The host's requests that overlapped `r` (its wait and service), as "start..end worker url q
+// attempts", in ms from r's arrival: which ones held the host's workers meanwhile.
+function aroundOf (requests, r) {
+  const from = r.time - r.ms
+  return requests.filter((o) => o.time > from - 50 && o.time - o.ms < r.time)
+    .map((o) => `${(o.time - o.ms - from).toFixed(1)}..${(o.time - from).toFixed(1)} ${o.worker} ${o.url} q${o.queueMs} a${o.attempts}${o.reason ? ` ${o.reason}` : ''}`)
+}
 
 t.test('a host scales up: the edge\'s limit for it follows within about an agent interval', async (t) => {
   const r = await runPool(['scale', '3', '--control', controlOf(net.host('h3'))], { timeout: 20000 })
