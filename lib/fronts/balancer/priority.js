@@ -12,6 +12,8 @@
 //   otherwise normal.
 // HAProxy's `http-request set-priority-class` is the same idea, with numbers.
 
+const { trustsPeerOf } = require('./trust')
+
 const CLASSES = ['high', 'normal', 'low'] // index = serving order
 const NORMAL = CLASSES.indexOf('normal')
 
@@ -51,7 +53,7 @@ function classifier ({ header, routes, isTrustedPeer }) {
   return (req) => {
     if (name) {
       const value = req.headers[name]
-      if (value !== undefined && isTrustedPeer(req.socket.remoteAddress)) {
+      if (value !== undefined && trustsPeerOf(req.socket, isTrustedPeer)) {
         const cls = classIndex(value)
         if (cls >= 0) return cls
       }
