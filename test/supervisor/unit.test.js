@@ -568,7 +568,6 @@ t.test('a front that tells of each request: its workers send none; its word arms
   h.latest(1).exit(null, 'SIGKILL')
   await h.step()
   t.ok(gone, 'an abandoned request of a process that exits is over')
-
 })
 
 t.test('without a front that tells of each request, the workers send it, and a front\'s word changes nothing', async (t) => {
