@@ -95,6 +95,7 @@ function harness (t, options = {}, { hearsEnds = true, tellsRequests = false } =
     bindError: async () => null,
     endLeftovers: async () => ({ ended: [], killed: [], supervisors: [] }),
     startReaper: () => ({ stop () {} }),
+    warmUp: async () => {}, // --warmup: answered at once
     now: () => sys.at,
     timers: new Set(), // { at, fn }: armed, not yet fired
     setTimer: (fn, ms) => { const timer = { at: sys.at + ms, fn }; sys.timers.add(timer); return timer },
@@ -568,6 +569,27 @@ t.test('a front that tells of each request: its workers send none; its word arms
   h.latest(1).exit(null, 'SIGKILL')
   await h.step()
   t.ok(gone, 'an abandoned request of a process that exits is over')
+})
+
+t.test('warm-up ends are awaited only from workers that tell of requests: behind a front that tells, the first request counts', async (t) => {
+  for (const tellsRequests of [true, false]) {
+    const h = harness(t, { workers: 1, warmup: ['/w'], warmupRequests: 3 }, { tellsRequests })
+    await started(h, 1)
+    const slot = h.pool.handles.get(1)
+    const w = { slot: 1, pid: h.latest(1).pid }
+    if (tellsRequests) {
+      h.front.context.requestStarted(w, { method: 'GET', url: '/' })
+      h.front.context.requestEnded(w)
+      t.equal(slot.requests, 1, 'told by the front: counted')
+    } else {
+      const child = h.latest(1)
+      for (let i = 1; i <= 3; i++) { child.say('busy', { method: 'GET', url: '/w' }); child.say('idle', { requests: i, rss: 1e6 }) } // the warm-up's ends, heard late
+      child.say('busy', { method: 'GET', url: '/' }); child.say('idle', { requests: 4, rss: 1e6 })
+      await h.step()
+      await h.advance(1000)
+      t.equal(slot.requests, 1, 'told by the worker: its warm-up\'s ends heard late are not counted')
+    }
+  }
 })
 
 t.test('without a front that tells of each request, the workers send it, and a front\'s word changes nothing', async (t) => {
