@@ -392,7 +392,8 @@ export declare class Pool extends EventEmitter {
   on (event: 'exit', listener: (worker: ExitInfo) => void): this
   on (event: 'hung', listener: (worker: WorkerSnapshot & { reason: 'timeout' | 'heartbeat' }) => void): this
   on (event: 'draining', listener: (worker: WorkerSnapshot & { reason: string }) => void): this
-  on (event: 'queued', listener: (worker: WorkerSnapshot & { waiting: number }) => void): this
+  /** a request reached a busy worker: `running` is the request it was busy with, as the worker says */
+  on (event: 'queued', listener: (worker: WorkerSnapshot & { waiting: number, running: { method: string, url: string } | null }) => void): this
   on (event: 'boot-failed', listener: (worker: ExitInfo & { error: { message: string, stack: string } | null }) => void): this
   on (event: 'give-up', listener: (worker: WorkerSnapshot & { error: { message: string, stack?: string } }) => void): this
   /** a given-up slot starts over, --given-up-retry after it gave up */

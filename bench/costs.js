@@ -1,97 +1,197 @@
 'use strict'
 
-// What a front costs besides latency, per front (bench/lib/fronts.js: `pool start`, `pool start
-// --balancer haproxy`, Node's cluster, PM2 cluster mode):
+// What a front costs besides latency, read against the floor of a Node balancer for the pool's
+// rule (bench/lib/minimal-balancer.js: Node's http server, one central FIFO, one request per
+// worker, kept-alive worker connections, buffered responses, nothing else). Fronts
+// (bench/lib/fronts.js): that minimal balancer, `pool start` (the embedded balancer, its
+// defaults: access log, metrics), `pool start --balancer haproxy` (the supervisor is not in the
+// request's path; HAProxy is), Node's cluster, PM2 cluster mode.
 //
-//   cpu       CPU time (user + system, from /proc) per request of the front's processes (the
-//             supervisor with its embedded balancer; the supervisor and HAProxy; cluster's
-//             primary; PM2's daemon) and of the workers, at a fixed rate of `rate` req/s of
-//             `ms` ms renders, open loop, and the resident memory (RSS) of each after it:
-//             a pool worker against a plain cluster worker of the same app
-//   ceiling   the embedded balancer's most requests per second (0 ms handler, autocannon with
-//             `connections` keep-alive connections), with the balancer alone on CPU 0 and the
-//             load generator and the workers on CPU 1 (taskset), and how busy the balancer's
-//             core was: below ~90% the ceiling measured is the load generator's or the workers',
-//             and the balancer's is only known to be higher
+//   requests  CPU time per request of the front's own processes (the supervisor, HAProxy,
+//             cluster's primary, PM2's daemon, the minimal balancer) and of its workers, 0 ms
+//             handler, `workers` workers: open loop at 200 req/s on a new connection each, at
+//             200 and 1000 req/s on kept-alive connections, and at saturation (autocannon,
+//             `connections` keep-alive clients, everything sharing the machine's cores). CPU
+//             from /proc/PID/task/*/schedstat, the process's idle cost (measured over
+//             `idleSeconds` just before: a whole number of the HAProxy-mode supervisor's 2 s
+//             checks of HAProxy) subtracted
+//   pinned    the most requests per second with the front's processes alone on CPU 0 and its
+//             workers and the load generator on CPU 1 (taskset), how busy CPU 0 was, and what
+//             one core of the front serves at that cost (req/s ÷ its busy share: the rate
+//             itself once CPU 0 is saturated; on 2 cores CPU 1 is often the limit first)
+//   idle      an idle pool (embedded balancer, defaults, the stats listener on): the supervisor's
+//             and each worker's CPU per second, an idle HAProxy-mode supervisor's, a worker's
+//             resident memory (and its own, private part) against a plain Node cluster worker's
+//             serving the same app, and the pool's reaper's, once per pool
 //   cpu-bound the workload of bench/balancer.js with renders that burn their core (a busy loop)
 //             on as many workers as cores: the front competes with the renders for the CPU;
 //             p50 and p99 against the ideal central queue, ρ `cpuRho`
 //
 // Each measurement runs `runs` times, the fronts taking turns; the report shows the median of the
-// runs with its 95% interval. On a shared machine other work can take CPU 0 too: the load
+// runs with its 95% interval, and each front's CPU per request as a ratio to the minimal
+// balancer's in the same round. On a shared machine other work moves these figures: the load
 // average is recorded. Loopback only; every process is stopped at the end and on Ctrl-C.
 
-const fs = require('node:fs')
 const os = require('node:os')
+const fs = require('node:fs')
+const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { forkReady, ask, sleep } = require('./lib/procs')
+const { forkReady, freePorts, ask, sleep } = require('./lib/procs')
 const { makeSchedule } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
 const { percentile, median } = require('./lib/stats')
 const { startFront, unavailable, KINDS } = require('./lib/fronts')
+const { startPoolProcess } = require('./lib/pool-process')
+const { cpuNs, wakes, rssMb, privateMb, threads, cpuRates } = require('./lib/usage')
+const { costTargets } = require('./lib/cost-targets')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const defaults = { runs: 3, fronts: KINDS, workers: 4, rate: 200, ms: 5, seconds: 3, connections: 32, peakSeconds: 3, cpuRho: 0.8, median: 30, sigma: 0.8, seed: 42 }
-const quick = { runs: 1, seconds: 2, peakSeconds: 2 }
+const FRONTS = ['minimal', ...KINDS]
+// The loads of `requests`: open loop at `rate` req/s, or saturation (rate null).
+const LOADS = [
+  { key: 'new-200', rate: 200, keepAlive: false, label: '200 req/s, new connections' },
+  { key: 'ka-200', rate: 200, keepAlive: true, label: '200 req/s, kept alive' },
+  { key: 'ka-1000', rate: 1000, keepAlive: true, label: '1000 req/s, kept alive' },
+  { key: 'saturation', rate: null, keepAlive: true, label: 'saturation' }
+]
 
-const TICK_MS = 1000 / 100 // USER_HZ is 100 on Linux
+const defaults = { runs: 3, fronts: FRONTS, loads: LOADS.map((l) => l.key), workers: 4, seconds: 3, idleSeconds: 4, connections: 32, peakSeconds: 3, idleRuns: 3, idleMeasure: 20, idleSettle: 20, cpuSeconds: 3, cpuRho: 0.8, median: 30, sigma: 0.8, seed: 42, parts: ['requests', 'pinned', 'idle', 'cpu-bound'] }
+const quick = { runs: 1, seconds: 2, idleSeconds: 2, peakSeconds: 2, idleRuns: 1, idleMeasure: 6, idleSettle: 10, cpuSeconds: 2 }
 
-// CPU time (user + system) a process used so far, in ms; null once it is gone.
-function cpuMs (pid) {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
-    return (Number(fields[11]) + Number(fields[12])) * TICK_MS
-  } catch { return null }
-}
+// The front's own processes, named: the pool's supervisor and, in HAProxy mode, HAProxy.
+const NAMES = { haproxy: ['supervisor', 'HAProxy'], cluster: ['primary'], pm2: ['PM2 daemon'], minimal: ['balancer'], embedded: ['supervisor'] }
 
-function rssMb (pid) {
-  try { return Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024 } catch { return null }
+async function named (front) {
+  const p = await front.processes()
+  return { front: p.front.map((pid, i) => ({ name: NAMES[front.kind]?.[i] ?? `process ${i + 1}`, pid })), workers: p.workers }
 }
 
 const sum = (xs) => xs.reduce((a, b) => a + (b ?? 0), 0)
 
-// The front's own processes, named: the pool's supervisor and, in HAProxy mode, HAProxy.
-async function named (front) {
-  const p = await front.processes()
-  const names = front.kind === 'haproxy' ? ['supervisor', 'HAProxy'] : [front.kind === 'cluster' ? 'primary' : front.kind === 'pm2' ? 'PM2 daemon' : 'supervisor']
-  return { front: p.front.map((pid, i) => ({ name: names[i] ?? `process ${i + 1}`, pid })), workers: p.workers }
-}
-
-// Open loop at `rate` req/s for `seconds`: CPU per request of each front process and of the
-// workers together, and RSS after.
-async function cpuRun (front, load, args, seed) {
+// One load on one front: the CPU its processes and its workers used per request answered, each
+// process's idle cost over the same time subtracted.
+async function requestsRun (front, load, tools, args) {
   const { front: procs, workers } = await named(front)
-  const n = Math.round(args.rate * args.seconds)
-  const at = Array.from({ length: n }, (_, i) => (i * 1000) / args.rate)
-  const ms = at.map(() => args.ms)
-  const before = { front: procs.map((p) => cpuMs(p.pid)), workers: workers.map(cpuMs) }
-  const r = await ask(load, { cmd: 'run', url: front.url, at, ms })
-  const answered = r.status.filter((s) => s === 200).length
-  const perRequest = (delta) => round((delta * 1000) / Math.max(1, answered), 1)
-  const out = { requests: n, answered, lag: r.lag, processes: {} }
-  procs.forEach((p, i) => { out.processes[p.name] = { cpuUsPerRequest: perRequest(cpuMs(p.pid) - before.front[i]), rssMb: round(rssMb(p.pid), 1) } })
-  out.workers = { cpuUsPerRequest: perRequest(sum(workers.map(cpuMs)) - sum(before.workers)), rssMb: round(median(workers.map(rssMb).filter((x) => x !== null)), 1) }
-  return out
+  const idle = await cpuRates(procs.map((p) => p.pid), args.idleSeconds) // ms/s
+  const before = { front: procs.map((p) => cpuNs(p.pid)), wakes: procs.map((p) => wakes(p.pid)), workers: sum(workers.map(cpuNs)) }
+  const t0 = performance.now()
+  let answered, lag, rps, errors
+  if (load.rate === null) {
+    const r = await ask(tools.peak, { cmd: 'peak', url: `${front.url}/?ms=0`, connections: args.connections, seconds: args.peakSeconds })
+    answered = r.total - r.errors
+    rps = r.rps
+    errors = r.errors
+  } else {
+    const n = Math.round(load.rate * args.seconds)
+    const at = Array.from({ length: n }, (_, i) => (i * 1000) / load.rate)
+    const r = await ask(tools.load, { cmd: 'run', url: front.url, at, ms: at.map(() => 0), keepAlive: load.keepAlive })
+    answered = r.status.filter((s) => s === 200).length
+    errors = n - answered
+    lag = r.lag
+  }
+  const wallMs = performance.now() - t0
+  const perRequest = (ns, idleMsPerS = 0) => round((ns / 1e3 - idleMsPerS * wallMs) / Math.max(1, answered), 1) // ms/s × ms = µs
+  const processes = {}
+  procs.forEach((p, i) => {
+    processes[p.name] = { cpuUsPerRequest: perRequest(cpuNs(p.pid) - before.front[i], idle[i]), idleMsPerS: round(idle[i], 3), wakesPerRequest: round((wakes(p.pid) - before.wakes[i]) / Math.max(1, answered), 2) }
+  })
+  return {
+    answered,
+    errors,
+    lag,
+    rps: round(rps ?? answered / (wallMs / 1000), 0),
+    processes,
+    frontUsPerRequest: round(sum(Object.values(processes).map((p) => p.cpuUsPerRequest)), 1),
+    workersUsPerRequest: perRequest(sum(workers.map(cpuNs)) - before.workers),
+    workerRssMb: round(median(workers.map(rssMb).filter((x) => x !== null)), 1)
+  }
 }
 
-// The embedded balancer alone on CPU 0; its workers and the load generator on CPU 1.
-async function ceilingRun (front, peak, args) {
+const MIN_BUSY = 0.05
+
+// The front's processes alone on CPU 0; its workers and the load generator on CPU 1.
+async function pinnedRun (front, peak, args) {
   const { front: procs, workers } = await named(front)
   const pin = (cpu, pid) => execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' })
   for (const p of procs) pin(0, p.pid)
   for (const pid of workers) pin(1, pid)
   pin(1, peak.pid)
-  const cpuBefore = cpuMs(procs[0].pid)
+  const before = sum(procs.map((p) => cpuNs(p.pid)))
   const started = performance.now()
-  const r = await ask(peak, { cmd: 'peak', url: `${front.url}/?ms=0`, connections: args.connections, seconds: args.peakSeconds })
-  const busy = (cpuMs(procs[0].pid) - cpuBefore) / (performance.now() - started)
-  for (const pid of [...procs.map((p) => p.pid), ...workers, peak.pid]) { try { pin('0-' + (os.cpus().length - 1), pid) } catch {} }
-  return { rps: round(r.rps, 0), errors: r.errors, p99: r.p99, frontCore: round(busy, 3) }
+  try {
+    const r = await ask(peak, { cmd: 'peak', url: `${front.url}/?ms=0`, connections: args.connections, seconds: args.peakSeconds })
+    const busy = (sum(procs.map((p) => cpuNs(p.pid))) - before) / 1e6 / (performance.now() - started)
+    // What the front's core could serve at this cost per request: the rate measured when the
+    // core is saturated; above it when the other core (workers, load generator) was the limit;
+    // none for a front hardly in the request's path (cluster's primary, kept-alive connections).
+    return { rps: round(r.rps, 0), errors: r.errors, p99: r.p99, frontCore: round(busy, 3), perCore: busy >= MIN_BUSY ? round(r.rps / Math.min(1, busy), 0) : null }
+  } finally {
+    const all = '0-' + (os.cpus().length - 1)
+    for (const pid of [...procs.map((p) => p.pid), ...workers, peak.pid]) { try { pin(all, pid) } catch {} }
+  }
 }
 
-// The CPU-bound variant: `workers` = cores, renders that burn the core, ρ `cpuRho`.
+// ── idle ─────────────────────────────────────────────────────────────────────────────────────
+
+async function idlePool (args) {
+  const ports = await freePorts(args.workers)
+  const [port, statsPort] = await freePorts(2)
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-idle-'))
+  let reaper = null // its pid, from the pool's `starting` line
+  const pool = startPoolProcess(['-n', String(args.workers), '--worker-port', String(ports[0]), '--port', String(port), '--stats-port', String(statsPort), '--control', path.join(dir, 'control.sock')],
+    { onLine: (line) => { if (line.event === 'starting') reaper = line.reaperPid ?? null } })
+  pool.child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
+  await pool.started
+  return { pool, url: `http://127.0.0.1:${port}`, workers: () => Object.values(pool.pids), reaper: () => reaper }
+}
+
+async function clusterPool (args) {
+  const [port] = await freePorts(1)
+  const child = await forkReady('cluster-primary.js', { PORT: String(port), WORKERS: String(args.workers) }, { timeout: 30000 })
+  const workers = () => fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'latin1').trim().split(/\s+/).filter(Boolean).map(Number)
+  return { child, url: `http://127.0.0.1:${port}`, workers }
+}
+
+async function idleRun (tools, args) {
+  const warm = { cmd: 'run', at: Array.from({ length: 200 }, (_, i) => i * 5), ms: new Array(200).fill(0), keepAlive: true }
+  const pool = await idlePool(args)
+  const cluster = await clusterPool(args)
+  const haproxy = unavailable('haproxy') ? null : await startFront('haproxy', { workers: args.workers })
+  try {
+    for (const url of [pool.url, cluster.url, haproxy?.url].filter(Boolean)) await ask(tools.load, { ...warm, url })
+    await sleep(args.idleSettle * 1000) // what the requests left settles (V8 compiles, and collects for a while)
+    const workers = pool.workers()
+    const clusterWorkers = cluster.workers()
+    const haproxySupervisor = haproxy ? (await haproxy.processes()).front[0] : null
+    const rates = await cpuRates([pool.pool.child.pid, ...workers, cluster.child.pid, ...clusterWorkers, ...(haproxy ? [haproxySupervisor] : [])], args.idleMeasure)
+    return {
+      supervisorMsPerS: round(rates[0], 3),
+      haproxySupervisorMsPerS: haproxy ? round(rates.at(-1), 3) : null,
+      workerMsPerS: round(median(rates.slice(1, 1 + workers.length)), 3),
+      clusterPrimaryMsPerS: round(rates[1 + workers.length], 3),
+      clusterWorkerMsPerS: round(median(rates.slice(2 + workers.length, 2 + workers.length + clusterWorkers.length)), 3),
+      workerRssMb: round(median(workers.map(rssMb)), 2),
+      clusterWorkerRssMb: round(median(clusterWorkers.map(rssMb)), 2),
+      workerPrivateMb: round(median(workers.map(privateMb)), 2),
+      clusterWorkerPrivateMb: round(median(clusterWorkers.map(privateMb)), 2),
+      reaperRssMb: pool.reaper() ? round(rssMb(pool.reaper()), 1) : null,
+      reaperPrivateMb: pool.reaper() ? round(privateMb(pool.reaper()), 1) : null,
+      workerThreads: threads(workers[0]),
+      clusterWorkerThreads: threads(clusterWorkers[0])
+    }
+  } finally {
+    await pool.pool.stop({ grace: 5000 })
+    if (cluster.child.connected) cluster.child.disconnect()
+    await cluster.child.exited
+    await haproxy?.stop()
+  }
+}
+
+// ── CPU-bound renders ────────────────────────────────────────────────────────────────────────
+
+// `workers` = cores, renders that burn the core, ρ `cpuRho`.
 async function cpuBoundRun (front, load, args, seed) {
-  const schedule = makeSchedule({ rho: args.cpuRho, workers: os.cpus().length, durationMs: args.seconds * 1000, median: args.median, sigma: args.sigma, capMs: 500, seed })
+  const schedule = makeSchedule({ rho: args.cpuRho, workers: os.cpus().length, durationMs: args.cpuSeconds * 1000, median: args.median, sigma: args.sigma, capMs: 500, seed })
   const r = await ask(load, { cmd: 'run', url: front.url, at: schedule.at, ms: schedule.ms, query: 'busy=1' })
   const ideal = Array.from(idealLatencies(r.sent, schedule.ms, os.cpus().length))
   const ok = r.status.map((s) => s === 200)
@@ -99,70 +199,116 @@ async function cpuBoundRun (front, load, args, seed) {
   return { requests: r.status.length, errors: ok.filter((x) => !x).length, lag: r.lag, p50: round(percentile(latency, 50), 2), p99: round(percentile(latency, 99), 2), ideal50: round(percentile(ideal, 50), 2), ideal99: round(percentile(ideal, 99), 2) }
 }
 
-async function main (args) {
-  const skipped = args.fronts.filter((f) => unavailable(f)).map((f) => ({ front: f, reason: unavailable(f) }))
-  const kinds = args.fronts.filter((f) => !unavailable(f))
-  const load = await forkReady('load.js', {})
-  const cpu = kinds.map((front) => ({ front, runs: [] }))
-  const cpuBound = kinds.map((front) => ({ front, runs: [] }))
-  const ceiling = { front: 'embedded', runs: [] }
-  const cores = os.cpus().length
-  const total = args.runs * kinds.length * 2 + args.runs
-  let done = 0
+// ── the part ─────────────────────────────────────────────────────────────────────────────────
 
-  // 1. CPU and memory at a fixed rate, `workers` workers per front, all fronts up at once.
+async function startAll (kinds, options, skipped, what = '') {
   const fronts = {}
   for (const kind of kinds) {
-    try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }); log(`  ${kind}: not measured: ${err.message.split('\n')[0]}`) }
-  }
-  const warm = Array.from({ length: 200 }, (_, i) => i * 5)
-  for (const f of Object.values(fronts)) await ask(load, { cmd: 'run', url: f.url, at: warm, ms: warm.map(() => args.ms) })
-  for (let r = 0; r < args.runs; r++) {
-    for (let j = 0; j < kinds.length; j++) {
-      const kind = kinds[(j + r) % kinds.length]
-      if (!fronts[kind]) continue
-      progress(done++, total, `CPU and memory: ${kind}, run ${r + 1}/${args.runs}`)
-      const run = await cpuRun(fronts[kind], load, args, args.seed + r)
-      cpu.find((c) => c.front === kind).runs.push(run)
-      log(`  cpu ${kind.padEnd(8)} ${Object.entries(run.processes).map(([n, p]) => `${n} ${p.cpuUsPerRequest} µs/req, ${p.rssMb} MB`).join('; ')}; workers ${run.workers.cpuUsPerRequest} µs/req, ${run.workers.rssMb} MB each; send lag p99 ${run.lag?.p99} ms`)
-      await sleep(300)
+    try {
+      fronts[kind] = await startFront(kind, { ...options, accessLog: true })
+    } catch (err) {
+      const reason = err.message.split('\n')[0]
+      skipped.push({ front: `${kind}${what}`, reason })
+      log(`  ${kind}${what}: not measured: ${reason}`)
     }
+  }
+  return fronts
+}
+
+const fmtProcesses = (run) => Object.entries(run.processes).map(([n, p]) => `${n} ${p.cpuUsPerRequest} µs`).join(', ')
+
+async function main (args) {
+  for (const f of args.fronts) if (!FRONTS.includes(f)) throw new Error(`unknown front ${f} (one of ${FRONTS.join(', ')})`)
+  const loads = args.loads.map((key) => LOADS.find((l) => l.key === key) ?? (() => { throw new Error(`unknown load ${key} (one of ${LOADS.map((l) => l.key).join(', ')})`) })())
+  const parts = new Set(args.parts)
+  const skipped = args.fronts.filter((f) => unavailable(f)).map((f) => ({ front: f, reason: unavailable(f) }))
+  const kinds = args.fronts.filter((f) => !unavailable(f))
+  const cores = os.cpus().length
+  const tools = { load: await forkReady('load.js', {}), peak: await forkReady('peak.js', {}) }
+  const requests = []
+  const pinned = kinds.map((front) => ({ front, runs: [] }))
+  const idle = []
+  const cpuBound = kinds.filter((k) => k !== 'minimal').map((front) => ({ front, runs: [] }))
+  const cell = (front, load) => {
+    let c = requests.find((x) => x.front === front && x.load === load)
+    if (!c) requests.push(c = { front, load, runs: [] })
+    return c
+  }
+  const pinnable = cores >= 2
+  if (!pinnable && parts.has('pinned')) skipped.push({ front: 'pinned', reason: 'one core: nothing to pin apart' })
+  const total = (parts.has('requests') ? args.runs * kinds.length * loads.length : 0) + (parts.has('pinned') && pinnable ? args.runs * kinds.length : 0) +
+    (parts.has('idle') ? args.idleRuns : 0) + (parts.has('cpu-bound') ? args.runs * cpuBound.length : 0)
+  let done = 0
+
+  // 1. CPU per request at each load, and the pinned ceiling: every front up at once, taking turns.
+  if (parts.has('requests') || parts.has('pinned')) {
+    const fronts = await startAll(kinds, { workers: args.workers }, skipped)
+    const warm = Array.from({ length: 500 }, (_, i) => i * 2)
+    for (const f of Object.values(fronts)) {
+      await ask(tools.load, { cmd: 'run', url: f.url, at: warm, ms: warm.map(() => 0), keepAlive: true })
+      await ask(tools.peak, { cmd: 'peak', url: `${f.url}/?ms=0`, connections: args.connections, seconds: 1 })
+    }
+    await sleep(2000) // what the warm-up left (V8's compiles and collections) settles
+    const up = kinds.filter((k) => fronts[k])
+    for (let r = 0; r < args.runs; r++) {
+      for (let j = 0; j < up.length; j++) {
+        const kind = up[(j + r) % up.length]
+        if (parts.has('requests')) {
+          for (let k = 0; k < loads.length; k++) {
+            const load = loads[(k + r) % loads.length]
+            progress(done++, total, `CPU per request: ${kind}, ${load.label}, run ${r + 1}/${args.runs}`)
+            const run = await requestsRun(fronts[kind], load, tools, args)
+            cell(kind, load.key).runs.push(run)
+            log(`  ${kind.padEnd(8)} ${load.label.padEnd(26)} ${fmtProcesses(run)}; workers ${run.workersUsPerRequest} µs; ${run.rps} req/s, ${run.errors} errors${run.lag ? `, send lag p99 ${run.lag.p99} ms` : ''}`)
+            await sleep(200)
+          }
+        }
+        if (parts.has('pinned') && pinnable) {
+          progress(done++, total, `pinned ceiling: ${kind}, run ${r + 1}/${args.runs}`)
+          const run = await pinnedRun(fronts[kind], tools.peak, args)
+          pinned.find((c) => c.front === kind).runs.push(run)
+          log(`  ${kind.padEnd(8)} pinned: ${run.rps} req/s, its core ${(run.frontCore * 100).toFixed(0)}% busy (${run.perCore} req/s per core), p99 ${run.p99} ms, ${run.errors} errors`)
+          await sleep(300)
+        }
+      }
+    }
+    for (const f of Object.values(fronts)) await f.stop()
   }
 
-  // 2. The embedded balancer's ceiling, pinned.
-  if (fronts.embedded && cores >= 2) {
-    const peak = await forkReady('peak.js', {})
-    await ask(peak, { cmd: 'peak', url: `${fronts.embedded.url}/?ms=0`, connections: args.connections, seconds: 1 })
-    for (let r = 0; r < args.runs; r++) {
-      progress(done++, total, `ceiling, run ${r + 1}/${args.runs}`)
-      const run = await ceilingRun(fronts.embedded, peak, args)
-      ceiling.runs.push(run)
-      log(`  ceiling: ${run.rps} req/s, the balancer's core ${(run.frontCore * 100).toFixed(0)}% busy, p99 ${run.p99} ms, ${run.errors} errors`)
-      await sleep(500)
+  // 2. An idle pool against Node's cluster.
+  if (parts.has('idle')) {
+    for (let r = 0; r < args.idleRuns; r++) {
+      progress(done++, total, `idle, run ${r + 1}/${args.idleRuns}`)
+      const run = await idleRun(tools, args)
+      idle.push(run)
+      log(`  idle: supervisor ${run.supervisorMsPerS} ms/s (HAProxy mode ${run.haproxySupervisorMsPerS}), worker ${run.workerMsPerS} ms/s (cluster worker ${run.clusterWorkerMsPerS}, its primary ${run.clusterPrimaryMsPerS}); ` +
+        `worker RSS ${run.workerRssMb} MB (${run.workerPrivateMb} own), cluster worker ${run.clusterWorkerRssMb} MB (${run.clusterWorkerPrivateMb} own); the reaper ${run.reaperRssMb} MB (${run.reaperPrivateMb} own)`)
     }
-  } else skipped.push({ front: 'ceiling', reason: cores < 2 ? 'one core: nothing to pin apart' : 'the embedded balancer did not start' })
-  for (const f of Object.values(fronts)) await f.stop()
+  }
 
   // 3. CPU-bound renders, as many workers as cores.
-  const busy = {}
-  for (const kind of kinds) {
-    try { busy[kind] = await startFront(kind, { workers: cores }) } catch (err) { skipped.push({ front: `${kind} (CPU-bound)`, reason: err.message.split('\n')[0] }); log(`  ${kind} (CPU-bound): not measured: ${err.message.split('\n')[0]}`) }
-  }
-  for (const f of Object.values(busy)) await ask(load, { cmd: 'run', url: f.url, at: [0, 100, 200, 300], ms: [5, 5, 5, 5], query: 'busy=1' })
-  for (let r = 0; r < args.runs; r++) {
-    for (let j = 0; j < kinds.length; j++) {
-      const kind = kinds[(j + r) % kinds.length]
-      if (!busy[kind]) continue
-      progress(done++, total, `CPU-bound: ${kind}, run ${r + 1}/${args.runs}`)
-      const run = await cpuBoundRun(busy[kind], load, args, args.seed + r)
-      cpuBound.find((c) => c.front === kind).runs.push(run)
-      log(`  cpu-bound ${kind.padEnd(8)} p50 ${run.p50} (ideal ${run.ideal50}) p99 ${run.p99} (ideal ${run.ideal99}) send lag p99 ${run.lag?.p99} ms`)
-      await sleep(500)
+  if (parts.has('cpu-bound')) {
+    const kindsBusy = cpuBound.map((c) => c.front)
+    const busy = await startAll(kindsBusy, { workers: cores }, skipped, ' (CPU-bound)')
+    for (const f of Object.values(busy)) await ask(tools.load, { cmd: 'run', url: f.url, at: [0, 100, 200, 300], ms: [5, 5, 5, 5], query: 'busy=1' })
+    for (let r = 0; r < args.runs; r++) {
+      for (let j = 0; j < kindsBusy.length; j++) {
+        const kind = kindsBusy[(j + r) % kindsBusy.length]
+        if (!busy[kind]) continue
+        progress(done++, total, `CPU-bound: ${kind}, run ${r + 1}/${args.runs}`)
+        const run = await cpuBoundRun(busy[kind], tools.load, args, args.seed + r)
+        cpuBound.find((c) => c.front === kind).runs.push(run)
+        log(`  cpu-bound ${kind.padEnd(8)} p50 ${run.p50} (ideal ${run.ideal50}) p99 ${run.p99} (ideal ${run.ideal99}) send lag p99 ${run.lag?.p99} ms`)
+        await sleep(500)
+      }
     }
+    for (const f of Object.values(busy)) await f.stop()
   }
-  for (const f of Object.values(busy)) await f.stop()
   progress(total, total, 'done')
-  return { cores, cpu, ceiling, cpuBound, skipped }
+  const result = { cores, loads, requests, pinned: pinned.filter((c) => c.runs.length), idle, cpuBound: cpuBound.filter((c) => c.runs.length), skipped }
+  log('\nThe cost targets (median of the rounds):')
+  for (const t of costTargets(result)) log(`  ${t.met === null ? '–  ' : t.met ? 'met' : 'NOT'}  ${t.what}: ${t.value === null ? 'not measured' : `${round(t.value, 3)} ${t.unit}`} (target ${t.op} ${t.target} ${t.unit})`)
+  return result
 }
 
 runPart('costs', { defaults, quick, main })

@@ -4,9 +4,9 @@
 // other, then writes the report (docs/benchmarks.md with SVG charts in docs/charts/) from the
 // results directory alone.
 //
-//   npm run bench                      the whole suite (about 45 minutes on an idle 2-core machine);
+//   npm run bench                      the whole suite (about 65 minutes on an idle 2-core machine);
 //                                      also rewrites README.md's measured figures
-//   npm run bench -- --quick           fewer and shorter runs (about 12 minutes), written apart:
+//   npm run bench -- --quick           fewer and shorter runs (about 14 minutes), written apart:
 //                                      bench/results/quick/, docs/benchmarks-quick.md, docs/charts-quick/
 //   npm run bench -- --only matrix,overhead    those parts, then the whole report again
 //   npm run bench -- --report-only     the report from the stored results, nothing measured

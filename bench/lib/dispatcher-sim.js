@@ -78,6 +78,20 @@ class SimClock {
 
 function before (a, b) { return a.at < b.at || (a.at === b.at && a.seq < b.seq) }
 
+// One worker's places, as the Dispatcher changes them (lib/fronts/balancer/workers.js
+// WorkerRecord), without a process behind it.
+function simRecord (slot) {
+  return {
+    slot,
+    inFlight: 0,
+    draining: false,
+    benched: false,
+    take () { this.inFlight++ },
+    release () { this.inFlight-- },
+    drain () { this.draining = true }
+  }
+}
+
 // A pool of `workers` single-request places behind one dispatcher, with the balancer's options
 // as `pool start` resolves them (`options`: more of them; `fifo`: --no-overload-control).
 // `submit(request)`: request = { ms }, answered through request.answer(status) (200 once
@@ -86,7 +100,7 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
   const { Dispatcher } = require(path.join(lib, 'dispatcher'))
   const { resolveBalancerOptions } = require(path.join(lib, 'options'))
   const o = resolveBalancerOptions({ ...options, overloadControl: !fifo })
-  const records = Array.from({ length: workers }, (_, i) => ({ slot: i + 1, inFlight: 0, draining: false, benched: false }))
+  const records = Array.from({ length: workers }, (_, i) => simRecord(i + 1))
   const set = {
     pickFree: () => records.find((r) => r.inFlight === 0),
     anyFree: () => records.some((r) => r.inFlight === 0),
@@ -101,7 +115,7 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
     clock,
     onAssign: (job, record) => {
       clock.setTimeout(() => {
-        d.release(record, job.ms) // with how long the worker was held, as the balancer does
+        d.release(record)
         job.answer(200)
       }, job.ms)
     },

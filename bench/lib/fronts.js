@@ -7,6 +7,9 @@
 //   cluster    Node's cluster: round-robin, a primary that respawns workers, the rolling restart
 //              of the cluster docs (bench/lib/cluster-managed.js)
 //   pm2        PM2 cluster mode, `pm2 reload` (bench/lib/pm2.js)
+//   minimal    the floor of a Node balancer for the pool's rule (bench/lib/minimal-balancer.js),
+//              before plain bench workers; the costs part's yardstick, not a peer: it only
+//              serves and stops (no reload, no respawn)
 // Each serves the bench app (bench/lib/app.js), or `app` (a pool app that also runs on its own,
 // on $PORT: the SSR demo), on `workers` workers and has:
 //   url, workerUrl (the pool's: slot 1's worker on its own port),
@@ -23,6 +26,7 @@ const { startPoolProcess, BIN } = require('./pool-process')
 const { startGeneratedHaproxy, allServersUp, has, HAPROXY } = require('./stack')
 const pm2 = require('./pm2')
 
+// The peers of the pool; the minimal balancer is only the costs part's yardstick.
 const KINDS = ['embedded', 'haproxy', 'cluster', 'pm2']
 
 // Why a kind cannot run here, or null.
@@ -35,8 +39,9 @@ function unavailable (kind) {
 // `timeout` (ms): the pool's --timeout and --heartbeat-timeout, so that a hung worker is ended
 // within a run. `poolArgs`: more `pool start` flags (the embedded balancer's options...).
 // `queueTimeout` (ms) and `maxQueue` (HAProxy mode): the generated config's --queue-timeout
-// and --max-queue.
-async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, maxQueue, poolArgs = [], app }) {
+// and --max-queue. `accessLog`: the embedded balancer's access log, as by default (the other
+// parts turn it off).
+async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, maxQueue, poolArgs = [], app, accessLog = false }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-front-'))
   const workerPorts = await freePorts(workers)
   const [port, statsPort] = await freePorts(2)
@@ -49,7 +54,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
     haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout, maxQueue })
     front = ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   } else {
-    front = ['--port', String(port), '--no-access-log']
+    front = ['--port', String(port), ...(accessLog ? [] : ['--no-access-log'])]
   }
   const pool = startPoolProcess([...common, ...front, ...poolArgs], app ? { app } : {})
   // However the pool ends (stop(), or stopAll() on Ctrl-C or a failure), its temp dir goes.
@@ -163,7 +168,26 @@ async function startPm2Front ({ workers, app }) {
   }
 }
 
+async function startMinimalFront ({ workers }) {
+  const ports = await freePorts(workers + 1)
+  const children = await Promise.all(ports.slice(1).map((port) => forkReady('worker.js', { PORT: String(port) })))
+  const balancer = await forkReady('minimal-balancer.js', { CONFIG: JSON.stringify({ port: ports[0], workers: ports.slice(1).map((port) => ({ port })) }) })
+  return {
+    kind: 'minimal',
+    url: `http://127.0.0.1:${ports[0]}`,
+    workerUrl: `http://127.0.0.1:${ports[1]}`,
+    serving: () => children.map((c, i) => ({ slot: i + 1, pid: c.pid })),
+    settle: async () => true,
+    processes: () => ({ front: [balancer.pid], workers: children.map((c) => c.pid) }),
+    async stop () {
+      for (const child of [balancer, ...children]) child.kill('SIGKILL')
+      await Promise.all([balancer, ...children].map((c) => c.exited))
+    }
+  }
+}
+
 function startOnce (kind, options) {
+  if (kind === 'minimal') return startMinimalFront(options)
   if (kind === 'cluster') return startClusterFront(options)
   if (kind === 'pm2') return startPm2Front(options)
   return startPoolFront(kind, options)

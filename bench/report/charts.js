@@ -140,28 +140,20 @@ function overheadPeak (rows, peak) {
   })
 }
 
-// bench/costs.js: CPU time per request of each front's own processes and of its workers.
+// bench/costs.js: CPU time per request of each front's own processes (all of them together) at
+// each load.
 function costsCpu (data, stat) {
-  const values = data.cpu.flatMap((c) => [
-    ...Object.keys(c.runs[0]?.processes ?? {}).map((name) => dot(stat(c, (x) => x.processes[name]?.cpuUsPerRequest), { series: label(c.front), how: name === 'HAProxy' ? 'HAProxy' : 'the front\'s own process' })),
-    dot(stat(c, (x) => x.workers.cpuUsPerRequest), { series: label(c.front), how: 'the workers, all together' })
-  ]).filter(Boolean)
-  if (!values.length) return null
-  const keys = data.cpu.map((c) => c.front)
-  const enc = {
-    y: { field: 'series', type: 'nominal', title: null, sort: keys.map(label), axis: { labelLimit: 400 } },
-    yOffset: { field: 'how', type: 'nominal', sort: ['the front\'s own process', 'HAProxy', 'the workers, all together'] }
-  }
-  const color = { field: 'how', type: 'nominal', title: null, sort: ['the front\'s own process', 'HAProxy', 'the workers, all together'], scale: { range: ['#1f77b4', '#ff7f0e', '#a0c4e8'] }, legend: { columns: 1, labelLimit: 500 } }
-  return chart('CPU time per request', [`open loop at ${data.config.rate} req/s of ${data.config.ms} ms renders, a new connection each, ${data.config.workers} workers; median of the runs with its 95% interval`, 'the front\'s own process: the supervisor, cluster\'s primary, PM2\'s daemon'], {
-    data: { values },
-    width: 420,
-    height: { step: 16 },
-    layer: [
-      { mark: 'bar', encoding: { ...enc, x: { field: 'value', type: 'quantitative', title: 'CPU µs per request (user + system)' }, color } },
-      { mark: { type: 'rule', color: '#222222' }, encoding: { ...enc, x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } } },
-      { mark: { type: 'text', align: 'left', dx: 4, fontSize: 10 }, encoding: { ...enc, x: { field: 'hi', type: 'quantitative' }, text: { field: 'value', type: 'quantitative', format: ',.0f' } } }
-    ]
+  const keys = [...new Set(data.requests.map((c) => c.front))]
+  const values = data.requests.map((c) => dot(stat(c, 'frontUsPerRequest'), { x: data.loads.find((l) => l.key === c.load)?.label ?? c.load, series: label(c.front) })).filter(Boolean)
+  return intervalDots(values, {
+    title: 'CPU time per request of the front\'s own processes',
+    subtitle: `0 ms handler, ${data.config.workers} workers; the minimal balancer is the floor; median of the runs with its 95% interval`,
+    x: null,
+    y: 'CPU µs per request',
+    keys,
+    xSort: data.loads.map((l) => l.label),
+    width: 520,
+    yFormat: ',.0f'
   })
 }
 

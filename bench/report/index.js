@@ -13,6 +13,7 @@ const { toSvg } = require('./vega')
 const { label } = require('./style')
 const { PARTS } = require('./parts')
 const { interval, median, LAG_LIMIT_MS } = require('../lib/stats')
+const { costTargets } = require('../lib/cost-targets')
 
 // ── formatting ──────────────────────────────────────────────────────────────────────────────
 
@@ -517,38 +518,68 @@ function discoveryText (data) {
 
 async function costsSection (r, dir, run) {
   const data = load.costs(dir)
-  r.add('## Costs', 'What a front costs besides latency: CPU time per request and memory, of the front and of each worker; the embedded balancer\'s throughput ceiling with the load generator on another core; and the fronts with renders that burn their core, as many workers as cores, where the front competes with the renders. By `bench/costs.js`.')
-  if (!data?.cpu?.length) return r.add(missing(run, 'costs', 'costs'))
+  r.add('## Costs', 'What a front costs besides latency, read against the floor: a minimal Node balancer for the pool\'s rule (Node\'s http server, one central FIFO, one request per worker, kept-alive worker connections, buffered responses, nothing else: `bench/lib/minimal-balancer.js`). CPU time per request of each front\'s own processes and of its workers at four loads, what one core of the front serves, an idle pool\'s CPU and memory against Node\'s cluster, and the fronts with renders that burn their core. By `bench/costs.js`.')
+  if (!data?.requests?.length && !data?.idle?.length) return r.add(missing(run, 'costs', 'costs'))
   const c = data.config
   const stat = (cell, f) => interval(cell.runs, f)
-  const rows = []
-  for (const cell of data.cpu) {
-    const names = Object.keys(cell.runs[0]?.processes ?? {})
-    for (const name of names) rows.push([label(cell.front), name, ci(stat(cell, (x) => x.processes[name]?.cpuUsPerRequest), int), ci(stat(cell, (x) => x.processes[name]?.rssMb), (v) => v.toFixed(1))])
-    rows.push([label(cell.front), `each of ${c.workers} workers (CPU: all together)`, ci(stat(cell, (x) => x.workers.cpuUsPerRequest), int), ci(stat(cell, (x) => x.workers.rssMb), (v) => v.toFixed(1))])
+  const loads = data.loads ?? []
+  const cell = (front, key) => data.requests.find((x) => x.front === front && x.load === key)
+  // Each front's CPU per request, and its ratio to the minimal balancer's, round by round.
+  const ratioToFloor = (x, key) => {
+    const floor = cell('minimal', key)
+    if (!floor || x.front === 'minimal') return null
+    return interval(x.runs.map((y, i) => ({ v: y.frontUsPerRequest / (floor.runs[i] ?? floor.runs[0]).frontUsPerRequest, lag: y.lag })), 'v')
   }
-  r.add(await r.figure('costs-cpu', charts.costsCpu(data, stat), 'CPU time per request of each front\'s own processes and of its workers, with 95% intervals'))
-  r.add(table(['front', 'process', 'CPU µs per request', 'RSS MB'], rows))
-  const cluster = data.cpu.find((x) => x.front === 'cluster')
-  const perWorker = data.cpu.filter((x) => x.front !== 'cluster' && cluster).map((x) => `${label(x.front)} ${ci(interval(x.runs.map((y, i) => ({ v: y.workers.rssMb - (cluster.runs[i] ?? cluster.runs[0]).workers.rssMb })), 'v'), (v) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`)} MB`)
-  r.add(`Open loop at ${c.rate} req/s of ${c.ms} ms renders (Atomics.wait) for ${c.seconds} s per run, ${c.workers} workers per front, ${c.runs} run${c.runs > 1 ? 's' : ''} per front, the fronts taking turns; CPU from /proc (user + system, 10 ms ticks), RSS after the run (the workers': their median). A worker's RSS against a plain cluster worker of the same app, run by run: ${perWorker.join(', ') || '–'}. In HAProxy mode the supervisor is not in the request's path, but each request still reaches it as the worker's messages.`)
-  if (data.ceiling?.runs?.length) {
-    const x = data.ceiling
-    const busy = stat(x, 'frontCore')
-    // The CPU per request at full load, run by run: the busy share of the pinned core over the
-    // requests answered.
-    const perRequest = stat(x, (y) => y.frontCore * 1e6 / y.rps)
-    const saturated = busy.value >= 0.9
-    r.add('### The embedded balancer\'s ceiling')
-    r.add(table(['measured req/s (0 ms handler)', 'the balancer\'s core busy', 'p99 ms', 'its CPU µs per request here'], [[`${saturated ? '' : '≥ '}${ci(stat(x, 'rps'), int)}`, ci(busy, pct), ci(stat(x, 'p99')), ci(perRequest, int)]]))
-    r.add(`autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, the supervisor (its embedded balancer) pinned alone to CPU 0, the ${c.workers} workers and autocannon to CPU 1 (taskset). ${saturated ? 'The balancer\'s core was saturated: the figure is its ceiling here.' : 'The balancer\'s core was not saturated: the load generator and the workers on the other core were the limit, so the balancer\'s ceiling is only known to be above the figure measured (≥).'} The CPU per request here (the core's busy time over the requests answered) is far below the table's above, where each request came on a connection of its own at ${c.rate} req/s and woke the process by itself; here ${c.connections} kept-alive connections keep the loop busy and each of its turns serves many. Other work on the machine can run on CPU 0 too.`)
+  const fronts = [...new Set(data.requests.map((x) => x.front))]
+  if (fronts.length) {
+    r.add(await r.figure('costs-cpu', charts.costsCpu(data, stat), 'CPU time per request of each front\'s own processes at each load, with 95% intervals'))
+    const rows = []
+    for (const front of fronts) {
+      const cells = loads.map((l) => cell(front, l.key))
+      const names = Object.keys(cells.find(Boolean)?.runs[0]?.processes ?? {})
+      for (const name of names) rows.push([label(front), name, ...cells.map((x) => (x ? ci(stat(x, (y) => y.processes[name]?.cpuUsPerRequest), int) : '–'))])
+      if (names.length > 1) rows.push([label(front), '**all its processes**', ...cells.map((x) => (x ? ci(stat(x, 'frontUsPerRequest'), int) : '–'))])
+      if (front !== 'minimal') rows.push([label(front), '÷ the minimal balancer', ...cells.map((x, i) => (x ? ci(ratioToFloor(x, loads[i].key), times) : '–'))])
+      rows.push([label(front), `its ${c.workers} workers, together`, ...cells.map((x) => (x ? ci(stat(x, 'workersUsPerRequest'), int) : '–'))])
+    }
+    r.add(table(['front', 'CPU µs per request', ...loads.map((l) => l.label)], rows))
+    r.add(`A 0 ms handler, ${c.workers} workers per front. Open loop for ${c.seconds} s at each rate (a new connection per request, or kept-alive client connections); saturation: autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, everything sharing the machine's ${data.cores} cores. CPU is every thread's, from /proc schedstat, each process's idle cost (measured for ${c.idleSeconds} s just before) subtracted; ${c.runs} run${c.runs > 1 ? 's' : ''} per cell, the fronts taking turns, ratios taken round by round. The embedded balancer runs with its defaults (access log and metrics on). In HAProxy mode the supervisor is not in the request's path: what it spends per request is what it hears of each.`)
+  }
+  if (data.pinned?.length) {
+    r.add('### One core for the front')
+    const floor = data.pinned.find((x) => x.front === 'minimal')
+    r.add(table(['front', 'req/s measured', 'its core busy', 'req/s per core of the front', '÷ the minimal balancer', 'p99 ms'], data.pinned.map((x) => [
+      label(x.front), ci(stat(x, 'rps'), int), ci(stat(x, 'frontCore'), pct), ci(stat(x, 'perCore'), int),
+      floor && x.front !== 'minimal' ? ci(interval(x.runs.map((y, i) => ({ v: y.perCore / (floor.runs[i] ?? floor.runs[0]).perCore })), 'v'), times) : '–', ci(stat(x, 'p99'))
+    ])))
+    r.add(`autocannon with ${c.connections} keep-alive connections for ${c.peakSeconds} s, a 0 ms handler; the front's processes pinned alone to CPU 0, the workers and autocannon to CPU 1 (taskset). "Per core": the requests answered over the share of CPU 0 the front used, the rate it would serve with that core saturated (the rate measured, when it was). Below ~90% busy the other core was the limit. Other work on the machine can run on CPU 0 too.`)
+  }
+  if (data.idle?.length) {
+    const m = (key, f = ms3) => ci(interval(data.idle, key), f)
+    const mb = (v) => v.toFixed(1)
+    r.add('### An idle pool')
+    r.add(table(['', 'pool', 'Node\'s cluster'], [
+      ['supervisor / primary, CPU ms/s', m('supervisorMsPerS'), m('clusterPrimaryMsPerS')],
+      ['the supervisor in HAProxy mode, CPU ms/s', m('haproxySupervisorMsPerS'), ''],
+      ['a worker, CPU ms/s', m('workerMsPerS'), m('clusterWorkerMsPerS')],
+      ['a worker, RSS MB', m('workerRssMb', mb), m('clusterWorkerRssMb', mb)],
+      ['a worker\'s own memory (private pages), MB', m('workerPrivateMb', mb), m('clusterWorkerPrivateMb', mb)],
+      ['a worker\'s threads', m('workerThreads', int), m('clusterWorkerThreads', int)],
+      ['the pool\'s reaper, once per pool: RSS MB (own)', `${m('reaperRssMb', mb)} (${m('reaperPrivateMb', mb)})`, '']
+    ]))
+    r.add(`${c.workers} workers each, the pool with its defaults and the stats listener on; after 200 requests and ${c.idleSettle} s to settle, CPU over ${c.idleMeasure} s (every thread, /proc schedstat); ${data.idle.length} run${data.idle.length > 1 ? 's' : ''}.`)
+  }
+  const targets = costTargets(data)
+  if (targets.some((t) => t.value !== null)) {
+    r.add('### The cost targets')
+    r.add(table(['figure', 'measured (median of the rounds)', 'target', ''], targets.map((t) => [t.what, t.value === null ? 'not measured' : `${t.unit === '×' ? t.value.toFixed(2) : t.value.toFixed(t.unit === 'ms/s' ? 3 : 1)} ${t.unit}`, `${t.op} ${t.target} ${t.unit}`, t.met === null ? '–' : t.met ? 'met' : '**not met**'])))
   }
   if (data.cpuBound?.some((y) => y.runs.length)) {
     r.add('### CPU-bound renders')
     r.add(table(['front', 'runs', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'send lag p99 ms'], data.cpuBound.filter((y) => y.runs.length).map((y) => [
       label(y.front), runsCell(stat(y, 'p50')), `${ci(stat(y, 'p50'))} (${ci(stat(y, 'ideal50'))})`, `${ci(stat(y, 'p99'))} (${ci(stat(y, 'ideal99'))})`, ci(ratioOf(y, 50), times), ci(ratioOf(y, 99), times), lagCell(y.runs)
     ])))
-    r.add(`${data.cores} workers (one per core) whose renders burn the CPU (a busy loop) for a lognormal service time (median ${c.median} ms, σ ${c.sigma}, cap 500 ms), Poisson arrivals at ρ ${c.cpuRho}, ${c.seconds} s per run; the ideal is the central queue over ${data.cores} servers with the same arrivals and service times. Here the front, the load generator and the renders share the cores: what the front costs shows as latency.`)
+    r.add(`${data.cores} workers (one per core) whose renders burn the CPU (a busy loop) for a lognormal service time (median ${c.median} ms, σ ${c.sigma}, cap 500 ms), Poisson arrivals at ρ ${c.cpuRho}, ${c.cpuSeconds} s per run; the ideal is the central queue over ${data.cores} servers with the same arrivals and service times. Here the front, the load generator and the renders share the cores: what the front costs shows as latency.`)
   }
   r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'costs', null, data))

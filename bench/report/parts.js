@@ -10,7 +10,7 @@
 const PARTS = [
   { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 230, quick: 50 } },
   { name: 'overhead', about: 'latency a front adds to a 0 ms request, new connection and kept alive', script: 'overhead.js', own: true, estimate: { full: 45, quick: 25 } },
-  { name: 'costs', about: 'CPU per request and memory of each front and its workers, the embedded balancer\'s ceiling on a core of its own, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 120, quick: 60 } },
+  { name: 'costs', about: 'CPU per request of each front against a minimal Node balancer (200 new, 200 and 1000 kept-alive req/s, saturation), what one pinned core of each serves, an idle pool\'s CPU and memory against Node\'s cluster, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 660, quick: 150 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1350, quick: 350 } },
   { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 80, quick: 25 } },
   { name: 'soak', about: 'failed requests, capacity over time and reloads asked and done while a worker is SIGKILLed every 2 s and a reload asked every 30 s', script: 'soak.js', own: true, estimate: { full: 320, quick: 95 } },

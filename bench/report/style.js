@@ -7,6 +7,7 @@
 const SERIES = [
   ['ideal', 'ideal central queue', '#222222'],
   ['direct', 'direct (no front)', '#8c8c8c'],
+  ['minimal', 'minimal Node balancer (the floor)', '#7f7f7f'],
   ['pool-worker', 'a pool worker, its own port', '#bcbd22'],
   ['embedded', 'embedded balancer', '#1f77b4'],
   ['embedded-oc', 'embedded, overload control (default)', '#17becf'],

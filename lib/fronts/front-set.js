@@ -29,6 +29,12 @@ class FrontSet {
     }
   }
 
+  // Whether the pool's only front tells it of every request and its end (its tellsRequests):
+  // then no worker need send a message per request.
+  tellsRequests () {
+    return this.list.length === 1 && this.list[0].tellsRequests === true
+  }
+
   // Whether some front implements the optional `hook`.
   listens (hook) {
     return this.list.some((front) => typeof front[hook] === 'function')

@@ -40,6 +40,11 @@
 //                      worker<k> server for every new slot, sending to that slot's port.)
 //   host               optional property: the address the front listens for clients on. The
 //                      HAProxy agent (--agent-port) listens there too unless --agent-host says.
+//   tellsRequests      optional property, true: the front tells the pool of every request it
+//                      gives a worker and of its end (FrontContext requestStarted, requestEnded,
+//                      requestAbandoned). When the pool's only front does, its workers do not
+//                      send a message per request: the front's word arms the hung-request
+//                      timeout and counts requests (--max-requests, backoff, pool status).
 
 /**
  * Everything a front is given of the pool, built once by the Pool and
@@ -62,6 +67,16 @@
  * @property {() => boolean} agentAsked whether an edge has asked the pool's agent about it
  *   (`--agent-port`): something in front watches the pool, and a stop is announced to it
  *   (`drain`) before the front stops taking requests
+ * @property {(worker: { slot: number, pid: number }, request: { method: string, url: string }) => void} requestStarted
+ *   a front that `tellsRequests`: it gave `worker` this request (the hung-request timeout runs
+ *   from now)
+ * @property {(worker: { slot: number, pid: number }, detail?: { answered?: boolean }) => void} requestEnded
+ *   the worker sent the whole answer to the request it was given (`answered` false: the request
+ *   never reached it, its connection refused)
+ * @property {(worker: { slot: number, pid: number }, request: { id: string }) => Promise<void>} requestAbandoned
+ *   the front stopped reading the worker's answer to the request with this X-Request-Id (it
+ *   broke off, or was malformed), while the app may still be working on it: resolves once the
+ *   worker says that request has ended (the pool then counts its end), or the worker is gone
  */
 
 /**
@@ -86,9 +101,10 @@
  *   a table of its own on the status page, each row named by its first cell
  */
 
-// The context for a pool; the functions are the pool's own, bound.
-function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false }) {
-  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked })
+// The context for a pool; the functions are the pool's own, bound. A front started without a
+// pool (tests, benches) gets none.
+function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false, requestStarted = () => {}, requestEnded = () => {}, requestAbandoned = async () => {} }) {
+  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked, requestStarted, requestEnded, requestAbandoned })
 }
 
 class NoFront {

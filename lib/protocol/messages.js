@@ -9,14 +9,16 @@ const VERSION = 1
 // worker → supervisor
 const READY = 'ready' //           { port, rss }            listening, may take requests
 const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
-const BUSY = 'busy' //             { method, url }          a request started
-const IDLE = 'idle' //             { rss, requests }        the request ended
-const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle
-const QUEUED = 'queued' //         { waiting }              a request found the worker busy
+const BUSY = 'busy' //             { method, url }          a request started   } not sent when the front tells
+const IDLE = 'idle' //             { rss, requests }        the request ended   } the pool (POOL_REQUEST_NEWS)
+const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle; also its memory past --max-rss after a request
+const QUEUED = 'queued' //         { waiting, running }     a request found the worker busy with `running` ({ method, url })
 const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
+const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
 
 // supervisor → worker
 const STOP = 'stop' //             finish the running request, close, exit 0
+const WATCH_REQUEST = 'watch-request' // { id }          say when the request with this X-Request-Id ends
 
 function message (type, fields = {}) {
   return { v: VERSION, type, ...fields }
@@ -31,20 +33,23 @@ function isPoolMessage (msg) {
 // never used as sent: a message the supervisor cannot use is dropped, not a reason to throw.
 const MAX_TEXT = 8192
 const MAX_STACK = 65536
+const MAX_ID = 256 // a request id (X-Request-Id: the balancer's, or a client's of at most 128 characters)
 const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
 const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
 const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null
+const request = (v) => v !== null && typeof v === 'object' && typeof v.method === 'string' && typeof v.url === 'string' ? { method: text(v.method, 64), url: text(v.url) } : undefined
 
 const WORKER_MESSAGES = {
   [READY]: (m) => ({ rss: bytes(m.rss) }),
   [BUSY]: (m) => typeof m.method === 'string' && typeof m.url === 'string' ? { method: text(m.method, 64), url: text(m.url) } : null,
   [IDLE]: (m) => count(m.requests) === undefined ? null : { rss: bytes(m.rss), requests: m.requests },
   [HEARTBEAT]: (m) => ({ rss: bytes(m.rss) }),
-  [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting } : null,
+  [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting, running: request(m.running) } : null,
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
     return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
   },
+  [REQUEST_ENDED]: (m) => typeof m.id === 'string' ? { id: text(m.id, MAX_ID) } : null,
   // Without `error`: the app closed its server. With it: the server failed (an accept error).
   [LISTENER_CLOSED]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : null
@@ -70,4 +75,4 @@ function asText (v, max) {
   try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
 }
 
-module.exports = { VERSION, MAX_TEXT, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, STOP, message, isPoolMessage, parseWorkerMessage, serializeError }
+module.exports = { VERSION, MAX_TEXT, MAX_ID, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, REQUEST_ENDED, STOP, WATCH_REQUEST, message, isPoolMessage, parseWorkerMessage, serializeError }

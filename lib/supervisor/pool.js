@@ -12,12 +12,13 @@
 //
 // The tick runs when something happened and at the next deadline, never on a period: one timer,
 // armed after each tick at the earliest deadline of any handle (or the remnants' sweep, or a
-// reload's canary), and moved closer when news brings one closer. A worker's per-request news (a
-// request started or ended, a heartbeat: thousands a second under load) is told to its handle
-// as it comes, and wakes the tick only when it changed what the tick would decide
-// (`heardFrom`); unless a front wants each request's end as it happens (the embedded
-// balancer), a serving worker's channel is then read a batch at a time (`readLater`). An idle
-// pool's supervisor sleeps until a deadline.
+// reload's canary), and moved closer when news brings one closer. Per-request news (a request
+// started or ended: thousands a second under load) comes from the front when it sees every
+// request (the embedded balancer, through its FrontContext), and the workers then send none;
+// otherwise from each worker. Either way it is told to the handle as it comes, and wakes the
+// tick only when it changed what the tick would decide (`news`); a worker's is read a batch at
+// a time (`readLater`), unless a front wants each request's end as it happens. An idle pool's
+// supervisor sleeps until a deadline.
 
 const { EventEmitter } = require('node:events')
 const msg = require('../protocol/messages')
@@ -78,7 +79,10 @@ class Pool extends EventEmitter {
       portOf: (slot) => this.portOf(slot),
       target: () => this.target,
       workerRefusing: (w, detail) => this.workerRefusing(w, detail),
-      agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0
+      agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0,
+      requestStarted: (w, request) => this.frontRequestStarted(w, request),
+      requestEnded: (w, detail) => this.frontRequestEnded(w, detail),
+      requestAbandoned: (w, request) => this.frontRequestAbandoned(w, request)
     })
     this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
     // Stats and agent: the pool's own ports, every mode.
@@ -111,6 +115,10 @@ class Pool extends EventEmitter {
     this.frontsHearEnds = this.fronts.listens('workerIdle')
     this.unread = new Set()
     this.newsTimer = null
+    // Whether the front brings the per-request news (its tellsRequests): the workers are then
+    // forked not to send it.
+    this.frontsTellRequests = this.fronts.tellsRequests()
+    this.watched = new Map() // pid → id → [resolve]: the requests a front abandoned, until they end
     this.unclean = false // the stop had to signal a worker
     this.recentExits = [] // the last worker exits, newest first
     this.startedAt = null
@@ -291,6 +299,71 @@ class Pool extends EventEmitter {
     this.enqueue({ type: EVENT.REFUSING, handle: h, child: h.child, refusals, front })
   }
 
+  // ── a front's word on requests (FrontContext requestStarted, requestEnded, requestAbandoned) ──
+  //
+  // From a front that gives the workers every request they get (tellsRequests): its word on a
+  // request's start and end is the news the workers would otherwise send, told to the handle
+  // as it comes (news). From any other front it changes nothing: the workers say it themselves.
+
+  frontRequestStarted (w, request) {
+    const h = this.frontsTellRequests && this.handleOf(w)
+    if (h) this.news(h, (now) => { h.started(request, now); this.report.busy(h, now) })
+  }
+
+  // `answered` false: the request never reached the worker (its connection was refused).
+  frontRequestEnded (w, { answered = true } = {}) {
+    const h = this.frontsTellRequests && this.handleOf(w)
+    if (!h) return
+    if (answered) this.news(h, (now) => this.answered(h, now))
+    else this.news(h, () => h.withdrawn())
+  }
+
+  // The front stopped reading the worker's answer to the request `id` (its X-Request-Id), while
+  // the app may still be working on it: the worker is asked to say when that request has ended,
+  // and the promise resolves then (its end counted, from a front that tells requests), or when
+  // the process is gone.
+  frontRequestAbandoned (w, { id } = {}) {
+    const h = this.handleOf(w)
+    if (!h || typeof id !== 'string') return Promise.resolve()
+    return new Promise((resolve) => {
+      let ids = this.watched.get(h.pid)
+      if (!ids) this.watched.set(h.pid, ids = new Map())
+      ids.set(id, [...(ids.get(id) ?? []), resolve])
+      if (!h.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))) return this.unwatch(h.pid)
+      this.readNow(h.child) // its answer is awaited: not in the next batch
+    })
+  }
+
+  // The worker says the request `id` a front abandoned has ended (or never reached it).
+  onWatchedEnded (h, id, now) {
+    const waiting = this.watched.get(h.pid)?.get(id)
+    if (!waiting) return
+    this.watched.get(h.pid).delete(id)
+    if (this.frontsTellRequests) this.answered(h, now)
+    for (const resolve of waiting) resolve()
+  }
+
+  // Whatever a front awaits of process `pid` is over: it is gone.
+  unwatch (pid) {
+    const ids = this.watched.get(pid)
+    if (!ids) return
+    this.watched.delete(pid)
+    for (const waiting of ids.values()) for (const resolve of waiting) resolve()
+  }
+
+  // A request ended with the worker's answer, from the front's word or the worker's.
+  answered (h, now) {
+    h.heard(now)
+    h.finished()
+    this.requestEnded(h, now)
+  }
+
+  // The handle of the process a front speaks of, while it still holds its slot.
+  handleOf (w) {
+    const h = this.handles.get(w?.slot)
+    return h && h.child !== null && h.pid === w.pid ? h : undefined
+  }
+
   portOf (slot) { return this.options.workerPort + slot - 1 }
   portsUpTo (slots) { return Array.from({ length: slots }, (_, i) => this.portOf(i + 1)) }
   now () { return this.system.now() }
@@ -469,11 +542,12 @@ class Pool extends EventEmitter {
     switch (m.type) {
       case msg.READY: h.measured(m.rss); return this.onReady(h, now)
       case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
-      case msg.IDLE: h.finished(m); return this.requestEnded(h, now)
+      case msg.IDLE: h.finished(); h.measured(m.rss); return this.requestEnded(h, now)
       case msg.HEARTBEAT: return h.measured(m.rss)
-      case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting)
+      case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting, m.running)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
       case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
+      case msg.REQUEST_ENDED: return this.onWatchedEnded(h, m.id, now)
     }
   }
 
@@ -537,6 +611,7 @@ class Pool extends EventEmitter {
     const pid = h.pid
     const wasReady = h.readyAt !== null
     this.announceGone(h)
+    this.unwatch(pid)
     const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
     this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: now })
@@ -736,7 +811,7 @@ class Pool extends EventEmitter {
   // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild),
   // and a slot's exit to the fronts at once (announceExit). Throws what fork() throws.
   fork ({ slot, host, port }, about) {
-    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
+    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port, requestNews: !this.frontsTellRequests })
     const onGone = about.handle ? () => this.announceExit(about.handle, child) : undefined
     watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.fromWorker(event), onGone })
     return child
@@ -821,7 +896,7 @@ const ON_WORKER = {
   [EVENT.CHANNEL_BROKEN]: (pool, h, e) => pool.onChannelBroken(h, e.problem),
   [EVENT.EXIT]: (pool, h, e, now) => pool.onExit(h, e, now),
   [EVENT.SPAWN_ERROR]: (pool, h, e, now) => pool.onSpawnError(h, e.error, now),
-  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.options.warmupRequests); return pool.onReady(h, now) },
+  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.frontsTellRequests ? 0 : pool.options.warmupRequests); return pool.onReady(h, now) },
   [EVENT.WARMUP_FAILED]: (pool, h, e) => pool.onWarmupFailed(h, e.error),
   [EVENT.RELEASED]: (pool, h) => h.released(),
   [EVENT.RECYCLE]: (pool, h) => h.recycleWhenPossible('recycle'), // the replace step drains it

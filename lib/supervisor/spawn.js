@@ -27,16 +27,18 @@ const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
+// `requestNews`: whether the worker tells of each request's start and end (false when the front
+// does: its tellsRequests).
 // The worker's stdout and stderr are pipes read by the supervisor (captureOutput):
 // what the app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with
 // slot and pid, not raw text between the JSON lines.
-function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
-  const child = spawnWorker({ options: o, app, workers, slot, host, port })
+function forkWorker ({ options: o, logger, app, workers, slot, host, port, requestNews = true }) {
+  const child = spawnWorker({ options: o, app, workers, slot, host, port, requestNews })
   captureOutput(child, { logger, slot, port })
   return child
 }
 
-function spawnWorker ({ options: o, app, workers, slot, host, port }) {
+function spawnWorker ({ options: o, app, workers, slot, host, port, requestNews = true }) {
   const env = { ...process.env, ...o.env }
   // Node's own IPC channel is never set up in a worker (through it the app could break the
   // supervisor), even when the options' env names one.
@@ -64,6 +66,10 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
+      // Without per-request news, the worker reads its memory after each request only with
+      // --max-rss, and says so only past it.
+      POOL_REQUEST_NEWS: requestNews ? 'on' : 'off',
+      POOL_MAX_RSS: String(o.maxRss > 0 ? o.maxRss * 1024 * 1024 : 0),
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
       // Who forked it: by it the pool's reaper finds what this process left running once it is

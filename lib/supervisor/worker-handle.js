@@ -18,7 +18,8 @@
 //   booting    ready                                the worker listens (message 'ready')
 //   booting    warming → ready                      with --warmup: it listens, then answered
 //                                                   its warm-up requests
-//   ready      busy ⇄ ready                         a request starts / ends ('busy' / 'idle')
+//   ready      busy ⇄ ready                         a request starts / ends (the front's word, or
+//                                                   the worker's 'busy' / 'idle')
 //   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling, a
 //                                                   listener that closed (the port refuses)
 //   any live   dead                                 the process exited, or its fork failed
@@ -68,7 +69,8 @@ class WorkerHandle {
     this.lastSeen = null
     this.request = null // { method, url, startedAt } while a request runs
     this.requests = 0 // served by the current process, warm-up excluded
-    this.warmupServed = 0 // warm-up requests the current process answered
+    this.warmupEndsHeard = 0 // warm-up requests whose end the current process told while warming
+    this.warmupEndsLate = 0 // warm-up requests answered whose end it has yet to tell
     this.totalRequests = 0 // served in this slot, all processes
     this.queued = 0 // requests that reached the worker while it was busy
     this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
@@ -117,7 +119,8 @@ class WorkerHandle {
     this.lastSeen = now
     this.request = null
     this.requests = 0
-    this.warmupServed = 0
+    this.warmupEndsHeard = 0
+    this.warmupEndsLate = 0
     this.rss = null
     this.killReason = null
     this.drain = null
@@ -136,11 +139,12 @@ class WorkerHandle {
     return true
   }
 
-  // Its `count` warm-up requests were answered: the worker's own count of requests starts with
-  // them. Their ends may be heard later than this (behind HAProxy a worker's news is read in
-  // batches), so they are known by their number, not by when they are heard.
+  // Its `count` warm-up requests were answered, and the worker tells of each request's end
+  // (count 0 when it does not: a front tells of requests, and warm-ups do not pass through it).
+  // Those ends may be heard later than this (behind HAProxy a worker's news is read in batches):
+  // the ones not heard yet are known by their number, not by when they are heard.
   warmedUp (count) {
-    if (this.#state === 'warming') this.warmupServed = count
+    if (this.#state === 'warming') this.warmupEndsLate = Math.max(0, count - this.warmupEndsHeard)
   }
 
   // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
@@ -157,22 +161,30 @@ class WorkerHandle {
     if (this.#state === 'ready') this.transition('busy')
   }
 
-  // A request ended. Past --max-requests the process is due for recycling. A warm-up request
-  // counts for none of it: the worker counts it, the handle takes it off.
-  finished ({ requests, rss }) {
+  // A request ended, answered. Past --max-requests the process is due for recycling. A warm-up
+  // request counts for none of it.
+  finished () {
     this.request = null
     if (this.#state === 'busy') this.transition('ready')
-    if (this.#state === 'warming' || requests <= this.warmupServed) { this.rss = rss; return } // a warm-up's end
-    this.requests = requests - this.warmupServed
+    if (this.#state === 'warming') { this.warmupEndsHeard++; return }
+    if (this.warmupEndsLate > 0) { this.warmupEndsLate--; return } // a warm-up's end, heard late
+    this.requests++
     this.totalRequests++
     if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
-    this.measured(rss)
   }
 
-  // The process's resident memory, as a request's end or a heartbeat reported it. A serving
-  // process past --max-rss is due for recycling, busy or idle: a leak that grows between
-  // requests is caught without waiting for one.
+  // A request a front told of never reached the worker (its connection was refused): nothing to
+  // count, only its clock to stop.
+  withdrawn () {
+    this.request = null
+    if (this.#state === 'busy') this.transition('ready')
+  }
+
+  // The process's resident memory, as a request's end or a heartbeat reported it (null: not
+  // measured). A serving process past --max-rss is due for recycling, busy or idle: a leak that
+  // grows between requests is caught without waiting for one.
   measured (rss) {
+    if (rss === null || rss === undefined) return
     this.rss = rss
     const maxRss = this.policy.maxRss
     if (this.ready && this.recycleDue === null && maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'

@@ -74,7 +74,9 @@ class WorkerReport {
   }
 
   // A request reached the worker while it was busy (a front misconfigured: it should never be).
-  queued (h, now, waiting) { this.emit('queued', { ...h.snapshot(now), waiting }) }
+  // `running`: the request the worker was busy with, as it says ({ method, url }); the
+  // snapshot's `request` is the latest its front told of, which may be the one that waits.
+  queued (h, now, waiting, running) { this.emit('queued', { ...h.snapshot(now), waiting, running: running ?? null }) }
 
   // The app's stack once; the crash loop that follows repeats only the short line, at debug.
   bootError (h, error) {

@@ -10,7 +10,7 @@ const { CHANNEL_ENV } = require('../protocol/channel')
 // cluster worker), for the pool channel. PORT, POOL_WORKER_ID and POOL_WORKERS are the app's.
 // POOL_SUPERVISOR stays: the app's processes inherit it, which is how a later pool finds what
 // this one left running.
-const RUNTIME_ENV = [CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT']
+const RUNTIME_ENV = [CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT', 'POOL_REQUEST_NEWS', 'POOL_MAX_RSS']
 
 function readEnvironment (env = process.env) {
   return {
@@ -23,7 +23,12 @@ function readEnvironment (env = process.env) {
     // SIGTERM and SIGKILL (the pool's --kill-timeout).
     supervisorPid: Number(String(env.POOL_SUPERVISOR || '').split(':')[0]) || null,
     killTimeout: Number(env.POOL_KILL_TIMEOUT) || 5000,
-    logLevel: env.POOL_LOG_LEVEL || 'info'
+    logLevel: env.POOL_LOG_LEVEL || 'info',
+    // Whether the worker tells of each request's start and end: not when the front in front of
+    // it tells the supervisor itself (the embedded balancer). Then, with --max-rss (in bytes
+    // here), it reads its memory after each request and says so only past the limit.
+    requestNews: env.POOL_REQUEST_NEWS !== 'off',
+    maxRss: Number(env.POOL_MAX_RSS) || 0
   }
 }
 

@@ -1,8 +1,9 @@
 'use strict'
 
 // The worker's link to its supervisor: the pool channel's worker end. Over it the worker reports
-// (ready, busy, idle, heartbeat, a listener that closed) and hears one thing, stop. Its close is
-// how the worker knows its supervisor is gone, however it died.
+// (ready, busy, idle, heartbeat, a listener that closed, the end of a request it was asked to
+// watch) and hears two things: stop, and which request to watch. Its close is how the worker
+// knows its supervisor is gone, however it died.
 
 const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
@@ -15,13 +16,18 @@ class SupervisorLink {
     this.channel = null // null when this process was not forked by a pool
   }
 
-  // onStop(): the supervisor asks the worker to finish and leave. onGone(): the channel closed.
-  // beforeHeartbeat(): a look at the worker's own state before each heartbeat goes.
-  open ({ onStop, onGone, beforeHeartbeat }) {
+  // onStop(): the supervisor asks the worker to finish and leave. onWatch(id): to say when the
+  // request with that X-Request-Id has ended. onGone(): the channel closed. beforeHeartbeat():
+  // a look at the worker's own state before each heartbeat goes.
+  open ({ onStop, onWatch, onGone, beforeHeartbeat }) {
     this.channel = channel.workerEnd()
     if (!this.channel) return
     channel.readFrames(this.channel, {
-      onMessage: (m) => { if (msg.isPoolMessage(m) && m.type === msg.STOP) onStop() },
+      onMessage: (m) => {
+        if (!msg.isPoolMessage(m)) return
+        if (m.type === msg.STOP) onStop()
+        else if (m.type === msg.WATCH_REQUEST && typeof m.id === 'string') onWatch(m.id)
+      },
       onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
     })
     // A worker whose loop is stuck for good cannot hear the close: the pool's reaper ends it.

@@ -34,6 +34,8 @@ class WorkerRuntime {
       slot: this.env.slot,
       port: this.env.port,
       host: this.env.host,
+      requestNews: this.env.requestNews,
+      maxRss: this.env.maxRss,
       link: this.link,
       logger,
       failBoot: this.onBootFailure,
@@ -63,6 +65,7 @@ class WorkerRuntime {
     globalThis[RUNTIME_KEY] = this
     this.link.open({
       onStop: () => this.stop(),
+      onWatch: (id) => this.slotServer.watch(id),
       onGone: () => this.orphaned(),
       beforeHeartbeat: () => this.slotServer.checkListener()
     })

@@ -6,17 +6,37 @@
 // another runs waits here, first in first out, instead of interleaving with it on the event loop.
 
 // Take over `server`'s 'request' listeners and dispatch requests to them one at a time.
-// hooks: onStart(req), onEnd(req), onQueued(waitingCount), onIdle() once nothing runs or waits.
+// hooks: onStart(req), onEnd(req), onQueued(waitingCount, runningReq), onIdle() once nothing runs
+// or waits.
+// whenEnded(id, fn): fn() once the request with that X-Request-Id, running or waiting, has ended;
+// false when no such request is here.
 function serializeRequests (server, hooks = {}) {
   const listeners = server.listeners('request')
   server.removeAllListeners('request')
 
   const waiting = []
   let running = null
+  const watched = new Map() // X-Request-Id → [fn]: requests whose end the supervisor awaits
 
   function release (req, res) {
     running = null
     hooks.onEnd?.(req, res)
+    if (watched.size > 0) ended(req)
+  }
+
+  function ended (req) {
+    const id = req.headers['x-request-id']
+    const fns = watched.get(id)
+    if (!fns) return
+    watched.delete(id)
+    for (const fn of fns) fn()
+  }
+
+  function whenEnded (id, fn) {
+    const here = (req) => req.headers['x-request-id'] === id
+    if (!(running !== null && here(running)) && !waiting.some((w) => here(w.req))) return false
+    watched.set(id, [...(watched.get(id) ?? []), fn])
+    return true
   }
 
   function dispatch (req, res) {
@@ -53,7 +73,10 @@ function serializeRequests (server, hooks = {}) {
     while (waiting.length > 0) {
       const { req, res } = waiting.shift()
       // A client that left while waiting needs no render.
-      if (req.socket.destroyed) continue
+      if (req.socket.destroyed) {
+        if (watched.size > 0) ended(req)
+        continue
+      }
       return dispatch(req, res)
     }
     hooks.onIdle?.()
@@ -62,12 +85,13 @@ function serializeRequests (server, hooks = {}) {
   server.on('request', (req, res) => {
     if (running === null) return dispatch(req, res)
     waiting.push({ req, res })
-    hooks.onQueued?.(waiting.length)
+    hooks.onQueued?.(waiting.length, running)
   })
 
   return {
     get busy () { return running !== null },
-    get waiting () { return waiting.length }
+    get waiting () { return waiting.length },
+    whenEnded
   }
 }
 

@@ -2,7 +2,9 @@
 
 // The server on the slot's port: which of the app's listen() calls the worker takes over, how it
 // listens with that server (the one-request guard, the timeouts the balancer needs, low fds), and
-// what it reports of it to the supervisor (each request's start and end, a listener that closed).
+// what it reports of it to the supervisor (each request's start and end unless the front tells
+// them, its memory past --max-rss, a listener that closed, the end of a request it was asked to
+// watch).
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -12,13 +14,16 @@ const { servingOf, protocolOf, unservableError, appError } = require('./servable
 const { interceptListen, requestedPort } = require('./adopt')
 
 class SlotServer {
-  // `link`: the supervisor's. `logger()`: the worker's. The runtime's side: `failBoot(err)`,
-  // `booted()` and `stopping()` (its state), `onReady()` once the server listens, `onDrained()`
-  // once nothing runs or waits.
-  constructor ({ slot, port, host, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
+  // `link`: the supervisor's. `logger()`: the worker's. `requestNews`: whether each request's
+  // start and end is told (not when the front tells the supervisor itself); `maxRss`: bytes,
+  // --max-rss (0: none). The runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its
+  // state), `onReady()` once the server listens, `onDrained()` once nothing runs or waits.
+  constructor ({ slot, port, host, requestNews = true, maxRss = 0, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
     this.slot = slot
     this.port = port
     this.host = host
+    this.requestNews = requestNews
+    this.maxRss = maxRss
     this.link = link
     this.logger = logger
     this.failBoot = failBoot
@@ -133,11 +138,11 @@ class SlotServer {
     }
     this.server = server
     this.guard = serializeRequests(server, {
-      onStart: (req) => this.link.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }),
-      onEnd: () => this.requestEnded(),
+      onStart: this.requestNews ? (req) => this.link.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }) : null,
+      onEnd: this.requestNews ? () => this.requestEnded() : this.maxRss > 0 ? () => this.checkMemory() : null,
       onIdle: () => { if (this.stopping()) setImmediate(this.onDrained) },
-      onQueued: (waiting) => {
-        this.link.send(msg.QUEUED, { waiting })
+      onQueued: (waiting, running) => {
+        this.link.send(msg.QUEUED, { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
         this.logger().warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (one request at a time)`)
       }
     })
@@ -159,6 +164,20 @@ class SlotServer {
   requestEnded () {
     this.requests++
     this.link.send(msg.IDLE, { rss: process.memoryUsage.rss(), requests: this.requests })
+  }
+
+  // Without per-request news, the supervisor hears of the worker's memory in its heartbeats, and
+  // after a request that left it past --max-rss (a read of /proc each request, while it is set).
+  checkMemory () {
+    const rss = process.memoryUsage.rss()
+    if (rss > this.maxRss) this.link.send(msg.HEARTBEAT, { rss })
+  }
+
+  // The supervisor asks when the request with this X-Request-Id ends (its front gave up reading
+  // the answer while the app may still run it): said at once if it is not here.
+  watch (id) {
+    const said = () => this.link.send(msg.REQUEST_ENDED, { id })
+    if (!this.guard || !this.guard.whenEnded(id, said)) said()
   }
 
   // After ready, a server that no longer listens leaves a worker that heartbeats, looks ready,

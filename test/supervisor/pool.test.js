@@ -124,6 +124,47 @@ t.test('the embedded balancer from the library: balancer, port and its other opt
   t.same(await pool.stop(), { clean: true })
 })
 
+// The frames each worker writes to the supervisor, by type, read from the supervisor's end of
+// its channel beside the pool.
+function framesOf (pool) {
+  const counts = {}
+  for (const h of pool.handles.values()) {
+    h.child.stdio[3].on('data', (bytes) => {
+      for (const m of bytes.toString().matchAll(/"type":"([\w-]+)"/g)) counts[m[1]] = (counts[m[1]] ?? 0) + 1
+    })
+  }
+  return counts
+}
+
+t.test('behind the embedded balancer a worker sends no message per request: the balancer\'s word counts requests and arms --timeout', async (t) => {
+  const [port, workerPort] = await freePorts(3)
+  const pool = new Pool({ app: path.join(FIXTURES, 'control.js'), workers: 1, workerPort, logger: silent, balancer: 'embedded', port, timeout: 800 })
+  const seen = { busy: 0, idle: 0 }
+  pool.on('busy', () => seen.busy++)
+  pool.on('idle', () => seen.idle++)
+  t.teardown(() => pool.kill())
+  await pool.start()
+  const frames = framesOf(pool)
+  for (let i = 0; i < 20; i++) t.equal((await request(`http://127.0.0.1:${port}/?i=${i}`)).status, 200)
+  t.same([frames.busy ?? 0, frames.idle ?? 0], [0, 0], 'no busy or idle frame from the worker')
+  t.same([pool.workers()[0].requests, seen.busy, seen.idle], [20, 20, 20], 'every request counted, and told as the events')
+  const pid = pool.workers()[0].pid
+  const hung = new Promise((resolve) => pool.once('hung', resolve))
+  request(`http://127.0.0.1:${port}/loop`).catch(() => {})
+  t.match(await hung, { slot: 1, pid, reason: 'timeout', request: { method: 'GET', url: '/loop' } }, 'a request past --timeout is killed, from the balancer\'s word alone')
+})
+
+t.test('behind no balancer of the pool\'s, each worker tells of each request', async (t) => {
+  const [workerPort] = await freePorts(1)
+  const pool = new Pool({ app: path.join(FIXTURES, 'control.js'), workers: 1, workerPort, logger: silent, balancer: 'none' })
+  t.teardown(() => pool.kill())
+  await pool.start()
+  const frames = framesOf(pool)
+  for (let i = 0; i < 3; i++) await request(`http://127.0.0.1:${workerPort}/?i=${i}`)
+  await waitFor(() => pool.workers()[0].requests === 3, { what: 'the requests counted' })
+  t.same([frames.busy, frames.idle], [3, 3])
+})
+
 t.test('unknown options are refused, naming the closest known one', async (t) => {
   const app = path.join(FIXTURES, 'handler.js')
   t.throws(() => new Pool({ app, gracefullTimeout: 1 }), { code: codes.BAD_OPTION, message: 'unknown option gracefullTimeout (did you mean gracefulTimeout?)' })

@@ -29,6 +29,7 @@ class FakeChild extends EventEmitter {
     super()
     this.pid = pid
     this.slot = spec.slot
+    this.requestNews = spec.requestNews
     this.exitCode = null
     this.signalCode = null
     this.sent = []
@@ -72,8 +73,9 @@ function spawnError (code = 'EMFILE', errno = -24) {
 // `advance(ms)` moves the clock and fires the timers it passes, as time would.
 // `sys.failFork(spec)` may return { error, sync }: that fork throws `error` (sync), or hands back
 // a child without a pid whose 'error' follows, as Node's fork() does for EMFILE and EAGAIN.
-// `hearsEnds: false`: the fake front has no workerIdle hook (as HAProxy's).
-function harness (t, options = {}, { hearsEnds = true } = {}) {
+// `hearsEnds: false`: the fake front has no workerIdle hook (as HAProxy's). `tellsRequests`: it
+// tells the pool of each request itself (as the embedded balancer does), through its context.
+function harness (t, options = {}, { hearsEnds = true, tellsRequests = false } = {}) {
   const sys = {
     at: 1e9,
     pids: 1 << 30, // above any real pid: nothing real can ever be signalled
@@ -93,6 +95,7 @@ function harness (t, options = {}, { hearsEnds = true } = {}) {
     bindError: async () => null,
     endLeftovers: async () => ({ ended: [], killed: [], supervisors: [] }),
     startReaper: () => ({ stop () {} }),
+    warmUp: async () => {}, // --warmup: answered at once
     now: () => sys.at,
     timers: new Set(), // { at, fn }: armed, not yet fired
     setTimer: (fn, ms) => { const timer = { at: sys.at + ms, fn }; sys.timers.add(timer); return timer },
@@ -108,6 +111,7 @@ function harness (t, options = {}, { hearsEnds = true } = {}) {
   Object.assign(logger, child({}))
   const front = {
     name: 'fake',
+    tellsRequests,
     calls: [],
     context: null,
     async start (context) { front.context = context },
@@ -171,7 +175,7 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   await started(h, 2)
   const c = h.front.context
   t.not(c, h.pool)
-  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'target', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and the one thing it may tell it)')
+  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'requestAbandoned', 'requestEnded', 'requestStarted', 'target', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and what it may tell it)')
   t.equal(c.agentAsked(), false, 'no agent here: nothing in front watches the pool')
   t.ok(Object.isFrozen(c))
   t.equal(c.logger, h.pool.logger)
@@ -514,6 +518,86 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
     await h.step()
   }
   t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
+})
+
+t.test('a front that tells of each request: its workers send none; its word arms --timeout and counts requests; an abandoned request is watched until the worker says it ended', async (t) => {
+  const h = harness(t, { workers: 2, timeout: 3000, maxRequests: 3, maxRequestsJitter: 0 }, { tellsRequests: true })
+  await started(h, 2)
+  t.same(h.sys.forks.map((c) => c.requestNews), [false, false], 'the workers are forked not to send per-request news')
+  const c = h.front.context
+  const slot = h.pool.handles.get(1)
+  const w = { slot: 1, pid: h.latest(1).pid }
+  const ticks = countTicks(h.pool)
+  c.requestStarted(w, { method: 'GET', url: '/a' })
+  t.same([slot.state, slot.request?.url], ['busy', '/a'], 'the front\'s word: busy with its request')
+  c.requestEnded(w)
+  t.same([slot.state, slot.requests], ['ready', 1], 'and its end, counted')
+  c.requestStarted(w, { method: 'POST', url: '/refused' })
+  c.requestEnded(w, { answered: false })
+  t.same([slot.state, slot.requests], ['ready', 1], 'a request that never reached the worker counts for nothing')
+  c.requestStarted({ slot: 1, pid: 12345 }, { method: 'GET', url: '/old' })
+  t.equal(slot.state, 'ready', 'news of a process that no longer holds the slot is history')
+  await h.step()
+  t.equal(ticks(), 0, 'none of it needed a tick')
+
+  // An answer the front gave up reading: the worker is asked to say when that request ends.
+  c.requestStarted(w, { method: 'GET', url: '/cut' })
+  let released = false
+  c.requestAbandoned(w, { id: 'req-7' }).then(() => { released = true })
+  t.match(h.latest(1).sent, [{ type: 'watch-request', id: 'req-7' }])
+  await h.step()
+  t.same([released, slot.state], [false, 'busy'], 'its place is held, and its --timeout still runs')
+  h.latest(1).say('request-ended', { id: 'req-7' })
+  await h.step()
+  t.same([released, slot.state, slot.requests], [true, 'ready', 2], 'until the worker says so: then it is counted')
+
+  // --max-requests counts the front's word: the third answered request recycles slot 2.
+  const w2 = { slot: 2, pid: h.latest(2).pid }
+  for (let i = 0; i < 3; i++) { c.requestStarted(w2, { method: 'GET', url: '/' }); c.requestEnded(w2) }
+  await h.step()
+  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 2, reason: 'max-requests' })
+
+  // The request's --timeout runs from the front's word.
+  c.requestStarted(w, { method: 'GET', url: '/loop' })
+  await h.advance(3000)
+  t.same(h.latest(1).signals, [], 'not yet')
+  await h.advance(1)
+  t.same(h.latest(1).signals, ['SIGKILL'], 'killed 1 ms past --timeout')
+  t.match(h.logs.find((l) => l.event === 'hung'), { slot: 1, reason: 'timeout', url: '/loop' })
+  let gone = false
+  c.requestAbandoned(w, { id: 'req-8' }).then(() => { gone = true })
+  h.latest(1).exit(null, 'SIGKILL')
+  await h.step()
+  t.ok(gone, 'an abandoned request of a process that exits is over')
+})
+
+t.test('warm-up ends are awaited only from workers that tell of requests: behind a front that tells, the first request counts', async (t) => {
+  for (const tellsRequests of [true, false]) {
+    const h = harness(t, { workers: 1, warmup: ['/w'], warmupRequests: 3 }, { tellsRequests })
+    await started(h, 1)
+    const slot = h.pool.handles.get(1)
+    const w = { slot: 1, pid: h.latest(1).pid }
+    if (tellsRequests) {
+      h.front.context.requestStarted(w, { method: 'GET', url: '/' })
+      h.front.context.requestEnded(w)
+      t.equal(slot.requests, 1, 'told by the front: counted')
+    } else {
+      const child = h.latest(1)
+      for (let i = 1; i <= 3; i++) { child.say('busy', { method: 'GET', url: '/w' }); child.say('idle', { requests: i, rss: 1e6 }) } // the warm-up's ends, heard late
+      child.say('busy', { method: 'GET', url: '/' }); child.say('idle', { requests: 4, rss: 1e6 })
+      await h.step()
+      await h.advance(1000)
+      t.equal(slot.requests, 1, 'told by the worker: its warm-up\'s ends heard late are not counted')
+    }
+  }
+})
+
+t.test('without a front that tells of each request, the workers send it, and a front\'s word changes nothing', async (t) => {
+  const h = harness(t, { workers: 1 })
+  await started(h)
+  t.same(h.sys.forks.map((c) => c.requestNews), [true])
+  h.front.context.requestStarted({ slot: 1, pid: h.latest(1).pid }, { method: 'GET', url: '/a' })
+  t.equal(h.pool.handles.get(1).state, 'ready', 'the workers\' own word is the one counted')
 })
 
 t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled without a request', async (t) => {

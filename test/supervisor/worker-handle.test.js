@@ -77,7 +77,7 @@ t.test('transitions: only along the table, each change reported once, state read
   t.equal(h.becameReady(T0 + 1), true)
   t.equal(h.becameReady(T0 + 2), false, 'a repeated ready does nothing')
   h.started({ method: 'GET', url: '/' }, T0 + 3)
-  h.finished({ requests: 1, rss: 1 })
+  h.finished(); h.measured(1)
   h.startDrain('stop', T0 + 4, 1000)
   h.exited(0, null, T0 + 5, { stopping: true })
   t.same(changes, ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
@@ -161,7 +161,7 @@ t.test('nextDeadline: the first instant due() answers, in every state; what move
   t.equal(h.nextDeadline() - T0, 14001, 'a word from the worker moves it later')
   h.started({ method: 'GET', url: '/' }, T0 + 5000)
   t.equal(dueAt(h, 'request'), 8001, 'a request brings it closer (--timeout 3 s), and no heartbeat applies')
-  h.finished({ requests: 1, rss: 1 })
+  h.finished(); h.measured(1)
   h.heard(T0 + 5100)
   t.equal(h.nextDeadline() - T0, 15101, 'its end: the silence again')
   h.started({ method: 'GET', url: '/' }, T0 + 6000)
@@ -202,7 +202,7 @@ t.test('drain: a busy worker finishes its request first; released only once the 
   h.startDrain('scale-down', T0, 30000)
   h.released()
   t.equal(h.due(T0 + 100), null, 'its request still runs')
-  h.finished({ requests: 1, rss: 1 })
+  h.finished(); h.measured(1)
   carryOut(h, h.due(T0 + 200))
   t.same(child.sent.map((m) => m.type), ['stop'])
   const exit = h.exited(0, null, T0 + 300, { stopping: false })
@@ -291,7 +291,7 @@ t.test('backoff: a process that answered a request respawns at once, however it 
   h.attach(fakeChild(), T0 + 100)
   h.becameReady(T0 + 110)
   h.started({ method: 'GET', url: '/' }, T0 + 11)
-  h.finished({ requests: 1, rss: 1e6 })
+  h.finished(); h.measured(1e6)
   const next = h.exited(null, 'SIGKILL', T0 + 12, { stopping: false })
   t.equal(next.next, 'respawn')
   t.equal(next.reason, 'crashed', 'still an unplanned exit')
@@ -307,7 +307,7 @@ t.test('backoff: a process that answered a request respawns at once, however it 
 
   h.attach(fakeChild(), T0 + 200)
   h.beganWarmup()
-  h.finished({ requests: 5, rss: 1e6 }) // its warm-up
+  h.finished(); h.measured(1e6) // its warm-up
   h.becameReady(T0 + 300)
   h.exited(1, null, T0 + 301, { stopping: false })
   t.equal(h.respawnDelay, 150, 'warm-up requests answered are no proof: backoff grows')
@@ -383,18 +383,28 @@ t.test('recycling: --max-requests (warm-up excluded), --max-rss on any measure, 
   const { h } = handle({ maxRequests: 2, maxRss: 100 })
   h.attach(fakeChild(), T0)
   h.beganWarmup()
-  h.finished({ requests: 2, rss: 1 }) // two of three warm-up requests heard while warming
+  h.finished(); h.finished(); h.measured(1) // two of three warm-up requests heard while warming
   h.warmedUp(3) // the warm-up answered all three
   h.becameReady(T0 + 1)
   h.started({ method: 'GET', url: '/warm' }, T0 + 1) // the third heard late, once ready
-  h.finished({ requests: 3, rss: 1 })
+  h.finished(); h.measured(1)
   t.equal(h.requests, 0, 'a warm-up request heard after ready is not counted')
   t.equal(h.state, 'ready')
-  h.finished({ requests: 4, rss: 1 })
+  h.finished(); h.measured(1)
   t.equal(h.requests, 1)
   t.equal(h.recycleDue, null)
-  h.finished({ requests: 5, rss: 1 })
+  h.finished(); h.measured(1)
   t.equal(h.recycleDue, 'max-requests')
+
+  // Behind a front that tells of requests, warm-ups pass no word at all: none is awaited.
+  const { h: told } = handle({ maxRequests: 2 })
+  told.attach(fakeChild(), T0)
+  told.beganWarmup()
+  told.warmedUp(0)
+  told.becameReady(T0 + 1)
+  told.started({ method: 'GET', url: '/' }, T0 + 1)
+  told.finished()
+  t.equal(told.requests, 1, 'the first request told by the front counts')
 
   const { h: leaky } = readyHandle({ maxRss: 100 })
   leaky.measured(100 * 1024 * 1024)

@@ -3,7 +3,9 @@
 // The embedded balancer: the Front that `pool start` puts before its workers by default. It
 // does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
 // nginx's (request buffering, response read-ahead, /ping), and learns about workers from the supervisor's hooks
-// rather than from health checks. See ../front.js for the interface.
+// rather than from health checks. See ../front.js for the interface. It sees every request a
+// worker is given and its end, and tells the pool (tellsRequests): the workers then send no
+// message per request.
 //
 // This module is the front adapter: the hooks the supervisor calls, the client-facing listener
 // and its stop, the metrics wiring. What happens to each request (admission, its body, the
@@ -31,13 +33,14 @@ const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error 
 class EmbeddedBalancer {
   constructor (options, { logger } = {}) {
     this.name = 'embedded'
+    this.tellsRequests = true
     this.options = options
     this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
     this.context = null // the pool's FrontContext; null when used alone
     this.isStopping = false
     this.isStopped = false
     this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
-    this.slots = new SlotStats({ metrics: null, workers: this.workers }) // counters that outlive each process
+    this.slots = new SlotStats({ workers: this.workers }) // counters that outlive each process
     this.pipeline = new RequestPipeline({
       options,
       log: this.log,
@@ -46,7 +49,6 @@ class EmbeddedBalancer {
       metrics: () => this.metrics,
       isStopping: () => this.isStopping,
       isStopped: () => this.isStopped,
-      supervisorSays: (slot) => this.context?.workers?.().find((w) => w.slot === slot),
       // A worker refusing connections while the pool counts it ready (pipeline.js noteRefusal):
       // false when used alone, with nobody to tell.
       reportRefusing: (w, detail) => {
@@ -59,7 +61,7 @@ class EmbeddedBalancer {
     this.bodyBudget = this.pipeline.bodyBudget
     this.responseBudget = this.pipeline.responseBudget
     this.reclaimer = this.pipeline.reclaimer
-    this.slots.metrics = this.metrics = this.createMetrics(null)
+    this.metrics = this.createMetrics(null)
     this.pingAsked = false // a health check watches the pool: its stop is announced (stopping())
     this.fresh = new Set() // connections accepted whose first request has not arrived yet
     this.server = createFrontServer(options, {
@@ -100,8 +102,10 @@ class EmbeddedBalancer {
 
   async start (context) {
     this.context = context || null
-    // In front of a pool, the balancer's series join the pool's registry.
-    if (this.context?.metrics) this.slots.metrics = this.metrics = this.createMetrics(this.context.metrics)
+    // In front of a pool, the balancer's series join the pool's registry, and the pool hears of
+    // each request a worker is given.
+    if (this.context?.metrics) this.metrics = this.createMetrics(this.context.metrics)
+    if (typeof this.context?.requestStarted === 'function') this.pipeline.news = newsFor(this.context)
     const bound = await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
     this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
@@ -119,18 +123,9 @@ class EmbeddedBalancer {
     this.dispatcher.pump()
   }
 
-  // The supervisor heard the end of a request: a worker whose answer failed may work again.
-  workerIdle (w) {
-    const record = this.workers.get(w.slot)
-    if (!record || record.pid !== w.pid || !record.awaitingIdle) return
-    record.awaitingIdle = false
-    this.dispatcher.release(record)
-  }
-
   workerGone (w) {
     const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return
-    if (record.awaitingIdle) { record.awaitingIdle = false; this.dispatcher.release(record) }
     this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
     this.closeIfNoWorker()
@@ -246,6 +241,17 @@ class EmbeddedBalancer {
   onConnect (socket) {
     this.connectSockets.add(refuseConnect(socket))
     socket.once('close', () => this.connectSockets.delete(socket))
+  }
+}
+
+// What the pipeline tells the pool of each request a worker is given (through its
+// FrontContext): a record is told as the snapshot it came from ({ slot, pid }), a request as
+// { method, url, id }.
+function newsFor (context) {
+  return {
+    started: (record, job) => context.requestStarted(record, job),
+    ended: (record, detail) => context.requestEnded(record, detail),
+    abandoned: (record, job) => context.requestAbandoned(record, job)
   }
 }
 

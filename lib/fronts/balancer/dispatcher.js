@@ -163,12 +163,13 @@ class Dispatcher {
 
   assign (job, record) {
     this.count(job, 'served')
-    record.inFlight++
+    record.take()
     this.onAssign(job, record)
   }
 
+  // One of `record`'s places is free again: the queue has it at once.
   release (record) {
-    record.inFlight--
+    record.release()
     this.pump()
     this.checkDrains()
   }
@@ -359,18 +360,13 @@ class Dispatcher {
   // Take `record` out of the choice for a moment. Called before the failed attempt's release,
   // so that the release cannot hand it the next request.
   bench (record) {
-    this.clock.clearTimeout(record.benchTimer)
-    record.benched = true
-    record.benchTimer = this.clock.setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
-    record.benchTimer.unref()
+    const timer = this.clock.setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
+    timer.unref()
+    record.bench(timer)
   }
 
   unbench (record) {
-    this.clock.clearTimeout(record.benchTimer)
-    record.benchTimer = null
-    if (!record.benched) return
-    record.benched = false
-    this.pump()
+    if (record.unbench()) this.pump()
   }
 
   // True when the invariant above is broken: requests wait while a worker could take one.
@@ -382,7 +378,7 @@ class Dispatcher {
   // stopping), once nothing is left in the queue either. Until then a stopping pool's workers
   // keep serving the queue; a reloading one's drained worker gets nothing new.
   drain (record, { untilQueueEmpty }) {
-    if (!untilQueueEmpty) record.draining = true
+    if (!untilQueueEmpty) record.drain()
     return new Promise((resolve) => {
       this.drains.add({ record, untilQueueEmpty, resolve })
       this.checkDrains()
@@ -394,7 +390,7 @@ class Dispatcher {
     for (const d of this.drains) {
       const done = d.record.gone || (d.record.inFlight === 0 && (!d.untilQueueEmpty || this.queue.length === 0))
       if (!done) continue
-      d.record.draining = true
+      d.record.drain()
       this.drains.delete(d)
       d.resolve()
     }

@@ -2,18 +2,20 @@
 
 // Prometheus metrics of one balancer: in the pool's registry, beside the pool's own series, when
 // it runs in front of a pool (through its FrontContext); in a registry of its own otherwise (never
-// the global one: several pools, or tests, may live in one process). Per-worker gauges are
-// filled when scraped, from the balancer's live view, so they cost nothing per request.
+// the global one: several pools, or tests, may live in one process). Per-worker series are
+// filled when scraped, from the balancer's live view and its per-slot counts, and the request
+// path's histograms are FastHistograms, so that a request costs a few array increments.
 
 const client = require('prom-client')
 const { PoolMetrics } = require('../../observe/metrics')
+const { FastHistogram } = require('../../observe/histogram')
 
 const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60]
 const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
 
 class BalancerMetrics {
-  // view(): { queued, workers: [{ name, slot, state, inFlight }], bodyBytes, bodyBudget,
-  // responseBytes, responseBudget }, read at scrape time.
+  // view(): { queued, workers: [{ name, slot, state, inFlight, requests }], bodyBytes,
+  // bodyBudget, responseBytes, responseBudget }, read at scrape time.
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
     // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
@@ -34,20 +36,20 @@ class BalancerMetrics {
     held('pool_request_body_budget_bytes', 'The body budget (--body-budget; 0: no limit)', 'bodyBudget')
     held('pool_response_bytes', 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget', 'responseBytes')
     held('pool_response_budget_bytes', 'The response budget (--response-budget; 0: no limit)', 'responseBudget')
-    this.queueWait = new client.Histogram({
+    this.queueWait = new FastHistogram({
       name: 'pool_queue_wait_seconds',
       help: 'Time a request waited in the queue before a worker took it',
       buckets: SECONDS_BUCKETS,
       registers
     })
-    this.duration = new client.Histogram({
+    this.duration = new FastHistogram({
       name: 'pool_request_duration_seconds',
       help: 'Time from a request\'s arrival at the balancer to the end of its response, by status code',
-      labelNames: ['code'],
+      labelName: 'code',
       buckets: SECONDS_BUCKETS,
       registers
     })
-    this.workerBusy = new client.Histogram({
+    this.workerBusy = new FastHistogram({
       name: 'pool_worker_busy_seconds',
       help: 'Time a worker was held by one request (the client\'s upload excluded, and its download within --max-response-buffer)',
       buckets: SECONDS_BUCKETS,
@@ -60,11 +62,15 @@ class BalancerMetrics {
       labelNames: ['reason'],
       registers
     })
-    this.workerRequests = new client.Counter({
+    new client.Counter({ // eslint-disable-line no-new
       name: 'pool_worker_requests_total',
       help: 'Requests given to each worker slot',
       labelNames: ['worker'],
-      registers
+      registers,
+      collect () {
+        this.reset()
+        for (const w of view().workers) this.inc({ worker: w.name }, w.requests)
+      }
     })
     new client.Gauge({ // eslint-disable-line no-new
       name: 'pool_worker_in_flight',
@@ -76,8 +82,7 @@ class BalancerMetrics {
         for (const w of view().workers) this.set({ worker: w.name }, w.inFlight)
       }
     })
-    this.durationFor = labelled(this.duration, 'code')
-    this.workerRequestsFor = labelled(this.workerRequests, 'worker')
+    this.durationFor = (code) => this.duration.labels(code)
     new client.Gauge({ // eslint-disable-line no-new
       name: 'pool_worker_state',
       help: `Each worker slot's state as the balancer sees it: 1 for the current one of ${WORKER_STATES.join(', ')}`,
@@ -93,18 +98,4 @@ class BalancerMetrics {
   }
 }
 
-// prom-client hashes the label set on every call; the per-request paths use these cached
-// children instead (a handful of status codes and worker names).
-function labelled (metric, label) {
-  const children = new Map()
-  return (value) => {
-    let child = children.get(value)
-    if (!child) {
-      child = metric.labels({ [label]: value })
-      children.set(value, child)
-    }
-    return child
-  }
-}
-
-module.exports = { labelled, BalancerMetrics, WORKER_STATES }
+module.exports = { BalancerMetrics, WORKER_STATES }

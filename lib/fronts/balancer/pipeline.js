@@ -13,7 +13,8 @@
 //               balancer's own (replies.js); a refused upload's connection lingers (lingering.js)
 
 const { Dispatcher } = require('./dispatcher')
-const { forward } = require('./proxy')
+const { Attempt } = require('./proxy')
+const { SendClock } = require('./relay')
 const { decide, mayReuseConnection } = require('./retry')
 const { failureOf, ATTEMPT_FAILURES } = require('./failures')
 const { refusalOf } = require('./request-rules')
@@ -23,8 +24,10 @@ const { ResponseBudget } = require('./response-budget')
 const { lingerThenClose, isLingering, lingerBytes } = require('./lingering')
 const { Reclaimer, worthReclaiming } = require('./reclaim')
 const headers = require('./headers')
+const { trustsPeerOf } = require('./trust')
 const { replyError, replyPing } = require('./replies')
 const { BalancedRequest } = require('./request')
+const { accessLogger } = require('./access-log')
 const { codes } = require('../../errors')
 
 // The answer to a body the balancer stopped reading (buffering.js), by the error's code.
@@ -41,25 +44,30 @@ const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 // seconds or more of refusals: far longer than a dying worker refuses before it is out of rotation.
 const REFUSALS_BEFORE_REPORT = 3
 
+// Without a pool to tell (the balancer used alone), its news goes nowhere.
+const NOBODY = { started () {}, ended () {}, abandoned () { return null } }
+
 class RequestPipeline {
   // options: the balancer's, resolved (options.js). log: its logger.
   // workers: the WorkerSet (workers.js); slots: the SlotStats (slots.js), both the adapter's.
   // metrics(): the BalancerMetrics of now (the adapter replaces them when it joins a pool).
   // isStopping(), isStopped(): the front's phase (the adapter's hooks decide it): stopping, /ping
   //   answers 503 and answers close their connection; stopped, nothing more is taken or retried.
-  // supervisorSays(slot): the supervisor's snapshot of a slot's worker, or undefined without
-  //   a supervisor (FrontContext workers()).
   // reportRefusing(worker, { refusals }): tells the supervisor a worker refuses connections
   //   (FrontContext workerRefusing); false when nobody could be told.
-  constructor ({ options, log, workers, slots, metrics, isStopping, isStopped, supervisorSays, reportRefusing }) {
+  constructor ({ options, log, workers, slots, metrics, isStopping, isStopped, reportRefusing }) {
     this.options = options
     this.log = log
     this.slots = slots
     this.currentMetrics = metrics
     this.isStopping = isStopping
     this.isStopped = isStopped
-    this.supervisorSays = supervisorSays
+    // The pool's ear for each request a worker is given: { started(record, job), ended(record,
+    // { answered }), abandoned(record, job) → a promise, or null } (the adapter sets it from
+    // the FrontContext's requestStarted, requestEnded and requestAbandoned).
+    this.news = NOBODY
     this.reportRefusing = reportRefusing
+    this.accessLog = options.accessLog ? accessLogger(log) : null
     this.dispatcher = new Dispatcher({
       workers,
       queueTimeout: options.queueTimeout,
@@ -69,7 +77,7 @@ class RequestPipeline {
       onAssign: (job, record) => this.onAssign(job, record),
       // queue_timeout, queue_shed (overload control) or queue_full (a higher class took its place)
       onTurnedAway: (job, reason) => this.safely(job, () => {
-        this.metrics.failures.inc({ reason })
+        this.account(job, { failure: reason })
         this.fail(job, reason)
       })
     })
@@ -80,13 +88,10 @@ class RequestPipeline {
     this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease })
     this.responseBudget = new ResponseBudget(options.responseBudget, { onRelease })
     this.lingerBytes = lingerBytes(options.maxBody)
-    this.attemptOptions = {
-      maxResponseBuffer: options.maxResponseBuffer,
-      proxyTimeout: options.proxyTimeout,
-      budget: this.responseBudget,
-      sendTimeout: options.sendTimeout,
-      onSendTimeout: () => this.metrics.failures.inc({ reason: 'client_send_timeout' })
-    }
+    const sendClock = options.sendTimeout > 0 ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' })) : null
+    // What every attempt is given, on a kept-alive connection (a GET or HEAD) or a new one.
+    const attempt = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout, budget: this.responseBudget, sendClock }
+    this.attemptOptions = { reused: { ...attempt, reuse: true }, fresh: { ...attempt, reuse: false } }
   }
 
   // Since when neither bodies nor responses are held (performance.now()), or null while some are.
@@ -108,10 +113,11 @@ class RequestPipeline {
   // ---- a request's life -------------------------------------------------------------------
   //
   // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
-  // (admit) → attempt on a worker (onAssign) → outcome (onOutcome): its response sent on as it
-  // comes (respond), redispatched, or failed → the client's connection closes (onClientClose).
-  // Every entry point from outside (the HTTP server, timers, attempt outcomes) runs through
-  // `safely`, so an unexpected throw costs that one request.
+  // (admit) → attempt on a worker (onAssign) → its response sent on as it comes (onResponse),
+  // or the attempt failed (onAttemptFailed): redispatched, or answered by the balancer → the
+  // worker's side is over (onWorkerDone) → the client's connection is done with it
+  // (onClientClose). Every entry point from outside (the HTTP server, timers, the attempts)
+  // runs through `safely`, so an unexpected throw costs that one request.
 
   onRequest (req, res, { expectsContinue = false } = {}) {
     // Pipelined behind a refused upload, on a connection that is closing: never served.
@@ -171,103 +177,130 @@ class RequestPipeline {
   // A request turned away by one of the balancer's limits is counted in pool_failures_total; one
   // the rules refuse (request-rules.js), or that arrives as the pool stops, is not.
   refuse (job, reason) {
-    if (LIMITS.has(reason)) this.metrics.failures.inc({ reason })
+    if (LIMITS.has(reason)) this.account(job, { failure: reason })
     this.fail(job, reason)
   }
 
   // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
-  // everything here runs in this request's own boundary.
+  // everything here runs in this request's own boundary. The pool hears that the worker took
+  // the request (its hung-request clock runs from now), then the attempt sends it.
   onAssign (job, record) {
     job.holding = record
     job.assignedAt = performance.now()
     this.safely(job, () => {
-      if (job.attempts === 0) this.metrics.queueWait.observe(job.queueMs / 1000)
+      if (job.attempts === 0) job.firstWaitMs = job.queueMs
       job.attempts++
       job.enter('on-worker')
       job.record = record
-      this.slots.of(record.slot, record.name).requests++
-      this.metrics.workerRequestsFor(record.name).inc()
-      if (!job.head) {
-        const trusted = this.options.isTrustedPeer(job.req.socket.remoteAddress)
-        job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted })
-      }
-      const options = { ...this.attemptOptions, reuse: mayReuseConnection(job.method) }
-      const attempt = forward(job, record, options, {
-        interim: (head) => this.safely(job, () => this.forwardInterim(job, head)),
-        settled: (outcome) => this.safely(job, () => this.onOutcome(job, record, attempt, outcome))
-      })
-      job.attempt = attempt
+      if (job.head === null) job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted: trustsPeerOf(job.req.socket, this.options.isTrustedPeer) })
+      this.news.started(record, job)
+      job.attempt = new Attempt(this, job, record, mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
   }
 
-  onOutcome (job, record, attempt, outcome) {
-    if (outcome.type === 'response') return this.respond(job, attempt, outcome)
-    this.onAttemptFailed(job, record, attempt, outcome)
+  // ---- what an attempt tells (proxy.js) ----------------------------------------------------
+
+  // The worker's response begins: its head goes to the client at once, and its body as it comes.
+  // A response the worker has already sent whole frees the worker first; one stored whole at the
+  // app's request (X-Accel-Buffering: yes) goes out with its length.
+  onResponse (job, attempt) {
+    this.safely(job, () => {
+      if (attempt.complete) this.release(job)
+      if (job.clientGone) return attempt.discard()
+      job.enter('responding')
+      if (!this.writeHead(job, attempt.head, { bodyLength: attempt.stored ? attempt.relay.received : undefined })) return attempt.discard()
+      job.relay = attempt.relay
+      attempt.sendTo(job.res)
+    })
   }
 
-  // Give back the worker's place, once per attempt, and let the queue have it.
-  // The place first, the bookkeeping after: nothing that throws can keep the place.
-  releaseWorker (job) {
-    const record = job.holding
-    if (!record) return
-    job.holding = null
-    const busy = performance.now() - job.assignedAt
-    try {
-      this.dispatcher.release(record, busy)
-    } finally {
-      this.metrics.workerBusy.observe(busy / 1000)
-      this.slots.of(record.slot, record.name).busyMs += busy
-    }
-  }
-
-  // The worker's answer failed (malformed, cut short, or its connection closed), but its app may
-  // still be running the request: a handler that destroyed its response and carries on, say.
-  // The request lets go of the worker now; the worker's place is given back when the supervisor
-  // hears it is idle (workerIdle), or it is gone. Without a supervisor to ask, or when it says
-  // the worker is not busy (the request's end was already heard), at once.
-  releaseWhenIdle (job, record) {
-    const snapshot = this.supervisorSays(record.slot)
-    if (job.holding !== record || !snapshot || snapshot.pid !== record.pid || snapshot.state !== 'busy' || record.gone) return this.releaseWorker(job)
-    job.holding = null
-    record.awaitingIdle = true
-  }
-
-  // The worker's response begins: its head goes to the client at once, and its body as it comes
-  // (proxy.js). A response the worker has already sent whole frees the worker first; one stored
-  // whole at the app's request (X-Accel-Buffering: yes) goes out with its length.
-  respond (job, attempt, { head, complete, stored, length }) {
-    if (complete) this.releaseWorker(job)
-    const discarded = (failure) => this.safely(job, () => this.letGo(job, failure))
-    if (job.clientGone) return attempt.discard(discarded)
-    job.enter('responding')
-    if (!this.writeHead(job, head, { bodyLength: stored ? length : undefined })) return attempt.discard(discarded)
-    attempt.sendTo(job.res, (failure) => this.safely(job, () => this.onWorkerDone(job, failure)))
-  }
-
-  // The worker's side of a response being sent is over: it sent its last byte (failure null),
-  // or the response broke off after it began, and the client sees it cut short (never a
-  // silently short response).
-  onWorkerDone (job, failure) {
-    if (failure) {
-      this.metrics.failures.inc({ reason: failureOf(failure).metric })
+  // The worker's side of a response is over: it sent its last byte (failure null), or the
+  // response broke off after it began, and the client sees it cut short (never a silently short
+  // response). A worker the request no longer needs is given back; when its answer broke off
+  // (its app may still be running the request), once the worker says it is done with it.
+  onWorkerDone (job, attempt, failure) {
+    this.safely(job, () => {
+      if (failure === null) return this.release(job)
+      this.account(job, { failure: failureOf(failure).metric })
       job.res.destroy()
-    }
-    this.letGo(job, failure)
+      this.abandon(job, attempt.record, failure)
+    })
   }
 
   // A 1xx from the worker (103 Early Hints) goes to the client at once, before the response,
   // unless the client speaks HTTP/1.0, which must never get one (RFC 9110 §15.2). A hint Node
   // refuses to write is dropped: it is only a hint.
-  forwardInterim (job, head) {
-    const { req, res } = job
-    if (head.statusCode !== 103 || job.clientGone || res.headersSent || req.httpVersion === '1.0') return
-    const hints = headers.earlyHints(head)
-    if (!hints) return
+  onInterim (job, attempt, head) {
+    this.safely(job, () => {
+      const { req, res } = job
+      if (head.statusCode !== 103 || job.clientGone || res.headersSent || req.httpVersion === '1.0') return
+      const hints = headers.earlyHints(head)
+      if (!hints) return
+      try {
+        res.writeEarlyHints(hints)
+      } catch (err) {
+        this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err }, `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
+      }
+    })
+  }
+
+  onAttemptFailed (job, attempt, failure, error) {
+    this.safely(job, () => this.attemptFailed(job, attempt.record, attempt, failure, error))
+  }
+
+  attemptFailed (job, record, attempt, failure, error) {
+    this.account(job, { failure: failureOf(failure).metric })
+    if (failure === 'bad_response') this.logBadResponse(job, record, error)
+    // A worker that refused or reset the connection is benched before its place is given back,
+    // so that the release cannot hand it the next request. One given up on by the timeout is
+    // still working: it keeps its place until it has sent its answer or died.
+    if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
+    if (failure === 'refused') this.noteRefusal(record, error)
+    if (failure === 'timeout') attempt.discard()
+    else if (failure === 'refused') this.release(job, { reached: false })
+    else this.abandon(job, record, failure)
+    const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
+    if (decision.action === 'answer') return this.fail(job, decision.reason)
+    if (decision.why === 'refused') job.redispatches++
+    else job.replayed = true
+    this.redispatch(job, record, decision.why, error)
+  }
+
+  // ---- the worker's place ------------------------------------------------------------------
+
+  // Give back the worker's place, once per attempt, and let the queue have it. The pool hears
+  // the request ended (`reached` false: it never reached the worker, whose connection was
+  // refused), the place goes back, and the bookkeeping comes last: nothing that throws can keep
+  // the place.
+  release (job, { reached = true, failure = null } = {}) {
+    const record = job.holding
+    if (!record) return
+    job.holding = null
+    const busyMs = performance.now() - job.assignedAt
     try {
-      res.writeEarlyHints(hints)
-    } catch (err) {
-      this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err }, `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
+      this.news.ended(record, { answered: reached })
+      this.dispatcher.release(record)
+    } finally {
+      this.account(job, { worker: record, busyMs, failure: reached ? failure : 'refused' })
     }
+  }
+
+  // The worker's answer failed (malformed, cut short, or its connection closed), but its app may
+  // still be running the request: a handler that destroyed its response and carries on, say.
+  // The request lets go of the worker now; the worker's place is given back once the pool hears
+  // from the worker that the request has ended, or the worker is gone. Without a pool to ask,
+  // at once.
+  abandon (job, record, failure) {
+    if (job.holding !== record) return
+    const ended = record.gone ? null : this.news.abandoned(record, job)
+    if (!ended) return this.release(job, { failure })
+    job.holding = null
+    record.abandon()
+    this.account(job, { worker: record, busyMs: performance.now() - job.assignedAt, failure })
+    ended.then(() => this.safely(job, () => {
+      record.ended()
+      if (!record.gone) this.dispatcher.release(record)
+    }))
   }
 
   // Passes the worker's status and headers on. Node refuses some that our parser accepts
@@ -282,25 +315,6 @@ class RequestPipeline {
     }
   }
 
-  onAttemptFailed (job, record, attempt, { failure, error }) {
-    this.metrics.failures.inc({ reason: failureOf(failure).metric })
-    if (failure !== 'timeout') this.slots.of(record.slot, record.name).failures++
-    if (failure === 'bad_response') this.logBadResponse(job, record, error)
-    // A worker that refused or reset the connection is benched before its place is given back,
-    // so that the release cannot hand it the next request. One given up on by the timeout is
-    // still working: it keeps its place until it has sent its answer or died.
-    if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
-    if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'timeout') attempt.discard((broken) => this.safely(job, () => this.letGo(job, broken)))
-    else if (failure === 'refused') this.releaseWorker(job)
-    else this.releaseWhenIdle(job, record)
-    const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
-    if (decision.action === 'answer') return this.fail(job, decision.reason)
-    if (decision.why === 'refused') job.redispatches++
-    else job.replayed = true
-    this.redispatch(job, record, decision.why, error)
-  }
-
   // A worker whose port refuses connections (ECONNREFUSED: nothing listens) while the supervisor
   // counts it ready: its app closed its listener without the runtime seeing it, say. Benching
   // alone would try it again every second for ever, and with every worker like that every
@@ -309,15 +323,14 @@ class RequestPipeline {
   // gets that far: its exit takes it out of rotation within milliseconds.
   noteRefusal (record, error) {
     if (error?.code !== 'ECONNREFUSED') return // our own failure (EMFILE...) says nothing of the worker
-    record.refusedInARow++
-    if (record.refusedInARow < REFUSALS_BEFORE_REPORT || record.refusingReported || record.gone) return
-    record.refusingReported = this.reportRefusing({ slot: record.slot, pid: record.pid, name: record.name }, { refusals: record.refusedInARow })
+    const refusals = record.refused()
+    if (refusals < REFUSALS_BEFORE_REPORT || record.refusingReported || record.gone) return
+    record.reportedRefusing(this.reportRefusing({ slot: record.slot, pid: record.pid, name: record.name }, { refusals }))
   }
 
   badResponse (job, err) {
     const { metric, answer } = ATTEMPT_FAILURES.bad_response
-    this.metrics.failures.inc({ reason: metric })
-    if (job.record) this.slots.of(job.record.slot, job.record.name).failures++
+    this.account(job, { failure: metric, slot: job.record })
     this.logBadResponse(job, job.record, err)
     this.fail(job, answer)
   }
@@ -328,18 +341,11 @@ class RequestPipeline {
   }
 
   redispatch (job, record, why, error) {
-    this.metrics.redispatches.inc({ reason: why })
+    this.account(job, { redispatch: why })
     this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, err: error },
       `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
     job.enter('queued')
     this.dispatcher.requeue(job)
-  }
-
-  // A worker the request no longer needs: given back, or, when its answer broke off (its app may
-  // still be running the request), once the supervisor hears it idle.
-  letGo (job, failure) {
-    if (failure) this.releaseWhenIdle(job, job.record)
-    else this.releaseWorker(job)
   }
 
   // Answer with the balancer's own error for `reason` (see replies.js). An answer given before
@@ -376,13 +382,13 @@ class RequestPipeline {
 
   internalError (job, err) {
     try {
-      this.metrics.failures.inc({ reason: 'internal_error' })
+      this.account(job, { failure: 'internal_error' })
       this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
         `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
       this.dispatcher.cancel(job)
       if (job.holding) {
-        if (job.attempt) job.attempt.discard((broken) => this.safely(job, () => this.letGo(job, broken)))
-        else this.releaseWorker(job)
+        if (job.attempt && job.attempt.record === job.holding) job.attempt.discard()
+        else this.release(job)
       }
       if (job.res.headersSent) job.res.destroy()
       else this.fail(job, 'internal_error')
@@ -395,33 +401,47 @@ class RequestPipeline {
 
   // Every request ends here, answered or abandoned.
   onClientClose (job) {
+    job.relay?.onClose()
     const finished = job.res.writableFinished || job.lingering
     if (!finished) {
       job.clientLeft()
       this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
       if (!job.reason) {
         job.reason = 'client_aborted'
-        this.metrics.failures.inc({ reason: 'client_aborted' })
+        this.account(job, { failure: 'client_aborted' })
       }
     }
     job.enter('done')
-    const status = finished ? job.res.statusCode : 499
-    const ms = performance.now() - job.arrivedAt
-    this.metrics.durationFor(status).observe(ms / 1000)
-    if (this.options.accessLog) {
-      this.log.info({
-        event: 'request',
-        id: job.id,
-        method: job.method,
-        url: job.url,
-        status,
-        ms: Math.round(ms * 10) / 10,
-        queueMs: Math.round(job.queueMs * 10) / 10,
-        worker: job.record ? job.record.name : undefined,
-        attempts: job.attempts,
-        reason: job.reason || undefined,
-        leftAt: job.goneAt || undefined // the stage a request was at when its client left
-      }, `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : ''))
+    this.account(job, { status: finished ? job.res.statusCode : 499, ms: performance.now() - job.arrivedAt })
+  }
+
+  // ---- counts ------------------------------------------------------------------------------
+
+  // Every count the balancer keeps, in one place. `outcome` is one of:
+  //   { worker, busyMs, failure }  an attempt gave its worker's place back (or left it to the app
+  //                                still running it): the slot's requests, busy time and
+  //                                failures (a timeout is the app's slowness, not its failure)
+  //   { failure, slot? }           a reason of pool_failures_total (`slot`: counted against it)
+  //   { redispatch }               the request goes to another worker, for this reason
+  //   { status, ms }               the request is over: its queue wait, duration, access log
+  // (`job` is null for a failure no request is left to carry: a client cut off by the send clock.)
+  account (job, outcome) {
+    const metrics = this.metrics
+    if (outcome.worker) {
+      const slot = this.slots.of(outcome.worker.slot, outcome.worker.name)
+      slot.requests++
+      slot.busyMs += outcome.busyMs
+      if (outcome.failure !== null && outcome.failure !== undefined && outcome.failure !== 'timeout') slot.failures++
+      metrics.workerBusy.observe(outcome.busyMs / 1000)
+    } else if (outcome.failure) {
+      metrics.failures.inc({ reason: outcome.failure })
+      if (outcome.slot) this.slots.of(outcome.slot.slot, outcome.slot.name).failures++
+    } else if (outcome.redispatch) {
+      metrics.redispatches.inc({ reason: outcome.redispatch })
+    } else {
+      if (job.attempts > 0) metrics.queueWait.observe(job.firstWaitMs / 1000)
+      metrics.durationFor(outcome.status).observe(outcome.ms / 1000)
+      if (this.accessLog !== null) this.accessLog(job, outcome.status, outcome.ms)
     }
   }
 }

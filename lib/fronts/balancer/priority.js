@@ -13,6 +13,7 @@
 // HAProxy's `http-request set-priority-class` is the same idea, with numbers.
 
 const { CLASSES, NORMAL, classIndex, parseRoutes } = require('../../shared/priority')
+const { trustsPeerOf } = require('./trust')
 
 function pathOf (url) {
   const q = url.indexOf('?')
@@ -27,7 +28,7 @@ function classifier ({ header, routes, isTrustedPeer }) {
   return (req) => {
     if (name) {
       const value = req.headers[name]
-      if (value !== undefined && isTrustedPeer(req.socket.remoteAddress)) {
+      if (value !== undefined && trustsPeerOf(req.socket, isTrustedPeer)) {
         const cls = classIndex(value)
         if (cls >= 0) return cls
       }

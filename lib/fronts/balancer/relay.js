@@ -20,18 +20,18 @@
 // once when the client goes. --send-timeout: a client that takes none of the bytes written for
 // it for that long is cut off. As with nginx's send_timeout, the clock runs only while something
 // waits to be sent (a worker slow to render the next part of a page never cuts its client), and
-// progress is seen per write: at most one read of the worker's, 64 KiB.
+// progress is seen per write: at most one read of the worker's, 64 KiB. One SendClock watches
+// every response with bytes waiting (rather than a timer per response).
 
 const { READ_BYTES } = require('./response-budget')
 
 class ResponseRelay {
-  // limit: --max-response-buffer. budget: the ResponseBudget. sendTimeout: ms (0: never);
-  // onSendTimeout(): a client was cut off for it. worker: { pause(), resume() } its reads.
-  constructor ({ limit, budget, sendTimeout, onSendTimeout, worker }) {
-    this.limit = limit
+  // worker: { pause(), resume() } its reads. options: { maxResponseBuffer, budget (the
+  // ResponseBudget), sendClock (the SendClock, or null: no --send-timeout) }.
+  constructor (worker, { maxResponseBuffer, budget, sendClock }) {
+    this.limit = maxResponseBuffer
     this.budget = budget
-    this.sendTimeout = sendTimeout
-    this.onSendTimeout = onSendTimeout
+    this.sendClock = sendClock
     this.worker = worker
     this.mode = 'ahead'
     this.res = null // the client's response, once attached
@@ -45,8 +45,7 @@ class ResponseRelay {
     this.closed = false // the client's response closed: nothing is held for it any more
     this.paused = null // why the worker is not read: 'client', or 'budget'
     this.needDrain = false // mode 'no': the client's socket is full
-    this.progressAt = 0 // when the client's socket last took a write
-    this.sendTimer = null
+    this.progressAt = 0 // when the client's socket last took a write, while the send clock watches
   }
 
   get held () { return this.pendingBytes + this.queued }
@@ -91,8 +90,6 @@ class ResponseRelay {
   attach (res) {
     this.res = res
     if (this.mode === 'store') this.mode = 'ahead' // stored whole, or past `limit`: it goes out now
-    res.once('finish', () => clearTimeout(this.sendTimer))
-    res.once('close', () => this.onClose())
     if (this.mode === 'no') res.on('drain', () => this.onDrain())
     if (this.workerEnded) this.end()
     else this.flush()
@@ -119,15 +116,18 @@ class ResponseRelay {
     const bytes = piece.length
     this.pendingBytes -= bytes
     this.queued += bytes
+    if (this.queued === bytes && this.sendClock !== null) this.sendClock.watch(this)
     if (!this.res.write(piece, () => this.written(bytes))) this.needDrain = true
-    this.armSendTimer()
   }
 
   // The client's socket took `bytes` (or failed with them: 'close' follows).
   written (bytes) {
     if (this.closed) return // given back when it closed
     this.queued -= bytes
-    this.progressAt = performance.now()
+    if (this.sendClock !== null) {
+      if (this.queued === 0) this.sendClock.unwatch(this)
+      else this.progressAt = performance.now()
+    }
     this.budget.giveBack(bytes)
     this.regulate()
   }
@@ -138,10 +138,12 @@ class ResponseRelay {
   }
 
   // The client's response is over: sent, or its client gone (or cut off). Whatever is still
-  // held for it is given back; a worker still sending is read to its end.
+  // held for it is given back; a worker still sending is read to its end. (The pipeline calls
+  // it from the response's 'close'.)
   onClose () {
+    if (this.closed) return
     this.closed = true
-    clearTimeout(this.sendTimer)
+    this.sendClock?.unwatch(this)
     const held = this.queued
     this.queued = 0
     if (held > 0) this.budget.giveBack(held)
@@ -194,26 +196,49 @@ class ResponseRelay {
     if (this.paused === 'budget') this.budget.cancel(this)
     this.paused = null
   }
+}
 
-  // ---- --send-timeout ---------------------------------------------------------------------
-
-  armSendTimer () {
-    if (this.sendTimer !== null || this.sendTimeout === 0) return
-    this.progressAt = performance.now()
-    this.sendTimer = setTimeout(() => this.checkSend(), this.sendTimeout)
+// --send-timeout for every response of a balancer: the responses with bytes waiting for their
+// client, and one timer, running only while there are some, that cuts off each client that
+// took nothing for `timeout` ms. A client is cut off between `timeout` and `timeout` plus a
+// quarter of it (at most a second) after its last progress.
+class SendClock {
+  // timeout: ms (> 0). onTimeout(): a client was cut off for it.
+  constructor (timeout, onTimeout) {
+    this.timeout = timeout
+    this.period = Math.min(1000, Math.max(10, Math.ceil(timeout / 4)))
+    this.onTimeout = onTimeout
+    this.waiting = new Set()
+    this.timer = null
   }
 
-  checkSend () {
-    this.sendTimer = null
-    if (this.closed || this.queued === 0) return // nothing waits: the clock stops
-    const idle = performance.now() - this.progressAt
-    if (idle < this.sendTimeout) {
-      this.sendTimer = setTimeout(() => this.checkSend(), this.sendTimeout - idle)
-      return
+  // `relay` has bytes waiting: its clock runs from now.
+  watch (relay) {
+    relay.progressAt = performance.now()
+    this.waiting.add(relay)
+    if (this.timer === null) this.arm()
+  }
+
+  unwatch (relay) {
+    this.waiting.delete(relay)
+  }
+
+  arm () {
+    this.timer = setTimeout(() => this.sweep(), this.period)
+    this.timer.unref()
+  }
+
+  sweep () {
+    this.timer = null
+    const now = performance.now()
+    for (const relay of this.waiting) {
+      if (now - relay.progressAt < this.timeout) continue
+      this.waiting.delete(relay)
+      this.onTimeout()
+      relay.res.destroy()
     }
-    this.onSendTimeout()
-    this.res.destroy()
+    if (this.waiting.size > 0) this.arm()
   }
 }
 
-module.exports = { ResponseRelay }
+module.exports = { ResponseRelay, SendClock }

@@ -17,7 +17,8 @@ const { requestId } = require('./headers')
 
 // Every field a request carries is declared here, with who writes it: the balancer
 // (pipeline.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
-// (buffering.js, body-budget.js). Nothing else is added to a request on the way.
+// (buffering.js, body-budget.js). Nothing else is added to a request on the way. (The pool, told
+// of it, reads its method, url and id.)
 class BalancedRequest {
   constructor (req, res) {
     // ---- the client's request, as it arrived
@@ -40,12 +41,14 @@ class BalancedRequest {
     this.queueNode = null // its place in the queue (queue.js) while queued, else null
     this.queueTimer = null // the timer of its deadline while queued
     this.queueMs = 0 // time spent queued, over every time it was
+    this.firstWaitMs = 0 // time it waited before its first worker
 
     // ---- on a worker (pipeline.js, proxy.js)
     this.head = null // the request line and headers for the worker, built once (headers.js)
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
     this.holding = null // the worker whose maxconn place this request holds now, until released
     this.attempt = null // the latest attempt (proxy.js), to send or discard its response
+    this.relay = null // the relay (relay.js) of the attempt whose response goes to the client
     this.assignedAt = 0 // when it was last given a worker: the worker's busy time counts from here
     this.attempts = 0 // attempts on workers so far
     this.redispatches = 0 // after refused connections (counted against --retries)

@@ -6,7 +6,8 @@ const http = require('node:http')
 const { trackClose } = require('../../net/listen')
 
 // How often Node checks headersTimeout/requestTimeout. Its default (30 s) would let a slowloris
-// connection live up to 30 s past the timeout.
+// connection live up to 30 s past the timeout. The check runs only while connections are open
+// (checkOnlyWhileConnected): an idle pool is not woken for it.
 const TIMEOUT_CHECK_INTERVAL_MS = 1000
 
 // The largest request head the front accepts (431 above it): Node's default, said out loud.
@@ -29,8 +30,33 @@ function createFrontServer (opts, { onRequest, onCheckContinue, onConnect }) {
   }, onRequest)
   server.on('checkContinue', onCheckContinue)
   server.on('connect', onConnect)
+  checkOnlyWhileConnected(server, TIMEOUT_CHECK_INTERVAL_MS)
   // Node answers a malformed or timed-out request itself (400/408/431) and closes.
   return trackClose(server)
+}
+
+// Node checks its connections' timeouts on an interval that runs from the server's listen to
+// its close, connections or not. Once Node has set it up (its own 'listening' listener runs
+// first), its timer is stopped and its check run on a timer of ours, from a first connection to
+// the close of the last one open; the server's close clears it as it would Node's. Should a
+// version of Node not keep it where this looks, its own interval is left to run.
+function checkOnlyWhileConnected (server, interval) {
+  server.once('listening', () => {
+    const key = Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connectionsCheckingInterval')
+    const check = key && server[key]?._onTimeout
+    if (typeof check !== 'function') return
+    clearInterval(server[key])
+    server[key] = null
+    let open = 0
+    server.on('connection', (socket) => {
+      if (open++ === 0) server[key] = setInterval(check, interval).unref()
+      socket.once('close', () => {
+        if (--open > 0) return
+        clearInterval(server[key])
+        server[key] = null
+      })
+    })
+  })
 }
 
 module.exports = { MAX_HEADER_BYTES, createFrontServer }

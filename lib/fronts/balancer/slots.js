@@ -6,8 +6,7 @@
 // and in /status beside this view.
 
 class SlotStats {
-  constructor ({ metrics, workers }) {
-    this.metrics = metrics
+  constructor ({ workers }) {
     this.workers = workers // the WorkerSet: the live record of a slot in rotation
     this.stats = new Map() // slot → counters
   }
@@ -16,10 +15,10 @@ class SlotStats {
   of (slot, name) {
     let s = this.stats.get(slot)
     if (!s) {
+      // Every slot's series exist from its first appearance, at 0, as Prometheus prefers
+      // (metrics.js reads them at each scrape).
       s = { slot, name: name || `worker${slot}`, requests: 0, failures: 0, busyMs: 0 }
       this.stats.set(slot, s)
-      // Every slot's series exist from its first appearance, at 0, as Prometheus prefers.
-      this.metrics.workerRequestsFor(s.name).inc(0)
     }
     return s
   }

@@ -1,9 +1,9 @@
 'use strict'
 
-// Keep-alive connections from the balancer to one worker, and the exchange of one request and
-// its response over one of them. Plain sockets: the request goes out in a single write, the
-// response is read by response-parser.js, and when something fails the exchange says how far it
-// got (see `failure` below), which is what retry's decide() decides on.
+// Keep-alive connections from the balancer to one worker. Plain sockets: a request goes out in a
+// single write, and its response is read by the strict parser, whose handler is the attempt that
+// sent the request: socket → parser → attempt. When something fails, the connection says how far
+// the attempt got (`failureOf`), which is what the retry rules decide on.
 
 const net = require('node:net')
 const { ResponseParser } = require('./response-parser')
@@ -20,17 +20,27 @@ class WorkerGoneError extends PoolError {
   constructor (message) { super(codes.WORKER_GONE, message) }
 }
 
+// One connection, carrying one attempt at a time. The attempt is told, besides the parser's
+// calls (onInterim, onHead, onBody, onComplete):
+//   onReadEnd()              everything one read brought has been parsed: the attempt acts now,
+//                            outside the parser (whose throws mean "bad bytes from the worker")
+//   onFailed(failure, err)   the connection broke before the response was complete; failure
+//                            (failures.js): 'refused' (never established: the worker saw
+//                            nothing), 'died' (established, closed or reset before any byte of
+//                            a response), 'bad_response' (bytes that are not a valid response),
+//                            'broken_response' (a valid response broke off midway)
 class Connection {
   constructor (pool) {
     this.pool = pool
-    this.exchange = null
+    this.attempt = null
     this.idleSince = 0
     this.maxIdleMs = MAX_IDLE_MS
     this.closed = false
     this.connected = false // the TCP handshake completed: from then on the worker may read what we wrote
+    this.received = false // some byte of the current attempt's response came back
     this.badResponse = false
     this.error = null
-    this.parser = new ResponseParser(this)
+    this.parser = new ResponseParser(null)
     const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
     socket.setNoDelay(true)
     socket.once('connect', () => {
@@ -43,83 +53,13 @@ class Connection {
     socket.on('close', () => this.onClose())
   }
 
-  onData (chunk) {
-    const exchange = this.exchange
-    if (!exchange) return this.socket.destroy() // a worker speaking out of turn
-    exchange.received = true
-    try {
-      this.parser.execute(chunk)
-    } catch (err) {
-      return this.refuseResponse(err)
-    }
-    // Everything this read brought is parsed: the exchange passes it on as one piece. (If it
-    // completed, it already has, and the connection may carry the next exchange by now.)
-    if (this.exchange === exchange) exchange.onReadEnd()
-  }
-
-  // The worker closed its side. That ends a response delimited by the close; anything else is
-  // cut short (died, or broken_response), not malformed.
-  onEnd () {
-    if (!this.exchange) return
-    try {
-      this.parser.end()
-    } catch (err) {
-      this.socket.destroy(err)
-    }
-  }
-
-  // Whatever the parser threw, the bytes on this connection can no longer be trusted: drop it.
-  // The exchange fails as a bad response even if the throw was not a ResponseParseError.
-  refuseResponse (err) {
-    this.badResponse = true
-    this.socket.destroy(err)
-  }
-
-  onClose () {
-    this.closed = true
-    this.pool.forget(this)
-    if (this.exchange) this.exchange.fail(this.error || new Error('the worker closed the connection'))
-  }
-
-  // Parser callbacks, forwarded to the current exchange.
-  onInterim (head) { this.exchange.handlers.onInterim(head) }
-  onHead (head) { this.exchange.onHead(head) }
-  onBody (chunk) { this.exchange.onBody(chunk) }
-  onComplete (keepAlive) {
-    const exchange = this.exchange
-    this.exchange = null
-    if (keepAlive && !this.closed) this.pool.keep(this)
-    else this.socket.destroy()
-    exchange.onComplete()
-  }
-
-  usable (now) {
-    return !this.closed && !this.socket.destroyed && now - this.idleSince < this.maxIdleMs
-  }
-}
-
-// One request/response. handlers: onInterim(head) (a 1xx), onHead(head), onBody(chunk),
-// onReadEnd() (all that one read from the socket brought has been passed on), onEnd(),
-// onError(failure, err) with failure (what retry's decide() reads):
-//   'refused'          the connection never got established: the worker saw nothing
-//   'died'             established, closed or reset before any byte of a response
-//   'bad_response'     the worker's bytes are not a valid response (ResponseParseError)
-//   'broken_response'  a response (valid so far) broke off midway
-// Exactly one of onEnd/onError is called.
-class Exchange {
-  constructor (connection, handlers) {
-    this.connection = connection
-    this.handlers = handlers
-    this.received = false // some byte of a response came back
-    this.state = 'open' // then 'complete' or 'failed'
-    this.error = null
-  }
-
-  get finished () { return this.state !== 'open' }
-
-  send (method, head, body) {
-    const { socket, parser } = this.connection
-    parser.expect(method)
+  // The request goes out in one write; its response's parts go to `attempt`.
+  send (attempt, method, head, body) {
+    this.attempt = attempt
+    this.received = false
+    this.parser.handlers = attempt
+    this.parser.expect(method)
+    const socket = this.socket
     if (body && body.length > 0) {
       socket.cork()
       socket.write(head, 'latin1')
@@ -130,44 +70,78 @@ class Exchange {
     }
   }
 
-  onHead (head) {
-    const hint = keepAliveHint(head.rawHeaders)
-    if (hint) this.connection.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
-    this.handlers.onHead(head)
+  onData (chunk) {
+    const attempt = this.attempt
+    if (!attempt) return this.socket.destroy() // a worker speaking out of turn
+    this.received = true
+    try {
+      this.parser.execute(chunk)
+    } catch (err) {
+      return this.refuseResponse(err)
+    }
+    attempt.onReadEnd()
   }
 
-  onBody (chunk) { this.handlers.onBody(chunk) }
-
-  onReadEnd () { this.handlers.onReadEnd() }
-
-  onComplete () {
-    this.state = 'complete'
-    this.connection.pool.active.delete(this)
-    this.handlers.onEnd()
+  // The worker closed its side. That ends a response delimited by the close; anything else is
+  // cut short (died, or broken_response), not malformed.
+  onEnd () {
+    const attempt = this.attempt
+    if (!attempt) return
+    try {
+      this.parser.end()
+    } catch (err) {
+      return this.socket.destroy(err)
+    }
+    attempt.onReadEnd()
   }
 
-  fail (err) {
-    if (this.finished) return
-    this.state = 'failed'
-    this.error = err
-    this.connection.pool.active.delete(this)
-    this.handlers.onError(this.failureOf(err), err)
+  // Whatever the parser threw, the bytes on this connection can no longer be trusted: drop it.
+  // The attempt fails as a bad response even if the throw was not a ResponseParseError.
+  refuseResponse (err) {
+    this.badResponse = true
+    this.socket.destroy(err)
   }
 
-  failureOf (err) { // eslint-disable-line n/handle-callback-err -- not a callback: it names the failure from the attempt's own state
-    if (this.connection.badResponse) return 'bad_response'
+  onClose () {
+    this.closed = true
+    this.pool.forget(this)
+    const attempt = this.attempt
+    if (!attempt) return
+    this.attempt = null
+    this.parser.handlers = null
+    attempt.onFailed(this.failureOf(), this.error || new Error('the worker closed the connection'))
+  }
+
+  failureOf () {
+    if (this.badResponse) return 'bad_response'
     if (this.received) return 'broken_response'
     // The request is written as soon as it is handed over, so once the connection was
     // established the worker may have read it, whatever our write callback says.
-    return this.connection.connected ? 'died' : 'refused'
+    return this.connected ? 'died' : 'refused'
   }
 
-  // Back-pressure while a client falls behind (proxy.js). Only while this exchange owns the
-  // connection: a listener left over from it must not resume the next request's reads.
-  pause () { if (this.connection.exchange === this) this.connection.socket.pause() }
-  resume () { if (this.connection.exchange === this) this.connection.socket.resume() }
+  // The response is whole (from the parser, through the attempt): the connection is free for
+  // the next attempt, or closed.
+  done (keepAlive) {
+    this.attempt = null
+    this.parser.handlers = null
+    if (keepAlive && !this.closed) this.pool.keep(this)
+    else this.socket.destroy()
+  }
 
-  abort (err) { this.connection.socket.destroy(err) }
+  // A worker's `Keep-Alive: timeout=N`: an idle connection is not reused past N - 1 s.
+  heard (head) {
+    const hint = keepAliveHint(head.rawHeaders)
+    if (hint) this.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
+  }
+
+  // Back-pressure while a client falls behind (relay.js), from the attempt it carries.
+  pause (attempt) { if (this.attempt === attempt) this.socket.pause() }
+  resume (attempt) { if (this.attempt === attempt) this.socket.resume() }
+
+  usable (now) {
+    return !this.closed && !this.socket.destroyed && now - this.idleSince < this.maxIdleMs
+  }
 }
 
 function keepAliveHint (rawHeaders) {
@@ -189,35 +163,37 @@ class ConnectionPool {
     this.maxIdle = maxIdle
     this.onConnect = onConnect
     this.idle = [] // most recently used last: reused first, so the others age out
-    this.active = new Set()
+    this.open = new Set() // every connection not closed yet
     this.closed = false
   }
 
-  // Start a request on an idle connection (when `reuse` allows), or a new one.
-  request (method, head, body, handlers, { reuse = true } = {}) {
+  // Sends `attempt`'s request on an idle connection (when `reuse` allows), or a new one.
+  // Returns the connection.
+  send (attempt, method, head, body, { reuse = true } = {}) {
     const now = Date.now()
     let connection
     while (reuse && (connection = this.idle.pop())) {
       if (connection.usable(now)) break
       connection.socket.destroy()
     }
-    if (!connection) connection = new Connection(this)
-    const exchange = new Exchange(connection, handlers)
-    connection.exchange = exchange
-    this.active.add(exchange)
-    exchange.send(method, head, body)
-    return exchange
+    if (!connection) {
+      connection = new Connection(this)
+      this.open.add(connection)
+    }
+    connection.send(attempt, method, head, body)
+    return connection
   }
 
   keep (connection) {
     if (this.closed || this.idle.length >= this.maxIdle) return connection.socket.destroy()
     connection.idleSince = Date.now()
-    // It may have been paused for a slow client; the next exchange must read.
+    // It may have been paused for a slow client; the next attempt must read.
     if (connection.socket.isPaused()) connection.socket.resume()
     this.idle.push(connection)
   }
 
   forget (connection) {
+    this.open.delete(connection)
     const i = this.idle.indexOf(connection)
     if (i >= 0) this.idle.splice(i, 1)
   }
@@ -225,9 +201,8 @@ class ConnectionPool {
   // The worker is gone: fail what is in flight, close everything.
   destroy (reason) {
     this.closed = true
-    for (const connection of this.idle.splice(0)) connection.socket.destroy()
     const err = reason instanceof Error ? reason : new WorkerGoneError(String(reason))
-    for (const exchange of [...this.active]) exchange.connection.socket.destroy(err)
+    for (const connection of [...this.open]) connection.socket.destroy(connection.attempt ? err : undefined)
   }
 }
 

@@ -4,7 +4,8 @@
 // serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
 // connection only benches a worker briefly, because the supervisor's word on it may be a few
 // milliseconds behind the socket's. Refusals in a row are counted, for the supervisor to hear of
-// a worker that refuses while it lives (pipeline.js noteRefusal).
+// a worker that refuses while it lives (pipeline.js noteRefusal). A record changes only through
+// its own methods.
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
 
@@ -15,12 +16,12 @@ class WorkerRecord {
     this.pid = snapshot.pid
     this.host = snapshot.host || '127.0.0.1'
     this.port = snapshot.port
-    this.inFlight = 0
+    this.inFlight = 0 // places taken: requests on it, and those whose app may still run (abandoned)
+    this.abandoned = 0 // of those, the requests whose answer failed while the app may still run them
     this.draining = false
     this.gone = false
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
     this.benchTimer = null
-    this.awaitingIdle = false // its last answer failed while its app may still be running the request
     this.refusedInARow = 0 // connections refused since the last one established
     this.refusingReported = false
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: maxconn, onConnect: () => { this.refusedInARow = 0 } })
@@ -36,6 +37,39 @@ class WorkerRecord {
     if (this.benched) return 'benched'
     return 'ready'
   }
+
+  // ---- its places (the Dispatcher's) -------------------------------------------------------
+
+  take () { this.inFlight++ }
+  release () { this.inFlight-- }
+
+  // A request's answer failed while its app may still run it: its place is kept until the
+  // worker says the request ended (ended()), or the worker is gone.
+  abandon () { this.abandoned++ }
+  ended () { this.abandoned-- }
+
+  drain () { this.draining = true }
+
+  // Given nothing until unbenched (the Dispatcher's timer, or the supervisor's word).
+  bench (timer) {
+    clearTimeout(this.benchTimer)
+    this.benched = true
+    this.benchTimer = timer
+  }
+
+  unbench () {
+    clearTimeout(this.benchTimer)
+    this.benchTimer = null
+    const was = this.benched
+    this.benched = false
+    return was
+  }
+
+  // ---- refusals (pipeline.js noteRefusal) ------------------------------------------------------
+
+  // One more connection refused in a row; returns how many.
+  refused () { return ++this.refusedInARow }
+  reportedRefusing (told) { this.refusingReported = told }
 
   // Stop talking to this worker: its process is gone or going. What is in flight fails now
   // (and may be redispatched) rather than when the socket notices.
@@ -91,7 +125,7 @@ class WorkerSet {
       }
       return undefined
     }
-    for (const record of list) if (this.canTake(record)) return record
+    for (let i = 0; i < list.length; i++) if (this.canTake(list[i])) return list[i]
     return undefined
   }
 
@@ -103,7 +137,7 @@ class WorkerSet {
   // How many requests the workers in rotation can hold at once (a benched one is back soon).
   places () {
     let n = 0
-    for (const r of this.records) if (!r.draining) n += this.maxconn
+    for (let i = 0; i < this.records.length; i++) if (!this.records[i].draining) n += this.maxconn
     return n
   }
 

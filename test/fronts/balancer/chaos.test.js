@@ -110,7 +110,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   // A request that reached a worker while it was busy, with the request that was running there.
   const queuedBehind = []
   pool.on('queued', (w) => {
-    const q = w.request ? new URL(w.request.url, 'http://x').searchParams : new URLSearchParams()
+    const q = w.running ? new URL(w.running.url, 'http://x').searchParams : new URLSearchParams()
     queuedBehind.push({ act: q.get('act'), valid: q.get('act') === 'malformed' && MALFORMED[Number(q.get('v'))].startsWith('HTTP/1.1 204') })
   })
 

@@ -63,7 +63,7 @@ t.test('a request goes straight to a free worker only when nobody waits', async 
   d.submit(job('a'))
   d.submit(job('b'))
   t.equal(d.submit(job('c')), 'queued')
-  record(2).benched = true // out of the choice, as after a refused connection
+  record(2).bench(null) // out of the choice, as after a refused connection
   d.release(record(2)) // b's place back: the queue has no worker to take it while 2 is benched
   t.equal(d.queued, 1, 'c still waits')
   d.unbench(record(2))

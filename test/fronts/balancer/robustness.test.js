@@ -126,8 +126,8 @@ t.test('a response with bytes after its end (a 204 with a body) cannot be read a
 t.test('an unexpected throw in the balancer costs one request (500), is logged with its stack, and frees the worker', async (t) => {
   const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
   const { pipeline } = balancer // the request pipeline (pipeline.js) answers the client
-  const original = pipeline.respond // passes the worker's answer on
-  pipeline.respond = function () { this.respond = original; throw new Error('boom in the balancer') }
+  const original = pipeline.writeHead // passes the head of the worker's answer on
+  pipeline.writeHead = function () { this.writeHead = original; throw new Error('boom in the balancer') }
   const r = await request(`${balancer.base}/ok?first`)
   t.equal(r.status, 500)
   t.match(r.body, /internal error|failed while handling/)

@@ -1,0 +1,48 @@
+'use strict'
+
+// The floor of a Node balancer for the pool's rule, against which bench/costs.js reads the
+// embedded balancer's cost: Node's http server, one central FIFO, at most one request per
+// worker, kept-alive connections to the workers, buffered responses; no logs, no metrics, no
+// retries, no limits. $CONFIG: JSON { port, workers: [{ port }] }.
+
+const http = require('node:http')
+
+const { port, workers } = JSON.parse(process.env.CONFIG)
+const free = workers.map((w) => ({ port: w.port, agent: new http.Agent({ keepAlive: true, maxSockets: 1 }) }))
+const queue = []
+
+function dispatch () {
+  while (queue.length > 0 && free.length > 0) forward(queue.shift(), free.shift())
+}
+
+function forward ({ req, res, body }, worker) {
+  const headers = { ...req.headers }
+  delete headers.connection // the client's, not the worker connection's (kept alive)
+  const done = () => { free.push(worker); dispatch() }
+  const upstream = http.request({ host: '127.0.0.1', port: worker.port, method: req.method, path: req.url, headers, agent: worker.agent }, (answer) => {
+    const chunks = []
+    answer.on('data', (chunk) => chunks.push(chunk))
+    answer.on('end', () => {
+      done()
+      res.writeHead(answer.statusCode, answer.headers)
+      res.end(Buffer.concat(chunks))
+    })
+  })
+  upstream.on('error', () => {
+    done()
+    res.writeHead(502)
+    res.end()
+  })
+  upstream.end(body)
+}
+
+http.createServer((req, res) => {
+  const chunks = []
+  req.on('data', (chunk) => chunks.push(chunk))
+  req.on('end', () => {
+    queue.push({ req, res, body: Buffer.concat(chunks) })
+    dispatch()
+  })
+}).listen(port, '127.0.0.1', () => process.send({ ready: true }))
+
+process.on('disconnect', () => process.exit(0))
