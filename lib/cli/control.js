@@ -73,6 +73,9 @@ const WATCH = {
   interval: { flag: 'interval', kind: 'duration', default: 1000, group: 'Watch', describe: 'With --watch: how often the status is asked for and shown' }
 }
 const MIN_INTERVAL = 100
+// A watched pool that closed the connection unanswered is asked again this often, this many times.
+const CLOSED_RETRY_MS = 100
+const CLOSED_RETRIES = 5
 
 const status = command({
   command: 'status',
@@ -110,7 +113,7 @@ async function watch (argv, interval) {
     const started = Date.now()
     let s
     try {
-      s = await send(argv, 'status', {}, { lookAround: previous === null })
+      s = previous === null ? await send(argv, 'status', {}, { lookAround: true }) : await statusOrGone(argv)
     } catch (err) {
       if (previous === null) { screen?.leave(); throw err } // as `pool status`: no pool here
       const gone = ['missing', 'refused', 'closed'].includes(err.details?.reason)
@@ -125,6 +128,21 @@ async function watch (argv, interval) {
     }
     previous = current
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, interval - (Date.now() - started))))
+  }
+}
+
+// A watched pool's status. A pool that is stopping may take the connection and close it
+// unanswered as it closes its socket (the request then meets the close, or a reset): asked again
+// a moment later, one that went away says so plainly (its socket gone or refusing), and one that
+// is still there answers.
+async function statusOrGone (argv) {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await send(argv, 'status', {}, { lookAround: false })
+    } catch (err) {
+      if (!['closed', 'io'].includes(err.details?.reason) || tries === CLOSED_RETRIES) throw err
+      await new Promise((resolve) => setTimeout(resolve, CLOSED_RETRY_MS))
+    }
   }
 }
 

@@ -143,6 +143,42 @@ t.test('pool status --watch against a running pool', async (t) => {
   }
 })
 
+t.test('pool status --watch: a pool that takes the connection and hangs up unanswered as it goes is reported gone, as a pool already gone is', async (t) => {
+  // As a pool closing its control socket at the end of a stop can: the watch asks again before
+  // it tells, and what it tells does not depend on which of the two moments its request met.
+  const ports = await freePorts(1)
+  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-watch-gone-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const control = path.join(dir, 'pool.sock')
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--control', control])
+  t.teardown(() => pool.stop('SIGKILL'))
+  await pool.waitLog((r) => r.event === 'started')
+  // The socket the watch is given: its first two connections reach the pool; the third is
+  // taken and closed unanswered, and the socket goes with it.
+  const front = path.join(dir, 'front.sock')
+  let connections = 0
+  const server = require('node:net').createServer((client) => {
+    if (++connections > 2) {
+      client.destroy()
+      server.close()
+      return
+    }
+    const upstream = require('node:net').connect(control)
+    client.pipe(upstream).pipe(client)
+    upstream.on('error', () => client.destroy())
+    client.on('error', () => upstream.destroy())
+  })
+  await new Promise((resolve) => server.listen(front, resolve))
+  t.teardown(() => server.close())
+  const watcher = spawnChild(process.execPath, [BIN, 'status', '--watch', '--interval', '100ms', '--control', front])
+  t.teardown(() => { if (watcher.exitCode === null) watcher.kill('SIGKILL') })
+  const gone = await watcher.exited
+  t.equal(gone.code, 1, 'exit 1')
+  t.match(watcher.err, /^pool: pool pid \d+ went away: no pool is running on control socket /, 'gone, as a pool whose socket is gone is')
+  t.equal(watcher.err.split('\n').length, 2, `one line: ${watcher.err}`)
+  t.equal(connections, 3, 'it asked twice, then met the unanswered connection')
+})
+
 t.test('--watch with no pool fails as pool status does; --interval alone or too short is refused', async (t) => {
   const [port] = await freePorts(1)
   const none = await runPool(['status', '--watch', '--port', String(port)])

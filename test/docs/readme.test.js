@@ -43,7 +43,8 @@ t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
   // tested on (22 and 24, which scripts/setup fetched), and the script installs what the tests start.
   const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8')
   t.match(ci, /^scripts\/setup\n/m)
-  t.match(ci, /^for version in "\$\{NODE_VERSIONS\[@\]\}"; do\n(.*\n)?\s+PATH="\$\(node_bin "\$version"\):\$PATH" npm test\ndone$/m, 'npm test under each version')
+  t.match(ci, /^for version in "\$\{NODE_VERSIONS\[@\]\}"; do\n(.*\n)*?.*PATH="\$\(node_bin "\$version"\):\$PATH" npm test\b.*\n(.*\n)*?done$/m, 'npm test under each version')
+  t.match(ci, /exit 1/, 'and fails when a run failed')
   const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
   t.same(versions.map((v) => v.split('.')[0]), ['22', '24'], 'Node.js 22 and 24')
   t.match(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).engines.node, '>=22', 'engines says what is tested')
