@@ -1,14 +1,18 @@
 'use strict'
 
 // Public API of `pool`. See README.md and index.d.ts.
-// `Pool` loads the supervisor when first asked for: an app's require('pool').listen() runs in a
-// worker process, which loads none of the supervisor's modules.
 const { listen } = require('./lib/worker/listen')
 const { PoolError, codes } = require('./lib/errors')
 
-module.exports = {
-  get Pool () { return require('./lib/supervisor/pool').Pool },
-  listen,
-  PoolError,
-  codes
+// `Pool` loads the supervisor when first asked for: an app's require('pool').listen() runs in a
+// worker process, which loads none of the supervisor's modules.
+const supervisor = {
+  get Pool () { return require('./lib/supervisor/pool').Pool }
 }
+
+// A getter of this form (returning a property, enumerable first) is one Node's ESM loader reads
+// as a named export, so `import { Pool } from 'pool'` works too.
+Object.defineProperty(exports, 'Pool', { enumerable: true, get: function () { return supervisor.Pool } })
+exports.listen = listen
+exports.PoolError = PoolError
+exports.codes = codes
