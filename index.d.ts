@@ -59,7 +59,12 @@ export interface WorkerSnapshot {
   restarts: number
   /** bytes, as last reported by the worker */
   rss: number | null
+  /** the request running longest, null when none runs */
   request: RunningRequest | null
+  /** requests it runs now (more than 1 only with workerConcurrency above 1) */
+  open: number
+  /** requests it may hold at once (workerConcurrency) */
+  concurrency: number
   lastExit: { pid: number, code: number | null, signal: string | null, reason: string, at: number } | null
 }
 
@@ -147,6 +152,11 @@ export interface Front {
   workerReady(worker: WorkerSnapshot): void
   /** optional: the worker reported the end of a request. With it the supervisor reads each end as it comes; without it (no front in the pool has it) a busy worker's news is read in batches, 250 ms apart */
   workerIdle?(worker: WorkerSnapshot): void
+  /**
+   * optional, with workerConcurrency above 1: every request the worker holds (`open`) awaits I/O,
+   * its event loop idle; `last` is the X-Request-Id of the request it started last
+   */
+  workerAwaiting?(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail: { open: number, last: string }): void
   /** sync and fast; called from the worker's exit event itself, or before the pool signals it */
   workerGone(worker: WorkerSnapshot): void
   drain(worker: WorkerSnapshot): Promise<void>
@@ -171,7 +181,13 @@ export interface SupervisorOptions {
   workerHost?: string
   /** port of slot 1; slot i listens on workerPort + i - 1. Default 9002 */
   workerPort?: number
-  /** a request running longer gets its worker SIGKILLed. Default 30000 */
+  /**
+   * requests one worker may hold at once. Above 1, with the embedded balancer, a worker holding
+   * requests is given another only while all of them await I/O (its event loop idle); the
+   * worker's own guard runs at most this many at once. Default 1 (one request per worker)
+   */
+  workerConcurrency?: number
+  /** a request running longer gets its worker SIGKILLed (each request's own clock). Default 30000 */
   timeout?: number
   /** a worker not ready within this is killed. Default 60000 */
   bootTimeout?: number

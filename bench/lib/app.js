@@ -7,7 +7,8 @@
 //
 // `?busy=1` burns the CPU for the service time instead (a busy loop), for the CPU-bound variant.
 // `?wait=` awaits that many ms before answering, its event loop idle meanwhile, as a page that
-// awaits its data does (the worker still takes one request at a time).
+// awaits its data does (the worker still takes one request at a time), and `?after=` blocks the
+// event loop that many ms more once the data is there (the render's second half).
 // `?kb=` sends a body of that many KB (for the buffering measurement). `?late=MS` streams the
 // answer, as React's renderToPipeableStream writes a page: a shell of `?shell=` KB (4 by
 // default) as soon as the render is done, then the `kb` KB of the rest MS later, chunked: the
@@ -42,13 +43,14 @@ function createApp ({ onBusy } = {}) {
     const hang = params.get('hang') === '1'
     const busy = params.get('busy') === '1'
     const wait = Number(params.get('wait') || 0)
+    const after = Number(params.get('after') || 0)
     let received = 0
     req.on('data', (c) => { received += c.length })
     req.on('end', () => {
       if (hang) Atomics.wait(sleeper, 0, 0) // no timeout: never returns
       if (busy) spin(ms)
       else block(ms)
-      if (wait > 0) setTimeout(answer, wait)
+      if (wait > 0) setTimeout(() => { block(after); answer() }, wait)
       else answer()
     })
     const answer = () => {

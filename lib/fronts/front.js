@@ -17,6 +17,11 @@
 //                      or its handler's work after the client's connection closed). A front
 //                      with this hook hears each end as it comes; without one in the pool, the
 //                      supervisor reads a serving worker's per-request news in batches.
+//   workerAwaiting(w, { open, last })
+//                      optional, sync. With --worker-concurrency above 1: every request w holds
+//                      (`open` of them) awaits I/O, its event loop idle; `last` is the X-Request-Id
+//                      of the request it started last (a word older than the front's latest
+//                      request to w names another). Told as it comes, never batched.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
 //                      worker's exit event itself (watchChild), or before the pool
@@ -70,9 +75,10 @@
  * @property {(worker: { slot: number, pid: number }, request: { method: string, url: string }) => void} requestStarted
  *   a front that `tellsRequests`: it gave `worker` this request (the hung-request timeout runs
  *   from now)
- * @property {(worker: { slot: number, pid: number }, detail?: { answered?: boolean }) => void} requestEnded
+ * @property {(worker: { slot: number, pid: number }, detail?: { answered?: boolean, request?: object }) => void} requestEnded
  *   the worker sent the whole answer to the request it was given (`answered` false: the request
- *   never reached it, its connection refused)
+ *   never reached it, its connection refused); `request`, the object its start was told with,
+ *   says which ended when a worker holds several (--worker-concurrency)
  * @property {(worker: { slot: number, pid: number }, request: { id: string }) => Promise<void>} requestAbandoned
  *   the front stopped reading the worker's answer to the request with this X-Request-Id (it
  *   broke off, or was malformed), while the app may still be working on it: resolves once the

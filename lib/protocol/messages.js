@@ -15,6 +15,8 @@ const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle;
 const QUEUED = 'queued' //         { waiting, running }     a request found the worker busy with `running` ({ method, url })
 const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
 const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
+const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all await
+//                                                       I/O; `last` is the X-Request-Id of the one started last
 
 // supervisor → worker
 const STOP = 'stop' //             finish the running request, close, exit 0
@@ -49,6 +51,7 @@ const WORKER_MESSAGES = {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
     return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
   },
+  [AWAITING]: (m) => count(m.open) > 0 && typeof m.last === 'string' ? { open: m.open, last: text(m.last, MAX_ID) } : null,
   [REQUEST_ENDED]: (m) => typeof m.id === 'string' ? { id: text(m.id, MAX_ID) } : null,
   // Without `error`: the app closed its server. With it: the server failed (an accept error).
   [LISTENER_CLOSED]: (m) => {
@@ -75,4 +78,4 @@ function asText (v, max) {
   try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
 }
 
-module.exports = { VERSION, MAX_TEXT, MAX_ID, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, REQUEST_ENDED, STOP, WATCH_REQUEST, message, isPoolMessage, parseWorkerMessage, serializeError }
+module.exports = { VERSION, MAX_TEXT, MAX_ID, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, REQUEST_ENDED, AWAITING, STOP, WATCH_REQUEST, message, isPoolMessage, parseWorkerMessage, serializeError }

@@ -118,7 +118,7 @@ class Pool extends EventEmitter {
     // Whether the front brings the per-request news (its tellsRequests): the workers are then
     // forked not to send it.
     this.frontsTellRequests = this.fronts.tellsRequests()
-    this.watched = new Map() // pid → id → [resolve]: the requests a front abandoned, until they end
+    this.watched = new Map() // pid → id → { request, waiting: [resolve] }: the requests a front abandoned, until they end
     this.unclean = false // the stop had to signal a worker
     this.recentExits = [] // the last worker exits, newest first
     this.startedAt = null
@@ -311,24 +311,27 @@ class Pool extends EventEmitter {
   }
 
   // `answered` false: the request never reached the worker (its connection was refused).
-  frontRequestEnded (w, { answered = true } = {}) {
+  // `request`: the one its start named.
+  frontRequestEnded (w, { answered = true, request } = {}) {
     const h = this.frontsTellRequests && this.handleOf(w)
     if (!h) return
-    if (answered) this.news(h, (now) => this.answered(h, now))
-    else this.news(h, () => h.withdrawn())
+    if (answered) this.news(h, (now) => this.answered(h, now, request))
+    else this.news(h, () => h.withdrawn(request))
   }
 
   // The front stopped reading the worker's answer to the request `id` (its X-Request-Id), while
   // the app may still be working on it: the worker is asked to say when that request has ended,
   // and the promise resolves then (its end counted, from a front that tells requests), or when
   // the process is gone.
-  frontRequestAbandoned (w, { id } = {}) {
+  frontRequestAbandoned (w, request = {}) {
     const h = this.handleOf(w)
+    const id = request.id
     if (!h || typeof id !== 'string') return Promise.resolve()
     return new Promise((resolve) => {
       let ids = this.watched.get(h.pid)
       if (!ids) this.watched.set(h.pid, ids = new Map())
-      ids.set(id, [...(ids.get(id) ?? []), resolve])
+      if (!ids.has(id)) ids.set(id, { request, waiting: [] })
+      ids.get(id).waiting.push(resolve)
       if (!h.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))) return this.unwatch(h.pid)
       this.readNow(h.child) // its answer is awaited: not in the next batch
     })
@@ -336,11 +339,11 @@ class Pool extends EventEmitter {
 
   // The worker says the request `id` a front abandoned has ended (or never reached it).
   onWatchedEnded (h, id, now) {
-    const waiting = this.watched.get(h.pid)?.get(id)
-    if (!waiting) return
+    const watch = this.watched.get(h.pid)?.get(id)
+    if (!watch) return
     this.watched.get(h.pid).delete(id)
-    if (this.frontsTellRequests) this.answered(h, now)
-    for (const resolve of waiting) resolve()
+    if (this.frontsTellRequests) this.answered(h, now, watch.request)
+    for (const resolve of watch.waiting) resolve()
   }
 
   // Whatever a front awaits of process `pid` is over: it is gone.
@@ -348,13 +351,13 @@ class Pool extends EventEmitter {
     const ids = this.watched.get(pid)
     if (!ids) return
     this.watched.delete(pid)
-    for (const waiting of ids.values()) for (const resolve of waiting) resolve()
+    for (const { waiting } of ids.values()) for (const resolve of waiting) resolve()
   }
 
   // A request ended with the worker's answer, from the front's word or the worker's.
-  answered (h, now) {
+  answered (h, now, request) {
     h.heard(now)
-    h.finished()
+    h.finished(request)
     this.requestEnded(h, now)
   }
 
@@ -380,7 +383,16 @@ class Pool extends EventEmitter {
   // news behind other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
     if (event.type === EVENT.MESSAGE && event.handle && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
+    if (event.type === EVENT.MESSAGE && event.message.type === msg.AWAITING) return this.awaiting(event.handle, event.child, event.message)
     this.enqueue(event)
+  }
+
+  // A worker whose requests all await I/O (--worker-concurrency above 1) may be given another:
+  // the fronts hear it at once, whatever waits for the tick (the word is about the balancer's
+  // next decision, not the worker's life, which it leaves as it is).
+  awaiting (h, child, { open, last }) {
+    if (!h || child !== h.child) return
+    this.fronts.tell('workerAwaiting', { slot: h.slot, pid: h.pid }, { open, last })
   }
 
   // What the tick would do first with this message, done now (news, below); then, at a request's

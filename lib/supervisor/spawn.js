@@ -70,6 +70,8 @@ function spawnWorker ({ options: o, app, workers, slot, host, port, requestNews 
       // --max-rss, and says so only past it.
       POOL_REQUEST_NEWS: requestNews ? 'on' : 'off',
       POOL_MAX_RSS: String(o.maxRss > 0 ? o.maxRss * 1024 * 1024 : 0),
+      // How many requests its guard runs at once (--worker-concurrency).
+      POOL_WORKER_CONCURRENCY: String(o.workerConcurrency ?? 1),
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
       // Who forked it: by it the pool's reaper finds what this process left running once it is

@@ -67,7 +67,8 @@ class WorkerHandle {
     this.spawnedAt = null
     this.readyAt = null
     this.lastSeen = null
-    this.request = null // { method, url, startedAt } while a request runs
+    this.open = [] // { method, url, startedAt } of each request it runs, oldest first (--worker-concurrency)
+    this.openRefs = [] // beside each, what its teller named it by
     this.requests = 0 // served by the current process, warm-up excluded
     this.warmupEndsHeard = 0 // warm-up requests whose end the current process told while warming
     this.warmupEndsLate = 0 // warm-up requests answered whose end it has yet to tell
@@ -117,7 +118,8 @@ class WorkerHandle {
     this.spawnedAt = now
     this.readyAt = null
     this.lastSeen = now
-    this.request = null
+    this.open = []
+    this.openRefs = []
     this.requests = 0
     this.warmupEndsHeard = 0
     this.warmupEndsLate = 0
@@ -156,16 +158,31 @@ class WorkerHandle {
     return true
   }
 
+  // The request running longest (null: none runs): what status shows, and the first to time out.
+  get request () { return this.open.length > 0 ? this.open[0] : null }
+
+  // A request started. `request` is whatever its teller passes again at its end (a front's
+  // request); a worker's own news of its start and end names none, and ends the oldest: it runs
+  // one request at a time.
   started (request, now) {
-    this.request = { method: request.method, url: request.url, startedAt: now }
+    this.open.push({ method: request.method, url: request.url, startedAt: now })
+    this.openRefs.push(request)
     if (this.#state === 'ready') this.transition('busy')
+  }
+
+  // The request `ref` (or, unnamed, the oldest) is no longer running.
+  stopped (ref) {
+    let i = ref === undefined ? 0 : this.openRefs.indexOf(ref)
+    if (i < 0) i = 0
+    this.open.splice(i, 1)
+    this.openRefs.splice(i, 1)
+    if (this.open.length === 0 && this.#state === 'busy') this.transition('ready')
   }
 
   // A request ended, answered. Past --max-requests the process is due for recycling. A warm-up
   // request counts for none of it.
-  finished () {
-    this.request = null
-    if (this.#state === 'busy') this.transition('ready')
+  finished (ref) {
+    this.stopped(ref)
     if (this.#state === 'warming') { this.warmupEndsHeard++; return }
     if (this.warmupEndsLate > 0) { this.warmupEndsLate--; return } // a warm-up's end, heard late
     this.requests++
@@ -175,10 +192,7 @@ class WorkerHandle {
 
   // A request a front told of never reached the worker (its connection was refused): nothing to
   // count, only its clock to stop.
-  withdrawn () {
-    this.request = null
-    if (this.#state === 'busy') this.transition('ready')
-  }
+  withdrawn (ref) { this.stopped(ref) }
 
   // The process's resident memory, as a request's end or a heartbeat reported it (null: not
   // measured). A serving process past --max-rss is due for recycling, busy or idle: a leak that
@@ -330,7 +344,8 @@ class WorkerHandle {
     if (proven) this.crashes = 0
     this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
-    this.request = null
+    this.open = []
+    this.openRefs = []
     const outcome = { reason, planned, draining, next: 'dead' }
     if (stopping || (draining && draining !== 'listener-closed')) {
       this.respawnAt = now
@@ -443,6 +458,8 @@ class WorkerHandle {
       restarts: this.restarts,
       rss: this.rss,
       request: this.request ? { ...this.request, age: now - this.request.startedAt } : null,
+      open: this.open.length,
+      concurrency: this.policy.workerConcurrency ?? 1,
       lastExit: this.lastExit
     }
   }

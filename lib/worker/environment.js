@@ -10,7 +10,7 @@ const { CHANNEL_ENV } = require('../protocol/channel')
 // cluster worker), for the pool channel. PORT, POOL_WORKER_ID and POOL_WORKERS are the app's.
 // POOL_SUPERVISOR stays: the app's processes inherit it, which is how a later pool finds what
 // this one left running.
-const RUNTIME_ENV = [CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT', 'POOL_REQUEST_NEWS', 'POOL_MAX_RSS']
+const RUNTIME_ENV = [CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT', 'POOL_REQUEST_NEWS', 'POOL_MAX_RSS', 'POOL_WORKER_CONCURRENCY']
 
 function readEnvironment (env = process.env) {
   return {
@@ -28,7 +28,10 @@ function readEnvironment (env = process.env) {
     // it tells the supervisor itself (the embedded balancer). Then, with --max-rss (in bytes
     // here), it reads its memory after each request and says so only past the limit.
     requestNews: env.POOL_REQUEST_NEWS !== 'off',
-    maxRss: Number(env.POOL_MAX_RSS) || 0
+    maxRss: Number(env.POOL_MAX_RSS) || 0,
+    // Requests the guard runs at once (--worker-concurrency); above 1 the worker says when every
+    // request it holds awaits I/O.
+    concurrency: Math.max(1, Math.floor(Number(env.POOL_WORKER_CONCURRENCY)) || 1)
   }
 }
 

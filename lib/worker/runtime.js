@@ -36,6 +36,7 @@ class WorkerRuntime {
       host: this.env.host,
       requestNews: this.env.requestNews,
       maxRss: this.env.maxRss,
+      concurrency: this.env.concurrency,
       link: this.link,
       logger,
       failBoot: this.onBootFailure,

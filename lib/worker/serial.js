@@ -1,25 +1,39 @@
 'use strict'
 
-// The one-request-at-a-time guard. A pool worker serves a single request at a time: that is the
-// whole point of the pool, and it must hold even when the balancer in front gets it wrong (a
-// misconfigured maxconn, a client talking to the port directly). A request that arrives while
-// another runs waits here, first in first out, instead of interleaving with it on the event loop.
+// The in-process guard: a pool worker runs at most `concurrency` requests at once (K,
+// --worker-concurrency; 1 by default: one request at a time, the whole point of the pool), and
+// that holds even when whatever is in front gets it wrong (a misconfigured maxconn, a client
+// talking to the port directly). A request that arrives while K run waits here, first in first
+// out, instead of interleaving with them on the event loop.
+//
+// With K above 1 the guard also says when the worker may take one more: once the synchronous
+// part of every request it holds is over and its event loop has come round to the check phase
+// (a setImmediate queued when a request starts or ends: whatever the handler queued before it,
+// a streaming renderer's first pass, has run), every request left awaits I/O. It says so once
+// per change of what the balancer may decide (onAwaiting), never for a request that ended
+// before that check: a worker that renders on the CPU and answers says nothing.
 
-// Take over `server`'s 'request' listeners and dispatch requests to them one at a time.
+// Take over `server`'s 'request' listeners and dispatch requests to them, at most `concurrency`
+// at a time.
 // hooks: onStart(req), onEnd(req), onQueued(waitingCount, runningReq), onIdle() once nothing runs
-// or waits.
+// or waits; with concurrency > 1, onAwaiting(open, lastReq): the `open` requests running all
+// await I/O, `lastReq` the one started last.
 // whenEnded(id, fn): fn() once the request with that X-Request-Id, running or waiting, has ended;
 // false when no such request is here.
-function serializeRequests (server, hooks = {}) {
+function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   const listeners = server.listeners('request')
   server.removeAllListeners('request')
 
   const waiting = []
-  let running = null
+  const running = new Set() // in start order
+  let lastStarted = null
   const watched = new Map() // X-Request-Id → [fn]: requests whose end the supervisor awaits
+  const looks = concurrency > 1 && typeof hooks.onAwaiting === 'function'
+  let said = false // told that every request running awaits I/O, and nothing started since
+  let lookQueued = false
 
   function release (req, res) {
-    running = null
+    running.delete(req)
     hooks.onEnd?.(req, res)
     if (watched.size > 0) ended(req)
   }
@@ -34,13 +48,28 @@ function serializeRequests (server, hooks = {}) {
 
   function whenEnded (id, fn) {
     const here = (req) => req.headers['x-request-id'] === id
-    if (!(running !== null && here(running)) && !waiting.some((w) => here(w.req))) return false
+    if (![...running].some(here) && !waiting.some((w) => here(w.req))) return false
     watched.set(id, [...(watched.get(id) ?? []), fn])
     return true
   }
 
+  // At the next check phase, say so if every request running awaits I/O and that is news.
+  function lookSoon () {
+    if (lookQueued) return
+    lookQueued = true
+    setImmediate(look)
+  }
+
+  function look () {
+    lookQueued = false
+    if (running.size === 0 || said) return
+    said = true
+    hooks.onAwaiting(running.size, lastStarted)
+  }
+
   function dispatch (req, res) {
-    running = req
+    running.add(req)
+    lastStarted = req
     let ended = false
     let handlerWork = []
     const end = () => {
@@ -52,12 +81,16 @@ function serializeRequests (server, hooks = {}) {
     // The response is complete: the next request may start.
     res.once('finish', end)
     // The client left before the response was complete. An async handler may still be working
-    // on it: the next request waits for that work, or two would run at once.
+    // on it: the next request waits for that work, or more than K would run at once.
     res.once('close', () => {
       if (handlerWork.length === 0) return end()
       Promise.allSettled(handlerWork).then(end)
     })
     hooks.onStart?.(req, res)
+    if (looks) {
+      said = false // on the CPU now, as whoever sent it counts it
+      lookSoon()
+    }
     try {
       handlerWork = listeners.map((listener) => listener.call(server, req, res)).filter(isThenable)
     } catch (err) {
@@ -70,26 +103,28 @@ function serializeRequests (server, hooks = {}) {
   }
 
   function next () {
-    while (waiting.length > 0) {
+    while (waiting.length > 0 && running.size < concurrency) {
       const { req, res } = waiting.shift()
       // A client that left while waiting needs no render.
       if (req.socket.destroyed) {
         if (watched.size > 0) ended(req)
         continue
       }
-      return dispatch(req, res)
+      dispatch(req, res)
     }
-    hooks.onIdle?.()
+    if (running.size === 0 && waiting.length === 0) hooks.onIdle?.()
+    else if (looks) lookSoon()
   }
 
   server.on('request', (req, res) => {
-    if (running === null) return dispatch(req, res)
+    if (running.size < concurrency) return dispatch(req, res)
     waiting.push({ req, res })
-    hooks.onQueued?.(waiting.length, running)
+    hooks.onQueued?.(waiting.length, running.values().next().value)
   })
 
   return {
-    get busy () { return running !== null },
+    get busy () { return running.size > 0 },
+    get running () { return running.size },
     get waiting () { return waiting.length },
     whenEnded
   }

@@ -1,7 +1,7 @@
 'use strict'
 
 // The server on the slot's port: which of the app's listen() calls the worker takes over, how it
-// listens with that server (the one-request guard, the timeouts the balancer needs, low fds), and
+// listens with that server (the in-process guard, the timeouts the balancer needs, low fds), and
 // what it reports of it to the supervisor (each request's start and end unless the front tells
 // them, its memory past --max-rss, a listener that closed, the end of a request it was asked to
 // watch).
@@ -16,14 +16,15 @@ const { interceptListen, requestedPort } = require('./adopt')
 class SlotServer {
   // `link`: the supervisor's. `logger()`: the worker's. `requestNews`: whether each request's
   // start and end is told (not when the front tells the supervisor itself); `maxRss`: bytes,
-  // --max-rss (0: none). The runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its
+  // --max-rss (0: none); `concurrency`: requests run at once (--worker-concurrency). The runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its
   // state), `onReady()` once the server listens, `onDrained()` once nothing runs or waits.
-  constructor ({ slot, port, host, requestNews = true, maxRss = 0, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
+  constructor ({ slot, port, host, requestNews = true, maxRss = 0, concurrency = 1, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
     this.slot = slot
     this.port = port
     this.host = host
     this.requestNews = requestNews
     this.maxRss = maxRss
+    this.concurrency = concurrency
     this.link = link
     this.logger = logger
     this.failBoot = failBoot
@@ -143,9 +144,13 @@ class SlotServer {
       onIdle: () => { if (this.stopping()) setImmediate(this.onDrained) },
       onQueued: (waiting, running) => {
         this.link.send(msg.QUEUED, { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
-        this.logger().warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (one request at a time)`)
-      }
-    })
+        this.logger().warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (${this.concurrency} at a time)`)
+      },
+      // Every request it holds awaits I/O: the balancer may give it another. `last` names the
+      // request started last, so that a word sent before the balancer's next request arrived is
+      // known as old news.
+      onAwaiting: (open, last) => this.link.send(msg.AWAITING, { open, last: idOf(last) })
+    }, { concurrency: this.concurrency })
     // Outlive the balancer's idle keep-alive sockets so it rarely reuses one being closed.
     server.keepAliveTimeout = 65000
     server.headersTimeout = 66000
@@ -253,6 +258,11 @@ class SlotServer {
 // connections accepted later. Measured with HAProxy (bench/haproxy-kill.js): 1.0 instead of
 // 1.3 failed requests per kill.
 const RESERVED_FDS = 16
+
+function idOf (req) {
+  const id = req.headers['x-request-id']
+  return typeof id === 'string' ? id.slice(0, msg.MAX_ID) : ''
+}
 
 function reserveLowFds () {
   const fds = []

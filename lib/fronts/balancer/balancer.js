@@ -123,6 +123,13 @@ class EmbeddedBalancer {
     this.dispatcher.pump()
   }
 
+  // With --worker-concurrency above 1: every request `w` holds awaits I/O (workers.js).
+  workerAwaiting (w, { open, last }) {
+    const record = this.workers.get(w.slot)
+    if (!record || !record.byCpu || record.pid !== w.pid) return
+    this.dispatcher.awaiting(record, open, last)
+  }
+
   workerGone (w) {
     const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return

@@ -1,14 +1,16 @@
 'use strict'
 
 // Matches requests to workers: one queue for the whole pool, at most `maxconn` requests per
-// worker. A request goes straight to a free worker only when nobody is waiting, so the order of
+// worker (with --worker-concurrency K above 1: at most K, and one more only while those it holds
+// await I/O, workers.js). A request goes straight to a free worker only when nobody is waiting, so the order of
 // arrival is the order of service, within each priority class (a higher class is always
 // served first). Whoever frees a worker calls release(), which hands it
 // the next queued request at once.
 //
 // The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
 // worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
-// same step: a release, a worker in rotation, the end of a bench (its own timer lifts it).
+// same step: a release, a worker in rotation, the end of a bench (its own timer lifts it), a
+// worker's word that its requests await I/O.
 //
 // With overload control (./overload.js), each class's queue is watched on its own
 // (a busy high class must not hide a low class that stands behind it): one that stands serves
@@ -163,8 +165,14 @@ class Dispatcher {
 
   assign (job, record) {
     this.count(job, 'served')
-    record.take()
+    record.take(job)
     this.onAssign(job, record)
+  }
+
+  // `record` said every request it holds awaits I/O: it may take one more.
+  awaiting (record, open, last) {
+    record.awaiting(open, last)
+    this.pump()
   }
 
   // One of `record`'s places is free again: the queue has it at once.

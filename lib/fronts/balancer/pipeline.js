@@ -278,7 +278,7 @@ class RequestPipeline {
     job.holding = null
     const busyMs = performance.now() - job.assignedAt
     try {
-      this.news.ended(record, { answered: reached })
+      this.news.ended(record, { answered: reached, request: job })
       this.dispatcher.release(record)
     } finally {
       this.account(job, { worker: record, busyMs, failure: reached ? failure : 'refused' })

@@ -1,0 +1,142 @@
+'use strict'
+
+// --worker-concurrency K (issue 29): a worker is admitted by CPU, not by request. Above 1 it may
+// hold up to K requests, and is given another only while every request it holds awaits I/O (it
+// says so: the 'awaiting' message), never while one renders. Real forked workers serve the
+// page of test/fixtures/awaits-data.js: Atomics.wait blocks the loop as a render would, a timer
+// stands for awaited data, and the app counts what it held and whether CPU sections overlapped.
+
+const t = require('tap')
+const path = require('node:path')
+const { Writable } = require('node:stream')
+const pino = require('pino')
+const { Pool } = require('../../..')
+const { FIXTURES, freePorts, request, waitFor, sleep } = require('../../helpers')
+const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
+
+const APP = path.join(FIXTURES, 'awaits-data.js')
+
+// A pool of `workers` on the embedded balancer with the given K; its log lines kept (the access
+// log says each request's queue wait).
+async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', ...more }) {
+  const ports = await freePorts(workers + 1)
+  const lines = []
+  const sink = new Writable({ write (chunk, enc, done) { for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l)); done() } })
+  const base = { app: APP, workers, workerPort: ports[1], logger: pino({ level: 'info' }, sink), workerConcurrency: concurrency, ...more }
+  const pool = new Pool(balancer === 'embedded' ? { ...base, balancer, port: ports[0], overloadControl: false } : base)
+  t.teardown(() => pool.kill())
+  await pool.start()
+  return { pool, lines, url: `http://127.0.0.1:${ports[0]}`, workerUrl: `http://127.0.0.1:${ports[1]}` }
+}
+
+const json = (r) => JSON.parse(r.body)
+const accessOf = (lines, id) => lines.find((l) => l.event === 'request' && l.id === id)
+
+t.test('pages that await data: with K=4 one worker serves 4 of them in about one round, with K=1 in four', async (t) => {
+  const elapsed = {}
+  for (const concurrency of [1, 4]) {
+    const { pool, url } = await startPool(t, { concurrency })
+    const t0 = performance.now()
+    const answers = await Promise.all([1, 2, 3, 4].map(() => request(`${url}/?wait=300`)))
+    elapsed[concurrency] = performance.now() - t0
+    t.same(answers.map((r) => r.status), [200, 200, 200, 200], `K=${concurrency}: every page answered`)
+    const held = answers.map((r) => json(r).heldAtStart).sort()
+    t.same(held, concurrency === 1 ? [1, 1, 1, 1] : [1, 2, 3, 4], `K=${concurrency}: the worker held ${held.join(', ')} requests as each began`)
+    await pool.stop()
+  }
+  const ratio = elapsed[1] / elapsed[4]
+  t.ok(ratio > 2.5, `K=1 took ${ratio.toFixed(2)}× as long as K=4 (${Math.round(elapsed[1])} against ${Math.round(elapsed[4])} ms): the awaiting requests shared the worker`)
+})
+
+t.test('a render on the CPU is never given a second request: it waits in the balancer\'s queue', async (t) => {
+  const { pool, url, lines } = await startPool(t, { concurrency: 4 })
+  // A renders 400 ms on the CPU; B arrives while it does. B must wait in the balancer, not
+  // on the worker's busy loop.
+  const a = request(`${url}/?cpu=400`, { headers: { 'x-request-id': 'render-a' } })
+  await sleep(100)
+  const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'render-b' } })
+  t.equal((await a).status, 200)
+  t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
+  await waitFor(() => accessOf(lines, 'render-b'), { what: 'B\'s access log line' })
+  const queued = accessOf(lines, 'render-b').queueMs
+  t.ok(queued >= 150, `B waited ${queued} ms in the balancer's queue while A rendered (A's render had some 300 ms left)`)
+
+  // C awaits data (the worker says so); D, which renders, is then let in beside it; E arrives
+  // while D renders and waits in the queue again, though the worker holds two of its four.
+  const c = request(`${url}/?wait=1500`, { headers: { 'x-request-id': 'data-c' } })
+  await waitFor(() => pool.workers()[0].open === 1, { what: 'C on the worker' })
+  await sleep(50)
+  const d = request(`${url}/?cpu=400`, { headers: { 'x-request-id': 'render-d' } })
+  await sleep(100)
+  const e = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'render-e' } })
+  t.equal(json(await d).heldAtStart, 2, 'D was let in while C awaited its data')
+  await waitFor(() => accessOf(lines, 'render-e'), { what: 'E\'s access log line' })
+  t.ok(accessOf(lines, 'render-d').queueMs < 50, `D waited ${accessOf(lines, 'render-d').queueMs} ms: the worker awaiting C took it at once`)
+  t.ok(accessOf(lines, 'render-e').queueMs >= 150, `E waited ${accessOf(lines, 'render-e').queueMs} ms in the queue while D rendered`)
+  t.equal(json(e).heldAtStart, 2, 'E began beside C only, once D was over')
+  t.equal((await c).status, 200)
+  const stats = json(await request(`${url}/stats`))
+  t.equal(stats.overlaps, 0, 'no CPU section began while another ran')
+})
+
+t.test('a fully idle worker is preferred to one whose requests await data', async (t) => {
+  const { url } = await startPool(t, { workers: 2, concurrency: 4 })
+  const first = request(`${url}/?wait=600`)
+  await sleep(150)
+  const second = await request(`${url}/?wait=10`)
+  t.not(json(second).pid, json(await first).pid, 'the second request went to the idle worker, not beside the first')
+})
+
+t.test('the worker\'s own guard runs at most K at once, whoever sends the requests', async (t) => {
+  // No balancer: a client talks to the worker's port directly, with 3 requests at once and K=2.
+  const { pool, workerUrl } = await startPool(t, { concurrency: 2, balancer: 'none' })
+  const answers = await Promise.all([1, 2, 3].map(() => request(`${workerUrl}/?wait=300`)))
+  t.same(answers.map((r) => r.status), [200, 200, 200])
+  const stats = json(await request(`${workerUrl}/stats`))
+  t.equal(stats.maxOpen, 2, 'two ran at once, never three')
+  await waitFor(() => pool.workers()[0].queued >= 1, { what: 'the supervisor to hear of the request the guard held' })
+  t.equal(pool.workers()[0].queued, 1, 'the third waited in the guard, and the supervisor heard of it')
+})
+
+t.test('a worker killed holding 3 awaiting requests: the GETs are replayed on its successor, the POST is answered 502, none is lost', async (t) => {
+  const { pool, url } = await startPool(t, { concurrency: 4 })
+  const oldPid = pool.workers()[0].pid
+  const sent = [
+    request(`${url}/?wait=3000`, { headers: { 'x-request-id': 'get-1' } }),
+    request(`${url}/?wait=3000`, { headers: { 'x-request-id': 'get-2' } }),
+    request(`${url}/?wait=3000`, { method: 'POST', body: 'x', headers: { 'x-request-id': 'post-3' } })
+  ]
+  await waitFor(() => pool.workers()[0].open === 3, { what: 'three requests on the worker' })
+  process.kill(oldPid, 'SIGKILL')
+  const [g1, g2, p3] = await Promise.all(sent)
+  t.equal(g1.status, 200, 'the first GET was replayed and answered')
+  t.equal(g2.status, 200, 'the second GET was replayed and answered')
+  t.not(json(g1).pid, oldPid, 'by the new worker')
+  t.not(json(g2).pid, oldPid, 'by the new worker')
+  t.equal(p3.status, 502, 'the POST, which may have run, is not replayed: its client hears the worker died')
+})
+
+t.test('WorkerSet: a word older than the latest request sent is old news; one sent before an answer counts after it', async (t) => {
+  const set = new WorkerSet({ maxconn: 1, balance: 'first' })
+  const r = set.add({ slot: 1, pid: 10, port: 1, concurrency: 3 })
+  t.equal(r.cap, 3)
+  r.take({ id: 'a' })
+  t.notOk(set.canTake(r), 'a request just sent runs on the CPU')
+  r.awaiting(1, 'a')
+  t.ok(set.canTake(r), 'it awaits I/O: one more may go')
+  r.take({ id: 'b' })
+  r.awaiting(1, 'a') // sent before b reached the worker
+  t.notOk(set.canTake(r), 'a word that does not count b says nothing of b')
+  r.awaiting(1, 'b') // b awaits, a's answer is on its way: the worker counts 1, the balancer 2
+  t.notOk(set.canTake(r), 'not while more are held than the worker counted')
+  r.release()
+  t.ok(set.canTake(r), 'once a\'s answer is in, b alone awaits')
+  r.take({ id: 'c' })
+  r.awaiting(2, 'c')
+  r.take({ id: 'd' })
+  r.awaiting(3, 'd')
+  t.notOk(set.canTake(r), 'never past K')
+  const k1 = set.add({ slot: 2, pid: 11, port: 2 })
+  t.equal(k1.cap, 1)
+  t.equal(set.pickFree(), k1, 'an idle worker is picked')
+})
