@@ -21,6 +21,12 @@ module.exports = [
     }
   },
   {
+    // A comment fits in 120 columns: it is prose, read in a terminal or a review. Code is left
+    // to the style's own rules.
+    files: ['lib/**/*.js', 'bin/**/*.js', 'index.js'],
+    rules: { '@stylistic/max-len': ['error', { code: 1000, comments: 120, ignoreUrls: true, ignorePattern: '^\\s*\\* @(property|param|typedef|returns|type) ' }] }
+  },
+  {
     files: ['examples/frameworks/next/**/*.js'],
     languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } },
     // neostandard applies its JSX rules to .jsx files only; Next's pages are .js. Without this,

@@ -5,8 +5,9 @@
 // CommonJS module (.js, .cjs) exporting an object. Its keys are the library's option names
 // (camelCase, as `new Pool()` takes them) plus `app` and `balancer`; its values are typed as in
 // the library (durations in milliseconds, ports and counts as numbers), not text as on the
-// command line, except sizes: bytes, or text with a unit as nginx writes sizes ("512k", "8m"). Everything wrong with the file is one PoolError naming the file (BAD_OPTION: the
-// CLI exits 2 before anything starts).
+// command line, except sizes: bytes, or text with a unit as nginx writes sizes ("512k", "8m").
+// Everything wrong with the file is one PoolError naming the file (BAD_OPTION: the CLI exits 2
+// before anything starts).
 
 const fs = require('node:fs')
 const path = require('node:path')

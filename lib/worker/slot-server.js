@@ -16,8 +16,9 @@ const { interceptListen, requestedPort } = require('./adopt')
 class SlotServer {
   // `link`: the supervisor's. `logger()`: the worker's. `requestNews`: whether each request's
   // start and end is told (not when the front tells the supervisor itself); `maxRss`: bytes,
-  // --max-rss (0: none); `concurrency`: requests run at once (--worker-concurrency). The runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its
-  // state), `onReady()` once the server listens, `onDrained()` once nothing runs or waits.
+  // --max-rss (0: none); `concurrency`: requests run at once (--worker-concurrency). The
+  // runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its state), `onReady()` once
+  // the server listens, `onDrained()` once nothing runs or waits.
   constructor ({ slot, port, host, requestNews = true, maxRss = 0, concurrency = 1, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
     this.slot = slot
     this.port = port
