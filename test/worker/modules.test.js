@@ -21,5 +21,8 @@ for (const form of ['export', 'listen']) {
     t.ok(loaded.includes('lib/worker/runtime.js') && loaded.includes('lib/protocol/channel.js'), 'the list is the worker\'s own')
     t.same(loaded.filter((file) => NEVER.test(file)), [], 'nothing of the supervisor, the fronts, the observers')
     t.same(loaded.filter((file) => !ALLOWED.test(file)), [], 'only lib/worker/, lib/protocol/, lib/shared/ and lib/errors.js')
+    const builtins = JSON.parse((await request(`http://127.0.0.1:${port}/?builtins`)).body)
+    t.ok(builtins.includes('http'), 'the list of Node.js modules is the worker\'s own')
+    t.same(builtins.filter((name) => /^(tls|_tls_|https|crypto)/.test(name)), [], 'no TLS: an HTTP app\'s worker does not pay for it (5 MB of RSS on Node.js 24)')
   })
 }
