@@ -8,8 +8,9 @@
 //
 // With K above 1 the guard also says when the worker may take one more: once the synchronous
 // part of every request it holds is over and its event loop has come round to the check phase
-// (a setImmediate queued when a request starts or ends: whatever the handler queued before it,
-// a streaming renderer's first pass, has run), every request left awaits I/O. It says so once
+// (a setImmediate queued once a request's handler has returned, or when one ends: whatever the
+// handler queued before it, a streaming renderer's first pass, has run), every request left
+// awaits I/O. It says so once
 // per change of what the balancer may decide (onAwaiting), never for a request that ended
 // before that check: a worker that renders on the CPU and answers says nothing.
 
@@ -87,10 +88,7 @@ function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
       Promise.allSettled(handlerWork).then(end)
     })
     hooks.onStart?.(req, res)
-    if (looks) {
-      said = false // on the CPU now, as whoever sent it counts it
-      lookSoon()
-    }
+    if (looks) said = false // on the CPU now, as whoever sent it counts it
     try {
       handlerWork = listeners.map((listener) => listener.call(server, req, res)).filter(isThenable)
     } catch (err) {
@@ -100,6 +98,9 @@ function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
       release(req, res)
       throw err
     }
+    // Queued after the handler's synchronous part, so behind whatever it queued for the check
+    // phase itself: React's renderToPipeableStream renders the shell in a setImmediate.
+    if (looks) lookSoon()
   }
 
   function next () {

@@ -79,6 +79,18 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
   t.equal(stats.overlaps, 0, 'no CPU section began while another ran')
 })
 
+t.test('a render the handler defers to the check phase (as React\'s streaming renderer does) is a render too: no second request meanwhile', async (t) => {
+  const { url, lines } = await startPool(t, { concurrency: 4 })
+  const a = request(`${url}/?cpu=400&defer=1`, { headers: { 'x-request-id': 'deferred-a' } })
+  await sleep(100)
+  const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'deferred-b' } })
+  t.equal((await a).status, 200)
+  t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
+  await waitFor(() => accessOf(lines, 'deferred-b'), { what: 'B\'s access log line' })
+  t.ok(accessOf(lines, 'deferred-b').queueMs >= 150, `B waited ${accessOf(lines, 'deferred-b').queueMs} ms in the balancer's queue while A rendered`)
+  t.equal(json(await request(`${url}/stats`)).overlaps, 0, 'no CPU section began while another ran')
+})
+
 t.test('a fully idle worker is preferred to one whose requests await data', async (t) => {
   const { url } = await startPool(t, { workers: 2, concurrency: 4 })
   const first = request(`${url}/?wait=600`)
