@@ -112,5 +112,6 @@ module.exports = {
   deathNotice: json('death-notice.json'),
   overhead: json('overhead.json'),
   costs: json('costs.json'),
+  concurrency: json('concurrency.json'),
   run: json('run.json')
 }

@@ -585,6 +585,31 @@ async function costsSection (r, dir, run) {
   r.add(provenance(run, 'costs', null, data))
 }
 
+async function concurrencySection (r, dir, run) {
+  const data = load.concurrency(dir)
+  r.add('## One render on the CPU per worker', 'Pages that await their data inside the render keep a one-request worker idle for most of its request. `--worker-concurrency K` lets a worker hold up to K requests while every one it holds awaits I/O, never while one renders ([the guide](guide/embedded-balancer.md#one-render-on-the-cpu-per-worker)). The pool at K=1 (the default) and at K, against Node\'s cluster and one plain process, with closed-loop clients. By `bench/concurrency.js`.')
+  if (!data?.cells?.length) return r.add(missing(run, 'concurrency', 'this part'))
+  const servers = [...new Set(data.cells.map((c) => c.server))]
+  const cellOf = (page, clients, server) => data.cells.find((c) => c.page === page && c.clients === clients && c.server === server)
+  const rows = []
+  for (const page of [...new Set(data.cells.map((c) => c.page))]) {
+    for (const clients of data.config.clients) {
+      rows.push([page, clients, ...servers.map((s) => {
+        const c = cellOf(page, clients, s)
+        return c ? `${c.rps} req/s, p99 ${int(c.p99)} ms, ${int(c.rssMb)} MB` : '–'
+      })])
+    }
+  }
+  r.add(table(['page', 'clients', ...servers], rows))
+  const pages = Object.entries(data.pages ?? {}).map(([name, page]) => `*${name}* ${page.about}`).join(', ')
+  r.add(`Pages: ${pages} (the CPU blocked with Atomics.wait, data awaited on a timer). -n ${data.workers || 'cores'} for the pool and cluster, K=${data.k}; ${data.config.durationS} s per cell, ${data.config.repeats} repeat${data.config.repeats > 1 ? 's' : ''}; MB: the RSS of every serving process together.`)
+  if (data.targets?.length) {
+    r.add(table(['clients', 'data pages: req/s ÷ one process', 'data pages: p99 ÷ cluster', 'CPU-bound: p99 ÷ K=1', 'mix: req/s ÷ K=1', 'mix: p99 ÷ K=1'],
+      data.targets.map((x) => [x.clients, `${x.dataRpsVsPlain}×`, `${x.dataP99VsCluster}×`, `${x.cpuP99VsK1}×`, `${x.mixRpsVsK1}×`, `${x.mixP99VsK1}×`])))
+  }
+  r.add(provenance(run, 'concurrency', null, data))
+}
+
 const SECTIONS = [
   ['balancer', 'Latency against the ideal central queue', latencySection],
   ['overhead', 'Front overhead', overheadSection],
@@ -599,7 +624,8 @@ const SECTIONS = [
   ['streaming', 'Streamed pages', streamingSection],
   ['body-budget', 'Request bodies in memory', bodyBudgetSection],
   ['overload', 'Overload', overloadSection],
-  ['fleet', 'Several hosts behind an edge HAProxy', fleetSection]
+  ['fleet', 'Several hosts behind an edge HAProxy', fleetSection],
+  ['concurrency', 'One render on the CPU per worker', concurrencySection]
 ]
 
 const anchor = (title) => title.toLowerCase().replace(/[^\w\s-]/g, '').trim().replace(/\s+/g, '-')
