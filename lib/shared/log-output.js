@@ -12,7 +12,8 @@
 //   tries the write again every 100 ms; the buffer grows to `maxBytes`, then each further line
 //   is dropped whole and counted (`dropped`, the metric pool_log_lines_dropped_total). As soon
 //   as the reader takes lines again, `onDropped(n)` is told how many were dropped since it was
-//   last told, at most once a second, so a gap in the log is never silent.
+//   last told, at most once a second (one due sooner comes when the second is over, writes or
+//   not), so a gap in the log is never silent.
 // - A reader gone for good (EPIPE) or an output that fails otherwise: every line from then on
 //   is dropped and counted; nothing is retried.
 // - At the end, `flush(timeout)` writes out the buffer and waits (bounded) for it to be taken,
@@ -46,6 +47,7 @@ class LogOutput {
     this.dropped = 0 // lines dropped since the start
     this.untold = 0 // of which onDropped has not been told yet
     this.toldAt = -Infinity
+    this.tellTimer = null // a note due once TELL_EVERY_MS since the last one have passed
     this.onDropped = () => {} // set by the logger: it writes the note
     this.pending = 0 // bytes taken and not written yet
     this.batchTimer = null
@@ -112,15 +114,24 @@ class LogOutput {
     for (const done of this.whenWritten) done(false)
   }
 
-  // The reader took lines again: say how many were dropped meanwhile, if it is time to.
+  // The reader took lines again: say how many were dropped meanwhile, now or, within a second of
+  // the last note, once that second is over: the buffer may be written out by then, and no
+  // later write would tell.
   tellDropped () {
     if (this.untold === 0 || this.failure) return
     const now = this.now()
-    if (now - this.toldAt < TELL_EVERY_MS) return
+    const wait = this.toldAt + TELL_EVERY_MS - now
+    if (wait > 0) return this.tellLater(wait)
     const n = this.untold
     this.untold = 0
     this.toldAt = now
     this.onDropped(n)
+  }
+
+  tellLater (ms) {
+    if (this.tellTimer !== null) return
+    this.tellTimer = setTimeout(() => { this.tellTimer = null; this.tellDropped() }, ms)
+    this.tellTimer.unref()
   }
 
   // Writes out what is buffered; resolves true once all of it is written, false when `timeout`
@@ -154,6 +165,7 @@ class LogOutput {
   // No more lines (tests): the exit no longer flushes this output.
   close () {
     clearTimeout(this.batchTimer)
+    clearTimeout(this.tellTimer)
     process.removeListener('exit', this.exitFlush)
   }
 }

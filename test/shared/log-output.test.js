@@ -91,3 +91,23 @@ t.test('a child that shared the pipe exits: the writes still never wait for the 
   reader.read()
   t.ok(reader.text.length > PIPE_BYTES / 2, `the pipe was filled: the lines were written until it was full (${reader.text.length} bytes)`)
 })
+
+t.test('a note of dropped lines due within a second of the last one comes when that second is over, with no write to carry it', async (t) => {
+  // Drops told once while the reader was still stopped (a partial write got through), more
+  // dropped after, and the reader back: the buffer is written out within that second, and no
+  // later write would tell of the rest.
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const output = new LogOutput({ fd: reader.fd, maxBytes: 4096, batchMs: 5 })
+  t.teardown(() => output.close())
+  const told = []
+  output.onDropped = (n) => told.push({ n, at: Date.now() })
+  output.toldAt = Date.now() // a note was just told
+  output.untold = 3 // and three lines were dropped since
+  output.write('a line\n')
+  await waitFor(() => output.idle, { what: 'the line written' })
+  t.same(told, [], 'not told within the second')
+  await waitFor(() => told.length > 0, { timeout: 3000, what: 'the note, once the second is over' })
+  t.same(told.map((x) => x.n), [3], 'the three, told once')
+  reader.read()
+  t.match(reader.text, /a line/)
+})
