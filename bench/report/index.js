@@ -587,25 +587,27 @@ async function costsSection (r, dir, run) {
 
 async function concurrencySection (r, dir, run) {
   const data = load.concurrency(dir)
-  r.add('## One render on the CPU per worker', 'Pages that await their data inside the render keep a one-request worker idle for most of its request. `--worker-concurrency K` lets a worker hold up to K requests while every one it holds awaits I/O, never while one renders ([the guide](guide/embedded-balancer.md#one-render-on-the-cpu-per-worker)). The pool at K=1 (the default) and at K, against Node\'s cluster and one plain process, with closed-loop clients. By `bench/concurrency.js`.')
-  if (!data?.cells?.length) return r.add(missing(run, 'concurrency', 'this part'))
-  const servers = [...new Set(data.cells.map((c) => c.server))]
-  const cellOf = (page, clients, server) => data.cells.find((c) => c.page === page && c.clients === clients && c.server === server)
+  r.add('## One render on the CPU per worker', 'Pages that await their data inside the render keep a one-request worker idle for most of its request. `--worker-concurrency K` lets a worker hold up to K requests while every one it holds awaits I/O, never while one renders ([the guide](guide/embedded-balancer.md#one-render-on-the-cpu-per-worker)). The pool at K=1 (one request per worker) and at a larger K, against Node\'s cluster and one plain process, with closed-loop clients and open-loop arrivals. By `bench/concurrency.js`.')
+  if (!data?.summary?.length) return r.add(missing(run, 'concurrency', 'this part'))
+  const servers = [...new Set(data.summary.map((c) => c.server))]
+  const loadOf = (x) => x.clients ? `${x.clients} clients` : `ρ ${x.rho}`
   const rows = []
-  for (const page of [...new Set(data.cells.map((c) => c.page))]) {
-    for (const clients of data.config.clients) {
-      rows.push([page, clients, ...servers.map((s) => {
-        const c = cellOf(page, clients, s)
-        return c ? `${c.rps} req/s, p99 ${int(c.p99)} ms, ${int(c.rssMb)} MB` : '–'
+  for (const page of [...new Set(data.summary.map((c) => c.page))]) {
+    for (const load of [...new Set(data.summary.filter((c) => c.page === page).map(loadOf))]) {
+      rows.push([page, load, ...servers.map((s) => {
+        const c = data.summary.find((x) => x.page === page && loadOf(x) === load && x.server === s)
+        return c ? `${c.rps} req/s, p50 ${int(c.p50)}, p99 ${int(c.p99)} ms, ${int(c.rssMb)} MB${c.failed ? `, ${c.failed} failed` : ''}` : '–'
       })])
     }
   }
-  r.add(table(['page', 'clients', ...servers], rows))
+  r.add(table(['page', 'load', ...servers], rows))
   const pages = Object.entries(data.pages ?? {}).map(([name, page]) => `*${name}* ${page.about}`).join(', ')
-  r.add(`Pages: ${pages} (the CPU blocked with Atomics.wait, data awaited on a timer). -n ${data.workers || 'cores'} for the pool and cluster, K=${data.k}; ${data.config.durationS} s per cell, ${data.config.repeats} repeat${data.config.repeats > 1 ? 's' : ''}; MB: the RSS of every serving process together.`)
+  const c = data.config
+  const open = c.rhos?.length ? ` Open loop: Poisson arrivals on a new connection each at ρ of the pool's capacity at K=1 (ρ × workers ÷ the time a request holds its worker there), ${c.openS} s per cell, the same arrivals for every server.` : ''
+  r.add(`Pages: ${pages} (the CPU blocked with Atomics.wait, data awaited on a timer). -n ${data.workers || 'cores'} for the pool and cluster, K=${data.k}; closed loop ${c.durationS} s per cell on kept-alive connections.${open} ${c.repeats} repeat${c.repeats > 1 ? 's' : ''}, the median shown; each server warmed with a second of each page first; MB: the RSS of every serving process together.`)
   if (data.targets?.length) {
-    r.add(table(['clients', 'data pages: req/s ÷ one process', 'data pages: p99 ÷ cluster', 'CPU-bound: p99 ÷ K=1', 'mix: req/s ÷ K=1', 'mix: p99 ÷ K=1'],
-      data.targets.map((x) => [x.clients, `${x.dataRpsVsPlain}×`, `${x.dataP99VsCluster}×`, `${x.cpuP99VsK1}×`, `${x.mixRpsVsK1}×`, `${x.mixP99VsK1}×`])))
+    r.add(table(['load', 'data pages: req/s ÷ one process (≥ 0.9)', 'data pages: p99 ÷ cluster (≤ 1)', 'CPU-bound: p99 ÷ K=1 (≤ 1.02)', 'mix: req/s ÷ K=1', 'mix: p99 ÷ K=1'],
+      data.targets.map((x) => [loadOf(x), `${x.dataRpsVsPlain}×`, `${x.dataP99VsCluster}×`, `${x.cpuP99VsK1}×`, `${x.mixRpsVsK1}×`, `${x.mixP99VsK1}×`])))
   }
   r.add(provenance(run, 'concurrency', null, data))
 }
