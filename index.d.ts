@@ -184,7 +184,8 @@ export interface SupervisorOptions {
   /**
    * requests one worker may hold at once. Above 1, with the embedded balancer, a worker holding
    * requests is given another only while all of them await I/O (its event loop idle); the
-   * worker's own guard runs at most this many at once. Default 1 (one request per worker)
+   * worker's own guard runs at most this many at once. Default 4 with `balancer: 'embedded'`
+   * (without agentPort); 1 otherwise: HAProxy, none, a pool's own `fronts`, a fleet's host
    */
   workerConcurrency?: number
   /** a request running longer gets its worker SIGKILLed (each request's own clock). Default 30000 */

@@ -56,6 +56,18 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
   return { max, why: `the default ceiling of ${max} (min(${CEILING_PER_CPU} × ${cpus} CPUs, ${Math.round(memory / 1048576)} MB free ÷ ${MEMORY_PER_WORKER / 1048576} MB))` }
 }
 
+// --worker-concurrency's default: K above 1 only where it helps. The embedded balancer sees each
+// worker's loop, so a worker rendering on the CPU is never given a second request (CPU-bound
+// pages keep one request per worker) while pages awaiting data share a worker. Elsewhere it brings
+// nothing: HAProxy (--balancer haproxy) and a balancer of the user's (none, a library's own
+// fronts) cannot see the loop, so K would only loosen the worker's guard; and a fleet's edge
+// (--agent-port) sends a host one request per ready worker, each of which its balancer starts on
+// an idle worker. `o`: the options as given (`balancer` and `agentPort` among them).
+const EMBEDDED_CONCURRENCY = 4
+function defaultConcurrency (o) {
+  return o.balancer === 'embedded' && !o.agentPort ? EMBEDDED_CONCURRENCY : 1
+}
+
 // kind: 'count' (integer >= 1), 'int' (integer >= `min`, by default 0), 'port' (1..65535),
 // 'port-or-off' (0..65535, 0 meaning off), 'list' (strings; a repeatable flag), 'duration'
 // (ms >= 0), 'size' (bytes, an integer >= 0), 'number' (>= 0), 'string', 'choice' (one of
@@ -66,7 +78,7 @@ const OPTIONS = {
   workerPort: { flag: 'worker-port', kind: 'port', default: 9002, group: 'Workers', describe: 'Port of slot 1; slot i listens on worker-port + i - 1' },
   maxWorkers: { flag: 'max-workers', kind: 'int', default: undefined, defaultText: `min(${CEILING_PER_CPU} × CPUs (or the cgroup's CPU quota when lower), free memory ÷ ${MEMORY_PER_WORKER / 1048576} MB)`, group: 'Workers', describe: 'Ceiling of -n and `pool scale` (0: none; in HAProxy mode the backend\'s servers bound it too)' },
   maxBooting: { flag: 'max-booting', kind: 'count', default: () => 2 * cpuCount(), defaultText: '2 × CPUs', group: 'Workers', describe: 'Workers booting at once at most; a big scale or many crashes start a batch at a time' },
-  workerConcurrency: { flag: 'worker-concurrency', kind: 'count', default: 1, group: 'Workers', describe: 'Requests one worker may hold at once (K). 1: one request per worker. Above 1 (embedded balancer): a worker holding requests is given another only while every request it holds awaits I/O (its event loop idle), never while one renders, never past K; an idle worker is preferred. The worker\'s own guard runs at most K at once' },
+  workerConcurrency: { flag: 'worker-concurrency', kind: 'count', default: defaultConcurrency, defaultText: `${EMBEDDED_CONCURRENCY} behind the embedded balancer; 1 with --agent-port, --balancer haproxy or none`, group: 'Workers', describe: 'Requests one worker may hold at once (K). 1: one request per worker. Above 1 (embedded balancer): a worker holding requests is given another only while every request it holds awaits I/O (its event loop idle), never while one renders, never past K; an idle worker is preferred. The worker\'s own guard runs at most K at once' },
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'A request running longer gets its worker SIGKILLed and replaced (each request\'s own clock; with --worker-concurrency above 1 the worker\'s other requests die with it)' },
   bootTimeout: { flag: 'boot-timeout', kind: 'duration', default: 60000, group: 'Workers', describe: 'A worker not ready within this is killed (a failed start)' },
   heartbeatTimeout: { flag: 'heartbeat-timeout', kind: 'duration', default: 30000, group: 'Workers', describe: 'An idle worker silent for this long is treated as hung and replaced (as long as --timeout gives a request, by default: a request sent to a worker hung while idle waits no longer than one hung in a request)' },
@@ -209,4 +221,4 @@ function checkOwnPorts (o, others = []) {
   return o
 }
 
-module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration, parseSize, formatSize, workerCeiling, CEILING_PER_CPU, MEMORY_PER_WORKER }
+module.exports = { OPTIONS, resolveOptions, checkOption: check, checkOwnPorts, parseDuration, parseSize, formatSize, workerCeiling, CEILING_PER_CPU, MEMORY_PER_WORKER, EMBEDDED_CONCURRENCY }

@@ -259,7 +259,9 @@ t.test('a real pool (JSON): the app\'s lines as records, every one once and in o
 
 t.test('a real pool (pretty): app lines prefixed with slot and pid, the access log on one line', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', APP, '-n', '1', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--log-format', 'pretty'])
+  // K=1 given: a second request sent straight to the busy worker must wait in its guard (the
+  // request-queued record), which the embedded balancer's default K (4) would let run.
+  const pool = startPool(['start', APP, '-n', '1', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--log-format', 'pretty', '--worker-concurrency', '1'])
   t.teardown(() => pool.stop('SIGKILL'))
   const text = () => pool.stdoutText
   await waitFor(() => text().includes('1/1 workers ready'), { what: 'the pool ready', timeout: 15000 })

@@ -66,7 +66,8 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
 })
 
 t.test('an adopted server serves one request at a time', async (t) => {
-  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'), { workers: 1 })
+  // K=1 given: the embedded balancer's default K (4) would let the guard run both.
+  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'), { workers: 1, args: ['--worker-concurrency', '1'] })
   const both = await Promise.all([request(`${p.workerUrl(1)}/wait?ms=300`), request(`${p.workerUrl(1)}/wait?ms=300`)])
   t.same(both.map((r) => JSON.parse(r.body).overlapped), [1, 1], 'straight to the worker, the second waited for the first')
   await stopLeavingNothing(t, p)

@@ -59,7 +59,7 @@ class Dispatcher {
     this.pace = new Pace()
     this.busySince = null // when the queue last stopped being empty (null: it is empty)
     this.lastTakenAt = null // when a worker last took a request from the queue
-    this.limits = overload ? new OverloadLimits(overload, { pace: (places) => this.pace.ms(places), places: () => this.workers.places(), ceiling: queueTimeout > 0 ? queueTimeout : Infinity }) : null
+    this.limits = overload ? new OverloadLimits(overload, { pace: () => this.pace.ms(this.workers.places()), places: () => this.places(), ceiling: queueTimeout > 0 ? queueTimeout : Infinity }) : null
     this.overload = overload ? CLASSES.map(() => new OverloadControl()) : null
     this.newestFirst = (c) => this.servesNewest(c)
     this.lastServed = (c) => this.lastServedOf(c)
@@ -199,10 +199,26 @@ class Dispatcher {
 
   // A worker takes a request from the queue: the gap since the last one is the pace, if the
   // queue has not been empty meanwhile (so that every place was busy all along).
+  // Beside it, the requests the workers hold once this one is given (this one counted), where
+  // their places are not fixed (places()).
   taken () {
     const now = this.clock.now()
-    if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) this.pace.add(now - this.lastTakenAt)
+    if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) {
+      this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.inFlight() + 1 : null)
+    }
     this.lastTakenAt = now
+  }
+
+  // The places that serve the queue, for overload control: a worker's maxconn; but a worker
+  // admitted by CPU (--worker-concurrency above 1) holds up to K while its requests await I/O and
+  // one while it renders, so there it is what the workers held on average while the queue waited
+  // (Little's law: a request holds its place a pace per place). Counting K for a worker that
+  // renders would take a render for K times its length, and turn away requests a FIFO answers
+  // in time. Until that is known, every place.
+  places () {
+    const places = this.workers.places()
+    if (this.workers.byCpu === 0 || places === 0) return places
+    return Math.min(places, this.pace.heldOn(places) ?? places)
   }
 
   // What overload control judges by, for the class of `job`: `what` is arrived, served or gaveUp.

@@ -53,26 +53,49 @@ const MAX_GAPS = 1024
 class Pace {
   constructor () {
     this.ring = []
+    this.held = [] // beside each gap, the requests the workers held as it ended (see held())
     this.next = 0
-    this.cached = null // { count, ms }
+    this.cached = null // { count, ms, held }
   }
 
-  add (gapMs) {
-    if (this.ring.length < MAX_GAPS) this.ring.push(gapMs)
-    else this.ring[this.next] = gapMs
+  add (gapMs, held = null) {
+    if (this.ring.length < MAX_GAPS) {
+      this.ring.push(gapMs)
+      this.held.push(held)
+    } else {
+      this.ring[this.next] = gapMs
+      this.held[this.next] = held
+    }
     this.next = (this.next + 1) % MAX_GAPS
     this.cached = null
   }
 
   // Ms between two requests leaving a busy queue served by `places` places; null until known.
   ms (places) {
+    return this.mean(places)?.ms ?? null
+  }
+
+  // The requests the workers held on average over the same gaps: the places that really served
+  // the queue, where a worker's places are not fixed (--worker-concurrency above 1: it holds more
+  // while its requests await I/O, one while it renders). Null until known.
+  heldOn (places) {
+    return this.mean(places)?.held ?? null
+  }
+
+  mean (places) {
     if (this.ring.length === 0) return null
     const count = Math.min(this.ring.length, Math.max(MIN_GAPS, GAPS_PER_PLACE * places), MAX_GAPS)
-    if (this.cached && this.cached.count === count) return this.cached.ms
+    if (this.cached && this.cached.count === count) return this.cached
     let sum = 0
-    for (let k = 1; k <= count; k++) sum += this.ring[(this.next - k + MAX_GAPS) % MAX_GAPS]
-    this.cached = { count, ms: sum / count }
-    return this.cached.ms
+    let held = 0
+    let heldCount = 0
+    for (let k = 1; k <= count; k++) {
+      const i = (this.next - k + MAX_GAPS) % MAX_GAPS
+      sum += this.ring[i]
+      if (this.held[i] !== null) { held += this.held[i]; heldCount++ }
+    }
+    this.cached = { count, ms: sum / count, held: heldCount > 0 ? held / heldCount : null }
+    return this.cached
   }
 }
 

@@ -278,10 +278,11 @@ t.test('the dispatcher writes only fields a request declares (request.js)', asyn
 // `count` workers behind a dispatcher with overload control (`overload`: its given durations) on
 // a simulated clock. A job holds its worker for its `ms` (`render` unless given). `log` has every
 // event in order: ['served' | 'shed' | 'timeout' | 'full', name, time]; `waiting` the jobs queued.
-function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout = 0 } = {}) {
+// `concurrency`: the workers' K (--worker-concurrency); their renders never say they await I/O.
+function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout = 0, concurrency } = {}) {
   const clock = new SimClock()
   const workers = new WorkerSet({ maxconn: 1, balance: 'first' })
-  for (let slot = 1; slot <= count; slot++) workers.add({ slot, pid: 1000 + slot, port: 20000 + slot })
+  for (let slot = 1; slot <= count; slot++) workers.add({ slot, pid: 1000 + slot, port: 20000 + slot, concurrency })
   const log = []
   const waiting = new Set()
   const d = new Dispatcher({
@@ -353,6 +354,27 @@ t.test('overload: once the queue stands, the requests already waiting are served
     t.ok(at - arrived + 100 <= 1000, `${what} ${name}: answered within a second (${at + 100 - arrived} ms)`)
   }
   t.equal(r.waiting.size, 0)
+})
+
+t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as with K=1, since each worker holds one request', async (t) => {
+  // Workers admitted by CPU hold one request each while they render: the places that serve the
+  // queue are the workers, not K per worker. Counted as K, a render would be taken for four
+  // times its length, and requests a FIFO answers in time turned away.
+  const runs = {}
+  for (const concurrency of [1, 4]) {
+    const r = overloadRig(t, { count: 2, concurrency, overload: { maxWait: 1000, interval: 400 } })
+    learnPace(r, 8)
+    r.submit('hold1', { ms: 700 })
+    r.submit('hold2', { ms: 700 })
+    r.arrive('o', 30, 25)
+    r.run(600)
+    const limits = r.d.limits.current()
+    runs[concurrency] = { trace: (r.run(5000), trace(r)), places: limits.places, render: limits.render }
+  }
+  t.equal(runs[4].places, 2, 'K=4: the two workers are the places (each held one request)')
+  t.equal(runs[4].render, runs[1].render, `the typical render as with K=1 (${runs[1].render} ms)`)
+  t.ok(runs[1].trace.some((e) => e.startsWith('shed')), 'the scenario sheds (K=1)')
+  t.same(runs[4].trace, runs[1].trace, 'the same requests served and turned away, in the same order')
 })
 
 t.test('overload: a redispatched request is served next while the queue stands too, before those that waited when it began to stand', async (t) => {
