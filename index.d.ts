@@ -184,7 +184,7 @@ export interface SupervisorOptions {
   /**
    * requests one worker may hold at once. Above 1, with the embedded balancer, a worker holding
    * requests is given another only while all of them await I/O (its event loop idle); the
-   * worker's own guard runs at most this many at once. Default 4 with `balancer: 'embedded'`
+   * worker's own guard runs at most this many at once. Default 16 with `balancer: 'embedded'`
    * (without agentPort); 1 otherwise: HAProxy, none, a pool's own `fronts`, a fleet's host
    */
   workerConcurrency?: number

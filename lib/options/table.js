@@ -63,7 +63,7 @@ function workerCeiling ({ maxWorkers }, { cpus = cpuCount(), memory = freeMemory
 // fronts) cannot see the loop, so K would only loosen the worker's guard; and a fleet's edge
 // (--agent-port) sends a host one request per ready worker, each of which its balancer starts on
 // an idle worker. `o`: the options as given (`balancer` and `agentPort` among them).
-const EMBEDDED_CONCURRENCY = 4
+const EMBEDDED_CONCURRENCY = 16
 function defaultConcurrency (o) {
   return o.balancer === 'embedded' && !o.agentPort ? EMBEDDED_CONCURRENCY : 1
 }

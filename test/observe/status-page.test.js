@@ -235,7 +235,7 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
     queue: 4,
     reload: { stage: 'rolling', pending: 1, active: [], replaced: 1 },
     workers: answers++ >= 0 && [
-      worker(1, { state: 'busy', cpu: cpu(974), request: { method: 'GET', url: hostile, startedAt: now() - 1500, age: 1500 } }),
+      worker(1, { state: 'busy', cpu: cpu(974), open: 3, request: { method: 'GET', url: hostile, startedAt: now() - 1500, age: 1500 } }),
       worker(2, { cpu: cpu(4) }),
       worker(3, { state: 'dead', pid: null, readyAt: null, uptime: 0, rss: null, lastExit: { code: null, signal: 'SIGKILL', reason: 'timeout', at: now() - 5000 } })
     ],
@@ -271,6 +271,8 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
   t.match(exits[1], /1m 30s ago[\s\S]*\b2\s+666\s+reload\s+0\b/)
 
   t.equal(await textOf(page, '#queue'), '4')
+  t.equal(await textOf(page, '#in-flight'), '3', 'in flight: the requests the workers hold, 3 on one worker (--worker-concurrency), not the workers holding one')
+  t.match(await page.locator('#workers tbody tr[data-slot="1"]').innerText(), /onerror="window\.pwned=1">\s*\+2 more/, 'the oldest request shown, and how many more the worker holds')
   t.match(await textOf(page, '#ready'), /^2\s*\/ 3 wanted$/)
   t.equal(await textOf(page, '#reload'), 'rolling, 1 replaced, 1 pending')
   t.match(await textOf(page, '#front'), /embedded[\s\S]*; haproxy/, 'both fronts')

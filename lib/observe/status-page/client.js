@@ -184,7 +184,7 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     page.samples.push({
       at,
       queue: Number(status.queue) || 0,
-      inFlight: (status.workers || []).filter((w) => w.request).length || sumOf(fronts, 'inFlight'),
+      inFlight: heldBy(status.workers || []) || sumOf(fronts, 'inFlight'),
       served: sumOf(status.workers || [], 'totalRequests'),
       buckets
     })
@@ -192,6 +192,9 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
   }
 
   const sumOf = (list, key) => list.reduce((sum, x) => sum + (Number(x[key]) || 0), 0)
+  // Requests the workers hold: a worker with --worker-concurrency above 1 may hold several
+  // (`open`; its `request` is the oldest).
+  const heldBy = (workers) => workers.reduce((sum, w) => sum + (w.open ?? (w.request ? 1 : 0)), 0)
 
   // The oldest sample no older than `ms`, to measure a change against.
   function sampleAgo (ms) {
@@ -234,7 +237,7 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     const ready = workers.filter((w) => w.state === 'ready' || w.state === 'busy').length
     $('ready').replaceChildren(`${ready}`, el('small', null, ` / ${s.target ?? workers.length} wanted`))
     setText('queue', String(s.queue ?? 0))
-    setText('in-flight', String(workers.filter((w) => w.request).length))
+    setText('in-flight', String(heldBy(workers)))
     setText('rate', rateText())
     setText('pid', String(s.pid ?? '–'))
     $('front').replaceChildren(...frontSummary(fronts))
@@ -314,7 +317,7 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
         cell(w.restarts, 'num'),
         cell(w.rss ? formatBytes(w.rss) : '–', 'num'),
         withCpu ? cell(typeof cpuPercentOf(w) === 'number' ? `${cpuPercentOf(w).toFixed(0)} %` : '–', 'num') : null,
-        cell(w.request ? `${w.request.method} ${w.request.url}` : '–', w.request ? 'url' : 'muted'),
+        el('td', { class: w.request ? 'url' : 'muted' }, w.request ? `${w.request.method} ${w.request.url}` : '–', w.open > 1 ? el('small', { class: 'muted' }, ` +${w.open - 1} more`) : null),
         age,
         cell(w.lastExit ? exitText(w.lastExit) : '–', w.lastExit ? null : 'muted'))
     })

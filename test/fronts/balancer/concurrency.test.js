@@ -50,11 +50,12 @@ t.test('pages that await data: with K=4 one worker serves 4 of them in about one
   t.ok(ratio > 2.5, `K=1 took ${ratio.toFixed(2)}× as long as K=4 (${Math.round(elapsed[1])} against ${Math.round(elapsed[4])} ms): the awaiting requests shared the worker`)
 })
 
-t.test('the default K: 4 behind the embedded balancer, 1 where no balancer of the pool sees the loop', async (t) => {
+t.test('the default K: 16 behind the embedded balancer, 1 where no balancer of the pool sees the loop', async (t) => {
   const haproxy = { haproxySocket: '/nonexistent/haproxy.sock' } // checked, never opened: nothing is built
   const k = (options) => assemblePool({ app: APP, ...options }).options.workerConcurrency
   t.equal(k({ balancer: 'embedded' }), EMBEDDED_CONCURRENCY, 'the embedded balancer (`pool start`\'s default)')
-  t.equal(EMBEDDED_CONCURRENCY, 4)
+  const K = EMBEDDED_CONCURRENCY
+  t.equal(K, 16)
   t.equal(k({ balancer: 'haproxy', ...haproxy }), 1, 'HAProxy mode: HAProxy keeps maxconn 1 and cannot see the loop')
   t.equal(k({ balancer: 'none' }), 1, 'workers only')
   t.equal(k({}), 1, 'a library pool with fronts of its own, or none')
@@ -62,14 +63,15 @@ t.test('the default K: 4 behind the embedded balancer, 1 where no balancer of th
   t.equal(k({ balancer: 'embedded', workerConcurrency: 1 }), 1, 'K=1 given: today\'s rule')
   t.equal(k({ balancer: 'haproxy', ...haproxy, workerConcurrency: 3 }), 3, 'a K given is kept in any mode')
 
-  // Real workers: with no K given, one worker behind the embedded balancer takes 4 pages that
+  // Real workers: with no K given, one worker behind the embedded balancer takes K pages that
   // await their data at once, and a worker with no balancer of the pool's runs one at a time.
   const embedded = await startPool(t, {})
-  const answers = await Promise.all([1, 2, 3, 4, 5].map(() => request(`${embedded.url}/?wait=300`)))
+  const answers = await Promise.all(Array.from({ length: K + 1 }, () => request(`${embedded.url}/?wait=300`)))
   const held = answers.map((r) => json(r).heldAtStart)
-  t.same([1, 2, 3, 4].map((n) => held.includes(n)), [true, true, true, true], `embedded: the worker held 1, 2, 3 and 4 as they began (${held.join(', ')})`)
-  t.equal(json(await request(`${embedded.url}/stats`)).maxOpen, 4, 'never 5: the fifth waited for a place')
-  t.equal(embedded.pool.workers()[0].concurrency, 4, 'the worker\'s snapshot says K=4')
+  const upToK = Array.from({ length: K }, (_, i) => i + 1)
+  t.same(upToK.filter((n) => !held.includes(n)), [], `embedded: the worker held 1 to ${K} as they began (${held.join(', ')})`)
+  t.equal(json(await request(`${embedded.url}/stats`)).maxOpen, K, `never ${K + 1}: the last waited for a place`)
+  t.equal(embedded.pool.workers()[0].concurrency, K, `the worker's snapshot says K=${K}`)
   await embedded.pool.stop()
   const alone = await startPool(t, { balancer: 'none' })
   await Promise.all([1, 2].map(() => request(`${alone.workerUrl}/?wait=200`)))
