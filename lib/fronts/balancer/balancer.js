@@ -73,9 +73,12 @@ class EmbeddedBalancer {
       onCheckContinue: (req, res) => this.pipeline.onCheckContinue(req, res),
       onConnect: (req, socket) => this.onConnect(socket)
     })
+    // One listener for every connection, not a closure each: a client may open one per request.
+    const balancer = this
+    function settledOnClose () { balancer.settled(this) }
     this.server.on('connection', (socket) => {
       this.fresh.add(socket)
-      socket.once('close', () => this.settled(socket))
+      socket.on('close', settledOnClose)
     })
     // A full descriptor table refuses new clients, never the workers' respawns
     // (guardAccept).

@@ -37,24 +37,26 @@ function createFrontServer (opts, { onRequest, onCheckContinue, onConnect }) {
 
 // Node checks its connections' timeouts on an interval that runs from the server's listen to
 // its close, connections or not. Once Node has set it up (its own 'listening' listener runs
-// first), its timer is stopped and its check run on a timer of ours, from a first connection to
-// the close of the last one open; the server's close clears it as it would Node's. Should a
-// version of Node not keep it where this looks, its own interval is left to run.
+// first), its timer is stopped and its check run on a timer of ours, started by a connection and
+// stopped by the first check that finds none open (net.Server counts them): an idle pool is woken
+// once after its last connection, and a client that opens a connection per request costs no
+// timer of its own. The server's close clears it as it would Node's. Should a version of Node not
+// keep either where this looks, its own interval is left to run.
 function checkOnlyWhileConnected (server, interval) {
   server.once('listening', () => {
     const key = Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connectionsCheckingInterval')
     const check = key && server[key]?._onTimeout
-    if (typeof check !== 'function') return
+    if (typeof check !== 'function' || typeof server._connections !== 'number') return
     clearInterval(server[key])
     server[key] = null
-    let open = 0
-    server.on('connection', (socket) => {
-      if (open++ === 0) server[key] = setInterval(check, interval).unref()
-      socket.once('close', () => {
-        if (--open > 0) return
-        clearInterval(server[key])
-        server[key] = null
-      })
+    const tick = () => {
+      check()
+      if (server._connections > 0) return
+      clearInterval(server[key])
+      server[key] = null
+    }
+    server.on('connection', () => {
+      if (server[key] === null) server[key] = setInterval(tick, interval).unref()
     })
   })
 }
