@@ -8,7 +8,6 @@
 // (servable.js). Any other listen() is the app's own.
 
 const net = require('node:net')
-const os = require('node:os')
 
 // Replace net.Server's listen(), which every server inherits, with one that asks
 // `decide(server, args)` first: 'adopt' (the runtime listens instead: `adopt(server, callback)`),
@@ -66,10 +65,11 @@ function callbackOf (args) {
   return typeof last === 'function' ? last : null
 }
 
-// As Node reports a port in use: asynchronously, as the server's 'error'.
+// As Node reports a port in use: asynchronously, as the server's 'error'. node:os (for the
+// errno) is loaded here, on this rare path, not by every worker.
 function refuse (server, port) {
   const err = new Error(`listen EADDRINUSE: address already in use :${port} (another server of this worker already serves the pool's port)`)
-  Object.assign(err, { code: 'EADDRINUSE', errno: -os.constants.errno.EADDRINUSE, syscall: 'listen', port })
+  Object.assign(err, { code: 'EADDRINUSE', errno: -require('node:os').constants.errno.EADDRINUSE, syscall: 'listen', port })
   process.nextTick(() => server.emit('error', err))
 }
 

@@ -12,15 +12,20 @@ const { WorkerRuntime } = require('./runtime')
 // node_modules has neither (pool installed globally, the app outside the project, the package
 // installed under its other name), it gets the pool that forked it.
 const POOL_ENTRY = path.join(__dirname, '..', '..', 'index.js')
-const POOL_NAMES = new Set(['pool', require('../../package.json').name])
 const resolve = Module._resolveFilename
 Module._resolveFilename = function resolvePool (request, ...rest) {
   try {
     return resolve.call(this, request, ...rest)
   } catch (err) {
-    if (POOL_NAMES.has(request)) return POOL_ENTRY
+    if (isPoolName(request)) return POOL_ENTRY
     throw err
   }
+}
+
+// package.json is read only here, on a failed resolve: parsed at start, it would cost every
+// worker's heap for a name most apps never require.
+function isPoolName (request) {
+  return request === 'pool' || request === require('../../package.json').name
 }
 
 // A boot that throws (the app's load, or an export that can never serve) is a failed boot the

@@ -3,7 +3,14 @@
 // How a worker leaves: the app's processes go first, and the worker's output is written out
 // before the process exits.
 
-const { endAppProcesses, signalAppProcesses } = require('./app-processes')
+// The app's processes (app-processes.js, and the /proc reading under it) are looked for only on
+// the way out: loaded then, not by every idle worker. A worker out of file descriptors can load
+// it no more than it can read /proc: it then finds nothing to end, as it would have anyway.
+const NOTHING_TO_END = { signalAppProcesses: () => [], endAppProcesses: async () => ({ terminated: [], killed: [] }) }
+
+function appProcesses () {
+  try { return require('./app-processes') } catch { return NOTHING_TO_END }
+}
 
 // stdout and stderr are pipes to the supervisor, and a write the pipe cannot take at once waits
 // in this process: process.exit() would drop it. Leave once both have written out what they
@@ -31,14 +38,14 @@ function exitAfterOutput (code) {
 // gone. Thrown, that error would end this worker on the spot, in the middle of ending the app's
 // processes, and leave one that ignores SIGTERM running.
 function prepareForExit ({ supervisorGone }) {
-  process.on('exit', () => signalAppProcesses(supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
+  process.on('exit', () => appProcesses().signalAppProcesses(supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
 }
 
 // The end of a drain: the app's processes go first, and the worker exits once they are gone
 // (left to the supervisor, they would outlive it if it died meanwhile).
 async function leave ({ grace, logger }) {
-  const { terminated, killed } = await endAppProcesses({ grace }).catch(() => ({ terminated: [], killed: [] }))
+  const { terminated, killed } = await appProcesses().endAppProcesses({ grace }).catch(() => ({ terminated: [], killed: [] }))
   if (terminated.length > 0) {
     logger().info({ event: 'leftovers', processes: terminated },
       `${processes(terminated.length)} the app started still ran as the worker left; SIGTERM`)

@@ -4,7 +4,9 @@
 // apart by shape, not by class: the app's copy of a framework is not ours to require.
 const http = require('node:http')
 const net = require('node:net')
-const { poolError, codes } = require('../errors')
+
+// The pool's errors (lib/errors.js) only for an app that cannot be served: loaded then.
+const errors = () => require('../errors')
 
 // A net.Server, or an object shaped like one. `address` is what tells a server from an app that
 // is merely an EventEmitter with a listen() method: a Koa app is one, and served as a server it
@@ -44,7 +46,7 @@ function isServable (x) {
 function servingOf (target) {
   const kind = kindOf(target)
   if (kind) return kind.serve(target)
-  throw poolError(codes.BAD_OPTION, `listen() takes ${WHAT_TO_EXPORT}; got ${describeExport(target)}`)
+  throw errors().poolError(errors().codes.BAD_OPTION, `listen() takes ${WHAT_TO_EXPORT}; got ${describeExport(target)}`)
 }
 
 // What the app module exported, as the runtime serves it: ESM namespaces and transpiled modules
@@ -90,7 +92,7 @@ function unservableError (server, port) {
 // A boot failure that is the app's to fix, said in one line: where the pool noticed is no help
 // to the app's author.
 function appError (message) {
-  const err = poolError(codes.BOOT_FAILED, message)
+  const err = errors().poolError(errors().codes.BOOT_FAILED, message)
   err.stack = `${err.name}: ${err.message}`
   return err
 }
