@@ -22,7 +22,8 @@
 //   idle      an idle pool (embedded balancer, defaults, the stats listener on): the supervisor's
 //             and each worker's CPU per second, an idle HAProxy-mode supervisor's, a worker's
 //             resident memory (and its own, private part) against a plain Node cluster worker's
-//             serving the same app, and the pool's reaper's, once per pool
+//             serving the same app, every worker having served its share of 200 requests
+//             first, and the pool's reaper's, once per pool
 //   cpu-bound the workload of bench/balancer.js with renders that burn their core (a busy loop)
 //             on as many workers as cores: the front competes with the renders for the CPU;
 //             p50 and p99 against the ideal central queue, ρ `cpuRho`
@@ -153,7 +154,15 @@ async function clusterPool (args) {
 }
 
 async function idleRun (tools, args) {
-  const warm = { cmd: 'run', at: Array.from({ length: 200 }, (_, i) => i * 5), ms: new Array(200).fill(0), keepAlive: true }
+  // Every worker serves requests before it is measured, as in use: bursts of one request per
+  // worker, each holding its worker 5 ms on a new connection, so that the pool's balancer (which
+  // fills its first worker first) and cluster's round robin (per connection) both give each
+  // worker its share. A worker never used would be measured in a state no serving worker is in:
+  // V8 grows a young generation at its first collection, which a near-empty app's worker may
+  // not reach while it boots, and one that served a request has.
+  const bursts = 50
+  const burst = (i) => Math.floor(i / args.workers) * 20
+  const warm = { cmd: 'run', at: Array.from({ length: bursts * args.workers }, (_, i) => burst(i)), ms: new Array(bursts * args.workers).fill(5) }
   const pool = await idlePool(args)
   const cluster = await clusterPool(args)
   const haproxy = unavailable('haproxy') ? null : await startFront('haproxy', { workers: args.workers })
