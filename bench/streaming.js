@@ -3,7 +3,7 @@
 // Streamed pages: how soon the first byte of a page that streams reaches its client through each
 // front, and how long a slow reader of one holds a worker.
 //
-//   node bench/streaming.js [--quick] [--fronts direct,pool-worker,embedded,haproxy,nginx-haproxy,cluster,pm2]
+//   node bench/streaming.js [--quick] [--fronts direct,pool-worker,embedded,embedded-k1,haproxy,nginx-haproxy,cluster,pm2]
 //                           [--single 10] [--runs 5] [--workers 15] [--rho 0.8] [--seconds 6]
 //                           [--median 30] [--sigma 0.8] [--late 300] [--shell 4] [--rest 60]
 //                           [--hold 500] [--rate 100] [--seed 42] [--results DIR]
@@ -19,21 +19,23 @@
 //   ρ            open-loop Poisson arrivals (bench/lib/load.js, a process of its own), renders
 //                lognormal (`median`, `sigma`), then the rest `late` ms later, in two shapes:
 //                `wait`, the rest's data awaited (a timer: the worker's event loop is free, and
-//                Node's cluster and PM2 give it other requests meanwhile, which the pool never
-//                does: one request per worker); `render`, the rest rendered (the event loop
-//                blocked, as in every front). ρ counts the `late` ms either way, since a pool
-//                worker is held through it. First byte and last, p50 and p99, per run.
+//                the embedded balancer at its default K, Node's cluster and PM2 give it other
+//                requests meanwhile; HAProxy and --worker-concurrency 1 do not); `render`, the
+//                rest rendered (the event loop blocked, as in every front). ρ counts the `late`
+//                ms either way, since a worker taking one request at a time is held through it.
+//                First byte and last, p50 and p99, per run.
 //   slow reader  one client reading a `hold` KB page (the shell, the rest `late` ms later) at
 //                `rate` KB/s: how long its worker is held, as the worker reports it (from the
 //                request's headers to its last byte handed to the kernel), per front with a worker
 //                of its own (bench/lib/busy-fronts.js): direct, embedded, HAProxy, nginx → HAProxy.
 //                Under cluster and PM2 the worker writes to the client's own socket, as direct.
 //
-// Fronts (bench/lib/fronts.js), each with `workers` workers: `pool start` (embedded), `pool start
-// --balancer haproxy` with the generated config, nginx from the generated config in front of that
-// same HAProxy, Node's cluster, PM2 cluster mode; direct is one worker reached without a front
-// (one client only), and so is a pool worker on its own port. Runs visit the fronts in turn, one
-// further along each run. Loopback only.
+// Fronts (bench/lib/fronts.js), each with `workers` workers: `pool start` (embedded), the same
+// with --worker-concurrency 1 (embedded-k1), `pool start --balancer haproxy` with the generated
+// config, nginx from the generated config in front of that same HAProxy, Node's cluster, PM2
+// cluster mode; direct is one worker reached without a front (one client only), and so is a pool
+// worker on its own port. Runs visit the fronts in turn, one further along each run. Loopback
+// only.
 
 const http = require('node:http')
 const { forkReady, freePorts, ask, sleep } = require('./lib/procs')
@@ -45,7 +47,7 @@ const { startBusyFronts } = require('./lib/busy-fronts')
 const { slowRead } = require('./lib/buffering')
 const { runPart, progress, interleaved, round, log } = require('./lib/part')
 
-const FRONTS = ['direct', 'pool-worker', 'embedded', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
+const FRONTS = ['direct', 'pool-worker', 'embedded', 'embedded-k1', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
 const SHAPES = { wait: '', render: '&lateCpu=1' }
 const defaults = { fronts: FRONTS, shapes: Object.keys(SHAPES), single: 10, runs: 5, workers: 15, rho: 0.8, seconds: 6, median: 30, sigma: 0.8, cap: 2000, late: 300, shell: 4, rest: 60, hold: 500, rate: 100, seed: 42 }
 const quick = { single: 4, runs: 2, seconds: 2 }
@@ -72,6 +74,9 @@ async function startFronts (args) {
       skipped.push({ front: kind, reason: err.message.split('\n')[0] })
     }
   }
+  // The embedded balancer's default admits a worker by CPU (--worker-concurrency 16); beside it,
+  // one request per worker, as before.
+  if (wanted('embedded-k1')) fronts['embedded-k1'] = { ...await startFront('embedded', { workers: args.workers, poolArgs: ['--worker-concurrency', '1'] }), loaded: true }
   if (wanted('nginx-haproxy')) {
     if (!fronts.haproxy) skipped.push({ front: 'nginx-haproxy', reason: 'no HAProxy front' })
     else if (!has(NGINX)) skipped.push({ front: 'nginx-haproxy', reason: `${NGINX} not found` })

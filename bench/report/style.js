@@ -10,6 +10,7 @@ const SERIES = [
   ['minimal', 'minimal Node balancer (the floor)', '#7f7f7f'],
   ['pool-worker', 'a pool worker, its own port', '#bcbd22'],
   ['embedded', 'embedded balancer', '#1f77b4'],
+  ['embedded-k1', 'embedded, --worker-concurrency 1', '#9edae5'],
   ['embedded-oc', 'embedded, overload control (default)', '#17becf'],
   ['embedded-fifo', 'embedded, --no-overload-control', '#1f77b4'],
   ['embedded-unbounded', 'embedded, --body-budget 0', '#aec7e8'],

@@ -6,13 +6,14 @@
 // talking to the port directly). A request that arrives while K run waits here, first in first
 // out, instead of interleaving with them on the event loop.
 //
-// With K above 1 the guard also says when the worker may take one more: once the synchronous
-// part of every request it holds is over and its event loop has come round to the check phase
-// (a setImmediate queued once a request's handler has returned, or when one ends: whatever the
-// handler queued before it, a streaming renderer's first pass, has run), every request left
-// awaits I/O. It says so once
-// per change of what the balancer may decide (onAwaiting), never for a request that ended
-// before that check: a worker that renders on the CPU and answers says nothing.
+// With K above 1 the guard also says when the worker may take one more: once a request's handler
+// has returned (or one has ended), the guard looks at each check phase (setImmediate) until the
+// loop has come round QUIET_LOOKS times in a row with nothing long run between two looks; then
+// every request left awaits I/O. A single look would run before work the app queued behind it:
+// a render a streaming renderer defers to the check phase (React renders its shell so), or the
+// rest of a page rendered in a task of its own after its shell was written. It says so once per
+// change of what the balancer may decide (onAwaiting), never for a request that ended before:
+// a worker that renders on the CPU and answers says nothing.
 
 // Take over `server`'s 'request' listeners and dispatch requests to them, at most `concurrency`
 // at a time.
@@ -21,6 +22,11 @@
 // await I/O, `lastReq` the one started last.
 // whenEnded(id, fn): fn() once the request with that X-Request-Id, running or waiting, has ended;
 // false when no such request is here.
+// A turn of the loop between two looks no longer than this ran no render; this many such turns
+// in a row let whatever the app queued behind a look (a render a hop or two later) show itself.
+const QUIET_MS = 1
+const QUIET_LOOKS = 2
+
 function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   const listeners = server.listeners('request')
   server.removeAllListeners('request')
@@ -32,6 +38,8 @@ function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   const looks = concurrency > 1 && typeof hooks.onAwaiting === 'function'
   let said = false // told that every request running awaits I/O, and nothing started since
   let lookQueued = false
+  let lookedAt = 0 // when the last look ran (0: none since a request began or ended)
+  let quiet = 0 // looks in a row that found nothing long had run since the one before
 
   function release (req, res) {
     running.delete(req)
@@ -54,16 +62,30 @@ function serializeRequests (server, hooks = {}, { concurrency = 1 } = {}) {
     return true
   }
 
-  // At the next check phase, say so if every request running awaits I/O and that is news.
+  // A request began or ended: look again from the next check phase on, and say so once every
+  // request running awaits I/O, if that is news.
   function lookSoon () {
+    lookedAt = 0
+    quiet = 0
     if (lookQueued) return
     lookQueued = true
     setImmediate(look)
   }
 
+  // While a look is pending the loop does not wait for I/O, so from one look to the next it runs
+  // one turn: timers, I/O callbacks, the check phase's other work. A long turn ran something on
+  // the CPU (a render): count again.
   function look () {
     lookQueued = false
     if (running.size === 0 || said) return
+    const now = performance.now()
+    quiet = lookedAt > 0 && now - lookedAt <= QUIET_MS ? quiet + 1 : 0
+    lookedAt = now
+    if (quiet < QUIET_LOOKS) {
+      lookQueued = true
+      setImmediate(look)
+      return
+    }
     said = true
     hooks.onAwaiting(running.size, lastStarted)
   }

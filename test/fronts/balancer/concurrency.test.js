@@ -122,6 +122,24 @@ t.test('a render the handler defers to the check phase (as React\'s streaming re
   t.equal(json(await request(`${url}/stats`)).overlaps, 0, 'no CPU section began while another ran')
 })
 
+t.test('a render the app queues behind the worker\'s first look at its loop is a render too: work after the handler returned, or two hops away', async (t) => {
+  // The rest of a streamed page rendered in a task of its own once the shell is written (from a
+  // request's 'end' listener: after the handler returned), and a render two check-phase hops
+  // away: each is queued behind a look taken once the handler returned, and a single look said
+  // "awaiting" before it ran.
+  const { url, lines } = await startPool(t, { concurrency: 4 })
+  for (const [name, query] of [['after-return', 'tick=1&defer=1'], ['two-hops', 'defer=2']]) {
+    const a = request(`${url}/?cpu=400&${query}`, { headers: { 'x-request-id': `${name}-a` } })
+    await sleep(100)
+    const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': `${name}-b` } })
+    t.equal((await a).status, 200)
+    t.equal(json(b).heldAtStart, 1, `${name}: B began once A was over`)
+    await waitFor(() => accessOf(lines, `${name}-b`), { what: `${name}: B's access log line` })
+    t.ok(accessOf(lines, `${name}-b`).queueMs >= 150, `${name}: B waited ${accessOf(lines, `${name}-b`).queueMs} ms in the balancer's queue while A rendered`)
+  }
+  t.equal(json(await request(`${url}/stats`)).overlaps, 0, 'no CPU section began while another ran')
+})
+
 t.test('a fully idle worker is preferred to one whose requests await data', async (t) => {
   const { url } = await startPool(t, { workers: 2, concurrency: 4 })
   const first = request(`${url}/?wait=600`)
