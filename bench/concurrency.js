@@ -22,7 +22,7 @@ const { forkReady, freePorts, ask } = require('./lib/procs')
 const { closedLoop } = require('./lib/closed-loop')
 const { rssMb } = require('./lib/usage')
 const { median, percentile } = require('./lib/stats')
-const { rng } = require('./lib/schedule')
+const { makeSchedule } = require('./lib/schedule')
 
 // `ms`: CPU before the data, `rest`: the rest of the query; `holdMs`: how long it holds a worker.
 const PAGES = {
@@ -107,17 +107,15 @@ function pick ({ ok, failed, rps, offered, p50, p99 }) {
 // Poisson arrivals at ρ of today's rule's capacity, the same seeded schedule for every server; a
 // new connection each (the load generator, a process of its own, bench/lib/load.js).
 async function openLoop (generator, url, page, rho, workers, args, repeat) {
-  const perMs = rho * workers / page.holdMs
-  const rand = rng(args.seed + repeat)
-  const at = []
-  for (let t = -Math.log(1 - rand()) / perMs; t < args.openS * 1000; t += -Math.log(1 - rand()) / perMs) at.push(t)
+  // The bench's Poisson schedule at ρ of `workers` servers holding each request `holdMs`.
+  const { at, ratePerSecond } = makeSchedule({ rho, workers, durationMs: args.openS * 1000, median: page.holdMs, sigma: 0, capMs: page.holdMs, seed: args.seed + repeat })
   const r = await ask(generator, { cmd: 'run', url, at, ms: at.map(() => page.ms), query: page.rest })
   const ok = r.latency.filter((_, i) => r.status[i] === 200)
   const ends = r.sent.map((s, i) => s + r.latency[i])
   return {
     ok: ok.length,
     failed: r.status.length - ok.length,
-    offered: perMs * 1000,
+    offered: ratePerSecond,
     rps: ok.length / (Math.max(...ends, args.openS * 1000) / 1000),
     p50: percentile(ok, 50),
     p99: percentile(ok, 99)

@@ -64,19 +64,19 @@ async function startFronts (args) {
     fronts.direct = { url: `http://127.0.0.1:${port}`, loaded: false }
   }
   // nginx → HAProxy is nginx in front of the haproxy front's HAProxy, measured in its own turn.
-  for (const kind of ['embedded', 'haproxy', 'cluster', 'pm2']) {
-    if (!wanted(kind) && !(kind === 'haproxy' && wanted('nginx-haproxy'))) continue
+  // embedded-k1: the embedded balancer with one request per worker, beside its default K.
+  for (const name of ['embedded', 'embedded-k1', 'haproxy', 'cluster', 'pm2']) {
+    if (!wanted(name) && !(name === 'haproxy' && wanted('nginx-haproxy'))) continue
+    const kind = name === 'embedded-k1' ? 'embedded' : name
+    const poolArgs = name === 'embedded-k1' ? ['--worker-concurrency', '1'] : []
     const why = unavailable(kind)
-    if (why) { skipped.push({ front: kind, reason: why }); continue }
+    if (why) { skipped.push({ front: name, reason: why }); continue }
     try {
-      fronts[kind] = { ...await startFront(kind, { workers: args.workers }), loaded: true }
+      fronts[name] = { ...await startFront(kind, { workers: args.workers, poolArgs }), loaded: true }
     } catch (err) {
-      skipped.push({ front: kind, reason: err.message.split('\n')[0] })
+      skipped.push({ front: name, reason: err.message.split('\n')[0] })
     }
   }
-  // The embedded balancer's default admits a worker by CPU (--worker-concurrency 16); beside it,
-  // one request per worker, as before.
-  if (wanted('embedded-k1')) fronts['embedded-k1'] = { ...await startFront('embedded', { workers: args.workers, poolArgs: ['--worker-concurrency', '1'] }), loaded: true }
   if (wanted('nginx-haproxy')) {
     if (!fronts.haproxy) skipped.push({ front: 'nginx-haproxy', reason: 'no HAProxy front' })
     else if (!has(NGINX)) skipped.push({ front: 'nginx-haproxy', reason: `${NGINX} not found` })
