@@ -230,10 +230,7 @@ async function untilBusy (workerPort, what = 'the supervisor to see the request'
 let nodeForOthers = null
 function nodeAnyoneRuns () {
   if (nodeForOthers) return nodeForOthers
-  let dir = path.dirname(process.execPath)
-  let reachable = true
-  for (; dir !== path.dirname(dir); dir = path.dirname(dir)) if ((fs.statSync(dir).mode & 0o001) === 0) reachable = false
-  if (reachable) return (nodeForOthers = process.execPath)
+  if (othersMayReach(process.execPath)) return (nodeForOthers = process.execPath)
   const shared = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-test-node-'))
   fs.chmodSync(shared, 0o755)
   process.on('exit', () => fs.rmSync(shared, { recursive: true, force: true }))
@@ -242,4 +239,17 @@ function nodeAnyoneRuns () {
   return (nodeForOthers = target)
 }
 
-module.exports = { nodeAnyoneRuns, onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }
+// Whether another user may enter every directory on the way to `file`.
+function othersMayReach (file) {
+  for (let dir = path.dirname(file); dir !== path.dirname(dir); dir = path.dirname(dir)) if ((fs.statSync(dir).mode & 0o001) === 0) return false
+  return true
+}
+
+// Why the cases that run this checkout's code as an unprivileged user cannot run here, or false.
+// A checkout under root's home, or in a `mktemp -d` directory (mode 0700), is closed to others.
+function checkoutHiddenFromOthers () {
+  if (othersMayReach(BIN)) return false
+  return `other users may not enter the directories above this checkout (${ROOT}): chmod 755 them (.ci/run does)`
+}
+
+module.exports = { nodeAnyoneRuns, checkoutHiddenFromOthers, onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }

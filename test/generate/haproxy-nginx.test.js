@@ -12,7 +12,7 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
-const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
+const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
 const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, NGINX_WORKER_USER, IS_ROOT } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
@@ -358,7 +358,7 @@ t.test('the generated pair, started as its headers say, serves through nginx →
   }
 })
 
-t.test('the same as an unprivileged user', { skip: !IS_ROOT && 'run by an unprivileged user: the test above is this one' }, async (t) => {
+t.test('the same as an unprivileged user', { skip: IS_ROOT ? checkoutHiddenFromOthers() : 'run by an unprivileged user: the test above is this one' }, async (t) => {
   const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY })
   t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf), Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
 })
