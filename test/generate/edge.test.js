@@ -126,7 +126,12 @@ async function startFakeHost (t, address, { port, agentPort }) {
     }
     host.served++
     host.methods.push(req.method)
-    if (host.hangUp) return req.socket.destroy()
+    if (host.hangUp) {
+      // 'then-refuse': its pool went down under this request; later connections are refused
+      // (the requests it runs still end).
+      if (host.hangUp === 'then-refuse') server.close()
+      return req.socket.destroy()
+    }
     host.inFlight++
     host.maxInFlight = Math.max(host.maxInFlight, host.inFlight)
     const ms = Number(new URL(req.url, 'http://x').searchParams.get('ms') || 0)
@@ -142,6 +147,7 @@ async function startFakeHost (t, address, { port, agentPort }) {
   await new Promise((resolve) => agent.listen(agentPort, address, resolve))
   host.resetCount = () => { host.maxInFlight = host.inFlight; host.served = 0; host.methods = [] }
   host.closeHttp = () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()) })
+  host.openHttp = () => new Promise((resolve) => server.listen(port, address, resolve))
   t.teardown(async () => {
     for (const socket of held) socket.destroy()
     await new Promise((resolve) => agent.close(() => resolve()))
@@ -302,6 +308,32 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
     const after = await waitForServers(servers, (a) => a.status === 'DOWN', 'host1 DOWN')
     t.ok(after.host1.wredis > before, `some were tried on host1 first and redispatched (${after.host1.wredis - before})`)
     t.equal(after.host1.check_status, 'L4CON')
+  })
+
+  // leastconn sends a retry back to the host it should avoid when no other host has a free slot
+  // at that instant. A host whose pool went down refuses it and is DOWN at once (observe
+  // layer4): the request waits in the edge's queue for a slot elsewhere.
+  await t.test('a host that hangs up while the others are full: the GET waits for another host', async (t) => {
+    await host1.openHttp()
+    await waitForServers(servers, (a) => a.status === 'UP', 'host1 UP again')
+    const before = (await servers()).host1
+    // Two long GETs at once: one on each host (leastconn), host2 (maxconn 1) now full.
+    const long = [request(`${url}/work?ms=800&i=a`), request(`${url}/work?ms=800&i=b`)]
+    await waitFor(() => host1.inFlight === 1 && host2.inFlight === 1, { timeout: 5000, what: 'a long GET on each host' })
+    host1.resetCount()
+    host1.hangUp = 'then-refuse'
+    const sent = Date.now()
+    const reply = await request(`${url}/work?ms=1&i=c`)
+    host1.hangUp = false
+    t.equal(reply.status, 200, 'answered 200')
+    t.equal(reply.body, '127.0.0.3', 'by host2')
+    // At least until host2's long GET ends (about 800 ms); with one host left up, HAProxy also
+    // pauses `timeout connect` (1s) after the refused connect before it tries again.
+    t.ok(Date.now() - sent >= 500, `it waited for host2's slot (${Date.now() - sent} ms)`)
+    t.same(host1.methods, ['GET'], 'host1 saw it once: it hung up, then refused the retry')
+    t.same((await Promise.all(long)).map((r) => r.status), [200, 200], 'the long GETs, host1\'s included, answered')
+    const after = await waitForServers(servers, (a) => a.status === 'DOWN', 'host1 DOWN')
+    t.ok(after.host1.wretr > before.wretr, `retried (host1 wretr ${before.wretr} → ${after.host1.wretr}, wredis ${after.host1.wredis})`)
   })
 
   await t.test('a slow upload holds no host slot until its body is in (option http-buffer-request)', async (t) => {
