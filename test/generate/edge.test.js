@@ -276,6 +276,9 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
   })
 
   await t.test('a host that hangs up without an answer: GET is tried again elsewhere, POST is not', async (t) => {
+    // Both up at the start: a host a stall took DOWN (two /ping checks of 500 ms missed on a
+    // loaded machine) comes back only after two good ones.
+    await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP', 'both hosts UP')
     for (const h of hosts) h.resetCount()
     host1.hangUp = true
     const replies = { GET: [], POST: [] }
