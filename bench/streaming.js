@@ -54,6 +54,10 @@ const quick = { single: 4, runs: 2, seconds: 2 }
 
 // ---- the fronts -------------------------------------------------------------------------------
 
+// Fronts measured under a name of their own: embedded-k1 is the embedded balancer with one
+// request per worker, beside its default K.
+const VARIANTS = { 'embedded-k1': { kind: 'embedded', poolArgs: ['--worker-concurrency', '1'] } }
+
 async function startFronts (args) {
   const fronts = {}
   const skipped = []
@@ -64,11 +68,9 @@ async function startFronts (args) {
     fronts.direct = { url: `http://127.0.0.1:${port}`, loaded: false }
   }
   // nginx → HAProxy is nginx in front of the haproxy front's HAProxy, measured in its own turn.
-  // embedded-k1: the embedded balancer with one request per worker, beside its default K.
   for (const name of ['embedded', 'embedded-k1', 'haproxy', 'cluster', 'pm2']) {
     if (!wanted(name) && !(name === 'haproxy' && wanted('nginx-haproxy'))) continue
-    const kind = name === 'embedded-k1' ? 'embedded' : name
-    const poolArgs = name === 'embedded-k1' ? ['--worker-concurrency', '1'] : []
+    const { kind, poolArgs } = VARIANTS[name] ?? { kind: name, poolArgs: [] }
     const why = unavailable(kind)
     if (why) { skipped.push({ front: name, reason: why }); continue }
     try {
