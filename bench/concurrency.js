@@ -5,12 +5,15 @@
 // 200 ms of data, CPU-bound renders (Atomics.wait: a render without burning a core) and the mix
 // (15 ms of CPU, 200 ms of data, 15 ms of CPU), served by the pool with -n = cores at K=1 (one
 // request per worker) and at K=16 (admitted by CPU), by Node's cluster on as many workers, and
-// by one plain process. ρ is the load on today's rule: arrivals per second = ρ × workers ÷ the
-// time a request holds its worker at K=1 (200, 30 and 230 ms), a new connection each. Each cell:
-// answered req/s, p50 and p99, and the memory (RSS) of the serving processes, front included;
-// the ratios the issue's targets read: K against a plain process for awaited data, K's p99
-// against K=1's for CPU-bound renders, the mix against either rule alone. Each server is warmed
-// (a second of each page) before its cells are measured.
+// by one plain process; pages awaiting data also by a bare Node relay (the minimal balancer at
+// 16 requests per worker, dealt in turn: on such pages as good a rule as any, so the floor of
+// any front that relays, the pool's included). ρ is the load on today's rule: arrivals per
+// second = ρ × workers ÷ the time a request holds its worker at K=1 (200, 30 and 230 ms), a new
+// connection each. Each cell: answered req/s, p50 and p99, and the memory (RSS) of the serving
+// processes, front included; the ratios the issue's targets read: K against a plain process for
+// awaited data, K's p99 against K=1's for CPU-bound renders, the mix against either rule alone;
+// beside K's p99 against cluster's for awaited data, the bare relay's. Each server is warmed (a
+// second of each of its pages) before its cells are measured.
 //
 //   node bench/concurrency.js [--quick] [--durationS 6] [--openS 8] [--repeats 3]
 //                             [--clients 5,13,20] [--rhos 0.5,0.8] [--k 16]
@@ -32,13 +35,17 @@ const PAGES = {
 }
 const queryOf = ({ ms, rest }) => `ms=${ms}${rest ? `&${rest}` : ''}`
 
-// The ways of serving compared, each started once per repeat and given every page and load.
+const RELAY = 'Node relay'
+
+// The ways of serving compared, each started once per repeat and given every load on its
+// `pages` (all when absent).
 function servers (k) {
   return [
     { name: 'pool K=1', start: (workers) => startFront('embedded', { workers, poolArgs: ['--worker-concurrency', '1', '--no-overload-control'] }) },
     { name: `pool K=${k}`, start: (workers) => startFront('embedded', { workers, poolArgs: ['--worker-concurrency', String(k), '--no-overload-control'] }) },
     { name: 'cluster', start: (workers) => startFront('cluster', { workers }) },
-    { name: 'plain', start: startPlain }
+    { name: 'plain', start: startPlain },
+    { name: RELAY, start: (workers) => startFront('minimal', { workers, cap: k }), pages: ['data'] }
   ]
 }
 
@@ -65,9 +72,9 @@ runPart('concurrency', {
     const list = servers(args.k)
     const loads = [...args.clients.map((clients) => ({ clients })), ...args.rhos.map((rho) => ({ rho }))]
     const cells = []
-    const total = args.repeats * list.length * Object.keys(PAGES).length * loads.length
+    const total = args.repeats * loads.length * list.reduce((sum, s) => sum + (s.pages ?? Object.keys(PAGES)).length, 0)
     let done = 0
-    log(`-n ${workers} (cores), K=1 against K=${args.k}, cluster and one plain process; ${args.durationS} s a closed-loop cell, ${args.openS} s an open-loop one, ${args.repeats} repeat(s)`)
+    log(`-n ${workers} (cores), K=1 against K=${args.k}, cluster, one plain process and (pages awaiting data) a bare Node relay; ${args.durationS} s a closed-loop cell, ${args.openS} s an open-loop one, ${args.repeats} repeat(s)`)
     const generator = await forkReady('load.js', {})
     try {
       for (let r = 0; r < args.repeats; r++) {
@@ -75,8 +82,9 @@ runPart('concurrency', {
           const s = list[(i + r) % list.length]
           const server = await s.start(workers)
           try {
-            for (const page of Object.values(PAGES)) await closedLoop({ url: server.url, connections: 4, durationS: 1, query: queryOf(page) })
-            for (const [name, page] of Object.entries(PAGES)) {
+            const pages = Object.entries(PAGES).filter(([name]) => !s.pages || s.pages.includes(name))
+            for (const [, page] of pages) await closedLoop({ url: server.url, connections: 4, durationS: 1, query: queryOf(page) })
+            for (const [name, page] of pages) {
               for (const load of loads) {
                 progress(done++, total, `${s.name}, ${name}, ${load.clients ? `${load.clients} clients` : `ρ ${load.rho}`}`)
                 const summary = load.clients
@@ -135,6 +143,7 @@ function summarize (cells, names, args) {
     for (const load of loads) {
       for (const server of names) {
         const runs = cells.filter((c) => c.server === server && c.page === page && sameLoad(c, load))
+        if (runs.length === 0) continue // a server measured on some pages only
         const row = { server, page, ...load }
         for (const key of ['rps', 'p50', 'p99', 'rssMb', 'failed']) row[key] = median(runs.map((c) => c[key]))
         if (load.rho) row.offered = runs[0]?.offered
@@ -151,6 +160,7 @@ function summarize (cells, names, args) {
       ...load,
       dataRpsVsPlain: ratio(at(kName, 'data').rps, at('plain', 'data').rps), // ≥ 0.9
       dataP99VsCluster: ratio(at(kName, 'data').p99, at('cluster', 'data').p99), // ≤ 1
+      relayP99VsCluster: at(RELAY, 'data') ? ratio(at(RELAY, 'data').p99, at('cluster', 'data').p99) : null,
       cpuP99VsK1: ratio(at(kName, 'cpu').p99, at('pool K=1', 'cpu').p99), // ≤ 1.02
       mixRpsVsK1: ratio(at(kName, 'mix').rps, at('pool K=1', 'mix').rps),
       mixP99VsK1: ratio(at(kName, 'mix').p99, at('pool K=1', 'mix').p99),
@@ -159,7 +169,7 @@ function summarize (cells, names, args) {
   })
   lines.push('', `targets (${kName}): data req/s ÷ plain ≥ 0.9, data p99 ÷ cluster ≤ 1, CPU p99 ÷ K=1 ≤ 1.02, the mix no worse than K=1`)
   for (const t of targets) {
-    lines.push(`  ${label(t)}: data ${t.dataRpsVsPlain}× plain's req/s, p99 ${t.dataP99VsCluster}× cluster's; CPU p99 ${t.cpuP99VsK1}× K=1's; mix req/s ${t.mixRpsVsK1}×, p99 ${t.mixP99VsK1}× K=1's`)
+    lines.push(`  ${label(t)}: data ${t.dataRpsVsPlain}× plain's req/s, p99 ${t.dataP99VsCluster}× cluster's (a bare relay's ${t.relayP99VsCluster ?? '–'}×); CPU p99 ${t.cpuP99VsK1}× K=1's; mix req/s ${t.mixRpsVsK1}×, p99 ${t.mixP99VsK1}× K=1's`)
   }
   return { rows, lines, targets }
 }

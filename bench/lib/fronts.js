@@ -9,7 +9,8 @@
 //   pm2        PM2 cluster mode, `pm2 reload` (bench/lib/pm2.js)
 //   minimal    the floor of a Node balancer for the pool's rule (bench/lib/minimal-balancer.js),
 //              before plain bench workers; the costs part's yardstick, not a peer: it only
-//              serves and stops (no reload, no respawn)
+//              serves and stops (no reload, no respawn). `cap`: requests per worker (1); the
+//              concurrency part's floor of a relay, at 16
 // Each serves the bench app (bench/lib/app.js), or `app` (a pool app that also runs on its own,
 // on $PORT: the SSR demo), on `workers` workers and has:
 //   url, workerUrl (the pool's: slot 1's worker on its own port),
@@ -26,7 +27,7 @@ const { startPoolProcess, BIN } = require('./pool-process')
 const { startGeneratedHaproxy, allServersUp, has, HAPROXY } = require('./stack')
 const pm2 = require('./pm2')
 
-// The peers of the pool; the minimal balancer is only the costs part's yardstick.
+// The peers of the pool; the minimal balancer is only a yardstick.
 const KINDS = ['embedded', 'haproxy', 'cluster', 'pm2']
 
 // Why a kind cannot run here, or null.
@@ -168,10 +169,10 @@ async function startPm2Front ({ workers, app }) {
   }
 }
 
-async function startMinimalFront ({ workers }) {
+async function startMinimalFront ({ workers, cap = 1 }) {
   const ports = await freePorts(workers + 1)
   const children = await Promise.all(ports.slice(1).map((port) => forkReady('worker.js', { PORT: String(port) })))
-  const balancer = await forkReady('minimal-balancer.js', { CONFIG: JSON.stringify({ port: ports[0], workers: ports.slice(1).map((port) => ({ port })) }) })
+  const balancer = await forkReady('minimal-balancer.js', { CONFIG: JSON.stringify({ port: ports[0], workers: ports.slice(1).map((port) => ({ port })), cap }) })
   return {
     kind: 'minimal',
     url: `http://127.0.0.1:${ports[0]}`,

@@ -3,12 +3,17 @@
 // The floor of a Node balancer for the pool's rule, against which bench/costs.js reads the
 // embedded balancer's cost: Node's http server, one central FIFO, at most one request per
 // worker, kept-alive connections to the workers, buffered responses; no logs, no metrics, no
-// retries, no limits. $CONFIG: JSON { port, workers: [{ port }] }.
+// retries, no limits. $CONFIG: JSON { port, workers: [{ port }], cap }. With `cap` above 1 (at
+// most that many requests per worker, dealt in turn, whatever the worker is doing) it is the
+// floor of any front that relays, for pages on which holding several requests costs a worker
+// nothing: bench/concurrency.js reads it against Node's cluster on pages awaiting data.
 
 const http = require('node:http')
 
-const { port, workers } = JSON.parse(process.env.CONFIG)
-const free = workers.map((w) => ({ port: w.port, agent: new http.Agent({ keepAlive: true, maxSockets: 1 }) }))
+const { port, workers, cap = 1 } = JSON.parse(process.env.CONFIG)
+const targets = workers.map((w) => ({ port: w.port, agent: new http.Agent({ keepAlive: true, maxSockets: cap }) }))
+// One entry per place, the workers interleaved, so that a burst is dealt across them in turn.
+const free = Array.from({ length: cap }, () => targets).flat()
 const queue = []
 
 function dispatch () {

@@ -21,7 +21,7 @@ const PARTS = [
   { name: 'streaming', about: 'time to the first byte of a streamed page per front, at 1 client and at ρ 0.8; how long a slow reader of one holds a worker', script: 'streaming.js', own: true, estimate: { full: 560, quick: 150 } },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines; overload control against a FIFO where a FIFO keeps up: below capacity, mixed routes, closed-loop clients after a burst of fast requests', script: 'overload.js', own: true, estimate: { full: 1000, quick: 150 } },
-  { name: 'concurrency', about: 'pages awaiting data, CPU-bound renders and the mix at 5, 13 and 20 closed-loop clients and open loop at ρ 0.5 and 0.8: the pool at --worker-concurrency 1 and 16 (its default) against Node\'s cluster and one plain process (req/s, p50, p99, RSS)', script: 'concurrency.js', own: true, estimate: { full: 1500, quick: 180 } },
+  { name: 'concurrency', about: 'pages awaiting data, CPU-bound renders and the mix at 5, 13 and 20 closed-loop clients and open loop at ρ 0.5 and 0.8: the pool at --worker-concurrency 1 and 16 (its default) against Node\'s cluster, one plain process and, on pages awaiting data, a bare Node relay (req/s, p50, p99, RSS)', script: 'concurrency.js', own: true, estimate: { full: 1650, quick: 200 } },
   { name: 'fleet', about: 'hosts × workers behind an edge HAProxy against the ideal', script: 'fleet.js', own: true, estimate: { full: 100, quick: 25 } }
 ]
 
