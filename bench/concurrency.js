@@ -5,14 +5,14 @@
 // 200 ms of data, CPU-bound renders (Atomics.wait: a render without burning a core) and the mix
 // (15 ms of CPU, 200 ms of data, 15 ms of CPU), served by the pool with -n = cores at K=1 (one
 // request per worker) and at K=16 (admitted by CPU), by Node's cluster on as many workers, and
-// by one plain process; pages awaiting data also by a bare Node relay (the minimal balancer at
-// 16 requests per worker, dealt in turn: on such pages as good a rule as any, so the floor of
-// any front that relays, the pool's included). ρ is the load on today's rule: arrivals per
+// by one plain process; pages awaiting data also by a plain Node relay (the minimal balancer at
+// K requests per worker, dealt in turn: on such pages as good a rule as any, so it adds a
+// relay's hop and nothing else). ρ is the load on today's rule: arrivals per
 // second = ρ × workers ÷ the time a request holds its worker at K=1 (200, 30 and 230 ms), a new
 // connection each. Each cell: answered req/s, p50 and p99, and the memory (RSS) of the serving
 // processes, front included; the ratios the issue's targets read: K against a plain process for
 // awaited data, K's p99 against K=1's for CPU-bound renders, the mix against either rule alone;
-// beside K's p99 against cluster's for awaited data, the bare relay's. Each server is warmed (a
+// beside K's p99 against cluster's for awaited data, the relay's. Each server is warmed (a
 // second of each of its pages) before its cells are measured.
 //
 //   node bench/concurrency.js [--quick] [--durationS 6] [--openS 8] [--repeats 3]
@@ -74,7 +74,7 @@ runPart('concurrency', {
     const cells = []
     const total = args.repeats * loads.length * list.reduce((sum, s) => sum + (s.pages ?? Object.keys(PAGES)).length, 0)
     let done = 0
-    log(`-n ${workers} (cores), K=1 against K=${args.k}, cluster, one plain process and (pages awaiting data) a bare Node relay; ${args.durationS} s a closed-loop cell, ${args.openS} s an open-loop one, ${args.repeats} repeat(s)`)
+    log(`-n ${workers} (cores), K=1 against K=${args.k}, cluster, one plain process and (pages awaiting data) a plain Node relay; ${args.durationS} s a closed-loop cell, ${args.openS} s an open-loop one, ${args.repeats} repeat(s)`)
     const generator = await forkReady('load.js', {})
     try {
       for (let r = 0; r < args.repeats; r++) {
@@ -169,7 +169,7 @@ function summarize (cells, names, args) {
   })
   lines.push('', `targets (${kName}): data req/s ÷ plain ≥ 0.9, data p99 ÷ cluster ≤ 1, CPU p99 ÷ K=1 ≤ 1.02, the mix no worse than K=1`)
   for (const t of targets) {
-    lines.push(`  ${label(t)}: data ${t.dataRpsVsPlain}× plain's req/s, p99 ${t.dataP99VsCluster}× cluster's (a bare relay's ${t.relayP99VsCluster ?? '–'}×); CPU p99 ${t.cpuP99VsK1}× K=1's; mix req/s ${t.mixRpsVsK1}×, p99 ${t.mixP99VsK1}× K=1's`)
+    lines.push(`  ${label(t)}: data ${t.dataRpsVsPlain}× plain's req/s, p99 ${t.dataP99VsCluster}× cluster's (the relay's ${t.relayP99VsCluster ?? '–'}×); CPU p99 ${t.cpuP99VsK1}× K=1's; mix req/s ${t.mixRpsVsK1}×, p99 ${t.mixP99VsK1}× K=1's`)
   }
   return { rows, lines, targets }
 }

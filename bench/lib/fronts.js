@@ -10,7 +10,7 @@
 //   minimal    the floor of a Node balancer for the pool's rule (bench/lib/minimal-balancer.js),
 //              before plain bench workers; the costs part's yardstick, not a peer: it only
 //              serves and stops (no reload, no respawn). `cap`: requests per worker (1); the
-//              concurrency part's floor of a relay, at 16
+//              concurrency part's plain relay at K
 // Each serves the bench app (bench/lib/app.js), or `app` (a pool app that also runs on its own,
 // on $PORT: the SSR demo), on `workers` workers and has:
 //   url, workerUrl (the pool's: slot 1's worker on its own port),

@@ -4,9 +4,9 @@
 // embedded balancer's cost: Node's http server, one central FIFO, at most one request per
 // worker, kept-alive connections to the workers, buffered responses; no logs, no metrics, no
 // retries, no limits. $CONFIG: JSON { port, workers: [{ port }], cap }. With `cap` above 1 (at
-// most that many requests per worker, dealt in turn, whatever the worker is doing) it is the
-// floor of any front that relays, for pages on which holding several requests costs a worker
-// nothing: bench/concurrency.js reads it against Node's cluster on pages awaiting data.
+// most that many requests per worker, dealt in turn, whatever the worker is doing) it is a plain
+// relay for pages on which holding several requests costs a worker nothing: bench/concurrency.js
+// reads it against Node's cluster on pages awaiting data.
 
 const http = require('node:http')
 
@@ -23,21 +23,23 @@ function dispatch () {
 function forward ({ req, res, body }, worker) {
   const headers = { ...req.headers }
   delete headers.connection // the client's, not the worker connection's (kept alive)
-  const done = () => { free.push(worker); dispatch() }
+  // Once per request, however it ends: the worker's place is free again.
+  let settled = false
+  const settle = (status, answerHeaders, answerBody) => {
+    if (settled) return
+    settled = true
+    free.push(worker)
+    dispatch()
+    res.writeHead(status, answerHeaders)
+    res.end(answerBody)
+  }
   const upstream = http.request({ host: '127.0.0.1', port: worker.port, method: req.method, path: req.url, headers, agent: worker.agent }, (answer) => {
     const chunks = []
     answer.on('data', (chunk) => chunks.push(chunk))
-    answer.on('end', () => {
-      done()
-      res.writeHead(answer.statusCode, answer.headers)
-      res.end(Buffer.concat(chunks))
-    })
+    answer.on('end', () => settle(answer.statusCode, answer.headers, Buffer.concat(chunks)))
+    answer.on('close', () => { if (!answer.complete) settle(502) }) // cut short by the worker
   })
-  upstream.on('error', () => {
-    done()
-    res.writeHead(502)
-    res.end()
-  })
+  upstream.on('error', () => settle(502))
   upstream.end(body)
 }
 

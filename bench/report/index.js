@@ -585,9 +585,12 @@ async function costsSection (r, dir, run) {
   r.add(provenance(run, 'costs', null, data))
 }
 
+// The concurrency part's server that relays without admitting by CPU (bench/concurrency.js).
+const RELAY = 'Node relay'
+
 async function concurrencySection (r, dir, run) {
   const data = load.concurrency(dir)
-  r.add('## One render on the CPU per worker', 'Pages that await their data inside the render keep a one-request worker idle for most of its request. `--worker-concurrency K` lets a worker hold up to K requests while every one it holds awaits I/O, never while one renders ([the guide](guide/embedded-balancer.md#one-render-on-the-cpu-per-worker)). The pool at K=1 (one request per worker) and at a larger K, against Node\'s cluster and one plain process (and, on pages awaiting data, a bare Node relay), with closed-loop clients and open-loop arrivals. By `bench/concurrency.js`.')
+  r.add('## One render on the CPU per worker', 'Pages that await their data inside the render keep a one-request worker idle for most of its request. `--worker-concurrency K` lets a worker hold up to K requests while every one it holds awaits I/O, never while one renders ([the guide](guide/embedded-balancer.md#one-render-on-the-cpu-per-worker)). The pool at K=1 (one request per worker) and at a larger K, against Node\'s cluster and one plain process (and, on pages awaiting data, a plain Node relay), with closed-loop clients and open-loop arrivals. By `bench/concurrency.js`.')
   if (!data?.summary?.length) return r.add(missing(run, 'concurrency', 'this part'))
   const servers = [...new Set(data.summary.map((c) => c.server))]
   const loadOf = (x) => x.clients ? `${x.clients} clients` : `ρ ${x.rho}`
@@ -604,12 +607,18 @@ async function concurrencySection (r, dir, run) {
   const pages = Object.entries(data.pages ?? {}).map(([name, page]) => `*${name}* ${page.about}`).join(', ')
   const c = data.config
   const open = c.rhos?.length ? ` Open loop: Poisson arrivals on a new connection each at ρ of the pool's capacity at K=1 (ρ × workers ÷ the time a request holds its worker there), ${c.openS} s per cell, the same arrivals for every server.` : ''
-  r.add(`Pages: ${pages} (the CPU blocked with Atomics.wait, data awaited on a timer). -n ${data.workers || 'cores'} for the pool and cluster, K=${data.k}; closed loop ${c.durationS} s per cell on kept-alive connections.${open} ${c.repeats} repeat${c.repeats > 1 ? 's' : ''}, the median shown; each server warmed with a second of each page first; MB: the RSS of every serving process together.`)
+  r.add(`Pages: ${pages} (the CPU blocked with Atomics.wait, data awaited on a timer). -n ${data.workers || 'cores'} for the pool, cluster${servers.includes(RELAY) ? ` and the ${RELAY}` : ''}, K=${data.k}; closed loop ${c.durationS} s per cell on kept-alive connections.${open} ${c.repeats} repeat${c.repeats > 1 ? 's' : ''}, the median shown; each server warmed with a second of each of its pages first; MB: the RSS of every serving process together.`)
   if (data.targets?.length) {
-    const relay = data.targets.some((x) => x.relayP99VsCluster != null)
-    r.add(table(['load', 'data pages: req/s ÷ one process (≥ 0.9)', 'data pages: p99 ÷ cluster (≤ 1)', ...(relay ? ['the bare relay\'s: p99 ÷ cluster'] : []), 'CPU-bound: p99 ÷ K=1 (≤ 1.02)', 'mix: req/s ÷ K=1', 'mix: p99 ÷ K=1'],
-      data.targets.map((x) => [loadOf(x), `${x.dataRpsVsPlain}×`, `${x.dataP99VsCluster}×`, ...(relay ? [x.relayP99VsCluster != null ? `${x.relayP99VsCluster}×` : '–'] : []), `${x.cpuP99VsK1}×`, `${x.mixRpsVsK1}×`, `${x.mixP99VsK1}×`])))
-    if (relay) r.add('On pages awaiting data a worker loses nothing by holding several requests, so Node\'s cluster, which hands each connection to a worker and is then out of the way, is as good a rule there as any; a front that relays (the pool\'s balancer) adds its hop to every request. The bare relay (the minimal balancer, Node\'s http server and client, at 16 requests per worker dealt in turn, no admission rule) measures that hop alone: the floor of any front that relays.')
+    // For scale, the p99 of the servers that do not admit by CPU against cluster's, on the same
+    // pages: one process (no front at all) and the Node relay, where measured.
+    const p99VsCluster = (server, x) => {
+      const of = (name) => data.summary.find((c) => c.server === name && c.page === 'data' && loadOf(c) === loadOf(x))
+      return of(server) && of('cluster') ? `${Math.round(of(server).p99 / of('cluster').p99 * 1000) / 1000}×` : '–'
+    }
+    const relay = servers.includes(RELAY)
+    r.add(table(['load', 'data pages: req/s ÷ one process (≥ 0.9)', 'data pages: p99 ÷ cluster (≤ 1)', 'one process: p99 ÷ cluster', ...(relay ? [`${RELAY}: p99 ÷ cluster`] : []), 'CPU-bound: p99 ÷ K=1 (≤ 1.02)', 'mix: req/s ÷ K=1', 'mix: p99 ÷ K=1'],
+      data.targets.map((x) => [loadOf(x), `${x.dataRpsVsPlain}×`, `${x.dataP99VsCluster}×`, p99VsCluster('plain', x), ...(relay ? [p99VsCluster(RELAY, x)] : []), `${x.cpuP99VsK1}×`, `${x.mixRpsVsK1}×`, `${x.mixP99VsK1}×`])))
+    if (relay) r.add(`On pages awaiting data a worker loses nothing by holding several requests, so Node's cluster, which hands each connection to a worker and is then out of its way, is as good a rule there as any, while a front that relays (the pool's balancer) adds its hop to every request. The ${RELAY} (the minimal balancer: Node's http server and client, up to ${data.k} requests per worker dealt in turn, no admission rule) adds that hop and nothing else. One process, which adds no hop either, shows how far apart the p99s of two such servers fall here.`)
   }
   r.add(provenance(run, 'concurrency', null, data))
 }
