@@ -180,6 +180,15 @@ function waitForServers (servers, pred, what) {
   }, { timeout: 5000, interval: 25, what })
 }
 
+// Each host as the edge and the fake host see it, for a failure's message: a host a stall of
+// this process took DOWN shows chkdown and a check_status of L7TOUT.
+function describeHosts (hosts, rows) {
+  return hosts.map((host, i) => {
+    const s = rows[`host${i + 1}`]
+    return `host${i + 1} ${s.status} check ${s.check_status} chkfail ${s.chkfail} chkdown ${s.chkdown} slim ${s.slim} wretr ${s.wretr} wredis ${s.wredis} eresp ${s.eresp}, running ${host.inFlight}`
+  }).join('; ')
+}
+
 // `count` requests at once through the edge. Resolves with their statuses.
 async function burst (url, count, { ms = 100, method = 'GET' } = {}) {
   const replies = await Promise.all(Array.from({ length: count }, (_, i) =>
@@ -204,6 +213,24 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
     t.pass('host2 slim 4 once its agent says maxconn:4')
     host2.line = 'up ready maxconn:1'
     await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP' && b.slim === 1, 'both UP, host2 back to slim 1')
+  })
+
+  // HAProxy 2.6 checks that a host has a free slot and takes it in two steps: with two threads,
+  // two requests arriving together could both take one host's last slot (20 to 35 pairs in 100).
+  await t.test('two requests that arrive together go to the two hosts with a free slot, never both to one (nbthread 1)', async (t) => {
+    host1.line = 'up ready maxconn:1'
+    await waitForServers(servers, (a, b) => a.slim === 1 && b.slim === 1, 'slim 1 and 1')
+    for (const h of hosts) h.resetCount()
+    const pairs = 40
+    let oneHost = 0
+    for (let i = 0; i < pairs; i++) {
+      const replies = await Promise.all(['a', 'b'].map((x) => request(`${url}/work?ms=30&i=${x}${i}`)))
+      if (replies[0].body === replies[1].body) oneHost++
+    }
+    t.equal(oneHost, 0, `each of ${pairs} pairs answered by both hosts`)
+    t.same(hosts.map((h) => h.maxInFlight), [1, 1], 'no host ever ran two')
+    host1.line = 'up ready maxconn:2'
+    await waitForServers(servers, (a) => a.slim === 2, 'host1 back to slim 2')
   })
 
   await t.test('a burst waits at the edge: no host ever runs more than its maxconn', async (t) => {
@@ -293,8 +320,7 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
     t.ok(onHost1('GET') > 0 && onHost1('POST') > 0, `host1 hung up on ${onHost1('GET')} GET and ${onHost1('POST')} POST`)
     // A retry goes back to the host that hung up only when HAProxy finds no other host it may
     // use at that instant (leastconn's avoided server): what each host's state and counters were.
-    const seen = Object.entries(await servers()).map(([name, s]) => `${name} ${s.status} check ${s.check_status} chkdown ${s.chkdown} slim ${s.slim} wretr ${s.wretr} wredis ${s.wredis} eresp ${s.eresp}`).join('; ')
-    t.same(replies.GET, allOk(6), `every GET answered 200: the ones host1 dropped were sent to host2 (${seen})`)
+    t.same(replies.GET, allOk(6), `every GET answered 200: the ones host1 dropped were sent to host2 (${describeHosts(hosts, await servers())})`)
     t.equal(replies.POST.filter((s) => s === 502).length, onHost1('POST'), 'each POST host1 dropped is a 502, never sent twice')
     t.equal(host2.methods.filter((m) => m === 'POST').length, 6 - onHost1('POST'), 'host2 saw only the other POSTs')
   })
@@ -318,11 +344,15 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
   // layer4): the request waits in the edge's queue for a slot elsewhere.
   await t.test('a host that hangs up while the others are full: the GET waits for another host', async (t) => {
     await host1.openHttp()
-    await waitForServers(servers, (a) => a.status === 'UP', 'host1 UP again')
+    // Both: a host a stall took DOWN comes back only after two good checks.
+    await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP', 'both hosts UP')
     const before = (await servers()).host1
     // Two long GETs at once: one on each host (leastconn), host2 (maxconn 1) now full.
     const long = [request(`${url}/work?ms=800&i=a`), request(`${url}/work?ms=800&i=b`)]
-    await waitFor(() => host1.inFlight === 1 && host2.inFlight === 1, { timeout: 5000, what: 'a long GET on each host' })
+    await waitFor(async () => {
+      if (host1.inFlight === 1 && host2.inFlight === 1) return true
+      throw new Error(`now: ${describeHosts(hosts, await servers())}`)
+    }, { timeout: 5000, what: 'a long GET on each host' })
     host1.resetCount()
     host1.hangUp = 'then-refuse'
     const sent = Date.now()

@@ -190,6 +190,26 @@ t.test('observe layer4 marks a dead worker DOWN on its first refused connect', a
   t.equal(worker1.wredis, 1, 'only one request was tried on it')
 })
 
+// HAProxy 2.6 checks that a server has a free slot and takes it in two steps: with two threads,
+// two requests arriving together could both take one worker's slot (a third of the pairs).
+t.test('two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t) => {
+  const { port, client, servers } = await startGenerated(t, { workers: 2, render: 30 })
+  await client.setServerState('pool', 'worker1', 'ready')
+  await client.setServerState('pool', 'worker2', 'ready')
+  const pairs = 40
+  let oneWorker = 0
+  const statuses = []
+  for (let i = 0; i < pairs; i++) {
+    const before = servers.map((s) => s.requests.length)
+    const replies = await Promise.all(['a', 'b'].map((x) => request(`http://127.0.0.1:${port}/${x}${i}`)))
+    statuses.push(...replies.map((r) => r.status))
+    if (servers.some((s, j) => s.requests.length !== before[j] + 1)) oneWorker++
+  }
+  t.ok(statuses.every((s) => s === 200), `all ${pairs * 2} answered 200`)
+  t.equal(oneWorker, 0, `each of ${pairs} pairs went to both workers`)
+  t.same(servers.map((s) => s.maxInFlight), [1, 1], 'no worker ever held two')
+})
+
 // Request A runs (render 2 s), B waits in the queue, A's client closes at 150 ms.
 // Resolves with when B reached the worker and the most requests the worker ever held.
 async function abortRunningRequest (t, edit) {
