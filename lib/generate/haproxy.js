@@ -146,15 +146,16 @@ const POOL_SOCKET_COMMENTS = {
   ],
   timeout: '    # Idle limit of an interactive session; the pool opens one connection per command.',
   threads: () => [
-    '    # One thread. HAProxy 2.6 checks that a server has a free slot and takes it in two steps,',
-    '    # so two threads serving requests that arrive together can both take a worker\'s one slot',
-    '    # (it then runs the second behind the first) or queue the second on it while another',
-    '    # worker is free (two threads: a third of simultaneous pairs). One thread carries some',
-    '    # 10,000 requests/s on a 2-core VM, far more than a host\'s workers render.'
+    '    # One thread. With several, HAProxy 2.6 may pick the same worker for two requests that',
+    '    # arrive together before either has taken its slot: the worker then runs the second',
+    '    # behind the first, or the second waits for it while another worker is free (two threads:',
+    '    # a fifth to a third of simultaneous pairs). One thread serves thousands of requests/s,',
+    '    # more than a host\'s workers render.'
   ]
 }
 
-function globalSection (o, t, comments = POOL_SOCKET_COMMENTS) {
+// `threads`: HAProxy's nbthread (the edge's --threads; 1 for a host's workers).
+function globalSection (o, t, comments = POOL_SOCKET_COMMENTS, threads = 1) {
   const owner = (user) => (user ? ` user ${user}` : '')
   return [
     'global',
@@ -166,8 +167,8 @@ function globalSection (o, t, comments = POOL_SOCKET_COMMENTS) {
     `    stats socket ${o.socket} mode 600 level admin expose-fd listeners${owner(o.socketUser)}`,
     comments.timeout,
     '    stats timeout 30s',
-    ...comments.threads(o.threads ?? 1),
-    `    nbthread ${o.threads ?? 1}`,
+    ...comments.threads(threads),
+    `    nbthread ${threads}`,
     '    # After a reload, the old process may finish what it runs, up to the longest request.',
     `    hard-stop-after ${duration(t.queue + t.server + 10000)}`,
     ...(o.stateFile

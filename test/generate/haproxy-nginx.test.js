@@ -56,6 +56,7 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   }
   const spares = haproxyConfig({ workers: 4, maxWorkers: 8 })
   t.match(spares, /server worker8 127\.0\.0\.1:9009$/m, 'spare servers up to --max-workers')
+  t.match(spares, /^ {4}nbthread 1$/m, 'one thread')
   t.notMatch(spares, /server worker9 /)
   t.notMatch(haproxyConfig({ workers: 2 }), /^\s*option abortonclose/m, 'abortonclose stays off (see the test below)')
   t.match(haproxyConfig({ workers: 2 }), /^ {4}http-request return status 503 .* hdr Retry-After 1 if \{ queue\(pool\) ge 100 \}$/m, 'the queue is capped at 100 by default')
@@ -190,10 +191,11 @@ t.test('observe layer4 marks a dead worker DOWN on its first refused connect', a
   t.equal(worker1.wredis, 1, 'only one request was tried on it')
 })
 
-// HAProxy 2.6 checks that a server has a free slot and takes it in two steps: with two threads,
-// two requests arriving together could both take one worker's slot (a third of the pairs).
+// With several threads HAProxy 2.6 may pick one worker for two requests arriving together
+// before either has taken its slot (a fifth to a third of the pairs with two threads). A render
+// of 100 ms: the first is still running when the second is picked, however late.
 t.test('two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t) => {
-  const { port, client, servers } = await startGenerated(t, { workers: 2, render: 30 })
+  const { port, client, servers } = await startGenerated(t, { workers: 2, render: 100 })
   await client.setServerState('pool', 'worker1', 'ready')
   await client.setServerState('pool', 'worker2', 'ready')
   const pairs = 40
