@@ -9,7 +9,11 @@ const http = require('node:http')
 function startLoad (url, { concurrency = 4, maxRequests = 5000, maxMs = 30000, timeout = 15000, path = () => '/', keepAlive = true } = {}) {
   const stats = { sent: 0, ok: 0, failed: 0, failures: [], statuses: {} }
   const deadline = Date.now() + maxMs
-  const agent = new http.Agent({ keepAlive, maxSockets: concurrency })
+  // Without keep-alive, no socket cap: Node's agent sends `Connection: keep-alive` when its
+  // maxSockets is finite and hands a finished socket to a queued request, so a capped
+  // "keepAlive: false" agent still reuses a third of its connections. The closed loop already
+  // bounds the connections to `concurrency`.
+  const agent = new http.Agent({ keepAlive, maxSockets: keepAlive ? concurrency : Infinity })
   let stopped = false
 
   function once (i) {
