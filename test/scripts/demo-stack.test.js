@@ -84,9 +84,14 @@ t.test('starts nginx → HAProxy → pool, prints where to look, stops it all on
   const stats = await request(demo.haproxy)
   t.match(stats.body, /Statistics Report for HAProxy/, 'HAProxy\'s stats page')
   t.match(stats.body, /worker2/, 'it lists the pool\'s servers')
-  const status = await request(demo.pool.replace(/\/$/, '/status'))
-  t.equal(status.status, 200)
-  t.same(JSON.parse(status.body).workers.map((w) => w.state), ['ready', 'ready'], 'the pool\'s /status: both workers ready')
+  // The page's worker reads busy until the pool hears from it that the request ended, which can
+  // come just after the page reached this client.
+  const workerStates = async () => {
+    const status = await request(demo.pool.replace(/\/$/, '/status'))
+    return status.status === 200 ? JSON.parse(status.body).workers.map((w) => w.state) : [`HTTP ${status.status}`]
+  }
+  await waitFor(async () => String(await workerStates()) === 'ready,ready', { timeout: 5000, what: 'both workers ready on the pool\'s /status' }).catch(() => {})
+  t.same(await workerStates(), ['ready', 'ready'], 'the pool\'s /status: both workers ready')
   t.ok(fs.existsSync(demo.control), 'the control socket the banner names exists')
 
   demo.child.kill('SIGINT')
