@@ -6,7 +6,7 @@
 // free one and sends it every queued request (each refused, redispatched, or failed); the
 // embedded balancer keeps trying it the same way.
 //
-//   node bench/death-notice.js [--quick] [--fronts embedded,haproxy] [--kills 12]
+//   node bench/death-notice.js [--quick] [--fronts embedded,haproxy,haproxy-2-threads] [--kills 12]
 //                              [--connections 64] [--baseline FILE] [--results DIR]
 //
 // Each front: `pool start bench/lib/pool-app.js -n 4` (debug log level, for the balancer's
@@ -36,12 +36,19 @@ const { percentile, median } = require('./lib/stats')
 const { runPart, progress, sleep, round, log } = require('./lib/part')
 
 const WORKERS = 4
-const FRONTS = ['embedded', 'haproxy']
+// haproxy-2-threads: the generated config with nbthread 2 instead of its 1, beside it in the same
+// run: with one thread the runtime API's `set server` waits behind the traffic.
+const FRONTS = ['embedded', 'haproxy', 'haproxy-2-threads']
 const LOADS = ['quiet', 'loaded']
 const NOTICE_WAIT_MS = 5000 // a notice later than this is recorded as missing
 
 const defaults = { fronts: FRONTS, kills: 12, connections: 64, baseline: '' }
 const quick = { kills: 4 }
+
+function twoThreads (cfg) {
+  if (!/^\s*nbthread 1$/m.test(cfg)) throw new Error('the generated HAProxy config has no `nbthread 1` line to change')
+  return cfg.replace(/^(\s*nbthread) 1$/m, '$1 2')
+}
 
 // `pool start` with `front`'s flags; every log line goes to `onLine` as well.
 async function startFront (front, onLine) {
@@ -54,7 +61,8 @@ async function startFront (front, onLine) {
   if (front === 'embedded') {
     args = [...common, '--port', String(port)]
   } else {
-    haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort })
+    const edit = front === 'haproxy-2-threads' ? twoThreads : undefined
+    haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit })
     args = [...common, '--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   }
   const pool = startPoolProcess(args, { onLine })
@@ -162,7 +170,7 @@ async function killRound (setup, watcher, args, loadEnded = () => false) {
 
 async function main (args) {
   const fronts = args.fronts.filter((f) => FRONTS.includes(f))
-  const runnable = has(HAPROXY) ? fronts : fronts.filter((f) => f !== 'haproxy')
+  const runnable = has(HAPROXY) ? fronts : fronts.filter((f) => !f.startsWith('haproxy'))
   const skipped = fronts.filter((f) => !runnable.includes(f)).map((f) => ({ front: f, reason: `${HAPROXY} not found` }))
   const rows = []
   let step = 0

@@ -15,6 +15,7 @@ const SERIES = [
   ['embedded-fifo', 'embedded, --no-overload-control', '#1f77b4'],
   ['embedded-unbounded', 'embedded, --body-budget 0', '#aec7e8'],
   ['haproxy', 'HAProxy', '#ff7f0e'],
+  ['haproxy-2-threads', 'HAProxy, nbthread 2', '#ffbb78'],
   ['haproxy-tq', 'HAProxy, short queue timeout', '#c9a400'],
   ['haproxy-fifo', 'HAProxy, --max-queue 0', '#c9a400'],
   ['nginx-haproxy', 'nginx → HAProxy', '#2ca02c'],
