@@ -40,6 +40,8 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.match(cfg, /timeout server 75s/, 'timeout server = the pools\' --timeout + 30 s, as in the host config')
   t.match(cfg, /timeout queue 5s/)
   t.match(cfg, /^ {4}nbthread 1$/m, 'one thread by default')
+  // What it does across a reload is tested with the per-host config, whose line it shares.
+  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option idle-close-on-response$/m, 'a reload keeps idle client connections for one more answer')
   const threads = edgeConfig({ ...variants['two IPv4 hosts, defaults'], threads: 4 })
   t.match(threads, /^ {4}# 4 threads \(--threads\)[^\n]*\n(?: {4}#[^\n]*\n)* {4}nbthread 4$/m, '--threads 4: nbthread 4, said why in a comment')
   const file = path.join(dir, 'haproxy.cfg')

@@ -7,9 +7,10 @@
 
 const t = require('tap')
 const fs = require('node:fs')
+const http = require('node:http')
 const path = require('node:path')
 const { parseServersState } = require('../../../lib/haproxy/servers-state')
-const { waitFor, runPool, freePorts, poolStatus } = require('../../helpers')
+const { waitFor, sleep, isAlive, runPool, freePorts, poolStatus } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { tempDir } = require('../../helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
@@ -45,6 +46,41 @@ t.test('a HAProxy reload keeps ready workers in service: no 503, no wait for the
   await waitFor(() => load.stats.ok >= okAtReload + 100, { timeout: 10000, what: '100 requests through the new HAProxy' })
   const stats = await load.stop()
   t.equal(stats.failed, 0, `no request failed across the reload (${stats.ok} ok; ${JSON.stringify(stats.statuses)}; ${[...new Set(stats.failures)].join('; ')})`)
+})
+
+// GET `url` on `agent`: { status, connection (the header), reused (an idle socket of the agent) }.
+function getOn (url, agent) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent }, (res) => {
+      res.resume()
+      res.on('end', () => resolve({ status: res.statusCode, connection: res.headers.connection, reused: req.reusedSocket }))
+    })
+    req.on('error', reject)
+  })
+}
+
+t.test('a HAProxy reload leaves an idle kept-alive connection open until it carries one more answer, with Connection: close', async (t) => {
+  // nginx keeps idle connections to HAProxy and does not replay a request (proxy_next_upstream
+  // off): were the old process to close them as it stops, a request nginx writes on one then is
+  // a 502. `option idle-close-on-response` keeps them for one more answer.
+  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
+  await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
+  await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  t.equal((await getOn(`${lab.url}/block?ms=1`, agent)).status, 200, 'a first request opens the connection')
+  const [idle] = Object.values(agent.freeSockets).flat()
+  let closed = false
+  idle.once('close', () => { closed = true })
+
+  const oldPid = (await lab.client.info()).Pid
+  await lab.reloadHaproxy()
+  await waitFor(() => lab.haproxy.child.output.includes(`(${oldPid}) : Proxy pool_http stopped`), { timeout: 5000, what: 'the old HAProxy to stop its frontend' })
+  await sleep(200) // time for a close, were one coming
+  t.notOk(closed, 'the old HAProxy stopped its frontend and left the idle connection open')
+  const next = await getOn(`${lab.url}/block?ms=1`, agent)
+  t.same(next, { status: 200, connection: 'close', reused: true }, 'the next request on it is answered, with Connection: close')
+  await waitFor(() => !isAlive(oldPid), { timeout: 5000, what: 'the old HAProxy to exit once its last connection closed' })
 })
 
 t.test('the file follows every state: MAINT on a kill, READY on the respawn, gone at stop', async (t) => {
