@@ -37,7 +37,7 @@ const { runPart, progress, sleep, round, log } = require('./lib/part')
 
 const WORKERS = 4
 // haproxy-2-threads: the generated config with nbthread 2 instead of its 1, beside it in the same
-// run: with one thread the runtime API's `set server` waits behind the traffic.
+// run: with one thread the runtime API's `set server` is answered between the requests served.
 const FRONTS = ['embedded', 'haproxy', 'haproxy-2-threads']
 const LOADS = ['quiet', 'loaded']
 const NOTICE_WAIT_MS = 5000 // a notice later than this is recorded as missing

@@ -33,10 +33,10 @@ t.test('SIGKILL → MAINT before the respawn is ready, then UP with the new work
 
   const killedAt = performance.now()
   process.kill(oldPid, 'SIGKILL')
-  // How fast is the bench's business (bench/haproxy-kill.js); here only the order is asserted.
+  // Speed is the benches' to measure; here only the order is asserted. (pollStatus throws
+  // if HAProxy never shows MAINT.)
   const maint = await pollStatus(lab.client, 'worker1', (s) => s === 'MAINT', { since: killedAt, timeout: 5000 })
   t.comment(`kill → MAINT seen in show stat: ${maint.ms.toFixed(1)} ms`)
-  t.equal(maint.status, 'MAINT', 'HAProxy showed worker1 MAINT after the kill')
 
   const line = await pool.waitLog((l) => l.event === 'haproxy-maint' && l.slot === 1)
   t.comment(`exit handled → HAProxy's reply: ${line.ms} ms (pool's own measure; target 10 ms)`)

@@ -35,8 +35,8 @@ t.test('a HAProxy reload keeps ready workers in service: no 503, no wait for the
   await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, { timeout: 3000, what: 'the file to say READY' })
   t.equal((fs.statSync(lab.stateFile).mode & 0o777), 0o644, 'readable by HAProxy, writable by the pool only')
 
-  // A new connection per request, as nginx's would be to a reloading HAProxy; a kept-alive one
-  // can be closed by the old process as it leaves, which is not what this test is about.
+  // A new connection per request: what this case is about is the servers' states in the new
+  // process; kept-alive connections across a reload have a case of their own below.
   const load = startLoad(lab.url, { concurrency: 4, maxMs: 20000, maxRequests: 20000, keepAlive: false, path: (i) => `/block?ms=5&id=${i}` })
   t.teardown(() => load.stop())
   await waitFor(() => load.stats.ok >= 20, { timeout: 5000, what: 'the load to run' })
