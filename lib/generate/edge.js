@@ -11,7 +11,7 @@ const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const {
   timeouts, duration, DEFAULT_PREFIX, PROXY_NAME, bad, camel, checkPath, checkWord, hostPort,
-  globalSection, statsSection
+  globalSection, statsSection, idleCloseOnResponse
 } = require('./haproxy')
 
 // HAProxy's times are milliseconds in a signed 32-bit integer.
@@ -203,10 +203,7 @@ function defaultsSection (o, t) {
     '    # Longer than queue + server, so a client waiting for its answer is never cut off.',
     `    timeout client ${duration(t.client)}`,
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
-    '    # On a reload the old process would close idle client connections at once, racing a request',
-    '    # a client (a load balancer, nginx) writes on one. This keeps each open until it has carried',
-    '    # one more answer, sent with `Connection: close`; hard-stop-after bounds the wait.',
-    '    option idle-close-on-response',
+    ...idleCloseOnResponse('a client (a load balancer, nginx) that does not replay it'),
     `    # Each host's pool owns the request timeout (\`pool start --timeout\`, ${duration(o.timeout)} here): it kills`,
     '    # a worker that renders too long and answers. The edge must never give up first: it would',
     '    # free that host\'s slot while the worker is still busy, and send the host a request it has',

@@ -181,6 +181,18 @@ function globalSection (o, t, comments = POOL_SOCKET_COMMENTS, threads = 1) {
   ]
 }
 
+// A reload's old process keeps each idle client connection for one more answer instead of
+// closing it as it stops, which races a request the client (`clients`) writes on it.
+function idleCloseOnResponse (clients) {
+  return [
+    '    # On a reload the old process would close idle client connections at once, racing a request',
+    `    # written on one by ${clients}.`,
+    '    # This keeps each open until it has carried one more answer, sent with `Connection: close`;',
+    '    # hard-stop-after bounds the wait.',
+    '    option idle-close-on-response'
+  ]
+}
+
 function defaultsSection (o, t) {
   return [
     'defaults',
@@ -198,10 +210,7 @@ function defaultsSection (o, t) {
     `    timeout client ${duration(t.client)}`,
     '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
-    '    # On a reload the old process would close nginx\'s idle connections at once, racing a request',
-    '    # nginx writes on one: a 502 (nginx does not replay it). This keeps each open until it has',
-    '    # carried one more answer, sent with `Connection: close`; hard-stop-after bounds the wait.',
-    '    option idle-close-on-response',
+    ...idleCloseOnResponse('nginx, which does not replay it'),
     '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.request) + ' here): it kills a',
     '    # worker that renders too long and sets it MAINT. HAProxy must never give up first, or it',
     '    # would free the slot (maxconn 1) while the worker is still busy with the old request.',
@@ -471,5 +480,6 @@ module.exports = {
   checkWord,
   hostPort,
   globalSection,
-  statsSection
+  statsSection,
+  idleCloseOnResponse
 }
