@@ -28,11 +28,10 @@ export function listen (target: Servable, options?: { port?: number, host?: stri
 
 export type WorkerState = 'booting' | 'warming' | 'ready' | 'busy' | 'draining' | 'dead' | 'given-up'
 
+/** The request a worker held longest, as its last check-in said. */
 export interface RunningRequest {
   method: string
   url: string
-  /** epoch ms when the supervisor heard the request start */
-  startedAt: number
   /** ms the request has been running */
   age: number
 }
@@ -53,17 +52,17 @@ export interface WorkerSnapshot {
   requests: number
   /** requests served in this slot by every process */
   totalRequests: number
-  /** requests that reached the worker while it was busy (a balancer misconfiguration) */
+  /** requests that found every render place of the worker taken (a balancer misconfiguration) */
   queued: number
   /** processes started in this slot after the first */
   restarts: number
   /** bytes, as last reported by the worker */
   rss: number | null
-  /** the request running longest, null when none runs */
+  /** the request open longest at its last check-in, null when none was */
   request: RunningRequest | null
-  /** requests it runs now (more than 1 only with workerConcurrency above 1) */
+  /** requests it held at its last check-in, rendering or streaming */
   open: number
-  /** requests it may hold at once (workerConcurrency) */
+  /** requests it may render at once (workerConcurrency) */
   concurrency: number
   lastExit: { pid: number, code: number | null, signal: string | null, reason: string, at: number } | null
 }
@@ -72,7 +71,8 @@ export interface ExitInfo extends WorkerSnapshot {
   code: number | null
   signal: string | null
   /**
-   * 'crashed' (also while draining) | 'boot-failed' | 'timeout' | 'heartbeat' | 'boot-timeout' |
+   * 'crashed' (also while draining) | 'boot-failed' | 'timeout' (its event loop stopped while it
+   * held requests) | 'heartbeat' (silent while idle) | 'boot-timeout' |
    * 'warmup-failed' | 'channel-broken' | 'pool-killed' | '<drain reason>-killed', or a drain's
    * own end: 'stop' | 'reload' |
    * 'scale-down' | 'max-requests' | 'max-rss' | 'recycle' | 'listener-closed'
@@ -111,6 +111,13 @@ export interface FrontContext {
    * watches the pool, and a stop is announced to it before the front stops taking requests
    */
   agentAsked(): boolean
+  /**
+   * the front closed its connection for the request with this X-Request-Id (its client left, a
+   * limit ended it, its answer broke) while the app may still run it: the worker is asked to say
+   * when it has ended, which the front hears as workerRequestEnded(worker, id). False when the
+   * worker cannot be asked (its process is gone)
+   */
+  watchRequest(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, id: string): boolean
 }
 
 /**
@@ -150,15 +157,22 @@ export interface Front {
   readonly host?: string
   start(context: FrontContext): Promise<void>
   workerReady(worker: WorkerSnapshot): void
-  /** optional: the worker reported the end of a request. With it the supervisor reads each end as it comes; without it (no front in the pool has it) a busy worker's news is read in batches, 250 ms apart */
-  workerIdle?(worker: WorkerSnapshot): void
   /**
    * optional, with workerConcurrency above 1: every request the worker holds (`open`) awaits I/O,
    * its event loop idle; `last` is the X-Request-Id of the request it started last
    */
   workerAwaiting?(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail: { open: number, last: string }): void
-  /** sync and fast; called from the worker's exit event itself, or before the pool signals it */
-  workerGone(worker: WorkerSnapshot): void
+  /** optional: the request the front asked about (FrontContext.watchRequest) has ended in the worker, or was never there */
+  workerRequestEnded?(worker: Pick<WorkerSnapshot, 'slot' | 'pid'> & { retired?: boolean }, id: string): void
+  /**
+   * sync and fast; called from the worker's exit event itself, or before the pool signals it.
+   * `retired`: a drained process that had left its slot's port, still holding requests, exited
+   */
+  workerGone(worker: WorkerSnapshot | (Pick<WorkerSnapshot, 'slot' | 'pid' | 'name'> & { retired: true })): void
+  /**
+   * stop giving the worker new requests; resolve once nothing it was sent still renders (what is
+   * left is long-lived: responses under way); the pool then asks it to leave its port
+   */
   drain(worker: WorkerSnapshot): Promise<void>
   stopping?(): void
   stop(): Promise<void>
@@ -182,19 +196,32 @@ export interface SupervisorOptions {
   /** port of slot 1; slot i listens on workerPort + i - 1. Default 9002 */
   workerPort?: number
   /**
-   * requests one worker may hold at once. Above 1, with the embedded balancer, a worker holding
-   * requests is given another only while all of them await I/O (its event loop idle); the
-   * worker's own guard runs at most this many at once. Default 16 with `balancer: 'embedded'`
-   * (without agentPort); 1 otherwise: HAProxy, none, a pool's own `fronts`, a fleet's host
+   * requests one worker may render at once (a request renders until its response head is
+   * written; what follows, a stream, holds no place). Above 1, with the embedded balancer, a
+   * worker holding requests is given another only while all of them await I/O (its event loop
+   * idle). Default 16 with `balancer: 'embedded'` (without agentPort); 1 otherwise: HAProxy,
+   * none, a pool's own `fronts`, a fleet's host
    */
   workerConcurrency?: number
-  /** a request running longer gets its worker SIGKILLed (each request's own clock). Default 30000 */
+  /**
+   * a worker holding requests whose event loop has not come round this long is hung: SIGKILLed
+   * with what it held. A request that lasts while the loop turns kills nothing. Seen within this
+   * plus a check-in interval (a quarter of it, at most 500). Default 30000
+   */
   timeout?: number
+  /**
+   * a response the app leaves this long without a byte (before its head, or between two parts)
+   * ends that request alone: 504 when nothing was sent, cut otherwise; the app sees its response
+   * close. Enforced by the embedded balancer, else by the worker. 0 = none. Default 60000
+   */
+  readTimeout?: number
+  /** a request may last this long at most, then ends as for readTimeout. 0 = no limit (default) */
+  maxRequestTime?: number
   /** a worker not ready within this is killed. Default 60000 */
   bootTimeout?: number
   /** an idle worker silent this long is treated as hung. Default 30000 (as --timeout's default) */
   heartbeatTimeout?: number
-  /** how often a worker sends a liveness ping with its RSS; below heartbeatTimeout. Default heartbeatTimeout / 3 */
+  /** how often an idle worker checks in with its RSS; below heartbeatTimeout. Default heartbeatTimeout / 3 */
   heartbeatInterval?: number
   /** on stop, how long running requests may finish before SIGTERM. Default 30000 */
   gracefulTimeout?: number
@@ -222,7 +249,7 @@ export interface SupervisorOptions {
   maxRequests?: number
   /** add 0..this to each worker's request limit. Default 0 */
   maxRequestsJitter?: number
-  /** recycle a worker above this RSS in MB after a request; 0 = never (default) */
+  /** recycle a worker whose RSS, as it checks in, is above this many MB; 0 = never (default) */
   maxRss?: number
   /**
    * ceiling of `workers` and scale(); 0 = none. Default min(8 × CPUs, free memory ÷ 128 MB): more
@@ -266,8 +293,12 @@ export interface EmbeddedBalancerOptions {
   port?: number
   /** default '127.0.0.1' */
   host?: string
-  /** requests one worker is given at a time. Default 1 */
+  /** with workerConcurrency 1: requests one worker renders at a time. Default 1 */
   maxconn?: number
+  /** requests open on all workers at once, rendering or streaming. Default (RAM ÷ 16) ÷ 16 KiB, at most half the descriptors */
+  maxOpen?: number
+  /** requests open on one worker at once, rendering or streaming. Default 8192 */
+  workerMaxOpen?: number
   /** default 'first' */
   balance?: 'first' | 'rr'
   /** times a refused request goes to another worker. Default 3 */
@@ -296,8 +327,6 @@ export interface EmbeddedBalancerOptions {
   sendTimeout?: number
   /** default 5000 */
   keepAliveTimeout?: number
-  /** 0 = off (default) */
-  proxyTimeout?: number
   /** addresses or CIDR ranges, comma-separated, or 'none'. Default '127.0.0.1,::1' */
   trustProxy?: string
   /** default true */
@@ -357,6 +386,8 @@ export interface PoolStatus {
   reload: { stage: string, pending: number, active: number[], replaced: number, queued: number } | null
   /** `cpu`: CPU time the process has used, in microseconds, read at `at` (ms); null when none runs */
   workers: Array<WorkerSnapshot & { cpu: { user: number, system: number, at: number } | null }>
+  /** drained processes that left their slot's port with requests open, finishing them: SIGTERM in `termIn` ms */
+  retiring: Array<{ slot: number, pid: number, reason: string, termIn: number }>
   /** the last 20 worker exits, newest first */
   recentExits: Array<{ slot: number, name: string, pid: number, code: number | null, signal: string | null, reason: string, planned: boolean, at: number }>
 }
@@ -404,12 +435,13 @@ export declare class Pool extends EventEmitter {
   workers (): WorkerSnapshot[]
   status (): PoolStatus
 
+  /** `busy` and `idle`: as the worker's check-ins see it (it holds requests, then none) */
   on (event: 'spawn' | 'ready' | 'busy' | 'idle' | 'removed', listener: (worker: WorkerSnapshot) => void): this
   on (event: 'state', listener: (worker: WorkerSnapshot & { from: WorkerState }) => void): this
   on (event: 'exit', listener: (worker: ExitInfo) => void): this
   on (event: 'hung', listener: (worker: WorkerSnapshot & { reason: 'timeout' | 'heartbeat' }) => void): this
   on (event: 'draining', listener: (worker: WorkerSnapshot & { reason: string }) => void): this
-  /** a request reached a busy worker: `running` is the request it was busy with, as the worker says */
+  /** a request found every render place of a worker taken: `running` is the request it started last, as the worker says */
   on (event: 'queued', listener: (worker: WorkerSnapshot & { waiting: number, running: { method: string, url: string } | null }) => void): this
   on (event: 'boot-failed', listener: (worker: ExitInfo & { error: { message: string, stack: string } | null }) => void): this
   on (event: 'give-up', listener: (worker: WorkerSnapshot & { error: { message: string, stack?: string } }) => void): this

@@ -7,7 +7,7 @@ const t = require('tap')
 const errors = require('../lib/errors')
 const { PoolError, codes } = errors
 const { ClientAborted, BodyTooLarge, BodyOverBudget } = require('../lib/fronts/balancer/buffering')
-const { ProxyTimeout } = require('../lib/fronts/balancer/proxy')
+const { RequestLimitError } = require('../lib/fronts/balancer/proxy')
 const { WorkerGoneError } = require('../lib/fronts/balancer/upstream')
 const { ResponseParser, ResponseParseError } = require('../lib/fronts/balancer/response-parser')
 
@@ -30,7 +30,8 @@ t.test("the balancer's errors are PoolErrors with listed codes and their old mes
     [new BodyTooLarge(10), codes.BODY_TOO_LARGE, 'request body larger than 10 bytes'],
     [new BodyOverBudget(), codes.BODY_OVER_BUDGET, 'the request bodies held would exceed the body budget'],
     [new ClientAborted(), codes.CLIENT_ABORTED, 'client closed the connection while sending its request'],
-    [new ProxyTimeout(250), codes.PROXY_TIMEOUT, 'no answer within 250 ms'],
+    [new RequestLimitError('read', 250), codes.PROXY_TIMEOUT, 'no byte from the worker for 250 ms (--read-timeout)'],
+    [new RequestLimitError('total', 250), codes.PROXY_TIMEOUT, 'longer than 250 ms (--max-request-time)'],
     [new WorkerGoneError('worker 3 is gone'), codes.WORKER_GONE, 'worker 3 is gone'],
     [parseError, codes.BAD_RESPONSE, /^malformed response from worker: bad status line/]
   ]

@@ -102,6 +102,10 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
   const o = resolveBalancerOptions({ ...options, overloadControl: !fifo })
   const records = Array.from({ length: workers }, (_, i) => simRecord(i + 1))
   const set = {
+    take: (r) => r.take(),
+    release: (r) => r.release(),
+    forgetIfDone: () => {},
+    rendering: () => records.reduce((n, r) => n + r.inFlight, 0),
     pickFree: () => records.find((r) => r.inFlight === 0),
     anyFree: () => records.some((r) => r.inFlight === 0),
     places: () => records.length
@@ -115,7 +119,7 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
     clock,
     onAssign: (job, record) => {
       clock.setTimeout(() => {
-        d.release(record)
+        d.release(record, job)
         job.answer(200)
       }, job.ms)
     },

@@ -110,7 +110,7 @@ async function watch (argv, interval) {
   out.on('error', () => end(EXIT.OK)) // the reader went away (`| head`)
   let previous = null
   for (;;) {
-    const started = Date.now()
+    const started = performance.now()
     let s
     try {
       s = previous === null ? await send(argv, 'status', {}, { lookAround: true }) : await statusOrGone(argv)
@@ -127,7 +127,7 @@ async function watch (argv, interval) {
       else out.write(frame + '\n')
     }
     previous = current
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, interval - (Date.now() - started))))
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, interval - (performance.now() - started))))
   }
 }
 
@@ -196,8 +196,8 @@ const stop = command({
 // a script can start a new pool on the same ports right after `pool stop` returns.
 async function processGone (pid, timeout) {
   if (!Number.isInteger(pid)) return
-  const deadline = Date.now() + timeout
-  while (Date.now() < deadline) {
+  const deadline = performance.now() + timeout
+  while (performance.now() < deadline) {
     try { process.kill(pid, 0) } catch (err) { if (err.code === 'ESRCH') return }
     await new Promise((resolve) => setTimeout(resolve, 20))
   }

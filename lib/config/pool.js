@@ -67,7 +67,9 @@ function assemblePool (input = {}) {
   }
   const path = options.warmup.find((p) => !p.startsWith('/'))
   if (path !== undefined) throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
-  const front = entry ? { name: balancer, options: entry.resolve(frontOptions), listener } : null
+  const front = entry ? { name: balancer, options: entry.resolve(frontOptions, options), listener } : null
+  // What the workers time themselves: the limits no front of the pool's enforces as it relays.
+  options.workerLimits = entry?.relays ? { read: 0, total: 0 } : { read: options.readTimeout, total: options.maxRequestTime }
   return new PoolConfig({ options, front })
 }
 

@@ -29,18 +29,7 @@ class FrontSet {
     }
   }
 
-  // Whether the pool's only front tells it of every request and its end (its tellsRequests):
-  // then no worker need send a message per request.
-  tellsRequests () {
-    return this.list.length === 1 && this.list[0].tellsRequests === true
-  }
-
-  // Whether some front implements the optional `hook`.
-  listens (hook) {
-    return this.list.some((front) => typeof front[hook] === 'function')
-  }
-
-  // Resolves once no front holds a request for the worker any more (or gave up trying).
+  // Resolves once no front has the worker render anything more (or gave up trying).
   drain (view) {
     return Promise.allSettled(this.list.map(async (f) => f.drain(view)))
   }

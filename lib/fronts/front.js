@@ -13,23 +13,27 @@
 //                      listeners, connect, verify configuration. Throw a PoolError to abort.
 //                      A front used alone (tests, benches) may be started without a context.
 //   workerReady(w)     sync. w listens and may be given requests now.
-//   workerIdle(w)      optional, sync. w reported the end of a request (it finished its response,
-//                      or its handler's work after the client's connection closed). A front
-//                      with this hook hears each end as it comes; without one in the pool, the
-//                      supervisor reads a serving worker's per-request news in batches.
 //   workerAwaiting(w, { open, last })
 //                      optional, sync. With --worker-concurrency above 1: every request w holds
 //                      (`open` of them) awaits I/O, its event loop idle; `last` is the X-Request-Id
 //                      of the request it started last (a word older than the front's latest
-//                      request to w names another). Told as it comes, never batched.
+//                      request to w names another). Told as it comes.
+//   workerRequestEnded(w, id)
+//                      optional, sync. The request with X-Request-Id `id`, which the front asked
+//                      about (FrontContext watchRequest), has ended in w (its handler settled),
+//                      or was never there.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
 //                      rotation at once (HAProxy: MAINT). Called before any respawn: from the
 //                      worker's exit event itself (watchChild), or before the pool
-//                      signals it; once per process.
-//   drain(w)           returns a Promise. Stop giving w new requests; resolve once the front
-//                      holds no request in flight to w. The pool waits for every front's drain
-//                      and for the worker to report idle before it stops w, and gives up waiting
-//                      at the graceful timeout.
+//                      signals it; once per process. Also for a process that retired (w.retired:
+//                      drained, it left its slot's port while still holding requests, and its
+//                      slot has a new process): it exited, and what the front still held on it
+//                      is over.
+//   drain(w)           returns a Promise. Stop giving w new requests; resolve once nothing the
+//                      front sent w still renders: what is left is long-lived (responses under
+//                      way, streams), and w may finish it without its port. The pool then asks w
+//                      to leave its port (it finishes what it holds, then exits) and may start
+//                      the slot's next process at once; at the graceful timeout, SIGTERM.
 //   stopping()         optional, sync. The whole pool is about to drain: announce it to whatever
 //                      balances in front, stop accepting new clients once it has heard, and
 //                      keep dispatching what is already queued. The drains of the stop follow
@@ -45,11 +49,6 @@
 //                      worker<k> server for every new slot, sending to that slot's port.)
 //   host               optional property: the address the front listens for clients on. The
 //                      HAProxy agent (--agent-port) listens there too unless --agent-host says.
-//   tellsRequests      optional property, true: the front tells the pool of every request it
-//                      gives a worker and of its end (FrontContext requestStarted, requestEnded,
-//                      requestAbandoned). When the pool's only front does, its workers do not
-//                      send a message per request: the front's word arms the hung-request
-//                      timeout and counts requests (--max-requests, backoff, pool status).
 
 /**
  * Everything a front is given of the pool, built once by the Pool and
@@ -72,17 +71,11 @@
  * @property {() => boolean} agentAsked whether an edge has asked the pool's agent about it
  *   (`--agent-port`): something in front watches the pool, and a stop is announced to it
  *   (`drain`) before the front stops taking requests
- * @property {(worker: { slot: number, pid: number }, request: { method: string, url: string }) => void} requestStarted
- *   a front that `tellsRequests`: it gave `worker` this request (the hung-request timeout runs
- *   from now)
- * @property {(worker: { slot: number, pid: number }, detail?: { answered?: boolean, request?: object }) => void} requestEnded
- *   the worker sent the whole answer to the request it was given (`answered` false: the request
- *   never reached it, its connection refused); `request`, the object its start was told with,
- *   says which ended when a worker holds several (--worker-concurrency)
- * @property {(worker: { slot: number, pid: number }, request: { id: string }) => Promise<void>} requestAbandoned
- *   the front stopped reading the worker's answer to the request with this X-Request-Id (it
- *   broke off, or was malformed), while the app may still be working on it: resolves once the
- *   worker says that request has ended (the pool then counts its end), or the worker is gone
+ * @property {(worker: { slot: number, pid: number }, id: string) => boolean} watchRequest
+ *   the front closed its connection to `worker` for the request with this X-Request-Id (its client
+ *   left, a limit ended it, its answer was malformed) while the app may still be working on it:
+ *   the worker is asked to say when that request has ended, which the front then hears as
+ *   workerRequestEnded(w, id). False when the worker cannot be asked (it is gone)
  */
 
 /**
@@ -109,8 +102,8 @@
 
 // The context for a pool; the functions are the pool's own, bound. A front started without a
 // pool (tests, benches) gets none.
-function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false, requestStarted = () => {}, requestEnded = () => {}, requestAbandoned = async () => {} }) {
-  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked, requestStarted, requestEnded, requestAbandoned })
+function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false, watchRequest = () => false }) {
+  return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked, watchRequest })
 }
 
 class NoFront {

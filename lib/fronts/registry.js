@@ -5,8 +5,10 @@
 //
 //   describe     one line for --help
 //   options()    its option table (in the schema's format)
-//   resolve(o)   its options with their defaults, checked, or a PoolError (BAD_OPTION); builds
-//                nothing, opens nothing
+//   resolve(o, pool)  its options with their defaults, checked, or a PoolError (BAD_OPTION);
+//                builds nothing, opens nothing (`pool`: the pool's own options, resolved)
+//   relays       whether it relays each request itself, and so times it (--read-timeout,
+//                --max-request-time); where the front does not, the worker does
 //   listens      where its table says it listens for clients, { port, host } (option names), if
 //                it does: that port is one of the pool's own (checked against the workers',
 //                naming the control socket, below the stats port)
@@ -23,7 +25,8 @@ const FRONTS = {
   embedded: {
     describe: 'the built-in balancer: one central queue, one request per worker',
     options: () => require('./balancer/options').OPTIONS,
-    resolve: (options) => require('./balancer/options').resolveBalancerOptions(options),
+    resolve: (options, pool) => require('./balancer/options').resolveBalancerOptions(options, pool),
+    relays: true,
     listens: { port: 'port', host: 'host' },
     failures: () => require('./balancer/failures').FAILURE_REASONS,
     create: (resolved, { logger } = {}) => new (require('./balancer/balancer').EmbeddedBalancer)(resolved, { logger })
@@ -32,6 +35,7 @@ const FRONTS = {
     describe: 'drive an external HAProxy over its runtime API',
     options: () => require('./haproxy/options').OPTIONS,
     resolve: (options) => require('./haproxy/options').resolveHaproxyFrontOptions(options),
+    relays: false, // HAProxy relays, but its `timeout server` is only a backstop above the worker's
     listens: null, // HAProxy's listener is HAProxy's
     failures: () => [],
     create: (resolved, { logger } = {}) => new (require('./haproxy/front').HaproxyFront)(resolved, { logger })
@@ -40,6 +44,7 @@ const FRONTS = {
     describe: 'workers only, on their own ports',
     options: () => ({}),
     resolve: () => ({}),
+    relays: false,
     listens: null,
     failures: () => [],
     create: () => new NoFront()

@@ -8,7 +8,7 @@ const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const { poolError, codes } = require('../errors')
 const { parseRoutes, CLASSES } = require('../shared/priority')
-const { DEFAULT_BACKEND, serverName } = require('../haproxy/names')
+const { DEFAULT_BACKEND, serverName, streamsBackend } = require('../haproxy/names')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -27,6 +27,7 @@ const OPTIONS = {
   workerHost: { ...POOL_OPTIONS.workerHost, group: 'Pool' },
   workerPort: { ...POOL_OPTIONS.workerPort, group: 'Pool' },
   timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
+  readTimeout: { ...POOL_OPTIONS.readTimeout, group: 'Pool', describe: 'The pool\'s --read-timeout (its workers enforce it behind HAProxy); HAProxy\'s server timeout is set above it (0: none, and HAProxy waits an hour)' },
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
   backend: { flag: 'backend', kind: 'string', default: DEFAULT_BACKEND, group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
@@ -35,6 +36,8 @@ const OPTIONS = {
   maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'HAProxy', describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue (0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the wait under overload at any pool size' },
   priorityRoutes: { flag: 'priority-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a higher class leaves the queue first' },
   priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
+  streamRoutes: { flag: 'stream-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Path prefixes of long-lived requests (PREFIX,...: an AI chat route, long polls), sent to the streams backend, where they do not take a worker\'s only render slot; requests that accept text/event-stream go there anyway' },
+  workerMaxOpen: { flag: 'worker-max-open', kind: 'count', default: 8192, group: 'HAProxy', describe: 'Long-lived requests one worker may hold at once (the streams backend\'s maxconn per server)' },
   statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
   prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
   socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
@@ -49,21 +52,28 @@ const OPTIONS = {
 }
 
 // Timeouts shared by the HAProxy and nginx configs, so that each layer gives up after the one
-// behind it and the client gets the most precise answer.
-//   pool --timeout T    the pool kills a worker rendering longer than T (and sets it MAINT)
-//   timeout server      T + 30 s: never first, because HAProxy giving up frees the server slot
-//                       while the worker still renders (a second request would then wait in
-//                       the worker behind the first)
-//   timeout queue       how long a request may wait for a free worker (503 after)
-//   timeout client      the client is nginx on this host; it never stalls, so only a bound
-//   nginx read timeout  10 s above the longest HAProxy can take to answer, so that its 502, 503
-//                       or 504 reaches the client, not nginx's: queue + server (the pool gone,
-//                       HAProxy's own 504), or twice queue + T (a GET whose worker the pool
-//                       killed at T is replayed once, and may queue and be killed again)
-function timeouts ({ timeout = 30000, queueTimeout = 10000 } = {}) {
-  const server = timeout + 30000
+// behind it and the client gets the most precise answer. Each is a silence, not a length: a
+// stream lasts as long as it sends.
+//   pool --read-timeout R  a worker ends a response it left R without a byte (504 before the head)
+//   pool --timeout T       the pool kills a worker whose event loop stopped for T (and sets it
+//                          MAINT)
+//   timeout server         max(R, T) + 30 s of silence from a worker: never first, because HAProxy
+//                          giving up frees the server slot while the worker may still render
+//                          (a second request would then wait in the worker behind the first)
+//   timeout queue          how long a request may wait for a free worker (503 after)
+//   timeout client         the client is nginx on this host; it never stalls, so only a bound
+//   nginx read timeout     10 s above the longest HAProxy can leave it waiting, so that its 502,
+//                          503 or 504 reaches the client, not nginx's: queue + server (the pool
+//                          gone, HAProxy's own 504), or twice queue + T (a GET whose worker the
+//                          pool killed at T is replayed once, and may queue and be killed again)
+// Without a read timeout (R 0), a worker may be silent for an hour before HAProxy gives up.
+const NO_READ_TIMEOUT = 3600000
+
+function timeouts ({ timeout = 30000, readTimeout = 60000, queueTimeout = 10000 } = {}) {
+  const server = Math.max(readTimeout > 0 ? readTimeout : NO_READ_TIMEOUT, timeout) + 30000
   return {
     request: timeout,
+    read: readTimeout,
     connect: 1000,
     queue: queueTimeout,
     server,
@@ -211,9 +221,16 @@ function defaultsSection (o, t) {
     '    # Above nginx\'s upstream keepalive_timeout (60s): nginx closes idle connections first.',
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
     ...idleCloseOnResponse('nginx, which does not replay it'),
-    '    # The pool owns the request timeout (`pool start --timeout`, ' + duration(t.request) + ' here): it kills a',
-    '    # worker that renders too long and sets it MAINT. HAProxy must never give up first, or it',
-    '    # would free the slot (maxconn 1) while the worker is still busy with the old request.',
+    '    # A client that leaves ends its request at the worker at once, so its app sees the close',
+    '    # (an LLM call stops): measured 0-3 ms for a stream, where without it the close reaches the',
+    '    # worker only once HAProxy has written to the gone client twice. It takes effect only from',
+    '    # here (a frontend cannot set it); the render backend turns it off again (see there).',
+    '    option abortonclose',
+    '    # The pool owns the limits: its workers end a response left silent for --read-timeout',
+    `    # (${t.read > 0 ? duration(t.read) : 'none'} here), and it kills a worker whose loop stopped for --timeout (${duration(t.request)}) and`,
+    '    # sets it MAINT. HAProxy must never give up first, or it would free the slot (maxconn 1)',
+    '    # while the worker is still busy with the old request. A silence, not a length: a stream',
+    '    # that sends lasts as long as it sends.',
     `    timeout server ${duration(t.server)}`,
     ''
   ]
@@ -225,7 +242,53 @@ function frontendSection (o) {
     `    bind ${hostPort(o.host, o.port)}`,
     ...httpSocketBind(o),
     ...(o.log === 'none' ? [] : ['    option httplog']),
+    ...longLivedRules(o),
     `    default_backend ${o.backend}`,
+    ''
+  ]
+}
+
+// Which requests are long-lived, decided before a worker is chosen: HAProxy counts connections,
+// not renders, and cannot tell a stream from a page until the answer comes.
+function longLivedRules (o) {
+  const streams = streamsBackend(o.backend)
+  const routes = o.streamRoutes ? o.streamRoutes.split(',').map((r) => r.trim()).filter(Boolean) : []
+  return [
+    '    # Long-lived requests go to the streams backend, over the same workers, where they do not',
+    '    # take a worker\'s only render slot: server-sent events (the client accepts',
+    `    # text/event-stream)${routes.length ? ' and the routes of --stream-routes' : ''}. A client cannot declare one itself.`,
+    `    http-request del-header ${STREAM_HEADER}`,
+    '    acl pool_long_lived req.hdr(accept) -m sub text/event-stream',
+    ...routes.map((r) => `    acl pool_long_lived path_beg ${r}`),
+    `    use_backend ${streams} if pool_long_lived`
+  ]
+}
+
+// What tells a worker's guard that a request holds no render place (lib/worker/guard.js).
+const STREAM_HEADER = 'X-Pool-Stream'
+
+function streamsSection (o, t) {
+  return [
+    `backend ${streamsBackend(o.backend)}`,
+    `    # The same workers as ${o.backend}, for long-lived requests: each worker holds up to`,
+    `    # ${o.workerMaxOpen} of them (--worker-max-open) beside its one render, fewest first. The header tells`,
+    '    # its guard that the request holds no render place, so a stream never waits behind a render',
+    '    # nor a render behind a stream. The pool sets these servers READY, DRAIN and MAINT with',
+    `    # those of ${o.backend}. What HAProxy cannot know: a request here that renders long on the CPU`,
+    '    # still shares its worker\'s loop with the render it runs beside.',
+    '    balance leastconn',
+    '    # A refused connection (a dead worker not yet MAINT) goes to another worker; nothing else',
+    '    # is replayed: a stream may have been acted on.',
+    '    option redispatch 1',
+    '    retries 1',
+    '    retry-on conn-failure',
+    `    timeout queue ${duration(t.queue)}`,
+    `    http-request set-header ${STREAM_HEADER} 1`,
+    '    option http-server-close',
+    '    option http-no-delay',
+    '    # abortonclose (from the defaults): a client that leaves ends its stream at the worker.',
+    `    default-server maxconn ${o.workerMaxOpen} disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down`,
+    ...serverLines(o),
     ''
   ]
 }
@@ -260,14 +323,17 @@ function serverLines (o) {
 
 // Decided by measurement; a test repeats it against the real haproxy.
 const ABORT_ON_CLOSE_COMMENT = [
-  '    # No `option abortonclose`, by measurement (HAProxy 2.6.12, one worker rendering 1 s,',
+  '    # `no option abortonclose` here (the defaults set it, for the long-lived requests), by',
+  '    # measurement (HAProxy 2.6.12, one worker rendering 1 s,',
   '    # request A running, B queued, A\'s client closing at 300 ms, by FIN or by RST):',
   '    #   without it: A keeps its slot until the worker finishes A; B reaches the worker at',
   '    #     1001 ms. Never two requests in one worker.',
   '    #   with it: HAProxy frees the slot at once and sends B to the worker still rendering A',
   '    #     (two in one worker at 302 ms), which breaks one-request-per-worker.',
   '    # The price: a request whose client left while it was queued is still rendered (the',
-  '    # option would drop it). `timeout queue` bounds how late such a render can come.'
+  '    # option would drop it). `timeout queue` bounds how late such a render can come; and a',
+  '    # client that leaves while its answer streams is seen only when HAProxy next writes to it.',
+  '    no option abortonclose'
 ]
 
 // Decided by measurement; a test repeats it against the real haproxy.
@@ -397,6 +463,7 @@ function haproxyConfig (input = {}) {
     ...defaultsSection(o, t),
     ...frontendSection(o),
     ...backendSection(o, t),
+    ...streamsSection(o, t),
     ...statsSection(o)
   ].join('\n')
 }
@@ -432,7 +499,7 @@ function poolStartLine (o) {
 function poolStartArgs (o) {
   const args = ['-n', String(o.workers)]
   if (o.workerHost !== POOL_OPTIONS.workerHost.default) args.push('--worker-host', o.workerHost)
-  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout),
+  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout), '--read-timeout', duration(o.readTimeout),
     '--balancer', 'haproxy', '--haproxy-socket', o.socket, '--haproxy-backend', o.backend)
   if (o.stateFile) args.push('--haproxy-state-file', o.stateFile)
   if (poolStatsClash(o)) args.push('--stats-port', '0')

@@ -19,6 +19,7 @@ const OPTIONS = {
   haproxySocket: { flag: 'haproxy-http-socket', kind: 'string', default: path.join(DEFAULT_PREFIX, 'haproxy-http.sock'), group: 'HAProxy', describe: 'HAProxy\'s HTTP unix socket (`pool config haproxy --http-socket`)' },
   upstream: { flag: 'upstream', kind: 'string', group: 'HAProxy', describe: 'HAProxy as host:port instead of the unix socket' },
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Timeouts', describe: 'The pool\'s --timeout (sets how long nginx waits for HAProxy)' },
+  readTimeout: { flag: 'read-timeout', kind: 'duration', default: 60000, group: 'Timeouts', describe: 'The pool\'s --read-timeout (sets how long nginx waits for HAProxy between two reads)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'Timeouts', describe: 'HAProxy\'s --queue-timeout' }
 }
 
@@ -138,9 +139,12 @@ function nginxConfig (input = {}) {
     '            # HAProxy is local and accepts at once; requests queue inside HAProxy, not here.',
     '            proxy_connect_timeout 2s;',
     '            proxy_send_timeout 10s;',
-    `            # 10 s above the longest HAProxy takes to answer: queue + server (${duration(t.queue)} + ${duration(t.server)}), or a GET`,
+    '            # A silence between two reads, not a length: a stream lasts as long as it sends. 10 s above',
+    `            # the longest HAProxy may leave nginx waiting: queue + server (${duration(t.queue)} + ${duration(t.server)}), or a GET`,
     `            # replayed after its worker was killed at --timeout, twice (${duration(t.queue)} + ${duration(t.request)}). So HAProxy's own`,
-    '            # 502/503/504 reaches the client rather than a timeout of nginx\'s.',
+    '            # 502/503/504 reaches the client rather than a timeout of nginx\'s. A client that leaves',
+    '            # closes nginx\'s connection to HAProxy, and so the worker\'s (proxy_ignore_client_abort',
+    '            # off, nginx\'s default): the app sees its response close.',
     `            proxy_read_timeout ${duration(t.nginxRead)};`,
     '        }',
     '    }',

@@ -71,12 +71,16 @@ class HaproxyClient {
   }
 
   // `set server BE/SRV state ready|drain|maint`. HAProxy answers a bare newline on success.
+  // `backend` may be a list: the same server of each gets the state, in one command line (HAProxy
+  // runs each, whatever the others answer; every error is reported).
   async setServerState (backend, server, state) {
     if (!STATES.includes(state)) throw new TypeError(`state must be one of ${STATES.join(', ')} (got ${JSON.stringify(state)})`)
-    checkName('backend', backend)
+    const backends = [].concat(backend)
+    for (const b of backends) checkName('backend', b)
     checkName('server', server)
-    const reply = await this.command(`set server ${backend}/${server} state ${state}`)
-    this._checkReply(reply, { backend, server, cmd: `set server ${backend}/${server} state ${state}` })
+    const cmds = backends.map((b) => `set server ${b}/${server} state ${state}`)
+    const reply = await this.command(cmds.join('; '))
+    this._checkReply(reply, { backend: backends[0], server, cmd: cmds.join('; ') })
   }
 
   // Every `show stat` row of one proxy (its FRONTEND/BACKEND rows and its servers), or of all

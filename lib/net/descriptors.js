@@ -48,7 +48,7 @@ function openDescriptors () {
 class DescriptorBudget {
   // limit(): the process's limit, read again with each count (`prlimit` can change it while
   // the pool runs); count(): the descriptors open now.
-  constructor ({ limit = descriptorLimit, count = openDescriptors, now = Date.now } = {}) {
+  constructor ({ limit = descriptorLimit, count = openDescriptors, now = () => performance.now() } = {}) {
     this.readLimit = limit
     this.limit = limit()
     this.count = count
@@ -142,7 +142,7 @@ function guardAccept (server, { name, logger, onRefused = () => {}, priority = f
 
 // A line said at most once per `interval`, naming how many times it happened since.
 class RateLimitedLine {
-  constructor (logger, interval, now = Date.now) {
+  constructor (logger, interval, now = () => performance.now()) {
     this.logger = logger
     this.interval = interval
     this.now = now

@@ -95,38 +95,6 @@ function sendFrame (stream, message, done) {
   return true
 }
 
-// Reading a channel pauses, and resumes, without the stream noticing: what the peer writes
-// meanwhile waits in the socket, and no process wakes for it (the supervisor reads a serving
-// worker's per-request news a batch at a time). stream.pause() would not
-// do: it only holds back the 'data' events, while Node goes on reading into the stream's buffer,
-// waking for every write, up to its high-water mark. So the handle stops reading, with Node's
-// own record of it (`reading`) kept as its stream code keeps it; once the callbacks of the read
-// under way are done, since from within them that code would start reading again at once.
-// pauseReading() returns whether it paused the stream; both do nothing to a stream without such
-// a handle.
-const kPaused = Symbol('pool.channel.paused')
-
-function pauseReading (stream) {
-  const handle = stream?._handle
-  if (!handle || stream.destroyed || stream[kPaused] || typeof handle.readStop !== 'function') return false
-  stream[kPaused] = true
-  setImmediate(() => {
-    if (!stream[kPaused] || stream.destroyed || !stream._handle?.reading) return
-    stream._handle.reading = false
-    stream._handle.readStop()
-  })
-  return true
-}
-
-function resumeReading (stream) {
-  if (!stream?.[kPaused]) return
-  stream[kPaused] = false
-  const handle = stream._handle
-  if (!handle || handle.reading || stream.destroyed) return
-  handle.reading = true
-  handle.readStart()
-}
-
 // The supervisor's end of a worker's channel (null for a process forked without one).
 function supervisorEnd (child) {
   return child.stdio?.[CHANNEL_FD] ?? null
@@ -145,4 +113,4 @@ function workerEnd (env = process.env) {
   return socket
 }
 
-module.exports = { CHANNEL_FD, CHANNEL_ENV, MAX_FRAME, encode, FrameReader, readFrames, sendFrame, pauseReading, resumeReading, supervisorEnd, workerEnd }
+module.exports = { CHANNEL_FD, CHANNEL_ENV, MAX_FRAME, encode, FrameReader, readFrames, sendFrame, supervisorEnd, workerEnd }

@@ -9,17 +9,20 @@ const VERSION = 1
 // worker → supervisor
 const READY = 'ready' //           { port, rss }            listening, may take requests
 const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
-const BUSY = 'busy' //             { method, url }          a request started   } not sent when the front tells
-const IDLE = 'idle' //             { rss, requests }        the request ended   } the pool (POOL_REQUEST_NEWS)
-const HEARTBEAT = 'heartbeat' //   { rss }                  liveness while idle; also its memory past --max-rss after a request
-const QUEUED = 'queued' //         { waiting, running }     a request found the worker busy with `running` ({ method, url })
+const CHECK_IN = 'check-in' //     { rss, open, answered, active, request }  its event loop came round:
+//                                 every --heartbeat-interval idle, more often while `active` (it
+//                                 holds requests): `open` held now, `answered` ended since it
+//                                 started, `request` the one open longest ({ method, url, age })
+const QUEUED = 'queued' //         { waiting, running }     a request found every render place taken
 const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
+const LEFT_PORT = 'left-port' //   { open }                 asked to stop, it closed its listener: the port is
+//                                                       free; it exits once its `open` requests end
 const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
 const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all await
 //                                                       I/O; `last` is the X-Request-Id of the one started last
 
 // supervisor → worker
-const STOP = 'stop' //             finish the running request, close, exit 0
+const STOP = 'stop' //             take no new connection, finish what is open, exit 0
 const WATCH_REQUEST = 'watch-request' // { id }          say when the request with this X-Request-Id ends
 
 function message (type, fields = {}) {
@@ -35,6 +38,7 @@ function isPoolMessage (msg) {
 // never used as sent: a message the supervisor cannot use is dropped, not a reason to throw.
 const MAX_TEXT = 8192
 const MAX_STACK = 65536
+const MAX_URL = 1024 // a request's URL in a check-in: for people to read
 const MAX_ID = 256 // a request id (X-Request-Id: the balancer's, or a client's of at most 128 characters)
 const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
 const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
@@ -43,9 +47,14 @@ const request = (v) => v !== null && typeof v === 'object' && typeof v.method ==
 
 const WORKER_MESSAGES = {
   [READY]: (m) => ({ rss: bytes(m.rss) }),
-  [BUSY]: (m) => typeof m.method === 'string' && typeof m.url === 'string' ? { method: text(m.method, 64), url: text(m.url) } : null,
-  [IDLE]: (m) => count(m.requests) === undefined ? null : { rss: bytes(m.rss), requests: m.requests },
-  [HEARTBEAT]: (m) => ({ rss: bytes(m.rss) }),
+  [CHECK_IN]: (m) => ({
+    rss: bytes(m.rss),
+    open: count(m.open) ?? 0,
+    answered: count(m.answered) ?? 0,
+    active: m.active === true,
+    request: request(m.request) ? { ...request(m.request), age: count(m.request.age) ?? 0 } : null
+  }),
+  [LEFT_PORT]: (m) => ({ open: count(m.open) ?? 0 }),
   [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting, running: request(m.running) } : null,
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
@@ -78,4 +87,23 @@ function asText (v, max) {
   try { return String(v).slice(0, max) } catch { return Object.prototype.toString.call(v) }
 }
 
-module.exports = { VERSION, MAX_TEXT, MAX_ID, READY, BOOT_ERROR, BUSY, IDLE, HEARTBEAT, QUEUED, LISTENER_CLOSED, REQUEST_ENDED, AWAITING, STOP, WATCH_REQUEST, message, isPoolMessage, parseWorkerMessage, serializeError }
+module.exports = {
+  VERSION,
+  MAX_TEXT,
+  MAX_ID,
+  MAX_URL,
+  READY,
+  BOOT_ERROR,
+  CHECK_IN,
+  QUEUED,
+  LISTENER_CLOSED,
+  LEFT_PORT,
+  REQUEST_ENDED,
+  AWAITING,
+  STOP,
+  WATCH_REQUEST,
+  message,
+  isPoolMessage,
+  parseWorkerMessage,
+  serializeError
+}

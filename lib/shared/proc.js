@@ -20,7 +20,7 @@ function readStat (pid) {
 // by the worker: a worker blocked in a render sends nothing, which is when its CPU matters.
 const TICKS_PER_SECOND = 100 // USER_HZ: 100 on every Linux architecture Node runs on
 
-function cpuTime (pid, now = Date.now()) {
+function cpuTime (pid, now = performance.now()) {
   let text
   try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
   const f = text.slice(text.lastIndexOf(')') + 2).split(' ')

@@ -152,14 +152,14 @@ function threadsLeft (pid) {
 async function endProcesses (found, { killTimeout }) {
   const ended = found.filter((p) => signalFound(p, 'SIGTERM'))
   let left = stillThere(ended)
-  const deadline = Date.now() + killTimeout
-  while (left.length > 0 && Date.now() < deadline) {
+  const deadline = performance.now() + killTimeout
+  while (left.length > 0 && performance.now() < deadline) {
     await sleep(POLL)
     left = stillThere(left)
   }
   const killed = left.filter((p) => signalFound(p, 'SIGKILL'))
-  const until = Date.now() + KILL_WAIT
-  while (stillThere(killed).length > 0 && Date.now() < until) await sleep(POLL)
+  const until = performance.now() + KILL_WAIT
+  while (stillThere(killed).length > 0 && performance.now() < until) await sleep(POLL)
   return { ended: ended.map((p) => p.pid), killed: killed.map((p) => p.pid) }
 }
 

@@ -11,14 +11,14 @@
 // happened through its methods and never writes its fields.
 //
 // The tick runs when something happened and at the next deadline, never on a period: one timer,
-// armed after each tick at the earliest deadline of any handle (or the remnants' sweep, or a
-// reload's canary), and moved closer when news brings one closer. Per-request news (a request
-// started or ended: thousands a second under load) comes from the front when it sees every
-// request (the embedded balancer, through its FrontContext), and the workers then send none;
-// otherwise from each worker. Either way it is told to the handle as it comes, and wakes the
-// tick only when it changed what the tick would decide (`news`); a worker's is read a batch at
-// a time (`readLater`), unless a front wants each request's end as it happens. An idle pool's
-// supervisor sleeps until a deadline.
+// armed after each tick at the earliest deadline of any handle (or the remnants' sweep, a
+// reload's canary, a retiring process), and moved closer when news brings one closer. The
+// supervisor watches processes, never requests: a worker checks in as its event loop comes round
+// (twice a second while it holds requests, every --heartbeat-interval idle), and a check-in is
+// told to its handle as it comes, waking the tick only when it changed what the tick would decide
+// (`news`). Requests are the fronts' business: what a worker says about one (AWAITING,
+// REQUEST_ENDED) goes to them at once. Every instant is on a monotonic clock (SYSTEM.now): a step
+// of the wall clock moves no deadline. An idle pool's supervisor sleeps until a deadline.
 
 const { EventEmitter } = require('node:events')
 const msg = require('../protocol/messages')
@@ -26,6 +26,7 @@ const { Reconciler } = require('./reconcile')
 const { Reload } = require('./reload')
 const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
+const { Retiree } = require('./retiree')
 const { assemblePool } = require('../config/pool')
 const { workerCeiling } = require('../options/table')
 const { createLogger, logOutputOf } = require('../shared/logger')
@@ -40,19 +41,11 @@ const { PoolMetrics } = require('../observe/metrics')
 const { SYSTEM, resolveApp, checkWorkerPorts, watchChild } = require('./spawn')
 const { EVENT } = require('./events')
 const { poolError, codes } = require('../errors')
-const channel = require('../protocol/channel')
 const descriptors = require('../net/descriptors')
 
 const RECENT_EXITS = 20 // kept for /status and the status page
 // A timer's longest delay in Node (about 24.8 days); a deadline further away is armed again then.
 const LONGEST_TIMER = 2 ** 31 - 1
-// A worker's news that comes with every request, or instead of one: handled as it arrives
-// (Pool#heardFrom), without a tick of its own unless it changes a decision.
-const PER_REQUEST = new Set([msg.BUSY, msg.IDLE, msg.HEARTBEAT])
-// How long a serving worker's channel waits between reads once it carried a request's news, when
-// no front needs each as it happens: the news is that late at most, and a busy pool's supervisor
-// wakes that often for all its workers' news rather than once or twice per request.
-const NEWS_BATCH = 250 // ms
 
 class Pool extends EventEmitter {
   // `system` (tests only): fork, signal, captureRemnant, bindError, endLeftovers, startReaper,
@@ -80,9 +73,7 @@ class Pool extends EventEmitter {
       target: () => this.target,
       workerRefusing: (w, detail) => this.workerRefusing(w, detail),
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0,
-      requestStarted: (w, request) => this.frontRequestStarted(w, request),
-      requestEnded: (w, detail) => this.frontRequestEnded(w, detail),
-      requestAbandoned: (w, request) => this.frontRequestAbandoned(w, request)
+      watchRequest: (w, id) => this.watchRequest(w, id)
     })
     this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
     // Stats and agent: the pool's own ports, every mode.
@@ -94,6 +85,7 @@ class Pool extends EventEmitter {
       frontHost: () => this.fronts.host()
     })
     this.reconciler = new Reconciler(this.reconcilerView()) // the live set against the wanted set, from the tick
+    this.clock = { now: () => this.now(), wall: (at) => this.wall(at) } // the handles' and retirees', for snapshots
     this.target = this.options.workers
     this.slotsWithoutProcess = 0 // wanted slots with no process now, as of the last tick
     this.releaseDescriptors = null // ends the descriptors kept for those slots' processes
@@ -102,6 +94,7 @@ class Pool extends EventEmitter {
     this.reloading = null // the Reload in progress (advanceReload ends it)
     this.nextReload = null // a QueuedReload: the reload asked while this one runs, begun when it ends
     this.canaries = new Set() // canary processes still running: a stop waits for them too
+    this.retirees = new Map() // child → Retiree: drained processes that left their slot, finishing what they hold
     this.remnants = new Remnants({ logger: this.logger, killTimeout: this.options.killTimeout })
     this.reaper = null // ends what the workers leave if this process dies
     this.life = new PoolPhase() // idle → starting → running → stopping → stopped, and its promises
@@ -109,16 +102,6 @@ class Pool extends EventEmitter {
     this.tickScheduled = false
     this.timer = null // the tick's timer (SYSTEM.setTimer), due at `timerAt`
     this.timerAt = Infinity
-    // Whether a front hears each request's end as it happens (workerIdle). Without one, serving
-    // workers' channels are read in batches: those whose reading waits for the next batch
-    // (readLater), and the timer that reads them.
-    this.frontsHearEnds = this.fronts.listens('workerIdle')
-    this.unread = new Set()
-    this.newsTimer = null
-    // Whether the front brings the per-request news (its tellsRequests): the workers are then
-    // forked not to send it.
-    this.frontsTellRequests = this.fronts.tellsRequests()
-    this.watched = new Map() // pid → id → { request, waiting: [resolve] }: the requests a front abandoned, until they end
     this.unclean = false // the stop had to signal a worker
     this.recentExits = [] // the last worker exits, newest first
     this.startedAt = null
@@ -279,6 +262,8 @@ class Pool extends EventEmitter {
       ...this.listeners.urls(),
       reload: this.reloading ? { ...this.reloading.status({ pending: outdated }), queued: this.nextReload?.callers ?? 0 } : null,
       workers: this.measuredWorkers(),
+      // Drained processes that left their slot and still finish what they hold.
+      retiring: [...this.retirees.values()].map((r) => r.status(this.now())),
       recentExits: this.recentExits.slice()
     }
   }
@@ -286,7 +271,8 @@ class Pool extends EventEmitter {
   // The snapshots with the CPU time each running process has used (`pool status --watch`, the
   // status page, /metrics), read from /proc when asked for.
   measuredWorkers () {
-    return this.slots().map((h) => ({ ...h.snapshot(), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
+    const now = this.now()
+    return this.slots().map((h) => ({ ...h.snapshot(now), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
   }
 
   // An event source, for fronts (their FrontContext's workerRefusing): `w`, a snapshot the front
@@ -299,66 +285,14 @@ class Pool extends EventEmitter {
     this.enqueue({ type: EVENT.REFUSING, handle: h, child: h.child, refusals, front })
   }
 
-  // ── a front's word on requests (FrontContext requestStarted, requestEnded, requestAbandoned) ──
-  //
-  // From a front that gives the workers every request they get (tellsRequests): its word on a
-  // request's start and end is the news the workers would otherwise send, told to the handle
-  // as it comes (news). From any other front it changes nothing: the workers say it themselves.
-
-  frontRequestStarted (w, request) {
-    const h = this.frontsTellRequests && this.handleOf(w)
-    if (h) this.news(h, (now) => { h.started(request, now); this.report.busy(h, now) })
-  }
-
-  // `answered` false: the request never reached the worker (its connection was refused).
-  // `request`: the one its start named.
-  frontRequestEnded (w, { answered = true, request } = {}) {
-    const h = this.frontsTellRequests && this.handleOf(w)
-    if (!h) return
-    if (answered) this.news(h, (now) => this.answered(h, now, request))
-    else this.news(h, () => h.withdrawn(request))
-  }
-
-  // The front stopped reading the worker's answer to the request `id` (its X-Request-Id), while
-  // the app may still be working on it: the worker is asked to say when that request has ended,
-  // and the promise resolves then (its end counted, from a front that tells requests), or when
-  // the process is gone.
-  frontRequestAbandoned (w, request = {}) {
+  // A front (its FrontContext watchRequest) stopped reading the worker's answer to the request
+  // `id`, while the app may still be working on it: the worker is asked to say when that request
+  // has ended (REQUEST_ENDED, told to the fronts as workerRequestEnded). False when it cannot be
+  // asked (its process is gone, or the slot's process is another).
+  watchRequest (w, id) {
     const h = this.handleOf(w)
-    const id = request.id
-    if (!h || typeof id !== 'string') return Promise.resolve()
-    return new Promise((resolve) => {
-      let ids = this.watched.get(h.pid)
-      if (!ids) this.watched.set(h.pid, ids = new Map())
-      if (!ids.has(id)) ids.set(id, { request, waiting: [] })
-      ids.get(id).waiting.push(resolve)
-      if (!h.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))) return this.unwatch(h.pid)
-      this.readNow(h.child) // its answer is awaited: not in the next batch
-    })
-  }
-
-  // The worker says the request `id` a front abandoned has ended (or never reached it).
-  onWatchedEnded (h, id, now) {
-    const watch = this.watched.get(h.pid)?.get(id)
-    if (!watch) return
-    this.watched.get(h.pid).delete(id)
-    if (this.frontsTellRequests) this.answered(h, now, watch.request)
-    for (const resolve of watch.waiting) resolve()
-  }
-
-  // Whatever a front awaits of process `pid` is over: it is gone.
-  unwatch (pid) {
-    const ids = this.watched.get(pid)
-    if (!ids) return
-    this.watched.delete(pid)
-    for (const { waiting } of ids.values()) for (const resolve of waiting) resolve()
-  }
-
-  // A request ended with the worker's answer, from the front's word or the worker's.
-  answered (h, now, request) {
-    h.heard(now)
-    h.finished(request)
-    this.requestEnded(h, now)
+    if (!h || typeof id !== 'string') return false
+    return h.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))
   }
 
   // The handle of the process a front speaks of, while it still holds its slot.
@@ -370,6 +304,8 @@ class Pool extends EventEmitter {
   portOf (slot) { return this.options.workerPort + slot - 1 }
   portsUpTo (slots) { return Array.from({ length: slots }, (_, i) => this.portOf(i + 1)) }
   now () { return this.system.now() }
+  // An instant of the pool's monotonic clock as epoch ms, for people to read.
+  wall (at) { return this.system.wallClock() - (this.now() - at) }
 
   // ── event sources: record and wake ────────────────────────────────────────────────────────
 
@@ -378,75 +314,41 @@ class Pool extends EventEmitter {
     this.wake()
   }
 
-  // A worker's event (from watchChild). Its per-request news, when nothing
-  // waits before it in the queue, is told to its handle at once (heardFrom); anything else, or
-  // news behind other events, waits its turn for the tick, so a handle hears everything in order.
+  // A worker's event (from watchChild). Its check-in, when nothing waits before it in the queue,
+  // is told to its handle at once (news); what it says of a request goes to the fronts at once
+  // (it is about their next decision, not the worker's life); anything else, or a check-in behind
+  // other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
-    if (event.type === EVENT.MESSAGE && event.handle && PER_REQUEST.has(event.message.type) && this.events.length === 0) return this.heardFrom(event.handle, event.child, event.message)
-    if (event.type === EVENT.MESSAGE && event.message.type === msg.AWAITING) return this.awaiting(event.handle, event.child, event.message)
+    const type = event.type === EVENT.MESSAGE && event.handle ? event.message.type : null
+    if (type === msg.CHECK_IN && this.events.length === 0) return this.checkedIn(event.handle, event.child, event.message)
+    if (type === msg.AWAITING || type === msg.REQUEST_ENDED) return this.toldOfRequest(event.handle, event.child, event.message)
     this.enqueue(event)
   }
 
-  // A worker whose requests all await I/O (--worker-concurrency above 1) may be given another:
-  // the fronts hear it at once, whatever waits for the tick (the word is about the balancer's
-  // next decision, not the worker's life, which it leaves as it is).
-  awaiting (h, child, { open, last }) {
-    if (!h || child !== h.child) return
-    this.fronts.tell('workerAwaiting', { slot: h.slot, pid: h.pid }, { open, last })
+  // With --worker-concurrency above 1, every request the worker holds awaits I/O (AWAITING); or a
+  // request a front asked about has ended (REQUEST_ENDED). From a retiring process too: a front
+  // still holds its streams.
+  toldOfRequest (h, child, message) {
+    const w = child === h.child ? { slot: h.slot, pid: h.pid } : this.retirees.get(child)?.worker()
+    if (!w) return
+    if (message.type === msg.AWAITING) this.fronts.tell('workerAwaiting', w, { open: message.open, last: message.last })
+    else this.fronts.tell('workerRequestEnded', w, message.id)
   }
 
-  // What the tick would do first with this message, done now (news, below); then, at a request's
-  // end, the worker's channel is read a batch at a time for a while.
-  heardFrom (h, child, message) {
-    if (child !== h.child) return // from a process that no longer holds the slot: history
+  checkedIn (h, child, message) {
+    if (child !== h.child) return // from a process that no longer holds the slot
     this.news(h, (now) => this.onMessage(h, message, now))
-    if (message.type === msg.IDLE) this.readLater(h, child)
   }
 
-  // News of a worker that the tick need not wait for: `record(now)` tells its handle (a request
-  // started or ended, its memory, a word from it) and whoever hears of a request's end. The rest
-  // of the tick runs only if that changed what it decides: a process now due for recycling, or
-  // something of the handle's due now (a drained worker whose last request ended). Otherwise at
-  // most the timer moves closer, to the handle's new deadline (a request's timeout shorter than
-  // the heartbeat's). A burst of news is one tick at most. The worker's messages come this way;
-  // so can a front's word that a worker took or ended a request.
+  // A check-in the tick need not wait for: `record(now)` tells its handle. The rest of the tick
+  // runs only if that changed what it decides: a process now due for recycling, or something of
+  // the handle's due now. Otherwise at most the timer moves closer, to the handle's new deadline.
   news (h, record) {
     const now = this.now()
     const recycleDue = h.recycleDue
     record(now)
     if (h.recycleDue !== recycleDue || h.due(now)) this.wake()
     else this.armTimer(h.nextDeadline())
-  }
-
-  // A serving worker's channel, once it told of a request's end, is not read again for NEWS_BATCH
-  // ms: what it writes meanwhile (the next requests' news) waits in the socket, and is read in
-  // one go with every other worker's, or sooner by the tick's timer (a deadline is decided on
-  // everything written before it). So a lone request's end is heard at once, and a busy worker's
-  // news a batch at a time; heartbeats alone, an idle worker's, are read as they come. A draining
-  // worker is read at once (its request's end is what its drain waits for), and so is one that
-  // exits (to its end).
-  readLater (h, child) {
-    if (this.frontsHearEnds || h.drain || !h.ready) return
-    const end = channel.supervisorEnd(child)
-    if (!channel.pauseReading(end)) return
-    this.unread.add(end)
-    if (this.newsTimer === null) this.newsTimer = this.system.setTimer(() => this.readNews(), NEWS_BATCH)
-  }
-
-  // Every channel left unread is read again (its news comes in this turn of the event loop, before
-  // the tick that may follow it).
-  readNews () {
-    if (this.newsTimer !== null) this.system.clearTimer(this.newsTimer)
-    this.newsTimer = null
-    const ends = [...this.unread]
-    this.unread.clear()
-    for (const end of ends) channel.resumeReading(end)
-  }
-
-  readNow (child) {
-    const end = channel.supervisorEnd(child)
-    if (!this.unread.delete(end)) return
-    channel.resumeReading(end)
   }
 
   wake () {
@@ -482,6 +384,7 @@ class Pool extends EventEmitter {
       for (const event of batch) this.handleEvent(event, now)
     }
     for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
+    for (const r of this.retirees.values()) if (r.carryOut(now, this.report)) this.noteSignalled()
     this.remnants.sweep(now)
     this.advanceReload(now)
     if (this.life.is('starting', 'running')) this.slotsWithoutProcess = this.reconciler.reconcile(now, { replace: this.life.is('running') })
@@ -497,6 +400,7 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     if (this.life.is('stopped')) return
     let at = Math.min(this.remnants.nextSweep(now), this.reloading?.canary?.deadline() ?? Infinity)
+    for (const r of this.retirees.values()) at = Math.min(at, r.nextDeadline())
     for (const h of this.handles.values()) {
       if (h.due(now)) return this.wake()
       const deadline = h.nextDeadline()
@@ -511,12 +415,12 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     this.timerAt = at
     const delay = Math.min(LONGEST_TIMER, Math.max(0, at - this.now()))
-    // From the timers' phase of the event loop: the news read here comes in its poll phase, before
-    // the tick (setImmediate), so a deadline is decided on everything written before it.
+    // From the timers' phase of the event loop: what the workers wrote meanwhile is read in its
+    // poll phase, before the tick (setImmediate), so a deadline is decided on everything sent
+    // before it.
     this.timer = this.system.setTimer(() => {
       this.timer = null
       this.timerAt = Infinity
-      this.readNews()
       this.wake()
     }, delay)
   }
@@ -532,6 +436,8 @@ class Pool extends EventEmitter {
   handleEvent (event, now) {
     if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
     if (event.canary) return ON_CANARY[event.type](this, event, now)
+    const retiree = this.retirees.get(event.child)
+    if (retiree) return ON_RETIREE[event.type]?.(this, retiree, event, now)
     const h = event.handle
     if (!h) return ON_POOL[event.type](this, event, now)
     // A child's last message may be read after its 'exit' (when a process its app started holds
@@ -553,20 +459,25 @@ class Pool extends EventEmitter {
     h.heard(now)
     switch (m.type) {
       case msg.READY: h.measured(m.rss); return this.onReady(h, now)
-      case msg.BUSY: h.started(m, now); return this.report.busy(h, now)
-      case msg.IDLE: h.finished(); h.measured(m.rss); return this.requestEnded(h, now)
-      case msg.HEARTBEAT: return h.measured(m.rss)
+      case msg.CHECK_IN: return h.checkedIn(m, now)
       case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting, m.running)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
       case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
-      case msg.REQUEST_ENDED: return this.onWatchedEnded(h, m.id, now)
+      case msg.LEFT_PORT: return this.onLeftPort(h, m.open, now)
+      case msg.AWAITING: case msg.REQUEST_ENDED: return this.toldOfRequest(h, h.child, m)
     }
   }
 
-  // A request ended: told to whoever listens (the pool's 'idle' event, a front's workerIdle).
-  requestEnded (h, now) {
-    const view = this.report.idle(h, now)
-    if (this.frontsHearEnds) this.fronts.tell('workerIdle', view ?? h.snapshot(now))
+  // The drained worker, asked to stop, closed its listener: the port is free. With requests still
+  // open (streams) and a slot that starts again (reload, recycling, a closed listener), the process
+  // retires: it finishes them outside the slot, within its drain's deadlines, and the slot's next
+  // process boots now instead of after the longest stream. A stop or a scale-down has no next
+  // process: the worker stays in its slot until it exits.
+  onLeftPort (h, open, now) {
+    if (!h.drain || open === 0 || !this.life.is('running') || h.slot > this.target) return
+    const retiree = new Retiree(h.retired(now), { signal: this.system.signal })
+    this.retirees.set(retiree.child, retiree)
+    this.report.retired(h, retiree, open)
   }
 
   // The worker's port refuses connections while its process lives on, heartbeating: it said so
@@ -623,10 +534,9 @@ class Pool extends EventEmitter {
     const pid = h.pid
     const wasReady = h.readyAt !== null
     this.announceGone(h)
-    this.unwatch(pid)
     const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
-    this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: now })
+    this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: this.wall(now) })
     this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
     if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
@@ -681,6 +591,7 @@ class Pool extends EventEmitter {
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
     for (const h of this.handles.values()) this.beginDrain(h, { reason: 'stop', timeout })
+    for (const r of this.retirees.values()) r.hurry(this.now() + timeout, this.options.killTimeout)
   }
 
   onKill (now) {
@@ -691,6 +602,7 @@ class Pool extends EventEmitter {
       h.kill('pool-killed')
     }
     for (const c of this.canaries) c.kill()
+    for (const r of this.retirees.values()) { this.unclean = true; r.kill() }
     this.remnants.killAll(now)
   }
 
@@ -701,7 +613,6 @@ class Pool extends EventEmitter {
     const now = this.now()
     const serving = h.ready
     if (!h.startDrain(reason, now, timeout)) return
-    this.readNow(h.child)
     const view = this.report.draining(h, reason, now)
     if (!serving) return
     const child = h.child
@@ -783,9 +694,13 @@ class Pool extends EventEmitter {
   }
 
   addSlot (slot) {
-    // A request's start and end are state changes too: a snapshot only for someone listening.
-    const onState = (handle, from) => { if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from }) }
-    const h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState })
+    // A snapshot only for someone listening: busy and ready change with the check-ins.
+    const onState = (handle, from) => {
+      const event = handle.state === 'busy' ? 'busy' : from === 'busy' && handle.state === 'ready' ? 'idle' : null
+      if (event && this.listenerCount(event) > 0) this.emit(event, handle.snapshot())
+      if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from })
+    }
+    const h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState, clock: this.clock })
     this.handles.set(slot, h)
     return h
   }
@@ -823,7 +738,7 @@ class Pool extends EventEmitter {
   // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild),
   // and a slot's exit to the fronts at once (announceExit). Throws what fork() throws.
   fork ({ slot, host, port }, about) {
-    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port, requestNews: !this.frontsTellRequests })
+    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
     const onGone = about.handle ? () => this.announceExit(about.handle, child) : undefined
     watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.fromWorker(event), onGone })
     return child
@@ -843,7 +758,7 @@ class Pool extends EventEmitter {
       this.life.running(this)
     }
     this.life.settle()
-    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.remnants.size === 0) this.finishStop()
+    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.retirees.size === 0 && this.remnants.size === 0) this.finishStop()
   }
 
   bootFailure () {
@@ -868,7 +783,6 @@ class Pool extends EventEmitter {
   async finishStop () {
     this.life.end()
     this.disarmTimer()
-    this.readNews()
     this.reaper?.stop() // every process of the pool is gone
     this.releaseDescriptors()
     await this.fronts.stop()
@@ -908,11 +822,22 @@ const ON_WORKER = {
   [EVENT.CHANNEL_BROKEN]: (pool, h, e) => pool.onChannelBroken(h, e.problem),
   [EVENT.EXIT]: (pool, h, e, now) => pool.onExit(h, e, now),
   [EVENT.SPAWN_ERROR]: (pool, h, e, now) => pool.onSpawnError(h, e.error, now),
-  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.frontsTellRequests ? 0 : pool.options.warmupRequests); return pool.onReady(h, now) },
+  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.options.warmupRequests); return pool.onReady(h, now) },
   [EVENT.WARMUP_FAILED]: (pool, h, e) => pool.onWarmupFailed(h, e.error),
   [EVENT.RELEASED]: (pool, h) => h.released(),
   [EVENT.RECYCLE]: (pool, h) => h.recycleWhenPossible('recycle'), // the replace step drains it
   [EVENT.REFUSING]: (pool, h, e, now) => pool.onListenerClosed(h, { by: e.front, refusals: e.refusals }, now)
+}
+
+// A retiring process's: it still serves what it holds, and its exit ends it.
+const ON_RETIREE = {
+  [EVENT.MESSAGE]: (pool, r, e) => { if (e.message.type === msg.AWAITING || e.message.type === msg.REQUEST_ENDED) pool.toldOfRequest(e.handle, e.child, e.message) },
+  [EVENT.CHANNEL_BROKEN]: (pool, r) => r.kill(),
+  [EVENT.EXIT]: (pool, r, e, now) => {
+    pool.retirees.delete(r.child)
+    pool.fronts.tell('workerGone', r.worker())
+    pool.report.retireeExited(r, e, now)
+  }
 }
 
 // A reload asked while one runs, before it begins: how many callers wait for it, and the promise

@@ -71,7 +71,7 @@ class Reaper {
 
   // While the pool runs, a pool without a reaper loses a guarantee: said, and mended.
   failed (what, err) {
-    const now = Date.now()
+    const now = performance.now()
     const level = now - this.lastFailure > QUIET ? 'warn' : 'debug'
     this.lastFailure = now
     this.logger[level]({ event: 'reaper-failed', err: err ? { message: err.message, code: err.code } : undefined },

@@ -20,6 +20,7 @@ const { warmUp } = require('./warmup')
 const { MARK, supervisorMark, endLeftovers } = require('./leftovers')
 const { Reaper } = require('./reaper')
 const { EVENT } = require('./events')
+const { checkInInterval } = require('./worker-handle')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 // The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
@@ -27,18 +28,16 @@ const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
 // `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
-// `requestNews`: whether the worker tells of each request's start and end (false when the front
-// does: its tellsRequests).
 // The worker's stdout and stderr are pipes read by the supervisor (captureOutput):
 // what the app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with
 // slot and pid, not raw text between the JSON lines.
-function forkWorker ({ options: o, logger, app, workers, slot, host, port, requestNews = true }) {
-  const child = spawnWorker({ options: o, app, workers, slot, host, port, requestNews })
+function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
+  const child = spawnWorker({ options: o, app, workers, slot, host, port })
   captureOutput(child, { logger, slot, port })
   return child
 }
 
-function spawnWorker ({ options: o, app, workers, slot, host, port, requestNews = true }) {
+function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
   // Node's own IPC channel is never set up in a worker (through it the app could break the
   // supervisor), even when the options' env names one.
@@ -65,13 +64,13 @@ function spawnWorker ({ options: o, app, workers, slot, host, port, requestNews 
       POOL_WORKER_HOST: host,
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
+      // How often it checks in, idle and while it holds requests (worker-handle.js).
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
-      // Without per-request news, the worker reads its memory after each request only with
-      // --max-rss, and says so only past it.
-      POOL_REQUEST_NEWS: requestNews ? 'on' : 'off',
-      POOL_MAX_RSS: String(o.maxRss > 0 ? o.maxRss * 1024 * 1024 : 0),
-      // How many requests its guard runs at once (--worker-concurrency).
+      POOL_CHECK_IN_INTERVAL: String(checkInInterval(o)),
+      // How many requests its guard renders at once (--worker-concurrency), and the limits on each
+      // request it enforces itself (where no front of the pool's relays them): "read,total" ms.
       POOL_WORKER_CONCURRENCY: String(o.workerConcurrency ?? 1),
+      POOL_REQUEST_LIMITS: `${o.workerLimits?.read ?? 0},${o.workerLimits?.total ?? 0}`,
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
       // Who forked it: by it the pool's reaper finds what this process left running once it is
@@ -203,7 +202,6 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   child.on('exit', (code, signal) => {
     const exit = { ...base, type: EVENT.EXIT, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
     if (onGone) onGone()
-    channel.resumeReading(end) // its last news, and its end, if the pool was reading it in batches
     afterOutputRead(child, () => {
       end?.destroy() // a process the app started may hold the worker's end: ours is done
       enqueue(exit)
@@ -245,7 +243,10 @@ const SYSTEM = Object.freeze({
   endLeftovers,
   // The pool's reaper, started: { stop() }.
   startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
-  now: () => Date.now(),
+  // The pool's clock is monotonic: a step of the wall clock (NTP, a VM resumed) moves no
+  // deadline. The wall clock only labels instants for people. Whole ms, as the deadlines are.
+  now: () => Math.floor(performance.now()),
+  wallClock: () => Date.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms),
   clearTimer: (timer) => clearTimeout(timer)
 })

@@ -4,7 +4,7 @@
 // happens when that time comes. The policy of a worker's life is the handle's own: the deadline
 // of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
 // slot may start again. The supervisor tells the handle what happened
-// through methods named for it (attach, heard, started, finished, released, exited…) and never
+// through methods named for it (attach, heard, checkedIn, released, retired, exited…) and never
 // writes its fields; it asks what is due (`due`, a question only) and acts on the answer where
 // other parties are concerned (fronts hear of a kill before the signal, events, logs), recording
 // what it did through the handle again (kill, terminate, askToStop). It never re-implements the
@@ -18,12 +18,14 @@
 //   booting    ready                                the worker listens (message 'ready')
 //   booting    warming → ready                      with --warmup: it listens, then answered
 //                                                   its warm-up requests
-//   ready      busy ⇄ ready                         a request starts / ends (the front's word, or
-//                                                   the worker's 'busy' / 'idle')
+//   ready      busy ⇄ ready                         its check-in says it holds requests, or none
 //   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling, a
 //                                                   listener that closed (the port refuses)
 //   any live   dead                                 the process exited, or its fork failed
 //                                                   (respawn at `respawnAt`)
+//   draining   dead                                 it left the slot's port with requests still
+//                                                   open (retired: it finishes them outside the
+//                                                   slot, which respawns)
 //   booting, warming  given-up                      it exited before ready, the last allowed time
 //   given-up   dead                                 a reload revives the slot with new code, or
 //                                                   --given-up-retry has passed
@@ -37,12 +39,13 @@ const TRANSITIONS = Object.freeze({
   warming: ['ready', 'draining', 'dead', 'given-up'],
   ready: ['busy', 'draining', 'dead'],
   busy: ['ready', 'draining', 'dead'],
-  draining: ['dead'],
+  draining: ['dead'], // exited, or retired
   'given-up': ['dead']
 })
 
-// Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' and
-// 'heartbeat' for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
+// Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' (its
+// loop stopped while it was active: it held requests, or had just now) and 'heartbeat' (it went
+// silent while idle) for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
 // the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
 // drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
 // 'max-requests', 'max-rss', 'recycle', 'listener-closed').
@@ -51,8 +54,9 @@ class WorkerHandle {
   #state = 'dead'
   #onState
 
-  // policy: the pool's options (timeouts, restart backoff, recycling limits).
-  constructor ({ slot, host, port, policy, onState = () => {}, signal = signalWorker }) {
+  // policy: the pool's options (timeouts, restart backoff, recycling limits). clock: the pool's,
+  // { now() monotonic ms, wall(at) → epoch ms }, for snapshots.
+  constructor ({ slot, host, port, policy, onState = () => {}, signal = signalWorker, clock = MONOTONIC }) {
     this.slot = slot
     this.name = `worker${slot}`
     this.host = host
@@ -60,18 +64,19 @@ class WorkerHandle {
     this.policy = policy
     this.#onState = onState
     this.signalChild = signal
+    this.clock = clock
     this.child = null
     this.pid = null
     this.incarnation = 0 // which process of this slot the current one is: 1 for the first (restarts: the others)
     this.codeGeneration = 0 // the pool's code generation this process runs: the code on disk when it was forked
     this.spawnedAt = null
     this.readyAt = null
-    this.lastSeen = null
-    this.open = [] // { method, url, startedAt } of each request it runs, oldest first (--worker-concurrency)
-    this.openRefs = [] // beside each, what its teller named it by
-    this.requests = 0 // served by the current process, warm-up excluded
-    this.warmupEndsHeard = 0 // warm-up requests whose end the current process told while warming
-    this.warmupEndsLate = 0 // warm-up requests answered whose end it has yet to tell
+    this.lastSeen = null // when it last said anything (the pool's monotonic clock)
+    this.active = false // its last check-in: it checks in every --check-in interval, not heartbeat
+    this.open = 0 // requests it held at its last check-in
+    this.request = null // of those, the one open longest: { method, url, startedAt }
+    this.requests = 0 // answered by the current process, warm-up excluded, as of its last check-in
+    this.warmups = 0 // warm-up requests it was sent: its own count includes them
     this.totalRequests = 0 // served in this slot, all processes
     this.queued = 0 // requests that reached the worker while it was busy
     this.crashes = 0 // consecutive unplanned exits: drives the respawn backoff
@@ -118,11 +123,11 @@ class WorkerHandle {
     this.spawnedAt = now
     this.readyAt = null
     this.lastSeen = now
-    this.open = []
-    this.openRefs = []
+    this.active = false
+    this.open = 0
+    this.request = null
     this.requests = 0
-    this.warmupEndsHeard = 0
-    this.warmupEndsLate = 0
+    this.warmups = 0
     this.rss = null
     this.killReason = null
     this.drain = null
@@ -141,12 +146,10 @@ class WorkerHandle {
     return true
   }
 
-  // Its `count` warm-up requests were answered, and the worker tells of each request's end
-  // (count 0 when it does not: a front tells of requests, and warm-ups do not pass through it).
-  // Those ends may be heard later than this (behind HAProxy a worker's news is read in batches):
-  // the ones not heard yet are known by their number, not by when they are heard.
+  // Its `count` warm-up requests were answered: the worker's own count of what it answered
+  // includes them, and --max-requests does not.
   warmedUp (count) {
-    if (this.#state === 'warming') this.warmupEndsLate = Math.max(0, count - this.warmupEndsHeard)
+    if (this.#state === 'warming') this.warmups = count
   }
 
   // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
@@ -158,45 +161,26 @@ class WorkerHandle {
     return true
   }
 
-  // The request running longest (null: none runs): what status shows, and the first to time out.
-  get request () { return this.open.length > 0 ? this.open[0] : null }
-
-  // A request started. `request` is whatever its teller passes again at its end (a front's
-  // request); a worker's own news of its start and end names none, and ends the oldest: it runs
-  // one request at a time.
-  started (request, now) {
-    this.open.push({ method: request.method, url: request.url, startedAt: now })
-    this.openRefs.push(request)
-    if (this.#state === 'ready') this.transition('busy')
+  // A check-in: its event loop came round, holding `open` requests, having answered `answered`
+  // since it started. Past --max-requests the process is due for recycling.
+  checkedIn ({ rss, open, answered, active, request }, now) {
+    this.heard(now)
+    this.active = active
+    this.open = open
+    this.request = request ? { method: request.method, url: request.url, startedAt: now - request.age } : null
+    const requests = Math.max(0, answered - this.warmups)
+    if (requests > this.requests && this.readyAt !== null) {
+      this.totalRequests += requests - this.requests
+      this.requests = requests
+      if (this.requests >= this.requestLimit && this.recycleDue === null) this.recycleDue = 'max-requests'
+    }
+    this.measured(rss)
+    if (this.#state === 'ready' && open > 0) this.transition('busy')
+    else if (this.#state === 'busy' && open === 0) this.transition('ready')
   }
 
-  // The request `ref` (or, unnamed, the oldest) is no longer running.
-  stopped (ref) {
-    let i = ref === undefined ? 0 : this.openRefs.indexOf(ref)
-    if (i < 0) i = 0
-    this.open.splice(i, 1)
-    this.openRefs.splice(i, 1)
-    if (this.open.length === 0 && this.#state === 'busy') this.transition('ready')
-  }
-
-  // A request ended, answered. Past --max-requests the process is due for recycling. A warm-up
-  // request counts for none of it.
-  finished (ref) {
-    this.stopped(ref)
-    if (this.#state === 'warming') { this.warmupEndsHeard++; return }
-    if (this.warmupEndsLate > 0) { this.warmupEndsLate--; return } // a warm-up's end, heard late
-    this.requests++
-    this.totalRequests++
-    if (this.requests >= this.requestLimit) this.recycleDue = 'max-requests'
-  }
-
-  // A request a front told of never reached the worker (its connection was refused): nothing to
-  // count, only its clock to stop.
-  withdrawn (ref) { this.stopped(ref) }
-
-  // The process's resident memory, as a request's end or a heartbeat reported it (null: not
-  // measured). A serving process past --max-rss is due for recycling, busy or idle: a leak that
-  // grows between requests is caught without waiting for one.
+  // The process's resident memory, as a check-in reported it (null: not measured). A serving
+  // process past --max-rss is due for recycling, busy or idle.
   measured (rss) {
     if (rss === null || rss === undefined) return
     this.rss = rss
@@ -209,14 +193,14 @@ class WorkerHandle {
     if (this.alive && !this.recycleDue) this.recycleDue = reason
   }
 
-  // The worker said something: it is alive. The heartbeat deadline counts from the last word.
+  // The worker said something: its loop came round. Its silence counts from the last word.
   heard (now) { this.lastSeen = now }
 
-  // A request reached the worker while it was busy (message 'queued').
+  // A request found every render place of the worker taken (message 'queued').
   requestQueued () { this.queued++ }
 
-  // Every front has finished with the draining worker: nothing more will reach it, and once its
-  // own request (if any) ends it may be asked to exit.
+  // Every front has finished with the draining worker: nothing more will reach it, and it may be
+  // asked to leave the port (it finishes what it holds first).
   released () { if (this.drain) this.drain.released = true }
 
   // The fronts were told this process is gone (before its signal, or at its exit): once is enough.
@@ -236,20 +220,19 @@ class WorkerHandle {
 
   // What is overdue now, for the supervisor to carry out, or null. Only a question: the answer is
   // carried out by the tick, which records it here (kill, terminate, askToStop):
-  //   { do: 'kill', reason, ms }   boot-timeout, timeout (a request ran too long), heartbeat
-  //                                (an idle worker went silent), or '<drain>-killed'
-  //   { do: 'stop' }               the drained worker holds nothing any more: ask it to exit
+  //   { do: 'kill', reason, ms }   boot-timeout, timeout (its loop stopped while it held
+  //                                requests), heartbeat (it went silent idle), '<drain>-killed'
+  //   { do: 'stop' }               the fronts let go of the drained worker: ask it to leave
   //   { do: 'term' }               the drain's graceful time is up: SIGTERM
   due (now) {
     if (!this.alive) return null
     if (this.killReason === null) {
       if (now >= this.bootEndsAt()) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
-      if (now >= this.requestEndsAt()) return { do: 'kill', reason: 'timeout', ms: now - this.request.startedAt }
-      if (now >= this.silenceEndsAt()) return { do: 'kill', reason: 'heartbeat', ms: now - this.lastSeen }
+      if (now >= this.silenceEndsAt()) return { do: 'kill', reason: this.active ? 'timeout' : 'heartbeat', ms: now - this.lastSeen }
     }
     const d = this.drain
     if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
-    if (d.released && !this.request && !d.stopSent) return { do: 'stop' }
+    if (d.released && !d.stopSent) return { do: 'stop' }
     if (now >= d.killAt) return { do: 'kill', reason: `${d.reason}-killed` }
     if (now >= d.termAt && !d.termSent) return { do: 'term' }
     return null
@@ -258,8 +241,8 @@ class WorkerHandle {
   // The first instant at which, time passing and nothing else happening, `due` has an answer or
   // the slot may start again (dueForRespawn, dueForRetry); Infinity when no time runs. A question
   // too: the supervisor's tick runs at the earliest of its handles', and
-  // whatever moves a deadline (a request that starts or ends, a word from the worker) only needs
-  // to ask again. What no clock decides (a drained worker's request ending) is not in it.
+  // whatever moves a deadline (a check-in, any word from the worker) only needs to ask again.
+  // What no clock decides (the fronts letting go of a drained worker) is not in it.
   nextDeadline () {
     if (!this.alive) {
       if (this.#state === 'dead') return this.respawnAt
@@ -267,24 +250,25 @@ class WorkerHandle {
       return this.#state === 'given-up' && after > 0 ? this.givenUpAt + after : Infinity
     }
     if (this.killReason !== null) return Infinity
-    let at = Math.min(this.bootEndsAt(), this.requestEndsAt(), this.silenceEndsAt())
+    let at = Math.min(this.bootEndsAt(), this.silenceEndsAt())
     const d = this.drain
     if (d) at = Math.min(at, d.killAt, d.termSent ? Infinity : d.termAt)
     return at
   }
 
   // When the current process runs out of time, each the first whole ms strictly past its limit:
-  // its boot (the warm-up included: ready in time means warmed up in time), its request, and its
-  // silence while idle. A worker that never became ready is still loading, drained or not: the
-  // boot timeout covers it, no heartbeat.
+  // its boot (the warm-up included: ready in time means warmed up in time), and its silence. A
+  // worker that never became ready is still loading, drained or not: the boot timeout covers it.
+  // Silence is judged by its last check-in: active, its loop has not come round for --timeout
+  // (one check-in interval is the most it can have turned unseen); idle, --heartbeat-timeout.
   bootEndsAt () {
     return this.#state === 'booting' || this.#state === 'warming' ? this.spawnedAt + this.policy.bootTimeout + 1 : Infinity
   }
 
-  requestEndsAt () { return this.request ? this.request.startedAt + this.policy.timeout + 1 : Infinity }
-
   silenceEndsAt () {
-    return !this.request && this.readyAt !== null ? this.lastSeen + this.policy.heartbeatTimeout + 1 : Infinity
+    if (this.readyAt === null) return Infinity
+    const p = this.policy
+    return this.lastSeen + 1 + (this.active ? p.timeout + checkInInterval(p) : p.heartbeatTimeout)
   }
 
   // The signals (to the worker's whole process group).
@@ -329,6 +313,19 @@ class WorkerHandle {
     return true
   }
 
+  // The drained process left the slot's port with requests still open: it finishes them outside
+  // the slot (the pool's Retiree, with this drain's deadlines), and the slot starts again now, or
+  // after the crash backoff for a closed listener (see exited). Returns what the Retiree takes.
+  retired (now) {
+    const retiree = { child: this.child, pid: this.pid, slot: this.slot, reason: this.drain.reason, termAt: this.drain.termAt, killAt: this.drain.killAt, termSent: this.drain.termSent }
+    this.detach()
+    this.open = 0
+    this.request = null
+    if (this.drain.reason === 'listener-closed') this.scheduleRespawn(now)
+    else this.respawnNow(now)
+    return retiree
+  }
+
   // The process exited. Classifies the exit, sets the slot's next step, and returns what the
   // supervisor reports: { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }.
   // A process that was draining was going away anyway: however it ended, its slot goes on as the
@@ -344,8 +341,8 @@ class WorkerHandle {
     if (proven) this.crashes = 0
     this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
-    this.open = []
-    this.openRefs = []
+    this.open = 0
+    this.request = null
     const outcome = { reason, planned, draining, next: 'dead' }
     if (stopping || (draining && draining !== 'listener-closed')) {
       this.respawnAt = now
@@ -440,8 +437,10 @@ class WorkerHandle {
     this.child = null
   }
 
-  // What fronts, events, `pool status` and metrics see: plain data, no process object.
-  snapshot (now = Date.now()) {
+  // What fronts, events, `pool status` and metrics see: plain data, no process object, its instants
+  // in epoch ms (the handle keeps them on the pool's monotonic clock).
+  snapshot (now = this.clock.now()) {
+    const wall = this.clock.wall
     return {
       slot: this.slot,
       name: this.name,
@@ -449,20 +448,30 @@ class WorkerHandle {
       host: this.host,
       port: this.port,
       state: this.state,
-      startedAt: this.spawnedAt,
-      readyAt: this.readyAt,
-      uptime: this.readyAt ? now - this.readyAt : 0,
+      startedAt: this.spawnedAt === null ? null : wall(this.spawnedAt),
+      readyAt: this.readyAt === null ? null : wall(this.readyAt),
+      uptime: this.readyAt !== null ? now - this.readyAt : 0,
       requests: this.requests,
       totalRequests: this.totalRequests,
       queued: this.queued,
       restarts: this.restarts,
       rss: this.rss,
-      request: this.request ? { ...this.request, age: now - this.request.startedAt } : null,
-      open: this.open.length,
+      open: this.open,
+      request: this.request ? { method: this.request.method, url: this.request.url, age: now - this.request.startedAt } : null,
       concurrency: this.policy.workerConcurrency ?? 1,
-      lastExit: this.lastExit
+      lastExit: this.lastExit && { ...this.lastExit, at: wall(this.lastExit.at) }
     }
   }
 }
 
-module.exports = { WorkerHandle, TRANSITIONS }
+const MONOTONIC = { now: () => Math.floor(performance.now()), wall: (at) => Date.now() - (Math.floor(performance.now()) - at) }
+
+// How often a worker holding requests checks in (the worker's POOL_CHECK_IN_INTERVAL): at most
+// this much is added to --timeout before a stuck loop is seen. A quarter of --timeout, at most
+// half a second.
+const CHECK_IN_MAX = 500
+function checkInInterval ({ timeout }) {
+  return Math.max(10, Math.min(CHECK_IN_MAX, Math.floor(timeout / 4)))
+}
+
+module.exports = { WorkerHandle, TRANSITIONS, checkInInterval }

@@ -62,20 +62,8 @@ class WorkerReport {
     this.of(h).info({ event: 'warming', pid: h.pid, bootMs: now - h.spawnedAt, requests: warmupRequests }, `worker ${h.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
   }
 
-  // Told for every request: a snapshot only for someone listening. Returns the snapshot told,
-  // or null.
-  busy (h, now) { if (this.listens('busy')) this.emit('busy', h.snapshot(now)) }
-
-  idle (h, now) {
-    if (!this.listens('idle')) return null
-    const view = h.snapshot(now)
-    this.emit('idle', view)
-    return view
-  }
-
-  // A request reached the worker while it was busy (a front misconfigured: it should never be).
-  // `running`: the request the worker was busy with, as it says ({ method, url }); the
-  // snapshot's `request` is the latest its front told of, which may be the one that waits.
+  // A request found every render place of the worker taken (a front misconfigured: it should
+  // never). `running`: the request it started last, as it says ({ method, url }).
   queued (h, now, waiting, running) { this.emit('queued', { ...h.snapshot(now), waiting, running: running ?? null }) }
 
   // The app's stack once; the crash loop that follows repeats only the short line, at debug.
@@ -124,13 +112,34 @@ class WorkerReport {
     }
     const log = this.of(h)
     const pid = h.pid
-    if (action.do === 'term') return log.warn({ event: 'terminate', pid, request: h.request }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
+    if (action.do === 'term') return log.warn({ event: 'terminate', pid, open: h.open }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
     if (action.reason === 'boot-timeout') return log.error({ event: 'boot-timeout', pid, ms: action.ms }, `worker ${h.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
     if (action.reason !== 'timeout' && action.reason !== 'heartbeat') return log.warn({ event: 'kill', pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
     const r = h.request
-    const fields = { event: 'hung', reason: action.reason, pid, ms: action.ms }
-    if (r) log.error({ ...fields, method: r.method, url: r.url }, `worker ${h.slot} (pid ${pid}) ran ${r.method} ${r.url} for ${action.ms} ms (timeout ${this.options.timeout} ms); killing it`)
-    else log.error(fields, `worker ${h.slot} (pid ${pid}) sent no heartbeat for ${action.ms} ms; killing it`)
+    const fields = { event: 'hung', reason: action.reason, pid, ms: action.ms, open: h.open, ...(r ? { method: r.method, url: r.url } : {}) }
+    const holding = r ? ` running ${r.method} ${r.url}${h.open > 1 ? ` and ${plural(h.open - 1, 'more request')}` : ''}` : ''
+    if (action.reason === 'timeout') log.error(fields, `worker ${h.slot} (pid ${pid})${holding}: its event loop has not come round for ${action.ms} ms (--timeout ${this.options.timeout} ms); killing it`)
+    else log.error(fields, `worker ${h.slot} (pid ${pid}) has not checked in for ${action.ms} ms (--heartbeat-timeout ${this.options.heartbeatTimeout} ms); killing it`)
+  }
+
+  // A drained process left its slot with `open` requests (retiree.js).
+  retired (h, r, open) {
+    this.of(h).info({ event: 'retiring', pid: r.pid, reason: r.reason, open }, `worker ${h.slot} (pid ${r.pid}) left its port with ${plural(open, 'request')} open; the slot starts again while it finishes them`)
+  }
+
+  retireeSignalled (r, signal) {
+    const log = this.logger.child({ slot: r.slot })
+    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: r.pid, retiring: true }, `retiring worker ${r.slot} (pid ${r.pid}) still holds requests ${signal === 'SIGTERM' ? 'at the graceful timeout' : 'after SIGTERM'}; ${signal}`)
+  }
+
+  // As a drained worker's exit (worker-handle.js exitReason): its own end, or the SIGTERM's.
+  retireeExited (r, { code, signal }) {
+    const planned = !r.killed && (r.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null)
+    const reason = planned ? r.reason : r.killed ? `${r.reason}-killed` : 'crashed'
+    const line = { event: 'exit', pid: r.pid, code, signal, reason, retiring: true, ...(planned ? {} : { draining: r.reason }) }
+    const log = this.logger.child({ slot: r.slot })
+    if (planned) log.info(line, `retiring worker ${r.slot} (pid ${r.pid}) stopped`)
+    else log.warn(line, `retiring worker ${r.slot} (pid ${r.pid}) exited (${signal || `code ${code}`}, ${reason})`)
   }
 
   // The worker's channel carried something that is not a frame; it is
@@ -175,6 +184,8 @@ class WorkerReport {
     this.emit('removed', h.snapshot())
   }
 }
+
+function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
 // An error already logged with its stack, named again without it.
 function brief (error) {

@@ -51,9 +51,9 @@ function signalAppProcesses (sig) {
 async function endAppProcesses ({ grace }) {
   const termed = new Map() // pid → start time
   const terminated = []
-  const deadline = Date.now() + grace
+  const deadline = performance.now() + grace
   let left = appProcesses()
-  while (left !== null && left.size > 0 && Date.now() < deadline) {
+  while (left !== null && left.size > 0 && performance.now() < deadline) {
     for (const [pid, startTime] of left) {
       if (termed.get(pid) === startTime) continue
       termed.set(pid, startTime)
@@ -65,8 +65,8 @@ async function endAppProcesses ({ grace }) {
   const killed = left ? signalAll(left, 'SIGKILL') : []
   // What got SIGKILL goes within moments; waiting for it keeps "the worker exited" meaning "the
   // app's processes are gone", and a process stuck in the kernel cannot hold us for long.
-  const until = Date.now() + KILL_WAIT
-  while (killed.length > 0 && appProcesses().size > 0 && Date.now() < until) await sleep(POLL)
+  const until = performance.now() + KILL_WAIT
+  while (killed.length > 0 && appProcesses().size > 0 && performance.now() < until) await sleep(POLL)
   return { terminated, killed }
 }
 

@@ -10,7 +10,10 @@ const { CHANNEL_ENV } = require('../protocol/channel')
 // cluster worker), for the pool channel. PORT, POOL_WORKER_ID and POOL_WORKERS are the app's.
 // POOL_SUPERVISOR stays: the app's processes inherit it, which is how a later pool finds what
 // this one left running.
-const RUNTIME_ENV = [CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_KILL_TIMEOUT', 'POOL_REQUEST_NEWS', 'POOL_MAX_RSS', 'POOL_WORKER_CONCURRENCY']
+const RUNTIME_ENV = [
+  CHANNEL_ENV, 'POOL_APP', 'POOL_WORKER_HOST', 'POOL_LOG_LEVEL', 'POOL_HEARTBEAT_INTERVAL', 'POOL_CHECK_IN_INTERVAL',
+  'POOL_KILL_TIMEOUT', 'POOL_WORKER_CONCURRENCY', 'POOL_REQUEST_LIMITS'
+]
 
 function readEnvironment (env = process.env) {
   return {
@@ -18,21 +21,26 @@ function readEnvironment (env = process.env) {
     workers: Number(env.POOL_WORKERS),
     port: Number(env.PORT),
     host: env.POOL_WORKER_HOST || '127.0.0.1',
+    // How often it checks in: idle, and while it holds requests (link.js).
     heartbeatInterval: Number(env.POOL_HEARTBEAT_INTERVAL) || 1000,
+    activeInterval: Number(env.POOL_CHECK_IN_INTERVAL) || 500,
     // Who forked this worker ("pid:start time"), and how long the app's processes get between
     // SIGTERM and SIGKILL (the pool's --kill-timeout).
     supervisorPid: Number(String(env.POOL_SUPERVISOR || '').split(':')[0]) || null,
     killTimeout: Number(env.POOL_KILL_TIMEOUT) || 5000,
     logLevel: env.POOL_LOG_LEVEL || 'info',
-    // Whether the worker tells of each request's start and end: not when the front in front of
-    // it tells the supervisor itself (the embedded balancer). Then, with --max-rss (in bytes
-    // here), it reads its memory after each request and says so only past the limit.
-    requestNews: env.POOL_REQUEST_NEWS !== 'off',
-    maxRss: Number(env.POOL_MAX_RSS) || 0,
+    // The limits the worker itself puts on each response, where no front of the pool's relays it
+    // (limits.js): { read, total } in ms, 0 for none.
+    requestLimits: parseLimits(env.POOL_REQUEST_LIMITS),
     // Requests the guard runs at once (--worker-concurrency); above 1 the worker says when every
     // request it holds awaits I/O.
     concurrency: Math.max(1, Math.floor(Number(env.POOL_WORKER_CONCURRENCY)) || 1)
   }
+}
+
+function parseLimits (text = '') {
+  const [read, total] = String(text).split(',').map((n) => Math.max(0, Number(n) || 0))
+  return { read: read ?? 0, total: total ?? 0 }
 }
 
 function forgetRuntimeVariables (env = process.env) {

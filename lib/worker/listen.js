@@ -2,17 +2,17 @@
 
 // `require('pool').listen(serverOrHandler)`: under `pool start` the pool's runtime binds the
 // slot's port and reports readiness; run with plain `node app.js` it serves on $PORT (default
-// 3000), still one request at a time, so local debugging looks like production.
+// 3000), still one render at a time, so local debugging looks like production.
 
 const { currentRuntime } = require('./runtime')
 const { servingOf } = require('./servable')
-const { serializeRequests } = require('./serial')
+const { guardRequests } = require('./guard')
 
 function listen (target, { port = Number(process.env.PORT) || 3000, host = process.env.HOST } = {}) {
   const runtime = currentRuntime()
   if (runtime) return runtime.serve(target)
   const { server, prepare } = servingOf(target)
-  serializeRequests(server)
+  guardRequests(server)
   new Promise((resolve) => resolve(prepare?.())).then(() => {
     server.listen({ port, host }, () => {
       const a = server.address()

@@ -29,14 +29,13 @@ class WorkerRuntime {
     this.log = null // made when first needed (the logger)
     this.onBootFailure = (err) => this.failBoot(err)
     const logger = () => this.logger
-    this.link = new SupervisorLink({ heartbeatInterval: this.env.heartbeatInterval, logger })
+    this.link = new SupervisorLink({ heartbeatInterval: this.env.heartbeatInterval, activeInterval: this.env.activeInterval, logger })
     this.slotServer = new SlotServer({
       slot: this.env.slot,
       port: this.env.port,
       host: this.env.host,
-      requestNews: this.env.requestNews,
-      maxRss: this.env.maxRss,
       concurrency: this.env.concurrency,
+      limits: this.env.requestLimits,
       link: this.link,
       logger,
       failBoot: this.onBootFailure,
@@ -68,7 +67,8 @@ class WorkerRuntime {
       onStop: () => this.stop(),
       onWatch: (id) => this.slotServer.watch(id),
       onGone: () => this.orphaned(),
-      beforeHeartbeat: () => this.slotServer.checkListener()
+      beforeCheckIn: () => this.slotServer.checkListener(),
+      counts: () => this.slotServer.counts()
     })
     forgetRuntimeVariables() // after the link has read its own
     forbidCluster({ workers: this.env.workers, booting: () => !this.booted, failBoot: this.onBootFailure })

@@ -1,31 +1,29 @@
 'use strict'
 
 // The server on the slot's port: which of the app's listen() calls the worker takes over, how it
-// listens with that server (the in-process guard, the timeouts the balancer needs, low fds), and
-// what it reports of it to the supervisor (each request's start and end unless the front tells
-// them, its memory past --max-rss, a listener that closed, the end of a request it was asked to
-// watch).
+// listens with that server (the in-process guard, the limits no front enforces, the timeouts the
+// balancer needs, low fds), and what it reports of it to the supervisor (a listener that closed,
+// the end of a request it was asked to watch; its requests' counts go with each check-in).
 
 const fs = require('node:fs')
 const net = require('node:net')
 const msg = require('../protocol/messages')
-const { serializeRequests } = require('./serial')
+const { guardRequests } = require('./guard')
+const { RequestLimits } = require('./limits')
 const { servingOf, protocolOf, unservableError, appError } = require('./servable')
 const { interceptListen, requestedPort } = require('./adopt')
 
 class SlotServer {
-  // `link`: the supervisor's. `logger()`: the worker's. `requestNews`: whether each request's
-  // start and end is told (not when the front tells the supervisor itself); `maxRss`: bytes,
-  // --max-rss (0: none); `concurrency`: requests run at once (--worker-concurrency). The
-  // runtime's side: `failBoot(err)`, `booted()` and `stopping()` (its state), `onReady()` once
-  // the server listens, `onDrained()` once nothing runs or waits.
-  constructor ({ slot, port, host, requestNews = true, maxRss = 0, concurrency = 1, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
+  // `link`: the supervisor's. `logger()`: the worker's. `concurrency`: requests rendered at once
+  // (--worker-concurrency); `limits`: { read, total } (limits.js). The runtime's side:
+  // `failBoot(err)`, `booted()` and `stopping()` (its state), `onReady()` once the server
+  // listens, `onDrained()` once nothing is open or waits.
+  constructor ({ slot, port, host, concurrency = 1, limits = { read: 0, total: 0 }, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
     this.slot = slot
     this.port = port
     this.host = host
-    this.requestNews = requestNews
-    this.maxRss = maxRss
     this.concurrency = concurrency
+    this.limits = limits
     this.link = link
     this.logger = logger
     this.failBoot = failBoot
@@ -38,7 +36,6 @@ class SlotServer {
     this.otherPorts = new Set() // ports the app listened on that are not the slot's: the waiting hint names them
     this.listen = net.Server.prototype.listen // the original, once interceptListen has replaced it
     this.guard = null
-    this.requests = 0
     this.listenerReported = false // told the supervisor that the server no longer listens
   }
 
@@ -139,13 +136,18 @@ class SlotServer {
       return server
     }
     this.server = server
-    this.guard = serializeRequests(server, {
-      onStart: this.requestNews ? (req) => this.link.send(msg.BUSY, { method: req.method, url: req.url.slice(0, msg.MAX_TEXT) }) : null,
-      onEnd: this.requestNews ? () => this.requestEnded() : this.maxRss > 0 ? () => this.checkMemory() : null,
+    const limits = new RequestLimits(this.limits, {
+      open: () => this.guard.entries(),
+      onCut: (req, which) => this.logger().warn({ event: 'request-cut', limit: which, method: req.method, url: req.url.slice(0, msg.MAX_TEXT) },
+        `${req.method} ${req.url.slice(0, 200)} ended by the ${which === 'read' ? 'read timeout' : 'request time limit'}`)
+    })
+    this.guard = guardRequests(server, {
+      onArrive: (req) => this.link.requestArrived(req),
+      onStart: limits.enabled ? () => limits.watch() : null,
       onIdle: () => { if (this.stopping()) setImmediate(this.onDrained) },
       onQueued: (waiting, running) => {
         this.link.send(msg.QUEUED, { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
-        this.logger().warn({ event: 'request-queued', waiting }, `a request reached a busy worker; ${waiting} waiting in-process (${this.concurrency} at a time)`)
+        this.logger().warn({ event: 'request-queued', waiting }, `a request found every render place taken; ${waiting} waiting in-process (${this.concurrency} at a time)`)
       },
       // Every request it holds awaits I/O: the balancer may give it another. `last` names the
       // request started last, so that a word sent before the balancer's next request arrived is
@@ -167,16 +169,12 @@ class SlotServer {
     return server
   }
 
-  requestEnded () {
-    this.requests++
-    this.link.send(msg.IDLE, { rss: process.memoryUsage.rss(), requests: this.requests })
-  }
-
-  // Without per-request news, the supervisor hears of the worker's memory in its heartbeats, and
-  // after a request that left it past --max-rss (a read of /proc each request, while it is set).
-  checkMemory () {
-    const rss = process.memoryUsage.rss()
-    if (rss > this.maxRss) this.link.send(msg.HEARTBEAT, { rss })
+  // What each check-in says of the requests.
+  counts () {
+    if (!this.guard) return { open: 0, answered: 0, oldest: null }
+    const first = this.guard.entries().next().value
+    const oldest = first ? { method: first.req.method, url: first.req.url, age: performance.now() - first.startedAt } : null
+    return { open: this.guard.open, answered: this.guard.answered, oldest }
   }
 
   // The supervisor asks when the request with this X-Request-Id ends (its front gave up reading
@@ -190,7 +188,7 @@ class SlotServer {
   // and refuses every connection: the supervisor must hear of it, and replaces the worker. Node
   // emits 'close' only once every open connection has ended (the balancer keeps some alive for
   // a minute), while the port refuses connections from the moment close() is called: so close()
-  // itself is watched, and each heartbeat checks `listening`, for a close that went round it.
+  // itself is watched, and each check-in looks at `listening`, for a close that went round it.
   watchListener (server) {
     const close = server.close
     const slotServer = this
@@ -233,10 +231,12 @@ class SlotServer {
     return `port ${err.port} is already in use (the app listens on it itself, not on PORT, ${this.port})`
   }
 
-  // New connections are refused from now on; those idle are closed.
+  // New connections are refused from now on (the port is free for the slot's next process); those
+  // idle are closed. The supervisor hears it, and how many requests are still open.
   stopListening () {
     this.server.close()
     this.server.closeIdleConnections()
+    this.link.send(msg.LEFT_PORT, this.counts())
   }
 
   // The port is let go at once, and every connection with it.

@@ -143,11 +143,11 @@ t.test('pool config TARGET --config FILE takes what corresponds; its own flags w
   t.notMatch(haproxy, /server worker4 /, 'workers: 3')
   t.match(haproxy, /stats socket \/run\/ssr-haproxy\/admin\.sock /, 'haproxySocket is its stats socket')
   t.match(haproxy, /^backend ssr$/m, 'haproxyBackend is its backend')
-  t.match(haproxy, /timeout server 50s/, 'timeout 20 s: server timeout 20 s + 30 s')
+  t.match(haproxy, /timeout server 90s/, 'timeout 20 s: server timeout the longer of it and --read-timeout (60 s) + 30 s')
   t.match(haproxy, /server-state-file \/var\/lib\/ssr\/haproxy\.state/, 'haproxyStateFile')
   t.match(await run(['haproxy', '-n', '4']), /server worker4 127\.0\.0\.1:7103\b/, 'a flag wins over the file')
 
-  t.match(await run(['nginx']), /proxy_read_timeout 70s;/, 'nginx waits queue 10 s + server (20 s + 30 s) + 10 s')
+  t.match(await run(['nginx']), /proxy_read_timeout 110s;/, 'nginx waits queue 10 s + server (60 s + 30 s) + 10 s')
 
   const edge = await run(['edge', '--hosts', '10.0.0.11:9001,10.0.0.12:9001'])
   t.match(edge, /default-server maxconn 3 .*agent-port 9100\b/, 'each host\'s workers and agent port')

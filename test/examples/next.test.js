@@ -5,17 +5,26 @@
 // from Next's docs (server.js) and the one `next build` writes (.next/standalone/server.js).
 // The App Router's page that streams (app/streamed) reaches the client through the pool's
 // balancer as Next renders it: its shell first, the part inside <Suspense> when its data came.
+// Its AI chat route (app/api/chat: the AI SDK's streamText with the SDK's own test model)
+// streams three times --timeout long without a kill, and a client that leaves stops the model's
+// call (its onAbort) through the embedded balancer, HAProxy and nginx → HAProxy.
 const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { ROOT, cleanEnv, request } = require('../helpers')
+const { ROOT, cleanEnv, request, waitFor, freePorts } = require('../helpers')
 const { startAppPool, reloadUnderLoad, stopLeavingNothing } = require('../helpers/app-pool')
+const { hangUpAfterFirstBytes } = require('../helpers/streams')
+const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
+const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { nginxConfig } = require('../../lib/generate/nginx')
 
 const EXAMPLE = path.join(ROOT, 'examples', 'frameworks', 'next')
 const NEXT_BIN = path.join(ROOT, 'node_modules', 'next', 'dist', 'bin', 'next')
 const BUILD_TIMEOUT = 240000
+// A build, two servers served, reloaded and stopped, and the chat route through three fronts.
+t.setTimeout(600000)
 
 // A copy of the example, built. Inside the repository (its ignored tmp/), where Next finds
 // its own package as a user's project does: Turbopack does not follow a node_modules symlink
@@ -83,6 +92,29 @@ async function streamsTheAppRouterPage (t, url) {
   t.ok(got.lateAt - got.shellAt >= DELAY / 2, `the shell came ${Math.round(got.lateAt - got.shellAt)} ms before the late part (its data comes ${DELAY} ms after the request)`)
 }
 
+const JSON_POST = { method: 'POST', headers: { 'content-type': 'application/json' } }
+
+// When the chat route's onAbort ran for stream `id` (its JSON line, carried by the pool's log).
+function abortedAt (logs, id) {
+  for (const l of logs) {
+    if (l.event !== 'app-log' || !String(l.msg).includes('chat-aborted')) continue
+    try { const said = JSON.parse(l.msg); if (said.id === id) return said.at } catch {}
+  }
+  return undefined
+}
+
+async function chatsThrough (t, front, url, pool) {
+  const chat = await request(`${url}/api/chat`, { ...JSON_POST, body: JSON.stringify({ tokens: 60, every: 50 }), timeout: 30000 })
+  t.equal(chat.status, 200, `${front}: the chat route answers`)
+  t.equal(chat.body, Array.from({ length: 60 }, (_, i) => `word${i + 1} `).join(''), `${front}: all 60 tokens, 3 s of them at --timeout 1s`)
+  const id = `${front}-${Math.random()}`
+  const at = await hangUpAfterFirstBytes(`${url}/api/chat`, { ...JSON_POST, body: JSON.stringify({ tokens: 100000, every: 50, id }) })
+  await waitFor(() => abortedAt(pool.logs, id) !== undefined, { timeout: 5000, what: `${front}: onAbort after the hang-up` })
+  const ms = abortedAt(pool.logs, id) - at
+  t.ok(ms < 1000, `${front}: the model's call stopped ${ms} ms after the client left`)
+  t.same(pool.logs.filter((l) => l.event === 'hung'), [], `${front}: no worker killed`)
+}
+
 t.test('Next.js', async (t) => {
   const dir = await buildCopy(t)
   const standalone = path.join(dir, '.next', 'standalone', path.relative(ROOT, dir), 'server.js')
@@ -101,4 +133,21 @@ t.test('Next.js', async (t) => {
       await stopLeavingNothing(t, p)
     })
   }
+
+  t.test('the AI SDK chat route: streamed whole past --timeout, and stopped when its client leaves', async (t) => {
+    const server = path.join(dir, 'server.js')
+    const env = { NODE_ENV: 'production' }
+    const p = await startAppPool(t, server, { env, args: ['--timeout', '1s'] })
+    await chatsThrough(t, 'embedded balancer', p.url, p.child)
+
+    const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/api/chat' } })
+    const pool = await startHaproxyPool(t, lab, { app: server, env, args: ['--timeout', '1s'] })
+    await waitFor(allUp(lab.client), { timeout: 20000, what: 'both servers UP' })
+    await chatsThrough(t, 'HAProxy', lab.url, pool)
+    const prefix = path.join(lab.dir, 'nginx')
+    fs.mkdirSync(prefix)
+    const [nginxPort] = await freePorts(1)
+    await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t })
+    await chatsThrough(t, 'nginx → HAProxy', `http://127.0.0.1:${nginxPort}`, pool)
+  })
 })

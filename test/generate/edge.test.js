@@ -37,7 +37,7 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   const cfg = edgeConfig(variants['IPv6, a host name, users, stdout log, own intervals'])
   t.match(cfg, /^ {4}server host1 \[2001:db8::5\]:9001\n {4}server host2 localhost:9002\n {4}server host3 192\.0\.2\.7:80$/m, 'one server per host, in --hosts order')
   t.match(cfg, /default-server maxconn 8 check inter 1s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down agent-check agent-port 9100 agent-inter 250ms$/m)
-  t.match(cfg, /timeout server 75s/, 'timeout server = the pools\' --timeout + 30 s, as in the host config')
+  t.match(cfg, /timeout server 90s/, 'timeout server = the longer of the pools\' --read-timeout and --timeout, + 30 s, as in the host config')
   t.match(cfg, /timeout queue 5s/)
   t.match(cfg, /^ {4}nbthread 1$/m, 'one thread by default')
   // What it does across a reload is tested with the per-host config, whose line it shares.

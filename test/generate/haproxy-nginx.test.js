@@ -58,7 +58,14 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.match(spares, /server worker8 127\.0\.0\.1:9009$/m, 'spare servers up to --max-workers')
   t.match(spares, /^ {4}nbthread 1$/m, 'one thread')
   t.notMatch(spares, /server worker9 /)
-  t.notMatch(haproxyConfig({ workers: 2 }), /^\s*option abortonclose/m, 'abortonclose stays off (see the test below)')
+  const cfg = haproxyConfig({ workers: 2, streamRoutes: '/api/chat,/events' })
+  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option abortonclose$/m, 'abortonclose in the defaults, for the long-lived requests')
+  t.match(cfg, /^backend pool\n(?: {4}[^\n]*\n)* {4}no option abortonclose$/m, 'and off in the render backend (see the test below)')
+  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}default-server maxconn 8192 disabled check/m, 'a streams backend over the same workers, 8192 each')
+  t.match(cfg, /^ {4}server worker2 127\.0\.0\.1:9003$(?![\s\S]*^backend pool_streams)/m)
+  t.match(cfg, /^ {4}http-request del-header X-Pool-Stream\n {4}acl pool_long_lived req\.hdr\(accept\) -m sub text\/event-stream\n {4}acl pool_long_lived path_beg \/api\/chat\n {4}acl pool_long_lived path_beg \/events\n {4}use_backend pool_streams if pool_long_lived$/m,
+    'what goes there: server-sent events and --stream-routes; a client cannot say so itself')
+  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}http-request set-header X-Pool-Stream 1$/m, 'marked for the worker\'s guard there')
   t.match(haproxyConfig({ workers: 2 }), /^ {4}http-request return status 503 .* hdr Retry-After 1 if \{ queue\(pool\) ge 100 \}$/m, 'the queue is capped at 100 by default')
   t.notMatch(haproxyConfig({ workers: 2, maxQueue: 0 }), /http-request return/, '--max-queue 0: no cap')
 })
@@ -106,7 +113,9 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
   t.equal(flags.code, 0, flags.stderr)
   t.match(flags.stdout, /^backend ssr\n\s+balance static-rr$/m)
   t.match(flags.stdout, /stats socket \/tmp\/x\/admin\.sock mode 600 level admin/)
-  t.match(flags.stdout, /timeout server 75s/, 'server timeout = the pool\'s --timeout + 30 s')
+  t.match(flags.stdout, /timeout server 90s/, 'server timeout = the longer of the pool\'s --read-timeout (60 s) and --timeout (45 s), + 30 s')
+  const reads = await runPool(['config', 'haproxy', '-n', '2', '--read-timeout', '2m'])
+  t.match(reads.stdout, /timeout server 150s/, '--read-timeout 2m: 150 s')
 
   const bad = [
     [['config', 'haproxy', '-n', '0'], /workers/],
@@ -239,7 +248,7 @@ t.test('no abortonclose: a client that leaves does not free its worker\'s slot',
   t.ok(without.bArrivedAfter >= 1980, `B reached the worker once A was rendered (${without.bArrivedAfter} ms)`)
 
   // The measurement behind the choice: with the option, the same run breaks the guarantee.
-  const withOption = await abortRunningRequest(t, (cfg) => cfg.replace('    option dontlognull\n', '    option dontlognull\n    option abortonclose\n'))
+  const withOption = await abortRunningRequest(t, (cfg) => cfg.replace('    no option abortonclose\n', ''))
   t.equal(withOption.maxInFlight, 2, `with abortonclose B joins A in the busy worker (${withOption.bArrivedAfter} ms)`)
 })
 
@@ -353,7 +362,7 @@ async function pairAsHeadersSay (t, { user = {} } = {}) {
   const log = path.join(dir, 'commands.log')
   const [startHaproxyCmd, stopHaproxyCmd, poolCmd] = headerCommands(haproxy.stdout, { FILE: haproxyFile, APP: path.join(ROOT, 'examples/ssr/server.js') })
   const [startNginxCmd, stopNginxCmd] = headerCommands(nginx.stdout, {})
-  t.match(poolCmd, `--worker-port ${workerPort} --timeout 30s --balancer haproxy --haproxy-socket ${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
+  t.match(poolCmd, `--worker-port ${workerPort} --timeout 30s --read-timeout 60s --balancer haproxy --haproxy-socket ${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
 
   shell(startHaproxyCmd, { user, log })
   t.teardown(() => shell(stopHaproxyCmd, { user, log }))

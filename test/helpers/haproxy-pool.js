@@ -14,14 +14,14 @@ const CONTROL_APP = path.join(FIXTURES, 'control.js')
 
 // HAProxy for `workers` servers (plus spares up to maxWorkers). `edit` changes the config text;
 // `extraGlobal` adds lines to its global section; `stateFile` has it load server states from
-// lab.stateFile (`pool config haproxy --state-file`).
-async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none', stateFile = false, masterWorker = false } = {}) {
+// lab.stateFile (`pool config haproxy --state-file`). `options`: more of `pool config haproxy`'s.
+async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none', stateFile = false, masterWorker = false, options = {} } = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPort = ports[2]
   const stateFilePath = stateFile ? path.join(dir, 'haproxy.state') : undefined
-  let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser, stateFile: stateFilePath })
+  let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser, stateFile: stateFilePath, ...options })
   const extra = extraGlobal({ dir }).map((line) => `    ${line}\n`).join('')
   cfg = edit(cfg.replace('global\n', 'global\n' + extra))
   const haproxy = await startHaproxy({ cfg, dir, t, masterWorker })

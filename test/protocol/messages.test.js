@@ -17,7 +17,7 @@ t.test('malformed and misleading messages from an app are ignored; the pool serv
   await pool.start()
   const pid = pool.workers()[0].pid
   for (let i = 0; i < 3; i++) t.equal((await request(`http://127.0.0.1:${workerPort}/lie`)).status, 200)
-  await waitFor(() => pool.workers()[0].requests === 3 && pool.workers()[0].request === null, { what: 'the third request counted' })
+  await waitFor(() => pool.workers()[0].requests === 3 && pool.workers()[0].open === 0, { what: 'the third request counted' })
   const w = pool.workers()[0]
   t.equal(w.pid, pid, 'the same worker: nothing made the supervisor kill or restart it')
   t.equal(w.restarts, 0)

@@ -272,7 +272,7 @@ t.test('a real pool (pretty): app lines prefixed with slot and pid, the access l
   const waiting = request(`http://127.0.0.1:${ports[1]}/wait?ms=400`)
   await sleep(100)
   await Promise.all([waiting, request(`http://127.0.0.1:${ports[1]}/`)])
-  await waitFor(() => text().includes('a request reached a busy worker'), { what: 'the request-queued record' })
+  await waitFor(() => text().includes('a request found every render place taken'), { what: 'the request-queued record' })
   const lines = text().split('\n')
   const stamp = String.raw`^\[\d\d:\d\d:\d\d\.\d{3}\] `
   t.ok(lines.some((l) => new RegExp(`${stamp}INFO: \\[slot 1 pid ${pid}\\] hello from slot 1: é ✓ 😀$`).test(l)), 'the app\'s line at load, prefixed')
@@ -282,7 +282,7 @@ t.test('a real pool (pretty): app lines prefixed with slot and pid, the access l
   t.ok(at !== -1, 'the access log line')
   t.match(lines[at], /id=\S+ .*worker=worker1/, 'with its fields on the same line')
   t.match(lines[at + 1], new RegExp(stamp), 'the next line is the next record: the access log record is exactly one line')
-  const queued = lines.findIndex((l) => l.includes('a request reached a busy worker'))
-  t.match(lines[queued], new RegExp(`WARN \\(${pid}\\): a request reached a busy worker`), 'the runtime\'s record rendered like the pool\'s')
+  const queued = lines.findIndex((l) => l.includes('a request found every render place taken'))
+  t.match(lines[queued], new RegExp(`WARN \\(${pid}\\): a request found every render place taken`), 'the runtime\'s record rendered like the pool\'s')
   t.notOk(lines.some((l) => l.includes('"request-queued"') && l.includes('[slot')), 'not wrapped as app output')
 })

@@ -95,20 +95,20 @@ t.test('a worker that crashes while draining for scale-down is logged as a crash
   t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'no respawn for a slot going away')
 })
 
-t.test('a worker that crashes while draining for a reload is a crash; the slot is replaced at once and the reload completes', async (t) => {
+t.test('a worker that crashes while it retires (drained for a reload, finishing what it holds) is a crash; the reload completes', async (t) => {
   const logger = recordingLogger()
   const { pool, ports } = await newPool(t, { logger })
   await pool.start()
   const pid = pool.workers()[0].pid
   request(`http://127.0.0.1:${ports[0]}/wait?ms=10000`).catch(() => {})
   await waitFor(() => pool.workers()[0].state === 'busy', { what: 'the request running' })
-  const reloading = pool.reload()
-  await waitFor(() => pool.workers()[0].state === 'draining', { what: 'the slot draining' })
+  const result = await pool.reload()
+  t.same(result.replaced.map((r) => r.oldPid), [pid], 'the reload completed, its request still open')
+  t.match(logger.lines.find((l) => l.event === 'retiring'), { pid, open: 1, reason: 'reload' })
   process.kill(pid, 'SIGKILL')
-  const result = await reloading
-  t.same(result.replaced.map((r) => r.oldPid), [pid], 'the reload completed')
-  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid), { level: 40, reason: 'crashed', draining: 'reload' })
-  t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'replaced at once, without a crash backoff')
+  await waitFor(() => logger.lines.some((l) => l.event === 'exit' && l.pid === pid), { what: 'its exit' })
+  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid), { level: 40, reason: 'crashed', draining: 'reload', retiring: true })
+  t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'its slot was replaced before: nothing to respawn')
   t.equal(pool.workers()[0].state, 'ready')
 })
 

@@ -11,7 +11,7 @@ const silent = pino({ level: 'silent' })
 t.test('start, events, workers(), stop', async (t) => {
   const ports = await freePorts(2)
   const pool = new Pool({ app: path.join(FIXTURES, 'control.js'), workers: 2, workerPort: ports[0], logger: silent, timeout: 800 })
-  const seen = []
+  const seen = [] // busy and idle as the worker's check-ins see it: when a request arrives, then at the next
   for (const e of ['spawn', 'ready', 'busy', 'idle', 'exit', 'hung', 'state', 'stopped']) pool.on(e, (w) => seen.push([e, w && w.slot]))
   t.teardown(() => pool.kill())
   await pool.start()
@@ -136,33 +136,27 @@ function framesOf (pool) {
   return counts
 }
 
-t.test('behind the embedded balancer a worker sends no message per request: the balancer\'s word counts requests and arms --timeout', async (t) => {
-  const [port, workerPort] = await freePorts(3)
-  const pool = new Pool({ app: path.join(FIXTURES, 'control.js'), workers: 1, workerPort, logger: silent, balancer: 'embedded', port, timeout: 800 })
-  const seen = { busy: 0, idle: 0 }
-  pool.on('busy', () => seen.busy++)
-  pool.on('idle', () => seen.idle++)
-  t.teardown(() => pool.kill())
-  await pool.start()
-  const frames = framesOf(pool)
-  for (let i = 0; i < 20; i++) t.equal((await request(`http://127.0.0.1:${port}/?i=${i}`)).status, 200)
-  t.same([frames.busy ?? 0, frames.idle ?? 0], [0, 0], 'no busy or idle frame from the worker')
-  t.same([pool.workers()[0].requests, seen.busy, seen.idle], [20, 20, 20], 'every request counted, and told as the events')
-  const pid = pool.workers()[0].pid
-  const hung = new Promise((resolve) => pool.once('hung', resolve))
-  request(`http://127.0.0.1:${port}/loop`).catch(() => {})
-  t.match(await hung, { slot: 1, pid, reason: 'timeout', request: { method: 'GET', url: '/loop' } }, 'a request past --timeout is killed, from the balancer\'s word alone')
-})
-
-t.test('behind no balancer of the pool\'s, each worker tells of each request', async (t) => {
-  const [workerPort] = await freePorts(1)
-  const pool = new Pool({ app: path.join(FIXTURES, 'control.js'), workers: 1, workerPort, logger: silent, balancer: 'none' })
-  t.teardown(() => pool.kill())
-  await pool.start()
-  const frames = framesOf(pool)
-  for (let i = 0; i < 3; i++) await request(`http://127.0.0.1:${workerPort}/?i=${i}`)
-  await waitFor(() => pool.workers()[0].requests === 3, { what: 'the requests counted' })
-  t.same([frames.busy, frames.idle], [3, 3])
+t.test('a worker sends no message per request: its check-ins count requests, a request as long as it likes kills nothing, a stopped loop is killed', async (t) => {
+  for (const balancer of ['embedded', 'none']) {
+    const [port, workerPort] = await freePorts(3)
+    const pool = new Pool({ app: path.join(FIXTURES, 'long-lived.js'), workers: 1, workerPort, logger: silent, balancer, ...(balancer === 'embedded' ? { port } : {}), timeout: 800 })
+    t.teardown(() => pool.kill())
+    await pool.start()
+    const base = `http://127.0.0.1:${balancer === 'embedded' ? port : workerPort}`
+    const frames = framesOf(pool)
+    for (let i = 0; i < 40; i++) t.equal((await request(`${base}/?i=${i}`)).status, 200)
+    await waitFor(() => pool.workers()[0].requests === 40, { what: `${balancer}: the 40 requests counted` })
+    t.ok((frames['check-in'] ?? 0) <= 10, `${balancer}: ${frames['check-in']} check-ins for 40 requests`)
+    t.same(Object.keys(frames).filter((type) => type !== 'check-in'), [], 'and no other message')
+    const stream = await request(`${base}/stream?ms=3000&every=100`, { timeout: 10000 })
+    t.equal(stream.status, 200)
+    t.match(stream.body, /data: end/, `${balancer}: a stream almost four times --timeout runs to its end`)
+    const pid = pool.workers()[0].pid
+    const hung = new Promise((resolve) => pool.once('hung', resolve))
+    request(`${base}/loop`).catch(() => {})
+    t.match(await hung, { slot: 1, pid, reason: 'timeout' }, `${balancer}: its loop stopped: killed`)
+    await pool.stop()
+  }
 })
 
 t.test('unknown options are refused, naming the closest known one', async (t) => {

@@ -74,6 +74,7 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; oth
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
+  await sleep(700) // its check-in (every 500 ms while active) says it holds nothing again
   const looping = request(`http://127.0.0.1:${ports[0]}/loop?id=x`, { timeout: 10000 }).catch((err) => err)
   await sleep(100) // let the request start
   // While slot 1 spins, slot 2 keeps answering: every answer comes before slot 1 is killed.
@@ -83,7 +84,7 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; oth
     t.notOk(pool.logs.some((l) => l.event === 'hung'), 'slot 2 answered while slot 1 was still spinning')
   }
   const hung = await pool.waitLog((l) => l.event === 'hung', 8000)
-  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' }, 'the log line names slot, pid, method and url')
+  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' }, 'the log line names slot, pid, and the request its last check-in named')
   t.ok(hung.ms >= 2000 && hung.ms < 4000, `killed after the timeout (${hung.ms} ms)`)
   t.type(await looping, Error, 'the looping request did not get an answer')
   await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== hungPid)

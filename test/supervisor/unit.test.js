@@ -21,15 +21,12 @@ const { sendCommand } = require('../../lib/control/client')
 const { FIXTURES } = require('../helpers')
 
 // A child whose pool channel (stdio[3], lib/protocol/channel.js) the test speaks into with `say`
-// and whose frames from the supervisor land in `sent`. Its channel has a handle that stops and
-// starts reading as a socket's does (channel.pauseReading): what is said while it does not read
-// waits in `held`, as in the kernel.
+// and whose frames from the supervisor land in `sent`.
 class FakeChild extends EventEmitter {
   constructor (pid, spec) {
     super()
     this.pid = pid
     this.slot = spec.slot
-    this.requestNews = spec.requestNews
     this.exitCode = null
     this.signalCode = null
     this.sent = []
@@ -38,23 +35,13 @@ class FakeChild extends EventEmitter {
       read () {},
       write: (frame, encoding, done) => { this.sent.push(JSON.parse(frame)); done() }
     })
-    const held = this.held = []
-    channel._handle = {
-      reading: true,
-      readStop () { this.reading = false },
-      readStart () {
-        this.reading = true
-        for (const bytes of held.splice(0)) channel.push(bytes)
-      }
-    }
     this.stdio = [null, null, null, channel]
   }
 
   say (type, fields = {}) { this.write(encode({ v: 1, type, ...fields })) }
-  write (bytes) {
-    if (this.stdio[3]._handle.reading) this.stdio[3].push(bytes)
-    else this.held.push(bytes)
-  }
+  // A check-in (lib/worker/link.js): its loop came round holding `open`, having answered `answered`.
+  checkIn ({ open = 0, answered = 0, active = open > 0, rss = 1 } = {}) { this.say('check-in', { rss, open, answered, active }) }
+  write (bytes) { this.stdio[3].push(bytes) }
 
   exit (code, signal = null) {
     this.exitCode = code
@@ -73,9 +60,7 @@ function spawnError (code = 'EMFILE', errno = -24) {
 // `advance(ms)` moves the clock and fires the timers it passes, as time would.
 // `sys.failFork(spec)` may return { error, sync }: that fork throws `error` (sync), or hands back
 // a child without a pid whose 'error' follows, as Node's fork() does for EMFILE and EAGAIN.
-// `hearsEnds: false`: the fake front has no workerIdle hook (as HAProxy's). `tellsRequests`: it
-// tells the pool of each request itself (as the embedded balancer does), through its context.
-function harness (t, options = {}, { hearsEnds = true, tellsRequests = false } = {}) {
+function harness (t, options = {}) {
   const sys = {
     at: 1e9,
     pids: 1 << 30, // above any real pid: nothing real can ever be signalled
@@ -97,6 +82,8 @@ function harness (t, options = {}, { hearsEnds = true, tellsRequests = false } =
     startReaper: () => ({ stop () {} }),
     warmUp: async () => {}, // --warmup: answered at once
     now: () => sys.at,
+    wall: 1.7e12, // the wall clock's offset from `at`: a step moves it alone, as NTP moves CLOCK_REALTIME
+    wallClock: () => sys.wall + sys.at,
     timers: new Set(), // { at, fn }: armed, not yet fired
     setTimer: (fn, ms) => { const timer = { at: sys.at + ms, fn }; sys.timers.add(timer); return timer },
     clearTimer: (timer) => sys.timers.delete(timer)
@@ -111,12 +98,12 @@ function harness (t, options = {}, { hearsEnds = true, tellsRequests = false } =
   Object.assign(logger, child({}))
   const front = {
     name: 'fake',
-    tellsRequests,
     calls: [],
     context: null,
     async start (context) { front.context = context },
     workerReady (w) { front.calls.push(`ready ${w.slot}`) },
-    ...(hearsEnds ? { workerIdle (w) { front.calls.push(`idle ${w.slot}`) } } : {}),
+    workerRequestEnded (w, id) { front.calls.push(`ended ${w.slot} ${id}${w.retired ? ' (retired)' : ''}`) },
+    workerAwaiting (w, { open }) { front.calls.push(`awaiting ${w.slot} ${open}`) },
     workerGone (w) { front.calls.push(`gone ${w.slot}`); sys.order.push(`gone ${w.slot}`) },
     async drain (w) { front.calls.push(`drain ${w.slot}`) },
     stopping () {},
@@ -175,7 +162,7 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   await started(h, 2)
   const c = h.front.context
   t.not(c, h.pool)
-  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'requestAbandoned', 'requestEnded', 'requestStarted', 'target', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and what it may tell it)')
+  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'target', 'watchRequest', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and what it may tell it)')
   t.equal(c.agentAsked(), false, 'no agent here: nothing in front watches the pool')
   t.ok(Object.isFrozen(c))
   t.equal(c.logger, h.pool.logger)
@@ -183,7 +170,7 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   t.same(c.workers().map((w) => [w.slot, w.state]), [[1, 'ready'], [2, 'ready']], 'the supervisor\'s snapshots, read now')
   t.equal(c.portOf(2), 40001)
   t.equal(c.target(), 2)
-  h.latest(1).say('busy', { method: 'GET', url: '/x' })
+  h.latest(1).checkIn({ open: 1 })
   await h.step()
   t.equal(c.workers()[0].state, 'busy', 'fresh at each call')
 })
@@ -222,8 +209,7 @@ t.test('backoff: 20 crashes in a row, ×1.5 each from 100 ms, capped at 15 s; re
 // A worker that answered requests, then SIGKILLed from outside (the OOM killer, an operator).
 async function servedThenKilled (h, slot) {
   const child = h.latest(slot)
-  child.say('busy', { method: 'GET', url: '/' })
-  child.say('idle', { requests: 1, rss: 1e6 })
+  child.checkIn({ open: 0, answered: 1, active: true })
   await h.step()
   child.exit(null, 'SIGKILL')
   await h.step()
@@ -258,7 +244,7 @@ t.test('a crash-looping app still backs off: a worker that dies on its first req
   await started(h)
   for (let i = 0; i < 4; i++) {
     const child = h.latest(1)
-    child.say('busy', { method: 'GET', url: '/' }) // the request it dies on
+    child.checkIn({ open: 1 }) // the request it dies on
     await h.step()
     child.exit(1)
     await h.step()
@@ -321,21 +307,35 @@ t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-t
   t.match(h.logs.find((l) => l.event === 'respawn-scheduled'), { slot: 1 })
 })
 
-t.test('hung kill: a request past --timeout; the front hears of it before the signal', async (t) => {
+t.test('hung kill: a worker holding a request whose loop stops checking in, --timeout plus one check-in interval on; the front hears of it before the signal', async (t) => {
   const h = harness(t, { timeout: 3000 })
   await started(h)
   const hung = []
   h.pool.on('hung', (w) => hung.push(w.reason))
-  h.latest(1).say('busy', { method: 'GET', url: '/loop' })
+  h.latest(1).checkIn({ open: 1 }) // its last word: the loop stops on a render
   await h.step()
-  await h.advance(3000)
-  t.same(hung, [])
+  await h.advance(3500)
+  t.same(hung, [], 'not at --timeout + 500 ms (its check-in interval)')
   await h.advance(1)
   t.same(hung, ['timeout'])
   t.same(h.sys.order, ['gone 1', 'SIGKILL 1'], 'out of rotation first, then killed')
+  t.match(h.logs.find((l) => l.event === 'hung'), { slot: 1, reason: 'timeout', ms: 3501, open: 1 })
   h.latest(1).exit(null, 'SIGKILL')
   await h.step()
   t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
+})
+
+t.test('a request as long as it likes kills nothing while its worker checks in: two minutes at --timeout 3 s', async (t) => {
+  const h = harness(t, { timeout: 3000 })
+  await started(h)
+  const worker = h.latest(1)
+  for (let ms = 0; ms < 120000; ms += 500) {
+    worker.checkIn({ open: 40 })
+    await h.advance(500)
+  }
+  t.same(worker.signals, [], 'no signal')
+  t.equal(h.logs.filter((l) => l.event === 'hung').length, 0)
+  t.equal(h.pool.handles.get(1).state, 'busy', 'busy by its check-ins, all along')
 })
 
 t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, not on a period; a silent worker is killed at its deadline', async (t) => {
@@ -343,17 +343,17 @@ t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, no
   await started(h, 2)
   const ticks = countTicks(h.pool)
   for (let second = 0; second < 30; second++) {
-    h.latest(1).say('heartbeat', { rss: 1 })
-    h.latest(2).say('heartbeat', { rss: 1 })
+    h.latest(1).checkIn()
+    h.latest(2).checkIn()
     for (let i = 0; i < 10; i++) await h.advance(100)
   }
-  t.ok(ticks() >= 1 && ticks() <= 4, `${ticks()} ticks in 30 s of heartbeats: each where a silence deadline was, none per heartbeat`)
+  t.ok(ticks() >= 1 && ticks() <= 4, `${ticks()} ticks in 30 s of check-ins: each where a silence deadline was, none per check-in`)
   t.same([h.latest(1).signals, h.latest(2).signals], [[], []])
   const before = ticks()
-  h.latest(2).say('heartbeat', { rss: 1 }) // its last word; worker 1 heartbeats on
+  h.latest(2).checkIn() // its last word; worker 1 checks in on
   const lastWord = h.sys.at
   for (let second = 1; second <= 10; second++) {
-    h.latest(1).say('heartbeat', { rss: 1 })
+    h.latest(1).checkIn()
     await h.advance(1000)
   }
   t.same(h.latest(2).signals, [], `not at ${h.sys.at - lastWord} ms`)
@@ -363,131 +363,56 @@ t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, no
   t.ok(ticks() - before <= 2, `${ticks() - before} ticks for those 10 s`)
 })
 
-t.test('per-request news is recorded without a tick; a request\'s timeout brings the timer closer; what changes a decision wakes one tick', async (t) => {
+t.test('check-ins are recorded without a tick; one that makes a worker due for recycling wakes one tick', async (t) => {
   const h = harness(t, { workers: 1, timeout: 3000, maxRequests: 30, maxRequestsJitter: 0 })
   await started(h)
   const worker = h.latest(1)
   const slot = h.pool.handles.get(1)
+  const busy = []
+  h.pool.on('busy', (w) => busy.push(w.slot))
+  h.pool.on('idle', (w) => busy.push(-w.slot))
   const ticks = countTicks(h.pool)
   for (let i = 1; i <= 20; i++) {
-    worker.say('busy', { method: 'GET', url: `/${i}` })
+    worker.checkIn({ open: 2, answered: i })
     await h.step(1)
     t.equal(slot.state, 'busy')
-    worker.say('idle', { rss: 1000 + i, requests: i })
+    worker.checkIn({ open: 0, answered: i, rss: 1000 + i })
     await h.step(1)
-    if (i % 5 === 0) worker.say('heartbeat', { rss: 2000 + i })
   }
   await h.step()
-  t.equal(ticks(), 0, '20 requests and 4 heartbeats, each in a read of its own: no tick')
-  t.same([slot.state, slot.requests, slot.rss], ['ready', 20, 2020], 'each recorded in the handle')
-  t.equal(h.front.calls.filter((c) => c === 'idle 1').length, 20, 'the fronts heard each end at once')
-
-  worker.say('busy', { method: 'GET', url: '/slow' })
-  await h.advance(3000)
-  t.same(worker.signals, [], 'the request\'s deadline, not the heartbeat\'s: not yet')
-  t.equal(ticks(), 0)
-  await h.advance(1)
-  t.same(worker.signals, ['SIGKILL'], 'killed 1 ms past --timeout, 7 s before the heartbeat deadline')
-  worker.exit(null, 'SIGKILL')
-  await h.step()
-  await h.advance(slot.respawnDelay)
-  const next = h.latest(1)
-  next.say('ready')
-  await h.step()
-
-  const more = countTicks(h.pool)
-  for (let i = 1; i <= 29; i++) { next.say('busy', { method: 'GET', url: '/' }); next.say('idle', { rss: 1, requests: i }) }
-  await h.step()
-  t.equal(more(), 0, 'under --max-requests: nothing to decide')
-  next.say('busy', { method: 'GET', url: '/' })
-  next.say('idle', { rss: 1, requests: 30 })
-  next.say('busy', { method: 'GET', url: '/' })
-  next.say('idle', { rss: 1, requests: 31 })
-  t.ok(h.pool.tickScheduled, 'the 30th request made it due for recycling: a tick is asked for')
+  t.equal(ticks(), 0, '40 check-ins, each in a read of its own: no tick')
+  t.same([slot.state, slot.requests, slot.rss, slot.open], ['ready', 20, 1020, 0], 'each recorded in the handle')
+  t.equal(busy.length, 40, 'busy and idle told as the check-ins change them')
+  worker.checkIn({ open: 1, answered: 31 })
+  t.ok(h.pool.tickScheduled, 'past --max-requests: a tick is asked for')
   await h.step(1)
-  t.equal(more(), 1, 'one tick for the burst')
-  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-requests' })
+  t.equal(ticks(), 1, 'one tick')
+  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-requests', requests: 31 })
 })
 
-t.test('with no front hearing each request\'s end, a busy worker\'s news is read a batch at a time; a lone request\'s, and a drain\'s, at once', async (t) => {
-  const h = harness(t, { workers: 1 }, { hearsEnds: false })
+t.test('a deadline is decided on all the check-ins written before it: the timer\'s tick comes after the channels are read', async (t) => {
+  const h = harness(t, { workers: 1, timeout: 400 }) // a check-in every 100 ms while active
   await started(h)
   const worker = h.latest(1)
-  const slot = h.pool.handles.get(1)
-  worker.say('busy', { method: 'GET', url: '/1' })
+  worker.checkIn({ open: 1 })
   await h.step()
-  t.equal(slot.state, 'busy', 'a request\'s start is read at once')
-  worker.say('idle', { rss: 1, requests: 1 })
-  await h.step()
-  t.same([slot.state, slot.requests], ['ready', 1], 'and so is its end')
-  for (let i = 2; i <= 10; i++) {
-    worker.say('busy', { method: 'GET', url: `/${i}` })
-    worker.say('idle', { rss: 1, requests: i })
-  }
-  await h.step()
-  t.equal(worker.held.length, 18, 'then the next requests\' news waits in the socket')
-  await h.advance(249)
-  t.same([slot.requests, worker.held.length], [1, 18], 'for 250 ms')
+  await h.advance(499)
+  worker.checkIn({ open: 1 }) // just before the deadline
   await h.advance(1)
-  t.same([slot.state, slot.requests, worker.held.length], ['ready', 10, 0], 'then all of it is read, in order')
-  t.equal(h.front.calls.filter((c) => c === 'idle 1').length, 0, 'this front has no ear for it')
-  await h.advance(250) // the next batch: nothing to read, and nothing is held back any more
-  worker.say('heartbeat', { rss: 1 })
-  worker.say('busy', { method: 'GET', url: '/11' })
-  worker.say('idle', { rss: 1, requests: 11 })
-  await h.step()
-  t.equal(slot.requests, 11, 'after a quiet batch, read at once')
-  worker.say('busy', { method: 'GET', url: '/12' })
-  await h.step()
-  t.same([slot.state, worker.held.length], ['ready', 1])
-  const stopped = h.pool.stop()
-  await h.step()
-  t.same([slot.state, worker.held.length], ['draining', 0], 'a drain reads its worker at once')
-  t.same(worker.sent, [], 'it runs a request: not asked to stop yet')
-  worker.say('idle', { rss: 1, requests: 12 })
-  await h.step()
-  t.match(worker.sent, [{ type: 'stop' }], 'and hears its end as it comes: that is what the drain waits for')
-  worker.exit(0)
-  await h.step()
-  t.same(await stopped, { clean: true })
+  t.same(worker.signals, [], 'heard before the tick the timer asked for: alive')
+  await h.advance(500)
+  t.same(worker.signals, ['SIGKILL'], 'silent past the next deadline: killed')
 })
 
-t.test('a deadline is decided on all the news written before it: its timer reads the channels first', async (t) => {
-  const h = harness(t, { workers: 1, timeout: 100 }, { hearsEnds: false })
-  await started(h)
-  const worker = h.latest(1)
-  const slot = h.pool.handles.get(1)
-  worker.say('busy', { method: 'GET', url: '/1' })
-  worker.say('idle', { rss: 1, requests: 1 })
-  await h.step()
-  worker.say('busy', { method: 'GET', url: '/2' })
-  worker.say('idle', { rss: 1, requests: 2 })
-  worker.say('busy', { method: 'GET', url: '/3' })
-  await h.advance(250)
-  t.same([slot.state, slot.requests, worker.held.length], ['busy', 2, 0], 'read in a batch, and dated when read: /3 runs since then')
-  worker.say('idle', { rss: 1, requests: 3 })
-  await h.advance(100)
-  t.same([slot.state, worker.held.length], ['busy', 1], 'the end of /3 waits for the next batch')
-  await h.advance(1)
-  t.same(worker.signals, [], 'its --timeout (100 ms) came first, and its timer read the end before the tick decided: nothing killed')
-  t.same([slot.state, slot.requests], ['ready', 3])
-  await h.advance(250) // the batch's timer: reading as it comes again
-  worker.say('busy', { method: 'GET', url: '/4' })
-  await h.advance(100)
-  t.same(worker.signals, [])
-  await h.advance(1)
-  t.same(worker.signals, ['SIGKILL'], 'a request that did run too long is killed')
-})
-
-t.test('per-request news behind other events waits its turn: a worker ready then busy at once is busy', async (t) => {
+t.test('a check-in behind other events waits its turn: a worker ready then busy at once is busy', async (t) => {
   const h = harness(t, { workers: 1 })
   const starting = h.pool.start()
   await h.step()
-  h.latest(1).write(encode({ v: 1, type: 'ready' }) + encode({ v: 1, type: 'busy', method: 'GET', url: '/' }))
+  h.latest(1).write(encode({ v: 1, type: 'ready' }) + encode({ v: 1, type: 'check-in', rss: 1, open: 1, answered: 0, active: true }))
   await h.step()
   await starting
   t.equal(h.pool.handles.get(1).state, 'busy')
-  h.latest(1).say('idle', { rss: 1, requests: 1 })
+  h.latest(1).checkIn({ answered: 1 })
   await h.step()
   t.same([h.pool.handles.get(1).state, h.pool.handles.get(1).requests], ['ready', 1])
 })
@@ -498,7 +423,7 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
   const cases = [
     ['not json\n', /not JSON: "not json"/],
     [Buffer.alloc(MAX_FRAME + 1, 'x'), /longer than 1048576 bytes/],
-    [encode({ v: 1, type: 'heartbeat', rss: 1 }) + '{"v":1,"type":"idle"\n', /not JSON/]
+    [encode({ v: 1, type: 'check-in', rss: 1 }) + '{"v":1,"type":"check-in"\n', /not JSON/]
   ]
   for (const [i, [bytes, problem]] of cases.entries()) {
     const child = h.latest(1)
@@ -520,94 +445,38 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
   t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
 })
 
-t.test('a front that tells of each request: its workers send none; its word arms --timeout and counts requests; an abandoned request is watched until the worker says it ended', async (t) => {
-  const h = harness(t, { workers: 2, timeout: 3000, maxRequests: 3, maxRequestsJitter: 0 }, { tellsRequests: true })
+t.test('what a worker says of a request reaches the fronts at once, with no tick: a watched request\'s end, its awaiting word', async (t) => {
+  const h = harness(t, { workers: 2 })
   await started(h, 2)
-  t.same(h.sys.forks.map((c) => c.requestNews), [false, false], 'the workers are forked not to send per-request news')
   const c = h.front.context
-  const slot = h.pool.handles.get(1)
-  const w = { slot: 1, pid: h.latest(1).pid }
   const ticks = countTicks(h.pool)
-  c.requestStarted(w, { method: 'GET', url: '/a' })
-  t.same([slot.state, slot.request?.url], ['busy', '/a'], 'the front\'s word: busy with its request')
-  c.requestEnded(w)
-  t.same([slot.state, slot.requests], ['ready', 1], 'and its end, counted')
-  c.requestStarted(w, { method: 'POST', url: '/refused' })
-  c.requestEnded(w, { answered: false })
-  t.same([slot.state, slot.requests], ['ready', 1], 'a request that never reached the worker counts for nothing')
-  c.requestStarted({ slot: 1, pid: 12345 }, { method: 'GET', url: '/old' })
-  t.equal(slot.state, 'ready', 'news of a process that no longer holds the slot is history')
-  await h.step()
-  t.equal(ticks(), 0, 'none of it needed a tick')
-
-  // An answer the front gave up reading: the worker is asked to say when that request ends.
-  c.requestStarted(w, { method: 'GET', url: '/cut' })
-  let released = false
-  c.requestAbandoned(w, { id: 'req-7' }).then(() => { released = true })
-  t.match(h.latest(1).sent, [{ type: 'watch-request', id: 'req-7' }])
-  await h.step()
-  t.same([released, slot.state], [false, 'busy'], 'its place is held, and its --timeout still runs')
+  t.equal(c.watchRequest({ slot: 1, pid: h.latest(1).pid }, 'req-7'), true)
+  t.match(h.latest(1).sent, [{ type: 'watch-request', id: 'req-7' }], 'the worker is asked')
+  t.equal(c.watchRequest({ slot: 1, pid: 12345 }, 'req-8'), false, 'not a process that no longer holds the slot')
   h.latest(1).say('request-ended', { id: 'req-7' })
+  h.latest(2).say('awaiting', { open: 3, last: 'req-9' })
   await h.step()
-  t.same([released, slot.state, slot.requests], [true, 'ready', 2], 'until the worker says so: then it is counted')
-
-  // --max-requests counts the front's word: the third answered request recycles slot 2.
-  const w2 = { slot: 2, pid: h.latest(2).pid }
-  for (let i = 0; i < 3; i++) { c.requestStarted(w2, { method: 'GET', url: '/' }); c.requestEnded(w2) }
-  await h.step()
-  t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 2, reason: 'max-requests' })
-
-  // The request's --timeout runs from the front's word.
-  c.requestStarted(w, { method: 'GET', url: '/loop' })
-  await h.advance(3000)
-  t.same(h.latest(1).signals, [], 'not yet')
-  await h.advance(1)
-  t.same(h.latest(1).signals, ['SIGKILL'], 'killed 1 ms past --timeout')
-  t.match(h.logs.find((l) => l.event === 'hung'), { slot: 1, reason: 'timeout', url: '/loop' })
-  let gone = false
-  c.requestAbandoned(w, { id: 'req-8' }).then(() => { gone = true })
-  h.latest(1).exit(null, 'SIGKILL')
-  await h.step()
-  t.ok(gone, 'an abandoned request of a process that exits is over')
+  t.same(h.front.calls.filter((c) => !c.startsWith('ready')), ['ended 1 req-7', 'awaiting 2 3'])
+  t.equal(ticks(), 0, 'none of it needed a tick')
 })
 
-t.test('warm-up ends are awaited only from workers that tell of requests: behind a front that tells, the first request counts', async (t) => {
-  for (const tellsRequests of [true, false]) {
-    const h = harness(t, { workers: 1, warmup: ['/w'], warmupRequests: 3 }, { tellsRequests })
-    await started(h, 1)
-    const slot = h.pool.handles.get(1)
-    const w = { slot: 1, pid: h.latest(1).pid }
-    if (tellsRequests) {
-      h.front.context.requestStarted(w, { method: 'GET', url: '/' })
-      h.front.context.requestEnded(w)
-      t.equal(slot.requests, 1, 'told by the front: counted')
-    } else {
-      const child = h.latest(1)
-      for (let i = 1; i <= 3; i++) { child.say('busy', { method: 'GET', url: '/w' }); child.say('idle', { requests: i, rss: 1e6 }) } // the warm-up's ends, heard late
-      child.say('busy', { method: 'GET', url: '/' }); child.say('idle', { requests: 4, rss: 1e6 })
-      await h.step()
-      await h.advance(1000)
-      t.equal(slot.requests, 1, 'told by the worker: its warm-up\'s ends heard late are not counted')
-    }
-  }
-})
-
-t.test('without a front that tells of each request, the workers send it, and a front\'s word changes nothing', async (t) => {
-  const h = harness(t, { workers: 1 })
-  await started(h)
-  t.same(h.sys.forks.map((c) => c.requestNews), [true])
-  h.front.context.requestStarted({ slot: 1, pid: h.latest(1).pid }, { method: 'GET', url: '/a' })
-  t.equal(h.pool.handles.get(1).state, 'ready', 'the workers\' own word is the one counted')
+t.test('warm-up requests are in the worker\'s count of what it answered, and not in --max-requests\'s', async (t) => {
+  const h = harness(t, { workers: 1, warmup: ['/w'], warmupRequests: 3 })
+  await started(h, 1)
+  const slot = h.pool.handles.get(1)
+  h.latest(1).checkIn({ answered: 4, active: true })
+  await h.step()
+  t.equal(slot.requests, 1, 'three warm-ups and one request')
 })
 
 t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled without a request', async (t) => {
   const h = harness(t, { maxRss: 100 })
   await started(h)
   const worker = h.latest(1)
-  worker.say('heartbeat', { rss: 90 * 1024 * 1024 })
+  worker.checkIn({ rss: 90 * 1024 * 1024 })
   await h.step()
   t.same(worker.sent, [], 'under the limit: kept')
-  worker.say('heartbeat', { rss: 101 * 1024 * 1024 })
+  worker.checkIn({ rss: 101 * 1024 * 1024 })
   await h.step()
   t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-rss', rss: 101 * 1024 * 1024 })
   t.match(worker.sent, [{ type: 'stop' }], 'drained at once: it was idle')
@@ -617,17 +486,19 @@ t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled w
   t.equal(h.sys.forks.length, 2, 'and replaced')
 })
 
-t.test('drain escalation: STOP once idle; a busy worker gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
+t.test('drain escalation: STOP once the fronts let go; a worker still holding requests gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
   const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
   await started(h, 2)
-  h.latest(2).say('busy', { method: 'GET', url: '/slow' })
+  h.latest(2).checkIn({ open: 1 })
   await h.step()
   const stopped = h.pool.stop()
   await h.step()
-  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the idle worker is asked to exit')
-  t.same(h.latest(2).sent, [], 'the busy one is not, yet')
+  t.match(h.latest(1).sent, [{ type: 'stop' }], 'the idle worker is asked to leave')
+  t.match(h.latest(2).sent, [{ type: 'stop' }], 'and so is the busy one: it finishes what it holds, off its port')
+  h.latest(2).say('left-port', { open: 1 })
   for (let tick = 0; tick < 20; tick++) { h.pool.wake(); await h.advance(5) }
   t.equal(h.latest(1).sent.length, 1, 'once in 20 ticks, not at every tick')
+  t.equal(h.pool.retirees.size, 0, 'a stop retires nobody: no slot starts again')
   h.latest(1).exit(0)
   await h.advance(900)
   t.same(h.latest(2).signals, ['SIGTERM'])
@@ -1015,9 +886,9 @@ t.test('1000 workers: a batch boots at a time; the control socket and a stop are
   // Heartbeats by the thousand cost no tick; a tick over a thousand slots is linear (its time is
   // only a sanity bound).
   const ticks = countTicks(h.pool)
-  for (let i = 0; i < 12; i++) for (const c of h.sys.forks) c.say('heartbeat', { rss: 1 })
+  for (let i = 0; i < 12; i++) for (const c of h.sys.forks) c.checkIn()
   await h.step()
-  t.equal(ticks(), 0, `${12 * h.sys.forks.length} heartbeats, no tick`)
+  t.equal(ticks(), 0, `${12 * h.sys.forks.length} check-ins, no tick`)
   const began = performance.now()
   h.pool.tick()
   const ms = performance.now() - began
@@ -1093,4 +964,82 @@ t.test('a front reporting a worker that refuses connections (its FrontContext): 
   await h.step()
   await h.advance(100)
   t.not(h.latest(1), old, 'replaced')
+})
+
+t.test('a reload with streams open: each drained worker leaves its port and retires, its slot boots at once; the retiree is SIGTERMed at the graceful timeout; a stop waits for it', async (t) => {
+  const h = harness(t, { workers: 2, gracefulTimeout: 10000, killTimeout: 500 })
+  await started(h, 2)
+  const old = [h.latest(1), h.latest(2)]
+  for (const c of old) c.checkIn({ open: 5 })
+  const reloaded = h.pool.reload()
+  await h.step()
+  const canary = h.sys.forks.at(-1)
+  canary.say('ready')
+  await h.step()
+  canary.exit(null, 'SIGKILL') // it served its purpose
+  for (const [i, slot] of [1, 2].entries()) {
+    await h.step()
+    t.match(old[i].sent, [{ type: 'stop' }], `slot ${slot}: asked to leave its port`)
+    old[i].say('left-port', { open: 5 })
+    await h.step()
+    t.not(h.latest(slot), old[i], `slot ${slot}: its next process is forked at once, its streams still open`)
+    t.equal(h.pool.retirees.size, i + 1)
+    h.latest(slot).say('ready')
+  }
+  await h.step()
+  const r = await reloaded
+  t.ok(r, 'the reload ends with both slots replaced, not after the streams')
+  t.match(h.logs.filter((l) => l.event === 'retiring'), [{ slot: 1, open: 5, reason: 'reload' }, { slot: 2, open: 5 }])
+  old[0].say('request-ended', { id: 'x' })
+  await h.step()
+  t.ok(h.front.calls.includes('ended 1 x (retired)'), 'what a retiree says of its requests still reaches the fronts')
+  old[0].exit(0) // its streams ended within the graceful timeout
+  await h.step()
+  t.ok(h.front.calls.includes('gone 1'), 'its exit told to the fronts')
+  t.same(old[0].signals, [])
+  await h.advance(10000)
+  t.same(old[1].signals, ['SIGTERM'], 'the other, still streaming at the graceful timeout: SIGTERM')
+  const stopped = h.pool.stop()
+  await h.step()
+  for (const slot of [1, 2]) { h.latest(slot).exit(0) }
+  await h.advance(500)
+  t.same(old[1].signals, ['SIGTERM', 'SIGKILL'], 'then SIGKILL; the stop waited for it')
+  old[1].exit(null, 'SIGKILL')
+  await h.step()
+  t.same(await stopped, { clean: false }, 'a stop that had to signal a retiree is not clean')
+})
+
+t.test('a step of the wall clock, ±60 s, moves no deadline: only the labels people read', async (t) => {
+  const h = harness(t, { workers: 2, timeout: 3000, gracefulTimeout: 5000 })
+  await started(h, 2)
+  const readyAt = h.pool.workers()[0].readyAt
+  h.latest(1).checkIn({ open: 1 })
+  h.latest(2).checkIn({ open: 1 })
+  await h.step()
+  h.sys.wall += 60000
+  t.equal(h.pool.workers()[0].readyAt, readyAt + 60000, 'a snapshot reads the stepped wall clock')
+  for (let i = 0; i < 10; i++) {
+    h.latest(1).checkIn({ open: 1 })
+    await h.advance(500)
+  }
+  t.same(h.latest(1).signals, [], '+60 s: the busy worker that checks in lives')
+  t.same(h.latest(2).signals, ['SIGKILL'], 'the one that stopped checking in is killed at --timeout + 500 ms of the pool\'s own clock')
+  const hung = h.logs.find((l) => l.event === 'hung')
+  t.ok(hung.slot === 2 && hung.ms >= 3501 && hung.ms <= 4000, `killed ${hung.ms} ms after its last check-in (this clock moves 500 ms a step)`)
+  h.sys.wall -= 120000
+  const stopped = h.pool.stop()
+  await h.step()
+  for (let i = 0; i < 9; i++) {
+    h.latest(1).checkIn({ open: 1 })
+    await h.advance(500)
+  }
+  h.latest(1).checkIn({ open: 1 })
+  await h.advance(499)
+  t.same(h.latest(1).signals, [], '−60 s: the graceful timeout is still 5 s of the pool\'s clock away')
+  await h.advance(1)
+  t.same(h.latest(1).signals, ['SIGTERM'])
+  h.latest(1).exit(null, 'SIGTERM')
+  h.latest(2).exit(null, 'SIGKILL')
+  await h.step()
+  await stopped
 })

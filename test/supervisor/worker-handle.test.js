@@ -1,13 +1,14 @@
 'use strict'
 
 // The WorkerHandle alone (lib/supervisor/worker-handle.js): a worker's states and the only
-// changes between them, its deadlines, the drain's STOP → SIGTERM → SIGKILL escalation, what an
-// exit was, and when its slot may start again. No pool, no process: a fake child whose channel
+// changes between them, its deadlines (a loop that stopped checking in, not a request's length),
+// the drain's STOP → SIGTERM → SIGKILL escalation, retiring, what an exit was, and when its slot
+// may start again. No pool, no process: a fake child whose channel
 // frames and signals are recorded, and a clock that is just a number.
 
 const t = require('tap')
 const { Writable } = require('node:stream')
-const { WorkerHandle, TRANSITIONS } = require('../../lib/supervisor/worker-handle')
+const { WorkerHandle, TRANSITIONS, checkInInterval } = require('../../lib/supervisor/worker-handle')
 
 const POLICY = Object.freeze({
   bootTimeout: 5000,
@@ -59,6 +60,11 @@ function readyHandle (policy) {
   return { h, child, changes }
 }
 
+// The worker's check-in at `now`: it holds `open` requests, has answered `answered`.
+function checkIn (h, now, { open = 0, answered = 0, active = open > 0 } = {}) {
+  h.checkedIn({ rss: 1, open, answered, active }, now)
+}
+
 // What a tick does with what is due, as the pool's carryOut does it.
 function carryOut (h, action) {
   if (!action) return
@@ -76,8 +82,8 @@ t.test('transitions: only along the table, each change reported once, state read
   t.equal(h.beganWarmup(), false, 'only from booting')
   t.equal(h.becameReady(T0 + 1), true)
   t.equal(h.becameReady(T0 + 2), false, 'a repeated ready does nothing')
-  h.started({ method: 'GET', url: '/' }, T0 + 3)
-  h.finished(); h.measured(1)
+  checkIn(h, T0 + 3, { open: 1 })
+  checkIn(h, T0 + 3, { open: 0, answered: 1 })
   h.startDrain('stop', T0 + 4, 1000)
   h.exited(0, null, T0 + 5, { stopping: true })
   t.same(changes, ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
@@ -105,7 +111,7 @@ t.test('processes in the slot: a fork without a pid is not a process; restarts c
   t.equal(h.spawnErrors, 0)
 })
 
-t.test('deadlines: boot timeout, request timeout, heartbeat; each strictly past its time', async (t) => {
+t.test('deadlines: boot timeout, a stopped loop, an idle silence; each strictly past its time', async (t) => {
   t.test('boot timeout, warm-up included', async (t) => {
     const { h } = handle()
     h.attach(fakeChild(), T0)
@@ -115,12 +121,29 @@ t.test('deadlines: boot timeout, request timeout, heartbeat; each strictly past 
     h.bootTimedOut()
     t.same(h.lastError, { message: 'not ready within 5000 ms (boot timeout)' })
   })
-  t.test('a request running too long', async (t) => {
+  t.test('a worker holding requests whose loop stopped: --timeout plus a check-in interval after its last word', async (t) => {
     const { h } = readyHandle()
-    h.started({ method: 'GET', url: '/slow' }, T0 + 10)
-    t.equal(h.due(T0 + 3010), null)
-    t.same(h.due(T0 + 3011), { do: 'kill', reason: 'timeout', ms: 3001 })
-    t.same(h.due(T0 + 60000), { do: 'kill', reason: 'timeout', ms: 59990 }, 'the heartbeat does not apply while a request runs')
+    t.equal(checkInInterval(POLICY), 500, 'a quarter of --timeout, at most 500 ms')
+    checkIn(h, T0 + 10, { open: 1 })
+    t.equal(h.due(T0 + 3510), null)
+    t.same(h.due(T0 + 3511), { do: 'kill', reason: 'timeout', ms: 3501 })
+  })
+  t.test('a request as long as it likes, while the loop turns: nothing is due', async (t) => {
+    const { h } = readyHandle()
+    const due = []
+    for (let at = T0; at < T0 + 120000; at += 500) {
+      checkIn(h, at, { open: 3 })
+      if (h.due(at + 499)) due.push(at - T0)
+    }
+    t.same(due, [], 'two minutes of a stream (40 × --timeout), checked in twice a second: never due')
+  })
+  t.test('active but idle again: the short limit holds until an idle check-in', async (t) => {
+    const { h } = readyHandle()
+    checkIn(h, T0, { open: 0, answered: 1, active: true })
+    t.same(h.due(T0 + 3501), { do: 'kill', reason: 'timeout', ms: 3501 })
+    checkIn(h, T0, { open: 0, answered: 1, active: false })
+    t.equal(h.due(T0 + 3501), null)
+    t.same(h.due(T0 + 10001), { do: 'kill', reason: 'heartbeat', ms: 10001 })
   })
   t.test('an idle worker gone silent; any word from it counts', async (t) => {
     const { h } = readyHandle()
@@ -159,12 +182,11 @@ t.test('nextDeadline: the first instant due() answers, in every state; what move
   t.equal(dueAt(h, 'silence'), 10001)
   h.heard(T0 + 4000)
   t.equal(h.nextDeadline() - T0, 14001, 'a word from the worker moves it later')
-  h.started({ method: 'GET', url: '/' }, T0 + 5000)
-  t.equal(dueAt(h, 'request'), 8001, 'a request brings it closer (--timeout 3 s), and no heartbeat applies')
-  h.finished(); h.measured(1)
-  h.heard(T0 + 5100)
-  t.equal(h.nextDeadline() - T0, 15101, 'its end: the silence again')
-  h.started({ method: 'GET', url: '/' }, T0 + 6000)
+  checkIn(h, T0 + 5000, { open: 1 })
+  t.equal(dueAt(h, 'active'), 8501, 'holding a request: --timeout (3 s) and an interval, no heartbeat')
+  checkIn(h, T0 + 5100, { open: 0, answered: 1, active: false })
+  t.equal(h.nextDeadline() - T0, 15101, 'idle again: the silence again')
+  checkIn(h, T0 + 6000, { open: 1 })
   h.startDrain('stop', T0 + 6000, 1000)
   t.equal(dueAt(h, 'graceful timeout'), 7000)
   carryOut(h, h.due(T0 + 7000))
@@ -196,15 +218,14 @@ t.test('drain: STOP once when idle and released, never again, whatever the ticks
   t.same(child.signals, [])
 })
 
-t.test('drain: a busy worker finishes its request first; released only once the fronts say so', async (t) => {
+t.test('drain: STOP once the fronts let go, whatever the worker still holds (it finishes that itself)', async (t) => {
   const { h, child } = readyHandle()
-  h.started({ method: 'GET', url: '/' }, T0)
+  checkIn(h, T0, { open: 2 })
   h.startDrain('scale-down', T0, 30000)
+  t.equal(h.due(T0 + 100), null, 'the fronts have not let go yet')
   h.released()
-  t.equal(h.due(T0 + 100), null, 'its request still runs')
-  h.finished(); h.measured(1)
   carryOut(h, h.due(T0 + 200))
-  t.same(child.sent.map((m) => m.type), ['stop'])
+  t.same(child.sent.map((m) => m.type), ['stop'], 'its two requests go on; it takes no new one')
   const exit = h.exited(0, null, T0 + 300, { stopping: false })
   t.same(exit, { reason: 'scale-down', planned: true, draining: 'scale-down', next: 'dead' })
   t.equal(h.respawnAt, T0 + 300, 'the slot goes on at once: no crash backoff')
@@ -219,7 +240,7 @@ t.test('drain: a worker not serving yet needs no fronts to let go', async (t) =>
 
 t.test('escalation: SIGTERM at the graceful timeout, once; SIGKILL --kill-timeout later', async (t) => {
   const { h, child } = readyHandle()
-  h.started({ method: 'GET', url: '/' }, T0) // a request the timeout would kill only at T0 + 3000
+  checkIn(h, T0, { open: 1 })
   h.startDrain('stop', T0, 1000)
   for (let now = T0; now < T0 + 1000; now += 50) carryOut(h, h.due(now))
   t.same(child.signals, [], 'nothing before the graceful timeout')
@@ -233,7 +254,6 @@ t.test('escalation: SIGTERM at the graceful timeout, once; SIGKILL --kill-timeou
 
 t.test('draining again only brings the deadlines closer, and keeps the first reason', async (t) => {
   const { h } = readyHandle()
-  h.started({ method: 'GET', url: '/' }, T0)
   h.startDrain('reload', T0, 30000)
   t.equal(h.startDrain('stop', T0 + 100, 1000), false)
   t.same({ reason: h.drain.reason, termAt: h.drain.termAt, killAt: h.drain.killAt }, { reason: 'reload', termAt: T0 + 1100, killAt: T0 + 1600 })
@@ -290,8 +310,7 @@ t.test('backoff: a process that answered a request respawns at once, however it 
   t.equal(h.crashes, 1)
   h.attach(fakeChild(), T0 + 100)
   h.becameReady(T0 + 110)
-  h.started({ method: 'GET', url: '/' }, T0 + 11)
-  h.finished(); h.measured(1e6)
+  checkIn(h, T0 + 11, { open: 0, answered: 1 })
   const next = h.exited(null, 'SIGKILL', T0 + 12, { stopping: false })
   t.equal(next.next, 'respawn')
   t.equal(next.reason, 'crashed', 'still an unplanned exit')
@@ -301,13 +320,14 @@ t.test('backoff: a process that answered a request respawns at once, however it 
 
   h.attach(fakeChild(), T0 + 20)
   h.becameReady(T0 + 20)
-  h.started({ method: 'GET', url: '/crash' }, T0 + 21)
+  checkIn(h, T0 + 21, { open: 1 })
   h.exited(1, null, T0 + 22, { stopping: false }) // died on its first request
   t.equal(h.respawnDelay, 100, 'a request that killed it is no request answered: backoff')
 
   h.attach(fakeChild(), T0 + 200)
   h.beganWarmup()
-  h.finished(); h.measured(1e6) // its warm-up
+  h.warmedUp(1)
+  checkIn(h, T0 + 250, { open: 0, answered: 1 }) // its warm-up
   h.becameReady(T0 + 300)
   h.exited(1, null, T0 + 301, { stopping: false })
   t.equal(h.respawnDelay, 150, 'warm-up requests answered are no proof: backoff grows')
@@ -340,7 +360,7 @@ t.test('due() only answers: asking, however often, changes nothing', async (t) =
     t.equal(fields(h), before, `nothing changed by asking at +${now - T0} ms`)
   }
   ask(T0 + 40000) // ready, healthy for longer than --healthy-after
-  h.started({ method: 'GET', url: '/' }, T0 + 40000)
+  checkIn(h, T0 + 40000, { open: 1 })
   h.startDrain('stop', T0 + 40000, 1000)
   for (const now of [T0 + 40100, T0 + 41000, T0 + 41500, T0 + 90000]) ask(now)
   t.same(child.signals, [])
@@ -383,28 +403,18 @@ t.test('recycling: --max-requests (warm-up excluded), --max-rss on any measure, 
   const { h } = handle({ maxRequests: 2, maxRss: 100 })
   h.attach(fakeChild(), T0)
   h.beganWarmup()
-  h.finished(); h.finished(); h.measured(1) // two of three warm-up requests heard while warming
+  checkIn(h, T0, { answered: 2 }) // two of three warm-up requests answered while warming
   h.warmedUp(3) // the warm-up answered all three
   h.becameReady(T0 + 1)
-  h.started({ method: 'GET', url: '/warm' }, T0 + 1) // the third heard late, once ready
-  h.finished(); h.measured(1)
-  t.equal(h.requests, 0, 'a warm-up request heard after ready is not counted')
+  checkIn(h, T0 + 1, { answered: 3 }) // the third, told once ready
+  t.equal(h.requests, 0, 'a warm-up request told after ready is not counted')
   t.equal(h.state, 'ready')
-  h.finished(); h.measured(1)
+  checkIn(h, T0 + 2, { answered: 4 })
   t.equal(h.requests, 1)
+  t.equal(h.totalRequests, 1)
   t.equal(h.recycleDue, null)
-  h.finished(); h.measured(1)
+  checkIn(h, T0 + 3, { answered: 5 })
   t.equal(h.recycleDue, 'max-requests')
-
-  // Behind a front that tells of requests, warm-ups pass no word at all: none is awaited.
-  const { h: told } = handle({ maxRequests: 2 })
-  told.attach(fakeChild(), T0)
-  told.beganWarmup()
-  told.warmedUp(0)
-  told.becameReady(T0 + 1)
-  told.started({ method: 'GET', url: '/' }, T0 + 1)
-  told.finished()
-  t.equal(told.requests, 1, 'the first request told by the front counts')
 
   const { h: leaky } = readyHandle({ maxRss: 100 })
   leaky.measured(100 * 1024 * 1024)
@@ -438,4 +448,22 @@ t.test('what the supervisor records through the handle', async (t) => {
   t.equal(h.lastError, null, 'an earlier process\'s error explains nothing about this one')
   h.released()
   t.equal(h.drain, null, 'released without a drain: nothing to release')
+})
+
+t.test('retiring: a drained process that left its port with requests open hands them over; the slot goes on', async (t) => {
+  const { h, child, changes } = readyHandle()
+  checkIn(h, T0, { open: 3 })
+  h.startDrain('reload', T0, 30000)
+  h.released()
+  carryOut(h, h.due(T0 + 10))
+  const r = h.retired(T0 + 20)
+  t.same({ child: r.child === child, slot: r.slot, reason: r.reason, termAt: r.termAt, killAt: r.killAt }, { child: true, slot: 1, reason: 'reload', termAt: T0 + 30000, killAt: T0 + 30500 }, 'its drain\'s deadlines go with it')
+  t.equal(h.state, 'dead')
+  t.equal(h.alive, false)
+  t.equal(h.dueForRespawn(T0 + 20), true, 'the slot starts again at once')
+  t.same(changes.slice(-2), ['busy→draining', 'draining→dead'])
+  const { h: closed } = readyHandle()
+  closed.startDrain('listener-closed', T0, 30000)
+  closed.retired(T0)
+  t.equal(closed.respawnDelay, 100, 'after a closed listener: the crash backoff')
 })

@@ -1,11 +1,10 @@
 'use strict'
 
 // The embedded balancer: the Front that `pool start` puts before its workers by default. It
-// does HAProxy's job (one request per worker, one FIFO queue for the pool, redispatch) and
-// nginx's (request buffering, response read-ahead, /ping), and learns about workers from the supervisor's hooks
-// rather than from health checks. See ../front.js for the interface. It sees every request a
-// worker is given and its end, and tells the pool (tellsRequests): the workers then send no
-// message per request.
+// does HAProxy's job (a render at a time per worker, one FIFO queue for the pool, redispatch) and
+// nginx's (request buffering, response read-ahead, /ping, the read timeout, a client's hang-up
+// passed on), and learns about workers from the supervisor's hooks rather than from health
+// checks. See ../front.js for the interface.
 //
 // This module is the front adapter: the hooks the supervisor calls, the client-facing listener
 // and its stop, the metrics wiring. What happens to each request (admission, its body, the
@@ -33,13 +32,12 @@ const SILENT_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error 
 class EmbeddedBalancer {
   constructor (options, { logger } = {}) {
     this.name = 'embedded'
-    this.tellsRequests = true
     this.options = options
     this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
     this.context = null // the pool's FrontContext; null when used alone
     this.isStopping = false
     this.isStopped = false
-    this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance })
+    this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance, maxOpen: options.workerMaxOpen, maxOpenTotal: options.maxOpen })
     this.slots = new SlotStats({ workers: this.workers }) // counters that outlive each process
     this.pipeline = new RequestPipeline({
       options,
@@ -105,10 +103,12 @@ class EmbeddedBalancer {
 
   async start (context) {
     this.context = context || null
-    // In front of a pool, the balancer's series join the pool's registry, and the pool hears of
-    // each request a worker is given.
+    // In front of a pool, the balancer's series join the pool's registry, and the workers can be
+    // asked about a request the balancer let go of.
     if (this.context?.metrics) this.metrics = this.createMetrics(this.context.metrics)
-    if (typeof this.context?.requestStarted === 'function') this.pipeline.news = newsFor(this.context)
+    if (typeof this.context?.watchRequest === 'function') {
+      this.pipeline.watchRequest = (record, id) => this.context.watchRequest({ slot: record.slot, pid: record.pid }, id)
+    }
     const bound = await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
     this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
@@ -131,6 +131,11 @@ class EmbeddedBalancer {
     const record = this.workers.get(w.slot)
     if (!record || !record.byCpu || record.pid !== w.pid) return
     this.dispatcher.awaiting(record, open, last)
+  }
+
+  // A request the balancer let go of has ended in `w` (pipeline.js letGo): its place is free.
+  workerRequestEnded (w, id) {
+    this.workers.find(w.slot, w.pid)?.requestEnded(id)
   }
 
   workerGone (w) {
@@ -232,6 +237,8 @@ class EmbeddedBalancer {
       maxconn: this.options.maxconn,
       queue: this.dispatcher.queued,
       inFlight: this.workers.inFlight(),
+      open: this.workers.open,
+      maxOpen: this.options.maxOpen,
       bodyBytes: this.bodyBudget.held,
       bodyBudget: this.bodyBudget.limit,
       responseBytes: this.responseBudget.held,
@@ -251,17 +258,6 @@ class EmbeddedBalancer {
   onConnect (socket) {
     this.connectSockets.add(refuseConnect(socket))
     socket.once('close', () => this.connectSockets.delete(socket))
-  }
-}
-
-// What the pipeline tells the pool of each request a worker is given (through its
-// FrontContext): a record is told as the snapshot it came from ({ slot, pid }), a request as
-// { method, url, id }.
-function newsFor (context) {
-  return {
-    started: (record, job) => context.requestStarted(record, job),
-    ended: (record, detail) => context.requestEnded(record, detail),
-    abandoned: (record, job) => context.requestAbandoned(record, job)
   }
 }
 

@@ -1,11 +1,11 @@
 'use strict'
 
-// Matches requests to workers: one queue for the whole pool, at most `maxconn` requests per
-// worker (with --worker-concurrency K above 1: at most K, and one more only while those it holds
-// await I/O, workers.js). A request goes straight to a free worker only when nobody is waiting, so the order of
-// arrival is the order of service, within each priority class (a higher class is always
-// served first). Whoever frees a worker calls release(), which hands it
-// the next queued request at once.
+// Matches requests to workers: one queue for the whole pool, at most `maxconn` requests rendering
+// per worker (with --worker-concurrency K above 1: at most K, and one more only while those it
+// holds await I/O; a request whose response has begun renders no more: workers.js). A request
+// goes straight to a free worker only when nobody is waiting, so the order of arrival is the
+// order of service, within each priority class (a higher class is always served first).
+// Whoever frees a place (release(), headArrived()) hands it the next queued request at once.
 //
 // The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
 // worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
@@ -37,8 +37,9 @@ const { CLASSES, NORMAL } = require('./priority')
 const { OverloadControl, OverloadLimits, Pace, Flow } = require('./overload')
 
 class Dispatcher {
-  // onAssign(job, record): the job now owns one of record's maxconn places; it must call
-  //   release(record) exactly once when done with it.
+  // onAssign(job, record): the job now owns one of record's places; it must call
+  //   release(record, job) exactly once when done with it (headArrived(record, job) before, when
+  //   its response begins).
   // onTurnedAway(job, reason): the job has left the queue unserved, for `reason`: queue_timeout
   //   (it waited past its deadline), queue_shed (the queue stands and it waited too long), or
   //   queue_full (the queue was full and a request of a higher class took its place).
@@ -165,7 +166,8 @@ class Dispatcher {
 
   assign (job, record) {
     this.count(job, 'served')
-    record.take(job)
+    this.workers.take(record, job)
+    job.rendering = true
     this.onAssign(job, record)
   }
 
@@ -175,9 +177,20 @@ class Dispatcher {
     this.pump()
   }
 
-  // One of `record`'s places is free again: the queue has it at once.
-  release (record) {
-    record.release()
+  // `job`'s response began on `record`: its render place is free, the queue has it at once.
+  headArrived (record, job) {
+    if (!job.rendering) return
+    job.rendering = false
+    record.headArrived()
+    this.pump()
+    this.checkDrains()
+  }
+
+  // `job` is over on `record`: its place is free again, the queue has it at once.
+  release (record, job) {
+    this.workers.release(record, job.rendering)
+    job.rendering = false
+    this.workers.forgetIfDone(record)
     this.pump()
     this.checkDrains()
   }
@@ -204,7 +217,7 @@ class Dispatcher {
   taken () {
     const now = this.clock.now()
     if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) {
-      this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.inFlight() + 1 : null)
+      this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.rendering() + 1 : null)
     }
     this.lastTakenAt = now
   }
@@ -398,9 +411,10 @@ class Dispatcher {
     return this.queue.length > 0 && this.workers.anyFree()
   }
 
-  // Resolve once `record` holds nothing in flight and, with `untilQueueEmpty` (the pool is
-  // stopping), once nothing is left in the queue either. Until then a stopping pool's workers
-  // keep serving the queue; a reloading one's drained worker gets nothing new.
+  // Resolve once nothing `record` was given still renders (what is left is long-lived: responses
+  // under way) and, with `untilQueueEmpty` (the pool is stopping), once nothing is left in the
+  // queue either. Until then a stopping pool's workers keep serving the queue; a reloading one's
+  // drained worker gets nothing new.
   drain (record, { untilQueueEmpty }) {
     if (!untilQueueEmpty) record.drain()
     return new Promise((resolve) => {
@@ -412,7 +426,7 @@ class Dispatcher {
   checkDrains () {
     if (this.drains.size === 0) return
     for (const d of this.drains) {
-      const done = d.record.gone || (d.record.inFlight === 0 && (!d.untilQueueEmpty || this.queue.length === 0))
+      const done = d.record.gone || (d.record.renders === 0 && (!d.untilQueueEmpty || this.queue.length === 0))
       if (!done) continue
       d.record.drain()
       this.drains.delete(d)

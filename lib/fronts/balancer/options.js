@@ -3,14 +3,21 @@
 // The embedded balancer's options, in the option table's format so that the CLI can
 // build its flags from it and the Pool can validate it. Durations are milliseconds, sizes bytes.
 
-const { resolveOptions } = require('../../options/table')
+const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../../options/table')
 const { trustedPeers } = require('./trust')
 const { classifier, CLASSES } = require('./priority')
 const { poolError, codes } = require('../../errors')
 const { defaultBodyBudget } = require('./body-budget')
 const { defaultResponseBudget } = require('./response-budget')
+const { availableMemory } = require('./budget')
+const { descriptorLimit } = require('../../net/descriptors')
 
 const MB = 1024 * 1024
+
+// What an open request costs the balancer, measured (bench/streams.js: two sockets, the parser,
+// the attempt and its relay): the default --max-open spends a sixteenth of the memory on them.
+const OPEN_REQUEST_COST = 16 * 1024
+const DEFAULT_WORKER_MAX_OPEN = 8192
 
 // Requests the queue holds by default: with --queue-timeout (20 s) and renders of tens of
 // milliseconds, a pool rarely serves more within a queued request's deadline, and each queued
@@ -20,7 +27,9 @@ const DEFAULT_MAX_QUEUE = 1024
 const OPTIONS = {
   port: { flag: 'port', kind: 'port', default: 9001, group: 'Balancer', describe: 'Port the embedded balancer listens on' },
   host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'Balancer', describe: 'Address the embedded balancer listens on' },
-  maxconn: { flag: 'maxconn', kind: 'count', default: 1, group: 'Balancer', describe: 'Requests one worker is given at a time; the rest wait in one FIFO queue' },
+  maxconn: { flag: 'maxconn', kind: 'count', default: 1, group: 'Balancer', describe: 'With --worker-concurrency 1: requests one worker renders at a time (a request renders until its response head arrives); the rest wait in one FIFO queue' },
+  maxOpen: { flag: 'max-open', kind: 'count', default: undefined, defaultText: `(RAM or the cgroup limit) ÷ 16 ÷ ${OPEN_REQUEST_COST / 1024} KiB, and at most half the descriptors the process may open`, group: 'Balancer', describe: 'Requests open on all workers at once, rendering or streaming: each holds two connections in the balancer; past it requests wait in the queue' },
+  workerMaxOpen: { flag: 'worker-max-open', kind: 'count', default: DEFAULT_WORKER_MAX_OPEN, group: 'Balancer', describe: 'Requests open on one worker at once, rendering or streaming (each costs the app its own memory: tens of KB in plain Node); past it the worker is given none' },
   balance: { flag: 'balance', kind: 'choice', choices: ['first', 'rr'], default: 'first', group: 'Balancer', describe: 'first: lowest free slot (keeps a few workers hot); rr: rotate among free workers' },
   retries: { flag: 'retries', kind: 'int', default: 3, group: 'Balancer', describe: 'Times a request whose connection to a worker was refused is sent to another worker (any method: the worker saw nothing)' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 20000, group: 'Balancer', describe: 'A request queued longer gets 503 with Retry-After (0: wait forever)' },
@@ -40,7 +49,6 @@ const OPTIONS = {
   requestTimeout: { flag: 'request-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client must send its whole request, body included, within this (at the defaults a 10 MB body needs 175 KB/s)' },
   sendTimeout: { flag: 'send-timeout', kind: 'duration', default: 60000, group: 'Balancer', describe: 'A client that takes none of the response bytes waiting for it for this long is cut off, freeing what it held (nginx\'s send_timeout: the clock runs only while bytes wait; 0: never)' },
   keepAliveTimeout: { flag: 'keep-alive-timeout', kind: 'duration', default: 5000, group: 'Balancer', describe: 'An idle client connection is closed after this' },
-  proxyTimeout: { flag: 'proxy-timeout', kind: 'duration', default: 0, group: 'Balancer', describe: 'A worker silent this long after being given a request yields 504 (0: off, the pool\'s --timeout kills it)' },
   trustProxy: { flag: 'trust-proxy', kind: 'string', default: '127.0.0.1,::1', group: 'Balancer', describe: 'Peers (addresses, CIDR ranges, or none) whose X-Forwarded-For/-Proto and Forwarded headers are passed on; from others they are replaced by what the balancer sees' },
   accessLog: { flag: 'access-log', kind: 'bool', default: true, group: 'Balancer', describe: 'Log one line per request (id, status, worker, queue and total time)' }
 }
@@ -49,9 +57,15 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
 
 function bad (message) { return poolError(codes.BAD_OPTION, message) }
 
+// The limits on each request the balancer enforces as it relays it: the pool's --read-timeout and
+// --max-request-time (the pool's option table; when the balancer is used alone, its defaults).
+const LIMITS = ['readTimeout', 'maxRequestTime']
+
 // Defaults, the table's checks, then what the table cannot say: relations between options.
-function resolveBalancerOptions (input = {}) {
-  const o = resolveOptions(input, OPTIONS)
+// `pool`: the pool's options, resolved, for the limits (LIMITS).
+function resolveBalancerOptions (input = {}, pool = resolveOptions(pick(input, LIMITS), pick(POOL_OPTIONS, LIMITS))) {
+  const o = resolveOptions(omit(input, LIMITS), OPTIONS)
+  for (const key of LIMITS) o[key] = pool[key]
   if (!o.pingPath.startsWith('/')) throw bad(`pingPath (--ping-path) must start with / (got ${JSON.stringify(o.pingPath)})`)
   try {
     o.isTrustedPeer = trustedPeers(o.trustProxy)
@@ -71,8 +85,20 @@ function resolveBalancerOptions (input = {}) {
   if (o.bodyBudget === undefined) o.bodyBudget = defaultBodyBudget(o.maxBody)
   else if (o.bodyBudget > 0 && o.bodyBudget < o.maxBody) throw bad(`bodyBudget (--body-budget) must be at least maxBody (--max-body), or 0 for no limit (${o.bodyBudget} < ${o.maxBody})`)
   if (o.responseBudget === undefined) o.responseBudget = defaultResponseBudget(o.maxResponseBuffer)
+  if (o.maxOpen === undefined) o.maxOpen = defaultMaxOpen()
   if (o.requestTimeout > 0 && o.headersTimeout > o.requestTimeout) throw bad(`headersTimeout (--headers-timeout) must not exceed requestTimeout (--request-timeout) (${o.headersTimeout} > ${o.requestTimeout})`)
   return o
 }
 
-module.exports = { OPTIONS, resolveBalancerOptions, DEFAULT_MAX_QUEUE }
+// A sixteenth of the memory, and half the descriptors (a client's connection and the worker's),
+// less what the pool keeps for itself.
+function defaultMaxOpen (memory = availableMemory(), descriptors = descriptorLimit()) {
+  const byMemory = Math.floor(memory / 16 / OPEN_REQUEST_COST)
+  const byDescriptors = Number.isFinite(descriptors) ? Math.floor((descriptors - 256) / 2) : Infinity
+  return Math.max(1, Math.min(byMemory, byDescriptors))
+}
+
+function pick (o, keys) { return Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) }
+function omit (o, keys) { return Object.fromEntries(Object.entries(o).filter(([k]) => !keys.includes(k))) }
+
+module.exports = { OPTIONS, resolveBalancerOptions, defaultMaxOpen, DEFAULT_MAX_QUEUE, OPEN_REQUEST_COST }

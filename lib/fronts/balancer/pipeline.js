@@ -15,6 +15,7 @@
 const { Dispatcher } = require('./dispatcher')
 const { Attempt } = require('./proxy')
 const { SendClock } = require('./relay')
+const { RequestClock } = require('./request-clock')
 const { decide, mayReuseConnection } = require('./retry')
 const { failureOf, ATTEMPT_FAILURES } = require('./failures')
 const { refusalOf } = require('./request-rules')
@@ -44,9 +45,6 @@ const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 // seconds or more of refusals: far longer than a dying worker refuses before it is out of rotation.
 const REFUSALS_BEFORE_REPORT = 3
 
-// Without a pool to tell (the balancer used alone), its news goes nowhere.
-const NOBODY = { started () {}, ended () {}, abandoned () { return null } }
-
 class RequestPipeline {
   // options: the balancer's, resolved (options.js). log: its logger.
   // workers: the WorkerSet (workers.js); slots: the SlotStats (slots.js), both the adapter's.
@@ -62,10 +60,9 @@ class RequestPipeline {
     this.currentMetrics = metrics
     this.isStopping = isStopping
     this.isStopped = isStopped
-    // The pool's ear for each request a worker is given: { started(record, job), ended(record,
-    // { answered }), abandoned(record, job) → a promise, or null } (the adapter sets it from
-    // the FrontContext's requestStarted, requestEnded and requestAbandoned).
-    this.news = NOBODY
+    // Asks a worker to say when the request `id` ends (the FrontContext's watchRequest, set by
+    // the adapter): false when nobody can be asked (the balancer used alone).
+    this.watchRequest = () => false
     this.reportRefusing = reportRefusing
     this.accessLog = options.accessLog ? accessLogger(log) : null
     this.dispatcher = new Dispatcher({
@@ -89,8 +86,9 @@ class RequestPipeline {
     this.responseBudget = new ResponseBudget(options.responseBudget, { onRelease })
     this.lingerBytes = lingerBytes(options.maxBody)
     const sendClock = options.sendTimeout > 0 ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' })) : null
+    const requestClock = RequestClock.of({ read: options.readTimeout, total: options.maxRequestTime })
     // What every attempt is given, on a kept-alive connection (a GET or HEAD) or a new one.
-    const attempt = { maxResponseBuffer: options.maxResponseBuffer, proxyTimeout: options.proxyTimeout, budget: this.responseBudget, sendClock }
+    const attempt = { maxResponseBuffer: options.maxResponseBuffer, budget: this.responseBudget, sendClock, requestClock }
     this.attemptOptions = { reused: { ...attempt, reuse: true }, fresh: { ...attempt, reuse: false } }
   }
 
@@ -182,8 +180,7 @@ class RequestPipeline {
   }
 
   // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
-  // everything here runs in this request's own boundary. The pool hears that the worker took
-  // the request (its hung-request clock runs from now), then the attempt sends it.
+  // everything here runs in this request's own boundary.
   onAssign (job, record) {
     job.holding = record
     job.assignedAt = performance.now()
@@ -193,7 +190,6 @@ class RequestPipeline {
       job.enter('on-worker')
       job.record = record
       if (job.head === null) job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted: trustsPeerOf(job.req.socket, this.options.isTrustedPeer) })
-      this.news.started(record, job)
       job.attempt = new Attempt(this, job, record, mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
   }
@@ -201,11 +197,13 @@ class RequestPipeline {
   // ---- what an attempt tells (proxy.js) ----------------------------------------------------
 
   // The worker's response begins: its head goes to the client at once, and its body as it comes.
-  // A response the worker has already sent whole frees the worker first; one stored whole at the
+  // Its render place is free from now (what follows the head awaits I/O, or is a stream); a
+  // response the worker has already sent whole frees the worker first; one stored whole at the
   // app's request (X-Accel-Buffering: yes) goes out with its length.
   onResponse (job, attempt) {
     this.safely(job, () => {
       if (attempt.complete) this.release(job)
+      else if (job.holding) this.dispatcher.headArrived(job.holding, job)
       if (job.clientGone) return attempt.discard()
       job.enter('responding')
       if (!this.writeHead(job, attempt.head, { bodyLength: attempt.stored ? attempt.relay.received : undefined })) return attempt.discard()
@@ -215,15 +213,18 @@ class RequestPipeline {
   }
 
   // The worker's side of a response is over: it sent its last byte (failure null), or the
-  // response broke off after it began, and the client sees it cut short (never a silently short
-  // response). A worker the request no longer needs is given back; when its answer broke off
-  // (its app may still be running the request), once the worker says it is done with it.
+  // response broke off after it began (or a limit cut it), and the client sees it cut short
+  // (never a silently short response). A worker the request no longer needs is given back; when
+  // its answer broke off (its app may still be running the request), once the worker says it is
+  // done with it.
   onWorkerDone (job, attempt, failure) {
     this.safely(job, () => {
       if (failure === null) return this.release(job)
       this.account(job, { failure: failureOf(failure).metric })
+      // Its access-log line says why it was cut: the pool's stop ended its worker, or the failure.
+      job.reason = this.isStopping() && attempt.record.gone ? 'stopping' : failureOf(failure).answer
       job.res.destroy()
-      this.abandon(job, attempt.record, failure)
+      this.letGo(job, attempt, failure)
     })
   }
 
@@ -252,13 +253,12 @@ class RequestPipeline {
     this.account(job, { failure: failureOf(failure).metric })
     if (failure === 'bad_response') this.logBadResponse(job, record, error)
     // A worker that refused or reset the connection is benched before its place is given back,
-    // so that the release cannot hand it the next request. One given up on by the timeout is
-    // still working: it keeps its place until it has sent its answer or died.
+    // so that the release cannot hand it the next request. One whose request a limit ended may
+    // still be working on it: it keeps the place until it says the request ended, or dies.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
     if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'timeout') attempt.discard()
-    else if (failure === 'refused') this.release(job, { reached: false })
-    else this.abandon(job, record, failure)
+    if (failure === 'refused') this.release(job, { reached: false })
+    else this.letGo(job, attempt, failure)
     const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
     if (decision.why === 'refused') job.redispatches++
@@ -268,38 +268,35 @@ class RequestPipeline {
 
   // ---- the worker's place ------------------------------------------------------------------
 
-  // Give back the worker's place, once per attempt, and let the queue have it. The pool hears
-  // the request ended (`reached` false: it never reached the worker, whose connection was
-  // refused), the place goes back, and the bookkeeping comes last: nothing that throws can keep
-  // the place.
+  // Give back the worker's place, once per attempt, and let the queue have it (`reached` false:
+  // the request never reached the worker, whose connection was refused). The place goes back
+  // first and the bookkeeping last: nothing that throws can keep the place.
   release (job, { reached = true, failure = null } = {}) {
     const record = job.holding
     if (!record) return
     job.holding = null
     const busyMs = performance.now() - job.assignedAt
     try {
-      this.news.ended(record, { answered: reached, request: job })
-      this.dispatcher.release(record)
+      this.dispatcher.release(record, job)
     } finally {
       this.account(job, { worker: record, busyMs, failure: reached ? failure : 'refused' })
     }
   }
 
-  // The worker's answer failed (malformed, cut short, or its connection closed), but its app may
-  // still be running the request: a handler that destroyed its response and carries on, say.
-  // The request lets go of the worker now; the worker's place is given back once the pool hears
-  // from the worker that the request has ended, or the worker is gone. Without a pool to ask,
-  // at once.
-  abandon (job, record, failure) {
+  // The balancer is done with the exchange before the app may be (its client left, a limit ended
+  // it, the answer broke or was malformed): the attempt lets go, closing its connection so that
+  // the app sees its response close, and the worker's place is given back once the worker says
+  // the request has ended (its handler settled), or is gone. Without a pool to ask, at once.
+  letGo (job, attempt, failure) {
+    const record = attempt.record
+    attempt.letGo()
     if (job.holding !== record) return
-    const ended = record.gone ? null : this.news.abandoned(record, job)
+    const ended = record.abandon(job.id, () => this.watchRequest(record, job.id))
     if (!ended) return this.release(job, { failure })
     job.holding = null
-    record.abandon()
     this.account(job, { worker: record, busyMs: performance.now() - job.assignedAt, failure })
     ended.then(() => this.safely(job, () => {
-      record.ended()
-      if (!record.gone) this.dispatcher.release(record)
+      if (!record.gone) this.dispatcher.release(record, job)
     }))
   }
 
@@ -399,20 +396,26 @@ class RequestPipeline {
     }
   }
 
-  // Every request ends here, answered or abandoned.
+  // Every request ends here, answered or abandoned. A client that leaves before its answer is
+  // whole is passed on: the worker's connection for its request closes (the app sees its response
+  // close, as behind nginx), whether the app renders or streams.
   onClientClose (job) {
     job.relay?.onClose()
     const finished = job.res.writableFinished || job.lingering
     if (!finished) {
       job.clientLeft()
       this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
+      if (job.holding && job.attempt?.record === job.holding) this.letGo(job, job.attempt, null)
       if (!job.reason) {
         job.reason = 'client_aborted'
         this.account(job, { failure: 'client_aborted' })
       }
     }
     job.enter('done')
-    this.account(job, { status: finished ? job.res.statusCode : 499, ms: performance.now() - job.arrivedAt })
+    // A response cut after its head went out is logged with that head's status, and its reason;
+    // one the client left is 499, as nginx logs it.
+    const cut = !finished && job.res.headersSent && job.reason !== 'client_aborted'
+    this.account(job, { status: finished || cut ? job.res.statusCode : 499, ms: performance.now() - job.arrivedAt })
   }
 
   // ---- counts ------------------------------------------------------------------------------

@@ -24,25 +24,30 @@
 //   owner.onAttemptFailed(job, attempt, failure, error)
 //                                         before the response began, instead of onResponse.
 //                                         failure: refused | died | bad_response |
-//                                         broken_response (the failure table's) | timeout. After
-//                                         'timeout' the worker is still working on the request:
-//                                         the owner calls discard(), which reads and drops
-//                                         whatever it still sends, so that a worker given up on
-//                                         gets no new request while it is still rendering the
-//                                         old one. After any other failure the worker holds
-//                                         nothing of this request.
+//                                         broken_response | timeout (the failure table's). After
+//                                         'timeout' (a limit of the request clock's) the app may
+//                                         still be working on the request: the owner lets go
+//                                         (letGo()), which closes the connection so that the app
+//                                         sees its response close.
 //   owner.onWorkerDone(job, attempt, failure)
 //                                         after sendTo() or discard(), once: the worker's side is
 //                                         over, sent whole (failure null) or broken off
-//                                         (bad_response, broken_response).
+//                                         (bad_response, broken_response, or timeout: the owner
+//                                         lets go).
 
 const { ResponseRelay } = require('./relay')
 const { accelBuffering } = require('./headers')
 const { PoolError, codes } = require('../../errors')
 
-class ProxyTimeout extends PoolError {
-  constructor (ms) { super(codes.PROXY_TIMEOUT, `no answer within ${ms} ms`) }
+class RequestLimitError extends PoolError {
+  constructor (which, ms) {
+    super(codes.PROXY_TIMEOUT, which === 'read' ? `no byte from the worker for ${ms} ms (--read-timeout)` : `longer than ${ms} ms (--max-request-time)`)
+    this.limit = which
+  }
 }
+
+// The owner of an attempt it let go of: nothing more is told.
+const LET_GO = { onInterim () {}, onResponse () {}, onAttemptFailed () {}, onWorkerDone () {} }
 
 // X-Accel-Buffering → the relay's mode.
 const MODES = { no: 'no', yes: 'store' }
@@ -50,7 +55,7 @@ const MODES = { no: 'no', yes: 'store' }
 // What an attempt knows of the worker's response, as it goes: the head came, and then the
 // response ended (whole) or broke off.
 class Attempt {
-  // options: { maxResponseBuffer, proxyTimeout, reuse, budget (ResponseBudget), sendClock }.
+  // options: { maxResponseBuffer, reuse, budget (ResponseBudget), sendClock, requestClock }.
   constructor (owner, job, record, options) {
     this.owner = owner
     this.job = job
@@ -63,12 +68,12 @@ class Attempt {
     this.settled = false // the owner heard onResponse or onAttemptFailed
     this.answering = false // the owner called sendTo() or discard()
     this.outcome = undefined // the worker's side, once over: null (whole) or the failure
-    this.timer = null
+    this.startedAt = performance.now()
+    this.readSince = this.startedAt // since when the balancer waits for the worker's next byte; null while paused
+    this.clock = options.requestClock
     this.relay = new ResponseRelay(this, options)
     this.connection = record.connections.send(this, job.method, job.head, job.body, { reuse: options.reuse })
-    if (options.proxyTimeout > 0 && !this.settled) {
-      this.timer = setTimeout(() => this.timedOut(options.proxyTimeout), options.proxyTimeout)
-    }
+    if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
   }
 
   get stored () { return this.complete && this.relay.mode === 'store' }
@@ -80,7 +85,6 @@ class Attempt {
   }
 
   onHead (head) {
-    clearTimeout(this.timer)
     this.head = head
     this.connection.heard(head)
     this.relay.mode = MODES[accelBuffering(head)] || 'ahead'
@@ -98,6 +102,7 @@ class Attempt {
   // Everything one read brought is parsed: the response begins once its head is here (unless
   // it is being stored whole), what came goes out as one piece, and a response now whole ends.
   onReadEnd () {
+    if (this.readSince !== null) this.readSince = performance.now()
     if (this.interims !== null) this.passInterims()
     if (this.complete) this.relay.end() // the last byte came: it goes out with the rest
     if (!this.settled) {
@@ -128,35 +133,57 @@ class Attempt {
     this.over(failure)
   }
 
-  // Back-pressure from the relay: the worker's reads.
-  pause () { this.connection.pause(this) }
-  resume () { this.connection.resume(this) }
+  // Back-pressure from the relay: the worker's reads, and the read clock with them.
+  pause () {
+    this.readSince = null
+    this.connection.pause(this)
+  }
+
+  resume () {
+    this.readSince = performance.now()
+    this.connection.resume(this)
+  }
 
   // ---- the owner's side ---------------------------------------------------------------------
 
   begin () {
     this.settled = true
-    clearTimeout(this.timer)
     this.owner.onResponse(this.job, this)
   }
 
   fail (failure, error) {
     this.settled = true
-    clearTimeout(this.timer)
     this.owner.onAttemptFailed(this.job, this, failure, error)
   }
 
-  timedOut (ms) {
-    if (this.settled) return
+  // A limit of the request clock's: before the response began, the attempt fails ('timeout');
+  // after, the worker's side is over, broken off. Either way the owner lets go.
+  timedOut (which, ms) {
+    if (this.outcome !== undefined) return
     this.relay.drop()
-    this.fail('timeout', new ProxyTimeout(ms))
+    if (!this.settled) return this.fail('timeout', new RequestLimitError(which, ms))
+    this.over('timeout')
   }
 
   // The worker's side is over; the owner hears it once it answered (sendTo or discard).
   over (failure) {
     if (this.outcome !== undefined) return
     this.outcome = failure
+    this.clock?.unwatch(this)
     if (this.answering) this.owner.onWorkerDone(this.job, this, failure)
+  }
+
+  // The owner is done with this exchange before the worker is (its client left, a limit ended it,
+  // the response broke): the connection closes, so the app sees its response close (its request
+  // signal aborts, an LLM call stops), and the owner hears nothing more.
+  letGo () {
+    this.owner = LET_GO
+    this.settled = true
+    this.answering = true
+    this.relay.drop()
+    this.clock?.unwatch(this)
+    this.connection.abort(this)
+    if (this.outcome === undefined) this.outcome = 'let_go'
   }
 
   // After onResponse: send it to `res`, whose head the owner has written.
@@ -170,7 +197,6 @@ class Attempt {
   // left, its head was refused), or on an error of the balancer's own: drop what the worker
   // sends; onWorkerDone once it is finished with it.
   discard () {
-    clearTimeout(this.timer)
     this.settled = true
     this.answering = true
     this.relay.drop()
@@ -178,4 +204,4 @@ class Attempt {
   }
 }
 
-module.exports = { Attempt, ProxyTimeout }
+module.exports = { Attempt, RequestLimitError }

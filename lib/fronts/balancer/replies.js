@@ -21,7 +21,7 @@ const REASONS = {
   worker_died_twice: { status: 502, text: 'the worker closed the connection before answering, and so did the one it was retried on' },
   bad_response: { status: 502, text: 'the worker answered with a malformed HTTP response, which was not passed on' },
   worker_broken_response: { status: 502, text: 'the worker closed the connection in the middle of its response' },
-  worker_timeout: { status: 504, text: 'the worker did not answer within --proxy-timeout' },
+  worker_timeout: { status: 504, text: 'the app sent no answer within the read timeout (--read-timeout) or the request time limit (--max-request-time)' },
   internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
 }
 

@@ -46,7 +46,8 @@ class BalancedRequest {
     // ---- on a worker (pipeline.js, proxy.js)
     this.head = null // the request line and headers for the worker, built once (headers.js)
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
-    this.holding = null // the worker whose maxconn place this request holds now, until released
+    this.holding = null // the worker whose place this request holds now, until released
+    this.rendering = false // and its render place too: no response head yet (dispatcher.js)
     this.attempt = null // the latest attempt (proxy.js), to send or discard its response
     this.relay = null // the relay (relay.js) of the attempt whose response goes to the client
     this.assignedAt = 0 // when it was last given a worker: the worker's busy time counts from here

@@ -135,6 +135,16 @@ class Connection {
     if (hint) this.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
   }
 
+  // The attempt is let go of before its response is whole: the connection goes (reset, so that
+  // the worker's server sees it at once, and a request not yet read there is never read).
+  abort (attempt) {
+    if (this.attempt !== attempt || this.closed) return
+    this.attempt = null
+    this.parser.handlers = null
+    if (typeof this.socket.resetAndDestroy === 'function' && this.connected) this.socket.resetAndDestroy()
+    else this.socket.destroy()
+  }
+
   // Back-pressure while a client falls behind (relay.js), from the attempt it carries.
   pause (attempt) { if (this.attempt === attempt) this.socket.pause() }
   resume (attempt) { if (this.attempt === attempt) this.socket.resume() }
@@ -170,7 +180,7 @@ class ConnectionPool {
   // Sends `attempt`'s request on an idle connection (when `reuse` allows), or a new one.
   // Returns the connection.
   send (attempt, method, head, body, { reuse = true } = {}) {
-    const now = Date.now()
+    const now = performance.now()
     let connection
     while (reuse && (connection = this.idle.pop())) {
       if (connection.usable(now)) break
@@ -186,7 +196,7 @@ class ConnectionPool {
 
   keep (connection) {
     if (this.closed || this.idle.length >= this.maxIdle) return connection.socket.destroy()
-    connection.idleSince = Date.now()
+    connection.idleSince = performance.now()
     // It may have been paused for a slow client; the next attempt must read.
     if (connection.socket.isPaused()) connection.socket.resume()
     this.idle.push(connection)

@@ -7,26 +7,36 @@
 // a worker that refuses while it lives (pipeline.js noteRefusal). A record changes only through
 // its own methods.
 //
-// A worker forked with --worker-concurrency K above 1 (its snapshot's `concurrency`) is admitted
-// by CPU, not by request: it may hold up to K, but is given one more only while every request it
-// holds awaits I/O, as it said last (awaiting()), and nothing was sent to it since: a request
-// just sent runs on its CPU until the worker says otherwise. The word names the request the
-// worker started last, so one sent before the balancer's latest request reached it is old news.
+// A request holds one of its worker's render places from the moment it is sent until its
+// response head arrives (or it ends): what comes after the head (a stream of tokens, server-sent
+// events) awaits I/O and holds no place, only an open request, bounded by `maxOpen` per worker
+// (and in all by the WorkerSet). A worker forked with --worker-concurrency K above 1 (its
+// snapshot's `concurrency`) is admitted by CPU: K render places, and one more request only while
+// every request it holds awaits I/O, as it said last (awaiting()), and nothing was sent to it
+// since: a request just sent runs on its CPU until the worker says otherwise. The word names the
+// request the worker started last, so one sent before the balancer's latest request is old news.
+//
+// A drained worker whose slot has a new process while streams are still open on it is retired:
+// out of rotation, kept until what it holds is over or its process is gone.
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
 
 class WorkerRecord {
-  constructor (snapshot, maxconn) {
+  constructor (snapshot, { maxconn, maxOpen = Infinity }) {
     this.slot = snapshot.slot
     this.byCpu = (snapshot.concurrency ?? 1) > 1 // admitted by CPU (--worker-concurrency above 1)
-    this.cap = this.byCpu ? snapshot.concurrency : maxconn // places: requests it may hold at once
+    this.cap = this.byCpu ? snapshot.concurrency : maxconn // render places: requests rendering at once
+    this.maxOpen = Math.max(this.cap, maxOpen) // requests it may hold at once, rendering or not
     this.name = snapshot.name || `worker${snapshot.slot}`
     this.pid = snapshot.pid
     this.host = snapshot.host || '127.0.0.1'
     this.port = snapshot.port
-    this.inFlight = 0 // places taken: requests on it, and those whose app may still run (abandoned)
+    this.inFlight = 0 // open requests: on it, and those whose app may still run (abandoned)
+    this.renders = 0 // of those, the ones holding a render place (no response head yet)
     this.abandoned = 0 // of those, the requests whose answer failed while the app may still run them
+    this.watched = new Map() // X-Request-Id → [resolve]: abandoned requests whose end the worker will tell
     this.draining = false
+    this.retired = false // a new process has its slot; this one finishes what it holds
     this.gone = false
     this.benched = false // refused or reset a connection a moment ago (see Dispatcher.bench)
     this.benchTimer = null
@@ -53,10 +63,18 @@ class WorkerRecord {
 
   take (job) {
     this.inFlight++
+    this.renders++
     if (this.byCpu) this.lastSent = job.id
   }
 
-  release () { this.inFlight-- }
+  // A request's response head came: its render place is free, the request stays open.
+  headArrived () { this.renders-- }
+
+  // A request is over. `rendering`: it still held its render place (no head came).
+  release (rendering) {
+    this.inFlight--
+    if (rendering) this.renders--
+  }
 
   // The worker's word: the `open` requests it holds all await I/O, `last` started last.
   awaiting (open, last) {
@@ -71,10 +89,23 @@ class WorkerRecord {
     return this.saidLast === this.lastSent && this.saidOpen >= this.inFlight
   }
 
-  // A request's answer failed while its app may still run it: its place is kept until the
-  // worker says the request ended (ended()), or the worker is gone.
-  abandon () { this.abandoned++ }
-  ended () { this.abandoned-- }
+  // A request's answer was let go of while its app may still run it: its place is kept until the
+  // worker says the request ended, or the worker is gone. `ask()` asks the worker (the pool's
+  // watchRequest): false when it cannot be asked, and then null is returned, else a promise.
+  abandon (id, ask) {
+    if (this.gone || !ask()) return null
+    this.abandoned++
+    return new Promise((resolve) => this.watched.set(id, [...(this.watched.get(id) ?? []), resolve]))
+  }
+
+  // The worker says the request `id` has ended (or was never there).
+  requestEnded (id) {
+    const waiting = this.watched.get(id)
+    if (!waiting) return
+    this.watched.delete(id)
+    this.abandoned -= waiting.length
+    for (const resolve of waiting) resolve()
+  }
 
   drain () { this.draining = true }
 
@@ -105,57 +136,107 @@ class WorkerRecord {
     this.gone = true
     clearTimeout(this.benchTimer)
     this.connections.destroy(reason)
+    for (const id of [...this.watched.keys()]) this.requestEnded(id)
   }
 }
 
 class WorkerSet {
-  constructor ({ maxconn, balance }) {
+  // maxOpen: open requests one worker may hold; maxOpenTotal: all workers together.
+  constructor ({ maxconn, balance, maxOpen = Infinity, maxOpenTotal = Infinity }) {
     this.maxconn = maxconn
     this.balance = balance
-    this.records = [] // in slot order, so that `first` is a scan from the start
+    this.maxOpen = maxOpen
+    this.maxOpenTotal = maxOpenTotal
+    this.records = [] // in rotation, in slot order, so that `first` is a scan from the start
+    this.retired = new Set() // out of rotation, still holding requests (see the top)
+    this.open = 0 // requests open on every record, retired ones included
     this.rrCursor = -1
     this.byCpu = 0 // records admitted by CPU
   }
 
   get (slot) { return this.records.find((r) => r.slot === slot) }
 
+  // The record of process `pid` in `slot`, in rotation or retired.
+  find (slot, pid) {
+    const r = this.get(slot)
+    if (r && (pid === undefined || r.pid === undefined || r.pid === pid)) return r
+    for (const old of this.retired) if (old.slot === slot && old.pid === pid) return old
+    return undefined
+  }
+
   add (snapshot) {
     const old = this.get(snapshot.slot)
-    if (old) this.remove(old.slot, undefined, new WorkerGoneError(`worker ${old.name} replaced`))
-    const record = new WorkerRecord(snapshot, this.maxconn)
+    if (old && old.draining && old.inFlight > 0 && old.pid !== snapshot.pid) this.retire(old)
+    else if (old) this.remove(old.slot, undefined, new WorkerGoneError(`worker ${old.name} replaced`))
+    const record = new WorkerRecord(snapshot, { maxconn: this.maxconn, maxOpen: this.maxOpen })
     this.records.push(record)
     if (record.byCpu) this.byCpu++
     this.records.sort((a, b) => a.slot - b.slot)
     return record
   }
 
-  // Returns the removed record, or undefined if `slot` (with that pid, when both are known)
-  // was not in rotation.
-  remove (slot, pid, reason) {
-    const i = this.records.findIndex((r) => r.slot === slot)
-    if (i < 0) return undefined
-    const record = this.records[i]
-    if (pid !== undefined && record.pid !== undefined && pid !== record.pid) return undefined
-    this.records.splice(i, 1)
+  // Out of rotation, kept for what it holds.
+  retire (record) {
+    this.records.splice(this.records.indexOf(record), 1)
     if (record.byCpu) this.byCpu--
+    record.retired = true
+    this.retired.add(record)
+  }
+
+  // Returns the removed record, or undefined if `slot` (with that pid, when both are known)
+  // was not in rotation or retired.
+  remove (slot, pid, reason) {
+    const record = this.find(slot, pid)
+    if (!record) return undefined
+    if (record.retired) this.retired.delete(record)
+    else {
+      this.records.splice(this.records.indexOf(record), 1)
+      if (record.byCpu) this.byCpu--
+    }
+    this.open -= record.inFlight
     record.close(reason || new WorkerGoneError(`worker ${record.name} is gone`))
     return record
   }
 
+  // A retired record whose last request is over has nothing left to keep it.
+  forgetIfDone (record) {
+    if (!record.retired || record.inFlight > 0) return
+    this.retired.delete(record)
+    record.close(new WorkerGoneError(`worker ${record.name} (retired) holds nothing more`))
+  }
+
+  take (record, job) {
+    record.take(job)
+    this.open++
+  }
+
+  release (record, rendering) {
+    record.release(rendering)
+    if (!record.gone) this.open--
+  }
+
   canTake (record) {
-    return !record.draining && !record.benched && record.inFlight < record.cap && (record.inFlight === 0 || !record.byCpu || record.onlyAwaiting)
+    if (record.draining || record.benched || record.renders >= record.cap || record.inFlight >= record.maxOpen) return false
+    return record.inFlight === 0 || !record.byCpu || record.onlyAwaiting
   }
 
-  // A worker that may take a request and holds none.
-  canTakeIdle (record) {
-    return record.inFlight === 0 && this.canTake(record)
-  }
-
-  // The worker the next request goes to, or undefined if none can take one now. Among workers
-  // admitted by CPU, one that holds nothing is preferred to one whose requests await I/O.
+  // The worker the next request goes to, or undefined if none can take one now (or the open
+  // requests of all are at their bound): by --balance among workers of K 1. Among workers
+  // admitted by CPU, one that holds nothing comes first; then, among
+  // those rendering nothing (only streams open), the one holding fewest, so that streams spread
+  // and no worker's loop carries them all; then any that may take one.
   pickFree () {
+    if (this.open >= this.maxOpenTotal) return undefined
     if (this.byCpu === 0) return this.pickBy((r) => this.canTake(r))
-    return this.pickBy((r) => this.canTakeIdle(r)) || this.pickBy((r) => this.canTake(r))
+    return this.pickBy((r) => r.inFlight === 0 && this.canTake(r)) ||
+      this.fewest((r) => r.renders === 0 && this.canTake(r)) ||
+      this.pickBy((r) => this.canTake(r))
+  }
+
+  fewest (canTake) {
+    let best
+    for (const r of this.records) if ((best === undefined || r.inFlight < best.inFlight) && canTake(r)) best = r
+    return best
   }
 
   pickBy (canTake) {
@@ -173,10 +254,10 @@ class WorkerSet {
 
   // Whether some worker could take a request now (pickFree without moving the rr cursor).
   anyFree () {
-    return this.records.some((r) => this.canTake(r))
+    return this.open < this.maxOpenTotal && this.records.some((r) => this.canTake(r))
   }
 
-  // How many requests the workers in rotation can hold at once (a benched one is back soon).
+  // How many requests the workers in rotation can render at once (a benched one is back soon).
   places () {
     let n = 0
     for (let i = 0; i < this.records.length; i++) if (!this.records[i].draining) n += this.records[i].cap
@@ -189,9 +270,19 @@ class WorkerSet {
     return n
   }
 
+  // Requests holding render places now, for overload control's pace.
+  rendering () {
+    let n = 0
+    for (const r of this.records) n += r.renders
+    return n
+  }
+
   closeAll (reason) {
     this.byCpu = 0
+    this.open = 0
     for (const r of this.records.splice(0)) r.close(reason)
+    for (const r of this.retired) r.close(reason)
+    this.retired.clear()
   }
 }
 

@@ -3,7 +3,9 @@
 // HAProxy as the pool's front (`pool start --balancer haproxy`): HAProxy owns the listener and
 // the queue; the pool tells it, over the runtime API, which servers may be given requests.
 //
-//   worker ready       → set server BE/worker<slot> state ready
+//   worker ready       → set server BE/worker<slot> state ready (and in BE_streams, the
+//                        long-lived requests' backend over the same workers, when the config
+//                        has one: every state below goes to both)
 //   worker exits       → state maint, at once (before the respawn): a dead server has no
 //                        sessions, so to HAProxy it is always the free one, and every queued
 //                        request would be sent to it, refused and failed
@@ -19,13 +21,14 @@
 // wait (./drain.js), the ports check (./ports.js) and status() (./status.js) are their own.
 
 const { performance } = require('node:perf_hooks')
-const { serverName, slotOfServer } = require('../../haproxy/names')
+const { serverName, slotOfServer, streamsBackend } = require('../../haproxy/names')
 const { ServerStates } = require('./servers')
 const { untilDrained, sleep } = require('./drain')
 const { checkServerPorts } = require('./ports')
 const { describeServers } = require('./status')
 const { Latency } = require('./latency')
 const { addHaproxyMetrics } = require('./metrics')
+const { codes } = require('../../errors')
 
 const NO_LOGGER = { trace () {}, debug () {}, info () {}, warn () {}, error () {}, fatal () {} }
 
@@ -72,9 +75,27 @@ class HaproxyFront {
     const info = await reader.info()
     const owned = Object.keys(state).filter((name) => slotOfServer(name) !== null)
     this.checkPorts(state, owned, n)
+    const streams = await this.streamsBackendOf(owned)
+    this.states.mirror(streams ? [streams] : [])
     await this.states.takeOver(owned, info)
-    this.logger.info({ event: 'haproxy-connected', socket: this.socket, backend: this.backend, servers: owned.length, haproxyPid: info.Pid, version: info.Version },
-      `HAProxy ${info.Version} (pid ${info.Pid}): driving ${this.backend}/worker1..worker${n} over ${this.socket}`)
+    const also = streams ? ` and ${streams} (its long-lived requests)` : ''
+    this.logger.info({ event: 'haproxy-connected', socket: this.socket, backend: this.backend, streamsBackend: streams, servers: owned.length, haproxyPid: info.Pid, version: info.Version },
+      `HAProxy ${info.Version} (pid ${info.Pid}): driving ${this.backend}/worker1..worker${n}${also} over ${this.socket}`)
+  }
+
+  // The long-lived requests' backend (`pool config haproxy` writes one), or null when the config
+  // has none. It must hold the same servers on the same ports: else it is an error, named.
+  async streamsBackendOf (owned) {
+    const name = streamsBackend(this.backend)
+    let state
+    try {
+      state = await this.states.reader.serversState(name)
+    } catch (err) {
+      if (err.code === codes.HAPROXY_NO_BACKEND) return null
+      throw err
+    }
+    this.checkPorts(state, owned, owned.length)
+    return name
   }
 
   workerReady (w) {
@@ -91,6 +112,8 @@ class HaproxyFront {
   // exit event itself, or before the signal of a kill by the pool; the latency logged is from
   // the call to HAProxy's reply (bench/death-notice.js measures from the SIGKILL).
   workerGone (w) {
+    // A retired process left its server long ago: the slot's new process serves there now.
+    if (w.retired) return
     const name = nameOf(w)
     // A drained server was set MAINT before its worker was told to stop; if that command
     // failed, the periodic check re-asserts it, since MAINT is what the pool wants.

@@ -7,6 +7,10 @@
 // When HAProxy cannot be reached, it retries with backoff and the workers keep serving on their
 // ports; nothing here ever throws at the pool.
 //
+// A server may be mirrored in other backends over the same workers (the long-lived requests'
+// backend, `<backend>_streams`): each state the pool sets goes to the server of every one of them,
+// in one command line, and the check re-asserts it in each.
+//
 // Commands for one server go through a queue of their own (one HaproxyClient per server), so
 // `ready` then `maint` always land in that order, and a MAINT never waits behind a slow `show
 // stat` or another server's command. Reads (checks, drain polls) share one more client.
@@ -24,10 +28,12 @@ const RETRY_MAX = 5000 // ...up to this (or the check interval, if longer)
 const UNREACHABLE = new Set([codes.HAPROXY_SOCKET, codes.HAPROXY_PERMISSION])
 
 class ServerStates {
-  // `stateFile`: a path where HAProxy's states are kept for its reloads, or undefined.
-  constructor ({ socket, backend, timeout, checkInterval, stateFile, logger }) {
+  // `stateFile`: a path where HAProxy's states are kept for its reloads, or undefined. `mirrors`:
+  // the other backends whose servers take the same states (see the top).
+  constructor ({ socket, backend, mirrors = [], timeout, checkInterval, stateFile, logger }) {
     this.socket = socket
     this.backend = backend
+    this.backends = [backend, ...mirrors]
     this.timeout = timeout
     this.checkInterval = checkInterval
     this.logger = logger
@@ -49,8 +55,19 @@ class ServerStates {
     this.stopped = false
     // Optional: HAProxy's state dump kept on disk for its next reload (./state-file.js).
     this.stateFile = stateFile
-      ? new StateFile({ file: stateFile, read: () => this.reader.command(`show servers state ${this.backend}`), logger })
+      ? new StateFile({ file: stateFile, read: () => this.dumpStates(), logger })
       : null
+  }
+
+  // From now on the servers of `backends` take the same states (before takeOver).
+  mirror (backends) { this.backends = [this.backend, ...backends] }
+
+  // `show servers state` of every backend the pool drives, as one dump (one header, then the rows).
+  async dumpStates () {
+    const dumps = []
+    for (const b of this.backends) dumps.push(await this.reader.command(`show servers state ${b}`))
+    return dumps.map((text, i) => i === 0 ? text.trimEnd() : text.split('\n').filter((l) => l !== '' && !l.startsWith('#') && !/^\d+$/.test(l)).join('\n'))
+      .filter((part) => part !== '').join('\n') + '\n'
   }
 
   client () {
@@ -93,7 +110,7 @@ class ServerStates {
   async takeOver (owned, info) {
     // Before anything changes in HAProxy: a file the pool cannot write is bad input.
     if (this.stateFile) await this.stateFile.saveOrThrow()
-    await Promise.all(owned.map((name) => this.channel(name).setServerState(this.backend, name, 'maint')))
+    await Promise.all(owned.map((name) => this.channel(name).setServerState(this.backends, name, 'maint')))
     const now = performance.now()
     for (const name of owned) Object.assign(this.record(name), { wanted: 'maint', appliedAt: now, seen: 'maint' })
     if (this.stateFile) this.stateFile.changed()
@@ -115,7 +132,7 @@ class ServerStates {
   send (name, state) {
     const rec = this.record(name)
     rec.pending++
-    const sent = this.channel(name).setServerState(this.backend, name, state).then(
+    const sent = this.channel(name).setServerState(this.backends, name, state).then(
       () => {
         rec.pending--
         rec.appliedAt = performance.now()
@@ -149,7 +166,7 @@ class ServerStates {
   schedule (delay) {
     if (this.stopped) return
     clearTimeout(this.timer)
-    this.nextCheckAt = Date.now() + delay
+    this.nextCheckAt = performance.now() + delay
     this.timer = setTimeout(() => { this.nextCheckAt = null; this.check() }, delay)
     this.timer.unref()
   }
@@ -167,9 +184,11 @@ class ServerStates {
     try {
       const info = await this.reader.info()
       const state = await this.reader.serversState(this.backend)
+      const mirrored = []
+      for (const b of this.backends.slice(1)) mirrored.push(await this.reader.serversState(b))
       const stat = await this.reader.showStat(this.backend)
       this.reached(info)
-      this.reassert(state, readStartedAt)
+      this.reassert(state, readStartedAt, mirrored)
       this.noteLoad(stat)
       this.checkedAt = Date.now()
     } catch (err) {
@@ -187,7 +206,7 @@ class ServerStates {
     const now = { pid: info.Pid, startTime: info.Start_time_sec, version: info.Version }
     this.haproxy = now
     if (this.failures > 0) {
-      const downMs = this.unreachableSince === null ? undefined : Date.now() - this.unreachableSince
+      const downMs = this.unreachableSince === null ? undefined : performance.now() - this.unreachableSince
       this.logger.info({ event: 'haproxy-reachable', socket: this.socket, haproxyPid: now.pid, downMs },
         `HAProxy answers again on ${this.socket}${downMs === undefined ? '' : ` after ${downMs} ms`}; re-asserting the server states`)
       this.warnings.forget() // a new outage deserves a new warning
@@ -202,8 +221,8 @@ class ServerStates {
   }
 
   // Compare HAProxy's admin states with the wanted ones and send what differs. After a restart
-  // that is every server not in MAINT; in steady state, nothing.
-  reassert (state, readStartedAt) {
+  // that is every server not in MAINT; in steady state, nothing. `mirrored`: the mirrors' states.
+  reassert (state, readStartedAt, mirrored = []) {
     const fixed = []
     const missing = []
     for (const [name, rec] of this.servers) {
@@ -215,7 +234,8 @@ class ServerStates {
         continue
       }
       const settled = rec.pending === 0 && rec.appliedAt < readStartedAt
-      if (settled && seen.admin !== rec.wanted) {
+      const drifted = seen.admin !== rec.wanted || mirrored.some((m) => m[name] && m[name].admin !== rec.wanted)
+      if (settled && drifted) {
         fixed.push({ server: name, wanted: rec.wanted, seen: seen.admin })
         this.send(name, rec.wanted)
       }
@@ -246,7 +266,7 @@ class ServerStates {
     this.failures++
     if (UNREACHABLE.has(err.code)) {
       this.reachable = false
-      this.unreachableSince = this.unreachableSince ?? Date.now()
+      this.unreachableSince = this.unreachableSince ?? performance.now()
       this.warnings.warn('haproxy-unreachable', `HAProxy unreachable: ${err.message}; the workers keep serving on their ports; retrying`,
         { socket: this.socket, code: err.code, reason: err.details?.reason, ...context })
     } else {
@@ -257,7 +277,7 @@ class ServerStates {
 
   // ms until the next scheduled check.
   remaining () {
-    return this.nextCheckAt === null ? Infinity : Math.max(0, this.nextCheckAt - Date.now())
+    return this.nextCheckAt === null ? Infinity : Math.max(0, this.nextCheckAt - performance.now())
   }
 }
 

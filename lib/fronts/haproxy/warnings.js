@@ -6,7 +6,7 @@
 const REPEAT_AFTER = 30000 // ms
 
 class OnceEach {
-  constructor (logger, { now = Date.now } = {}) {
+  constructor (logger, { now = () => performance.now() } = {}) {
     this.logger = logger
     this.now = now
     this.last = { message: null, at: 0 }

@@ -54,6 +54,7 @@ t.test('a client that does not read does not hold the worker: the response is bu
   await waitFor(() => res, { what: 'the big response to start' })
   const quick = await request(`${balancer.base}/sleep?quick`)
   t.equal(quick.status, 200, 'the worker served another client meanwhile')
+  await waitFor(() => balancer.status().inFlight === 0, { what: 'the worker free: the balancer read it all, the client nothing' })
   t.equal(balancer.status().inFlight, 0, 'and is free')
   let received = 0
   res.on('data', (c) => { received += c.length })

@@ -30,19 +30,19 @@ function setup (t, { count = 1, maxconn = 1, balance = 'first', ...options } = {
     workers,
     queueTimeout: 0,
     priorityOf: (req) => req.cls ?? NORMAL,
-    onAssign: (job, record) => { assigned.push([job.name, record.slot]); holding.set(job.name, record) },
+    onAssign: (job, record) => { assigned.push([job.name, record.slot]); holding.set(job.name, { record, job }) },
     onTurnedAway: (job, reason) => turnedAway.push([job.name, reason]),
     ...options
   })
   // What the balancer does when an attempt ends: give the worker's place back.
   const finish = (name) => {
-    const record = holding.get(name)
+    const { record, job } = holding.get(name)
     holding.delete(name)
-    d.release(record)
+    d.release(record, job)
   }
   const check = () => t.notOk(d.stuck(), 'no request waits while a worker could take it')
   t.teardown(() => d.clear(() => {}))
-  return { d, workers, assigned, turnedAway, finish, check, record: (slot) => workers.get(slot) }
+  return { d, workers, assigned, turnedAway, finish, check, holding, record: (slot) => workers.get(slot) }
 }
 
 const job = (name, cls) => ({ name, req: { cls } })
@@ -59,12 +59,12 @@ t.test('one queue, first come first served; whoever frees a worker hands it the 
 })
 
 t.test('a request goes straight to a free worker only when nobody waits', async (t) => {
-  const { d, assigned, record, check } = setup(t, { count: 2 })
+  const { d, assigned, record, check, holding } = setup(t, { count: 2 })
   d.submit(job('a'))
   d.submit(job('b'))
   t.equal(d.submit(job('c')), 'queued')
   record(2).bench(null) // out of the choice, as after a refused connection
-  d.release(record(2)) // b's place back: the queue has no worker to take it while 2 is benched
+  d.release(record(2), holding.get('b').job) // b's place back: the queue has no worker to take it while 2 is benched
   t.equal(d.queued, 1, 'c still waits')
   d.unbench(record(2))
   t.same(assigned.at(-1), ['c', 2], 'the end of a bench serves the queue in the same step')
@@ -294,7 +294,7 @@ function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout 
     onAssign: (job, record) => {
       waiting.delete(job)
       log.push(['served', job.name, clock.now()])
-      clock.setTimeout(() => d.release(record, job.ms), job.ms)
+      clock.setTimeout(() => d.release(record, job), job.ms)
     },
     onTurnedAway: (job, reason) => {
       waiting.delete(job)

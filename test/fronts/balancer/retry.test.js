@@ -3,7 +3,7 @@
 // The embedded balancer when workers fail: redispatch of refused connections, one retry of an
 // idempotent request whose worker died (served before the requests queued behind it, within the
 // queue deadline it got on arrival), no replay of anything else, a worker killed under load, the
-// 504 of --proxy-timeout.
+// 504 of --read-timeout and of --max-request-time.
 
 const t = require('tap')
 const { request, waitFor, freePorts, sleep } = require('../../helpers')
@@ -141,9 +141,17 @@ t.test('a worker SIGKILLed under load: no request fails', async (t) => {
   t.equal(balancer.status().workers.find((w) => w.slot === 1).state, 'dead')
 })
 
-t.test('--proxy-timeout: a worker silent too long yields 504', async (t) => {
-  const { balancer } = await setup(t, 1, { proxyTimeout: 200 })
+t.test('--read-timeout: a worker silent too long before its head yields 504, that request alone', async (t) => {
+  const { balancer } = await setup(t, 1, { readTimeout: 200 })
   const r = await request(`${balancer.base}/sleep?ms=1500`)
   t.equal(r.status, 504)
-  t.match(r.body, /proxy-timeout/)
+  t.match(r.body, /read timeout/)
+  t.equal((await request(`${balancer.base}/echo`)).status, 200, 'the worker serves on')
+})
+
+t.test('--max-request-time: a request past it ends, whatever it sends', async (t) => {
+  const { balancer } = await setup(t, 1, { maxRequestTime: 300, readTimeout: 0 })
+  const r = await request(`${balancer.base}/sleep?ms=1500`)
+  t.equal(r.status, 504)
+  t.match(r.body, /request time limit/)
 })

@@ -2,7 +2,7 @@
 
 // What a misbehaving worker can do to the embedded balancer, each item once reproduced on a
 // version that crashed or wedged: malformed responses (buffered and streamed), resets that
-// bench every worker, --proxy-timeout handing a still-rendering worker the next request, a
+// bench every worker, --read-timeout handing a still-rendering worker the next request, a
 // failed exchange releasing its worker before benching it, a POST replayed after its worker may
 // have read it, a throw inside the balancer's own code. Workers are test/fixtures/raw-worker.js,
 // which logs every request and whether it overlapped another in the same process.
@@ -64,18 +64,22 @@ t.test('the queue never waits while a worker could take its head: resets bench e
   t.notOk(balancer.dispatcher.stuck(), 'invariant: nothing waits while a worker is free')
 })
 
-t.test('--proxy-timeout: the worker given up on gets no request until it has finished the old one', async (t) => {
-  const { balancer, logFile } = await setup(t, 1, { proxyTimeout: 200 }, { script: RAW_WORKER })
+t.test('--read-timeout: the request ends with 504 and its connection closes; the worker gets no request until it says that one ended', async (t) => {
+  const watched = []
+  const context = { watchRequest: (w, id) => { watched.push({ w, id }); return true } }
+  const { balancer, logFile } = await setup(t, 1, { readTimeout: 200 }, { script: RAW_WORKER, context })
   const slow = await request(`${balancer.base}/ok?ms=1200&slow`)
   t.equal(slow.status, 504)
-  t.equal(balancer.status().workers[0].state, 'busy', 'still held: it is rendering')
-  const next = await request(`${balancer.base}/ok?next`)
-  t.equal(next.status, 200, 'the next request is served after the old one ended')
-  // The worker logs a request's end just after writing its answer: wait for that line.
-  await waitFor(() => readLog(logFile).length === 4, { what: 'the last request logged as ended' })
-  const log = readLog(logFile)
-  t.same(log.map((l) => `${l.ev} ${l.url}`), ['start /ok?ms=1200&slow', 'end /ok?ms=1200&slow', 'start /ok?next', 'end /ok?next'], 'one request at a time')
-  t.notOk(log.some((l) => l.overlap), 'never two at once in one worker')
+  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].id }], 'the worker is asked to say when that request ends')
+  t.equal(balancer.status().workers[0].state, 'busy', 'still held: its app may still be working on it')
+  const next = openRequest(`${balancer.base}/ok?next`)
+  await waitFor(() => balancer.status().queue === 1, { what: 'the next request queued' })
+  await new Promise((resolve) => setTimeout(resolve, 1200)) // the old request's own end, in the worker
+  t.equal(starts(logFile, '/ok?next').length, 0, 'not sent while the old one may still run')
+  balancer.workerRequestEnded({ slot: 1, pid: watched[0].w.pid }, watched[0].id)
+  t.equal((await next.response).status, 200, 'the next request is served once the worker said so')
+  await waitFor(() => readLog(logFile).filter((l) => l.ev === 'end').length === 2, { what: 'both logged as ended' })
+  t.notOk(readLog(logFile).some((l) => l.overlap), 'never two at once in one worker')
   t.ok(settled(balancer))
 })
 
