@@ -112,7 +112,7 @@ export interface FrontContext {
    */
   agentAsked(): boolean
   /**
-   * the front closed its connection for the request with this X-Request-Id (its client left, a
+   * the front closed its connection for the request of this exchange (the X-Pool-Request it sent; its client left, a
    * limit ended it, its answer broke) while the app may still run it: the worker is asked to say
    * when it has ended, which the front hears as workerRequestEnded(worker, id). False when the
    * worker cannot be asked (its process is gone)
@@ -159,7 +159,7 @@ export interface Front {
   workerReady(worker: WorkerSnapshot): void
   /**
    * optional, with workerConcurrency above 1: every request the worker holds (`open`) awaits I/O,
-   * its event loop idle; `last` is the X-Request-Id of the request it started last
+   * its event loop idle; `last` is the exchange (X-Pool-Request) of the request it started last
    */
   workerAwaiting?(worker: Pick<WorkerSnapshot, 'slot' | 'pid'>, detail: { open: number, last: string }): void
   /** optional: the request the front asked about (FrontContext.watchRequest) has ended in the worker, or was never there */

@@ -15,11 +15,11 @@
 //   workerReady(w)     sync. w listens and may be given requests now.
 //   workerAwaiting(w, { open, last })
 //                      optional, sync. With --worker-concurrency above 1: every request w holds
-//                      (`open` of them) awaits I/O, its event loop idle; `last` is the X-Request-Id
+//                      (`open` of them) awaits I/O, its event loop idle; `last` is the exchange (X-Pool-Request)
 //                      of the request it started last (a word older than the front's latest
 //                      request to w names another). Told as it comes.
 //   workerRequestEnded(w, id)
-//                      optional, sync. The request with X-Request-Id `id`, which the front asked
+//                      optional, sync. The request of exchange `id` (X-Pool-Request), which the front asked
 //                      about (FrontContext watchRequest), has ended in w (its handler settled),
 //                      or was never there.
 //   workerGone(w)      sync, must be fast. w's process exited or is being killed: take it out of
@@ -72,7 +72,7 @@
  *   (`--agent-port`): something in front watches the pool, and a stop is announced to it
  *   (`drain`) before the front stops taking requests
  * @property {(worker: { slot: number, pid: number }, id: string) => boolean} watchRequest
- *   the front closed its connection to `worker` for the request with this X-Request-Id (its client
+ *   the front closed its connection to `worker` for the request of this exchange (its X-Pool-Request; its client
  *   left, a limit ended it, its answer was malformed) while the app may still be working on it:
  *   the worker is asked to say when that request has ended, which the front then hears as
  *   workerRequestEnded(w, id). False when the worker cannot be asked (it is gone)

@@ -18,12 +18,12 @@ const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server
 const LEFT_PORT = 'left-port' //   { open }                 asked to stop, it closed its listener: the port is
 //                                                       free; it exits once its `open` requests end
 const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
-const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all await
-//                                                       I/O; `last` is the X-Request-Id of the one started last
+const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all
+//                                 await I/O; `last`: the exchange (X-Pool-Request) of the one started last
 
 // supervisor → worker
 const STOP = 'stop' //             take no new connection, finish what is open, exit 0
-const WATCH_REQUEST = 'watch-request' // { id }          say when the request with this X-Request-Id ends
+const WATCH_REQUEST = 'watch-request' // { id }          say when the request of this exchange (X-Pool-Request) ends
 
 function message (type, fields = {}) {
   return { v: VERSION, type, ...fields }
@@ -39,7 +39,7 @@ function isPoolMessage (msg) {
 const MAX_TEXT = 8192
 const MAX_STACK = 65536
 const MAX_URL = 1024 // a request's URL in a check-in: for people to read
-const MAX_ID = 256 // a request id (X-Request-Id: the balancer's, or a client's of at most 128 characters)
+const MAX_ID = 256 // an exchange id (X-Pool-Request, the balancer's)
 const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
 const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
 const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null

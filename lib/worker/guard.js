@@ -31,7 +31,7 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   let rendering = 0 // of those, the ones holding a render place
   let answered = 0 // requests ended since the worker started
   let lastStarted = null
-  const watched = new Map() // X-Request-Id → [fn]: requests whose end a front awaits
+  const watched = new Map() // exchange id (X-Pool-Request) → [fn]: requests whose end a front awaits
   const looks = concurrency > 1 && typeof hooks.onAwaiting === 'function'
   let said = false // told that every open request awaits I/O, and nothing started since
   let lookQueued = false
@@ -39,15 +39,15 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   let quiet = 0 // looks in a row that found nothing long had run since the one before
 
   function ended (req) {
-    const fns = watched.get(req.headers['x-request-id'])
+    const fns = watched.get(req.headers['x-pool-request'])
     if (!fns) return
-    watched.delete(req.headers['x-request-id'])
+    watched.delete(req.headers['x-pool-request'])
     for (const fn of fns) fn()
   }
 
-  // fn() once the request with that X-Request-Id has ended; false when no such request is here.
+  // fn() once the request of that exchange has ended; false when no such request is here.
   function whenEnded (id, fn) {
-    const here = (req) => req.headers['x-request-id'] === id
+    const here = (req) => req.headers['x-pool-request'] === id
     if (![...open.keys()].some(here) && !waiting.some((w) => here(w.req))) return false
     watched.set(id, [...(watched.get(id) ?? []), fn])
     return true

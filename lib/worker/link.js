@@ -30,7 +30,7 @@ class SupervisorLink {
   }
 
   // onStop(): the supervisor asks the worker to finish and leave. onWatch(id): to say when the
-  // request with that X-Request-Id has ended. onGone(): the channel closed. beforeCheckIn(): a
+  // request of that exchange (X-Pool-Request) has ended. onGone(): the channel closed. beforeCheckIn(): a
   // look at the worker's own state before each check-in goes. counts(): { open, answered }.
   open ({ onStop, onWatch, onGone, beforeCheckIn, counts }) {
     this.channel = channel.workerEnd()

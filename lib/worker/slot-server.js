@@ -177,7 +177,7 @@ class SlotServer {
     return { open: this.guard.open, answered: this.guard.answered, oldest }
   }
 
-  // The supervisor asks when the request with this X-Request-Id ends (its front gave up reading
+  // The supervisor asks when the request of this exchange (X-Pool-Request) ends (its front gave up reading
   // the answer while the app may still run it): said at once if it is not here.
   watch (id) {
     const said = () => this.link.send(msg.REQUEST_ENDED, { id })
@@ -260,8 +260,9 @@ class SlotServer {
 // 1.3 failed requests per kill.
 const RESERVED_FDS = 16
 
+// The exchange a request came in (X-Pool-Request: the embedded balancer's id of it).
 function idOf (req) {
-  const id = req.headers['x-request-id']
+  const id = req.headers['x-pool-request']
   return typeof id === 'string' ? id.slice(0, msg.MAX_ID) : ''
 }
 

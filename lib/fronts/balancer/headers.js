@@ -5,7 +5,7 @@
 // worker's parser could read differently from the front's strict one. A response keeps its
 // framing (proxy.js writes it through): its Content-Length, or chunked.
 
-const { randomUUID } = require('node:crypto')
+const { randomUUID, randomBytes } = require('node:crypto')
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, not the message. Expect is
 // handled by the front (Node answers 100-continue) and the body is complete by now.
@@ -15,7 +15,9 @@ const HOP_BY_HOP = new Set([
 ])
 
 // Request headers the balancer writes itself (below), so the client's copies are dropped.
-const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host'])
+// X-Pool-Request names one exchange with a worker: the pool's own, never a client's.
+const EXCHANGE_HEADER = 'x-pool-request'
+const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host', EXCHANGE_HEADER, 'x-pool-stream'])
 
 // Headers by which a proxy tells the app who the client is. Only a peer in --trust-proxy may
 // send them; from anyone else they are dropped, and the app sees what the front saw.
@@ -25,12 +27,21 @@ const FORWARDING = new Set(['forwarded', 'x-forwarded-host', 'x-forwarded-port',
 // asking how its response is relayed (proxy.js), as nginx reads it.
 const FOR_THE_BALANCER = new Set(['x-accel-buffering'])
 
-// An incoming X-Request-Id is kept if it looks like an id and not like an injection.
+// An incoming X-Request-Id is kept, from a peer in --trust-proxy, if it looks like an id and not
+// like an injection: what the app and the access log call the request. Anyone else's is replaced.
 const REQUEST_ID = /^[\w\-.:/+=@]{1,128}$/
 
-function requestId (req) {
+function requestId (req, trusted) {
   const given = req.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+  return trusted && typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+// The id of one exchange with a worker (X-Pool-Request): what the balancer and the worker match
+// a request by (its `awaiting` word, a request let go of), unique per balancer and attempt.
+const EXCHANGE_PREFIX = randomBytes(6).toString('base64url')
+let exchanges = 0
+function exchangeId () {
+  return `${EXCHANGE_PREFIX}.${++exchanges}`
 }
 
 // Header names that the Connection header declares hop-by-hop for this message.
@@ -71,7 +82,12 @@ function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
   if (body || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
     head += `Content-Length: ${body ? body.length : 0}\r\n`
   }
-  return head + 'Connection: keep-alive\r\n\r\n'
+  return head + 'Connection: keep-alive\r\n'
+}
+
+// The head of one attempt: the request's, with the exchange's id, ended.
+function attemptHead (head, exchange) {
+  return `${head}X-Pool-Request: ${exchange}\r\n\r\n`
 }
 
 // Response headers for the client, as a flat [name, value, ...] list that keeps the worker's
@@ -156,4 +172,4 @@ function headerValue (raw, lowerName) {
   return value
 }
 
-module.exports = { requestId, requestHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP }
+module.exports = { requestId, exchangeId, requestHead, attemptHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP, EXCHANGE_HEADER }

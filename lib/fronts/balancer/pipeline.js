@@ -18,7 +18,7 @@ const { SendClock } = require('./relay')
 const { RequestClock } = require('./request-clock')
 const { decide, mayReuseConnection } = require('./retry')
 const { failureOf, ATTEMPT_FAILURES } = require('./failures')
-const { refusalOf } = require('./request-rules')
+const { refusalOf, targetOf } = require('./request-rules')
 const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
 const { BodyBudget } = require('./body-budget')
 const { ResponseBudget } = require('./response-budget')
@@ -120,10 +120,12 @@ class RequestPipeline {
   onRequest (req, res, { expectsContinue = false } = {}) {
     // Pipelined behind a refused upload, on a connection that is closing: never served.
     if (isLingering(req.socket)) return
+    reconcileTarget(req)
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
       return replyPing(req, res, { stopping: this.isStopping() })
     }
     const job = new BalancedRequest(req, res)
+    job.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
     res.once('close', () => this.safely(job, () => this.onClientClose(job)))
     this.safely(job, () => this.accept(job, expectsContinue))
   }
@@ -189,6 +191,7 @@ class RequestPipeline {
       job.attempts++
       job.enter('on-worker')
       job.record = record
+      job.exchange = headers.exchangeId()
       if (job.head === null) job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted: trustsPeerOf(job.req.socket, this.options.isTrustedPeer) })
       job.attempt = new Attempt(this, job, record, mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
@@ -291,7 +294,7 @@ class RequestPipeline {
     const record = attempt.record
     attempt.letGo()
     if (job.holding !== record) return
-    const ended = record.abandon(job.id, () => this.watchRequest(record, job.id))
+    const ended = record.abandon(job.exchange, () => this.watchRequest(record, job.exchange))
     if (!ended) return this.release(job, { failure })
     job.holding = null
     this.account(job, { worker: record, busyMs: performance.now() - job.assignedAt, failure })
@@ -447,6 +450,17 @@ class RequestPipeline {
       if (this.accessLog !== null) this.accessLog(job, outcome.status, outcome.ms)
     }
   }
+}
+
+// A target in absolute form names the host (RFC 9112 §3.2.2): from here on the request is in
+// origin form, its Host the target's authority, as nginx passes it on. One the front does not
+// serve stays as it came, and arrivalRefusal refuses it.
+function reconcileTarget (req) {
+  if (req.url.startsWith('/')) return
+  const target = targetOf(req)
+  if (target === null || target.url === req.url) return
+  req.url = target.url
+  req.headers.host = target.host
 }
 
 module.exports = { RequestPipeline, REFUSALS_BEFORE_REPORT }

@@ -36,7 +36,7 @@
 //                                         lets go).
 
 const { ResponseRelay } = require('./relay')
-const { accelBuffering } = require('./headers')
+const { accelBuffering, attemptHead } = require('./headers')
 const { PoolError, codes } = require('../../errors')
 
 class RequestLimitError extends PoolError {
@@ -72,7 +72,7 @@ class Attempt {
     this.readSince = this.startedAt // since when the balancer waits for the worker's next byte; null while paused
     this.clock = options.requestClock
     this.relay = new ResponseRelay(this, options)
-    this.connection = record.connections.send(this, job.method, job.head, job.body, { reuse: options.reuse })
+    this.connection = record.connections.send(this, job.method, attemptHead(job.head, job.exchange), job.body, { reuse: options.reuse })
     if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
   }
 

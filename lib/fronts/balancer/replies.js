@@ -9,6 +9,9 @@ const RETRY_AFTER_SECONDS = 1
 
 const REASONS = {
   duplicate_host: { status: 400, text: 'the request has more than one Host header (RFC 9112 §3.2)', close: true },
+  invalid_host: { status: 400, text: 'the request\'s Host header names no host (RFC 9112 §3.2)', close: true },
+  invalid_target: { status: 400, text: 'the request\'s target is in absolute form with no http or https authority (RFC 9112 §3.2.2)', close: true },
+  transfer_coding: { status: 501, text: 'the request\'s Transfer-Encoding is not chunked, the one transfer coding served here', close: true },
   websocket: { status: 501, text: 'WebSocket is not served through the pool: a connection held open would hold a one-request worker for its whole life; serve it from another process', close: true },
   body_too_large: { status: 413, text: 'the request body is larger than the limit (--max-body)', close: true },
   queue_timeout: { status: 503, text: 'every worker stayed busy while this request waited in the queue; retry shortly', retryAfter: true },

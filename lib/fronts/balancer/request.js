@@ -13,8 +13,6 @@
 // Its body's bytes are held (and counted on the body budget, body-budget.js) as they arrive,
 // until it is responding or done: from then on it is never sent to a worker again.
 
-const { requestId } = require('./headers')
-
 // Every field a request carries is declared here, with who writes it: the balancer
 // (pipeline.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
 // (buffering.js, body-budget.js). Nothing else is added to a request on the way. (The pool, told
@@ -24,7 +22,7 @@ class BalancedRequest {
     // ---- the client's request, as it arrived
     this.req = req // Node's IncomingMessage
     this.res = res // Node's ServerResponse: the client's answer
-    this.id = requestId(req) // X-Request-Id, the client's if it sent a usable one (headers.js)
+    this.id = null // X-Request-Id: a trusted peer's if it sent a usable one (pipeline.js, headers.js)
     this.method = req.method
     this.url = req.url
     this.arrivedAt = performance.now() // the access log's total time counts from here
@@ -49,6 +47,7 @@ class BalancedRequest {
     this.holding = null // the worker whose place this request holds now, until released
     this.rendering = false // and its render place too: no response head yet (dispatcher.js)
     this.attempt = null // the latest attempt (proxy.js), to send or discard its response
+    this.exchange = null // its X-Pool-Request: the pool's own id of that attempt (headers.js)
     this.relay = null // the relay (relay.js) of the attempt whose response goes to the client
     this.assignedAt = 0 // when it was last given a worker: the worker's busy time counts from here
     this.attempts = 0 // attempts on workers so far

@@ -42,7 +42,7 @@ class WorkerRecord {
     this.benchTimer = null
     this.refusedInARow = 0 // connections refused since the last one established
     this.refusingReported = false
-    this.lastSent = null // the X-Request-Id of the request given to it last (byCpu)
+    this.lastSent = null // the request given to it last (byCpu): its exchange (X-Pool-Request) names it
     this.saidOpen = 0 // its last word: this many requests, all awaiting I/O, the last started `saidLast`
     this.saidLast = null
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: this.cap, onConnect: () => { this.refusedInARow = 0 } })
@@ -64,7 +64,7 @@ class WorkerRecord {
   take (job) {
     this.inFlight++
     this.renders++
-    if (this.byCpu) this.lastSent = job.id
+    if (this.byCpu) this.lastSent = job
   }
 
   // A request's response head came: its render place is free, the request stays open.
@@ -86,11 +86,12 @@ class WorkerRecord {
   // the latest request given to it, and no more are held now than it counted (those it
   // answered since are gone from both).
   get onlyAwaiting () {
-    return this.saidLast === this.lastSent && this.saidOpen >= this.inFlight
+    return this.lastSent !== null && this.saidLast === this.lastSent.exchange && this.saidOpen >= this.inFlight
   }
 
   // A request's answer was let go of while its app may still run it: its place is kept until the
-  // worker says the request ended, or the worker is gone. `ask()` asks the worker (the pool's
+  // worker says the request ended, or the worker is gone. `id`: its exchange (X-Pool-Request).
+  // `ask()` asks the worker (the pool's
   // watchRequest): false when it cannot be asked, and then null is returned, else a promise.
   abandon (id, ask) {
     if (this.gone || !ask()) return null

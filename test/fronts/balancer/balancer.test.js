@@ -148,6 +148,12 @@ t.test('/ping is answered by the balancer, never by a worker', async (t) => {
   t.equal((await request(`${noWorkers.balancer.base}/ping`)).status, 200, 'answered even with no worker ready')
 })
 
+t.test('an X-Request-Id from a peer outside --trust-proxy is replaced: the pool does not take a stranger\'s word for a request\'s name', async (t) => {
+  const { balancer } = await setup(t, 1, { trustProxy: 'none' })
+  const seen = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Request-Id': 'abc-123' } })).body)
+  t.match(seen.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'a fresh one')
+})
+
 t.test('headers: Host kept, X-Forwarded-*, X-Request-Id added (or kept) and logged, body re-framed', async (t) => {
   const { balancer } = await setup(t, 1)
   const r = await request(`${balancer.base}/echo`, { method: 'POST', body: 'hello world', headers: { Host: 'shop.example', 'X-Forwarded-For': '203.0.113.7', Connection: 'keep-alive, X-Secret', 'X-Secret': 'hop' } })
@@ -164,6 +170,10 @@ t.test('headers: Host kept, X-Forwarded-*, X-Request-Id added (or kept) and logg
   const kept = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Request-Id': 'abc-123', 'X-Forwarded-Proto': 'https' } })).body)
   t.equal(kept.headers['x-request-id'], 'abc-123')
   t.equal(kept.headers['x-forwarded-proto'], 'https')
+  t.match(kept.headers['x-pool-request'], /^[\w-]+\.\d+$/, 'the exchange carries the pool\'s own id, beside the client\'s')
+  const forged = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Pool-Request': 'forged.1', 'X-Pool-Stream': '1' } })).body)
+  t.not(forged.headers['x-pool-request'], 'forged.1', 'a client\'s X-Pool-Request never reaches a worker')
+  t.equal(forged.headers['x-pool-stream'], undefined, 'nor its X-Pool-Stream')
 
   // A chunked upload reaches the worker with a Content-Length: no framing left to disagree on.
   const chunked = await new Promise((resolve, reject) => {

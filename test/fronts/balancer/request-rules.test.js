@@ -44,6 +44,43 @@ t.test('two Host headers: 400 from the front, nothing reaches a worker', async (
   t.equal(seenBy(logFile).length, 0)
 })
 
+t.test('a target in absolute form names the host (RFC 9112 §3.2.2): the worker gets the origin form and the target\'s authority as Host', async (t) => {
+  const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })
+  const answer = await exchange(balancer.base, 'GET http://evil.example/x?y=1 HTTP/1.1\r\nHost: good.example\r\n\r\n')
+  t.match(answer, /^HTTP\/1\.1 200 /)
+  const got = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))
+  t.equal(got.url, '/x?y=1', 'origin form')
+  t.equal(got.headers.host, 'evil.example', 'the target wins over Host, as nginx passes it on (HAProxy refuses it)')
+  for (const target of ['ftp://evil.example/', 'http:///nohost', 'http://user:pw@evil.example/']) {
+    const refused = await exchange(balancer.base, `GET ${target} HTTP/1.1\r\nHost: good.example\r\n\r\n`)
+    t.match(refused, /^HTTP\/1\.1 400 /, `${target}: 400`)
+  }
+  t.equal(seenBy(logFile).length, 1, 'none of those reached a worker')
+})
+
+// Probes where HTTP parsers disagree (request smuggling lives in such gaps), each decided: what
+// the front answers, and that nothing of it reaches a worker.
+t.test('parsing differentials, each decided: folded headers, a bare LF, TE other than chunked, HTTP/1.2, an empty Host', async (t) => {
+  const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })
+  const probes = [
+    ['obs-fold (RFC 9112 §5.2 allows the 400)', 'GET /ok HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n', 400],
+    ['a line ended by a bare LF', 'GET /ok HTTP/1.1\nHost: a\n\n', 400],
+    ['Transfer-Encoding: identity, chunked (501, as nginx)', 'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
+    ['Transfer-Encoding: gzip, chunked', 'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
+    ['HTTP/1.2 (no client sends it; Node\'s parser refuses it)', 'GET /ok HTTP/1.2\r\nHost: a\r\n\r\n', 400],
+    ['an empty Host (RFC 9112 §3.2: 400)', 'GET /ok HTTP/1.1\r\nHost:\r\n\r\n', 400],
+    ['a Host with a path in it', 'GET /ok HTTP/1.1\r\nHost: a/b\r\n\r\n', 400]
+  ]
+  for (const [name, bytes, status] of probes) {
+    const answer = await exchange(balancer.base, bytes)
+    t.match(answer, new RegExp(`^HTTP/1\\.1 ${status} `), `${name}: ${status}`)
+  }
+  t.equal(seenBy(logFile).length, 0, 'none reached a worker')
+  const chunked = await exchange(balancer.base, 'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n')
+  t.match(chunked, /^HTTP\/1\.1 200 /, 'chunked itself, in any case, is served')
+  t.equal(JSON.parse(chunked.slice(chunked.indexOf('\r\n\r\n') + 4)).bodyLength, 3, 'its body re-framed for the worker')
+})
+
 t.test('Upgrade: websocket is refused with 501 and a closed connection; Upgrade: h2c is served as HTTP/1.1', async (t) => {
   const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })
   const ws = await exchange(balancer.base, 'GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')

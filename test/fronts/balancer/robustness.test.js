@@ -70,7 +70,7 @@ t.test('--read-timeout: the request ends with 504 and its connection closes; the
   const { balancer, logFile } = await setup(t, 1, { readTimeout: 200 }, { script: RAW_WORKER, context })
   const slow = await request(`${balancer.base}/ok?ms=1200&slow`)
   t.equal(slow.status, 504)
-  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].id }], 'the worker is asked to say when that request ends')
+  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].exchange }], 'the worker is asked to say when that request ends (its exchange)')
   t.equal(balancer.status().workers[0].state, 'busy', 'still held: its app may still be working on it')
   const next = openRequest(`${balancer.base}/ok?next`)
   await waitFor(() => balancer.status().queue === 1, { what: 'the next request queued' })

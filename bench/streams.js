@@ -1,0 +1,310 @@
+'use strict'
+
+// Long-lived streams (server-sent events, AI token streams) per front: how many are served to
+// their end, what memory each costs the serving processes, how late its tokens arrive against
+// the same app reached directly, how soon a client's hang-up reaches the app, and what a
+// CPU-bound page's p99 becomes beside them.
+//
+//   node bench/streams.js [--quick] [--fronts direct,embedded,haproxy,nginx-haproxy,cluster,pm2]
+//                         [--scales 100,1000,10000] [--every 100,100,1000] [--workers 2]
+//                         [--window 10] [--settle 2] [--openRate 1000] [--hangups 50]
+//                         [--renders 200] [--renderMs 20] [--renderClients 4] [--renderAt 1000]
+//                         [--runs 1] [--nofile 65536] [--results DIR]
+//
+// The app (bench/lib/streams-app.js): GET /stream writes a token at once and then one every
+// `every` ms (the scale's entry of --every: 10 a second at 100 and 1,000 streams, 1 a second at
+// 10,000, so 10,000 tokens a second at the two larger scales), each stamped with the sender's
+// CLOCK_MONOTONIC; GET /render blocks the event loop (Atomics.wait) for `renderMs`.
+// The clients (bench/lib/streams-client.js): a process of their own, a connection per stream,
+// `Accept: text/event-stream`, the streams opened at `openRate` a second (over at least one
+// token interval, so their tokens are spread), then for each scale and front:
+//   served       streams that got every token and their end; cut (closed before their end),
+//                non-200 answers (503...), failures before a head, by kind
+//   memory       VmRSS and Pss of every serving process (the front's roots and all their
+//                descendants, bench/lib/process-tree.js: the pool's supervisor, workers and
+//                reaper; HAProxy; nginx's master and workers; cluster's primary and workers;
+//                PM2's daemon and workers; the one process) midway through the token window,
+//                against the same front idle (after a warm-up, before any stream)
+//   token delay  from the app's write to the client's read, every token received over `window`
+//                s once all streams are open and `settle` s have passed: p50, p99, p99.9
+//   hang-up      `hangups` more streams, one at a time, each hung up 50 ms after its first token
+//                (between two tokens: nothing is written meanwhile); from the client's hang-up
+//                to the app's res 'close', as the app records it in a file per process
+//   render p99   `renders` requests of /render?ms=`renderMs` from `renderClients` clients, alone
+//                (before the streams) and beside `renderAt` streams (after the hang-ups)
+// Fronts, each with `workers` workers (the pool with its defaults, access log on): direct (the
+// app as one plain process, no front: the baseline), `pool start` (embedded), `pool start
+// --balancer haproxy` with the generated config (streams go to its pool_streams backend),
+// nginx from the generated config in front of that HAProxy, Node's cluster, PM2 cluster mode.
+// Every front is started afresh for each scale, so its idle memory is its own.
+//
+// Limits: 10,000 streams need more descriptors than a default `ulimit -n`, so the part raises
+// its own RLIMIT_NOFILE (soft and hard) to `nofile` with `prlimit --pid` (util-linux; as root)
+// before it starts anything: every process it starts inherits it. It also checks that the
+// ephemeral port range (ip_local_port_range) has a port free for every connection it opens
+// (client to front and front to worker); either failing ends it with one line. Loopback only.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const http = require('node:http')
+const path = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { runPart, progress, round, log } = require('./lib/part')
+const { forkReady, freePorts, spawnTracked, waitForPort, stop, ask, sleep } = require('./lib/procs')
+const { startFront, unavailable } = require('./lib/fronts')
+const { startGeneratedNginx, has, NGINX } = require('./lib/stack')
+const { closedLoop } = require('./lib/closed-loop')
+const { treeMemory } = require('./lib/process-tree')
+
+const APP = path.join(__dirname, 'lib', 'streams-app.js')
+const FRONTS = ['direct', 'embedded', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
+const defaults = {
+  fronts: FRONTS,
+  scales: [100, 1000, 10000],
+  every: [100, 100, 1000],
+  workers: 2,
+  window: 10,
+  settle: 2,
+  openRate: 1000,
+  hangups: 50,
+  renders: 200,
+  renderMs: 20,
+  renderClients: 4,
+  renderAt: 1000,
+  runs: 1,
+  nofile: 65536,
+  fit: 1
+}
+const quick = { scales: [100, 1000], every: [100, 100], window: 4, hangups: 20, renders: 100 }
+
+const HANGUP_BUDGET_MS = 15000 // the hang-ups of one cell stop sampling past this
+const RENDER_BUDGET_S = 10 // a render phase sends no request past this
+const MARGIN_MS = 3000 // streams outlast the last step by this much
+
+// ---- limits -----------------------------------------------------------------------------------
+
+function openFilesLimit () {
+  const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'))
+  const n = (x) => (x === 'unlimited' ? Infinity : Number(x))
+  return m ? { soft: n(m[1]), hard: n(m[2]) } : { soft: 0, hard: 0 }
+}
+
+// Raises this process's RLIMIT_NOFILE, soft and hard, to `want` (what it starts inherits it);
+// null once done, else why not.
+function raiseOpenFiles (want) {
+  if (openFilesLimit().soft >= want) return null
+  const r = spawnSync('prlimit', ['--pid', String(process.pid), `--nofile=${want}:${want}`], { encoding: 'utf8' })
+  if (openFilesLimit().soft >= want) return null
+  return r.error ? r.error.message : (r.stderr || '').trim().split('\n')[0] || `prlimit exited ${r.status}`
+}
+
+// Descriptors the busiest process of a front holds with `streams` open: a relay (the embedded
+// balancer, HAProxy) two a stream, a worker one for each of its share, plus some spare.
+const RELAYS = ['embedded', 'haproxy', 'nginx-haproxy']
+const SPARE_FDS = 200
+function descriptorsNeeded (front, streams, workers) {
+  if (RELAYS.includes(front)) return 2 * streams + SPARE_FDS
+  return (front === 'direct' ? streams : Math.ceil(streams / workers)) + SPARE_FDS
+}
+
+// Local ports of the ephemeral range that a TCP socket holds now (any state, TIME_WAIT too).
+function ephemeralPorts () {
+  const [lo, hi] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number)
+  const used = new Set()
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = ''
+    try { text = fs.readFileSync(file, 'latin1') } catch { continue }
+    for (const line of text.split('\n').slice(1)) {
+      const local = line.trim().split(/\s+/)[1]
+      if (!local) continue
+      const port = parseInt(local.slice(local.lastIndexOf(':') + 1), 16)
+      if (port >= lo && port <= hi) used.add(port)
+    }
+  }
+  return { lo, hi, used: used.size, free: hi - lo + 1 - used.size }
+}
+
+// ---- the fronts -------------------------------------------------------------------------------
+
+// { url, roots() → [pid] (the front's processes come from these), stop() }.
+async function startStreamsFront (name, args) {
+  if (name === 'direct') {
+    const [port] = await freePorts(1)
+    const child = spawnTracked(process.execPath, [APP], { env: { ...process.env, PORT: String(port) } })
+    await waitForPort(port)
+    return { url: `http://127.0.0.1:${port}`, roots: () => [child.pid], stop: () => stop(child) }
+  }
+  const kind = name === 'nginx-haproxy' ? 'haproxy' : name
+  const front = await startFront(kind, { workers: args.workers, app: APP, accessLog: true })
+  const rootsOf = async () => {
+    if (front.pool) return [front.pool.child.pid, ...(front.haproxy ? [front.haproxy.child.pid] : [])]
+    return (await front.processes()).front
+  }
+  if (name !== 'nginx-haproxy') return { url: front.url, roots: rootsOf, stop: () => front.stop() }
+  try {
+    const [port] = await freePorts(1)
+    const nginx = await startGeneratedNginx({ port, haproxySocket: front.haproxy.httpSocket })
+    return {
+      url: nginx.url,
+      roots: async () => [...await rootsOf(), nginx.child.pid],
+      async stop () { await stop(nginx.child); await front.stop() }
+    }
+  } catch (err) {
+    await front.stop()
+    throw err
+  }
+}
+
+// A few short streams and pages through the front before anything counts (JIT, connections).
+function get (url, headers = {}) {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent: false, headers }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode))
+      res.on('error', () => resolve(0))
+    })
+    req.setTimeout(10000, () => req.destroy())
+    req.on('error', () => resolve(0))
+  })
+}
+
+async function warm (url) {
+  const sse = { accept: 'text/event-stream' }
+  await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${url}/stream?ms=300&every=50&id=warm-${i}`, sse)))
+  for (let i = 0; i < 20; i++) await get(`${url}/render?ms=0`)
+}
+
+// ---- one cell ---------------------------------------------------------------------------------
+
+async function renders (url, args) {
+  const { summary } = await closedLoop({ url, connections: args.renderClients, durationS: RENDER_BUDGET_S, requests: args.renders, path: '/render', query: `ms=${args.renderMs}`, timeoutS: 5 })
+  return { requests: summary.requests, ok: summary.ok, failed: summary.failed, failedByKind: summary.failedByKind, p50: round(summary.p50, 2), p99: round(summary.p99, 2), max: round(summary.max, 2) }
+}
+
+const kb = (m) => ({ rssKb: m.rssKb, pssKb: m.pssKb, processes: m.processes })
+
+async function runCell (name, scale, every, args, run) {
+  const closes = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-closes-'))
+  // Every process a front starts inherits this: the app's file of closes goes there.
+  process.env.STREAMS_CLOSES = closes
+  const withRenders = scale === args.renderAt
+  const rampMs = Math.max(every, Math.round(scale / args.openRate * 1000))
+  const afterRamp = args.settle * 1000 + args.window * 1000 + HANGUP_BUDGET_MS + (withRenders ? RENDER_BUDGET_S * 1000 + 5000 : 0) + MARGIN_MS
+  const ms = rampMs + afterRamp // each stream's length: all are open through every step
+  const prefix = `${name}-${scale}-${run}`
+  let front = null
+  let client = null
+  try {
+    front = await startStreamsFront(name, args)
+    await warm(front.url)
+    await sleep(1000)
+    const idle = treeMemory(await front.roots())
+    const renderAlone = withRenders ? await renders(front.url, args) : null
+    client = await forkReady('streams-client.js', {})
+    const opened = await ask(client, { cmd: 'open', url: front.url, n: scale, every, ms, rampMs, prefix })
+    await sleep(args.settle * 1000)
+    const windowDone = ask(client, { cmd: 'window', ms: args.window * 1000 })
+    await sleep(args.window * 500)
+    const open = treeMemory(await front.roots())
+    const tokens = await windowDone
+    const hangup = await ask(client, { cmd: 'hangup', url: front.url, count: args.hangups, every, ms: 60000, prefix, closes, budgetMs: HANGUP_BUDGET_MS })
+    const renderBeside = withRenders ? await renders(front.url, args) : null
+    const outcome = await ask(client, { cmd: 'finish', timeoutMs: ms + 30000 })
+    return { every, streamMs: ms, rampMs, opened, tokens, memory: { idle: kb(idle), open: kb(open) }, hangup, render: withRenders ? { alone: renderAlone, beside: renderBeside } : null, outcome }
+  } finally {
+    if (client) { client.kill('SIGKILL'); await client.exited }
+    if (front) await front.stop()
+    fs.rmSync(closes, { recursive: true, force: true })
+  }
+}
+
+const q = (values, p) => {
+  const s = values.filter((v) => v !== null).sort((a, b) => a - b)
+  return s.length ? s[Math.min(s.length - 1, Math.ceil(p / 100 * s.length) - 1)] : null
+}
+
+function describe (name, scale, r) {
+  const o = r.outcome
+  const perStream = (r.memory.open.rssKb / scale).toFixed(1)
+  const over = ((r.memory.open.rssKb - r.memory.idle.rssKb) / scale).toFixed(1)
+  const lost = r.hangup.delays.filter((d) => d === null).length
+  const other = { ...o.statuses, ...o.errors }
+  return `  ${name.padEnd(14)} served ${o.complete}/${scale}, cut ${o.cut}, 503 ${o.statuses[503] ?? 0}${Object.keys(other).length ? ` (${JSON.stringify(other)})` : ''}` +
+    `${o.unfinished ? `, unfinished ${o.unfinished}` : ''}; RSS ${perStream} KB/stream (${over} over idle); token p50 ${r.tokens.p50} p99 ${r.tokens.p99} ms` +
+    ` (${r.tokens.tokens} tokens, client loop p99 ${r.tokens.loopDelayP99}); hang-up p50 ${round(q(r.hangup.delays, 50), 2)} p99 ${round(q(r.hangup.delays, 99), 2)} ms` +
+    `${lost ? ` (${lost} not seen within 3 s)` : ''}${r.render ? `; render p99 ${r.render.alone.p99} alone, ${r.render.beside.p99} beside` : ''}`
+}
+
+// ---- the part ---------------------------------------------------------------------------------
+
+async function main (args) {
+  for (const f of args.fronts) if (!FRONTS.includes(f)) throw new Error(`unknown front ${f} (one of ${FRONTS.join(', ')})`)
+  if (args.every.length !== args.scales.length) throw new Error(`--every needs one interval per scale (${args.scales.length})`)
+  const notRaised = raiseOpenFiles(args.nofile)
+  const nofile = openFilesLimit().soft
+  const scales = args.scales.map((streams, i) => ({ streams, every: args.every[i] }))
+  const top = scales.reduce((a, b) => (b.streams > a.streams ? b : a))
+  // A limit below what a relay needs for the largest scale: that scale is still run (what each
+  // front does at its limit), and the largest round scale that fits too, at the same token rate.
+  let fitted = null
+  if (args.fit && descriptorsNeeded('embedded', top.streams + 1, args.workers) > nofile) {
+    const streams = Math.floor((nofile - SPARE_FDS - 1000) / 2 / 1000) * 1000
+    if (streams > 0 && !scales.some((x) => x.streams === streams)) {
+      fitted = { streams, every: top.every }
+      scales.push(fitted)
+      scales.sort((x, y) => x.streams - y.streams)
+    }
+  }
+  // The client's connection and the front's to its worker, each from the range, plus some spare.
+  const ports = ephemeralPorts()
+  const needed = 2 * (top.streams + args.hangups) + 1000
+  if (ports.free < needed) {
+    console.error(`streams: ${ports.free} ephemeral ports free in ${ports.lo}-${ports.hi} (${ports.used} in use), ${needed} needed for ${top.streams} streams`)
+    process.exit(2)
+  }
+  const skipped = []
+  const names = []
+  for (const name of args.fronts) {
+    const why = name === 'direct' ? null : name === 'nginx-haproxy' ? (unavailable('haproxy') ?? (has(NGINX) ? null : `${NGINX} not found`)) : unavailable(name)
+    if (why) skipped.push({ front: name, reason: why })
+    else names.push(name)
+  }
+  log(`${names.join(', ')}; ${args.workers} workers each; ${scales.map((x) => `${x.streams} streams (a token every ${x.every} ms)`).join(', ')}; ` +
+    `${ports.free} ephemeral ports free; RLIMIT_NOFILE ${nofile}` +
+    (notRaised ? ` (not raised to ${args.nofile}: ${notRaised})` : '') +
+    (fitted ? `: a relay needs ${descriptorsNeeded('embedded', top.streams, args.workers)} for ${top.streams} streams, so ${fitted.streams} are measured as well` : ''))
+  const cells = scales.flatMap(({ streams, every }) => names.map((front) => ({ front, scale: streams, every, descriptors: descriptorsNeeded(front, streams + 1, args.workers), runs: [] })))
+  const total = args.runs * cells.length
+  let done = 0
+  for (let run = 0; run < args.runs; run++) {
+    for (const { streams: scale, every } of scales) {
+      log(`${scale} streams, a token every ${every} ms, run ${run + 1}/${args.runs}`)
+      const row = cells.filter((c) => c.scale === scale)
+      for (let k = 0; k < row.length; k++) {
+        const cell = row[(k + run) % row.length]
+        progress(done++, total, `${scale} streams, ${cell.front}, run ${run + 1}/${args.runs}`)
+        if (cell.descriptors > nofile) log(`  ${cell.front.padEnd(14)} needs about ${cell.descriptors} descriptors in one process, over the limit (${nofile})`)
+        try {
+          const r = await runCell(cell.front, scale, every, args, run)
+          cell.runs.push(r)
+          log(describe(cell.front, scale, r))
+        } catch (err) {
+          const reason = err.message.split('\n')[0]
+          skipped.push({ front: cell.front, scale, run, reason })
+          log(`  ${cell.front.padEnd(14)} not measured: ${reason}`)
+        }
+        await sleep(1000)
+      }
+    }
+  }
+  progress(total, total, 'done')
+  return {
+    fronts: names,
+    skipped,
+    limits: { nofile, nofileWanted: args.nofile, notRaised, fitted: fitted?.streams ?? null, ports },
+    app: 'bench/lib/streams-app.js',
+    cells: cells.filter((c) => c.runs.length)
+  }
+}
+
+runPart('streams', { defaults, quick, main })
