@@ -27,7 +27,7 @@ const { Reload } = require('./reload')
 const { Canary } = require('./canary')
 const { WorkerHandle } = require('./worker-handle')
 const { Retiree } = require('./retiree')
-const { assemblePool } = require('../config/pool')
+const { assemblePool, refuseEphemeral } = require('../config/pool')
 const { workerCeiling } = require('../options/table')
 const { createLogger, logOutputOf } = require('../shared/logger')
 const { FrontSet } = require('../fronts/front-set')
@@ -197,6 +197,7 @@ class Pool extends EventEmitter {
     if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
     if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
     if (n > this.ceiling.max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: above ${this.ceiling.why}; start the pool with a higher --max-workers (0: no ceiling)`)
+    if (n > this.target) refuseEphemeral(this.portOf(this.target + 1), this.portOf(n))
     await this.fronts.checkScale(n)
     await this.checkNewPorts(n)
     this.life.assertRunning('scale') // a stop may have come while a front or a port was checked
@@ -524,10 +525,15 @@ class Pool extends EventEmitter {
     h.kill('channel-broken')
   }
 
+  // A port in use fails a start (something else holds it); once running, it is the system's
+  // doing (a port taken a moment while its worker was down), not the app's: the slot tries again
+  // with its backoff, as after a failed fork, and is never given up for it.
   onBootError (h, error) {
     h.reportedBootError(error)
     this.report.bootError(h, error)
-    if (error.code === 'EADDRINUSE' && this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
+    if (error.code !== 'EADDRINUSE') return
+    if (this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
+    else h.portTaken()
   }
 
   onExit (h, { code, signal }, now) {
@@ -538,7 +544,7 @@ class Pool extends EventEmitter {
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
     this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: this.wall(now) })
     this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
-    if (!wasReady && !outcome.draining && outcome.next !== 'dead') this.bootFailed(h, view)
+    if (!wasReady && !outcome.draining && outcome.next !== 'dead' && !outcome.portTaken) this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
     if (outcome.next === 'respawn') this.report.respawnScheduled(h)
   }

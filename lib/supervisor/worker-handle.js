@@ -89,6 +89,7 @@ class WorkerHandle {
     this.lastError = null // the app's own error from the last failed boot
     this.lastExit = null // { code, signal, reason, at }
     this.killReason = null // why the supervisor killed the current process, if it did
+    this.portInUse = false // the current process found its port taken (not the app's failure)
     this.drain = null // { reason, termAt, killAt, released, stopSent, termSent }
     this.goneAnnounced = false
     this.requestLimit = Infinity // --max-requests plus this process's jitter
@@ -130,6 +131,7 @@ class WorkerHandle {
     this.warmups = 0
     this.rss = null
     this.killReason = null
+    this.portInUse = false
     this.drain = null
     this.goneAnnounced = false
     this.recycleDue = null
@@ -213,6 +215,9 @@ class WorkerHandle {
   brokeChannel (problem) {
     if (this.readyAt === null) this.lastError = this.lastError || { message: `broke the pool channel: ${problem}` }
   }
+
+  // The process could not listen: its port was taken (EADDRINUSE) by someone else for a moment.
+  portTaken () { this.portInUse = true }
 
   bootTimedOut () {
     this.lastError = this.lastError || { message: `not ready within ${this.policy.bootTimeout} ms (boot timeout)` }
@@ -348,6 +353,10 @@ class WorkerHandle {
       this.respawnAt = now
       this.transition('dead')
       return outcome
+    }
+    if (!wasReady && this.portInUse) {
+      this.scheduleRespawn(now)
+      return { ...outcome, next: 'respawn', portTaken: true }
     }
     if (!wasReady && this.failedBoot(now)) return { ...outcome, next: 'given-up' }
     if (proven) this.respawnNow(now)

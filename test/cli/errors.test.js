@@ -5,7 +5,7 @@ const fs = require('node:fs')
 const net = require('node:net')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, runPool, startPool, poolStatus } = require('../helpers')
+const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus } = require('../helpers')
 
 const app = path.join(FIXTURES, 'handler.js')
 
@@ -124,6 +124,24 @@ t.test('worker ports past 65535 are refused up front, not by a RangeError', asyn
   const spare = await runPool(['start', app, '--worker-port', '65530', '-n', '2', '--max-workers', '10', '--balancer', 'none'])
   t.equal(spare.code, 2)
   t.match(spare.stderr, /^pool: workerPort \(--worker-port\) 65530 with --max-workers 10 needs ports up to 65539/)
+})
+
+t.test('worker ports in the kernel\'s ephemeral range are refused up front, saying why and what to do; a scale into it too', async (t) => {
+  const { ephemeralRange } = require('../../lib/net/ports')
+  const range = ephemeralRange()
+  if (!range) return t.skip('no /proc/sys/net/ipv4/ip_local_port_range here')
+  const r = await runPool(['start', app, '--worker-port', String(range.low + 100), '-n', '2', '--balancer', 'none'])
+  t.equal(r.code, 2)
+  oneLine(t, r.stderr)
+  t.match(r.stderr, new RegExp(`^pool: worker ports ${range.low + 100}-${range.low + 101} are in the kernel's ephemeral range ${range.low}-${range.high} \\(net\\.ipv4\\.ip_local_port_range\\).*choose a --worker-port below ${range.low}.*ip_local_reserved_ports=${range.low + 100}-${range.low + 101}\\)\n$`))
+  t.equal(r.stdout, '', 'nothing started')
+  const { Pool } = require('../..')
+  t.throws(() => new Pool({ app, workers: 1, workerPort: range.high }), { code: 'POOL_E_BAD_OPTION', message: /ephemeral range/ }, 'the library refuses it too')
+  if (!(await canBind(range.low - 1))) return t.skip(`port ${range.low - 1} is taken: the scale's case needs it`)
+  const pool = new Pool({ app, workers: 1, workerPort: range.low - 1, logger: require('pino')({ level: 'silent' }), balancer: 'none' })
+  t.teardown(() => pool.kill())
+  await pool.start()
+  await t.rejects(pool.scale(3), { code: 'POOL_E_BAD_OPTION', message: new RegExp(`worker ports ${range.low}-${range.low + 1} are in the kernel's ephemeral range`) }, 'a scale whose new slots would be there is refused')
 })
 
 t.test('-n above the ceiling is refused before anything starts: the default one, and --max-workers', async (t) => {

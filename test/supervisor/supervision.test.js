@@ -179,3 +179,28 @@ t.test('a handler that throws crashes its worker without starting the request qu
   await pool.waitLog((l) => l.event === 'ready' && l.pid !== crashedPid, 10000)
   t.equal((await request(`${base}/?id=d`)).status, 200, 'the replacement serves')
 })
+
+t.test('a respawn that finds its port taken waits and tries again, however long: the slot is never given up for it', async (t) => {
+  const net = require('node:net')
+  const [workerPort] = await freePorts(1)
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer', 'none',
+    '--restart-delay', '100ms', '--restart-max-delay', '300ms', '--max-boot-failures', '2'])
+  t.teardown(() => pool.stop('SIGKILL'))
+  await pool.waitLog((l) => l.event === 'started')
+  const first = JSON.parse((await request(`http://127.0.0.1:${workerPort}/`)).body).pid
+  // The worker dies; something else takes its port before the respawn can (on a port in the
+  // ephemeral range, any outgoing connection could), and keeps it for 3 s.
+  const blocker = net.createServer()
+  process.kill(first, 'SIGKILL')
+  await waitFor(() => new Promise((resolve) => {
+    blocker.once('error', () => resolve(false))
+    blocker.listen(workerPort, '127.0.0.1', () => resolve(true))
+  }), { interval: 1, what: 'the port taken before the respawn' })
+  await sleep(3000)
+  const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed')).length
+  t.ok(tries >= 3, `respawns kept trying while it was taken (${tries} log lines)`)
+  t.same(pool.logs.filter((l) => l.event === 'give-up'), [], 'never given up, with --max-boot-failures 2')
+  await new Promise((resolve) => blocker.close(resolve))
+  await pool.waitLog((l) => l.event === 'ready' && l.pid !== first, 5000)
+  t.equal((await request(`http://127.0.0.1:${workerPort}/`)).status, 200, 'the slot serves again once the port is free')
+})

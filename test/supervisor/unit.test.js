@@ -110,7 +110,7 @@ function harness (t, options = {}) {
     async stop () {},
     status () { return { type: 'fake' } }
   }
-  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort: 40000, logger, fronts: [front], ...options }, { system: sys })
+  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort: 20000, logger, fronts: [front], ...options }, { system: sys })
   // Whatever a test left running is killed, and the fake children exit as real ones would.
   t.teardown(async () => {
     const stopped = pool.kill()
@@ -168,7 +168,7 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   t.equal(c.logger, h.pool.logger)
   t.equal(c.metrics, h.pool.metrics, 'the registry fronts add their series to')
   t.same(c.workers().map((w) => [w.slot, w.state]), [[1, 'ready'], [2, 'ready']], 'the supervisor\'s snapshots, read now')
-  t.equal(c.portOf(2), 40001)
+  t.equal(c.portOf(2), 20001)
   t.equal(c.target(), 2)
   h.latest(1).checkIn({ open: 1 })
   await h.step()
