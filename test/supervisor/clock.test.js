@@ -8,7 +8,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, sleep } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor } = require('../helpers')
 
 const FAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 const skip = !fs.existsSync(FAKETIME) && `${FAKETIME} is missing (scripts/setup installs Debian's faketime)`
@@ -39,7 +39,9 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   t.same(pool.logs.filter((l) => l.event === 'hung' || l.event === 'kill').length, 0, 'nothing killed by the step')
   const reload = await runPool(['reload', '--port', String(port)], { timeout: 30000 })
   t.equal(reload.code, 0, `a reload after the step: ${reload.stdout.trim()}`)
-  t.same(pool.logs.filter((l) => l.event === 'exit').map((l) => l.reason), ['reload', 'reload'], 'both drained as asked, none killed')
+  const exits = () => pool.logs.filter((l) => l.event === 'exit')
+  await waitFor(() => exits().length >= 2, { what: 'both old workers\' exits' })
+  t.same(exits().map((l) => l.reason), ['reload', 'reload'], 'both drained as asked, none killed')
 
   // −60 s: an endless loop is still killed within --timeout plus a second.
   step('+0')

@@ -71,7 +71,9 @@ t.test('a drain that needed SIGTERM during a reload does not make a later stop u
   t.type(await cut, Error, 'the request outlived --graceful-timeout and was cut')
   const terminated = logger.lines.find((l) => l.event === 'terminate')
   t.match(terminated, { pid: oldPid }, 'the reload had to SIGTERM the old worker')
-  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === oldPid), { reason: 'reload', signal: 'SIGTERM', level: 30 },
+  // The reload ends when the new worker is ready; the old one retires and exits after.
+  const exited = await waitFor(() => logger.lines.find((l) => l.event === 'exit' && l.pid === oldPid), { what: 'the old worker\'s exit' })
+  t.match(exited, { reason: 'reload', signal: 'SIGTERM', level: 30 },
     'an exit by the SIGTERM the pool sent is the drain\'s, not a crash')
   t.same(await pool.stop(), { clean: true }, 'the stop itself signalled nobody: clean')
 })
