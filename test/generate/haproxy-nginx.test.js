@@ -89,6 +89,14 @@ t.test('nginx -t accepts the generated config, every path under the prefix', asy
     'nginx outwaits a GET that HAProxy replays after the pool killed its worker: 2 x (queue 10 s + timeout 60 s) + 10 s')
   const upstream = nginxConfig({ prefix, upstream: '127.0.0.1:9001' })
   t.match(upstream, /server 127\.0\.0\.1:9001;/, '--upstream host:port instead of the socket')
+  // A stream holds two connections of an nginx worker for as long as it lasts.
+  t.match(cfg, /worker_connections 16384;[^]*/, 'by default room for 8,192 streams a worker, not 2,047')
+  t.match(cfg, /worker_rlimit_nofile 33792;/, 'and the files they open: twice the connections, plus 1024')
+  const small = nginxConfig({ prefix, workerConnections: 512 })
+  t.match(small, /worker_connections 512;/)
+  t.match(small, /worker_rlimit_nofile 2048;/)
+  writeFile(prefix, 'nginx.conf', small)
+  t.ok(checkNginxConfig(prefix).ok, 'nginx -t accepts --worker-connections 512')
 })
 
 // Where the README's systemd unit keeps the state file: the pool's own RuntimeDirectory.
@@ -126,6 +134,7 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
     [['config', 'nginx', '--upstream', 'nowhere'], /--upstream must be host:port/],
     [['config', 'nginx', '--timeout', 'soon'], /--timeout must be a duration/],
     [['config', 'nginx', '--group', 'nogroup'], /--group needs --user/],
+    [['config', 'nginx', '--worker-connections', '0'], /--worker-connections\) must be a positive integer/],
     [['config', 'apache'], /unknown config target 'apache'/]
   ]
   for (const [args, message] of bad) {
