@@ -299,6 +299,8 @@ export interface EmbeddedBalancerOptions {
   maxOpen?: number
   /** requests open on one worker at once, rendering or streaming. Default 8192 */
   workerMaxOpen?: number
+  /** path prefixes of long-lived requests, 'PREFIX,...': they hold no render place and go to a worker at once, beside renders (a request that accepts text/event-stream is long-lived anyway). Default none */
+  streamRoutes?: string
   /** default 'first' */
   balance?: 'first' | 'rr'
   /** times a refused request goes to another worker. Default 3 */

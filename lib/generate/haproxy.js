@@ -9,6 +9,7 @@ const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const { poolError, codes } = require('../errors')
 const { parseRoutes, CLASSES } = require('../shared/priority')
 const { DEFAULT_BACKEND, serverName, streamsBackend } = require('../haproxy/names')
+const { STREAM_HEADER, streamRoutes } = require('../protocol/long-lived')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -126,6 +127,7 @@ function resolveHaproxyOptions (input = {}) {
   o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'), { unixSocket: true })
   o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy.pid'))
   if (o.stateFile !== undefined) o.stateFile = checkPath('state-file', o.stateFile)
+  try { o.longLivedRoutes = streamRoutes(o.streamRoutes) } catch (err) { throw bad(`--stream-routes: ${err.message}`) }
   if (o.priorityRoutes !== undefined) {
     try { o.priorityRules = parseRoutes(o.priorityRoutes) } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
   }
@@ -252,7 +254,7 @@ function frontendSection (o) {
 // not renders, and cannot tell a stream from a page until the answer comes.
 function longLivedRules (o) {
   const streams = streamsBackend(o.backend)
-  const routes = o.streamRoutes ? o.streamRoutes.split(',').map((r) => r.trim()).filter(Boolean) : []
+  const routes = o.longLivedRoutes
   return [
     '    # Long-lived requests go to the streams backend, over the same workers, where they do not',
     '    # take a worker\'s only render slot: server-sent events (the client accepts',
@@ -263,9 +265,6 @@ function longLivedRules (o) {
     `    use_backend ${streams} if pool_long_lived`
   ]
 }
-
-// What tells a worker's guard that a request holds no render place (lib/worker/guard.js).
-const STREAM_HEADER = 'X-Pool-Stream'
 
 function streamsSection (o, t) {
   return [

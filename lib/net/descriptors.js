@@ -76,22 +76,39 @@ class DescriptorBudget {
   // May the connection just accepted (its descriptor already open) be kept? Counting reads
   // /proc, so between counts each admitted connection is added to the last count; connections
   // that closed since make that estimate high, never low, and a tight one is counted again.
-  admit ({ priority = false } = {}) {
+  // `more`: descriptors the connection will need besides its own (the embedded balancer's
+  // connection to a worker for each request it carries), kept free too.
+  admit ({ priority = false, more = 0 } = {}) {
     if (this.limit === Infinity) return true
-    const reserve = this.reserve({ priority })
-    const now = this.now()
-    if (this.open === null || now - this.countedAt >= REMEASURE_MS || this.open + 1 + reserve > this.limit) {
-      const open = this.count()
-      if (open === null) return true
-      this.open = open
-      this.limit = this.readLimit()
-      this.countedAt = now
-    } else {
-      this.open++
-    }
+    const reserve = this.reserve({ priority }) + more
+    if (!this.measureIfTight(1 + reserve)) this.open++ // a count just taken has it already
     if (this.open + reserve <= this.limit) return true
     this.open-- // the refused connection's descriptor is closed at once
     return false
+  }
+
+  // Whether `n` more descriptors may be opened now, the reserve kept (asked before the balancer
+  // connects to a worker: past it the request waits for one, rather than fail its connect).
+  hasRoom (n = 1) {
+    if (this.limit === Infinity) return true
+    const reserve = this.reserve()
+    this.measureIfTight(n + reserve)
+    return this.open + n + reserve <= this.limit
+  }
+
+  // A descriptor was opened outside an accept (a connection to a worker): the estimate follows.
+  opened () { if (this.open !== null) this.open++ }
+
+  // Counts again when the estimate is old or `needed` more would not fit by it. Returns whether
+  // it counted; where /proc cannot tell, the estimate is 0 from then on.
+  measureIfTight (needed) {
+    const now = this.now()
+    if (this.open !== null && now - this.countedAt < REMEASURE_MS && this.open + needed <= this.limit) return false
+    const open = this.count()
+    this.open = open ?? this.open ?? 0
+    this.limit = this.readLimit()
+    this.countedAt = now
+    return open !== null
   }
 
   // What a refusal line says.
@@ -111,13 +128,13 @@ const budget = new DescriptorBudget()
 // a descriptor (libuv tries again at once). `name` names the listener in the log;
 // `onRefused()` counts a refusal in the owner's metrics. Call it once the server has its
 // connection handler (http.Server's own, or the one given to net.createServer): a refused
-// connection reaches no handler. `priority`: see reserve().
-function guardAccept (server, { name, logger, onRefused = () => {}, priority = false, descriptors = budget }) {
+// connection reaches no handler. `priority`: see reserve(). `more()`: see admit().
+function guardAccept (server, { name, logger, onRefused = () => {}, priority = false, more = () => 0, descriptors = budget }) {
   const refusals = new RateLimitedLine(logger, REFUSAL_LOG_MS)
   const handlers = server.listeners('connection')
   server.removeAllListeners('connection')
   server.on('connection', (socket) => {
-    if (descriptors.admit({ priority })) {
+    if (descriptors.admit({ priority, more: more() })) {
       for (const handler of handlers) handler.call(server, socket)
       return
     }

@@ -17,6 +17,8 @@
 // onQueued(waiting, lastStartedReq); onIdle() once nothing is open or waiting; with K > 1,
 // onAwaiting(open, lastReq).
 
+const { declaredLongLived } = require('../protocol/long-lived')
+
 // A turn of the loop between two looks no longer than this ran no render; this many such turns in
 // a row let whatever the app queued behind a look show itself.
 const QUIET_MS = 1
@@ -156,10 +158,10 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   }
 }
 
-// A request HAProxy sends through the pool's streams backend is long-lived by declaration (the
-// generated config sets the header there, and strips it from clients): it holds no render place.
+// A request a front declared long-lived (the embedded balancer, HAProxy's streams backend: a
+// client cannot declare one itself) holds no render place.
 function holdsPlace (req) {
-  return req.headers['x-pool-stream'] !== '1'
+  return !declaredLongLived(req.headers)
 }
 
 // Calls `fn` once the response's head has been written: every way Node writes one (write(),

@@ -213,7 +213,7 @@ t.test('an app that loads pool may still call listen() later: it is waited for',
 t.test('--help: numbers shown as numbers, examples whole on their line, the production guide\'s socket path', async (t) => {
   const r = await runPool(['start', '--help'])
   t.equal(r.code, 0)
-  t.match(r.stdout, /--worker-port .*\n?.*\[number\] \[default: 9002\]/)
+  t.match(r.stdout, /--worker-port [^\n]*(\n {20,}[^\n]*)*\[number\] \[default: 9002\]/, 'a number, its default shown as one')
   t.notMatch(r.stdout, /--workers[^\n]*\n[^\n]*\[string\]/, '-n is not a string')
   const examples = r.stdout.split('Examples:\n')[1]
   const example = '  pool start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock\n'

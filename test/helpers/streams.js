@@ -5,10 +5,13 @@
 
 const http = require('node:http')
 
-// `n` GETs of `url(i)` at once (a connection each). Resolves with one result per request:
-// { status, done (the stream's last event came), cut (it ended without it), error }.
-function manyStreams (n, url, { headers = {}, timeout = 60000 } = {}) {
-  return Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => {
+// `n` GETs of `url(i)` (a connection each): at once, or `perSecond` a second. Resolves with one
+// result per request: { status, done (the stream's last event came), cut (it ended without
+// it), error }.
+function manyStreams (n, url, { headers = {}, timeout = 60000, perSecond = Infinity } = {}) {
+  const opened = performance.now()
+  const at = (i) => Number.isFinite(perSecond) ? Math.max(0, opened + (i * 1000) / perSecond - performance.now()) : 0
+  return Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => setTimeout(resolve, at(i))).then(() => new Promise((resolve) => {
     const req = http.get(url(i), { agent: false, headers }, (res) => {
       let text = ''
       res.setEncoding('utf8')
@@ -19,7 +22,7 @@ function manyStreams (n, url, { headers = {}, timeout = 60000 } = {}) {
     })
     req.setTimeout(timeout, () => req.destroy(new Error('timeout')))
     req.on('error', (err) => resolve({ status: null, done: false, cut: true, error: err.message }))
-  })))
+  }))))
 }
 
 // A count of each kind of result, for one assertion: { 200: n, done: n, cut: n, ... }.

@@ -62,6 +62,7 @@ class EmbeddedBalancer {
     this.metrics = this.createMetrics(null)
     this.pingAsked = false // a health check watches the pool: its stop is announced (stopping())
     this.fresh = new Set() // connections accepted whose first request has not arrived yet
+    this.clients = 0 // client connections open
     this.server = createFrontServer(options, {
       onRequest: (req, res) => {
         if (this.fresh.size > 0) this.settled(req.socket)
@@ -73,14 +74,22 @@ class EmbeddedBalancer {
     })
     // One listener for every connection, not a closure each: a client may open one per request.
     const balancer = this
-    function settledOnClose () { balancer.settled(this) }
+    function settledOnClose () { balancer.clients--; balancer.settled(this) }
     this.server.on('connection', (socket) => {
+      this.clients++
       this.fresh.add(socket)
       socket.on('close', settledOnClose)
     })
-    // A full descriptor table refuses new clients, never the workers' respawns
-    // (guardAccept).
-    guardAccept(this.server, { name: 'balancer', logger: this.log, onRefused: () => this.metrics.failures.inc({ reason: 'out_of_descriptors' }) })
+    // A full descriptor table refuses new clients, never the workers' respawns (guardAccept),
+    // nor the connections to workers of the clients it has: each client may need one for its
+    // request (one at a time per connection), so a new one is let in only with room for it and
+    // for every open client's that has none yet.
+    guardAccept(this.server, {
+      name: 'balancer',
+      logger: this.log,
+      more: () => 1 + Math.max(0, this.clients - this.workers.open),
+      onRefused: () => this.metrics.failures.inc({ reason: 'out_of_descriptors' })
+    })
     this.url = urlOf(options.host, options.port)
     this.connectSockets = new Set() // refused CONNECTs not closed yet: Node no longer tracks them
   }

@@ -7,10 +7,17 @@
 // order of service, within each priority class (a higher class is always served first).
 // Whoever frees a place (release(), headArrived()) hands it the next queued request at once.
 //
-// The invariant, checked by the tests through stuck(): whenever the queue is not empty, no
-// worker can take a request. Every way a worker becomes able to take one ends in pump(), in the
-// same step: a release, a worker in rotation, the end of a bench (its own timer lifts it), a
-// worker's word that its requests await I/O.
+// A long-lived request (a stream: ../../protocol/long-lived.js) takes no render place: it goes at
+// once to the worker in rotation holding fewest open requests, whatever renders wait, and waits
+// only while none has room for one more open request (--worker-max-open, --max-open), in a FIFO
+// of its own. Overload control neither counts nor sheds it: its pace is not the renders'.
+//
+// The invariant, checked by the tests through stuck(): whenever requests wait, the one served
+// next cannot be given to any worker (a render finds no free place, a stream no open room, a
+// replay no worker to render it alone), in the queue and in the streams' FIFO. Every way a
+// worker becomes able to take one ends in pump(), in the same step: a release, a worker in
+// rotation, the end of a bench (its own timer lifts it), a worker's word that its requests await
+// I/O, a replay's wait to render alone running out.
 //
 // With overload control (./overload.js), each class's queue is watched on its own
 // (a busy high class must not hide a low class that stands behind it): one that stands serves
@@ -24,6 +31,10 @@
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
 // milliseconds behind the socket's.
 const BENCH_AFTER_FAILURE_MS = 1000
+// A request replayed after its worker died waits this long at most for a worker holding nothing
+// (the dead one's successor, one whose streams ended); then one rendering nothing will do, its
+// streams beside it (workers.js, suspects).
+const REPLAY_ALONE_MS = 5000
 
 // The time and the timers: the process's own, or a simulated clock's (bench/lib/dispatcher-sim.js).
 const REAL_CLOCK = {
@@ -32,7 +43,7 @@ const REAL_CLOCK = {
   clearTimeout: (timer) => clearTimeout(timer)
 }
 
-const { ClassQueues } = require('./queue')
+const { ClassQueues, FifoQueue } = require('./queue')
 const { CLASSES, NORMAL } = require('./priority')
 const { OverloadControl, OverloadLimits, Pace, Flow } = require('./overload')
 
@@ -57,6 +68,7 @@ class Dispatcher {
     this.onAssign = onAssign
     this.onTurnedAway = onTurnedAway
     this.queue = new ClassQueues(CLASSES.length)
+    this.streams = new FifoQueue() // long-lived requests waiting for room (see the top)
     this.pace = new Pace()
     this.busySince = null // when the queue last stopped being empty (null: it is empty)
     this.lastTakenAt = null // when a worker last took a request from the queue
@@ -69,7 +81,7 @@ class Dispatcher {
     this.drains = new Set()
   }
 
-  get queued () { return this.queue.length }
+  get queued () { return this.queue.length + this.streams.length }
 
   // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
   // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
@@ -78,11 +90,11 @@ class Dispatcher {
     this.classify(job)
     if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
     this.count(job, 'arrived')
-    if (this.queue.length === 0) {
-      const record = this.workers.pickFree()
+    if (job.longLived || this.queue.length === 0) {
+      const record = this.pick(job)
       if (record) { this.assign(job, record); return 'assigned' }
     }
-    if (this.isFull() && !this.makeRoom(job)) return 'full'
+    if (this.isFull() && (job.longLived || !this.makeRoom(job))) return 'full'
     this.enqueue(job, false)
     this.police()
     return 'queued'
@@ -93,13 +105,20 @@ class Dispatcher {
   }
 
   isFull () {
-    return this.maxQueue !== undefined && this.queue.length >= this.maxQueue
+    return this.maxQueue !== undefined && this.queued >= this.maxQueue
+  }
+
+  // The worker `job` would go to now, if any: a replay renders alone (workers.js, suspects).
+  pick (job) {
+    if (job.replayed) return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
+    return job.longLived ? this.workers.pickForStream() : this.workers.pickFree()
   }
 
   // Whether submit(job) would take `job` now, without changing anything: asked before a
   // request's body is read, so that a full queue refuses the body unread.
   wouldTake (job) {
     this.classify(job)
+    if (job.longLived) return !this.isFull() || this.workers.pickForStream() !== undefined
     if (this.queue.length === 0 && this.workers.anyFree()) return true
     return !this.isFull() || this.queue.lastBelow(job.priority, this.lastServed) !== null
   }
@@ -117,6 +136,10 @@ class Dispatcher {
   // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival
   // (submit): past it, the request is turned away unless a worker is free at once.
   requeue (job) {
+    if (job.replayed && job.aloneUntil === null) {
+      job.aloneUntil = this.clock.now() + REPLAY_ALONE_MS
+      this.clock.setTimeout(() => this.pump(), REPLAY_ALONE_MS + 1).unref()
+    }
     this.count(job, 'arrived')
     this.enqueue(job, true)
     this.pump()
@@ -126,19 +149,25 @@ class Dispatcher {
   enqueue (job, servedNext) {
     const now = this.clock.now()
     const cls = job.priority
-    if (this.queue.length === 0) this.busySince = now
     job.queuedAt = now
-    job.queueNode = servedNext
-      ? this.queue.addNext(job, cls, this.newestFirst(cls))
-      : this.queue.add(job, cls)
+    if (job.longLived) job.queueNode = servedNext ? this.streams.unshift(job) : this.streams.push(job)
+    else {
+      if (this.queue.length === 0) this.busySince = now
+      job.queueNode = servedNext
+        ? this.queue.addNext(job, cls, this.newestFirst(cls))
+        : this.queue.add(job, cls)
+    }
     if (this.queueTimeout > 0) job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
   }
 
   dequeue (job) {
-    this.queue.remove(job.queueNode)
+    if (job.longLived) this.streams.remove(job.queueNode)
+    else {
+      this.queue.remove(job.queueNode)
+      if (this.queue.length === 0) this.busySince = null
+      if (this.overload && this.queue.classes[job.priority].length === 0) this.overload[job.priority].emptied()
+    }
     job.queueNode = null
-    if (this.queue.length === 0) this.busySince = null
-    if (this.overload && this.queue.classes[job.priority].length === 0) this.overload[job.priority].emptied()
     this.clock.clearTimeout(job.queueTimer)
     job.queueTimer = null
     job.queueMs = (job.queueMs || 0) + this.clock.now() - job.queuedAt
@@ -167,7 +196,7 @@ class Dispatcher {
   assign (job, record) {
     this.count(job, 'served')
     this.workers.take(record, job)
-    job.rendering = true
+    job.rendering = !job.longLived
     this.onAssign(job, record)
   }
 
@@ -181,14 +210,14 @@ class Dispatcher {
   headArrived (record, job) {
     if (!job.rendering) return
     job.rendering = false
-    record.headArrived()
+    record.headArrived(job)
     this.pump()
     this.checkDrains()
   }
 
   // `job` is over on `record`: its place is free again, the queue has it at once.
   release (record, job) {
-    this.workers.release(record, job.rendering)
+    this.workers.release(record, job, job.rendering)
     job.rendering = false
     this.workers.forgetIfDone(record)
     this.pump()
@@ -198,10 +227,17 @@ class Dispatcher {
   // Give free workers to the queue, for as long as both last: the highest class first; within
   // it the oldest request, or the newest while that class's queue stands.
   pump () {
-    while (this.queue.length > 0) {
-      const record = this.workers.pickFree()
+    while (this.streams.length > 0) {
+      const job = this.streams.head.item
+      const record = this.pick(job)
       if (!record) break
+      this.dequeue(job)
+      this.assign(job, record)
+    }
+    while (this.queue.length > 0) {
       const job = this.queue.next(this.newestFirst).item
+      const record = this.pick(job)
+      if (!record) break
       this.taken()
       this.dequeue(job)
       this.assign(job, record)
@@ -236,7 +272,7 @@ class Dispatcher {
 
   // What overload control judges by, for the class of `job`: `what` is arrived, served or gaveUp.
   count (job, what) {
-    if (!this.overload) return
+    if (!this.overload || job.longLived) return
     this.overload[job.priority][what](this.clock.now(), this.limits.current())
   }
 
@@ -408,7 +444,11 @@ class Dispatcher {
 
   // True when the invariant above is broken: requests wait while a worker could take one.
   stuck () {
-    return this.queue.length > 0 && this.workers.anyFree()
+    const cursor = this.workers.rrCursor // asking moves --balance rr's cursor: put it back
+    const next = this.queue.next(this.newestFirst)
+    const stuck = (next !== null && this.pick(next.item) !== undefined) || (this.streams.length > 0 && this.pick(this.streams.head.item) !== undefined)
+    this.workers.rrCursor = cursor
+    return stuck
   }
 
   // Resolve once nothing `record` was given still renders (what is left is long-lived: responses
@@ -426,7 +466,7 @@ class Dispatcher {
   checkDrains () {
     if (this.drains.size === 0) return
     for (const d of this.drains) {
-      const done = d.record.gone || (d.record.renders === 0 && (!d.untilQueueEmpty || this.queue.length === 0))
+      const done = d.record.gone || (d.record.renders === 0 && (!d.untilQueueEmpty || this.queued === 0))
       if (!done) continue
       d.record.drain()
       this.drains.delete(d)
@@ -439,7 +479,7 @@ class Dispatcher {
     this.clock.clearTimeout(this.overloadTimer)
     this.overloadTimer = null
     let node
-    while ((node = this.queue.next(() => false))) {
+    while ((node = this.streams.head ?? this.queue.next(() => false))) {
       this.dequeue(node.item)
       fn(node.item)
     }

@@ -12,7 +12,9 @@
 //                    closed or reset before any byte of a response came back.
 //   bad_response     the worker answered, with bytes that are not a valid HTTP/1.1 response.
 //   broken_response  the response started and broke off midway.
-//   timeout          no response head within --proxy-timeout.
+//   timeout          no byte within --read-timeout, or past --max-request-time.
+//   local            the balancer itself could not connect (out of file descriptors, or of
+//                    source ports): nothing reached the worker, and nothing is the worker's.
 //
 // retry: 'any-method'  any request, up to --retries times (nothing reached the worker)
 //        'replayable'  a GET or HEAD, once (running it twice is harmless)
@@ -26,7 +28,8 @@ const ATTEMPT_FAILURES = Object.freeze({
   died: row({ metric: 'worker_died', answer: 'worker_died', answerReplayed: 'worker_died_twice', retry: 'replayable' }),
   bad_response: row({ metric: 'bad_response', answer: 'bad_response', retry: 'never' }),
   broken_response: row({ metric: 'worker_broken_response', answer: 'worker_broken_response', retry: 'never' }),
-  timeout: row({ metric: 'worker_timeout', answer: 'worker_timeout', retry: 'never' })
+  timeout: row({ metric: 'worker_timeout', answer: 'worker_timeout', retry: 'never' }),
+  local: row({ metric: 'out_of_descriptors', answer: 'out_of_descriptors', retry: 'any-method' })
 })
 
 // A row with its answer's HTTP status (from replies.js), checked at load: an answer without a
@@ -51,7 +54,7 @@ function failureOf (failure) {
 // balancer's own end of an exchange. The pool counts out_of_descriptors itself.
 const FAILURE_REASONS = Object.freeze([
   'queue_timeout', 'queue_full', 'queue_shed', 'body_too_large', 'body_budget',
-  ...Object.values(ATTEMPT_FAILURES).map((f) => f.metric),
+  ...new Set(Object.values(ATTEMPT_FAILURES).map((f) => f.metric).filter((m) => m !== 'out_of_descriptors')),
   'client_aborted', 'client_send_timeout', 'internal_error'
 ])
 

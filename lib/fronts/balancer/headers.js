@@ -6,6 +6,7 @@
 // framing (proxy.js writes it through): its Content-Length, or chunked.
 
 const { randomUUID, randomBytes } = require('node:crypto')
+const { STREAM_HEADER } = require('../../protocol/long-lived')
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) describe one connection, not the message. Expect is
 // handled by the front (Node answers 100-continue) and the body is complete by now.
@@ -17,7 +18,9 @@ const HOP_BY_HOP = new Set([
 // Request headers the balancer writes itself (below), so the client's copies are dropped.
 // X-Pool-Request names one exchange with a worker: the pool's own, never a client's.
 const EXCHANGE_HEADER = 'x-pool-request'
-const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host', EXCHANGE_HEADER, 'x-pool-stream'])
+// A long-lived request is declared so to the worker's guard; a client's own is dropped.
+const LONG_LIVED_LINE = `${STREAM_HEADER}: 1\r\n`
+const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host', EXCHANGE_HEADER, STREAM_HEADER.toLowerCase()])
 
 // Headers by which a proxy tells the app who the client is. Only a peer in --trust-proxy may
 // send them; from anyone else they are dropped, and the app sees what the front saw.
@@ -85,9 +88,9 @@ function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
   return head + 'Connection: keep-alive\r\n'
 }
 
-// The head of one attempt: the request's, with the exchange's id, ended.
-function attemptHead (head, exchange) {
-  return `${head}X-Pool-Request: ${exchange}\r\n\r\n`
+// The head of one attempt: the request's, with the exchange's id (and a stream's mark), ended.
+function attemptHead (head, exchange, longLived = false) {
+  return `${head}X-Pool-Request: ${exchange}\r\n${longLived ? LONG_LIVED_LINE : ''}\r\n`
 }
 
 // Response headers for the client, as a flat [name, value, ...] list that keeps the worker's

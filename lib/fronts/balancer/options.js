@@ -11,6 +11,7 @@ const { defaultBodyBudget } = require('./body-budget')
 const { defaultResponseBudget } = require('./response-budget')
 const { availableMemory } = require('./budget')
 const { descriptorLimit } = require('../../net/descriptors')
+const { streamRoutes } = require('../../protocol/long-lived')
 
 const MB = 1024 * 1024
 
@@ -39,6 +40,7 @@ const OPTIONS = {
   overloadInterval: { flag: 'overload-interval', kind: 'duration', default: undefined, defaultText: '--overload-max-wait', group: 'Balancer', describe: 'The window over which arrivals are compared with the requests the workers take: the queue stands only if more arrived than were taken in each quarter of it, and no longer once as many were taken as arrived over its last half' },
   priorityHeader: { flag: 'priority-header', kind: 'string', default: undefined, group: 'Balancer', describe: `Request header whose value (${CLASSES.join(', ')}) sets the request's class, believed only from --trust-proxy peers; a higher class is always served first` },
   priorityRoutes: { flag: 'priority-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Classes by path prefix, longest first: PREFIX=CLASS,... (e.g. /health=high,/static/=high,/export/=low); the header wins over a route' },
+  streamRoutes: { flag: 'stream-routes', kind: 'string', default: undefined, group: 'Balancer', describe: 'Path prefixes of long-lived requests (PREFIX,...: an AI chat route, long polls): they hold no render place and start at once beside renders, up to --worker-max-open per worker; a request that accepts text/event-stream is long-lived anyway' },
   maxBody: { flag: 'max-body', kind: 'size', default: 10 * MB, group: 'Balancer', describe: 'Largest request body, read whole before a worker is taken (413 above it)' },
   bodyBudget: { flag: 'body-budget', kind: 'size', default: undefined, defaultText: '1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least --max-body', group: 'Balancer', describe: 'Request-body bytes held at once over all requests (being read, queued, on a worker), counted as they arrive; a body that would pass it gets 503 with Retry-After, before a byte of it is read when its announced length has no room (0: no limit)' },
   maxResponseBuffer: { flag: 'max-response-buffer', kind: 'size', default: 8 * MB, group: 'Balancer', describe: 'Response bytes held for one client that reads slower than its worker writes: each part of a response goes to the client as it comes, and the balancer reads on ahead of the client up to this size, so that the worker is free once it has answered; past it, the worker waits for the client (0: no read-ahead). Also the most an X-Accel-Buffering: yes response is held whole before it is sent' },
@@ -77,6 +79,11 @@ function resolveBalancerOptions (input = {}, pool = resolveOptions(pick(input, L
     o.priorityOf = classifier({ header: o.priorityHeader, routes: o.priorityRoutes, isTrustedPeer: o.isTrustedPeer })
   } catch (err) {
     throw bad(`priorityRoutes (--priority-routes): ${err.message} (got ${JSON.stringify(o.priorityRoutes)})`)
+  }
+  try {
+    o.longLivedRoutes = streamRoutes(o.streamRoutes)
+  } catch (err) {
+    throw bad(`streamRoutes (--stream-routes): ${err.message} (got ${JSON.stringify(o.streamRoutes)})`)
   }
   // An overload duration left unset scales with the pool's pace (overload control).
   if (o.overloadInterval <= 0) throw bad(`overloadInterval (--overload-interval) must be more than 0 (got ${o.overloadInterval})`)

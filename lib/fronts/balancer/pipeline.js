@@ -30,6 +30,7 @@ const { replyError, replyPing } = require('./replies')
 const { BalancedRequest } = require('./request')
 const { accessLogger } = require('./access-log')
 const { codes } = require('../../errors')
+const { isLongLived } = require('../../protocol/long-lived')
 
 // The answer to a body the balancer stopped reading (buffering.js), by the error's code.
 const BODY_REFUSALS = {
@@ -39,6 +40,13 @@ const BODY_REFUSALS = {
 
 // Refusals for a limit of the balancer's (replies.js), rather than for what the request is.
 const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
+
+// What the redispatch line says happened, by failure.
+const REDISPATCHED = {
+  refused: (name) => `${name} refused it`,
+  local: (name) => `the balancer could not connect to ${name} (out of descriptors)`,
+  died: (name) => `${name} died holding it`
+}
 
 // Connections to one worker refused in a row (none established in between) before the supervisor
 // hears that the worker refuses (noteRefusal). With the bench after each refusal, that is two
@@ -126,6 +134,7 @@ class RequestPipeline {
     }
     const job = new BalancedRequest(req, res)
     job.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
+    job.longLived = isLongLived(req, this.options.longLivedRoutes)
     res.once('close', () => this.safely(job, () => this.onClientClose(job)))
     this.safely(job, () => this.accept(job, expectsContinue))
   }
@@ -260,11 +269,11 @@ class RequestPipeline {
     // still be working on it: it keeps the place until it says the request ended, or dies.
     if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
     if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'refused') this.release(job, { reached: false })
+    if (failure === 'refused' || failure === 'local') this.release(job, { reached: false, failure })
     else this.letGo(job, attempt, failure)
     const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
-    if (decision.why === 'refused') job.redispatches++
+    if (decision.why === 'refused' || decision.why === 'local') job.redispatches++
     else job.replayed = true
     this.redispatch(job, record, decision.why, error)
   }
@@ -274,7 +283,7 @@ class RequestPipeline {
   // Give back the worker's place, once per attempt, and let the queue have it (`reached` false:
   // the request never reached the worker, whose connection was refused). The place goes back
   // first and the bookkeeping last: nothing that throws can keep the place.
-  release (job, { reached = true, failure = null } = {}) {
+  release (job, { reached = true, failure = reached ? null : 'refused' } = {}) {
     const record = job.holding
     if (!record) return
     job.holding = null
@@ -282,7 +291,7 @@ class RequestPipeline {
     try {
       this.dispatcher.release(record, job)
     } finally {
-      this.account(job, { worker: record, busyMs, failure: reached ? failure : 'refused' })
+      this.account(job, { worker: record, busyMs, failure })
     }
   }
 
@@ -343,7 +352,7 @@ class RequestPipeline {
   redispatch (job, record, why, error) {
     this.account(job, { redispatch: why })
     this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, err: error },
-      `${job.method} ${job.url} redispatched: ${record.name} ${why === 'refused' ? 'refused it' : 'died holding it'} (${error.message})`)
+      `${job.method} ${job.url} redispatched: ${REDISPATCHED[why](record.name)} (${error.message})`)
     job.enter('queued')
     this.dispatcher.requeue(job)
   }
@@ -437,7 +446,8 @@ class RequestPipeline {
       const slot = this.slots.of(outcome.worker.slot, outcome.worker.name)
       slot.requests++
       slot.busyMs += outcome.busyMs
-      if (outcome.failure !== null && outcome.failure !== undefined && outcome.failure !== 'timeout') slot.failures++
+      // A timeout is the app's slowness, and a local failure the balancer's own: neither is the slot's.
+      if (outcome.failure && outcome.failure !== 'timeout' && outcome.failure !== 'local') slot.failures++
       metrics.workerBusy.observe(outcome.busyMs / 1000)
     } else if (outcome.failure) {
       metrics.failures.inc({ reason: outcome.failure })

@@ -72,7 +72,7 @@ class Attempt {
     this.readSince = this.startedAt // since when the balancer waits for the worker's next byte; null while paused
     this.clock = options.requestClock
     this.relay = new ResponseRelay(this, options)
-    this.connection = record.connections.send(this, job.method, attemptHead(job.head, job.exchange), job.body, { reuse: options.reuse })
+    this.connection = record.connections.send(this, job.method, attemptHead(job.head, job.exchange, job.longLived), job.body, { reuse: options.reuse })
     if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
   }
 
@@ -121,10 +121,10 @@ class Attempt {
   }
 
   // Stored (X-Accel-Buffering: yes) until it is whole, unless it passes the limit, or the
-  // response budget is full: stored responses waiting for room that only their own clients
-  // could free would wait for ever.
+  // response budget would hold it back: stored responses waiting for room that only their own
+  // clients could free would wait for ever.
   storing () {
-    return this.relay.mode === 'store' && this.relay.received <= this.limit && !this.relay.budget.full
+    return this.relay.mode === 'store' && this.relay.received <= this.limit && !this.relay.budget.overShare(this.relay.held)
   }
 
   onFailed (failure, error) {

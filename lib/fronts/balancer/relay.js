@@ -46,9 +46,18 @@ class ResponseRelay {
     this.paused = null // why the worker is not read: 'client', or 'budget'
     this.needDrain = false // mode 'no': the client's socket is full
     this.progressAt = 0 // when the client's socket last took a write, while the send clock watches
+    this.holding = false // counted among the budget's holders
   }
 
   get held () { return this.pendingBytes + this.queued }
+
+  // Tells the budget whether this relay holds bytes (its holders: the even share's divisor).
+  track () {
+    const yes = this.held > 0
+    if (yes === this.holding) return
+    this.holding = yes
+    this.budget.holding(yes)
+  }
 
   // ---- what the worker sends (proxy.js) ---------------------------------------------------
 
@@ -58,6 +67,7 @@ class ResponseRelay {
     this.pending.push(chunk)
     this.pendingBytes += chunk.length
     this.budget.take(chunk.length)
+    this.track()
   }
 
   // The end of one read from the worker: what it brought goes out, as one write.
@@ -129,6 +139,7 @@ class ResponseRelay {
       else this.progressAt = performance.now()
     }
     this.budget.giveBack(bytes)
+    this.track()
     this.regulate()
   }
 
@@ -149,6 +160,7 @@ class ResponseRelay {
     if (held > 0) this.budget.giveBack(held)
     if (!this.workerEnded) this.drop()
     else this.dropPending()
+    this.track()
   }
 
   dropPending () {
@@ -156,6 +168,7 @@ class ResponseRelay {
     this.pending = []
     this.pendingBytes = 0
     if (bytes > 0) this.budget.giveBack(bytes)
+    this.track()
   }
 
   // ---- reading the worker, or not ---------------------------------------------------------
@@ -180,7 +193,7 @@ class ResponseRelay {
     if (this.res !== null && this.mode === 'no' && this.needDrain) return 'client'
     // Paused for the client, it is resumed once the client has taken half of what it held.
     if (this.res !== null && this.mode === 'ahead' && this.held > (this.paused === 'client' ? this.limit / 2 : this.limit)) return 'client'
-    if (this.budget.full) return 'budget'
+    if (this.budget.overShare(this.held)) return 'budget'
     return null
   }
 

@@ -25,6 +25,7 @@ const REASONS = {
   bad_response: { status: 502, text: 'the worker answered with a malformed HTTP response, which was not passed on' },
   worker_broken_response: { status: 502, text: 'the worker closed the connection in the middle of its response' },
   worker_timeout: { status: 504, text: 'the app sent no answer within the read timeout (--read-timeout) or the request time limit (--max-request-time)' },
+  out_of_descriptors: { status: 503, text: 'the pool could not open a connection to a worker: it is out of file descriptors (raise ulimit -n); retry shortly', retryAfter: true },
   internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
 }
 

@@ -46,6 +46,7 @@ class BalancedRequest {
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
     this.holding = null // the worker whose place this request holds now, until released
     this.rendering = false // and its render place too: no response head yet (dispatcher.js)
+    this.longLived = false // a stream (protocol/long-lived.js): it takes no render place
     this.attempt = null // the latest attempt (proxy.js), to send or discard its response
     this.exchange = null // its X-Pool-Request: the pool's own id of that attempt (headers.js)
     this.relay = null // the relay (relay.js) of the attempt whose response goes to the client
@@ -53,6 +54,7 @@ class BalancedRequest {
     this.attempts = 0 // attempts on workers so far
     this.redispatches = 0 // after refused connections (counted against --retries)
     this.replayed = false // after a worker died holding it (a GET or HEAD is replayed once)
+    this.aloneUntil = null // replayed: until when it waits for a worker holding nothing (dispatcher.js)
 
     // ---- how it ended
     this.clientGone = false // the client's connection closed before its answer was finished

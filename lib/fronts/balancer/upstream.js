@@ -6,6 +6,7 @@
 // the attempt got (`failureOf`), which is what the retry rules decide on.
 
 const net = require('node:net')
+const { budget: descriptors } = require('../../net/descriptors')
 const { ResponseParser } = require('./response-parser')
 const { PoolError, codes } = require('../../errors')
 
@@ -15,6 +16,10 @@ const { PoolError, codes } = require('../../errors')
 // shorter `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s. Other methods never
 // reuse a connection (retry's rule).
 const MAX_IDLE_MS = 2000
+
+// A connect that failed for want of something of this process's own: no worker was reached,
+// and the failure is no worker's ('local': failures.js).
+const LOCAL_ERRORS = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL'])
 
 class WorkerGoneError extends PoolError {
   constructor (message) { super(codes.WORKER_GONE, message) }
@@ -42,6 +47,7 @@ class Connection {
     this.error = null
     this.parser = new ResponseParser(null)
     const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
+    descriptors.opened()
     socket.setNoDelay(true)
     socket.once('connect', () => {
       this.connected = true
@@ -117,6 +123,7 @@ class Connection {
     if (this.received) return 'broken_response'
     // The request is written as soon as it is handed over, so once the connection was
     // established the worker may have read it, whatever our write callback says.
+    if (!this.connected && LOCAL_ERRORS.has(this.error?.code)) return 'local'
     return this.connected ? 'died' : 'refused'
   }
 
@@ -200,6 +207,11 @@ class ConnectionPool {
     // It may have been paused for a slow client; the next attempt must read.
     if (connection.socket.isPaused()) connection.socket.resume()
     this.idle.push(connection)
+  }
+
+  // Let every idle connection go (descriptors are short).
+  closeIdle () {
+    for (const connection of this.idle.splice(0)) connection.socket.destroy()
   }
 
   forget (connection) {

@@ -12,14 +12,27 @@
 // events) awaits I/O and holds no place, only an open request, bounded by `maxOpen` per worker
 // (and in all by the WorkerSet). A worker forked with --worker-concurrency K above 1 (its
 // snapshot's `concurrency`) is admitted by CPU: K render places, and one more request only while
-// every request it holds awaits I/O, as it said last (awaiting()), and nothing was sent to it
-// since: a request just sent runs on its CPU until the worker says otherwise. The word names the
-// request the worker started last, so one sent before the balancer's latest request is old news.
+// none of those it holds renders: every one has its response head here (a response under way,
+// as the worker's own guard counts it), or the worker said they all await I/O (awaiting()) and
+// nothing was sent to it since: a request just sent runs on its CPU until its head comes or the
+// worker says otherwise. The word names the request the worker started last, so one sent before
+// the balancer's latest request is old news. (A head alone admits the next without a word: a
+// stream's, or a page's whose shell is out, comes a round trip sooner than the word, and a worker
+// opening hundreds of streams a second, its loop busy writing tokens, may not be quiet enough
+// to say it.)
+//
+// A request replayed after its worker died (a suspect: it may be what killed it) renders alone: it
+// goes only to a worker holding nothing (after a while, one rendering nothing: dispatcher.js
+// REPLAY_ALONE_MS), and that worker is given nothing else until the suspect's response head comes
+// (or it ends). So the replays of one death
+// spread over the workers, one each, and a poison request kills its replay's worker with nobody
+// else on it; it is not replayed again (retry.js).
 //
 // A drained worker whose slot has a new process while streams are still open on it is retired:
 // out of rotation, kept until what it holds is over or its process is gone.
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
+const { budget: descriptors } = require('../../net/descriptors')
 
 class WorkerRecord {
   constructor (snapshot, { maxconn, maxOpen = Infinity }) {
@@ -45,6 +58,7 @@ class WorkerRecord {
     this.lastSent = null // the request given to it last (byCpu): its exchange (X-Pool-Request) names it
     this.saidOpen = 0 // its last word: this many requests, all awaiting I/O, the last started `saidLast`
     this.saidLast = null
+    this.suspect = null // the replayed request it renders alone (see the top), until its head
     this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: this.cap, onConnect: () => { this.refusedInARow = 0 } })
   }
 
@@ -61,19 +75,26 @@ class WorkerRecord {
 
   // ---- its places (the Dispatcher's) -------------------------------------------------------
 
+  // A long-lived request (a stream) takes no render place; the worker's word must still name it
+  // (it is the latest the worker started).
   take (job) {
     this.inFlight++
-    this.renders++
+    if (!job.longLived) this.renders++
     if (this.byCpu) this.lastSent = job
+    if (job.replayed) this.suspect = job
   }
 
   // A request's response head came: its render place is free, the request stays open.
-  headArrived () { this.renders-- }
+  headArrived (job) {
+    this.renders--
+    if (this.suspect === job) this.suspect = null
+  }
 
   // A request is over. `rendering`: it still held its render place (no head came).
-  release (rendering) {
+  release (job, rendering) {
     this.inFlight--
     if (rendering) this.renders--
+    if (this.suspect === job) this.suspect = null
   }
 
   // The worker's word: the `open` requests it holds all await I/O, `last` started last.
@@ -83,10 +104,11 @@ class WorkerRecord {
   }
 
   // Whether every request it holds awaits I/O, as far as the worker has said: its word counts
-  // the latest request given to it, and no more are held now than it counted (those it
-  // answered since are gone from both).
+  // the latest request given to it, and no fewer than render here (those whose head has not come:
+  // they are surely still open there; one whose response is still being read may have ended in
+  // the worker, its last bytes waiting here for a slow client).
   get onlyAwaiting () {
-    return this.lastSent !== null && this.saidLast === this.lastSent.exchange && this.saidOpen >= this.inFlight
+    return this.lastSent !== null && this.saidLast === this.lastSent.exchange && this.saidOpen >= this.renders
   }
 
   // A request's answer was let go of while its app may still run it: its place is kept until the
@@ -211,14 +233,28 @@ class WorkerSet {
     this.open++
   }
 
-  release (record, rendering) {
-    record.release(rendering)
+  release (record, job, rendering) {
+    record.release(job, rendering)
     if (!record.gone) this.open--
   }
 
+  // Whether `record` is in rotation, free of a suspect, and under its open bound.
+  available (record) {
+    return !record.draining && !record.benched && record.suspect === null && record.inFlight < record.maxOpen
+  }
+
   canTake (record) {
-    if (record.draining || record.benched || record.renders >= record.cap || record.inFlight >= record.maxOpen) return false
-    return record.inFlight === 0 || !record.byCpu || record.onlyAwaiting
+    if (!this.available(record) || record.renders >= record.cap) return false
+    return record.renders === 0 || !record.byCpu || record.onlyAwaiting
+  }
+
+  // The worker a replayed request (a suspect) goes to, so that it renders alone (see the top): one
+  // holding nothing; with `besideStreams` (it has waited long enough), else one rendering
+  // nothing, holding fewest open.
+  pickForSuspect ({ besideStreams = false } = {}) {
+    if (!this.hasRoom()) return undefined
+    const alone = (r) => this.available(r) && r.renders === 0
+    return this.pickBy((r) => r.inFlight === 0 && alone(r)) || (besideStreams ? this.fewest(alone) : undefined)
   }
 
   // The worker the next request goes to, or undefined if none can take one now (or the open
@@ -227,11 +263,18 @@ class WorkerSet {
   // those rendering nothing (only streams open), the one holding fewest, so that streams spread
   // and no worker's loop carries them all; then any that may take one.
   pickFree () {
-    if (this.open >= this.maxOpenTotal) return undefined
+    if (!this.hasRoom()) return undefined
     if (this.byCpu === 0) return this.pickBy((r) => this.canTake(r))
     return this.pickBy((r) => r.inFlight === 0 && this.canTake(r)) ||
       this.fewest((r) => r.renders === 0 && this.canTake(r)) ||
       this.pickBy((r) => this.canTake(r))
+  }
+
+  // The worker a long-lived request goes to: one rendering nothing first, then any, holding
+  // fewest open requests (HAProxy's leastconn), among those with room for one more.
+  pickForStream () {
+    if (!this.hasRoom()) return undefined
+    return this.fewest((r) => r.renders === 0 && this.available(r)) || this.fewest((r) => this.available(r))
   }
 
   fewest (canTake) {
@@ -255,7 +298,17 @@ class WorkerSet {
 
   // Whether some worker could take a request now (pickFree without moving the rr cursor).
   anyFree () {
-    return this.open < this.maxOpenTotal && this.records.some((r) => this.canTake(r))
+    return this.hasRoom() && this.records.some((r) => this.canTake(r))
+  }
+
+  // Room for one more open request: under --max-open, and a descriptor for its connection to a
+  // worker with the pool's reserve kept (past it a request waits for one rather than fail).
+  hasRoom () {
+    if (this.open >= this.maxOpenTotal) return false
+    if (descriptors.hasRoom(1)) return true
+    // Idle connections kept for reuse give theirs back first.
+    for (const r of this.records) r.connections.closeIdle()
+    return false
   }
 
   // How many requests the workers in rotation can render at once (a benched one is back soon).

@@ -33,21 +33,39 @@ t.test('options: a response budget by default', async (t) => {
   t.equal(createBalancer({ responseBudget: 0 }).options.responseBudget, 0, '0: no limit')
 })
 
-t.test('the budget wakes the relays waiting for room, oldest first, one read of room each', async (t) => {
+t.test('the budget wakes the relays waiting for room once under half of it, oldest first, one read of room each', async (t) => {
   const budget = new ResponseBudget(4 * READ_BYTES)
   const woken = []
   const relay = (name) => ({ roomAgain () { woken.push(name) } })
   budget.take(4 * READ_BYTES)
   t.ok(budget.full)
   for (const name of ['a', 'b', 'c', 'd']) budget.wait(relay(name))
-  budget.giveBack(2 * READ_BYTES)
-  t.same(woken, ['a', 'b'], 'room for two reads: the two that waited longest')
   budget.giveBack(READ_BYTES)
-  t.same(woken, ['a', 'b', 'c', 'd'], 'three reads of room, counted from what is held now')
+  t.same(woken, [], 'still past half the budget: nobody held back reads again (clients that take nothing would refill it)')
+  budget.giveBack(2 * READ_BYTES)
+  t.same(woken, ['a', 'b', 'c'], 'under half: room for three reads, the three that waited longest')
+  budget.giveBack(READ_BYTES)
+  t.same(woken, ['a', 'b', 'c', 'd'], 'and the last, counted from what is held now')
   t.equal(budget.waiting.size, 0)
   const unlimited = new ResponseBudget(0)
   unlimited.take(1024 * MiB)
   t.notOk(unlimited.full, '0: never full')
+  t.notOk(unlimited.overShare(1024 * MiB), '0: nobody is held back')
+})
+
+t.test('past half the budget, the relays holding an even share of that half stop; past all of it, any holding a read', async (t) => {
+  const budget = new ResponseBudget(64 * READ_BYTES) // half: 32 reads
+  for (let i = 0; i < 4; i++) budget.holding(true)
+  budget.take(31 * READ_BYTES)
+  t.notOk(budget.overShare(30 * READ_BYTES), 'under half the budget, nobody is held back')
+  budget.take(READ_BYTES)
+  t.ok(budget.overShare(8 * READ_BYTES), 'past half: a relay holding 8 reads, the even share of 32 over 4 holders, stops')
+  t.notOk(budget.overShare(8 * READ_BYTES - 1), 'one holding less goes on: a client that reads keeps its pace')
+  t.notOk(budget.overShare(0), 'one holding nothing always reads')
+  budget.take(32 * READ_BYTES)
+  t.ok(budget.full)
+  t.ok(budget.overShare(READ_BYTES), 'past the whole budget: any relay holding a read stops')
+  t.notOk(budget.overShare(READ_BYTES - 1), 'one holding less than a read still reads (its client takes what it has)')
 })
 
 t.test('many clients that read nothing: the supervisor holds at most the budget, and --send-timeout cuts them off', async (t) => {

@@ -15,13 +15,14 @@ const redispatch = (why) => ({ action: 'redispatch', why })
 const answer = (reason) => ({ action: 'answer', reason })
 
 t.test('the table: each failure has a metric label, an answer with its HTTP status, a retry rule', async (t) => {
-  t.same(Object.keys(ATTEMPT_FAILURES).sort(), ['bad_response', 'broken_response', 'died', 'refused', 'timeout'])
+  t.same(Object.keys(ATTEMPT_FAILURES).sort(), ['bad_response', 'broken_response', 'died', 'local', 'refused', 'timeout'])
   const expected = {
     refused: { metric: 'worker_refused', answer: 'worker_refused', status: 502, retry: 'any-method' },
     died: { metric: 'worker_died', answer: 'worker_died', answerReplayed: 'worker_died_twice', status: 502, retry: 'replayable' },
     bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, retry: 'never' },
     broken_response: { metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never' },
-    timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' }
+    timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' },
+    local: { metric: 'out_of_descriptors', answer: 'out_of_descriptors', status: 503, retry: 'any-method' }
   }
   for (const [failure, row] of Object.entries(expected)) {
     t.match(ATTEMPT_FAILURES[failure], row, failure)

@@ -120,7 +120,7 @@ t.test('the response budget: clients that read nothing hold at most the budget, 
   // 16 MiB each: more than the sockets on loopback take from a client that reads nothing.
   const clients = Array.from({ length: 3 }, (_, i) => rawGet(port(balancer), `/big?kb=16384&c=${i}`, { read: false }))
   t.teardown(() => { for (const c of clients) c.socket.destroy() })
-  await waitFor(() => budget.full && budget.waiting.size === 3, { what: 'every relay waiting for room in the budget' })
+  await waitFor(() => budget.waiting.size === 3, { what: 'every relay waiting for room in the budget' })
   await sleep(300)
   t.ok(peak <= BUDGET + 3 * READ_BYTES, `peak held ${peak} bytes: within the budget (${BUDGET}) and one read per response`)
   t.equal(balancer.status().responseBudget, BUDGET)
