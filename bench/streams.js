@@ -9,7 +9,7 @@
 //                         [--scales 100,1000,10000] [--every 100,100,1000] [--workers 2]
 //                         [--window 10] [--settle 2] [--openRate 1000] [--hangups 50]
 //                         [--renders 200] [--renderMs 20] [--renderClients 4] [--renderAt 1000]
-//                         [--runs 1] [--nofile 65536] [--results DIR]
+//                         [--runs 1] [--nofile 65536] [--fit 1] [--results DIR]
 //
 // The app (bench/lib/streams-app.js): GET /stream writes a token at once and then one every
 // `every` ms (the scale's entry of --every: 10 a second at 100 and 1,000 streams, 1 a second at
@@ -19,7 +19,9 @@
 // `Accept: text/event-stream`, the streams opened at `openRate` a second (over at least one
 // token interval, so their tokens are spread), then for each scale and front:
 //   served       streams that got every token and their end; cut (closed before their end),
-//                non-200 answers (503...), failures before a head, by kind
+//                non-200 answers (503...), failures before a head, by kind. The streams stay
+//                open through every step below; then the bench ends them all at once (a file
+//                the app looks for), as the app's own end, and waits up to 30 s for them
 //   memory       VmRSS and Pss of every serving process (the front's roots and all their
 //                descendants, bench/lib/process-tree.js: the pool's supervisor, workers and
 //                reaper; HAProxy; nginx's master and workers; cluster's primary and workers;
@@ -38,11 +40,16 @@
 // nginx from the generated config in front of that HAProxy, Node's cluster, PM2 cluster mode.
 // Every front is started afresh for each scale, so its idle memory is its own.
 //
-// Limits: 10,000 streams need more descriptors than a default `ulimit -n`, so the part raises
-// its own RLIMIT_NOFILE (soft and hard) to `nofile` with `prlimit --pid` (util-linux; as root)
-// before it starts anything: every process it starts inherits it. It also checks that the
-// ephemeral port range (ip_local_port_range) has a port free for every connection it opens
-// (client to front and front to worker); either failing ends it with one line. Loopback only.
+// Limits: 10,000 streams need more descriptors than a default `ulimit -n`, so the part first
+// raises its own RLIMIT_NOFILE (soft and hard) to `nofile` with `prlimit --pid` (util-linux;
+// needs CAP_SYS_RESOURCE to raise the hard limit): every process it starts inherits it, with no
+// change to how the shared helpers start them. Where that fails it goes on with the limit it
+// has, and says so: a relay (the embedded balancer, HAProxy, an nginx worker) holds two
+// descriptors per stream in one process, so a scale past half the limit shows what each front
+// does at its limit, and with --fit 1 the largest round scale that fits is measured as well (at
+// 20,000 descriptors: 9,000). It also checks that the ephemeral port range
+// (ip_local_port_range) has a port free for every connection it opens (client to front and
+// front to worker), and ends with one line if not. Loopback only.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -77,9 +84,10 @@ const defaults = {
 }
 const quick = { scales: [100, 1000], every: [100, 100], window: 4, hangups: 20, renders: 100 }
 
-const HANGUP_BUDGET_MS = 15000 // the hang-ups of one cell stop sampling past this
+const HANGUP_BUDGET_MS = 10000 // the hang-ups of one cell stop sampling past this
 const RENDER_BUDGET_S = 10 // a render phase sends no request past this
-const MARGIN_MS = 3000 // streams outlast the last step by this much
+const STREAM_MAX_MS = 300000 // a stream not ended by the bench ends by itself after this
+const END_TIMEOUT_MS = 30000 // streams not ended this long after the end are counted unfinished
 
 // ---- limits -----------------------------------------------------------------------------------
 
@@ -177,8 +185,11 @@ async function warm (url) {
 // ---- one cell ---------------------------------------------------------------------------------
 
 async function renders (url, args) {
-  const { summary } = await closedLoop({ url, connections: args.renderClients, durationS: RENDER_BUDGET_S, requests: args.renders, path: '/render', query: `ms=${args.renderMs}`, timeoutS: 5 })
-  return { requests: summary.requests, ok: summary.ok, failed: summary.failed, failedByKind: summary.failedByKind, p50: round(summary.p50, 2), p99: round(summary.p99, 2), max: round(summary.max, 2) }
+  const load = { connections: args.renderClients, durationS: RENDER_BUDGET_S, requests: args.renders, timeoutS: 5 }
+  const { summary } = await closedLoop({ url, ...load, path: '/render', query: `ms=${args.renderMs}` })
+  const { requests, ok, failed, failedByKind } = summary
+  const [p50, p99, max] = [summary.p50, summary.p99, summary.max].map((x) => round(x, 2))
+  return { requests, ok, failed, failedByKind, p50, p99, max }
 }
 
 const kb = (m) => ({ rssKb: m.rssKb, pssKb: m.pssKb, processes: m.processes })
@@ -189,28 +200,38 @@ async function runCell (name, scale, every, args, run) {
   process.env.STREAMS_CLOSES = closes
   const withRenders = scale === args.renderAt
   const rampMs = Math.max(every, Math.round(scale / args.openRate * 1000))
-  const afterRamp = args.settle * 1000 + args.window * 1000 + HANGUP_BUDGET_MS + (withRenders ? RENDER_BUDGET_S * 1000 + 5000 : 0) + MARGIN_MS
-  const ms = rampMs + afterRamp // each stream's length: all are open through every step
   const prefix = `${name}-${scale}-${run}`
+  const steps = {}
+  const timed = async (key, fn) => {
+    const t0 = performance.now()
+    try { return await fn() } finally { steps[key] = round((performance.now() - t0) / 1000, 2) }
+  }
   let front = null
   let client = null
   try {
-    front = await startStreamsFront(name, args)
+    front = await timed('startS', () => startStreamsFront(name, args))
     await warm(front.url)
     await sleep(1000)
     const idle = treeMemory(await front.roots())
-    const renderAlone = withRenders ? await renders(front.url, args) : null
+    const renderAlone = withRenders ? await timed('renderAloneS', () => renders(front.url, args)) : null
     client = await forkReady('streams-client.js', {})
-    const opened = await ask(client, { cmd: 'open', url: front.url, n: scale, every, ms, rampMs, prefix })
+    const url = front.url
+    const opening = { cmd: 'open', url, n: scale, every, ms: STREAM_MAX_MS, rampMs, prefix }
+    const opened = await timed('openS', () => ask(client, opening))
     await sleep(args.settle * 1000)
     const windowDone = ask(client, { cmd: 'window', ms: args.window * 1000 })
     await sleep(args.window * 500)
     const open = treeMemory(await front.roots())
     const tokens = await windowDone
-    const hangup = await ask(client, { cmd: 'hangup', url: front.url, count: args.hangups, every, ms: 60000, prefix, closes, budgetMs: HANGUP_BUDGET_MS })
-    const renderBeside = withRenders ? await renders(front.url, args) : null
-    const outcome = await ask(client, { cmd: 'finish', timeoutMs: ms + 30000 })
-    return { every, streamMs: ms, rampMs, opened, tokens, memory: { idle: kb(idle), open: kb(open) }, hangup, render: withRenders ? { alone: renderAlone, beside: renderBeside } : null, outcome }
+    const hangup = await timed('hangupS', () => ask(client, {
+      cmd: 'hangup', url, count: args.hangups, every, ms: STREAM_MAX_MS, prefix, closes, budgetMs: HANGUP_BUDGET_MS
+    }))
+    const renderBeside = withRenders ? await timed('renderBesideS', () => renders(front.url, args)) : null
+    // Every stream ends now, as the app's own end: served means it got here.
+    fs.writeFileSync(path.join(closes, 'end'), '')
+    const outcome = await timed('endS', () => ask(client, { cmd: 'finish', timeoutMs: END_TIMEOUT_MS }))
+    const render = withRenders ? { alone: renderAlone, beside: renderBeside } : null
+    return { every, rampMs, steps, opened, tokens, memory: { idle: kb(idle), open: kb(open) }, hangup, render, outcome }
   } finally {
     if (client) { client.kill('SIGKILL'); await client.exited }
     if (front) await front.stop()
@@ -229,17 +250,26 @@ function describe (name, scale, r) {
   const over = ((r.memory.open.rssKb - r.memory.idle.rssKb) / scale).toFixed(1)
   const lost = r.hangup.delays.filter((d) => d === null).length
   const other = { ...o.statuses, ...o.errors }
-  return `  ${name.padEnd(14)} served ${o.complete}/${scale}, cut ${o.cut}, 503 ${o.statuses[503] ?? 0}${Object.keys(other).length ? ` (${JSON.stringify(other)})` : ''}` +
-    `${o.unfinished ? `, unfinished ${o.unfinished}` : ''}; RSS ${perStream} KB/stream (${over} over idle); token p50 ${r.tokens.p50} p99 ${r.tokens.p99} ms` +
-    ` (${r.tokens.tokens} tokens, client loop p99 ${r.tokens.loopDelayP99}); hang-up p50 ${round(q(r.hangup.delays, 50), 2)} p99 ${round(q(r.hangup.delays, 99), 2)} ms` +
-    `${lost ? ` (${lost} not seen within 3 s)` : ''}${r.render ? `; render p99 ${r.render.alone.p99} alone, ${r.render.beside.p99} beside` : ''}`
+  const failed = Object.keys(other).length ? ` (${JSON.stringify(other)})` : ''
+  const hang = (p) => round(q(r.hangup.delays, p), 2)
+  return `  ${name.padEnd(14)} served ${o.complete}/${scale}, cut ${o.cut}, 503 ${o.statuses[503] ?? 0}${failed}` +
+    `${o.unfinished ? `, unfinished ${o.unfinished}` : ''}; head p50 ${r.opened.headMs.p50} ms;` +
+    ` RSS ${perStream} KB/stream (${over} over idle); token p50 ${r.tokens.p50} p99 ${r.tokens.p99} ms` +
+    ` (${r.tokens.tokens} tokens, ${r.tokens.open} open,` +
+    ` client loop p99 ${r.tokens.loopDelayP99}); hang-up p50 ${hang(50)} p99 ${hang(99)} ms` +
+    `${lost ? ` (${lost} not seen within 3 s)` : ''}` +
+    `${r.render ? `; render p99 ${r.render.alone.p99} alone, ${r.render.beside.p99} beside` : ''}`
 }
 
 // ---- the part ---------------------------------------------------------------------------------
 
 async function main (args) {
-  for (const f of args.fronts) if (!FRONTS.includes(f)) throw new Error(`unknown front ${f} (one of ${FRONTS.join(', ')})`)
-  if (args.every.length !== args.scales.length) throw new Error(`--every needs one interval per scale (${args.scales.length})`)
+  for (const f of args.fronts) {
+    if (!FRONTS.includes(f)) throw new Error(`unknown front ${f} (one of ${FRONTS.join(', ')})`)
+  }
+  if (args.every.length !== args.scales.length) {
+    throw new Error(`--every needs one interval per scale (${args.scales.length})`)
+  }
   const notRaised = raiseOpenFiles(args.nofile)
   const nofile = openFilesLimit().soft
   const scales = args.scales.map((streams, i) => ({ streams, every: args.every[i] }))
@@ -259,21 +289,26 @@ async function main (args) {
   const ports = ephemeralPorts()
   const needed = 2 * (top.streams + args.hangups) + 1000
   if (ports.free < needed) {
-    console.error(`streams: ${ports.free} ephemeral ports free in ${ports.lo}-${ports.hi} (${ports.used} in use), ${needed} needed for ${top.streams} streams`)
+    console.error(`streams: ${ports.free} ephemeral ports free in ${ports.lo}-${ports.hi} (${ports.used} in use), ` +
+      `${needed} needed for ${top.streams} streams`)
     process.exit(2)
   }
   const skipped = []
   const names = []
   for (const name of args.fronts) {
-    const why = name === 'direct' ? null : name === 'nginx-haproxy' ? (unavailable('haproxy') ?? (has(NGINX) ? null : `${NGINX} not found`)) : unavailable(name)
+    const nginx = () => unavailable('haproxy') ?? (has(NGINX) ? null : `${NGINX} not found`)
+    const why = name === 'direct' ? null : name === 'nginx-haproxy' ? nginx() : unavailable(name)
     if (why) skipped.push({ front: name, reason: why })
     else names.push(name)
   }
-  log(`${names.join(', ')}; ${args.workers} workers each; ${scales.map((x) => `${x.streams} streams (a token every ${x.every} ms)`).join(', ')}; ` +
+  const listed = scales.map((x) => `${x.streams} streams (a token every ${x.every} ms)`).join(', ')
+  log(`${names.join(', ')}; ${args.workers} workers each; ${listed}; ` +
     `${ports.free} ephemeral ports free; RLIMIT_NOFILE ${nofile}` +
     (notRaised ? ` (not raised to ${args.nofile}: ${notRaised})` : '') +
-    (fitted ? `: a relay needs ${descriptorsNeeded('embedded', top.streams, args.workers)} for ${top.streams} streams, so ${fitted.streams} are measured as well` : ''))
-  const cells = scales.flatMap(({ streams, every }) => names.map((front) => ({ front, scale: streams, every, descriptors: descriptorsNeeded(front, streams + 1, args.workers), runs: [] })))
+    (fitted ? `: a relay needs ${descriptorsNeeded('embedded', top.streams, args.workers)} for ${top.streams}` : '') +
+    (fitted ? `, so ${fitted.streams} streams are measured as well` : ''))
+  const cells = scales.flatMap(({ streams, every }) => names.map((front) => (
+    { front, scale: streams, every, descriptors: descriptorsNeeded(front, streams + 1, args.workers), runs: [] })))
   const total = args.runs * cells.length
   let done = 0
   for (let run = 0; run < args.runs; run++) {
@@ -283,7 +318,9 @@ async function main (args) {
       for (let k = 0; k < row.length; k++) {
         const cell = row[(k + run) % row.length]
         progress(done++, total, `${scale} streams, ${cell.front}, run ${run + 1}/${args.runs}`)
-        if (cell.descriptors > nofile) log(`  ${cell.front.padEnd(14)} needs about ${cell.descriptors} descriptors in one process, over the limit (${nofile})`)
+        if (cell.descriptors > nofile) {
+          log(`  ${cell.front.padEnd(14)} needs about ${cell.descriptors} descriptors in one process (limit ${nofile})`)
+        }
         try {
           const r = await runCell(cell.front, scale, every, args, run)
           cell.runs.push(r)

@@ -15,11 +15,12 @@ const APP = path.join(__dirname, 'pool-app.js')
 
 // args: everything after `pool start APP` (-n, --worker-port, the front's flags...).
 // Resolves once the pool logged 'started'; rejects if it exits first or takes over `timeout` ms.
-// onLine(line, at): every JSON log line as it is read, whole (with its `time`).
-function startPoolProcess (args, { app = APP, timeout = 60000, onLine } = {}) {
+// onLine(line, at): every JSON log line as it is read, whole (with its `time`). `bin`: another
+// checkout's bin/pool.js (the code before a change).
+function startPoolProcess (args, { app = APP, bin = BIN, timeout = 60000, onLine } = {}) {
   // The stats listener is off unless `args` names its port.
   const stats = args.includes('--stats-port') ? [] : ['--stats-port', '0']
-  const child = spawnTracked(process.execPath, [BIN, 'start', app, '--log-format', 'json', ...stats, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawnTracked(process.execPath, [bin, 'start', app, '--log-format', 'json', ...stats, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   child.stopSignal = 'SIGTERM' // on stopAll() too: a graceful stop, SIGKILL after 5 s
   const pool = {
     child,

@@ -4,7 +4,9 @@
 // unchanged as one process, under `pool start`, as Node cluster's worker and under PM2 ($APP).
 //
 //   GET /stream?ms=&every=&id=   server-sent events: a token at once, then one every `every` ms
-//                                until `ms` have passed, then `data: end N` (N tokens sent) and
+//                                until `ms` have passed or the file $STREAMS_CLOSES/end appears
+//                                (looked for every 100 ms: the bench ends every stream at once
+//                                when its steps are done), then `data: end N` (N tokens sent) and
 //                                the end. Each token is `data: t K HRTIME`, HRTIME the sender's
 //                                process.hrtime.bigint() (CLOCK_MONOTONIC, one clock for every
 //                                process on Linux) just before the write, so the client reads
@@ -19,7 +21,15 @@ const http = require('node:http')
 const path = require('node:path')
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4))
-const closes = process.env.STREAMS_CLOSES ? path.join(process.env.STREAMS_CLOSES, `${process.pid}.log`) : null
+const dir = process.env.STREAMS_CLOSES
+const closes = dir ? path.join(dir, `${process.pid}.log`) : null
+const live = new Set() // the end() of every stream open
+
+if (dir) {
+  setInterval(() => {
+    if (live.size && fs.existsSync(path.join(dir, 'end'))) for (const end of live) end()
+  }, 100).unref()
+}
 
 function stream (res, params) {
   const every = Math.max(1, Number(params.get('every')) || 1000)
@@ -30,15 +40,18 @@ function stream (res, params) {
   let sent = 0
   let ended = false
   const token = () => res.write(`data: t ${sent++} ${process.hrtime.bigint()}\n\n`)
-  token()
-  const timer = setInterval(() => {
-    if (performance.now() < endAt) return token()
+  const end = () => {
     clearInterval(timer)
+    live.delete(end)
     ended = true
     res.end(`data: end ${sent}\n\n`)
-  }, every)
+  }
+  token()
+  const timer = setInterval(() => (performance.now() < endAt ? token() : end()), every)
+  live.add(end)
   res.on('close', () => {
     clearInterval(timer)
+    live.delete(end)
     if (!ended && closes) fs.appendFileSync(closes, `${id} ${process.hrtime.bigint()}\n`)
   })
 }

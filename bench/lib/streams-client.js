@@ -63,7 +63,8 @@ function openStream (url, { every, ms, id }, onToken = () => {}) {
       resolve(s)
     }
     s.settle = settle
-    const req = http.get(`${url}/stream?ms=${ms}&every=${every}&id=${id}`, { agent: false, headers: { accept: 'text/event-stream' } }, (res) => {
+    const options = { agent: false, headers: { accept: 'text/event-stream' } }
+    const req = http.get(`${url}/stream?ms=${ms}&every=${every}&id=${id}`, options, (res) => {
       s.status = res.statusCode
       s.head = performance.now() - started
       if (s.onHead) s.onHead()
@@ -103,7 +104,15 @@ function openStream (url, { every, ms, id }, onToken = () => {}) {
   return s
 }
 
-const count = (list, key) => list.reduce((m, x) => { const k = key(x); if (k !== null && k !== undefined) m[k] = (m[k] ?? 0) + 1; return m }, {})
+// { key(x): how many } over `list`, null keys left out.
+function count (list, key) {
+  const m = {}
+  for (const x of list) {
+    const k = key(x)
+    if (k !== null && k !== undefined) m[k] = (m[k] ?? 0) + 1
+  }
+  return m
+}
 
 async function open ({ url, n, every, ms, rampMs, prefix }) {
   const heads = []
@@ -143,7 +152,8 @@ async function window ({ ms }) {
   loop.disable()
   const got = percentiles(delays, collected)
   delays = null
-  return { ...got, open: streams.filter((s) => !s.outcome).length, loopDelayP99: Number((loop.percentile(99) / 1e6).toFixed(2)) }
+  const loopDelayP99 = Number((loop.percentile(99) / 1e6).toFixed(2))
+  return { ...got, open: streams.filter((s) => !s.outcome).length, loopDelayP99 }
 }
 
 // The app's close records, read as they are appended: id → hrtime (BigInt).
@@ -179,7 +189,8 @@ function closesReader (dir) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
-async function hangup ({ url, count: n, every, ms, prefix, closes, settleMs = 50, waitMs = 3000, gapMs = 20, budgetMs = 20000 }) {
+async function hangup (m) {
+  const { url, count: n, every, ms, prefix, closes, settleMs = 50, waitMs = 3000, gapMs = 20, budgetMs = 10000 } = m
   const closeOf = closesReader(closes)
   const delaysMs = []
   const failed = {}
@@ -189,7 +200,8 @@ async function hangup ({ url, count: n, every, ms, prefix, closes, settleMs = 50
     let first
     const firstToken = new Promise((resolve) => { first = resolve })
     const s = openStream(url, { every, ms, id }, () => first())
-    const got = await Promise.race([firstToken.then(() => true), s.done.then(() => false), sleep(HEAD_TIMEOUT_MS).then(() => false)])
+    const gaveUp = sleep(HEAD_TIMEOUT_MS).then(() => false)
+    const got = await Promise.race([firstToken.then(() => true), s.done.then(() => false), gaveUp])
     if (!got) {
       s.req.destroy()
       const kind = s.status && s.status !== 200 ? String(s.status) : s.kind ?? 'no token'

@@ -42,6 +42,19 @@ function runsCell (iv) {
 }
 
 // A long table folded away under one line, so that the charts stay next to each other.
+async function nonReadersSection (r, dir, run) {
+  const data = load.nonReaders(dir)
+  r.add('## Clients that read nothing', 'What clients that ask for a large response and never read a byte of it cost the clients that read: pages fetched one after the other by the good clients alone, then beside the non-readers once they have filled what they can (the response budget, the connections to the workers, the kernel buffers). A client that does not read should cost only itself.')
+  if (!data?.rows?.length) return r.add(missing(run, 'non-readers', 'clients that read nothing'))
+  const c = data.config
+  const shape = (x) => `${x.clients}${x.flags.length ? ` (${x.flags.join(' ')})` : ''}`
+  r.add(table(['non-readers', 'pages/s alone', 'beside them', 'ratio', 'failed beside', 'workers killed'], data.rows.map((x) => [
+    shape(x), x.alone.perSecond, x.beside.perSecond, x.ratio === null ? '–' : `${x.ratio}×`, x.beside.failed, x.killed
+  ])))
+  r.add(`Pool of ${c.workers} workers at its defaults unless the row says otherwise; non-readers ask for ${c.bigKb / 1024} MB each; ${c.goodClients} good clients fetch ${c.pageKb} KB pages for ${c.window} s, ${c.settle} s after the non-readers connected; one run per row.`)
+  r.add(provenance(run, 'non-readers'))
+}
+
 function folded (summary, body) {
   return `<details><summary>${summary}</summary>\n\n${body}\n\n</details>`
 }
@@ -392,6 +405,239 @@ async function streamingSection (r, dir, run) {
   r.add(provenance(run, 'streaming', null, data))
 }
 
+// ── long-lived streams ──────────────────────────────────────────────────────────────────────
+
+// The issue's bounds for the streams part (bench/streams.js).
+const STREAMS_HANGUP_P99_MS = 100
+const STREAMS_HANGUP_EMBEDDED_P99_MS = 5
+const STREAMS_MEMORY_TIMES_DIRECT = 3
+const STREAMS_TOKEN_P99_OVER_DIRECT_MS = 2
+
+// A percentile of hang-up delays, a close the app did not see in time (null) counted as the
+// latest: Infinity.
+function hangupPercentile (delays, p) {
+  const xs = delays.map((d) => (d === null ? Infinity : d)).sort((a, b) => a - b)
+  return xs.length ? xs[Math.min(xs.length - 1, Math.max(0, Math.ceil(p / 100 * xs.length) - 1))] : NaN
+}
+
+const sumOf = (values) => values.reduce((n, v) => n + (v ?? 0), 0)
+
+// What the tables and the bounds read of one run of a streams cell. Memory is per stream open
+// in the token window (a front that turned streams away holds fewer).
+function streamsFigures (x) {
+  const open = x.tokens?.open || 0
+  const o = x.outcome
+  const statuses = o.statuses ?? {}
+  const others = Object.fromEntries(Object.entries(statuses).filter(([k]) => k !== '503'))
+  const delays = x.hangup?.delays ?? []
+  const perStream = (kb) => (open && finite(kb) ? kb / open : NaN)
+  return {
+    streams: o.streams,
+    complete: o.complete,
+    cut: o.cut + (o.unfinished ?? 0),
+    s503: statuses[503] ?? 0,
+    failedKinds: { ...others, ...o.errors },
+    open,
+    headP50: x.opened?.headMs?.p50,
+    headP99: x.opened?.headMs?.p99,
+    rssKbPerStream: perStream(x.memory.open.rssKb),
+    overIdleKbPerStream: perStream(x.memory.open.rssKb - x.memory.idle.rssKb),
+    pssKbPerStream: perStream(x.memory.open.pssKb),
+    tokenP50: x.tokens?.p50,
+    tokenP99: x.tokens?.p99,
+    clientLoopP99: x.tokens?.loopDelayP99,
+    hangupP50: hangupPercentile(delays, 50),
+    hangupP99: hangupPercentile(delays, 99),
+    hangups: delays.length,
+    hangupsLate: delays.filter((d) => d === null).length
+  }
+}
+
+// Reading a streams result: each cell's figures run by run, their median with its interval,
+// counts summed over the runs, and a figure against direct's in the same run.
+function streamsReader (data) {
+  const cellOf = (front, scale) => data.cells.find((x) => x.front === front && x.scale === scale)
+  const figs = (cell) => (cell?.runs ?? []).map(streamsFigures)
+  const iv = (cell, key) => interval(figs(cell).map((f) => ({ v: f[key] })), 'v')
+  const sum = (cell, key) => sumOf(figs(cell).map((f) => f[key]))
+  const againstDirect = (cell, key, op) => {
+    const direct = cellOf('direct', cell.scale)
+    if (!direct || cell.front === 'direct') return null
+    const d = figs(direct)
+    return interval(figs(cell).map((f, i) => ({ v: op(f[key], (d[i] ?? d[0])[key]) })), 'v')
+  }
+  const lost = (cell) => sum(cell, 'streams') - sum(cell, 'complete')
+  return { cellOf, figs, iv, sum, againstDirect, lost }
+}
+
+const lateMs = (x) => (x === Infinity ? '> 3 s' : ms(x))
+const kb1 = (x) => (finite(x) ? x.toFixed(1) : '–')
+const ms2 = (x) => (finite(x) ? x.toFixed(2) : '–')
+const signed = (x) => (finite(x) ? `${x < 0 ? '−' : '+'}${Math.abs(x).toFixed(2)}` : '–')
+
+function streamsScaleTable (rd, fronts, scale) {
+  const { cellOf, figs, iv, sum, againstDirect } = rd
+  const pair = (a, b, f = ms) => `${ci(a, f)} / ${ci(b, f)}`
+  const header = ['front', 'served / cut / 503', 'failed otherwise', 'open in the window', 'head p50 / p99 ms',
+    'KB per stream (RSS)', 'over idle, KB per stream', 'Pss KB per stream', 'token delay p50 / p99 ms',
+    'token p99 − direct\'s, ms', 'clients\' loop delay p99 ms', 'hang-up to app p50 / p99 ms (seen of hung up)']
+  return table(header, fronts.filter((f) => cellOf(f, scale)).map((f) => {
+    const cell = cellOf(f, scale)
+    const kinds = {}
+    for (const x of figs(cell)) for (const [k, v] of Object.entries(x.failedKinds)) kinds[k] = (kinds[k] ?? 0) + v
+    const other = Object.entries(kinds).map(([k, v]) => `${int(v)} ${k}`).join(', ')
+    // A percentile that reached a close never seen is as late as can be.
+    const hang = (key) => (figs(cell).some((x) => x[key] === Infinity) ? lateMs(Infinity) : ci(iv(cell, key)))
+    const seen = sum(cell, 'hangups') - sum(cell, 'hangupsLate')
+    return [
+      label(f), `${int(sum(cell, 'complete'))} of ${int(sum(cell, 'streams'))} / ${int(sum(cell, 'cut'))} / ` +
+        int(sum(cell, 's503')),
+      other || '0', ci(iv(cell, 'open'), int), pair(iv(cell, 'headP50'), iv(cell, 'headP99')),
+      ci(iv(cell, 'rssKbPerStream'), kb1), ci(iv(cell, 'overIdleKbPerStream'), kb1),
+      ci(iv(cell, 'pssKbPerStream'), kb1), pair(iv(cell, 'tokenP50'), iv(cell, 'tokenP99'), ms2),
+      f === 'direct' ? '–' : ci(againstDirect(cell, 'tokenP99', (a, b) => a - b), signed),
+      ci(iv(cell, 'clientLoopP99')),
+      sum(cell, 'hangups') ? `${hang('hangupP50')} / ${hang('hangupP99')} (${seen} of ${sum(cell, 'hangups')})` : '–'
+    ]
+  }))
+}
+
+function streamsRenderTable (rd, fronts, renderAt) {
+  const cells = fronts.map((f) => rd.cellOf(f, renderAt)).filter((cell) => cell?.runs.some((x) => x.render))
+  if (!cells.length) return null
+  const rv = (cell, when, key) => interval(cell.runs.map((x) => ({ v: x.render?.[when]?.[key] })), 'v')
+  const ratio = (cell) => interval(cell.runs.map((x) => ({ v: x.render.beside.p99 / x.render.alone.p99 })), 'v')
+  const failed = (cell, when) => int(sumOf(cell.runs.map((x) => x.render[when].failed)))
+  return table(['front', 'p99 alone, ms', 'p99 beside the streams, ms', 'beside ÷ alone', 'p50 alone / beside, ms',
+    'streams open beside', 'failed alone / beside'], cells.map((cell) => [
+    label(cell.front), ci(rv(cell, 'alone', 'p99')), ci(rv(cell, 'beside', 'p99')), ci(ratio(cell), times),
+    `${ci(rv(cell, 'alone', 'p50'))} / ${ci(rv(cell, 'beside', 'p50'))}`, ci(rd.iv(cell, 'open'), int),
+    `${failed(cell, 'alone')} / ${failed(cell, 'beside')}`
+  ]))
+}
+
+// The issue's bounds, front by front: met or not, with the figure each rests on.
+function streamsBounds (rd, fronts, scales) {
+  const { cellOf, figs, iv, againstDirect, lost } = rd
+  const verdict = (ok) => (ok === null ? '' : ok ? ' (met)' : ' (**not met**)')
+  const served = (cells) => {
+    if (!cells.length) return '–'
+    const n = sumOf(cells.map(lost))
+    return `${int(n)} not served${verdict(n === 0)}`
+  }
+  const small = scales.filter((s) => s <= 1000)
+  const rows = [[`every stream served (none cut, none 503) at ${small.map(int).join(' and ')}`,
+    ...fronts.map((f) => served(small.map((s) => cellOf(f, s)).filter(Boolean)))]]
+  // The worst p99 over the scales, and at which.
+  const worstHangup = (f) => {
+    const cells = scales.map((s) => cellOf(f, s)).filter(Boolean)
+    const p99s = cells.flatMap((cell) => figs(cell).filter((x) => x.hangups).map((x) => [x.hangupP99, cell.scale]))
+    return p99s.length ? p99s.reduce((a, b) => (b[0] > a[0] ? b : a)) : null
+  }
+  const hangup = (f, bound) => {
+    const w = worstHangup(f)
+    return w === null ? '–' : `${lateMs(w[0])} at ${int(w[1])}${verdict(w[0] <= bound)}`
+  }
+  rows.push([`hang-up to app p99 ≤ ${STREAMS_HANGUP_P99_MS} ms (the worst scale)`,
+    ...fronts.map((f) => hangup(f, STREAMS_HANGUP_P99_MS))])
+  if (fronts.includes('embedded')) {
+    rows.push([`through the embedded balancer ≤ ${STREAMS_HANGUP_EMBEDDED_P99_MS} ms`,
+      ...fronts.map((f) => (f === 'embedded' ? hangup(f, STREAMS_HANGUP_EMBEDDED_P99_MS) : ''))])
+  }
+  for (const scale of scales.filter((s) => s >= 9000)) {
+    const direct = cellOf('direct', scale)
+    // Judged only where the front held every stream: a front that held fewer has its fixed cost over fewer.
+    const vsDirect = (f, key, op, show, ok) => {
+      const cell = cellOf(f, scale)
+      if (f === 'direct') return direct ? show(iv(direct, key), true) : '–'
+      if (!cell || !direct) return '–'
+      const d = againstDirect(cell, key, op)
+      const open = iv(cell, 'open').value
+      if (open < scale) return `${show(d, false, cell)} (${int(open)} open: not judged)`
+      return `${show(d, false, cell)}${verdict(finite(d.value) ? ok(d.value) : null)}`
+    }
+    rows.push([`${int(scale)} streams: all served`, ...fronts.map((f) => served([cellOf(f, scale)].filter(Boolean)))])
+    const memory = (v, own, cell) => (own
+      ? `${ci(v, kb1)} KB`
+      : `${ci(v, times)} (${ci(againstDirect(cell, 'overIdleKbPerStream', (a, b) => a / b), times)})`)
+    const ratio = (a, b) => a / b
+    const bound = `KB per stream ≤ ${STREAMS_MEMORY_TIMES_DIRECT}× direct's (RSS; over idle: in brackets)`
+    rows.push([`${int(scale)} streams: ${bound}`,
+      ...fronts.map((f) => vsDirect(f, 'rssKbPerStream', ratio, memory, (v) => v <= STREAMS_MEMORY_TIMES_DIRECT))])
+    const token = (v, own) => (own ? `${ci(v, ms2)} ms` : `${ci(v, signed)} ms`)
+    const minus = (a, b) => a - b
+    rows.push([`${int(scale)} streams: token p99 ≤ direct's + ${STREAMS_TOKEN_P99_OVER_DIRECT_MS} ms`,
+      ...fronts.map((f) => vsDirect(f, 'tokenP99', minus, token, (v) => v <= STREAMS_TOKEN_P99_OVER_DIRECT_MS))
+    ])
+  }
+  return `The issue's bounds:\n\n${table(['bound', ...fronts.map(label)], rows)}`
+}
+
+function streamsHow (data) {
+  const c = data.config
+  return [
+    `${c.workers} workers per front (the pool with its defaults, its access log on); "direct" is the app as one`,
+    `plain \`node\` process, no front. The app (\`${data.app}\`) writes each token stamped with its`,
+    '`process.hrtime.bigint()` (CLOCK_MONOTONIC, one clock for every process on Linux); the clients, a process of',
+    `their own, hold a connection per stream (\`Accept: text/event-stream\`), opened at ${int(c.openRate)} a second`,
+    '(over at least one token interval). *Served*: every token and the end, once the bench ends all streams together',
+    '(the app ends them) after its steps; *cut*: closed before the end; *head*: from the request to the stream\'s',
+    'response head. *Memory*: VmRSS of every serving process (the front\'s roots and all their descendants: the',
+    'pool\'s supervisor, workers and reaper; HAProxy; nginx\'s master and workers; cluster\'s primary and workers;',
+    'PM2\'s daemon and workers) midway through the token window, per stream open then; *over idle*: less the same',
+    'processes after a warm-up, before any stream; *Pss*: each shared page split between the processes that map it',
+    `(the node binary's pages counted once). *Token delay*: every token received over ${c.window} s, once all`,
+    `streams were open and ${c.settle} s had passed. *Hang-up*: ${c.hangups} more streams one at a time, each hung up`,
+    '50 ms after its first token (between two tokens), from the client\'s hang-up to the app\'s res \'close\' (the app',
+    'records it in a file per process; "seen": within 3 s, and one not seen counts as later than any).',
+    `*CPU-bound page*: ${c.renders} requests of a`,
+    `${c.renderMs} ms render (Atomics.wait) from ${c.renderClients} keep-alive clients, alone before the streams and`,
+    'beside them after the hang-ups.',
+    c.runs > 1 ? `Median of ${c.runs} runs with its 95% interval; counts summed.` : 'One run per cell.',
+    'Each front is started afresh for each number of streams.'
+  ].join(' ')
+}
+
+async function streamsSection (r, dir, run) {
+  const data = load.streams(dir)
+  r.add('## Long-lived streams', 'Server-sent events and AI token streams: requests that stay open for minutes and ' +
+    'write a little now and then. A request holds one of the pool\'s render places only until its response head ' +
+    'arrives, so a worker can hold thousands of them; in HAProxy mode they go to the `pool_streams` backend over the ' +
+    'same workers. Per front and number of streams: how many are served to their end, the memory of every serving ' +
+    'process per stream, how late each token arrives against one plain process, how soon a client\'s hang-up reaches ' +
+    'the app, and a CPU-bound page\'s p99 beside 1,000 streams. By `bench/streams.js`.')
+  if (!data?.cells?.length) return r.add(missing(run, 'streams', 'long-lived streams'))
+  const rd = streamsReader(data)
+  const scales = [...new Set(data.cells.map((x) => x.scale))].sort((a, b) => a - b)
+  const fronts = data.fronts.filter((f) => data.cells.some((x) => x.front === f))
+  const lim = data.limits ?? {}
+  for (const scale of scales) {
+    const every = data.cells.find((x) => x.scale === scale)?.every
+    const rate = every >= 1000 ? `a token every ${every / 1000} s` : `${int(1000 / every)} tokens a second`
+    const fits = scale === lim.fitted ? ' (the largest that fits the descriptor limit)' : ''
+    r.add(`### ${int(scale)} streams, ${rate} each${fits}`)
+    r.add(streamsScaleTable(rd, fronts, scale))
+  }
+  const cpu = streamsRenderTable(rd, fronts, data.config.renderAt)
+  if (cpu) r.add(`### A CPU-bound page beside ${int(data.config.renderAt)} streams`, cpu)
+  r.add(streamsBounds(rd, fronts, scales))
+  r.add(streamsHow(data))
+  const over = data.cells.filter((x) => x.descriptors > lim.nofile)
+  if (over.length) {
+    const top = Math.max(...over.map((x) => x.scale))
+    const asked = lim.notRaised
+      ? ` (the part asked for ${int(lim.nofileWanted)} with \`prlimit\`, which failed: ${lim.notRaised})`
+      : ''
+    const who = [...new Set(over.map((x) => label(x.front)))].join(', ')
+    const fitted = lim.fitted ? `; ${int(lim.fitted)} streams, the largest round number that fits, were run too` : ''
+    r.add(`RLIMIT_NOFILE here: ${int(lim.nofile)}${asked}. A relay (the embedded balancer, HAProxy, an nginx worker) ` +
+      `holds two descriptors per stream in one process, so at ${int(top)} streams ${who} could not hold them all: ` +
+      `that scale shows what each does at its limit${fitted}.`)
+  }
+  r.add(skippedNote(data.skipped, (x) => (x.scale ? `${label(x.front)} at ${int(x.scale)} streams` : label(x.front))))
+  r.add(provenance(run, 'streams', null, data))
+}
+
 async function bodyBudgetSection (r, dir, run) {
   const data = load.bodyBudget(dir)
   r.add('## Request bodies in memory', 'A front that reads each body before a worker is taken holds the bodies of every queued request. A burst of large POSTs behind busy workers, and what it costs each front: the embedded balancer holds bodies up to its budget (`--body-budget`, by default 1/16 of RAM, at most 256 MiB) and answers the rest 503 with `Retry-After` before reading them; with `--body-budget 0` it holds them all; nginx keeps 16 KB of each in memory (its default `client_body_buffer_size`) and writes the rest to a temp file. By `bench/body-budget.js`.')
@@ -634,7 +880,9 @@ const SECTIONS = [
   ['haproxy-kill', 'The kill experiment, counted', haproxyKillSection],
   ['reload', 'Rolling reload under load', reloadSection],
   ['slow-clients', 'Slow clients', slowClientsSection],
+  ['non-readers', 'Clients that read nothing', nonReadersSection],
   ['streaming', 'Streamed pages', streamingSection],
+  ['streams', 'Long-lived streams', streamsSection],
   ['body-budget', 'Request bodies in memory', bodyBudgetSection],
   ['overload', 'Overload', overloadSection],
   ['fleet', 'Several hosts behind an edge HAProxy', fleetSection],

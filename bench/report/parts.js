@@ -18,7 +18,16 @@ const PARTS = [
   { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 140, quick: 25 } },
   { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 170, quick: 60 } },
   { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 80, quick: 25 } },
+  { name: 'non-readers', about: 'good clients\' pages per second beside 40, 80 and 200 clients that read nothing (and 4 at a 16 MB budget, at K=1)', script: 'non-readers.js', own: true, estimate: { full: 60, quick: 15 } },
   { name: 'streaming', about: 'time to the first byte of a streamed page per front, at 1 client and at ρ 0.8; how long a slow reader of one holds a worker', script: 'streaming.js', own: true, estimate: { full: 560, quick: 150 } },
+  {
+    name: 'streams',
+    about: 'long-lived streams (server-sent events) per front at 100, 1,000 and 10,000: served, memory per stream, ' +
+      'token delay against one plain process, hang-up to the app, a CPU-bound page\'s p99 beside 1,000 streams',
+    script: 'streams.js',
+    own: true,
+    estimate: { full: 740, quick: 185 }
+  },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines; overload control against a FIFO where a FIFO keeps up: below capacity, mixed routes, closed-loop clients after a burst of fast requests', script: 'overload.js', own: true, estimate: { full: 1000, quick: 150 } },
   { name: 'concurrency', about: 'pages awaiting data, CPU-bound renders and the mix at 5, 13 and 20 closed-loop clients and open loop at ρ 0.5 and 0.8: the pool at --worker-concurrency 1 and 16 (its default) against Node\'s cluster, one plain process and, on pages awaiting data, a bare Node relay (req/s, p50, p99, RSS)', script: 'concurrency.js', own: true, estimate: { full: 1650, quick: 200 } },
