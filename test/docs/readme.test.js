@@ -49,7 +49,7 @@ t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
   t.same(versions.map((v) => v.split('.')[0]), ['22', '24'], 'Node.js 22 and 24')
   t.match(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).engines.node, '>=22', 'engines says what is tested')
   const setup = fs.readFileSync(path.join(ROOT, 'scripts', 'setup'), 'utf8')
-  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base faketime\)/)
+  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server\)/)
   t.match(setup, /npm ci/)
 })
 

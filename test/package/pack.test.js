@@ -152,11 +152,11 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   t.equal(asRoot.status, 0, asRoot.stderr)
   t.same(asRoot.calls, [
     'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
-    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime DEBIAN_FRONTEND=noninteractive',
+    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server DEBIAN_FRONTEND=noninteractive',
     ...npmCalls(asRoot.home)
   ], 'root: no sudo (a fresh root machine has none)')
 
-  const withSudo = runSetup(t, { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2', 'dnsmasq-base', 'faketime'] })
+  const withSudo = runSetup(t, { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2', 'dnsmasq-base', 'faketime', 'redis-server'] })
   t.equal(withSudo.status, 0, withSudo.stderr)
   t.same(withSudo.calls, [
     'sudo', 'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
@@ -164,11 +164,11 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
     ...npmCalls(withSudo.home)
   ], 'a user: through sudo, only the missing package')
 
-  const done = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime'] })
+  const done = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server'] })
   t.equal(done.status, 0, done.stderr)
   t.same(done.calls, npmCalls(done.home), 'all installed: no apt, no sudo needed, so it runs again')
 
-  const cached = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime'], cachedNodes: [NODE_VERSIONS[0]] })
+  const cached = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server'], cachedNodes: [NODE_VERSIONS[0]] })
   t.equal(cached.status, 0, cached.stderr)
   t.same(cached.calls, npmCalls(cached.home, { cached: [NODE_VERSIONS[0]] }), `Node.js ${NODE_VERSIONS[0]} already in the cache: not fetched again`)
 })
@@ -176,7 +176,7 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
 t.test('scripts/setup: one clear line and no npm ci when it cannot install', async (t) => {
   const noSudo = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx'] })
   t.equal(noSudo.status, 1)
-  t.equal(noSudo.stderr, 'scripts/setup: installing iproute2 chromium dnsmasq-base faketime needs root: run this as root, or as a user with sudo\n')
+  t.equal(noSudo.stderr, 'scripts/setup: installing iproute2 chromium dnsmasq-base faketime redis-server needs root: run this as root, or as a user with sudo\n')
   t.same(noSudo.calls, [], 'nothing run')
 
   const aptFails = runSetup(t, { uid: 0, aptFails: true })
