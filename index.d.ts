@@ -317,6 +317,8 @@ export interface EmbeddedBalancerOptions {
   maxResponseBuffer?: number
   /** response bytes held at once for all clients (read from workers, not yet taken by the clients); past it the balancer stops reading workers. 0 = no limit. Default 1/16 of RAM (or of the cgroup limit), at most 256 MiB, at least maxResponseBuffer */
   responseBudget?: number
+  /** a WebSocket that carries no byte either way this long (ms) is closed, as HAProxy's timeout tunnel. Default 3600000; 0 = never */
+  tunnelTimeout?: number
   /** default '/ping' */
   pingPath?: string
   /** on stop, when a health check (/ping) or an edge (the agent) watches the pool: ms the workers go on serving while /ping answers 503 and the agent says drain, before the listener closes (unwatched: at once). Default 2000 */

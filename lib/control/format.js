@@ -108,6 +108,7 @@ function formatStatus (status, { rates = null } = {}) {
     `queue: ${status.queue ?? 0}`,
     `front: ${describeFront(status.front)}`
   ]
+  if (status.front?.tunnelsOpened > 0) lines.push(`websockets: ${status.front.tunnels} open, ${status.front.tunnelsOpened} since the front started`)
   if (status.reload) {
     const r = status.reload
     lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` + (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : '') +

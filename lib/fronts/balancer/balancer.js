@@ -70,7 +70,11 @@ class EmbeddedBalancer {
         this.pipeline.onRequest(req, res)
       },
       onCheckContinue: (req, res) => this.pipeline.onCheckContinue(req, res),
-      onConnect: (req, socket) => this.onConnect(socket)
+      onConnect: (req, socket) => this.onConnect(socket),
+      onUpgrade: (req, socket, head) => {
+        this.settled(socket)
+        this.pipeline.onHandshake(req, socket, head)
+      }
     })
     // One listener for every connection, not a closure each: a client may open one per request.
     const balancer = this
@@ -101,7 +105,9 @@ class EmbeddedBalancer {
       bodyBytes: this.bodyBudget.held,
       bodyBudget: this.bodyBudget.limit,
       responseBytes: this.responseBudget.held,
-      responseBudget: this.responseBudget.limit
+      responseBudget: this.responseBudget.limit,
+      tunnels: this.pipeline.tunnels.size,
+      tunnelBytes: this.pipeline.tunnelBytes()
     }), poolMetrics)
   }
 
@@ -150,6 +156,7 @@ class EmbeddedBalancer {
   workerGone (w) {
     const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return
+    this.pipeline.sessions.forget(record)
     this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
     this.closeIfNoWorker()
@@ -252,6 +259,8 @@ class EmbeddedBalancer {
       bodyBudget: this.bodyBudget.limit,
       responseBytes: this.responseBudget.held,
       responseBudget: this.responseBudget.limit,
+      tunnels: this.pipeline.tunnels.size,
+      tunnelsOpened: this.pipeline.tunnelCounts.opened,
       stopping: this.isStopping,
       workers,
       // Beside each worker's state on the status page: benched for a moment after a refused or

@@ -62,8 +62,9 @@ function clientAddress (req) {
 
 // The request line and headers for the worker, as one string (written as latin1: header bytes
 // pass through unchanged). Header names keep the client's spelling. `trusted`: the peer is a
-// proxy in --trust-proxy, whose forwarding headers are believed.
-function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
+// proxy in --trust-proxy, whose forwarding headers are believed. `upgrade`: a WebSocket
+// handshake, whose Upgrade goes on, on a connection of its own.
+function requestHead (req, { id, body, trusted = false, proto = 'http', upgrade = false }) {
   const listed = connectionListed(req.headers.connection)
   const raw = req.rawHeaders
   let head = `${req.method} ${req.url} HTTP/1.1\r\n`
@@ -85,7 +86,24 @@ function requestHead (req, { id, body, trusted = false, proto = 'http' }) {
   if (body || req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined) {
     head += `Content-Length: ${body ? body.length : 0}\r\n`
   }
+  if (upgrade) return head + `Connection: Upgrade\r\nUpgrade: ${req.headers.upgrade}\r\n`
   return head + 'Connection: keep-alive\r\n'
+}
+
+// The worker's 101 for the client, as the worker wrote it (its Upgrade and Connection are the
+// handshake's), but for what is meant for the balancer; with the request's id.
+function switchingHead (head, id) {
+  const raw = head.rawHeaders
+  let text = `HTTP/1.1 101 ${head.statusMessage || 'Switching Protocols'}\r\n`
+  let hasId = false
+  for (let i = 0; i < raw.length; i += 2) {
+    const lower = raw[i].toLowerCase()
+    if (FOR_THE_BALANCER.has(lower)) continue
+    if (lower === 'x-request-id') hasId = true
+    text += `${raw[i]}: ${raw[i + 1]}\r\n`
+  }
+  if (!hasId) text += `X-Request-Id: ${id}\r\n`
+  return text + '\r\n'
 }
 
 // The head of one attempt: the request's, with the exchange's id (and a stream's mark), ended.
@@ -175,4 +193,4 @@ function headerValue (raw, lowerName) {
   return value
 }
 
-module.exports = { requestId, exchangeId, requestHead, attemptHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP, EXCHANGE_HEADER }
+module.exports = { requestId, exchangeId, requestHead, attemptHead, switchingHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP, EXCHANGE_HEADER }

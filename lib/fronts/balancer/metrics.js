@@ -15,7 +15,8 @@ const WORKER_STATES = ['ready', 'busy', 'draining', 'benched', 'dead']
 
 class BalancerMetrics {
   // view(): { queued, workers: [{ name, slot, state, inFlight, requests }], bodyBytes,
-  // bodyBudget, responseBytes, responseBudget }, read at scrape time.
+  // bodyBudget, responseBytes, responseBudget, tunnels, tunnelBytes: { toWorker, toClient } },
+  // read at scrape time.
   // pool: the pool's PoolMetrics, whose registry and failures counter this joins.
   constructor (view, pool = null) {
     // Standalone, a PoolMetrics of its own: pool_failures_total is defined in one place.
@@ -36,6 +37,25 @@ class BalancerMetrics {
     held('pool_request_body_budget_bytes', 'The body budget (--body-budget; 0: no limit)', 'bodyBudget')
     held('pool_response_bytes', 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget', 'responseBytes')
     held('pool_response_budget_bytes', 'The response budget (--response-budget; 0: no limit)', 'responseBudget')
+    held('pool_tunnels', 'WebSockets open through the balancer (upgraded connections, tunnelled both ways)', 'tunnels')
+    this.tunnelsClosed = new client.Counter({
+      name: 'pool_tunnels_closed_total',
+      help: 'WebSockets the balancer tunnelled that have closed, by who closed first (client, worker, idle: --tunnel-timeout, stop)',
+      labelNames: ['closed_by'],
+      registers
+    })
+    new client.Counter({ // eslint-disable-line no-new
+      name: 'pool_tunnel_bytes_total',
+      help: 'Bytes the balancer\'s tunnels carried, by direction (to_worker, to_client)',
+      labelNames: ['direction'],
+      registers,
+      collect () {
+        const { toWorker, toClient } = view().tunnelBytes
+        this.reset()
+        this.inc({ direction: 'to_worker' }, toWorker)
+        this.inc({ direction: 'to_client' }, toClient)
+      }
+    })
     this.queueWait = new FastHistogram({
       name: 'pool_queue_wait_seconds',
       help: 'Time a request waited in the queue before a worker took it',

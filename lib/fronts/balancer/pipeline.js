@@ -11,6 +11,8 @@
 //   dispatch    an attempt on a worker (proxy.js); after a failure, retry.js decides
 //   respond     the worker's answer, written through as it comes (proxy.js, relay.js), or the
 //               balancer's own (replies.js); a refused upload's connection lingers (lingering.js)
+//   tunnel      a WebSocket handshake is a long-lived request like a stream; after the worker's
+//               101 its two sockets are joined (tunnel.js) until either side closes
 
 const { Dispatcher } = require('./dispatcher')
 const { Attempt } = require('./proxy')
@@ -31,6 +33,9 @@ const { BalancedRequest } = require('./request')
 const { accessLogger } = require('./access-log')
 const { codes } = require('../../errors')
 const { isLongLived } = require('../../protocol/long-lived')
+const { Tunnel } = require('./tunnel')
+const { Sessions, engineRequest } = require('./sessions')
+const { ServerResponse } = require('node:http')
 
 // The answer to a body the balancer stopped reading (buffering.js), by the error's code.
 const BODY_REFUSALS = {
@@ -98,6 +103,9 @@ class RequestPipeline {
     // What every attempt is given, on a kept-alive connection (a GET or HEAD) or a new one.
     const attempt = { maxResponseBuffer: options.maxResponseBuffer, budget: this.responseBudget, sendClock, requestClock }
     this.attemptOptions = { reused: { ...attempt, reuse: true }, fresh: { ...attempt, reuse: false } }
+    this.sessions = new Sessions() // Socket.IO sessions → the worker holding each
+    this.tunnels = new Set() // requests whose tunnel is open
+    this.tunnelCounts = { opened: 0, toWorker: 0, toClient: 0 } // over the balancer's life, ended ones' bytes
   }
 
   // Since when neither bodies nor responses are held (performance.now()), or null while some are.
@@ -114,6 +122,7 @@ class RequestPipeline {
   stop () {
     this.reclaimer.stop()
     this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
+    for (const job of this.tunnels) job.tunnel.close('stop')
   }
 
   // ---- a request's life -------------------------------------------------------------------
@@ -135,8 +144,33 @@ class RequestPipeline {
     const job = new BalancedRequest(req, res)
     job.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
     job.longLived = isLongLived(req, this.options.longLivedRoutes)
+    this.stick(job)
     res.once('close', () => this.safely(job, () => this.onClientClose(job)))
     this.safely(job, () => this.accept(job, expectsContinue))
+  }
+
+  // A WebSocket handshake (server.js routes only those here): a request with no body, long-lived,
+  // answered on its bare socket until the worker's 101 makes it a tunnel (onUpgrade).
+  onHandshake (req, socket, head) {
+    socket.on('error', () => {}) // Node took its own listeners off; the response or tunnel has others
+    reconcileTarget(req)
+    const res = responseOn(req, socket)
+    const job = new BalancedRequest(req, res)
+    job.id = headers.requestId(req, trustsPeerOf(socket, this.options.isTrustedPeer))
+    job.longLived = true
+    job.upgrade = head
+    this.stick(job)
+    res.once('close', () => this.safely(job, () => this.onClientClose(job)))
+    this.safely(job, () => this.accept(job, false))
+  }
+
+  // A Socket.IO request waits for data (a long poll) or carries a session: long-lived, and sent to
+  // the worker holding its session.
+  stick (job) {
+    job.session = engineRequest(job.url)
+    if (job.session === null) return
+    job.longLived = true
+    if (job.session !== 'open') job.pinned = this.sessions.workerOf(job.session) ?? null
   }
 
   // `Expect: 100-continue`: the body is invited only once the request is admitted.
@@ -201,7 +235,8 @@ class RequestPipeline {
       job.enter('on-worker')
       job.record = record
       job.exchange = headers.exchangeId()
-      if (job.head === null) job.head = headers.requestHead(job.req, { id: job.id, body: job.body, trusted: trustsPeerOf(job.req.socket, this.options.isTrustedPeer) })
+      const trusted = trustsPeerOf(job.req.socket, this.options.isTrustedPeer)
+      job.head ??= headers.requestHead(job.req, { id: job.id, body: job.body, trusted, upgrade: job.upgrade !== null })
       job.attempt = new Attempt(this, job, record, mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
   }
@@ -222,6 +257,53 @@ class RequestPipeline {
       job.relay = attempt.relay
       attempt.sendTo(job.res)
     })
+  }
+
+  // The worker switched protocols: the client gets its 101, and the two sockets are joined until
+  // either side closes. The request keeps its open place on the worker (it holds no render
+  // place) for the tunnel's life.
+  onUpgrade (job, attempt) {
+    this.safely(job, () => {
+      const { socket: worker, rest } = attempt.takeSocket()
+      this.dispatcher.headArrived(job.holding, job)
+      if (job.clientGone) {
+        worker.destroy()
+        return this.release(job)
+      }
+      const client = job.res.socket
+      job.res.detachSocket(client)
+      job.enter('tunnel')
+      client.write(headers.switchingHead(attempt.head, job.id), 'latin1')
+      if (rest.length > 0) client.write(rest)
+      if (job.upgrade.length > 0) worker.write(job.upgrade)
+      this.tunnelCounts.opened++
+      this.tunnels.add(job)
+      job.tunnel = new Tunnel(client, worker, {
+        idleMs: this.options.tunnelTimeout,
+        carried: { toClient: rest.length, toWorker: job.upgrade.length },
+        onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
+      })
+    })
+  }
+
+  // Both sides of a tunnel have closed: its place on the worker goes back, and it is counted.
+  onTunnelEnd (job, tunnel) {
+    this.tunnels.delete(job)
+    this.release(job)
+    job.enter('done')
+    this.tunnelCounts.toWorker += tunnel.toWorker
+    this.tunnelCounts.toClient += tunnel.toClient
+    this.metrics.tunnelsClosed.inc({ closed_by: tunnel.closedBy })
+    if (this.accessLog === null) return
+    this.log.info({ event: 'tunnel', id: job.id, url: job.url, worker: job.record?.name, ms: Math.round(tunnel.ms), toWorker: tunnel.toWorker, toClient: tunnel.toClient, closedBy: tunnel.closedBy },
+      `${job.method} ${job.url} 101 tunnel ${Math.round(tunnel.ms)}ms, ${tunnel.toWorker} B in, ${tunnel.toClient} B out, closed by ${tunnel.closedBy}`)
+  }
+
+  // Bytes carried by tunnels, open ones included.
+  tunnelBytes () {
+    let { toWorker, toClient } = this.tunnelCounts
+    for (const job of this.tunnels) { toWorker += job.tunnel.toWorker; toClient += job.tunnel.toClient }
+    return { toWorker, toClient }
   }
 
   // The worker's side of a response is over: it sent its last byte (failure null), or the
@@ -287,7 +369,8 @@ class RequestPipeline {
     const record = job.holding
     if (!record) return
     job.holding = null
-    const busyMs = performance.now() - job.assignedAt
+    // A tunnel's worker was busy with its handshake, not with its life.
+    const busyMs = (job.tunnel ? job.tunnel.openedAt : performance.now()) - job.assignedAt
     try {
       this.dispatcher.release(record, job)
     } finally {
@@ -460,6 +543,19 @@ class RequestPipeline {
       if (this.accessLog !== null) this.accessLog(job, outcome.status, outcome.ms)
     }
   }
+}
+
+// An answer written on the bare socket of a WebSocket handshake (Node gives no response for it):
+// the balancer's refusals, or the worker's answer other than a 101; the connection closes after.
+function responseOn (req, socket) {
+  const res = new ServerResponse(req)
+  res.shouldKeepAlive = false
+  res.assignSocket(socket)
+  res.once('finish', () => {
+    socket.end()
+    socket.resume() // read to the client's close
+  })
+  return res
 }
 
 // A target in absolute form names the host (RFC 9112 §3.2.2): from here on the request is in

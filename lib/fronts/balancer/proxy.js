@@ -29,6 +29,9 @@
 //                                         still be working on the request: the owner lets go
 //                                         (letGo()), which closes the connection so that the app
 //                                         sees its response close.
+//   owner.onUpgrade(job, attempt)         a WebSocket handshake's 101, instead of onResponse:
+//                                         attempt.head is its head; the owner takes the socket
+//                                         (takeSocket()) and hears nothing more
 //   owner.onWorkerDone(job, attempt, failure)
 //                                         after sendTo() or discard(), once: the worker's side is
 //                                         over, sent whole (failure null) or broken off
@@ -72,7 +75,11 @@ class Attempt {
     this.readSince = this.startedAt // since when the balancer waits for the worker's next byte; null while paused
     this.clock = options.requestClock
     this.relay = new ResponseRelay(this, options)
-    this.connection = record.connections.send(this, job.method, attemptHead(job.head, job.exchange, job.longLived), job.body, { reuse: options.reuse })
+    this.upgraded = null // after a 101: the bytes that followed its head
+    this.seen = job.session === 'open' ? Buffer.alloc(0) : null // a Socket.IO handshake's first answer bytes
+    const upgrade = job.upgrade !== null
+    const head = attemptHead(job.head, job.exchange, job.longLived)
+    this.connection = record.connections.send(this, job.method, head, job.body, { reuse: options.reuse, upgrade })
     if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
   }
 
@@ -90,11 +97,25 @@ class Attempt {
     this.relay.mode = MODES[accelBuffering(head)] || 'ahead'
   }
 
-  onBody (chunk) { this.relay.push(chunk) }
+  onBody (chunk) {
+    if (this.seen !== null) this.watchSession(chunk)
+    this.relay.push(chunk)
+  }
+
+  // A Socket.IO handshake's answer names the session this worker now holds (sessions.js).
+  watchSession (chunk) {
+    this.seen = this.seen.length === 0 ? chunk : Buffer.concat([this.seen, chunk])
+    if (this.owner.sessions?.learn(this.seen, this.record) !== false) this.seen = null
+  }
 
   onComplete (keepAlive) {
     this.complete = true
     this.connection.done(keepAlive)
+  }
+
+  onUpgrade (head, rest) {
+    this.head = head
+    this.upgraded = rest
   }
 
   // ---- the connection's calls ---------------------------------------------------------------
@@ -102,6 +123,7 @@ class Attempt {
   // Everything one read brought is parsed: the response begins once its head is here (unless
   // it is being stored whole), what came goes out as one piece, and a response now whole ends.
   onReadEnd () {
+    if (this.upgraded !== null) return this.switched()
     if (this.readSince !== null) this.readSince = performance.now()
     if (this.interims !== null) this.passInterims()
     if (this.complete) this.relay.end() // the last byte came: it goes out with the rest
@@ -112,6 +134,23 @@ class Attempt {
       this.relay.flush()
     }
     if (this.complete) this.over(null)
+  }
+
+  // A 101: the exchange is over for the attempt; its connection becomes the owner's tunnel.
+  switched () {
+    this.settled = true
+    this.answering = true
+    this.outcome = null
+    this.relay.drop()
+    this.clock?.unwatch(this)
+    this.owner.onUpgrade(this.job, this)
+  }
+
+  // After onUpgrade: the worker's socket, and the bytes it sent after the 101.
+  takeSocket () {
+    const rest = this.upgraded
+    this.upgraded = Buffer.alloc(0)
+    return { socket: this.connection.detach(), rest }
   }
 
   passInterims () {

@@ -18,12 +18,21 @@ function refusalOf (req) {
   // chunked" included, is one the front does not implement: 501, as nginx answers).
   const coding = req.headers['transfer-encoding']
   if (coding !== undefined && String(coding).trim().toLowerCase() !== 'chunked') return 'transfer_coding'
-  // Node hands an Upgrade request to 'request' when nothing listens for 'upgrade'. Other
-  // upgrades (h2c) are ignored, as RFC 9110 §7.8 allows: the header is hop-by-hop and dropped,
-  // and the request is served over HTTP/1.1. A WebSocket client would take such an answer as a
-  // failed handshake anyway, after a render; it is told at once instead.
-  if (upgradesTo(req, 'websocket')) return 'websocket'
+  // A WebSocket handshake goes to the 'upgrade' path (isWebSocketUpgrade, tunnel.js); one that
+  // reaches a request here is malformed (not a GET, no Connection: upgrade), or this Node.js
+  // cannot route upgrades by protocol. Other upgrades (h2c) are ignored, as RFC 9110 §7.8
+  // allows: the header is hop-by-hop and dropped, and the request is served over HTTP/1.1.
+  if (!req.upgrade && upgradesTo(req, 'websocket')) return req.socket.server?.upgradesWebSockets ? 'bad_upgrade' : 'websocket'
   return null
+}
+
+// A WebSocket opening handshake (RFC 6455 §4.1): a GET asking to upgrade the connection to it.
+function isWebSocketUpgrade (req) {
+  return req.method === 'GET' && upgradesTo(req, 'websocket') && listsToken(req.headers.connection, 'upgrade')
+}
+
+function listsToken (value, token) {
+  return value !== undefined && String(value).toLowerCase().split(',').some((t) => t.trim() === token)
 }
 
 // host[:port]: a name, IPv4 or a bracketed IPv6 address.
@@ -59,4 +68,4 @@ function upgradesTo (req, protocol) {
   return String(value).toLowerCase().split(',').some((p) => p.trim().split('/')[0] === protocol)
 }
 
-module.exports = { refusalOf, targetOf }
+module.exports = { refusalOf, targetOf, isWebSocketUpgrade }

@@ -6,6 +6,7 @@
 //   queued      waiting for a free worker (in the Dispatcher's queue; again after a redispatch)
 //   on-worker   an attempt on a worker is running: written, waiting for or reading its answer
 //   responding  the worker's answer (or the balancer's own) is being sent to the client
+//   tunnel      a WebSocket: the worker said 101, bytes flow both ways (tunnel.js)
 //   done        the client's connection is finished with it, answered or not
 //
 // The stage a request was at when its client went away is in its access-log line.
@@ -55,6 +56,12 @@ class BalancedRequest {
     this.redispatches = 0 // after refused connections (counted against --retries)
     this.replayed = false // after a worker died holding it (a GET or HEAD is replayed once)
     this.aloneUntil = null // replayed: until when it waits for a worker holding nothing (dispatcher.js)
+
+    // ---- a WebSocket handshake (pipeline.js, tunnel.js)
+    this.upgrade = null // the bytes the client sent after its head, for the worker after the 101
+    this.tunnel = null // once the worker switched protocols: the Tunnel, until it ends
+    this.session = null // a Socket.IO request (sessions.js): 'open' for a handshake, else its session id
+    this.pinned = null // the worker holding its session, if known
 
     // ---- how it ended
     this.clientGone = false // the client's connection closed before its answer was finished

@@ -16,6 +16,9 @@
 //   onHead(head)            the final response's head
 //   onBody(chunk)*          the body, de-chunked
 //   onComplete(keepAlive)   the response is over; keepAlive: the socket may carry another
+//   onUpgrade(head, rest)   instead of onHead, for a request that asked to upgrade (expect()):
+//                           a 101; `rest` is what followed its head, in the new protocol, and
+//                           the parser takes nothing more
 // and throws a ResponseParseError on anything malformed; after that it refuses every call.
 //
 // head: { statusCode, statusMessage, rawHeaders: [name, value, ...] (the worker's spelling,
@@ -79,10 +82,12 @@ class ResponseParser {
     this.state = 'idle'
   }
 
-  // Expect a response to a request with this method (a HEAD response has no body).
-  expect (method) {
+  // Expect a response to a request with this method (a HEAD response has no body), and one that
+  // may switch protocols when the request asked to `upgrade`.
+  expect (method, upgrade = false) {
     this.state = 'head'
     this.isHead = method === 'HEAD'
+    this.upgrade = upgrade
     this.pending = null // bytes of an unfinished head, chunk-size or trailer line
     this.remaining = 0
     this.trailerBytes = 0
@@ -107,10 +112,11 @@ class ResponseParser {
             at = data.length
             break
           case 'failed': throw new ResponseParseError('data after a malformed response')
+          case 'upgraded': throw new ResponseParseError('data after a protocol upgrade')
           default: // 'idle': bytes nobody asked for, the connection can no longer be trusted
             throw new ResponseParseError('data when no response was expected')
         }
-        if (this.pending) return
+        if (this.pending || this.state === 'upgraded') return
         if (this.state === 'done') return this.complete(at < data.length)
       }
     } catch (err) {
@@ -155,6 +161,11 @@ class ResponseParser {
     if (end - at > MAX_HEAD_BYTES) throw new ResponseParseError('header section too long')
     const head = parseHead(data.toString('latin1', at, end))
     const next = end + 4
+    if (head.statusCode === 101 && this.upgrade) {
+      this.state = 'upgraded'
+      this.handlers.onUpgrade(head, data.subarray(next))
+      return data.length
+    }
     if (head.statusCode < 200) {
       checkInterim(head)
       if (this.handlers.onInterim) this.handlers.onInterim(head)
@@ -306,7 +317,7 @@ function lastCodingIsChunked (transferEncoding) {
 // 9110 §15.2): framing fields on it (which RFC 9110 §8.6 and RFC 9112 §6.1 forbid) or a close
 // (which llhttp then applies) make the rest of the stream ambiguous.
 function checkInterim (head) {
-  if (head.statusCode === 101) throw new ResponseParseError('protocol upgrade is not supported')
+  if (head.statusCode === 101) throw new ResponseParseError('a 101 to a request that asked for no upgrade')
   if (head.sawContentLength || head.transferEncoding !== undefined) throw new ResponseParseError(`Content-Length or Transfer-Encoding in a ${head.statusCode} response`)
   if (!head.keepAlive) throw new ResponseParseError(`a ${head.statusCode} response that closes the connection`)
 }

@@ -4,6 +4,7 @@
 
 const http = require('node:http')
 const { trackClose } = require('../../net/listen')
+const { isWebSocketUpgrade } = require('./request-rules')
 
 // How often Node checks headersTimeout/requestTimeout. Its default (30 s) would let a slowloris
 // connection live up to 30 s past the timeout. The check runs only while connections are open
@@ -17,9 +18,11 @@ const MAX_HEADER_BYTES = 16 * 1024
 
 // handlers: onRequest(req, res); onCheckContinue(req, res) for `Expect: 100-continue` (Node
 // then sends no 100 by itself); onConnect(req, socket) for CONNECT, which Node would otherwise
-// drop without an answer.
-function createFrontServer (opts, { onRequest, onCheckContinue, onConnect }) {
+// drop without an answer; onUpgrade(req, socket, head) for a WebSocket handshake, and only that
+// (other upgrades are served as requests), where Node can tell them apart.
+function createFrontServer (opts, { onRequest, onCheckContinue, onConnect, onUpgrade }) {
   const server = http.createServer({
+    shouldUpgradeCallback: isWebSocketUpgrade,
     insecureHTTPParser: false, // strict parsing: no request smuggling past the front
     requireHostHeader: true,
     maxHeaderSize: MAX_HEADER_BYTES,
@@ -30,6 +33,9 @@ function createFrontServer (opts, { onRequest, onCheckContinue, onConnect }) {
   }, onRequest)
   server.on('checkContinue', onCheckContinue)
   server.on('connect', onConnect)
+  // Older Node.js ignores shouldUpgradeCallback and would hand every upgrade to 'upgrade'.
+  server.upgradesWebSockets = server.shouldUpgradeCallback === isWebSocketUpgrade && typeof onUpgrade === 'function'
+  if (server.upgradesWebSockets) server.on('upgrade', onUpgrade)
   checkOnlyWhileConnected(server, TIMEOUT_CHECK_INTERVAL_MS)
   // Node answers a malformed or timed-out request itself (400/408/431) and closes.
   return trackClose(server)

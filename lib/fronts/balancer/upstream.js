@@ -60,11 +60,11 @@ class Connection {
   }
 
   // The request goes out in one write; its response's parts go to `attempt`.
-  send (attempt, method, head, body) {
+  send (attempt, method, head, body, upgrade) {
     this.attempt = attempt
     this.received = false
     this.parser.handlers = attempt
-    this.parser.expect(method)
+    this.parser.expect(method, upgrade)
     const socket = this.socket
     if (body && body.length > 0) {
       socket.cork()
@@ -152,6 +152,18 @@ class Connection {
     else this.socket.destroy()
   }
 
+  // The worker switched protocols (a 101): the socket is the attempt's to carry on (tunnel.js),
+  // no longer this pool's. Its 'error' listener stays until the new owner has its own.
+  detach () {
+    this.attempt = null
+    this.parser.handlers = null
+    this.closed = true
+    this.pool.forget(this)
+    const socket = this.socket
+    for (const event of ['data', 'end', 'close']) socket.removeAllListeners(event)
+    return socket
+  }
+
   // Back-pressure while a client falls behind (relay.js), from the attempt it carries.
   pause (attempt) { if (this.attempt === attempt) this.socket.pause() }
   resume (attempt) { if (this.attempt === attempt) this.socket.resume() }
@@ -184,12 +196,12 @@ class ConnectionPool {
     this.closed = false
   }
 
-  // Sends `attempt`'s request on an idle connection (when `reuse` allows), or a new one.
-  // Returns the connection.
-  send (attempt, method, head, body, { reuse = true } = {}) {
+  // Sends `attempt`'s request on an idle connection (when `reuse` allows), or a new one (always
+  // for an `upgrade`). Returns the connection.
+  send (attempt, method, head, body, { reuse = true, upgrade = false } = {}) {
     const now = performance.now()
     let connection
-    while (reuse && (connection = this.idle.pop())) {
+    while (reuse && !upgrade && (connection = this.idle.pop())) {
       if (connection.usable(now)) break
       connection.socket.destroy()
     }
@@ -197,7 +209,7 @@ class ConnectionPool {
       connection = new Connection(this)
       this.open.add(connection)
     }
-    connection.send(attempt, method, head, body)
+    connection.send(attempt, method, head, body, upgrade)
     return connection
   }
 

@@ -243,6 +243,12 @@ class WorkerSet {
     return !record.draining && !record.benched && record.suspect === null && record.inFlight < record.maxOpen
   }
 
+  // Whether the worker holding a request's session may take it: even draining or retired (what
+  // it holds is there), while it has room.
+  mayServe (record) {
+    return !record.gone && !record.benched && record.inFlight < record.maxOpen && this.hasRoom()
+  }
+
   canTake (record) {
     if (!this.available(record) || record.renders >= record.cap) return false
     return record.renders === 0 || !record.byCpu || record.onlyAwaiting

@@ -81,13 +81,19 @@ t.test('parsing differentials, each decided: folded headers, a bare LF, TE other
   t.equal(JSON.parse(chunked.slice(chunked.indexOf('\r\n\r\n') + 4)).bodyLength, 3, 'its body re-framed for the worker')
 })
 
-t.test('Upgrade: websocket is refused with 501 and a closed connection; Upgrade: h2c is served as HTTP/1.1', async (t) => {
+t.test('a WebSocket handshake goes to a worker, whose answer other than 101 is passed on; a malformed one is 400; Upgrade: h2c is served as HTTP/1.1', async (t) => {
   const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })
-  const ws = await exchange(balancer.base, 'GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')
-  t.match(ws, /^HTTP\/1\.1 501 /)
-  t.match(ws, /Connection: close/i)
-  t.match(ws, /WebSocket is not served/)
-  t.equal(seenBy(logFile).length, 0, 'no worker was held by it')
+  const handshake = 'Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n'
+  const ws = await exchange(balancer.base, `GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\n${handshake}`)
+  t.match(ws, /^HTTP\/1\.1 200 /, 'a worker that speaks no WebSocket answers as it would any GET')
+  t.match(ws, /Connection: close/i, 'and the connection closes after it')
+  t.equal(seenBy(logFile).length, 1, 'the worker saw the handshake')
+  for (const [name, head] of [['a POST', 'POST /chat HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: Upgrade\r\n'], ['no Connection: upgrade', 'GET /chat HTTP/1.1\r\nHost: x\r\n']]) {
+    const bad = await exchange(balancer.base, head + handshake)
+    t.match(bad, /^HTTP\/1\.1 400 /, `${name}: 400`)
+    t.match(bad, /a WebSocket handshake is a GET with Connection: upgrade/)
+  }
+  t.equal(seenBy(logFile).length, 1, 'no worker saw those')
   const h2c = await exchange(balancer.base, 'GET /ok?h2c HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n')
   t.match(h2c, /^HTTP\/1\.1 200 /, 'answered over HTTP/1.1')
   const got = JSON.parse(h2c.slice(h2c.indexOf('\r\n\r\n') + 4))

@@ -455,3 +455,27 @@ t.test('valid responses read the same cut at every position', async (t) => {
     t.equal(whole.complete, 1)
   }
 })
+
+t.test('a 101: the handler takes the socket when the request asked to upgrade; refused when it did not', async (t) => {
+  const upgraded = []
+  const parser = new ResponseParser({ onUpgrade: (head, rest) => upgraded.push({ head, rest: rest.toString('latin1') }) })
+  parser.expect('GET', true)
+  const answer = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello'
+  for (let cut = 1; cut < answer.length; cut++) { // however the bytes are cut, one upgrade
+    upgraded.length = 0
+    parser.expect('GET', true)
+    parser.execute(Buffer.from(answer.slice(0, cut), 'latin1'))
+    if (upgraded.length === 0) parser.execute(Buffer.from(answer.slice(cut), 'latin1'))
+    t.equal(upgraded.length, 1)
+  }
+  t.equal(upgraded[0].head.statusCode, 101)
+  t.same(upgraded[0].head.rawHeaders, ['Upgrade', 'websocket', 'Connection', 'Upgrade'])
+  t.throws(() => parser.execute(Buffer.from('more')), /data after a protocol upgrade/, 'nothing more is parsed after it')
+  const whole = new ResponseParser({ onUpgrade: (head, rest) => upgraded.push({ rest: rest.toString('latin1') }) })
+  whole.expect('GET', true)
+  whole.execute(Buffer.from(answer, 'latin1'))
+  t.equal(upgraded.pop().rest, '\x81\x05hello', 'what followed the 101 is handed over')
+  const plain = new ResponseParser({ onHead () {}, onBody () {}, onComplete () {} })
+  plain.expect('GET')
+  t.throws(() => plain.execute(Buffer.from(answer, 'latin1')), /a 101 to a request that asked for no upgrade/)
+})
