@@ -226,7 +226,7 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP' && b.slim === 1, 'both UP, host2 back to slim 1')
   })
 
-  // With several threads HAProxy 2.6 may pick one host for two requests arriving together
+  // With several threads HAProxy 2.6 and 3.0 may pick one host for two requests arriving together
   // before either has taken its slot (20 to 35 pairs in 100 with two threads).
   await t.test('two requests that arrive together go to the two hosts with a free slot, never both to one (nbthread 1)', async (t) => {
     host1.line = 'up ready maxconn:1'

@@ -212,7 +212,7 @@ onPlatforms(t, 'observe layer4 marks a dead worker DOWN on its first refused con
   t.equal(worker1.wredis, 1, 'only one request was tried on it')
 })
 
-// With several threads HAProxy 2.6 may pick one worker for two requests arriving together
+// With several threads HAProxy 2.6 and 3.0 may pick one worker for two requests arriving together
 // before either has taken its slot (a fifth to a third of the pairs with two threads). A render
 // of 100 ms: the first is still running when the second is picked, however late.
 onPlatforms(t, 'two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t, platform) => {
