@@ -90,14 +90,14 @@ const PLATFORMS = [
 ]
 const SYSTEM = PLATFORMS[0]
 
-// The platforms to run on: all, or those POOL_PLATFORMS names (system,debian13).
+// The platforms to run on: all, or those TEST_PLATFORMS names (system,debian13).
 function platforms () {
-  const wanted = process.env.POOL_PLATFORMS?.split(',').map((s) => s.trim()).filter(Boolean)
+  const wanted = process.env.TEST_PLATFORMS?.split(',').map((s) => s.trim()).filter(Boolean)
   if (!wanted) return PLATFORMS
   const names = PLATFORMS.map((p) => p.name)
   const unknown = wanted.filter((name) => !names.includes(name))
   if (unknown.length > 0) {
-    throw new Error(`POOL_PLATFORMS names ${unknown.join(', ')}: the platforms are ${names.join(', ')}`)
+    throw new Error(`TEST_PLATFORMS names ${unknown.join(', ')}: the platforms are ${names.join(', ')}`)
   }
   return PLATFORMS.filter((p) => wanted.includes(p.name))
 }
@@ -105,12 +105,12 @@ function platforms () {
 // t.test(`${name} [HAProxy x.y.z]`, fn) once per platform: fn(t, platform). `options` are
 // t.test's, and `nginx: true` for a test that runs the platform's nginx too (its version is then
 // in the name). A platform that is not installed is skipped, saying why, or fails where it must
-// be there (POOL_PLATFORMS_REQUIRED=1, as .ci/run sets).
+// be there (TEST_PLATFORMS_REQUIRED=1, as .ci/run sets).
 function onPlatforms (t, name, options, fn) {
   if (typeof options === 'function') [options, fn] = [{}, options]
   const { nginx = false, ...testOptions } = options
   for (const p of platforms()) {
-    if (p.missing && process.env.POOL_PLATFORMS_REQUIRED === '1') {
+    if (p.missing && process.env.TEST_PLATFORMS_REQUIRED === '1') {
       t.test(`${name} [${p.release}]`, testOptions, async (t) => { t.fail(p.missing) })
     } else if (p.missing) {
       t.test(`${name} [${p.release}]`, { ...testOptions, skip: p.missing })
