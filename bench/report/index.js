@@ -267,7 +267,7 @@ const pm2Version = (run) => (run?.versions?.pm2 ? `${run.versions.pm2} ` : '')
 function haproxyRan (pairs) {
   const ran = new Map(pairs.filter(([, version]) => version))
   if (ran.size === 0) return ''
-  return `HAProxy as run: ${[...ran].map(([name, version]) => `${label(name)}, ${version}`).join('; ')}.`
+  return `The rows ran ${[...ran].map(([name, version]) => `${version} (${label(name)})`).join(', ')}.`
 }
 
 async function killTimelineSection (r, dir, run) {

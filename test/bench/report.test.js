@@ -196,5 +196,5 @@ t.test('the HAProxy parts name the HAProxy each configuration ran', async (t) =>
   const out = path.join(dir, 'report.md')
   await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
   const md = fs.readFileSync(out, 'utf8')
-  t.match(md, /HAProxy as run: run a, HAProxy 2\.6\.12; run g, HAProxy 3\.0\.11\./)
+  t.match(md, /The rows ran HAProxy 2\.6\.12 \(run a\), HAProxy 3\.0\.11 \(run g\)\./)
 })
