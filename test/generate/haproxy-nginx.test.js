@@ -51,7 +51,8 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
     'one worker, no log': { workers: 1, log: 'none', prefix: dir },
     'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') },
     'no queue cap': { workers: 2, maxQueue: 0 },
-    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' }
+    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' },
+    'stream routes': { workers: 2, streamRoutes: '/api/chat,/events' }
   }
   for (const [name, options] of Object.entries(variants)) {
     const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)), { platform })
