@@ -4,13 +4,14 @@
 // instead, side by side, on the same requests.
 //
 //   node bench/balancer.js [--quick] [--rho 0.55,0.8,0.9] [--runs 5] [--seconds 2.5] [--workers 15]
-//                          [--fronts embedded,haproxy,cluster,pm2] [--median 30] [--sigma 0.8]
+//                          [--fronts embedded,haproxy,haproxy-3.0,cluster,pm2] [--median 30] [--sigma 0.8]
 //                          [--seed 42] [--results DIR]
 //
 // Open-loop Poisson arrivals (a new connection per request, sent on schedule by bench/lib/load.js
 // in a process of its own) with lognormal service times, at each utilisation ρ, replayed
 // identically on each front (bench/lib/fronts.js: `pool start`, `pool start --balancer haproxy`
-// with the generated config, Node's cluster, PM2 cluster mode; each with its own workers). The
+// with the generated config on the system's HAProxy and on Debian 13's 3.0 (nbthread 1, as
+// generated), Node's cluster, PM2 cluster mode; each with its own workers). The
 // ideal is computed from the very arrivals and service times of each run: one FIFO queue over
 // the workers, zero overhead. Each run of `seconds` is one schedule sent to every front in turn
 // (a different one per run), `runs` times, so that a change in the machine's load falls on
@@ -25,10 +26,11 @@ const { forkReady, ask, sleep } = require('./lib/procs')
 const { makeSchedule, lognormalMean } = require('./lib/schedule')
 const { idealLatencies } = require('./lib/ideal')
 const { percentile } = require('./lib/stats')
-const { startFront, unavailable, KINDS } = require('./lib/fronts')
+const { startFront, unavailable, HAPROXY_OF } = require('./lib/fronts')
 const { runPart, progress, round, log } = require('./lib/part')
 
-const defaults = { workers: 15, rho: [0.55, 0.8, 0.9], runs: 5, seconds: 2.5, fronts: KINDS, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
+const FRONTS = ['embedded', 'haproxy', 'haproxy-3.0', 'cluster', 'pm2']
+const defaults = { workers: 15, rho: [0.55, 0.8, 0.9], runs: 5, seconds: 2.5, fronts: FRONTS, median: 30, sigma: 0.8, cap: 2000, seed: 42 }
 const quick = { rho: [0.8], runs: 2, seconds: 2 }
 
 // The distribution chart's sample: every n-th latency, sorted, at most `max` of them.
@@ -63,13 +65,15 @@ async function measure (load, front, schedule, args) {
 }
 
 async function main (args) {
-  for (const f of args.fronts) if (!KINDS.includes(f)) throw new Error(`unknown front ${f} (one of ${KINDS.join(', ')})`)
+  for (const f of args.fronts) if (!FRONTS.includes(f)) throw new Error(`unknown front ${f} (one of ${FRONTS.join(', ')})`)
   const skipped = args.fronts.filter((f) => unavailable(f)).map((f) => ({ front: f, reason: unavailable(f) }))
   const fronts = {}
   for (const kind of args.fronts.filter((f) => !unavailable(f))) {
     try { fronts[kind] = await startFront(kind, { workers: args.workers }) } catch (err) { skipped.push({ front: kind, reason: err.message.split('\n')[0] }); log(`  ${kind}: not measured: ${err.message.split('\n')[0]}`) }
   }
   const names = Object.keys(fronts)
+  // Which HAProxy each HAProxy-mode front ran, for the report.
+  const haproxy = Object.fromEntries(names.filter((n) => HAPROXY_OF[n]).map((n) => [n, fronts[n].haproxy.version]))
   const load = await forkReady('load.js', {})
   const shape = { workers: args.workers, median: args.median, sigma: args.sigma, capMs: args.cap }
   const cells = args.rho.flatMap((rho) => names.map((front) => ({ rho, front, runs: [] })))
@@ -98,7 +102,7 @@ async function main (args) {
   progress(total, total, 'done')
   for (const f of Object.values(fronts)) await f.stop()
   const samples = pooled.ideal ? { rho: 0.8, latency: Object.fromEntries(Object.entries(pooled).map(([n, v]) => [n, sample(v)])) } : null
-  return { workload: { mean: round(lognormalMean(args.median, args.sigma), 1) }, fronts: names, cells, samples, skipped }
+  return { workload: { mean: round(lognormalMean(args.median, args.sigma), 1) }, fronts: names, haproxy, cells, samples, skipped }
 }
 
 runPart('balancer', { defaults, quick, main })

@@ -6,7 +6,7 @@
 // free one and sends it every queued request (each refused, redispatched, or failed); the
 // embedded balancer keeps trying it the same way.
 //
-//   node bench/death-notice.js [--quick] [--fronts embedded,haproxy,haproxy-2-threads] [--kills 12]
+//   node bench/death-notice.js [--quick] [--fronts embedded,haproxy,haproxy-2-threads,haproxy-3.0] [--kills 12]
 //                              [--connections 64] [--baseline FILE] [--results DIR]
 //
 // Each front: `pool start bench/lib/pool-app.js -n 4` (debug log level, for the balancer's
@@ -31,14 +31,16 @@ const os = require('node:os')
 const path = require('node:path')
 const { forkReady, freePorts, ask } = require('./lib/procs')
 const { startPoolProcess } = require('./lib/pool-process')
-const { startGeneratedHaproxy, has, HAPROXY } = require('./lib/stack')
+const { startGeneratedHaproxy, has, HAPROXY, HAPROXY_30 } = require('./lib/stack')
 const { percentile, median } = require('./lib/stats')
 const { runPart, progress, sleep, round, log } = require('./lib/part')
 
 const WORKERS = 4
 // haproxy-2-threads: the generated config with nbthread 2 instead of its 1, beside it in the same
 // run: with one thread the runtime API's `set server` is answered between the requests served.
-const FRONTS = ['embedded', 'haproxy', 'haproxy-2-threads']
+// haproxy-3.0: the generated config (nbthread 1) on Debian 13's HAProxy 3.0 (HAPROXY_30).
+const FRONTS = ['embedded', 'haproxy', 'haproxy-2-threads', 'haproxy-3.0']
+const HAPROXY_OF = { haproxy: HAPROXY, 'haproxy-2-threads': HAPROXY, 'haproxy-3.0': HAPROXY_30 }
 const LOADS = ['quiet', 'loaded']
 const NOTICE_WAIT_MS = 5000 // a notice later than this is recorded as missing
 
@@ -62,7 +64,7 @@ async function startFront (front, onLine) {
     args = [...common, '--port', String(port)]
   } else {
     const edit = front === 'haproxy-2-threads' ? twoThreads : undefined
-    haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit })
+    haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit, bin: HAPROXY_OF[front] })
     args = [...common, '--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   }
   const pool = startPoolProcess(args, { onLine })
@@ -170,8 +172,8 @@ async function killRound (setup, watcher, args, loadEnded = () => false) {
 
 async function main (args) {
   const fronts = args.fronts.filter((f) => FRONTS.includes(f))
-  const runnable = has(HAPROXY) ? fronts : fronts.filter((f) => !f.startsWith('haproxy'))
-  const skipped = fronts.filter((f) => !runnable.includes(f)).map((f) => ({ front: f, reason: `${HAPROXY} not found` }))
+  const runnable = fronts.filter((f) => !HAPROXY_OF[f] || has(HAPROXY_OF[f]))
+  const skipped = fronts.filter((f) => !runnable.includes(f)).map((f) => ({ front: f, reason: `${HAPROXY_OF[f]} not found` }))
   const rows = []
   let step = 0
   for (const front of runnable) {
@@ -191,7 +193,7 @@ async function main (args) {
         const kills = await killRound(setup, watcher, args, () => generator !== null && (generator.exitCode !== null || generator.signalCode !== null))
         if (generator && generator.exitCode === null && generator.signalCode === null) loadResult = await ask(generator, { cmd: 'stop' })
         const of = (key) => summary(kills.map((k) => k[key]))
-        const row = { front, load, notice: of('noticeMs'), dead: of('deadMs'), react: of('reactMs'), exit: of('exitMs'), loadavg: os.loadavg()[0], loadResult, kills }
+        const row = { front, haproxy: setup.haproxy?.version, load, notice: of('noticeMs'), dead: of('deadMs'), react: of('reactMs'), exit: of('exitMs'), loadavg: os.loadavg()[0], loadResult, kills }
         rows.push(row)
         log(`  ${front.padEnd(9)} ${load.padEnd(7)} notice median ${row.notice.median} ms (p90 ${row.notice.p90}, max ${row.notice.max}, missing ${row.notice.missing}); ` +
           `dead ${row.dead.median}, pool's part ${row.react.median} (p90 ${row.react.p90}); exit handled ${row.exit.median}` + (loadResult ? `; load ${loadResult.rps} req/s` : ''))

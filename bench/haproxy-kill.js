@@ -15,6 +15,7 @@
 //   check + observe      the generated `check inter 2s fall 1 rise 1 observe layer4 ...`
 //   check only           the same without `observe layer4 error-limit 1 on-error mark-down`
 //   no check             neither (HAProxy learns nothing about a dead worker by itself)
+// and run g is run a on Debian 13's HAProxy 3.0 (the generated nbthread 1), beside the system's.
 // The configurations take turns, `repeat` times; the report shows each run's count and the
 // median failed per kill with its 95% interval. With the pool driving, it also records how long
 // the pool took to set MAINT after each exit (its debug log). Loopback only; HAProxy and the
@@ -25,7 +26,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { freePorts } = require('./lib/procs')
 const { startPoolProcess } = require('./lib/pool-process')
-const { startGeneratedHaproxy, has, HAPROXY } = require('./lib/stack')
+const { startGeneratedHaproxy, has, HAPROXY, HAPROXY_30 } = require('./lib/stack')
 const { closedLoop } = require('./lib/closed-loop')
 const { runPart, interleaved, sleep, round, log } = require('./lib/part')
 
@@ -46,17 +47,18 @@ const RUNS = [
   { id: 'c', drive: true, checks: 'no check' },
   { id: 'd', drive: false, checks: 'check + observe' },
   { id: 'e', drive: false, checks: 'check only' },
-  { id: 'f', drive: false, checks: 'no check' }
+  { id: 'f', drive: false, checks: 'no check' },
+  { id: 'g', drive: true, checks: 'check + observe', bin: HAPROXY_30 }
 ]
 
 const defaults = { duration: 8, repeat: 2, only: RUNS.map((r) => r.id) }
-const quick = { duration: 5, repeat: 1, only: ['a', 'd', 'f'] }
+const quick = { duration: 5, repeat: 1, only: ['a', 'd', 'f', 'g'] }
 
 async function run (spec, seconds) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-kill-'))
   const ports = await freePorts(WORKERS)
   const [port, statsPort] = await freePorts(2)
-  const haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit: CHECKS[spec.checks] })
+  const haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit: CHECKS[spec.checks], bin: spec.bin })
   const front = spec.drive
     ? ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool', '--log-level', 'debug']
     : ['--balancer', 'none']
@@ -77,7 +79,7 @@ async function run (spec, seconds) {
     const s = (await loading).summary
     // MAINTs for exits only: those that end a drain (at the final stop) are not what is measured.
     const maint = pool.events.filter((e) => e.event === 'haproxy-maint' && e.reason !== 'drained')
-    return { id: spec.id, drive: spec.drive, checks: spec.checks, seconds, kills, ok: s.ok, failed: s.failed, failedByKind: s.failedByKind, rps: round(s.rps), maintMs: maint.map((e) => e.ms) }
+    return { id: spec.id, haproxy: haproxy.version, drive: spec.drive, checks: spec.checks, seconds, kills, ok: s.ok, failed: s.failed, failedByKind: s.failedByKind, rps: round(s.rps), maintMs: maint.map((e) => e.ms) }
   } finally {
     await pool.stop({ grace: 5000 })
     haproxy.child.kill('SIGKILL')
@@ -88,7 +90,9 @@ async function run (spec, seconds) {
 
 async function main (args) {
   if (!has(HAPROXY)) return { runs: [], skipped: [{ reason: `${HAPROXY} not found` }] }
-  const specs = RUNS.filter((r) => args.only.includes(r.id))
+  const wanted = RUNS.filter((r) => args.only.includes(r.id))
+  const specs = wanted.filter((r) => !r.bin || has(r.bin))
+  const skipped = wanted.filter((r) => !specs.includes(r)).map((r) => ({ id: r.id, reason: `${r.bin} not found` }))
   const runs = []
   await interleaved({
     repeats: args.repeat,
@@ -100,7 +104,7 @@ async function main (args) {
       log(`  ${spec.id}: ${spec.drive ? 'pool drives HAProxy ' : 'nobody drives it    '} ${spec.checks.padEnd(16)} ${r.failed} failed / ${r.kills} kills, ${r.ok} answered ${JSON.stringify(r.failedByKind)}`)
     }
   })
-  return { workers: WORKERS, clients: CLIENTS, renderMs: RENDER_MS, configs: specs, runs, skipped: [] }
+  return { workers: WORKERS, clients: CLIENTS, renderMs: RENDER_MS, configs: specs.map(({ bin, ...spec }) => spec), runs, skipped }
 }
 
 runPart('haproxy-kill', { defaults, quick, main })

@@ -5,7 +5,7 @@
 // of this project (what HAProxy alone does to its queue when a worker dies) as a picture; the
 // counts per configuration are bench/haproxy-kill.js's.
 //
-//   node bench/kill-timeline.js [--quick] [--configs pool-haproxy,haproxy-observe,haproxy-check,haproxy-alone,embedded]
+//   node bench/kill-timeline.js [--quick] [--configs pool-haproxy,pool-haproxy-3.0,haproxy-observe,haproxy-check,haproxy-alone,embedded]
 //                               [--duration 12] [--results DIR]
 //
 // Each configuration: `pool start -n 4` of the bench app, 12 closed-loop keep-alive clients
@@ -13,6 +13,7 @@
 // (slots in turn, serving ones only), and the requests' outcomes counted in 250 ms bins.
 //   pool-haproxy    HAProxy from `pool config haproxy`, driven by `pool start --balancer haproxy`
 //                   (READY when a worker is ready, MAINT the moment it exits)
+//   pool-haproxy-3.0 the same on Debian 13's HAProxy 3.0 (the generated nbthread 1)
 //   haproxy-observe the same HAProxy config (checks every 2 s and `observe layer4`, which marks
 //                   a server down at its first failed connection), nobody driving it: every
 //                   server set READY once, as a static config
@@ -26,7 +27,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { freePorts } = require('./lib/procs')
 const { startPoolProcess } = require('./lib/pool-process')
-const { startGeneratedHaproxy, has, HAPROXY } = require('./lib/stack')
+const { startGeneratedHaproxy, has, HAPROXY, HAPROXY_30 } = require('./lib/stack')
 const { closedLoop } = require('./lib/closed-loop')
 const { runPart, progress, sleep, round, log } = require('./lib/part')
 
@@ -38,6 +39,7 @@ const OBSERVE = ' observe layer4 error-limit 1 on-error mark-down'
 
 const CONFIGS = {
   'pool-haproxy': { haproxy: (cfg) => cfg, drive: true },
+  'pool-haproxy-3.0': { haproxy: (cfg) => cfg, drive: true, bin: HAPROXY_30 },
   'haproxy-observe': { haproxy: (cfg) => cfg, drive: false },
   'haproxy-check': { haproxy: (cfg) => cfg.replace(OBSERVE, ''), drive: false },
   'haproxy-alone': { haproxy: (cfg) => cfg.replace(/ check inter \S+ fall \d+ rise \d+/, '').replace(OBSERVE, ''), drive: false },
@@ -65,7 +67,7 @@ async function startConfig (name) {
       }
     }
   }
-  const haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit: spec.haproxy })
+  const haproxy = await startGeneratedHaproxy({ workers: WORKERS, workerPort: ports[0], port, statsPort, edit: spec.haproxy, bin: spec.bin })
   const front = spec.drive ? ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool'] : ['--balancer', 'none']
   const pool = startPoolProcess([...common, ...front])
   await pool.started
@@ -75,6 +77,7 @@ async function startConfig (name) {
   return {
     url: haproxy.url,
     pool,
+    haproxy: haproxy.version,
     async stop () {
       await pool.stop({ grace: 5000 })
       haproxy.child.kill('SIGKILL')
@@ -115,8 +118,9 @@ function bins (load, durationS) {
 
 async function main (args) {
   const configs = args.configs.filter((c) => CONFIGS[c])
-  const runnable = has(HAPROXY) ? configs : configs.filter((c) => !CONFIGS[c].haproxy)
-  const skipped = configs.filter((c) => !runnable.includes(c)).map((c) => ({ config: c, reason: `${HAPROXY} not found` }))
+  const binOf = (c) => CONFIGS[c].haproxy && (CONFIGS[c].bin ?? HAPROXY)
+  const runnable = configs.filter((c) => !binOf(c) || has(binOf(c)))
+  const skipped = configs.filter((c) => !runnable.includes(c)).map((c) => ({ config: c, reason: `${binOf(c)} not found` }))
   const rows = []
   for (const [i, name] of runnable.entries()) {
     progress(i, runnable.length, name)
@@ -127,7 +131,7 @@ async function main (args) {
       const load = await closedLoop({ url: setup.url, connections: CLIENTS, durationS: args.duration, timeoutS: 10, service: { ms: RENDER_MS } })
       const kills = await killing
       const s = load.summary
-      rows.push({ config: name, kills, ok: s.ok, failed: s.failed, failedByKind: s.failedByKind, p99: round(s.p99), bins: bins(load, args.duration) })
+      rows.push({ config: name, haproxy: setup.haproxy, kills, ok: s.ok, failed: s.failed, failedByKind: s.failedByKind, p99: round(s.p99), bins: bins(load, args.duration) })
       log(`  ${name.padEnd(14)} ${kills.length} kills: ${s.ok} answered, ${s.failed} failed ${JSON.stringify(s.failedByKind)}`)
     } finally {
       await setup.stop()

@@ -24,6 +24,7 @@ const readline = require('node:readline')
 const { spawn, spawnSync } = require('node:child_process')
 const { PARTS } = require('./report/parts')
 const { source } = require('./lib/part')
+const { haproxyVersion, HAPROXY_30 } = require('./lib/stack')
 
 const ROOT = path.join(__dirname, '..')
 const BENCH_RESULTS = path.join(__dirname, 'results')
@@ -83,6 +84,8 @@ async function versions () {
   return {
     node: process.version,
     haproxy: firstLine(process.env.HAPROXY || '/usr/sbin/haproxy', ['-v'])?.replace(/^HAProxy version (\S+).*/, 'HAProxy $1') ?? null,
+    // Debian 13's, for the rows marked HAProxy 3.0 (bench/lib/stack.js).
+    haproxy30: haproxyVersion(HAPROXY_30),
     nginx: firstLine(process.env.NGINX || '/usr/sbin/nginx', ['-v'])?.replace(/^nginx version: nginx\//, 'nginx ') ?? null,
     pool: `${pkg.version}${commit ? ` (${commit}${dirty ? ' with local changes' : ''})` : ''}`,
     autocannon: packageVersion('autocannon'),

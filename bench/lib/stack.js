@@ -5,6 +5,10 @@
 // (maxconn 1, balance first, the generated timeouts and checks) and nginx in front of it over
 // HAProxy's unix socket. Both run in the foreground as children registered with procs.js, so
 // the bench's stopAll() ends them on every path; their temp directory goes with them.
+//
+// Two HAProxy builds: the system's (HAPROXY, /usr/sbin/haproxy: Debian 12's 2.6) and Debian 13's
+// 3.0 (HAPROXY_30: the root scripts/setup builds, scripts/platforms.sh), for the parts that run a
+// front or a configuration on each. Each started HAProxy says which version it is.
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -14,12 +18,26 @@ const { poolConfig, HaproxyClient } = require('./internals')
 const { spawnTracked, waitForPort } = require('./procs')
 
 const HAPROXY = process.env.HAPROXY || '/usr/sbin/haproxy'
+const DEBIAN13_DIR = process.env.POOL_DEBIAN13_DIR ||
+  path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'pool-supervisor', 'debian13')
+const HAPROXY_30 = process.env.HAPROXY_30 || path.join(DEBIAN13_DIR, 'bin', 'haproxy')
 const NGINX = process.env.NGINX || '/usr/sbin/nginx'
 // As root, nginx's workers run as 'nobody' (nginx's default user), and must be let into
 // HAProxy's unix socket.
 const NGINX_WORKER_USER = process.getuid?.() === 0 ? 'nobody' : undefined
 
 const has = (bin) => spawnSync(bin, ['-v'], { stdio: 'ignore' }).status === 0
+
+// 'HAProxy 3.0.11', as `bin -v` names it; null when it does not run.
+const versions = new Map()
+function haproxyVersion (bin = HAPROXY) {
+  if (!versions.has(bin)) {
+    const r = spawnSync(bin, ['-v'], { encoding: 'utf8' })
+    const m = r.status === 0 && /^HAProxy version (\d+(?:\.\d+)+)/.exec(r.stdout)
+    versions.set(bin, m ? `HAProxy ${m[1]}` : null)
+  }
+  return versions.get(bin)
+}
 
 // A temp directory that is removed once `child` exits; 0755 so nginx's workers can reach it.
 function tempDirFor (label) {
@@ -44,8 +62,9 @@ function startedOrExited (child, ready, what) {
 
 // HAProxy from the generated config. `edit(cfg)` may change the text (the kill timeline removes
 // the health-check line). `ready: true` sets every server READY at once, for workers that no
-// pool drives (the config starts them in MAINT). Returns { url, socket, httpSocket, client, dir, child }.
-async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, timeout, queueTimeout, maxQueue, edit = (c) => c, ready = false }) {
+// pool drives (the config starts them in MAINT). `bin`: which HAProxy (HAPROXY, HAPROXY_30).
+// Returns { url, socket, httpSocket, client, dir, child, cfg, version }.
+async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, timeout, queueTimeout, maxQueue, edit = (c) => c, ready = false, bin = HAPROXY }) {
   const dir = tempDirFor('haproxy')
   let cfg = poolConfig('haproxy', ['-n', workers, '--worker-port', workerPort, '--port', port, '--stats-port', statsPort, '--prefix', dir, '--log', 'none',
     ...(timeout ? ['--timeout', `${timeout}ms`] : []), ...(queueTimeout ? ['--queue-timeout', `${queueTimeout}ms`] : []),
@@ -55,7 +74,7 @@ async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, ti
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, cfg)
   // -q: HAProxy's warnings (a server going DOWN...) are what the benches cause on purpose.
-  const child = spawnTracked(HAPROXY, ['-db', '-q', '-f', file], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const child = spawnTracked(bin, ['-db', '-q', '-f', file], { stdio: ['ignore', 'ignore', 'inherit'] })
   child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
   const socket = path.join(dir, 'haproxy-admin.sock')
   const client = new HaproxyClient({ socket, timeout: 1000 })
@@ -64,7 +83,7 @@ async function startGeneratedHaproxy ({ workers, workerPort, port, statsPort, ti
   if (ready) {
     for (let i = 1; i <= workers; i++) await client.setServerState('pool', `worker${i}`, 'ready')
   }
-  return { url: `http://127.0.0.1:${port}`, socket, httpSocket: path.join(dir, 'haproxy-http.sock'), client, dir, child, cfg }
+  return { url: `http://127.0.0.1:${port}`, socket, httpSocket: path.join(dir, 'haproxy-http.sock'), client, dir, child, cfg, version: haproxyVersion(bin) }
 }
 
 // Resolves once every server of the backend is UP (after READY, the first check must pass).
@@ -89,4 +108,4 @@ async function startGeneratedNginx ({ port, haproxySocket, edit = (c) => c }) {
   return { url: `http://127.0.0.1:${port}`, dir, child, cfg }
 }
 
-module.exports = { startGeneratedHaproxy, startGeneratedNginx, allServersUp, has, HAPROXY, NGINX }
+module.exports = { startGeneratedHaproxy, startGeneratedNginx, allServersUp, has, haproxyVersion, HAPROXY, HAPROXY_30, NGINX }

@@ -34,7 +34,7 @@ function haproxyKill (dir) {
   const ids = [...new Set(list.map((x) => x.id))]
   const configs = ids.map((id) => {
     const rs = list.filter((x) => x.id === id).map((x) => ({ ...x, failedByKind: x.failedByKind ?? x.byKind ?? {} }))
-    return { id, maintBy: rs[0].drive ? 'pool' : 'nobody', checks: rs[0].checks, runs: rs }
+    return { id, maintBy: rs[0].drive ? 'pool' : 'nobody', checks: rs[0].checks, haproxy: rs[0].haproxy ?? null, runs: rs }
   })
   const maint = list.flatMap((x) => x.maintMs ?? [])
   return { ...json, legacy: !json.runs, configs, maintMs: maint, command: json.command ?? json.madeBy ?? null }

@@ -389,9 +389,11 @@ function haproxyKill (data, stat) {
   if (!data?.configs?.length) return null
   const POOL = 'the pool sets MAINT on exit'
   const NOBODY = 'nobody drives HAProxy'
+  // A run on another HAProxy than the first run's says which.
+  const series = (c) => `${c.id}: ${c.checks}${c.haproxy && c.haproxy !== data.configs[0].haproxy ? `, ${c.haproxy}` : ''}`
   const values = data.configs.flatMap((c) => [
-    dot(stat(c, (x) => (x.kills ? x.failed / x.kills : NaN)), { series: `${c.id}: ${c.checks}`, by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'failed requests per kill' }),
-    dot(stat(c, (x) => x.ok / (x.seconds ?? 10)), { series: `${c.id}: ${c.checks}`, by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'answered requests per second' })
+    dot(stat(c, (x) => (x.kills ? x.failed / x.kills : NaN)), { series: series(c), by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'failed requests per kill' }),
+    dot(stat(c, (x) => x.ok / (x.seconds ?? 10)), { series: series(c), by: c.maintBy === 'pool' ? POOL : NOBODY, panel: 'answered requests per second' })
   ]).filter(Boolean)
   if (!values.length) return null
   const color = { field: 'by', type: 'nominal', title: null, scale: { domain: [POOL, NOBODY], range: ['#1f77b4', '#d62728'] } }

@@ -148,7 +148,8 @@ async function latencySection (r, dir, run) {
   if (!data?.cells?.length) return r.add(missing(run, 'balancer', 'latency against the ideal'))
   if (data.legacy) r.add('> **From an earlier format of this part:** the runs of each cell pooled into one figure (no interval), HAProxy from a hand-written config, no PM2, no queue wait; `npm run bench -- --only balancer` measures it as described here.')
   const a = data.config ?? {}
-  if (!data.legacy) r.add(`${a.workers} workers, service times lognormal (median ${a.median} ms, σ ${a.sigma}, mean ${data.workload?.mean} ms, cap ${a.cap} ms); ${a.runs} runs of ${a.seconds} s per front and ρ, each run one schedule sent to every front in turn. Fronts: \`pool start\` (the embedded balancer), \`pool start --balancer haproxy\` with the generated config, Node's cluster (round-robin), PM2 ${pm2Version(run)}cluster mode; each with ${a.workers} workers of its own. Runs whose send lag p99 exceeded ${LAG_LIMIT_MS} ms are set aside.`)
+  if (!data.legacy) r.add(`${a.workers} workers, service times lognormal (median ${a.median} ms, σ ${a.sigma}, mean ${data.workload?.mean} ms, cap ${a.cap} ms); ${a.runs} runs of ${a.seconds} s per front and ρ, each run one schedule sent to every front in turn. Fronts: \`pool start\` (the embedded balancer), \`pool start --balancer haproxy\` with the generated config (\`nbthread 1\`; "HAProxy 3.0": the same on Debian 13's HAProxy), Node's cluster (round-robin), PM2 ${pm2Version(run)}cluster mode; each with ${a.workers} workers of its own. Runs whose send lag p99 exceeded ${LAG_LIMIT_MS} ms are set aside.`)
+  r.add(haproxyRan(Object.entries(data.haproxy ?? {})))
   r.add(await r.figure('latency-ratio', charts.ratioVsLoad(data.cells, ratioOf, { title: 'Latency against the ideal central queue', subtitle: `p50 and p99 as a multiple of the ideal's, same arrivals and service times; ${data.legacy ? 'one pooled figure per point' : 'median of the runs with its 95% interval'}` }), 'p50 and p99 latency as a multiple of the ideal, per front, against the load, with 95% intervals'))
   r.add(table(['ρ', 'front', 'runs', 'req/s', 'p50 ms (ideal)', 'p99 ms (ideal)', 'p50 ÷ ideal', 'p99 ÷ ideal', 'errors', 'send lag p99 ms'], data.cells.map((c) => {
     const p = (k) => interval(c.runs, k)
@@ -261,6 +262,14 @@ async function matrixSection (r, dir, run) {
 
 const pm2Version = (run) => (run?.versions?.pm2 ? `${run.versions.pm2} ` : '')
 
+// Which HAProxy a part's fronts or configurations ran, from [name, version] pairs (results
+// from before they recorded it have none): '', or one sentence.
+function haproxyRan (pairs) {
+  const ran = new Map(pairs.filter(([, version]) => version))
+  if (ran.size === 0) return ''
+  return `The rows ran ${[...ran].map(([name, version]) => `${version} (${label(name)})`).join(', ')}.`
+}
+
 async function killTimelineSection (r, dir, run) {
   const data = load.killTimeline(dir)
   r.add('## Kill timeline', 'Requests answered and failed per second while one worker is SIGKILLed every second: HAProxy driven by the pool (READY when a worker is ready, MAINT the moment it exits) against HAProxy left to itself, which keeps sending the dead server its share of the queue until a health check (if any) notices; a dead worker refuses in microseconds, so to `balance first` it looks like the freest server of all.')
@@ -270,6 +279,7 @@ async function killTimelineSection (r, dir, run) {
     label(x.config), x.kills.length, int(x.ok), int(x.failed), Object.entries(x.failedByKind).map(([k, n]) => `${n} ${k}`).join(', ') || '–', ms(x.p99)
   ])))
   r.add(`${data.workers} workers, ${data.clients} closed-loop keep-alive clients, ${data.renderMs} ms renders, kills from 2 s on (slots in turn, serving workers only). "closed": the connection was closed without an answer (the request running in the killed worker); "503": HAProxy gave up after its retries, all spent on the dead server.`)
+  r.add(haproxyRan(data.rows.map((x) => [x.config, x.haproxy])))
   r.add(skippedNote(data.skipped, (s) => s.config))
   r.add(provenance(run, 'kill-timeline'))
 }
@@ -302,7 +312,8 @@ async function deathNoticeSection (r, dir, run) {
   const rowsOf = (rows, label_) => rows.map((x) => [label_, label(x.front), x.load, `${ms(x.notice.median)} / ${ms(x.notice.p90)} / ${ms(x.notice.max)}`, ms(x.dead?.median), x.react ? `${ms(x.react.median)} / ${ms(x.react.p90)}` : '–', ms(x.exit.median), x.loadResult ? int(x.loadResult.rps) : '–', finite(x.loadavg) ? x.loadavg.toFixed(1) : '–'])
   r.add(table(['code', 'front', 'load', 'notice ms median / p90 / max', 'dead ms', 'the pool\'s part ms median / p90', 'exit handled ms', 'req/s', 'machine load (1 min)'],
     [...(data.baseline ? rowsOf(data.baseline.rows, 'before') : []), ...rowsOf(data.rows, data.baseline ? 'after' : 'this')]))
-  r.add(`${data.workers} workers; ${data.config.kills} kills per row, slots in turn, each after the previous one's replacement was ready. Loaded: autocannon, ${data.config.connections} keep-alive connections, a handler that answers at once. "HAProxy" runs the generated config (\`nbthread 1\`: with more threads HAProxy 2.6 can give a \`maxconn 1\` worker two requests that arrive together); "HAProxy, nbthread 2" the same config on two threads, beside it, for what one thread costs here: it answers the pool's \`set server\` between the requests it serves. The pool's log times have a 1 ms resolution (hence a slightly negative part now and then); on a machine shared with other work the spread between runs is wide.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}, the code before the fronts heard of an exit from the exit event itself.` : ''}`)
+  r.add(`${data.workers} workers; ${data.config.kills} kills per row, slots in turn, each after the previous one's replacement was ready. Loaded: autocannon, ${data.config.connections} keep-alive connections, a handler that answers at once. "HAProxy" runs the generated config (\`nbthread 1\`: with more threads HAProxy 2.6 and 3.0 can give a \`maxconn 1\` worker two requests that arrive together); "HAProxy 3.0" the same on Debian 13's HAProxy; "HAProxy, nbthread 2" the same config on two threads, beside it, for what one thread costs here: it answers the pool's \`set server\` between the requests it serves. The pool's log times have a 1 ms resolution (hence a slightly negative part now and then); on a machine shared with other work the spread between runs is wide.${data.baseline ? ` "before": \`${data.baseline.command}\` at ${when(data.baseline.startedAt)}, the code before the fronts heard of an exit from the exit event itself.` : ''}`)
+  r.add(haproxyRan(data.rows.map((x) => [x.front, x.haproxy])))
   r.add(skippedNote(data.skipped))
   r.add(provenance(run, 'death-notice', null, data))
 }
@@ -320,6 +331,7 @@ async function haproxyKillSection (r, dir, run) {
   ])))
   const w = data.workers ?? 4
   r.add(`${w} workers (the bench app, ${data.renderMs ?? 20} ms renders), ${data.clients ?? 12} closed-loop keep-alive clients through HAProxy${data.config?.duration ? ` for ${data.config.duration} s per run` : ''}, one worker SIGKILLed every second; HAProxy config from \`pool config haproxy -n ${w}\` (maxconn 1, balance first, option redispatch 1, retries 1, L7 retries for GET and HEAD) with its health-check line as stated. Each run's count, in the order run. "closed": the connection was closed without a response (what HAProxy does when the server dies under a request that was not the first on its client connection).`)
+  r.add(haproxyRan(data.configs.map((c) => [`run ${c.id}`, c.haproxy])))
   const maint = [...data.maintMs].sort((a, b) => a - b)
   if (maint.length) r.add(`MAINT latency measured by the pool (exit handled → HAProxy's reply), these runs: median ${median(maint).toFixed(2)} ms, max ${maint[maint.length - 1].toFixed(2)} ms over ${maint.length} kills.`)
   r.add(provenance(run, 'haproxy-kill', data.command, data.legacy ? null : data))
@@ -901,7 +913,7 @@ function header (r, run) {
     ['memory', m ? `${m.memGb} GB` : '–'],
     ['system', m?.kernel ?? '–'],
     ['load average (1, 5, 15 min)', run?.loadavgStart ? `${run.loadavgStart.join(' ')} at the start, ${run.loadavgEnd?.join(' ') ?? '–'} at the end of the last run` : '–'],
-    ['versions', [v.node && `Node ${v.node}`, v.haproxy, v.nginx, v.pool && `pool ${v.pool}`, v.autocannon && `autocannon ${v.autocannon}`, v.pm2 && `PM2 ${v.pm2}`, v.vega && `vega ${v.vega}`, v.vegaLite && `vega-lite ${v.vegaLite}`].filter(Boolean).join(', ') || '–']
+    ['versions', [v.node && `Node ${v.node}`, v.haproxy, v.haproxy30 && `${v.haproxy30} (the rows marked HAProxy 3.0)`, v.nginx, v.pool && `pool ${v.pool}`, v.autocannon && `autocannon ${v.autocannon}`, v.pm2 && `PM2 ${v.pm2}`, v.vega && `vega ${v.vega}`, v.vegaLite && `vega-lite ${v.vegaLite}`].filter(Boolean).join(', ') || '–']
   ]))
   r.add('Renders are modelled by blocking each worker\'s event loop with `Atomics.wait` for the service time: a busy worker burns no CPU, so 15 workers behave like a 15-core machine even on a small one, and what is measured is the balancing in front. Everything runs on one machine over loopback; other work on it shows in the numbers (hence the load averages).')
   const rows = PARTS.map((p) => {

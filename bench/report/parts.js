@@ -8,14 +8,14 @@
 //             shown while the suite runs starts from these and is corrected as parts finish
 
 const PARTS = [
-  { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 230, quick: 50 } },
+  { name: 'balancer', about: 'latency against the ideal central queue at ρ 0.55, 0.8, 0.9, per front (pool, HAProxy 2.6 and 3.0, cluster, PM2)', script: 'balancer.js', own: true, estimate: { full: 290, quick: 60 } },
   { name: 'overhead', about: 'latency a front adds to a 0 ms request, new connection and kept alive', script: 'overhead.js', own: true, estimate: { full: 45, quick: 25 } },
   { name: 'costs', about: 'CPU per request of each front against a minimal Node balancer (200 new, 200 and 1000 kept-alive req/s, saturation), what one pinned core of each serves, an idle pool\'s CPU and memory against Node\'s cluster, CPU-bound renders', script: 'costs.js', own: true, estimate: { full: 660, quick: 150 } },
   { name: 'matrix', about: 'the operator\'s matrix: ab-style and keep-alive clients, 5 situations × 3 concurrencies × 4 fronts, open-loop kills and reloads', script: 'matrix.js', own: true, estimate: { full: 1350, quick: 350 } },
-  { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 80, quick: 25 } },
+  { name: 'kill-timeline', about: 'req/s and failures over time while workers are killed', script: 'kill-timeline.js', own: true, estimate: { full: 95, quick: 25 } },
   { name: 'soak', about: 'failed requests, capacity over time and reloads asked and done while a worker is SIGKILLed every 2 s and a reload asked every 30 s', script: 'soak.js', own: true, estimate: { full: 320, quick: 95 } },
-  { name: 'death-notice', about: 'from a worker\'s SIGKILL to the front\'s notice, quiet and under load', script: 'death-notice.js', own: true, estimate: { full: 90, quick: 35 } },
-  { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 140, quick: 25 } },
+  { name: 'death-notice', about: 'from a worker\'s SIGKILL to the front\'s notice, quiet and under load', script: 'death-notice.js', own: true, estimate: { full: 120, quick: 45 } },
+  { name: 'haproxy-kill', about: 'failed requests per kill, per HAProxy configuration', script: 'haproxy-kill.js', own: true, estimate: { full: 165, quick: 33 } },
   { name: 'reload', about: 'latency during a rolling reload against steady state, per front (pool, HAProxy, cluster, PM2)', script: 'reload.js', own: true, estimate: { full: 170, quick: 60 } },
   { name: 'slow-clients', about: 'worker busy time with slow uploaders and readers', script: 'slow-clients.js', own: true, estimate: { full: 80, quick: 25 } },
   { name: 'non-readers', about: 'good clients\' pages per second beside 40, 80 and 200 clients that read nothing (and 4 at a 16 MB budget, at K=1)', script: 'non-readers.js', own: true, estimate: { full: 60, quick: 15 } },

@@ -17,7 +17,7 @@ const {
 // HAProxy's times are milliseconds in a signed 32-bit integer.
 const MAX_HAPROXY_TIME = 24 * 24 * 3600 * 1000
 const RESOLVERS = 'fleet_dns'
-// Debian's HAProxy 2.6 is built with MAX_THREADS=64 (haproxy -vv).
+// Debian 12's HAProxy 2.6 is built with MAX_THREADS=64 (haproxy -vv; Debian 13's 3.0 with 256).
 const MAX_THREADS = 64
 
 // A host that stops answering its /ping is taken out after FALL failed checks in a row, and
@@ -180,12 +180,12 @@ const SOCKET_COMMENTS = {
   ],
   timeout: '    # Idle limit of an interactive session (`socat readline`, `prompt`).',
   threads: (n) => n === 1
-    ? ['    # One thread (--threads). With several, HAProxy 2.6 may pick the same host for requests',
+    ? ['    # One thread (--threads). With several, HAProxy 2.6 and 3.0 may pick the same host for requests',
         '    # that arrive together before either has taken its slot: the host then gets one past its',
         '    # agent\'s maxconn (it waits in that host\'s queue while another host may have a free',
         '    # worker). One thread carried 10,000 requests/s on a 2-core VM.']
     : [`    # ${n} threads (--threads), for more requests/s than one thread carries, at a price: HAProxy`,
-        '    # 2.6 may pick the same host for requests that arrive together before either has taken',
+        '    # 2.6 and 3.0 may pick the same host for requests that arrive together before either has taken',
         '    # its slot, and the host then gets one past its agent\'s maxconn (it waits in that',
         '    # host\'s queue).']
 }

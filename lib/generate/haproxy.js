@@ -158,7 +158,7 @@ const POOL_SOCKET_COMMENTS = {
   ],
   timeout: '    # Idle limit of an interactive session; the pool opens one connection per command.',
   threads: () => [
-    '    # One thread. With several, HAProxy 2.6 may pick the same worker for two requests that',
+    '    # One thread. With several, HAProxy 2.6 and 3.0 may pick the same worker for two requests that',
     '    # arrive together before either has taken its slot: the worker then runs the second',
     '    # behind the first, or the second waits for it while another worker is free (two threads:',
     '    # a fifth to a third of simultaneous pairs). One thread serves some 10,000 requests/s a',

@@ -13,7 +13,8 @@
 //   is dropped whole and counted (`dropped`, the metric pool_log_lines_dropped_total). As soon
 //   as the reader takes lines again, `onDropped(n)` is told how many were dropped since it was
 //   last told, at most once a second (one due sooner comes when the second is over, writes or
-//   not), so a gap in the log is never silent.
+//   not), so a gap in the log is never silent. A note that finds no room is dropped and counted
+//   like a line, and told with them by the next one: the notes add up to the metric.
 // - A reader gone for good (EPIPE) or an output that fails otherwise: every line from then on
 //   is dropped and counted; nothing is retried.
 // - At the end, `flush(timeout)` writes out the buffer and waits (bounded) for it to be taken,
@@ -123,9 +124,15 @@ class LogOutput {
     const wait = this.toldAt + TELL_EVERY_MS - now
     if (wait > 0) return this.tellLater(wait)
     const n = this.untold
+    const dropped = this.dropped
     this.untold = 0
-    this.toldAt = now
     this.onDropped(n)
+    // The note is a line like any other: longer than most, it did not fit where a line was just
+    // dropped (a write that freed less than it, the timer with the buffer full), and was dropped
+    // and counted too. Those lines are not told yet: the next write out tells them, the note's own
+    // among them, so that the notes add up to the metric.
+    if (this.dropped !== dropped) this.untold += n
+    else this.toldAt = now
   }
 
   tellLater (ms) {

@@ -187,3 +187,14 @@ t.test('the soak: before and after side by side, reloads asked / answered / run,
   t.match(md, /The two runs differ in length \(75 s before, 300 s after\)/)
   t.ok(fs.existsSync(path.join(dir, 'charts', 'soak.svg')), 'the chart of capacity and failures over time')
 })
+
+t.test('the HAProxy parts name the HAProxy each configuration ran', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const kill = (id, haproxy) => ({ id, haproxy, drive: true, checks: 'check + observe', seconds: 8, kills: 8, ok: 3000, failed: 1, failedByKind: { closed: 1 }, rps: 375, maintMs: [0.4] })
+  fs.writeFileSync(path.join(dir, 'haproxy-kill.json'), JSON.stringify({ workers: 4, clients: 12, renderMs: 20, runs: [kill('a', 'HAProxy 2.6.12'), kill('g', 'HAProxy 3.0.11')] }))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  t.match(md, /The rows ran HAProxy 2\.6\.12 \(run a\), HAProxy 3\.0\.11 \(run g\)\./)
+})

@@ -40,16 +40,18 @@ t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
   t.match(commands[1], /npm test/, 'the second runs the tests')
   t.equal(commands[1], 'scripts/setup && npm test', 'the second is the setup script, then the tests')
   // CI runs the same two steps, the test command once on each Node.js version the suite is
-  // tested on (22 and 24, which scripts/setup fetched), and the script installs what the tests start.
+  // tested on (22, 24 and 26, which scripts/setup fetched), and the script installs what the tests
+  // start, Debian 13's HAProxy and nginx among them.
   const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8')
   t.match(ci, /^scripts\/setup\n/m)
   t.match(ci, /^for version in "\$\{NODE_VERSIONS\[@\]\}"; do\n(.*\n)*?.*PATH="\$\(node_bin "\$version"\):\$PATH" npm test\b.*\n(.*\n)*?done$/m, 'npm test under each version')
   t.match(ci, /exit 1/, 'and fails when a run failed')
   const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
-  t.same(versions.map((v) => v.split('.')[0]), ['22', '24'], 'Node.js 22 and 24')
+  t.same(versions.map((v) => v.split('.')[0]), ['22', '24', '26'], 'Node.js 22, 24 and 26')
   t.match(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).engines.node, '>=22', 'engines says what is tested')
   const setup = fs.readFileSync(path.join(ROOT, 'scripts', 'setup'), 'utf8')
-  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server\)/)
+  t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server debootstrap\)/)
+  t.match(setup, /debootstrap --variant=minbase --include="\$DEBIAN13_PACKAGES" "\$DEBIAN13_SUITE"/, 'a Debian 13 root for its HAProxy and nginx')
   t.match(setup, /npm ci/)
 })
 

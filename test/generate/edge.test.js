@@ -1,10 +1,11 @@
 'use strict'
 
-// `pool config edge`: the edge haproxy.cfg in front of a fleet. The real haproxy 2.6 accepts it,
-// the CLI refuses bad --hosts in one line, and, run for real in front of two fake hosts on
-// 127.0.0.2 and 127.0.0.3 (Linux routes all of 127/8 to lo), it behaves as its comments say:
-// maxconn follows each host's agent, the edge holds the one queue, drain/down/up and the /ping
-// check take hosts out and put them back, and a host that refuses connections costs no request.
+// `pool config edge`: the edge haproxy.cfg in front of a fleet. The real HAProxy (Debian 12's
+// 2.6 and Debian 13's 3.0: onPlatforms) accepts it, the CLI refuses bad --hosts in one line, and,
+// run for real in front of two fake hosts on 127.0.0.2 and 127.0.0.3 (Linux routes all of 127/8
+// to lo), it behaves as its comments say: maxconn follows each host's agent, the edge holds the
+// one queue, drain/down/up and the /ping check take hosts out and put them back, and a host that
+// refuses connections costs no request.
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -14,12 +15,12 @@ const path = require('node:path')
 const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { freePorts, request, runPool, sleep, waitFor } = require('../helpers')
-const { tempDir, checkHaproxyConfig, startHaproxy } = require('../helpers/haproxy')
+const { tempDir, checkHaproxyConfig, startHaproxy, onPlatforms } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
 const BACKEND = 'fleet'
 
-t.test('haproxy -c accepts the generated config', async (t) => {
+onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) => {
   const dir = tempDir(t)
   const variants = {
     'two IPv4 hosts, defaults': { hosts: '10.0.0.11:9001,10.0.0.12:9001', agentPort: 9100 },
@@ -31,7 +32,7 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   for (const [name, options] of Object.entries(variants)) {
     const file = path.join(dir, 'haproxy.cfg')
     fs.writeFileSync(file, edgeConfig(options))
-    const { ok, output } = checkHaproxyConfig(file)
+    const { ok, output } = checkHaproxyConfig(file, { platform })
     t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
   }
   const cfg = edgeConfig(variants['IPv6, a host name, users, stdout log, own intervals'])
@@ -46,13 +47,13 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.match(threads, /^ {4}# 4 threads \(--threads\)[^\n]*\n(?: {4}#[^\n]*\n)* {4}nbthread 4$/m, '--threads 4: nbthread 4, said why in a comment')
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, threads)
-  t.ok(checkHaproxyConfig(file).ok, 'haproxy -c accepts --threads 4')
+  t.ok(checkHaproxyConfig(file, { platform }).ok, 'haproxy -c accepts --threads 4')
   t.match(cfg, /^ {4}retries 2$/m)
   t.notMatch(cfg, /^\s*option abortonclose/m)
   t.notMatch(cfg, /retry-on[^\n]*response-timeout/, 'a request that timed out is not sent again')
 })
 
-t.test('--discover: hosts found by DNS (A or SRV records), which haproxy -c accepts', async (t) => {
+onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy -c accepts', async (t, platform) => {
   const dir = tempDir(t)
   const variants = {
     'A records, own name servers': { discover: 'pool.default.svc.cluster.local:9001', agentPort: 9100, nameservers: '10.0.0.2,[2001:db8::53]:5353', maxHosts: 8, resolveInter: 2000, dnsHold: 600000 },
@@ -61,7 +62,7 @@ t.test('--discover: hosts found by DNS (A or SRV records), which haproxy -c acce
   for (const [name, options] of Object.entries(variants)) {
     const file = path.join(dir, 'haproxy.cfg')
     fs.writeFileSync(file, edgeConfig(options))
-    const { ok, output } = checkHaproxyConfig(file)
+    const { ok, output } = checkHaproxyConfig(file, { platform })
     t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
   }
   const a = edgeConfig(variants['A records, own name servers'])
@@ -165,8 +166,9 @@ async function startFakeHost (t, address, { port, agentPort }) {
   return host
 }
 
-// The generated edge in front of two fake hosts, on loopback ports, in a temp dir.
-async function startFleet (t, { workers }) {
+// The generated edge, `platform`'s HAProxy, in front of two fake hosts, on loopback ports, in a
+// temp dir.
+async function startFleet (t, { workers, platform }) {
   const dir = tempDir(t, 'pool-edge-')
   const [port, statsPort, hostsPort, agentPort] = await freePorts(4)
   const hosts = [
@@ -174,7 +176,7 @@ async function startFleet (t, { workers }) {
     await startFakeHost(t, '127.0.0.3', { port: hostsPort, agentPort })
   ]
   const cfg = edgeConfig({ hosts: `127.0.0.2:${hostsPort},127.0.0.3:${hostsPort}`, agentPort, workers, host: '127.0.0.1', port, statsPort, prefix: dir, log: 'none' })
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   const servers = () => client.servers(BACKEND)
   const url = `http://127.0.0.1:${port}`
@@ -208,8 +210,8 @@ async function burst (url, count, { ms = 100, method = 'GET' } = {}) {
 
 const allOk = (n) => Array(n).fill(200)
 
-t.test('the generated edge, live, in front of two hosts', async (t) => {
-  const { hosts, client, servers, url, statsPort } = await startFleet(t, { workers: 3 })
+onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, platform) => {
+  const { hosts, client, servers, url, statsPort } = await startFleet(t, { platform, workers: 3 })
   const [host1, host2] = hosts
 
   await t.test('maxconn follows each host\'s agent', async (t) => {
@@ -224,7 +226,7 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
     await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP' && b.slim === 1, 'both UP, host2 back to slim 1')
   })
 
-  // With several threads HAProxy 2.6 may pick one host for two requests arriving together
+  // With several threads HAProxy 2.6 and 3.0 may pick one host for two requests arriving together
   // before either has taken its slot (20 to 35 pairs in 100 with two threads).
   await t.test('two requests that arrive together go to the two hosts with a free slot, never both to one (nbthread 1)', async (t) => {
     host1.line = 'up ready maxconn:1'
@@ -397,13 +399,13 @@ t.test('the generated edge, live, in front of two hosts', async (t) => {
   t.match(metrics.body, /haproxy_server_current_sessions\{proxy="fleet",server="host2"\}/, 'Prometheus /metrics on the stats port')
 })
 
-t.test('a streamed page passes the edge as the host writes it (option http-no-delay)', async (t) => {
+onPlatforms(t, 'a streamed page passes the edge as the host writes it (option http-no-delay)', async (t, platform) => {
   const dir = tempDir(t, 'pool-edge-')
   const [port, statsPort, hostPort, agentPort] = await freePorts(4)
   const writes = await startStreamingWorker(t, hostPort)
   // The host's agent port is closed: an agent that does not answer leaves the host as it is.
   const cfg = edgeConfig({ hosts: `127.0.0.1:${hostPort}`, agentPort, workers: 2, host: '127.0.0.1', port, statsPort, prefix: dir, log: 'none' })
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   await waitFor(async () => (await client.servers(BACKEND)).host1?.status === 'UP', { timeout: 5000, what: 'host1 UP' })
   // The least of three: the kernel's hold of a part sent with MSG_MORE (200 ms) is there every time.

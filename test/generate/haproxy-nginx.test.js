@@ -1,7 +1,8 @@
 'use strict'
 
-// `pool config haproxy|nginx`: the configs are accepted by the real haproxy 2.6 / nginx 1.22,
-// behave as their comments say when run, and conf/ holds exactly what the generator prints.
+// `pool config haproxy|nginx`: the configs are accepted by the real HAProxy and nginx, Debian 12's
+// (2.6, 1.22) and Debian 13's (3.0, 1.26), behave as their comments say when run on each
+// (onPlatforms), and conf/ holds exactly what the generator prints.
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -13,7 +14,9 @@ const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
 const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
-const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, NGINX_WORKER_USER, IS_ROOT } = require('../helpers/haproxy')
+const {
+  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM, NGINX_WORKER_USER, IS_ROOT
+} = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
 // nginx's default worker user when started as root, and the unprivileged user of the tests.
@@ -40,7 +43,7 @@ async function startWorker (t, port, { render = 0, body = () => `worker on ${por
   return worker
 }
 
-t.test('haproxy -c accepts the generated config', async (t) => {
+onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) => {
   const dir = tempDir(t)
   const variants = {
     defaults: { workers: 15 },
@@ -48,10 +51,11 @@ t.test('haproxy -c accepts the generated config', async (t) => {
     'one worker, no log': { workers: 1, log: 'none', prefix: dir },
     'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') },
     'no queue cap': { workers: 2, maxQueue: 0 },
-    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' }
+    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' },
+    'stream routes': { workers: 2, streamRoutes: '/api/chat,/events' }
   }
   for (const [name, options] of Object.entries(variants)) {
-    const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)))
+    const { ok, output } = checkHaproxyConfig(writeFile(dir, 'haproxy.cfg', haproxyConfig(options)), { platform })
     t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
   }
   const spares = haproxyConfig({ workers: 4, maxWorkers: 8 })
@@ -70,11 +74,11 @@ t.test('haproxy -c accepts the generated config', async (t) => {
   t.notMatch(haproxyConfig({ workers: 2, maxQueue: 0 }), /http-request return/, '--max-queue 0: no cap')
 })
 
-t.test('nginx -t accepts the generated config, every path under the prefix', async (t) => {
+onPlatforms(t, 'nginx -t accepts the generated config, every path under the prefix', { nginx: true }, async (t, platform) => {
   const prefix = tempDir(t, 'pool-nginx-')
   const cfg = nginxConfig({ prefix, port: 8080, haproxySocket: path.join(prefix, 'haproxy-http.sock') })
   writeFile(prefix, 'nginx.conf', cfg)
-  const { ok, output } = checkNginxConfig(prefix)
+  const { ok, output } = checkNginxConfig(prefix, { platform })
   t.ok(ok, output.trim())
   const paths = [...cfg.matchAll(/^\s*(?:pid|error_log|access_log|\w+_temp_path)\s+(\/[^\s;]+)/gm)].map((m) => m[1])
   t.equal(paths.length, 8, 'pid, two logs, five temp paths')
@@ -83,7 +87,7 @@ t.test('nginx -t accepts the generated config, every path under the prefix', asy
   t.ok(fs.existsSync(path.join(prefix, 'proxy_temp')), 'nginx created its temp directories there')
   // Debian has no group 'nobody', which `user nobody;` alone would ask for (nginx -t: getgrnam).
   writeFile(prefix, 'nginx.conf', nginxConfig({ prefix, user: 'nobody', group: 'nogroup' }))
-  const withUser = checkNginxConfig(prefix)
+  const withUser = checkNginxConfig(prefix, { platform })
   t.ok(withUser.ok, `--user nobody --group nogroup: ${withUser.output.trim().split('\n').pop()}`)
   t.match(nginxConfig({ prefix, timeout: 60000 }), /proxy_read_timeout 150s;/,
     'nginx outwaits a GET that HAProxy replays after the pool killed its worker: 2 x (queue 10 s + timeout 60 s) + 10 s')
@@ -96,7 +100,7 @@ t.test('nginx -t accepts the generated config, every path under the prefix', asy
   t.match(small, /worker_connections 512;/)
   t.match(small, /worker_rlimit_nofile 2048;/)
   writeFile(prefix, 'nginx.conf', small)
-  t.ok(checkNginxConfig(prefix).ok, 'nginx -t accepts --worker-connections 512')
+  t.ok(checkNginxConfig(prefix, { platform }).ok, 'nginx -t accepts --worker-connections 512')
 })
 
 // Where the README's systemd unit keeps the state file: the pool's own RuntimeDirectory.
@@ -146,22 +150,22 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
   }
 })
 
-// haproxy from the generated config with tiny workers, on free ports in a temp dir.
-async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser, options = {} } = {}) {
+// `platform`'s haproxy from the generated config with tiny workers, on free ports in a temp dir.
+async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser, options = {}, platform } = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPorts = ports.slice(2)
   const cfg = edit(haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none', httpSocketUser, ...options }))
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   const servers = []
   for (const p of workerPorts.slice(0, workers)) servers.push(await startWorker(t, p, { render, body }))
   return { dir, port, statsPort, workerPorts, haproxy, client, servers }
 }
 
-t.test('the generated haproxy: disabled until ready, both binds, stats and /metrics', async (t) => {
-  const { dir, port, statsPort, client, servers } = await startGenerated(t, { workers: 2, maxWorkers: 3 })
+onPlatforms(t, 'the generated haproxy: disabled until ready, both binds, stats and /metrics', async (t, platform) => {
+  const { dir, port, statsPort, client, servers } = await startGenerated(t, { platform, workers: 2, maxWorkers: 3 })
   const before = await client.servers('pool')
   t.same(Object.keys(before), ['worker1', 'worker2', 'worker3'], 'worker1..N and the spare')
   t.same(Object.values(before).map((s) => s.status), ['MAINT', 'MAINT', 'MAINT'], 'every server starts disabled')
@@ -192,11 +196,11 @@ t.test('the generated haproxy: disabled until ready, both binds, stats and /metr
   t.match(page.body, /Statistics Report for HAProxy/, 'stats page')
 })
 
-t.test('observe layer4 marks a dead worker DOWN on its first refused connect', async (t) => {
+onPlatforms(t, 'observe layer4 marks a dead worker DOWN on its first refused connect', async (t, platform) => {
   // No periodic check may run between the close and the requests: it would mark worker1 DOWN
   // first (L4CON), and this test is about what the observation does alone.
   const noPeriodicCheck = (cfg) => cfg.replace('check inter 2s', 'check inter 60s')
-  const { port, client, servers } = await startGenerated(t, { workers: 2, edit: noPeriodicCheck })
+  const { port, client, servers } = await startGenerated(t, { platform, workers: 2, edit: noPeriodicCheck })
   await client.setServerState('pool', 'worker1', 'ready')
   await client.setServerState('pool', 'worker2', 'ready')
   await servers[0].close() // worker1's port now refuses connections; nobody set MAINT
@@ -209,11 +213,11 @@ t.test('observe layer4 marks a dead worker DOWN on its first refused connect', a
   t.equal(worker1.wredis, 1, 'only one request was tried on it')
 })
 
-// With several threads HAProxy 2.6 may pick one worker for two requests arriving together
+// With several threads HAProxy 2.6 and 3.0 may pick one worker for two requests arriving together
 // before either has taken its slot (a fifth to a third of the pairs with two threads). A render
 // of 100 ms: the first is still running when the second is picked, however late.
-t.test('two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t) => {
-  const { port, client, servers } = await startGenerated(t, { workers: 2, render: 100 })
+onPlatforms(t, 'two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t, platform) => {
+  const { port, client, servers } = await startGenerated(t, { platform, workers: 2, render: 100 })
   await client.setServerState('pool', 'worker1', 'ready')
   await client.setServerState('pool', 'worker2', 'ready')
   const pairs = 40
@@ -232,8 +236,8 @@ t.test('two requests that arrive together go to the two free workers, never both
 
 // Request A runs (render 2 s), B waits in the queue, A's client closes at 150 ms.
 // Resolves with when B reached the worker and the most requests the worker ever held.
-async function abortRunningRequest (t, edit) {
-  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 2000, edit })
+async function abortRunningRequest (t, edit, platform) {
+  const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 2000, edit })
   await client.setServerState('pool', 'worker1', 'ready')
   const send = (name) => {
     const s = net.connect(port, '127.0.0.1', () => s.write(`GET /${name} HTTP/1.1\r\nHost: test\r\n\r\n`))
@@ -251,25 +255,25 @@ async function abortRunningRequest (t, edit) {
   return { bArrivedAfter: servers[0].requests[1].at - started, maxInFlight: servers[0].maxInFlight }
 }
 
-t.test('no abortonclose: a client that leaves does not free its worker\'s slot', async (t) => {
-  const without = await abortRunningRequest(t, (cfg) => cfg)
+onPlatforms(t, 'no abortonclose: a client that leaves does not free its worker\'s slot', async (t, platform) => {
+  const without = await abortRunningRequest(t, (cfg) => cfg, platform)
   t.equal(without.maxInFlight, 1, 'never two requests in one worker')
   t.ok(without.bArrivedAfter >= 1980, `B reached the worker once A was rendered (${without.bArrivedAfter} ms)`)
 
   // The measurement behind the choice: with the option, the same run breaks the guarantee.
-  const withOption = await abortRunningRequest(t, (cfg) => cfg.replace('    no option abortonclose\n', ''))
+  const withOption = await abortRunningRequest(t, (cfg) => cfg.replace('    no option abortonclose\n', ''), platform)
   t.equal(withOption.maxInFlight, 2, `with abortonclose B joins A in the busy worker (${withOption.bArrivedAfter} ms)`)
 })
 
-t.test('nginx → HAProxy (unix socket) → worker', async (t) => {
+onPlatforms(t, 'nginx → HAProxy (unix socket) → worker', { nginx: true }, async (t, platform) => {
   const big = 'x'.repeat(600 * 1024)
   const body = (req) => (req.url === '/big' ? big : `served ${req.url}\n`)
-  const { dir, client, servers } = await startGenerated(t, { workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
+  const { dir, client, servers } = await startGenerated(t, { platform, workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
   const prefix = path.join(dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
   const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') })
-  await startNginx({ cfg, prefix, port: nginxPort, t })
+  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
   const url = `http://127.0.0.1:${nginxPort}`
 
   const ping = await request(`${url}/ping`)
@@ -314,10 +318,12 @@ function headerCommands (cfg, fill) {
 }
 
 // One header command through sh, as an operator would type it; output to `log` for failures.
-function shell (command, { user, log }) {
+// `haproxy` and `nginx` in it are `platform`'s (its directory first in PATH).
+function shell (command, { user, log, platform }) {
   const fd = fs.openSync(log, 'a')
   try {
-    const r = spawnSync('sh', ['-c', command], { stdio: ['ignore', fd, fd], timeout: 10000, ...user })
+    const env = { ...process.env, PATH: `${platform.dir}:${process.env.PATH}` }
+    const r = spawnSync('sh', ['-c', command], { stdio: ['ignore', fd, fd], timeout: 10000, env, ...user })
     if (r.status !== 0) throw new Error(`\`${command}\` exited with ${r.status}: ${fs.readFileSync(log, 'utf8')}`)
   } finally {
     fs.closeSync(fd)
@@ -353,7 +359,7 @@ async function startHeaderPool (t, command, { user, env }) {
 // Generate both configs with the CLI into a fresh prefix, start HAProxy, nginx and the pool
 // exactly as the headers say (as `user`, or as whoever runs the test), and fetch the SSR demo
 // through nginx → HAProxy → pool.
-async function pairAsHeadersSay (t, { user = {} } = {}) {
+async function pairAsHeadersSay (t, { user = {}, platform }) {
   const dir = tempDir(t, 'pool-pair-')
   // workerPort − 2, left free, is where the pool puts its own /status by default.
   const [port, statsPort, nginxPort, , , workerPort] = await freePorts(7)
@@ -373,10 +379,10 @@ async function pairAsHeadersSay (t, { user = {} } = {}) {
   const [startNginxCmd, stopNginxCmd] = headerCommands(nginx.stdout, {})
   t.match(poolCmd, `--worker-port ${workerPort} --timeout 30s --read-timeout 60s --balancer haproxy --haproxy-socket ${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
 
-  shell(startHaproxyCmd, { user, log })
-  t.teardown(() => shell(stopHaproxyCmd, { user, log }))
-  shell(startNginxCmd, { user, log })
-  t.teardown(() => shell(stopNginxCmd, { user, log }))
+  shell(startHaproxyCmd, { user, log, platform })
+  t.teardown(() => shell(stopHaproxyCmd, { user, log, platform }))
+  shell(startNginxCmd, { user, log, platform })
+  t.teardown(() => shell(stopNginxCmd, { user, log, platform }))
   const pool = await startHeaderPool(t, poolCmd, { user, env: user.uid !== undefined ? { XDG_RUNTIME_DIR: dir } : {} })
   const client = new HaproxyClient({ socket: path.join(dir, 'haproxy-admin.sock') })
   await waitFor(async () => Object.values(await client.servers('pool')).every((s) => s.status === 'UP'), { timeout: 10000, what: 'both servers UP' })
@@ -389,8 +395,8 @@ async function pairAsHeadersSay (t, { user = {} } = {}) {
   return { nginxMaster, nginxWorkers: childrenOf(nginxMaster), haproxyPid, pool, dir }
 }
 
-t.test('the generated pair, started as its headers say, serves through nginx → HAProxy → pool', async (t) => {
-  const { nginxMaster, nginxWorkers, dir } = await pairAsHeadersSay(t)
+onPlatforms(t, 'the generated pair, started as its headers say, serves through nginx → HAProxy → pool', { nginx: true }, async (t, platform) => {
+  const { nginxMaster, nginxWorkers, dir } = await pairAsHeadersSay(t, { platform })
   t.equal((fs.statSync(path.join(dir, 'haproxy-http.sock')).mode & 0o777), 0o666, 'HAProxy\'s HTTP socket admits nginx\'s workers, whoever they run as')
   if (IS_ROOT) {
     t.equal(uidOf(nginxMaster), 0, 'nginx started as root')
@@ -398,13 +404,15 @@ t.test('the generated pair, started as its headers say, serves through nginx →
   }
 })
 
+// On the system's HAProxy and nginx only: Debian 13's are in the cache under the home of whoever
+// ran scripts/setup, which nobody may not enter, and the user they run as is not what changed.
 t.test('the same as an unprivileged user', { skip: IS_ROOT ? checkoutHiddenFromOthers() : 'run by an unprivileged user: the test above is this one' }, async (t) => {
-  const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY })
+  const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY, platform: SYSTEM })
   t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf), Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
 })
 
-t.test('priority classes (--priority-routes, --priority-header): a higher class leaves HAProxy\'s queue first', async (t) => {
-  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 300, options: { priorityRoutes: '/health=high,/export/=low', priorityHeader: 'X-Priority' } })
+onPlatforms(t, 'priority classes (--priority-routes, --priority-header): a higher class leaves HAProxy\'s queue first', async (t, platform) => {
+  const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 300, options: { priorityRoutes: '/health=high,/export/=low', priorityHeader: 'X-Priority' } })
   await client.setServerState('pool', 'worker1', 'ready')
   const url = (p) => `http://127.0.0.1:${port}${p}`
   const first = request(url('/first'))
@@ -420,8 +428,8 @@ t.test('priority classes (--priority-routes, --priority-header): a higher class 
     'high (a route, then the header from this host) before normal, normal before low; arrival order within a class')
 })
 
-t.test('overload: a request that finds --max-queue waiting gets 503 at once, never reaching a worker; a high-class one is let in', async (t) => {
-  const { port, client, servers } = await startGenerated(t, { workers: 1, render: 1000, options: { maxQueue: 3, priorityRoutes: '/health=high' } })
+onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at once, never reaching a worker; a high-class one is let in', async (t, platform) => {
+  const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 1000, options: { maxQueue: 3, priorityRoutes: '/health=high' } })
   await client.setServerState('pool', 'worker1', 'ready')
   const url = (p) => `http://127.0.0.1:${port}${p}`
   const qcur = async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND').qcur
@@ -449,21 +457,21 @@ t.test('overload: a request that finds --max-queue waiting gets 503 at once, nev
 
 // HAProxy from the generated config with one streaming worker, ready, and nginx from the
 // generated config in front of its unix socket.
-async function startStreamingStack (t) {
+async function startStreamingStack (t, platform) {
   const dir = tempDir(t)
   const [port, statsPort, workerPort, nginxPort] = await freePorts(4)
   const cfg = haproxyConfig({ workers: 1, port, statsPort, workerPort, prefix: dir, log: 'none', httpSocketUser: NGINX_WORKER_USER })
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const writes = await startStreamingWorker(t, workerPort)
   await new HaproxyClient({ socket: haproxy.socket }).setServerState('pool', 'worker1', 'ready')
   const prefix = path.join(dir, 'nginx')
   fs.mkdirSync(prefix)
-  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t })
+  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t, platform })
   return { writes, haproxyPort: port, nginxPort }
 }
 
-t.test('a streamed page passes HAProxy (option http-no-delay) and nginx → HAProxy as the worker writes it', async (t) => {
-  const { writes, haproxyPort, nginxPort } = await startStreamingStack(t)
+onPlatforms(t, 'a streamed page passes HAProxy (option http-no-delay) and nginx → HAProxy as the worker writes it', { nginx: true }, async (t, platform) => {
+  const { writes, haproxyPort, nginxPort } = await startStreamingStack(t, platform)
   for (const [front, frontPort] of [['HAProxy', haproxyPort], ['nginx → HAProxy', nginxPort]]) {
     // The least of three, so that a moment the machine was busy elsewhere does not count; the
     // kernel's hold of a part sent with MSG_MORE (200 ms) is there every time.
@@ -482,8 +490,8 @@ t.test('a streamed page passes HAProxy (option http-no-delay) and nginx → HAPr
   }
 })
 
-t.test('nginx holds a response with a Content-Length until it is whole, unless the app says X-Accel-Buffering: no, which it never passes on', async (t) => {
-  const { writes, nginxPort } = await startStreamingStack(t)
+onPlatforms(t, 'nginx holds a response with a Content-Length until it is whole, unless the app says X-Accel-Buffering: no, which it never passes on', { nginx: true }, async (t, platform) => {
+  const { writes, nginxPort } = await startStreamingStack(t, platform)
   const held = await timedGet(nginxPort, '/page?cl=1')
   t.ok(held.shellAt >= writes.get('/page?cl=1').lateAt, 'buffered: the shell came with the rest')
   const streamed = await timedGet(nginxPort, '/page?cl=1&xab=no')

@@ -2,7 +2,7 @@
 
 // The generated HAProxy config's retries (lib/generate/haproxy.js, `retry-on conn-failure
 // empty-response`, `retries 1`, `option redispatch 1`, `disable-l7-retry` for all but GET and
-// HEAD), against the real HAProxy and a real pool (`--balancer haproxy`):
+// HEAD), against the real HAProxy (Debian 12's and Debian 13's) and a real pool (`--balancer haproxy`):
 //   a GET whose worker is SIGKILLed mid-request is answered by another worker;
 //   a POST in the same situation is not replayed: 502, and the app saw it once;
 //   a GET that kills every worker it reaches kills two, and the client gets a 502;
@@ -13,6 +13,7 @@ const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
 const { request, sleep, waitFor } = require('../helpers')
+const { onPlatforms } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
 // The app the pool runs, written to the test's temp dir. Every request is appended to HIT_LOG
@@ -32,8 +33,8 @@ module.exports = (req, res) => {
 `
 
 // HAProxy from the generated config (`edit` may change it) and a pool of `workers` running APP.
-async function startStack (t, { workers, edit }) {
-  const lab = await startLabHaproxy(t, { workers, edit })
+async function startStack (t, { workers, edit, platform }) {
+  const lab = await startLabHaproxy(t, { workers, edit, platform })
   const app = path.join(lab.dir, 'app.js')
   fs.writeFileSync(app, APP)
   const hitLog = path.join(lab.dir, 'hits.log')
@@ -53,8 +54,8 @@ async function killMidRequest (stack, method) {
   return { first, response: await answer }
 }
 
-t.test('a GET whose worker is SIGKILLed mid-request is answered by another worker', async (t) => {
-  const stack = await startStack(t, { workers: 2 })
+onPlatforms(t, 'a GET whose worker is SIGKILLed mid-request is answered by another worker', async (t, platform) => {
+  const stack = await startStack(t, { platform, workers: 2 })
   const { first, response } = await killMidRequest(stack, 'GET')
   t.equal(response.status, 200, 'the client gets 200')
   const answeredBy = JSON.parse(response.body).pid
@@ -63,16 +64,16 @@ t.test('a GET whose worker is SIGKILLed mid-request is answered by another worke
   await waitFor(() => stack.killedWorkers().includes(first.pid), { timeout: 5000, what: 'the pool saw the kill' })
 })
 
-t.test('a POST whose worker is SIGKILLed mid-request is not replayed', async (t) => {
-  const stack = await startStack(t, { workers: 2 })
+onPlatforms(t, 'a POST whose worker is SIGKILLed mid-request is not replayed', async (t, platform) => {
+  const stack = await startStack(t, { platform, workers: 2 })
   const { first, response } = await killMidRequest(stack, 'POST')
   t.equal(response.status, 502, 'the client gets 502')
   await sleep(300) // a replay, if there were one, would have reached a worker by now
   t.same(stack.hits(), [{ pid: first.pid, method: 'POST', path: '/hold' }], 'the app saw the POST once, in the killed worker')
 })
 
-t.test('a GET that kills every worker it reaches kills two of them, and gets a 502', async (t) => {
-  const stack = await startStack(t, { workers: 4 })
+onPlatforms(t, 'a GET that kills every worker it reaches kills two of them, and gets a 502', async (t, platform) => {
+  const stack = await startStack(t, { platform, workers: 4 })
   const response = await request(`${stack.lab.url}/kill`)
   t.equal(response.status, 502, 'the client gets 502')
   await sleep(300)
@@ -89,8 +90,8 @@ t.test('a GET that kills every worker it reaches kills two of them, and gets a 5
 
 // Two in-process HTTP servers as the workers, set READY by hand; worker1's port then refuses
 // connections while HAProxy still has it READY (as in the ms before the pool's MAINT).
-t.test('a refused connection is retried on another worker, for a POST too', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, edit: (cfg) => cfg.replace('check inter 2s', 'check inter 60s') })
+onPlatforms(t, 'a refused connection is retried on another worker, for a POST too', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, edit: (cfg) => cfg.replace('check inter 2s', 'check inter 60s') })
   const seen = []
   const servers = []
   for (let i = 0; i < 2; i++) {

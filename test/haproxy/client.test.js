@@ -1,7 +1,7 @@
 'use strict'
 
-// The runtime API client against a real haproxy 2.6 started by each test from a generated
-// config, on loopback and in a temp directory.
+// The runtime API client against a real HAProxy started by each test from a generated config,
+// on loopback and in a temp directory: Debian 12's 2.6 and Debian 13's 3.0 (onPlatforms).
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -13,7 +13,7 @@ const { HaproxyClient, parseAddress } = require('../../lib/haproxy/client')
 const { parseCsv, parseStat, serverState } = require('../../lib/haproxy/stat')
 const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { freePorts, waitFor, ROOT, nodeAnyoneRuns, checkoutHiddenFromOthers } = require('../helpers')
-const { tempDir, startHaproxy, IS_ROOT } = require('../helpers/haproxy')
+const { tempDir, startHaproxy, onPlatforms, IS_ROOT } = require('../helpers/haproxy')
 
 // Tiny HTTP servers on the worker ports, so that HAProxy's connect checks pass.
 async function startWorkers (t, ports) {
@@ -25,7 +25,7 @@ async function startWorkers (t, ports) {
 }
 
 // haproxy from `pool config haproxy` for `workers` servers, plus extra `global` lines.
-async function startLab (t, { workers = 2, extraGlobal = () => [], edit = (cfg) => cfg } = {}) {
+async function startLab (t, { workers = 2, extraGlobal = () => [], edit = (cfg) => cfg, platform } = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(workers + 3)
   const [port, statsPort, apiPort] = ports
@@ -34,7 +34,7 @@ async function startLab (t, { workers = 2, extraGlobal = () => [], edit = (cfg) 
   let cfg = haproxyConfig({ workers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none' })
   const extra = extraGlobal({ dir, apiPort }).map((line) => `    ${line}\n`).join('')
   cfg = edit(cfg.replace('global\n', 'global\n' + extra))
-  const haproxy = await startHaproxy({ cfg, dir, t })
+  const haproxy = await startHaproxy({ cfg, dir, t, platform })
   return { dir, haproxy, apiPort, workerPorts, client: new HaproxyClient({ socket: haproxy.socket }) }
 }
 
@@ -66,8 +66,8 @@ t.test('socket addresses: unix paths and host:port', async (t) => {
   t.throws(() => parseAddress(''), { code: 'POOL_E_BAD_OPTION' })
 })
 
-t.test('set server state, read back through show stat', async (t) => {
-  const { client } = await startLab(t)
+onPlatforms(t, 'set server state, read back through show stat', async (t, platform) => {
+  const { client } = await startLab(t, { platform })
   const status = async (name) => (await client.servers('pool'))[name].status
   t.equal(await status('worker1'), 'MAINT', 'servers start disabled')
   t.equal(await status('worker2'), 'MAINT')
@@ -92,8 +92,8 @@ t.test('set server state, read back through show stat', async (t) => {
   t.equal(servers.worker1.state, 'maint')
 })
 
-t.test('commands reach HAProxy in the order they were asked for', async (t) => {
-  const { client } = await startLab(t, { workers: 1 })
+onPlatforms(t, 'commands reach HAProxy in the order they were asked for', async (t, platform) => {
+  const { client } = await startLab(t, { platform, workers: 1 })
   const states = []
   for (let i = 0; i < 30; i++) states.push(['ready', 'maint', 'drain'][i % 3])
   states.push('maint', 'ready')
@@ -101,8 +101,8 @@ t.test('commands reach HAProxy in the order they were asked for', async (t) => {
   t.equal((await client.servers('pool')).worker1.status, 'UP', 'the last command asked for wins')
 })
 
-t.test('commands one after another on one client each take effect in turn', async (t) => {
-  const { client } = await startLab(t, { workers: 1 })
+onPlatforms(t, 'commands one after another on one client each take effect in turn', async (t, platform) => {
+  const { client } = await startLab(t, { platform, workers: 1 })
   const seen = []
   const n = 50
   const started = process.hrtime.bigint()
@@ -115,8 +115,9 @@ t.test('commands one after another on one client each take effect in turn', asyn
   t.same(seen, Array(5).fill(['MAINT', 'UP']).flat(), 'each command applied before the next one')
 })
 
-t.test('runtime API over host:port', async (t) => {
+onPlatforms(t, 'runtime API over host:port', async (t, platform) => {
   const { client, apiPort } = await startLab(t, {
+    platform,
     workers: 1,
     extraGlobal: ({ apiPort }) => [`stats socket ipv4@127.0.0.1:${apiPort} level admin`]
   })
@@ -126,12 +127,13 @@ t.test('runtime API over host:port', async (t) => {
   t.equal((await client.servers('pool')).worker1.status, 'DRAIN', 'seen through the unix socket too')
 })
 
-t.test('a real quoted field: an agent reply with a comma and quotes', async (t) => {
+onPlatforms(t, 'a real quoted field: an agent reply with a comma and quotes', async (t, platform) => {
   const [agentPort] = await freePorts(1)
   const agent = net.createServer((s) => { s.on('error', () => {}); s.end('up #hello, "world"\n') })
   await new Promise((resolve) => agent.listen(agentPort, '127.0.0.1', resolve))
   t.teardown(() => new Promise((resolve) => agent.close(resolve)))
   const { client, workerPorts } = await startLab(t, {
+    platform,
     workers: 1,
     edit: (cfg) => cfg.replace(/^(\s*server worker1 \S+)$/m, `$1 agent-check agent-port ${agentPort} agent-inter 100ms`)
   })
@@ -145,8 +147,8 @@ t.test('a real quoted field: an agent reply with a comma and quotes', async (t) 
   t.equal(row.status, 'UP')
 })
 
-t.test('verify: the backend and every server the pool needs', async (t) => {
-  const { client } = await startLab(t)
+onPlatforms(t, 'verify: the backend and every server the pool needs', async (t, platform) => {
+  const { client } = await startLab(t, { platform })
   const servers = await client.verify('pool', ['worker1', 'worker2'])
   t.same(Object.keys(servers), ['worker1', 'worker2'])
 
@@ -164,8 +166,8 @@ t.test('verify: the backend and every server the pool needs', async (t) => {
   t.match(frontend.message, /'pool_http' is a frontend/)
 })
 
-t.test('errors from HAProxy name the backend or server the pool expected', async (t) => {
-  const { client } = await startLab(t)
+onPlatforms(t, 'errors from HAProxy name the backend or server the pool expected', async (t, platform) => {
+  const { client } = await startLab(t, { platform })
   const noBackend = await rejection(client.setServerState('ssr', 'worker1', 'ready'))
   t.equal(noBackend.code, 'POOL_E_HAPROXY_NO_BACKEND')
   t.match(noBackend.message, /no backend 'ssr'/)
@@ -180,8 +182,9 @@ t.test('errors from HAProxy name the backend or server the pool expected', async
   await t.rejects(client.setServerState('pool', 'worker1', 'up'), TypeError)
 })
 
-t.test('a socket below level admin → POOL_E_HAPROXY_LEVEL', async (t) => {
+onPlatforms(t, 'a socket below level admin → POOL_E_HAPROXY_LEVEL', async (t, platform) => {
   const { client, dir } = await startLab(t, {
+    platform,
     extraGlobal: ({ dir }) => [`stats socket ${path.join(dir, 'operator.sock')} mode 600 level operator`]
   })
   const operator = new HaproxyClient({ socket: path.join(dir, 'operator.sock') })
@@ -195,7 +198,7 @@ t.test('a socket below level admin → POOL_E_HAPROXY_LEVEL', async (t) => {
   t.match(verify.message, /its level is 'operator'/)
 })
 
-t.test('a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET naming the path', async (t) => {
+onPlatforms(t, 'a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET naming the path', async (t, platform) => {
   const dir = tempDir(t)
   const missingPath = path.join(dir, 'nope.sock')
   const missing = await rejection(new HaproxyClient({ socket: missingPath }).level())
@@ -203,7 +206,7 @@ t.test('a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET naming the 
   t.ok(missing.message.includes(missingPath), missing.message)
   t.equal(missing.details.reason, 'ENOENT')
 
-  const { client, haproxy } = await startLab(t, { workers: 1 })
+  const { client, haproxy } = await startLab(t, { platform, workers: 1 })
   await haproxy.stop()
   const gone = await rejection(client.setServerState('pool', 'worker1', 'maint'))
   t.equal(gone.code, 'POOL_E_HAPROXY_SOCKET')
@@ -274,8 +277,8 @@ t.test('permission denied on the socket file → POOL_E_HAPROXY_PERMISSION', { s
   }
 })
 
-t.test('info() reads show info', async (t) => {
-  const { client, haproxy } = await startLab(t, { workers: 1 })
+onPlatforms(t, 'info() reads show info', async (t, platform) => {
+  const { client, haproxy } = await startLab(t, { platform, workers: 1 })
   const info = await client.info()
   t.equal(info.Pid, haproxy.pid, 'the pid of the haproxy we started (-db: no master)')
   t.equal(typeof info.Uptime_sec, 'number')

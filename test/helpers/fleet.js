@@ -10,7 +10,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor } = require('../helpers')
-const { HAPROXY, tempDir } = require('./haproxy')
+const { SYSTEM, tempDir } = require('./haproxy')
 const { createNetwork } = require('./netns')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 
@@ -18,9 +18,10 @@ const APP = path.join(FIXTURES, 'fleet-app.js')
 const LOAD = path.join(FIXTURES, 'fleet-load.js')
 
 class Fleet {
-  constructor ({ net, dir, ports }) {
+  constructor ({ net, dir, ports, platform }) {
     this.net = net
     this.dir = dir
+    this.platform = platform // whose haproxy the edge runs
     this.ports = ports // front, agent, edge, stats, worker (the first of the workers')
     this.pools = new Map() // host name → its `pool start` child
     this.edge = null
@@ -83,7 +84,8 @@ class Fleet {
   async startEdge (cfg, { name = 'edge' } = {}) {
     const file = path.join(this.dir, `${name}.cfg`)
     fs.writeFileSync(file, cfg)
-    const edge = this.net.spawn('edge', HAPROXY, ['-db', '-f', file], { stdio: ['ignore', 'ignore', 'pipe'] })
+    const edge = this.net.spawn('edge', this.platform.haproxy, ['-db', '-f', file],
+      { stdio: ['ignore', 'ignore', 'pipe'] })
     edge.output = ''
     edge.stderr.setEncoding('utf8').on('data', (d) => { edge.output = (edge.output + d).slice(-4000) })
     const client = new HaproxyClient({ socket: /^\s*stats socket (\S+)/m.exec(cfg)[1], timeout: 1000 })
@@ -137,12 +139,12 @@ class Fleet {
   }
 }
 
-// A fleet of `hosts` hosts, removed at `t`'s teardown.
-async function createFleet (t, { hosts }) {
+// A fleet of `hosts` hosts, removed at `t`'s teardown; its edge runs `platform`'s haproxy.
+async function createFleet (t, { hosts, platform = SYSTEM }) {
   const net = createNetwork({ hosts, t })
   const dir = tempDir(t, 'pool-fleet-')
   const [front, agent, edge, stats, worker] = await freePorts(8)
-  return new Fleet({ net, dir, ports: { front, agent, edge, stats, worker } })
+  return new Fleet({ net, dir, ports: { front, agent, edge, stats, worker }, platform })
 }
 
 // Failed requests (anything but 200), the first two of them, and the 200s by host.

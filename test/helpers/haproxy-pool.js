@@ -15,7 +15,11 @@ const CONTROL_APP = path.join(FIXTURES, 'control.js')
 // HAProxy for `workers` servers (plus spares up to maxWorkers). `edit` changes the config text;
 // `extraGlobal` adds lines to its global section; `stateFile` has it load server states from
 // lab.stateFile (`pool config haproxy --state-file`). `options`: more of `pool config haproxy`'s.
-async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none', stateFile = false, masterWorker = false, options = {} } = {}) {
+// `platform`: whose haproxy (helpers/haproxy.js).
+async function startLabHaproxy (t, {
+  workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none',
+  stateFile = false, masterWorker = false, options = {}, platform
+} = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
@@ -24,9 +28,10 @@ async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cf
   let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser, stateFile: stateFilePath, ...options })
   const extra = extraGlobal({ dir }).map((line) => `    ${line}\n`).join('')
   cfg = edit(cfg.replace('global\n', 'global\n' + extra))
-  const haproxy = await startHaproxy({ cfg, dir, t, masterWorker })
+  const haproxy = await startHaproxy({ cfg, dir, t, masterWorker, platform })
   const lab = {
     dir,
+    platform,
     cfg,
     port,
     statsPort,
@@ -40,7 +45,7 @@ async function startLabHaproxy (t, { workers = 2, maxWorkers, edit = (cfg) => cf
     async restartHaproxy ({ downMs = 0 } = {}) {
       await lab.haproxy.stop()
       if (downMs > 0) await sleep(downMs)
-      lab.haproxy = await startHaproxy({ cfg, dir, t, masterWorker })
+      lab.haproxy = await startHaproxy({ cfg, dir, t, masterWorker, platform })
       return lab.haproxy
     },
     // `systemctl reload haproxy` (masterWorker only): resolves with the new worker's pid once

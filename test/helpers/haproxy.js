@@ -3,6 +3,10 @@
 // Real haproxy and nginx for tests, from generated configs in a temp directory. Each runs in
 // the foreground as our child (haproxy -db, nginx 'daemon off;') so that stop() — which every
 // test registers in t.teardown — always finds and ends it.
+//
+// Two platforms: the system's HAProxy and nginx (in /usr/sbin: Debian 12's in CI), which every
+// test uses, and Debian 13's (scripts/platforms.sh: scripts/setup builds them), which the tests of
+// what a new version can change run on as well, through onPlatforms().
 
 const fs = require('node:fs')
 const os = require('node:os')
@@ -13,6 +17,8 @@ const { waitFor, request } = require('../helpers')
 
 const HAPROXY = '/usr/sbin/haproxy'
 const NGINX = '/usr/sbin/nginx'
+const DEBIAN13_DIR = process.env.POOL_DEBIAN13_DIR ||
+  path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'pool-supervisor', 'debian13')
 const IS_ROOT = process.getuid?.() === 0
 // As root, nginx's workers run as 'nobody': sockets they must reach are handed to that user.
 const NGINX_WORKER_USER = IS_ROOT ? 'nobody' : undefined
@@ -44,16 +50,87 @@ function watchOutput (child) {
   child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
 }
 
+function executable (file) {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+// The upstream version `bin -v` names: '3.0.11', '1.26.3'.
+function versionOf (bin) {
+  const r = spawnSync(bin, ['-v'], { encoding: 'utf8', timeout: 10000 })
+  return /(?:HAProxy version |nginx\/)(\d+(?:\.\d+)+)/.exec((r.stdout || '') + (r.stderr || ''))?.[1] ?? '?'
+}
+
+// A platform: where its haproxy and nginx are, why it cannot run (null when it can), and their
+// versions (read once, when first asked for).
+function makePlatform (name, release, dir, whence) {
+  const haproxy = path.join(dir, 'haproxy')
+  const nginx = path.join(dir, 'nginx')
+  const absent = [haproxy, nginx].filter((bin) => !executable(bin))
+  let versions
+  return {
+    name,
+    release,
+    dir,
+    haproxy,
+    nginx,
+    missing: absent.length === 0 ? null : `${release}'s ${absent.join(' and ')} not found (${whence})`,
+    get versions () { return (versions ??= { haproxy: versionOf(haproxy), nginx: versionOf(nginx) }) }
+  }
+}
+
+const PLATFORMS = [
+  makePlatform('system', 'the system', path.dirname(HAPROXY), 'scripts/setup installs them with apt'),
+  makePlatform('debian13', 'Debian 13', path.join(DEBIAN13_DIR, 'bin'),
+    `scripts/setup builds them into ${DEBIAN13_DIR}`)
+]
+const SYSTEM = PLATFORMS[0]
+
+// The platforms to run on: all, or those TEST_PLATFORMS names (system,debian13).
+function platforms () {
+  const wanted = process.env.TEST_PLATFORMS?.split(',').map((s) => s.trim()).filter(Boolean)
+  if (!wanted) return PLATFORMS
+  const names = PLATFORMS.map((p) => p.name)
+  const unknown = wanted.filter((name) => !names.includes(name))
+  if (unknown.length > 0) {
+    throw new Error(`TEST_PLATFORMS names ${unknown.join(', ')}: the platforms are ${names.join(', ')}`)
+  }
+  return PLATFORMS.filter((p) => wanted.includes(p.name))
+}
+
+// t.test(`${name} [HAProxy x.y.z]`, fn) once per platform: fn(t, platform). `options` are
+// t.test's, and `nginx: true` for a test that runs the platform's nginx too (its version is then
+// in the name). A platform that is not installed is skipped, saying why, or fails where it must
+// be there (TEST_PLATFORMS_REQUIRED=1, as .ci/run sets).
+function onPlatforms (t, name, options, fn) {
+  if (typeof options === 'function') [options, fn] = [{}, options]
+  const { nginx = false, ...testOptions } = options
+  for (const p of platforms()) {
+    if (p.missing && process.env.TEST_PLATFORMS_REQUIRED === '1') {
+      t.test(`${name} [${p.release}]`, testOptions, async (t) => { t.fail(p.missing) })
+    } else if (p.missing) {
+      t.test(`${name} [${p.release}]`, { ...testOptions, skip: p.missing })
+    } else {
+      const label = `HAProxy ${p.versions.haproxy}${nginx ? `, nginx ${p.versions.nginx}` : ''}`
+      t.test(`${name} [${label}]`, testOptions, (t) => fn(t, p))
+    }
+  }
+}
+
 // `haproxy -c -f FILE`: { ok, output }.
-function checkHaproxyConfig (file) {
-  const r = spawnSync(HAPROXY, ['-c', '-f', file], { encoding: 'utf8', timeout: 10000 })
+function checkHaproxyConfig (file, { platform = SYSTEM } = {}) {
+  const r = spawnSync(platform.haproxy, ['-c', '-f', file], { encoding: 'utf8', timeout: 10000 })
   return { ok: r.status === 0, output: (r.stdout || '') + (r.stderr || '') }
 }
 
 // `nginx -t` with everything under `prefix`: { ok, output }.
-function checkNginxConfig (prefix) {
+function checkNginxConfig (prefix, { platform = SYSTEM } = {}) {
   fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true })
-  const r = spawnSync(NGINX, nginxArgs(prefix, ['-t']), { encoding: 'utf8', timeout: 10000 })
+  const r = spawnSync(platform.nginx, nginxArgs(prefix, ['-t']), { encoding: 'utf8', timeout: 10000 })
   return { ok: r.status === 0, output: (r.stdout || '') + (r.stderr || '') }
 }
 
@@ -89,10 +166,10 @@ async function startHaproxy ({ cfg, dir, socket, t, masterWorker = false }) {
 
 // Start nginx in the foreground with `cfg`, everything under `prefix`. Resolves once /ping
 // answers on `port`.
-async function startNginx ({ cfg, prefix, port, t }) {
+async function startNginx ({ cfg, prefix, port, t, platform = SYSTEM }) {
   fs.mkdirSync(path.join(prefix, 'logs'), { recursive: true })
   fs.writeFileSync(path.join(prefix, 'nginx.conf'), cfg)
-  const child = spawn(NGINX, nginxArgs(prefix, ['-g', 'daemon off;']), { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(platform.nginx, nginxArgs(prefix, ['-g', 'daemon off;']), { stdio: ['ignore', 'pipe', 'pipe'] })
   watchOutput(child)
   const handle = { pid: child.pid, prefix, child, stop: () => stopChild(child) }
   t?.teardown(handle.stop)
@@ -108,4 +185,19 @@ async function startNginx ({ cfg, prefix, port, t }) {
   return handle
 }
 
-module.exports = { HAPROXY, NGINX, IS_ROOT, NGINX_WORKER_USER, tempDir, stopChild, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx }
+module.exports = {
+  HAPROXY,
+  NGINX,
+  IS_ROOT,
+  NGINX_WORKER_USER,
+  PLATFORMS,
+  SYSTEM,
+  platforms,
+  onPlatforms,
+  tempDir,
+  stopChild,
+  checkHaproxyConfig,
+  checkNginxConfig,
+  startHaproxy,
+  startNginx
+}

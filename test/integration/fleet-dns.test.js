@@ -6,11 +6,13 @@
 // record appears takes requests within a few resolve intervals; a host that leaves (its pool
 // stopped gracefully, its record removed) costs no request; a host whose record stays while its
 // pool is gone is taken out by its health check; with DNS unreachable, the hosts last found keep
-// serving; SRV records (name and port per host) work as A records do.
+// serving; SRV records (name and port per host) work as A records do. The whole file runs once
+// per platform (Debian 12's HAProxy, Debian 13's), each with a fleet of its own.
 
 const t = require('tap')
 const path = require('node:path')
 const { createFleet, summary } = require('../helpers/fleet')
+const { onPlatforms } = require('../helpers/haproxy')
 const { DnsServer, dnsProblem } = require('../helpers/dns')
 const { freePorts, sleep, waitFor } = require('../helpers')
 const { edgeConfig } = require('../../lib/generate/edge')
@@ -21,10 +23,10 @@ const problem = dnsProblem() ?? (process.getuid?.() === 0 ? null : 'not root: th
 if (problem) {
   t.skip(`DNS discovery: ${problem}`)
 } else {
-  run()
+  onPlatforms(t, 'DNS discovery', async (t, platform) => run(t, platform)) // resolved: its subtests end it
 }
 
-function run () {
+function run (t, platform) {
   let fleet, dns
   const addressOf = (h) => fleet.host(h).address
 
@@ -50,7 +52,7 @@ function run () {
   }
 
   t.before(async () => {
-    fleet = await createFleet(t, { hosts: 3 })
+    fleet = await createFleet(t, { hosts: 3, platform })
     const [dnsPort] = await freePorts(1)
     dns = new DnsServer({ net: fleet.net, dir: fleet.dir, port: dnsPort })
     await dns.start()

@@ -1,18 +1,18 @@
 'use strict'
 
 // The production topology end to end: nginx → HAProxy (unix socket) → pool, all from the
-// generated configs, serving the SSR demo.
+// generated configs, serving the SSR demo; on Debian 12's nginx and HAProxy and on Debian 13's.
 
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { ROOT, freePorts, request, waitFor } = require('../helpers')
-const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
-t.test('nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
+onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', { nginx: true }, async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, nginxUser: NGINX_WORKER_USER })
   const pool = await startHaproxyPool(t, lab, { workers: 2, app: path.join(ROOT, 'examples/ssr/server.js') })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
 
@@ -20,7 +20,7 @@ t.test('nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', asy
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
   const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') })
-  await startNginx({ cfg, prefix, port: nginxPort, t })
+  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
   const url = `http://127.0.0.1:${nginxPort}`
 
   const before = (await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot

@@ -13,7 +13,7 @@ const net = require('node:net')
 const path = require('node:path')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { ROOT, freePorts, startPool, waitFor } = require('../helpers')
-const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
 const SSR = path.join(ROOT, 'examples/ssr/server.js')
@@ -57,8 +57,8 @@ t.test('the embedded balancer', async (t) => {
   await inChromium(t, `http://127.0.0.1:${port}/streamed?delay=${DELAY}`)
 })
 
-t.test('--balancer haproxy, and nginx → HAProxy → pool', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
+onPlatforms(t, '--balancer haproxy, and nginx → HAProxy → pool', { nginx: true }, async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, nginxUser: NGINX_WORKER_USER })
   await startHaproxyPool(t, lab, { workers: 2, app: SSR })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
   await streamsThrough(t, 'HAProxy', lab.port)
@@ -66,7 +66,7 @@ t.test('--balancer haproxy, and nginx → HAProxy → pool', async (t) => {
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
-  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t })
+  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t, platform })
   await streamsThrough(t, 'nginx → HAProxy', nginxPort)
 })
 

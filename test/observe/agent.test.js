@@ -12,7 +12,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const pino = require('pino')
 const { FIXTURES, freePorts, canBind, sleep, waitFor, request } = require('../helpers')
-const { tempDir, startHaproxy } = require('../helpers/haproxy')
+const { tempDir, startHaproxy, onPlatforms } = require('../helpers/haproxy')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { AgentResponder, agentReply } = require('../../lib/observe/agent')
 const { Pool } = require('../../lib/supervisor/pool')
@@ -171,7 +171,7 @@ function edgeShows (client, want, what) {
   }, { timeout: 5000, interval: 50, what: `the edge to show ${what}` })
 }
 
-t.test('a real HAProxy follows a real pool: maxconn = ready workers, drain on stop, back on restart', async (t) => {
+onPlatforms(t, 'a real HAProxy follows a real pool: maxconn = ready workers, drain on stop, back on restart', async (t, platform) => {
   const dir = tempDir(t, 'pool-agent-')
   const [workerPort, , , agentPort] = await freePorts(4)
   const renders = path.join(dir, 'renders.log')
@@ -189,6 +189,7 @@ t.test('a real HAProxy follows a real pool: maxconn = ready workers, drain on st
 
   const socket = path.join(dir, 'admin.sock')
   await startHaproxy({
+    platform,
     t,
     dir,
     cfg: `global

@@ -111,14 +111,30 @@ t.test('package.json: the demo\'s and the tools\' packages are development depen
   t.match(license, /THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND/)
 })
 
+// A stand-in for the root debootstrap makes: a loader that runs the program it is given (after
+// the wrapper's --argv0 NAME --inhibit-cache --library-path DIR), beside a libc, and programs
+// that print a version.
+const FAKE_DEBOOTSTRAP = `for a; do root=$a; done
+mkdir -p "$root/usr/lib/test-linux-gnu" "$root/usr/sbin"
+: > "$root/usr/lib/test-linux-gnu/libc.so.6"
+printf '#!/bin/sh\\nshift 5\\nexec "$@"\\n' > "$root/usr/lib/test-linux-gnu/ld-linux-test.so.1"
+for p in haproxy nginx; do printf '#!/bin/sh\\necho "%s version 0"\\n' $p > "$root/usr/sbin/$p"; done
+chmod 755 "$root/usr/lib/test-linux-gnu/ld-linux-test.so.1" "$root/usr/sbin/haproxy" "$root/usr/sbin/nginx"`
+
 // scripts/setup with every outside command replaced by a stand-in that logs its call.
-function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cachedNodes = [] }) {
+// `cachedRoot`: Debian 13's haproxy and nginx already built.
+function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cachedNodes = [], cachedRoot = false }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-setup-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   for (const version of cachedNodes) {
     const bin = path.join(dir, '.cache', 'pool-supervisor', 'node', version, 'node_modules', `node-linux-${process.arch}`, 'bin')
     fs.mkdirSync(bin, { recursive: true })
     fs.writeFileSync(path.join(bin, 'node'), '', { mode: 0o755 })
+  }
+  if (cachedRoot) {
+    const bin = path.join(dir, '.cache', 'pool-supervisor', 'debian13', 'bin')
+    fs.mkdirSync(bin, { recursive: true })
+    for (const program of ['haproxy', 'nginx']) fs.writeFileSync(path.join(bin, program), '', { mode: 0o755 })
   }
   const log = path.join(dir, 'calls.log')
   const stub = (name, body) => fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 })
@@ -127,7 +143,8 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cach
   stub('apt-get', `echo "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> ${log}; ${aptFails ? 'exit 100' : 'exit 0'}`)
   stub('npm', `echo "npm $* (in \${PWD#${ROOT}})" >> ${log}`)
   if (sudo) stub('sudo', `echo "sudo" >> ${log}; exec "$@"`)
-  for (const tool of ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
+  stub('debootstrap', `echo "debootstrap $*" >> ${log}\n${FAKE_DEBOOTSTRAP}`)
+  for (const tool of ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv', 'cat', 'sed', 'chmod', 'readlink', 'head']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
   fs.symlinkSync(process.execPath, path.join(dir, 'node'))
   const r = spawnSync('/bin/bash', [path.join(ROOT, 'scripts', 'setup')], { env: { PATH: dir, HOME: dir }, encoding: 'utf8', timeout: 30000 })
   return { ...r, home: dir, calls: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [] }
@@ -136,6 +153,10 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cach
 // What scripts/setup runs with npm once apt is done: it fetches the Node.js versions the suite is
 // tested on into the cache, installs the repository's packages, then each example's own.
 const NODE_VERSIONS = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+
+function debootstrapCall (home) {
+  return `debootstrap --variant=minbase --include=haproxy,nginx trixie ${home}/.cache/pool-supervisor/debian13.partial/root`
+}
 
 function npmCalls (home, { cached = [] } = {}) {
   const versions = NODE_VERSIONS.filter((v) => !cached.includes(v))
@@ -152,31 +173,45 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   t.equal(asRoot.status, 0, asRoot.stderr)
   t.same(asRoot.calls, [
     'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
-    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server DEBIAN_FRONTEND=noninteractive',
+    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server debootstrap DEBIAN_FRONTEND=noninteractive',
+    debootstrapCall(asRoot.home),
     ...npmCalls(asRoot.home)
   ], 'root: no sudo (a fresh root machine has none)')
+  const built = path.join(asRoot.home, '.cache', 'pool-supervisor', 'debian13')
+  t.notOk(fs.existsSync(`${built}.partial`), 'the Debian 13 root built aside, then moved into place')
+  for (const program of ['haproxy', 'nginx']) {
+    const r = spawnSync(path.join(built, 'bin', program), ['-v'], { encoding: 'utf8' })
+    t.equal(r.stdout, `${program} version 0\n`, `bin/${program} runs the root's ${program} through the root's loader`)
+  }
 
   const withSudo = runSetup(t, { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2', 'dnsmasq-base', 'faketime', 'redis-server'] })
   t.equal(withSudo.status, 0, withSudo.stderr)
   t.same(withSudo.calls, [
     'sudo', 'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
-    'sudo', 'apt-get install -y -qq --no-install-recommends chromium DEBIAN_FRONTEND=noninteractive',
+    'sudo', 'apt-get install -y -qq --no-install-recommends chromium debootstrap DEBIAN_FRONTEND=noninteractive',
+    'sudo', 'sudo', debootstrapCall(withSudo.home), 'sudo', // rm -rf what a build left, debootstrap, rm -rf again
     ...npmCalls(withSudo.home)
-  ], 'a user: through sudo, only the missing package')
+  ], 'a user: through sudo, only the missing packages')
 
-  const done = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server'] })
+  const all = ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server', 'debootstrap']
+  const done = runSetup(t, { uid: 1000, sudo: false, installed: all, cachedRoot: true })
   t.equal(done.status, 0, done.stderr)
-  t.same(done.calls, npmCalls(done.home), 'all installed: no apt, no sudo needed, so it runs again')
+  t.same(done.calls, npmCalls(done.home), 'all installed and built: no apt, no debootstrap, no sudo needed, so it runs again')
 
-  const cached = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server'], cachedNodes: [NODE_VERSIONS[0]] })
+  const cached = runSetup(t, { uid: 1000, sudo: false, installed: all, cachedRoot: true, cachedNodes: [NODE_VERSIONS[0]] })
   t.equal(cached.status, 0, cached.stderr)
   t.same(cached.calls, npmCalls(cached.home, { cached: [NODE_VERSIONS[0]] }), `Node.js ${NODE_VERSIONS[0]} already in the cache: not fetched again`)
+
+  const noRoot = runSetup(t, { uid: 1000, sudo: false, installed: all })
+  t.equal(noRoot.status, 0, 'without root, the rest is still set up')
+  t.match(noRoot.stderr, /^scripts\/setup: not building Debian 13's haproxy and nginx: debootstrap needs root .*the tests on them will skip\n$/)
+  t.same(noRoot.calls, npmCalls(noRoot.home), 'no debootstrap')
 })
 
 t.test('scripts/setup: one clear line and no npm ci when it cannot install', async (t) => {
   const noSudo = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx'] })
   t.equal(noSudo.status, 1)
-  t.equal(noSudo.stderr, 'scripts/setup: installing iproute2 chromium dnsmasq-base faketime redis-server needs root: run this as root, or as a user with sudo\n')
+  t.equal(noSudo.stderr, 'scripts/setup: installing iproute2 chromium dnsmasq-base faketime redis-server debootstrap needs root: run this as root, or as a user with sudo\n')
   t.same(noSudo.calls, [], 'nothing run')
 
   const aptFails = runSetup(t, { uid: 0, aptFails: true })

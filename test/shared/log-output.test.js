@@ -111,3 +111,28 @@ t.test('a note of dropped lines due within a second of the last one comes when t
   reader.read()
   t.match(reader.text, /a line/)
 })
+
+t.test('a note that finds no room is dropped and counted like a line, and told with the rest by the next one: the notes add up to the count', async (t) => {
+  // A note is longer than most lines, so where a line was just dropped it does not fit either
+  // (a flush while the reader is stuck, as here; a write that freed less than it; the second's
+  // timer with the buffer full). Its lines were then told by no note: the next said 1 where
+  // 2,278 had been dropped (log-reader.test.js, now and then).
+  const reader = pipeReader(t, { nonBlockingWriter: true })
+  const out = new LogOutput({ fd: reader.fd, maxBytes: 8192 })
+  t.teardown(() => out.close())
+  out.onDropped = (n) => out.write(`{"note":"dropped","n":${n},"total":${out.dropped},"pad":"${'z'.repeat(300)}"}\n`)
+  reader.stop()
+  try { for (;;) fs.writeSync(reader.fd, '{"fill":true}\n') } catch (err) { if (err.code !== 'EAGAIN') throw err }
+  for (let i = 0; i < 100; i++) out.write(`{"i":${i},"pad":"${'x'.repeat(100)}"}\n`) // 11 KB: the buffer holds 8 KiB
+  const lines = out.dropped
+  t.ok(lines > 0, `lines dropped past the bound (${lines})`)
+  t.equal(await out.flush(100), false, 'the flush tells first, and gives up on a reader that does not read')
+  t.equal(out.dropped, lines + 1, 'the note found no room: dropped and counted')
+  reader.start()
+  await waitFor(() => reader.records().some((r) => r.note), { timeout: 3000, what: 'a note once the reader is back' })
+  t.ok(await out.flush(5000), 'everything kept is written')
+  reader.read()
+  const notes = reader.records().filter((r) => r.note)
+  t.equal(notes.reduce((a, r) => a + r.n, 0), out.dropped, 'the notes add up to the count, the lost note\'s own line among them')
+  t.equal(notes.at(-1).total, out.dropped)
+})

@@ -7,7 +7,7 @@
 const t = require('tap')
 const path = require('node:path')
 const { freePorts, runPool, waitFor } = require('../../helpers')
-const { tempDir } = require('../../helpers/haproxy')
+const { tempDir, onPlatforms } = require('../../helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses } = require('../../helpers/haproxy-pool')
 
 // `pool start -n WORKERS` that is expected to fail before forking anything. The worker ports
@@ -31,16 +31,16 @@ t.test('no --haproxy-socket, or a socket that does not exist', async (t) => {
   t.equal(line, `pool: HAProxy socket ${missing} does not exist: is HAProxy running with "stats socket ${missing} mode 600 level admin"?`)
 })
 
-t.test('a socket at level operator', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, extraGlobal: ({ dir }) => [`stats socket ${path.join(dir, 'operator.sock')} mode 600 level operator`] })
+onPlatforms(t, 'a socket at level operator', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, extraGlobal: ({ dir }) => [`stats socket ${path.join(dir, 'operator.sock')} mode 600 level operator`] })
   const operator = path.join(lab.dir, 'operator.sock')
   const line = await refusedStart(t, { workers: 2, lab, args: ['--haproxy-socket', operator] })
   t.equal(line, `pool: HAProxy socket ${operator} is not at level admin (its level is 'operator'); declare it as "stats socket ${operator} mode 600 level admin"`)
   t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'nothing was changed in HAProxy')
 })
 
-t.test('a backend without the servers the pool needs, or no such backend', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'a backend without the servers the pool needs, or no such backend', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const line = await refusedStart(t, { workers: 4, lab, args: ['--haproxy-socket', lab.socket] })
   t.equal(line, `pool: HAProxy backend 'pool' (socket ${lab.socket}) has no servers 'worker3', 'worker4': the pool needs worker1..worker4 (4 servers); add them (\`pool config haproxy -n 4\` prints a matching config)`)
 
@@ -51,8 +51,8 @@ t.test('a backend without the servers the pool needs, or no such backend', async
   t.match(badName, /haproxyBackend \(--haproxy-backend\) must be a HAProxy name/)
 })
 
-t.test('servers that send to other ports than the pool listens on', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'servers that send to other ports than the pool listens on', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const [otherPort] = await freePorts(2)
   const r = await runPool(['start', CONTROL_APP, '-n', '2', '--balancer', 'haproxy', '--haproxy-socket', lab.socket, '--worker-port', String(otherPort), '--log-format', 'json'], { timeout: 15000 })
   t.equal(r.code, 2)
@@ -60,8 +60,8 @@ t.test('servers that send to other ports than the pool listens on', async (t) =>
     `start the pool with --worker-port ${lab.workerPort}, or regenerate the config with \`pool config haproxy -n 2 --worker-port ${otherPort} --backend pool\``)
 })
 
-t.test('pool scale: refused for slots HAProxy has no server for, done for spares', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, maxWorkers: 3 })
+onPlatforms(t, 'pool scale: refused for slots HAProxy has no server for, done for spares', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, maxWorkers: 3 })
   const pool = await startHaproxyPool(t, lab, { workers: 2 })
   const control = path.join(lab.dir, 'control.sock')
   // Run without blocking this process, so the pool's log lines keep arriving while it runs.

@@ -8,6 +8,7 @@ const t = require('tap')
 const { performance } = require('node:perf_hooks')
 const { sleep, waitFor, isAlive } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
+const { onPlatforms } = require('../../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 // Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
@@ -22,8 +23,8 @@ async function pollStatus (client, name, done, { since, timeout = 2000 }) {
   throw new Error(`${name} never reached the expected status within ${timeout} ms`)
 }
 
-t.test('SIGKILL → MAINT before the respawn is ready, then UP with the new worker serving', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'SIGKILL → MAINT before the respawn is ready, then UP with the new worker serving', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   // A worker that served is respawned at once when it is killed from outside (no backoff):
   // what must come first is MAINT, before the new process is ready and put back.
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--log-level', 'debug'] })
@@ -71,9 +72,10 @@ function watchServerStates (client) {
   return { stop: async () => { stopped = true; await done; return changes } }
 }
 
-// 4 workers, 12 closed-loop clients through HAProxy, a worker SIGKILLed every second for 10 s.
-async function killUnderLoad (t) {
-  const lab = await startLabHaproxy(t, { workers: 4 })
+// 4 workers, 12 closed-loop clients through `platform`'s HAProxy, a worker SIGKILLed every second
+// for 10 s.
+async function killUnderLoad (t, platform) {
+  const lab = await startLabHaproxy(t, { platform, workers: 4 })
   const pool = await startHaproxyPool(t, lab, { workers: 4, args: ['--log-level', 'debug'] })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'all servers UP' })
   const watch = watchServerStates(lab.client)
@@ -125,10 +127,10 @@ async function killUnderLoad (t) {
   return { killed: killed.length, failed: front.hrsp_5xx }
 }
 
-t.test('12 clients, a worker SIGKILLed every second for 10 s: failed requests ≤ kills', async (t) => {
+onPlatforms(t, '12 clients, a worker SIGKILLed every second for 10 s: failed requests ≤ kills', async (t, platform) => {
   // Only the request running in the killed worker is lost: MAINT keeps the queue off the dead
   // server, and the worker's listening socket, opened above the fds of its connections, makes
   // the next connect to a dying worker refused (and redispatched) rather than accepted.
-  const { killed, failed } = await killUnderLoad(t)
+  const { killed, failed } = await killUnderLoad(t, platform)
   t.ok(failed <= killed, `${failed} requests failed in HAProxy's count ≤ ${killed} kills: only the request running in the killed worker is lost`)
 })

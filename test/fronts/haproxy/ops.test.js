@@ -9,12 +9,13 @@ const path = require('node:path')
 const { performance } = require('node:perf_hooks')
 const net = require('node:net')
 const { request, sleep, waitFor, isAlive, poolStatus, freePorts } = require('../../helpers')
+const { onPlatforms } = require('../../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 const labStatus = (lab) => poolStatus(['--control', path.join(lab.dir, 'control.sock')])
 
-t.test('HAProxy restarted: the pool re-asserts every server within a few seconds', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'HAProxy restarted: the pool re-asserts every server within a few seconds', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const pool = await startHaproxyPool(t, lab, { workers: 2 })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   const pids = pidsBySlot(pool)
@@ -36,8 +37,8 @@ t.test('HAProxy restarted: the pool re-asserts every server within a few seconds
   t.match(front, { type: 'haproxy', backend: 'pool', socket: lab.socket, reachable: true, queue: 0, servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 0 }, worker2: { wanted: 'ready', seen: 'ready' } } }, 'pool status shows wanted and seen states, and HAProxy\'s queue')
 })
 
-t.test('HAProxy gone after start: workers keep serving, a warning, then re-assert when it is back', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'HAProxy gone after start: workers keep serving, a warning, then re-assert when it is back', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const pool = await startHaproxyPool(t, lab, { workers: 2 })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
   const pids = pidsBySlot(pool)
@@ -70,8 +71,8 @@ t.test('HAProxy gone after start: workers keep serving, a warning, then re-asser
   t.equal((await request(lab.url + '/')).status, 200)
 })
 
-t.test('graceful stop: DRAIN, the running request completes, then MAINT', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'graceful stop: DRAIN, the running request completes, then MAINT', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--log-level', 'debug'] })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
 
@@ -114,8 +115,8 @@ t.test('graceful stop: DRAIN, the running request completes, then MAINT', async 
 // In a fleet, an edge asks the host's agent how it is: on a stop, the servers stay READY until
 // the edge has had --stop-announce to hear `drain`, and what the edge still sends meanwhile is
 // served, where DRAIN would leave it queued in this HAProxy with no server to take it.
-t.test('graceful stop, watched by an edge\'s agent: READY and serving for --stop-announce (2 s), then DRAIN', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'graceful stop, watched by an edge\'s agent: READY and serving for --stop-announce (2 s), then DRAIN', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const [agentPort] = await freePorts(1)
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--agent-port', String(agentPort), '--agent-host', '127.0.0.1'] })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })

@@ -7,6 +7,7 @@ const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { BIN, cleanEnv, waitFor, sleep } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
+const { onPlatforms } = require('../../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 // `pool CMD --control SOCK`, to completion, bounded.
@@ -21,8 +22,8 @@ function control (args, lab) {
   })
 }
 
-t.test('pool reload under load through HAProxy: zero failed requests, every pid replaced, DRAIN before stop', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 3 })
+onPlatforms(t, 'pool reload under load through HAProxy: zero failed requests, every pid replaced, DRAIN before stop', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 3 })
   const pool = await startHaproxyPool(t, lab, { workers: 3, args: ['--log-level', 'debug'] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'all servers UP' })
   const before = Object.values(pidsBySlot(pool))
@@ -51,8 +52,8 @@ t.test('pool reload under load through HAProxy: zero failed requests, every pid 
   }
 })
 
-t.test('pool scale up and down under load through HAProxy: zero failed requests', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, maxWorkers: 4 })
+onPlatforms(t, 'pool scale up and down under load through HAProxy: zero failed requests', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, maxWorkers: 4 })
   await startHaproxyPool(t, lab, { workers: 2 })
   await waitFor(async () => { const s = await statuses(lab.client); return s.worker1 === 'UP' && s.worker2 === 'UP' }, { timeout: 5000, what: 'two servers UP' })
   const load = startLoad(lab.url, { concurrency: 5, maxMs: 30000, path: (i) => `/block?ms=10&id=${i}` })

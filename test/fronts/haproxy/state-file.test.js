@@ -12,7 +12,7 @@ const path = require('node:path')
 const { parseServersState } = require('../../../lib/haproxy/servers-state')
 const { waitFor, sleep, isAlive, runPool, freePorts, poolStatus } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
-const { tempDir } = require('../../helpers/haproxy')
+const { tempDir, onPlatforms } = require('../../helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
 
 // The admin state of each server as the file on disk has it: { worker1: 'ready', ... }.
@@ -28,8 +28,8 @@ function fileStates (file) {
 // reload can only be the file.
 const NO_CHECKS = ['--haproxy-check-interval', '10m']
 
-t.test('a HAProxy reload keeps ready workers in service: no 503, no wait for the pool', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
+onPlatforms(t, 'a HAProxy reload keeps ready workers in service: no 503, no wait for the pool', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, stateFile: true, masterWorker: true })
   await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
   await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, { timeout: 3000, what: 'the file to say READY' })
@@ -59,11 +59,11 @@ function getOn (url, agent) {
   })
 }
 
-t.test('a HAProxy reload leaves an idle kept-alive connection open until it carries one more answer, with Connection: close', async (t) => {
+onPlatforms(t, 'a HAProxy reload leaves an idle kept-alive connection open until it carries one more answer, with Connection: close', async (t, platform) => {
   // nginx keeps idle connections to HAProxy and does not replay a request (proxy_next_upstream
   // off): were the old process to close them as it stops, a request nginx writes on one then is
   // a 502. `option idle-close-on-response` keeps them for one more answer.
-  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
+  const lab = await startLabHaproxy(t, { platform, workers: 2, stateFile: true, masterWorker: true })
   await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
@@ -83,8 +83,8 @@ t.test('a HAProxy reload leaves an idle kept-alive connection open until it carr
   await waitFor(() => !isAlive(oldPid), { timeout: 5000, what: 'the old HAProxy to exit once its last connection closed' })
 })
 
-t.test('the file follows every state: MAINT on a kill, READY on the respawn, gone at stop', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true, masterWorker: true })
+onPlatforms(t, 'the file follows every state: MAINT on a kill, READY on the respawn, gone at stop', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, stateFile: true, masterWorker: true })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, '--restart-delay', '1s'] })
   await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'ready', { timeout: 5000, what: 'worker1 READY in the file' })
   const status = await poolStatus(['--control', path.join(lab.dir, 'control.sock')])
@@ -105,8 +105,8 @@ t.test('the file follows every state: MAINT on a kill, READY on the respawn, gon
   t.same(await statuses(lab.client), { worker1: 'MAINT', worker2: 'MAINT' }, 'a HAProxy reloaded after the stop sends nothing to dead ports')
 })
 
-t.test('HAProxy down when a worker dies: the file is removed, so no HAProxy loads READY for it', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2, stateFile: true })
+onPlatforms(t, 'HAProxy down when a worker dies: the file is removed, so no HAProxy loads READY for it', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2, stateFile: true })
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, '--restart-delay', '2s'] })
   await waitFor(() => fileStates(lab.stateFile)?.worker1 === 'ready', { timeout: 5000, what: 'worker1 READY in the file' })
   lab.haproxy.child.kill('SIGKILL')
@@ -119,11 +119,14 @@ t.test('HAProxy down when a worker dies: the file is removed, so no HAProxy load
   t.equal((await lab.client.serversState('pool')).worker1.admin, 'maint', 'a HAProxy started meanwhile has the dead worker MAINT (the config\'s disabled)')
   await waitFor(allUp(lab.client), { timeout: 15000, interval: 50, what: 'the pool to re-assert, the new worker1 included' })
   await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, { timeout: 3000, what: 'the file written again' })
-  t.not(pidsBySlot(pool)[1], pid, 'by then worker1 is the replacement')
+  // Slot 1 as the pool itself has it, not as its log lines have reached us through a pipe: once
+  // (HAProxy 3.0.11, a busy machine) those still named the old pid when HAProxy read UP.
+  const slot1 = (await poolStatus(['--control', path.join(lab.dir, 'control.sock')])).workers.find((w) => w.slot === 1)
+  t.ok(slot1.state === 'ready' && slot1.pid !== pid, `by then worker1 is the replacement, ready (${slot1.state}, pid ${slot1.pid}; the killed one ${pid})`)
 })
 
-t.test('a write that fails later: one warning, the pool goes on, and the file comes back', async (t) => {
-  const lab = await startLabHaproxy(t, { workers: 2 })
+onPlatforms(t, 'a write that fails later: one warning, the pool goes on, and the file comes back', async (t, platform) => {
+  const lab = await startLabHaproxy(t, { platform, workers: 2 })
   const dir = tempDir(t)
   const file = path.join(dir, 'haproxy.state')
   const pool = await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', file, '--restart-delay', '300ms'] })
