@@ -10,12 +10,10 @@ const net = require('node:net')
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const {
-  timeouts, duration, DEFAULT_PREFIX, PROXY_NAME, bad, camel, checkPath, checkWord, hostPort,
-  globalSection, statsSection, idleCloseOnResponse
+  timeouts, duration, longDuration, DEFAULT_PREFIX, PROXY_NAME, MAX_HAPROXY_TIME, bad, camel, checkPath, checkWord, hostPort,
+  globalSection, statsSection, idleCloseOnResponse, websocketRules, tunnelLines, checkTunnelTimeout, OPTIONS: HAPROXY_OPTIONS
 } = require('./haproxy')
 
-// HAProxy's times are milliseconds in a signed 32-bit integer.
-const MAX_HAPROXY_TIME = 24 * 24 * 3600 * 1000
 const RESOLVERS = 'fleet_dns'
 // Debian 12's HAProxy 2.6 is built with MAX_THREADS=64 (haproxy -vv; Debian 13's 3.0 with 256).
 const MAX_THREADS = 64
@@ -45,6 +43,7 @@ const OPTIONS = {
   backend: { flag: 'backend', kind: 'string', default: 'fleet', group: 'HAProxy', describe: 'Backend name; its servers are host1..N in --hosts order' },
   queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker anywhere in the fleet gets a 503' },
   retries: { flag: 'retries', kind: 'int', default: 3, group: 'HAProxy', describe: 'Times a request is sent again, to another host, when a host refused the connection (or, GET and HEAD only, closed it without an answer)' },
+  tunnelTimeout: { ...HAPROXY_OPTIONS.tunnelTimeout, group: 'HAProxy', describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (the edge\'s timeout tunnel); keep it at or above the hosts\' own' },
   threads: { flag: 'threads', kind: 'count', default: 1, group: 'HAProxy', describe: 'HAProxy\'s threads (nbthread): one never sends a host more than its agent\'s last maxconn and carried 10,000 requests/s here; more, where the cores are free for them, carry more, but requests that arrive together may then take a host past it' },
   statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
   log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' },
@@ -165,6 +164,7 @@ function resolveEdgeOptions (input = {}) {
   }
   if (o.threads > MAX_THREADS) throw bad(`--threads must be at most ${MAX_THREADS} (got ${o.threads}): HAProxy's limit`)
   if (o.port === o.statsPort) throw bad(`--port and --stats-port are both ${o.port}`)
+  checkTunnelTimeout(o.tunnelTimeout)
   for (const flag of ['host', 'user', 'group', 'log']) checkWord(flag, o[flag])
   o.prefix = checkPath('prefix', o.prefix)
   o.socket = checkPath('socket', o.socket ?? path.join(o.prefix, 'haproxy-edge-admin.sock'), { unixSocket: true })
@@ -226,9 +226,17 @@ function frontendSection (o) {
     '    # The hosts see the client\'s address in X-Forwarded-For (a host running the embedded',
     '    # balancer passes it on to the app only from peers in its --trust-proxy: list the edge).',
     '    option forwardfor',
+    ...websocketRules(streamsBackendOf(o), 'edge', [
+      `    # WebSockets go to ${streamsBackendOf(o)}, over the same hosts: a socket holds its connection for`,
+      `    # its whole life, and in ${o.backend} it would hold one of its host's slots while requests queued.`
+    ]),
     `    default_backend ${o.backend}`,
     ''
   ]
+}
+
+function streamsBackendOf (o) {
+  return `${o.backend}_streams`
 }
 
 function serverLines (o) {
@@ -246,12 +254,6 @@ function discoveredServers (o) {
     '    # init-addr none: the edge starts even when DNS does not answer yet.',
     `    server-template host 1-${o.maxHosts} ${srv ? name : `${name}:${port}`} resolvers ${RESOLVERS} init-addr none resolve-prefer ipv4`
   ]
-}
-
-// 3600000 → '1h', 90000 → '90s': HAProxy's time format, in the largest unit that is exact.
-function longDuration (ms) {
-  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
-  return duration(ms)
 }
 
 function resolversSection (o) {
@@ -349,6 +351,45 @@ function backendSection (o, t) {
   ]
 }
 
+// The same hosts as the backend, for WebSockets. Without the agent's check: its maxconn (the
+// host's ready workers) counts render slots, not sockets.
+function streamsSection (o, t) {
+  return [
+    `backend ${streamsBackendOf(o)}`,
+    `    # The same hosts as ${o.backend}, for WebSockets. In ${o.backend} a socket would hold one of its`,
+    '    # host\'s slots (a worker, to its agent) for its whole life, and requests would queue behind',
+    '    # it. Here a host takes any number and bounds its own (`pool config haproxy --worker-max-open`',
+    '    # per worker, behind nginx).',
+    ...tunnelLines(t, 'through the edge'),
+    '    balance leastconn',
+    '    # A host that refused the connection: the handshake goes to another. Nothing else is',
+    '    # replayed: a socket may have been acted on.',
+    '    option redispatch 1',
+    `    retries ${o.retries}`,
+    '    retry-on conn-failure',
+    `    timeout queue ${duration(t.queue)}`,
+    '    option http-server-close',
+    '    option http-no-delay',
+    '    # The /ping check of the backend above, which takes a stopping host out (its /ping answers',
+    `    # 503) within ${FALL} checks. No agent-check: its maxconn (the host's ready workers) is a count of`,
+    '    # render slots, not of sockets, and would cap each host\'s sockets at it.',
+    '    option httpchk',
+    '    http-check send meth GET uri /ping',
+    '    http-check expect status 200',
+    `    default-server check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 on-error mark-down`,
+    ...(o.discover ? streamsDiscoveredServers(o) : serverLines(o)),
+    ''
+  ]
+}
+
+// The backend's server-template again, without its comments.
+function streamsDiscoveredServers (o) {
+  return [
+    `    # The same hosts as ${o.backend}: the same records, resolved on their own.`,
+    discoveredServers(o).at(-1)
+  ]
+}
+
 function edgeConfig (input = {}) {
   const o = resolveEdgeOptions(input)
   const t = timeouts(o)
@@ -365,6 +406,7 @@ function edgeConfig (input = {}) {
     ...defaultsSection(o, t),
     ...frontendSection(o),
     ...backendSection(o, t),
+    ...streamsSection(o, t),
     ...statsSection(o)
   ].join('\n')
 }

@@ -18,6 +18,11 @@ const PROXY_NAME = /^[A-Za-z0-9_.:-]+$/
 // overload control takes clients to wait on a pool of slow renders (--overload-max-wait): what
 // HAProxy 2.6 can express of it, as a length.
 const DEFAULT_MAX_QUEUE = 100
+// A WebSocket's idle limit: HAProxy's documented example for WebSockets (`timeout tunnel 1h`).
+// Clients and servers that ping (browsers do not; Socket.IO every 25 s) keep theirs open longer.
+const DEFAULT_TUNNEL_TIMEOUT = 3600000
+// HAProxy's times are milliseconds in a signed 32-bit integer.
+const MAX_HAPROXY_TIME = 24 * 24 * 3600 * 1000
 
 // In the option table's format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
@@ -39,6 +44,7 @@ const OPTIONS = {
   priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
   streamRoutes: { flag: 'stream-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Path prefixes of long-lived requests (PREFIX,...: an AI chat route, long polls), sent to the streams backend, where they do not take a worker\'s only render slot; requests that accept text/event-stream go there anyway' },
   workerMaxOpen: { flag: 'worker-max-open', kind: 'count', default: 8192, group: 'HAProxy', describe: 'Long-lived requests one worker may hold at once (the streams backend\'s maxconn per server)' },
+  tunnelTimeout: { flag: 'tunnel-timeout', kind: 'duration', default: DEFAULT_TUNNEL_TIMEOUT, group: 'HAProxy', describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (timeout tunnel; give the same to `pool config nginx`); keep clients\' pings below it' },
   statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
   prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
   socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
@@ -67,10 +73,13 @@ const OPTIONS = {
 //                          503 or 504 reaches the client, not nginx's: queue + server (the pool
 //                          gone, HAProxy's own 504), or twice queue + T (a GET whose worker the
 //                          pool killed at T is replayed once, and may queue and be killed again)
+//   timeout tunnel         a WebSocket, once upgraded, silent both ways for this long
+//                          (--tunnel-timeout); it replaces client and server for the tunnel
+//   nginx tunnel timeout   the same, 10 s above, so HAProxy's close comes first
 // Without a read timeout (R 0), a worker may be silent for an hour before HAProxy gives up.
 const NO_READ_TIMEOUT = 3600000
 
-function timeouts ({ timeout = 30000, readTimeout = 60000, queueTimeout = 10000 } = {}) {
+function timeouts ({ timeout = 30000, readTimeout = 60000, queueTimeout = 10000, tunnelTimeout = DEFAULT_TUNNEL_TIMEOUT } = {}) {
   const server = Math.max(readTimeout > 0 ? readTimeout : NO_READ_TIMEOUT, timeout) + 30000
   return {
     request: timeout,
@@ -84,12 +93,28 @@ function timeouts ({ timeout = 30000, readTimeout = 60000, queueTimeout = 10000 
     // connection first and never sends a request on one HAProxy is closing.
     httpKeepAlive: 75000,
     upstreamKeepAlive: 60000,
-    nginxRead: Math.max(queueTimeout + server, 2 * (queueTimeout + timeout)) + 10000
+    nginxRead: Math.max(queueTimeout + server, 2 * (queueTimeout + timeout)) + 10000,
+    tunnel: tunnelTimeout,
+    nginxTunnel: tunnelTimeout + 10000
   }
 }
 
 function duration (ms) {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+// 3600000 → '1h', 90000 → '90s': HAProxy's (and nginx's) time format, in the largest unit that is
+// exact.
+function longDuration (ms) {
+  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  return duration(ms)
+}
+
+// --tunnel-timeout, alike for every config that carries it. 0 would not mean "none": HAProxy
+// takes `timeout tunnel 0` as unset and falls back to the client and server timeouts.
+function checkTunnelTimeout (ms) {
+  if (ms < 1000) throw bad(`--tunnel-timeout must be at least 1s (got ${duration(ms)}): it is how long a WebSocket may stay silent, and HAProxy would read 0 as unset, not as never`)
+  if (ms > MAX_HAPROXY_TIME) throw bad(`--tunnel-timeout must be at most 24 days, 34560m (got ${longDuration(ms)}): HAProxy's timers stop there`)
 }
 
 function bad (message) {
@@ -132,6 +157,7 @@ function resolveHaproxyOptions (input = {}) {
     try { o.priorityRules = parseRoutes(o.priorityRoutes) } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
   }
   if (o.priorityHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(o.priorityHeader)) throw bad(`--priority-header must be a header name (got '${o.priorityHeader}')`)
+  checkTunnelTimeout(o.tunnelTimeout)
   return o
 }
 
@@ -262,7 +288,40 @@ function longLivedRules (o) {
     `    http-request del-header ${STREAM_HEADER}`,
     '    acl pool_long_lived req.hdr(accept) -m sub text/event-stream',
     ...routes.map((r) => `    acl pool_long_lived path_beg ${r}`),
-    `    use_backend ${streams} if pool_long_lived`
+    `    use_backend ${streams} if pool_long_lived`,
+    ...websocketRules(streams, 'pool')
+  ]
+}
+
+// A WebSocket handshake (RFC 6455: Upgrade: websocket, and Connection listing upgrade; hdr()
+// takes each comma-separated value on its own, -i any case) goes to `backend`, after the
+// `comment` lines: its connection stays open for as long as the socket lives. Shared with the
+// edge's config.
+function websocketRules (backend, prefix, comment = [
+  '    # WebSockets go there too: a socket holds its connection for its whole life, and in the',
+  '    # render backend it would hold a worker\'s only slot while every page waited behind it.'
+]) {
+  return [
+    ...comment,
+    `    acl ${prefix}_websocket hdr(upgrade) -i websocket`,
+    `    acl ${prefix}_upgrade hdr(connection) -i upgrade`,
+    `    use_backend ${backend} if ${prefix}_websocket ${prefix}_upgrade`
+  ]
+}
+
+// What HAProxy knows of a WebSocket, said where it is configured (the pool's and the edge's
+// streams backends), and the tunnel timeout that is its only limit once upgraded.
+function tunnelLines (t, where) {
+  return [
+    `    # A WebSocket ${where}: HAProxy sees its handshake and the 101, then relays bytes both`,
+    '    # ways. It counts the connection on its server for as long as the socket lives (the',
+    '    # server\'s sessions, scur) and never sees a message, a ping or a close frame: it cannot tell',
+    '    # an idle socket from a dead one, and what it closes it closes without a frame (the client',
+    '    # sees 1006). Once upgraded, `timeout tunnel` replaces `timeout client` and `timeout server`',
+    `    # (measured, 2.6.12): the socket is closed when nothing has passed either way for ${longDuration(t.tunnel)}`,
+    '    # (--tunnel-timeout); bytes one way keep it open. An app whose sockets idle longer pings',
+    '    # (Socket.IO does, every 25 s).',
+    `    timeout tunnel ${longDuration(t.tunnel)}`
   ]
 }
 
@@ -275,6 +334,7 @@ function streamsSection (o, t) {
     '    # nor a render behind a stream. The pool sets these servers READY, DRAIN and MAINT with',
     `    # those of ${o.backend}. What HAProxy cannot know: a request here that renders long on the CPU`,
     '    # still shares its worker\'s loop with the render it runs beside.',
+    ...tunnelLines(t, 'here'),
     '    balance leastconn',
     '    # A refused connection (a dead worker not yet MAINT) goes to another worker; nothing else',
     '    # is replayed: a stream may have been acted on.',
@@ -283,6 +343,8 @@ function streamsSection (o, t) {
     '    retry-on conn-failure',
     `    timeout queue ${duration(t.queue)}`,
     `    http-request set-header ${STREAM_HEADER} 1`,
+    '    # server-close ends the server connection after a response; a 101 makes it a tunnel',
+    '    # instead, which lasts until either side closes.',
     '    option http-server-close',
     '    option http-no-delay',
     '    # abortonclose (from the defaults): a client that leaves ends its stream at the worker.',
@@ -485,7 +547,7 @@ function header (o) {
       ? [`#   (--stats-port 0: the pool's /status would default to --worker-port - 2 = ${o.workerPort - 2}, which`,
           '#   HAProxy takes here; give it a free port instead.)']
       : []),
-    `# nginx in front: \`pool config nginx --haproxy-http-socket ${o.httpSocket}\`.`
+    `# nginx in front: \`pool config nginx --haproxy-http-socket ${o.httpSocket}${o.tunnelTimeout === DEFAULT_TUNNEL_TIMEOUT ? '' : ` --tunnel-timeout ${duration(o.tunnelTimeout)}`}\`.`
   ]
 }
 
@@ -536,6 +598,8 @@ module.exports = {
   poolStartArgs,
   timeouts,
   duration,
+  longDuration,
+  checkTunnelTimeout,
   OPTIONS,
   DEFAULT_PREFIX,
   // Shared with the fleet's edge config.
@@ -547,5 +611,9 @@ module.exports = {
   hostPort,
   globalSection,
   statsSection,
-  idleCloseOnResponse
+  idleCloseOnResponse,
+  websocketRules,
+  tunnelLines,
+  MAX_HAPROXY_TIME,
+  DEFAULT_TUNNEL_TIMEOUT
 }

@@ -8,7 +8,7 @@
 const path = require('node:path')
 const { resolveOptions } = require('../options/table')
 const { poolError, codes } = require('../errors')
-const { timeouts, duration, DEFAULT_PREFIX } = require('./haproxy')
+const { timeouts, duration, longDuration, checkTunnelTimeout, DEFAULT_PREFIX, OPTIONS: HAPROXY_OPTIONS } = require('./haproxy')
 
 const OPTIONS = {
   port: { flag: 'port', kind: 'port', default: 8080, group: 'nginx', describe: 'Port nginx listens on' },
@@ -21,7 +21,8 @@ const OPTIONS = {
   upstream: { flag: 'upstream', kind: 'string', group: 'HAProxy', describe: 'HAProxy as host:port instead of the unix socket' },
   timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Timeouts', describe: 'The pool\'s --timeout (sets how long nginx waits for HAProxy)' },
   readTimeout: { flag: 'read-timeout', kind: 'duration', default: 60000, group: 'Timeouts', describe: 'The pool\'s --read-timeout (sets how long nginx waits for HAProxy between two reads)' },
-  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'Timeouts', describe: 'HAProxy\'s --queue-timeout' }
+  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'Timeouts', describe: 'HAProxy\'s --queue-timeout' },
+  tunnelTimeout: { ...HAPROXY_OPTIONS.tunnelTimeout, group: 'Timeouts', describe: 'HAProxy\'s --tunnel-timeout: a WebSocket is closed after this long without a byte (nginx waits 10 s more, so HAProxy\'s close comes first)' }
 }
 
 const HOST_PORT = /^(\[[^\]]+\]|[^\s/:[\]]+):(\d{1,5})$/
@@ -42,6 +43,7 @@ function resolveNginxOptions (input = {}) {
   for (const [flag, p] of [['prefix', o.prefix], ['haproxy-http-socket', o.haproxySocket]]) {
     if (/[\s;{}]/.test(p)) throw bad(`--${flag} must not contain spaces, ';' or braces (got '${p}')`)
   }
+  checkTunnelTimeout(o.tunnelTimeout)
   return o
 }
 
@@ -94,6 +96,8 @@ function nginxConfig (input = {}) {
     '    # the request (proxy_request_buffering on), so a slow upload never holds a worker.',
     '    client_body_buffer_size 1m;',
     '',
+    ...WEBSOCKET_MAP,
+    '',
     '    upstream pool_haproxy {',
     `        server ${upstream};`,
     '        # Reused connections to HAProxy (needs proxy_http_version 1.1 and an empty Connection',
@@ -114,13 +118,18 @@ function nginxConfig (input = {}) {
     '        }',
     '',
     '        location / {',
+    '            # A WebSocket handshake goes on in @websocket below (418 only names the jump: nothing',
+    '            # answers it), every other request here.',
+    '            error_page 418 = @websocket;',
+    '            if ($pool_websocket) {',
+    '                return 418;',
+    '            }',
     '            proxy_pass http://pool_haproxy;',
     '            proxy_http_version 1.1;',
+    '            # No Connection header (nor Upgrade, which nginx never passes on by itself): the',
+    '            # connection to HAProxy stays open for the next request.',
     '            proxy_set_header Connection "";',
-    '            proxy_set_header Host $host;',
-    '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-    '            proxy_set_header X-Forwarded-Proto $scheme;',
-    '            proxy_set_header X-Real-IP $remote_addr;',
+    ...FORWARDED_HEADERS,
     '            # A request that failed on a worker is not replayed: it may have had effects, and a',
     '            # GET that crashed one worker would crash the next one too. HAProxy already retries',
     '            # connections a dead worker refused, which is the safe case.',
@@ -152,10 +161,58 @@ function nginxConfig (input = {}) {
     '            # off, nginx\'s default): the app sees its response close.',
     `            proxy_read_timeout ${duration(t.nginxRead)};`,
     '        }',
+    '',
+    ...websocketLocation(t),
     '    }',
     '}',
     ''
   ].join('\n')
+}
+
+const FORWARDED_HEADERS = [
+  '            proxy_set_header Host $host;',
+  '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+  '            proxy_set_header X-Forwarded-Proto $scheme;',
+  '            proxy_set_header X-Real-IP $remote_addr;'
+]
+
+// A WebSocket handshake, as HAProxy's config tells it (RFC 6455): Upgrade is websocket and
+// Connection lists upgrade, in any case. One map over both headers: 1 for a handshake, else 0.
+const WEBSOCKET_MAP = [
+  '    # A WebSocket handshake: Upgrade: websocket, and Connection listing upgrade (any case). It',
+  '    # goes to location @websocket, which passes both on; every other request has neither.',
+  '    map "$http_upgrade:$http_connection" $pool_websocket {',
+  '        default 0;',
+  '        "~*^(?:[^:]*,)?\\s*websocket\\s*(?:,[^:]*)?:(?:.*,)?\\s*upgrade\\s*(?:,.*)?$" 1;',
+  '    }'
+]
+
+// A location of its own for WebSockets: an upgrade needs its Upgrade and Connection headers
+// passed on, and a read timeout fit for a tunnel, which nginx's timeouts cannot take from a
+// variable. The connection to HAProxy it upgrades is closed with the socket: nginx returns to
+// its keepalive cache only connections whose response ended, never an upgraded one.
+function websocketLocation (t) {
+  return [
+    '        # WebSockets: nginx passes the handshake on with its Upgrade and `Connection: upgrade`,',
+    '        # which send it to HAProxy\'s streams backend (not a worker\'s render slot), and once the',
+    '        # 101 comes back relays bytes both ways until either side closes. This connection to',
+    '        # HAProxy is then the socket\'s alone: nginx closes it with the socket and never reuses',
+    '        # it (the keepalive above is for the requests of location /).',
+    '        location @websocket {',
+    '            proxy_pass http://pool_haproxy;',
+    '            proxy_http_version 1.1;',
+    '            proxy_set_header Upgrade $http_upgrade;',
+    '            proxy_set_header Connection upgrade;',
+    ...FORWARDED_HEADERS,
+    '            proxy_next_upstream off;',
+    '            proxy_connect_timeout 2s;',
+    `            # A tunnel silent for this long is closed: HAProxy's --tunnel-timeout (${longDuration(t.tunnel)}) closes it first;`,
+    '            # this is 10 s above it. It also bounds the wait for the 101, which HAProxy answers',
+    '            # within its queue and server timeouts.',
+    `            proxy_read_timeout ${longDuration(t.nginxTunnel)};`,
+    `            proxy_send_timeout ${longDuration(t.nginxTunnel)};`,
+    '        }'
+  ]
 }
 
 // How to start and stop nginx on this file, and what its workers must be able to reach when it
