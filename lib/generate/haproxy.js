@@ -289,7 +289,37 @@ function longLivedRules (o) {
     '    acl pool_long_lived req.hdr(accept) -m sub text/event-stream',
     ...routes.map((r) => `    acl pool_long_lived path_beg ${r}`),
     `    use_backend ${streams} if pool_long_lived`,
-    ...websocketRules(streams, 'pool')
+    ...websocketRules(streams, 'pool'),
+    '    # Socket.IO (Engine.IO: its query names EIO): a poll waits for data up to 25 s, and every',
+    '    # request of a session must reach the worker holding it (sessionLines).',
+    '    acl pool_engine_io url_param(EIO) -m found',
+    `    use_backend ${streams} if pool_engine_io`
+  ]
+}
+
+// Socket.IO's sessions: only the worker that answered a session's handshake (a poll without
+// `sid`) knows it; every other answers 400 "Session ID unknown". The id is read from that answer
+// (`0{"sid":"…"`, Engine.IO 4), the worker's id kept under it in a table (expiring an hour after
+// the session's last request), and a later request naming the id (`?sid=`) goes to that worker,
+// also while it drains. A worker that is down is skipped, and the client opens a new session.
+// The table keeps the server's id, which is its place in the list (worker1 is 1, as declared).
+function sessionLines (o) {
+  const table = streamsBackend(o.backend)
+  const open = '{ var(txn.engine_open) -m bool }'
+  const sid = "\"res.body,regsub('^0.{8}([-_A-Za-z0-9]+).*\\$','\\\\1')\""
+  const servers = []
+  for (let i = 1; i <= o.maxWorkers; i++) servers.push(`    use-server ${serverName(i)} if { var(txn.engine_server) -m int ${i} }`)
+  return [
+    '    # Socket.IO sessions, each on the worker that opened it (see `pool_engine_io` above).',
+    '    stick-table type string len 64 size 100k expire 1h store gpt0',
+    '    http-request set-var(txn.engine_open) bool(true) if { url_param(EIO) -m found } !{ url_param(sid) -m found }',
+    '    http-request track-sc1 url_param(sid) if { url_param(sid) -m found }',
+    `    http-request set-var(txn.engine_server) url_param(sid),table_gpt0(${table}) if { url_param(sid) -m found }`,
+    ...servers,
+    `    http-response wait-for-body time 1s at-least 64 if ${open}`,
+    `    http-response set-var(txn.engine_sid) ${sid} if ${open}`,
+    `    http-response track-sc2 var(txn.engine_sid) if ${open}`,
+    `    http-response sc-set-gpt0(2) srv_id if ${open}`
   ]
 }
 
@@ -348,6 +378,7 @@ function streamsSection (o, t) {
     '    option http-server-close',
     '    option http-no-delay',
     '    # abortonclose (from the defaults): a client that leaves ends its stream at the worker.',
+    ...sessionLines(o),
     `    default-server maxconn ${o.workerMaxOpen} disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down`,
     ...serverLines(o),
     ''
