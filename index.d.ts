@@ -62,6 +62,10 @@ export interface WorkerSnapshot {
   request: RunningRequest | null
   /** requests it held at its last check-in, rendering or streaming */
   open: number
+  /** upgraded connections (WebSockets) open at its last check-in: they hold no render place */
+  tunnels: number
+  /** upgraded connections the current process has taken, as of its last check-in */
+  tunnelsOpened: number
   /** requests it may render at once (workerConcurrency) */
   concurrency: number
   lastExit: { pid: number, code: number | null, signal: string | null, reason: string, at: number } | null
