@@ -25,8 +25,13 @@ const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency
 //                                 await I/O; `last`: the exchange (X-Pool-Request) of the one started last
 
 // supervisor → worker
-const STOP = 'stop' //             take no new connection, finish what is open, exit 0
+const STOP = 'stop' //             { reason }               take no new connection, finish what is open, exit 0;
+//                                                       `reason`: the drain's (DRAIN_REASONS)
 const WATCH_REQUEST = 'watch-request' // { id }          say when the request of this exchange (X-Pool-Request) ends
+
+// Why a worker drains, as STOP says it to the app (draining.js); anything else is read as none.
+const DRAIN_REASONS = new Set(['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle', 'listener-closed'])
+const drainReason = (v) => DRAIN_REASONS.has(v) ? v : null
 
 function message (type, fields = {}) {
   return { v: VERSION, type, ...fields }
@@ -108,6 +113,7 @@ module.exports = {
   STOP,
   WATCH_REQUEST,
   message,
+  drainReason,
   isPoolMessage,
   parseWorkerMessage,
   serializeError

@@ -565,7 +565,7 @@ class Pool extends EventEmitter {
   // going before the signal, so no new request races it.
   carryOut (h, action, now) {
     if (!action) return
-    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP))
+    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP, { reason: h.drain.reason }))
     this.report.overdue(h, action, now)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
     if (action.reason === 'boot-timeout') h.bootTimedOut()

@@ -29,17 +29,17 @@ class SupervisorLink {
     this.lastRequestAt = -Infinity
   }
 
-  // onStop(): the supervisor asks the worker to finish and leave. onWatch(id): to say when the
-  // request of that exchange (X-Pool-Request) has ended. onGone(): the channel closed.
-  // beforeCheckIn(): a look at the worker's own state before each check-in goes. counts():
-  // { open, answered, oldest, tunnels, tunnelsOpened }.
+  // onStop(reason): the supervisor asks the worker to finish and leave (reason: the drain's, or
+  // null). onWatch(id): to say when the request of that exchange (X-Pool-Request) has ended.
+  // onGone(): the channel closed. beforeCheckIn(): a look at the worker's own state before each
+  // check-in goes. counts(): { open, answered, oldest, tunnels, tunnelsOpened }.
   open ({ onStop, onWatch, onGone, beforeCheckIn, counts }) {
     this.channel = channel.workerEnd()
     if (!this.channel) return
     channel.readFrames(this.channel, {
       onMessage: (m) => {
         if (!msg.isPoolMessage(m)) return
-        if (m.type === msg.STOP) onStop()
+        if (m.type === msg.STOP) onStop(msg.drainReason(m.reason))
         else if (m.type === msg.WATCH_REQUEST && typeof m.id === 'string') onWatch(m.id)
       },
       onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it

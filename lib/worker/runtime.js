@@ -5,7 +5,7 @@
 // worker whose event loop is blocked cannot decide anything. This module holds the worker's
 // state (booting, ready, stopping) and ties together its parts, one job each: the environment
 // the supervisor set, the link to the supervisor, loading the app, the server on the slot's
-// port (its tunnels: tunnels.js), and leaving.
+// port (its tunnels: tunnels.js), telling the app it drains (draining.js), and leaving.
 
 const msg = require('../protocol/messages')
 const { readEnvironment, forgetRuntimeVariables } = require('./environment')
@@ -13,6 +13,7 @@ const { SupervisorLink } = require('./link')
 const { loadModule, awaitListen, forbidCluster } = require('./load')
 const { SlotServer } = require('./slot-server')
 const { isServable, isThenable, unwrapDefault } = require('./servable')
+const draining = require('./draining')
 const { appListens, reraise } = require('./signals')
 const exit = require('./exit')
 
@@ -67,8 +68,9 @@ class WorkerRuntime {
 
   install () {
     globalThis[RUNTIME_KEY] = this
+    draining.underPool()
     this.link.open({
-      onStop: () => this.stop(),
+      onStop: (reason) => this.stop(reason),
       onWatch: (id) => this.slotServer.watch(id),
       onGone: () => this.orphaned(),
       beforeCheckIn: () => this.slotServer.checkListener(),
@@ -126,11 +128,13 @@ class WorkerRuntime {
   }
 
   // Finish what is running and queued, and the tunnels, then leave. New connections are refused
-  // from now on.
-  stop () {
+  // from now on, and the app hears it drains (`reason`: the drain's, as the supervisor says it).
+  stop (reason = null) {
     if (this.stopping) return
     this.stopping = true
     if (this.slotServer.server) this.slotServer.stopListening()
+    const why = reason ? ` (${reason})` : ''
+    draining.drain(reason ?? 'stop', `the pool is draining this worker${why}: finish, and close long-lived connections`)
     if (!this.slotServer.busy) this.exit()
   }
 
@@ -168,6 +172,7 @@ class WorkerRuntime {
   orphaned () {
     this.stopping = true
     this.slotServer.close()
+    draining.drain('supervisor-gone', 'the pool that ran this worker is gone')
     this.exit()
   }
 }

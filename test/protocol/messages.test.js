@@ -30,7 +30,7 @@ t.test('malformed and misleading messages from an app are ignored; the pool serv
   t.same(await pool.stop(), { clean: true })
 })
 
-t.test('tunnels in a check-in and in left-port: counts, or 0', async (t) => {
+t.test('tunnels in a check-in and in left-port: counts, or 0; a STOP\'s reason is a known one, or none', async (t) => {
   const parse = (m) => msg.parseWorkerMessage({ v: 1, ...m })
   const counts = { open: 1, tunnels: 20, tunnelsOpened: 31 }
   t.match(parse({ type: 'check-in', ...counts }), counts)
@@ -41,4 +41,8 @@ t.test('tunnels in a check-in and in left-port: counts, or 0', async (t) => {
   t.match(parse({ type: 'check-in' }), { tunnels: 0, tunnelsOpened: 0 }, 'an older worker says none')
   t.same(parse({ type: 'left-port', open: 2, tunnels: 5, x: 1 }), { v: 1, type: 'left-port', open: 2, tunnels: 5 })
   t.same(parse({ type: 'left-port', open: 2, tunnels: 'x' }), { v: 1, type: 'left-port', open: 2, tunnels: 0 })
+  for (const reason of ['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle', 'listener-closed']) {
+    t.equal(msg.drainReason(reason), reason)
+  }
+  for (const bad of [undefined, null, 'STOP', '__proto__', 'x'.repeat(1000), 7]) t.equal(msg.drainReason(bad), null)
 })
