@@ -26,6 +26,18 @@ export type Servable =
  */
 export function listen (target: Servable, options?: { port?: number, host?: string }): Server
 
+/**
+ * Aborts once this process is to leave, its `reason` a PoolError with code
+ * `POOL_E_WORKER_DRAINING` and `details.reason` saying why. Under `pool start`: when the worker
+ * is told to drain ('stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle',
+ * 'listener-closed') or its supervisor is gone ('supervisor-gone'). Under plain `node app.js`:
+ * at the first SIGTERM or SIGINT ('SIGTERM', 'SIGINT'), listened for from the first read of
+ * `draining`; without a listener of the app's for that signal, the process still ends by it
+ * 100 ms later. Close long-lived connections here: `ws.close(1001)`, and clients reconnect to
+ * another worker.
+ */
+export declare const draining: AbortSignal
+
 export type WorkerState = 'booting' | 'warming' | 'ready' | 'busy' | 'draining' | 'dead' | 'given-up'
 
 /** The request a worker held longest, as its last check-in said. */
@@ -62,6 +74,10 @@ export interface WorkerSnapshot {
   request: RunningRequest | null
   /** requests it held at its last check-in, rendering or streaming */
   open: number
+  /** upgraded connections (WebSockets) open at its last check-in: they hold no render place */
+  tunnels: number
+  /** upgraded connections the current process has taken, as of its last check-in */
+  tunnelsOpened: number
   /** requests it may render at once (workerConcurrency) */
   concurrency: number
   lastExit: { pid: number, code: number | null, signal: string | null, reason: string, at: number } | null
@@ -483,6 +499,7 @@ export declare const codes: {
   readonly RELOAD_FAILED: 'POOL_E_RELOAD_FAILED'
   readonly BUSY: 'POOL_E_BUSY'
   readonly INTERNAL: 'POOL_E_INTERNAL'
+  readonly WORKER_DRAINING: 'POOL_E_WORKER_DRAINING'
   readonly BODY_TOO_LARGE: 'POOL_E_BODY_TOO_LARGE'
   readonly BODY_OVER_BUDGET: 'POOL_E_BODY_OVER_BUDGET'
   readonly CLIENT_ABORTED: 'POOL_E_CLIENT_ABORTED'

@@ -22,6 +22,8 @@ const codes = Object.freeze({
   RELOAD_FAILED: 'POOL_E_RELOAD_FAILED',
   BUSY: 'POOL_E_BUSY',
   INTERNAL: 'POOL_E_INTERNAL', // an unexpected error, as the control socket reports it
+  // The reason of `draining` (lib/worker/draining.js) once it aborts: the app's process is to leave.
+  WORKER_DRAINING: 'POOL_E_WORKER_DRAINING',
   // The embedded balancer's, per request: they are answered with an HTTP status, never exit.
   BODY_TOO_LARGE: 'POOL_E_BODY_TOO_LARGE',
   BODY_OVER_BUDGET: 'POOL_E_BODY_OVER_BUDGET',

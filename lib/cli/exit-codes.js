@@ -33,6 +33,7 @@ const EXIT_CODES = Object.freeze({
   [codes.RELOAD_FAILED]: EXIT.FAILURE,
   [codes.BUSY]: EXIT.USAGE,
   [codes.INTERNAL]: EXIT.FAILURE,
+  [codes.WORKER_DRAINING]: EXIT.FAILURE, // the app's drain signal, never thrown
   [codes.BODY_TOO_LARGE]: EXIT.FAILURE,
   [codes.BODY_OVER_BUDGET]: EXIT.FAILURE,
   [codes.CLIENT_ABORTED]: EXIT.FAILURE,

@@ -52,10 +52,15 @@ function formatRate (x) {
   return x < 10 ? x.toFixed(1) : String(Math.round(x))
 }
 
+// WebSockets open at the last check-in: only once a worker had any, the usual table as wide as ever.
+const TUNNELS_COLUMN = { title: 'TUNNELS', right: true, value: (w) => w.tunnels ?? 0 }
+const hasTunnels = (workers) => workers.some((w) => w.tunnels > 0 || w.tunnelsOpened > 0)
+
 // `fronts`: each front's own columns (its status's `columns`: HAProxy's wanted and seen state of
 // each server, say), after the pool's.
 function columnsFor (context) {
   const columns = [...COLUMNS]
+  if (context.tunnels) columns.push(TUNNELS_COLUMN)
   if (context.rates) columns.splice(columns.findIndex((c) => c.title === 'UPTIME') + 1, 0, ...RATE_COLUMNS)
   for (const front of context.fronts ?? []) {
     for (const c of Array.isArray(front.columns) ? front.columns : []) {
@@ -103,7 +108,7 @@ function formatStatus (status, { rates = null } = {}) {
   const lines = [
     `pool pid ${status.pid}, ${status.phase}, ${ready}/${status.target} workers ready, app ${status.app}`,
     '',
-    table(workers, { rates, fronts: frontsOf(status.front) }),
+    table(workers, { rates, tunnels: hasTunnels(workers), fronts: frontsOf(status.front) }),
     '',
     `queue: ${status.queue ?? 0}`,
     `front: ${describeFront(status.front)}`

@@ -9,21 +9,29 @@ const VERSION = 1
 // worker → supervisor
 const READY = 'ready' //           { port, rss }            listening, may take requests
 const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
-const CHECK_IN = 'check-in' //     { rss, open, answered, active, request }  its event loop came round:
-//                                 every --heartbeat-interval idle, more often while `active` (it
-//                                 holds requests): `open` held now, `answered` ended since it
+const CHECK_IN = 'check-in' //     { rss, open, tunnels, tunnelsOpened, answered, active, request }  its event
+//                                 loop came round: every --heartbeat-interval idle, more often
+//                                 while `active` (it holds requests): `open` held now, `tunnels`
+//                                 upgraded connections open now (WebSockets: never `active`),
+//                                 `tunnelsOpened` since it started, `answered` ended since it
 //                                 started, `request` the one open longest ({ method, url, age })
 const QUEUED = 'queued' //         { waiting, running }     a request found every render place taken
 const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
-const LEFT_PORT = 'left-port' //   { open }                 asked to stop, it closed its listener: the port is
-//                                                       free; it exits once its `open` requests end
+const LEFT_PORT = 'left-port' //   { open, tunnels }        asked to stop, it closed its listener: the port is
+//                                                       free; it exits once its `open` requests and its
+//                                                       `tunnels` end
 const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
 const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all
 //                                 await I/O; `last`: the exchange (X-Pool-Request) of the one started last
 
 // supervisor → worker
-const STOP = 'stop' //             take no new connection, finish what is open, exit 0
+const STOP = 'stop' //             { reason }               take no new connection, finish what is open, exit 0;
+//                                                       `reason`: the drain's (DRAIN_REASONS)
 const WATCH_REQUEST = 'watch-request' // { id }          say when the request of this exchange (X-Pool-Request) ends
+
+// Why a worker drains, as STOP says it to the app (draining.js); anything else is read as none.
+const DRAIN_REASONS = new Set(['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle', 'listener-closed'])
+const drainReason = (v) => DRAIN_REASONS.has(v) ? v : null
 
 function message (type, fields = {}) {
   return { v: VERSION, type, ...fields }
@@ -50,11 +58,13 @@ const WORKER_MESSAGES = {
   [CHECK_IN]: (m) => ({
     rss: bytes(m.rss),
     open: count(m.open) ?? 0,
+    tunnels: count(m.tunnels) ?? 0,
+    tunnelsOpened: count(m.tunnelsOpened) ?? 0,
     answered: count(m.answered) ?? 0,
     active: m.active === true,
     request: request(m.request) ? { ...request(m.request), age: count(m.request.age) ?? 0 } : null
   }),
-  [LEFT_PORT]: (m) => ({ open: count(m.open) ?? 0 }),
+  [LEFT_PORT]: (m) => ({ open: count(m.open) ?? 0, tunnels: count(m.tunnels) ?? 0 }),
   [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting, running: request(m.running) } : null,
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
@@ -103,6 +113,7 @@ module.exports = {
   STOP,
   WATCH_REQUEST,
   message,
+  drainReason,
   isPoolMessage,
   parseWorkerMessage,
   serializeError

@@ -464,21 +464,21 @@ class Pool extends EventEmitter {
       case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting, m.running)
       case msg.BOOT_ERROR: return this.onBootError(h, m.error)
       case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
-      case msg.LEFT_PORT: return this.onLeftPort(h, m.open, now)
+      case msg.LEFT_PORT: return this.onLeftPort(h, m, now)
       case msg.AWAITING: case msg.REQUEST_ENDED: return this.toldOfRequest(h, h.child, m)
     }
   }
 
-  // The drained worker, asked to stop, closed its listener: the port is free. With requests still
-  // open (streams) and a slot that starts again (reload, recycling, a closed listener), the process
-  // retires: it finishes them outside the slot, within its drain's deadlines, and the slot's next
-  // process boots now instead of after the longest stream. A stop or a scale-down has no next
-  // process: the worker stays in its slot until it exits.
-  onLeftPort (h, open, now) {
-    if (!h.drain || open === 0 || !this.life.is('running') || h.slot > this.target) return
+  // The drained worker, asked to stop, closed its listener: the port is free. With requests or
+  // tunnels still open and a slot that starts again (reload, recycling, a closed listener), the
+  // process retires: it finishes them outside the slot, within its drain's deadlines, and the
+  // slot's next process boots now instead of after the longest stream. A stop or a scale-down
+  // has no next process: the worker stays in its slot until it exits.
+  onLeftPort (h, { open, tunnels }, now) {
+    if (!h.drain || open + tunnels === 0 || !this.life.is('running') || h.slot > this.target) return
     const retiree = new Retiree(h.retired(now), { signal: this.system.signal })
     this.retirees.set(retiree.child, retiree)
-    this.report.retired(h, retiree, open)
+    this.report.retired(h, retiree, { open, tunnels })
   }
 
   // The worker's port refuses connections while its process lives on, heartbeating: it said so
@@ -565,7 +565,7 @@ class Pool extends EventEmitter {
   // going before the signal, so no new request races it.
   carryOut (h, action, now) {
     if (!action) return
-    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP))
+    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP, { reason: h.drain.reason }))
     this.report.overdue(h, action, now)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
     if (action.reason === 'boot-timeout') h.bootTimedOut()

@@ -74,6 +74,8 @@ class WorkerHandle {
     this.lastSeen = null // when it last said anything (the pool's monotonic clock)
     this.active = false // its last check-in: it checks in every --check-in interval, not heartbeat
     this.open = 0 // requests it held at its last check-in
+    this.tunnels = 0 // upgraded connections (WebSockets) open at its last check-in: never busy
+    this.tunnelsOpened = 0 // by the current process, as of its last check-in
     this.request = null // of those, the one open longest: { method, url, startedAt }
     this.requests = 0 // answered by the current process, warm-up excluded, as of its last check-in
     this.warmups = 0 // warm-up requests it was sent: its own count includes them
@@ -126,6 +128,8 @@ class WorkerHandle {
     this.lastSeen = now
     this.active = false
     this.open = 0
+    this.tunnels = 0
+    this.tunnelsOpened = 0
     this.request = null
     this.requests = 0
     this.warmups = 0
@@ -163,12 +167,14 @@ class WorkerHandle {
     return true
   }
 
-  // A check-in: its event loop came round, holding `open` requests, having answered `answered`
-  // since it started. Past --max-requests the process is due for recycling.
-  checkedIn ({ rss, open, answered, active, request }, now) {
+  // A check-in: its event loop came round, holding `open` requests and `tunnels`, having answered
+  // `answered` since it started. Past --max-requests the process is due for recycling.
+  checkedIn ({ rss, open, tunnels = 0, tunnelsOpened = 0, answered, active, request }, now) {
     this.heard(now)
     this.active = active
     this.open = open
+    this.tunnels = tunnels
+    this.tunnelsOpened = tunnelsOpened
     this.request = request ? { method: request.method, url: request.url, startedAt: now - request.age } : null
     const requests = Math.max(0, answered - this.warmups)
     if (requests > this.requests && this.readyAt !== null) {
@@ -325,6 +331,7 @@ class WorkerHandle {
     const retiree = { child: this.child, pid: this.pid, slot: this.slot, reason: this.drain.reason, termAt: this.drain.termAt, killAt: this.drain.killAt, termSent: this.drain.termSent }
     this.detach()
     this.open = 0
+    this.tunnels = 0
     this.request = null
     if (this.drain.reason === 'listener-closed') this.scheduleRespawn(now)
     else this.respawnNow(now)
@@ -347,6 +354,7 @@ class WorkerHandle {
     this.lastExit = { pid: this.pid, code, signal, reason, at: now }
     this.detach()
     this.open = 0
+    this.tunnels = 0
     this.request = null
     const outcome = { reason, planned, draining, next: 'dead' }
     if (stopping || (draining && draining !== 'listener-closed')) {
@@ -466,6 +474,8 @@ class WorkerHandle {
       restarts: this.restarts,
       rss: this.rss,
       open: this.open,
+      tunnels: this.tunnels,
+      tunnelsOpened: this.tunnelsOpened,
       request: this.request ? { method: this.request.method, url: this.request.url, age: now - this.request.startedAt } : null,
       concurrency: this.policy.workerConcurrency ?? 1,
       lastExit: this.lastExit && { ...this.lastExit, at: wall(this.lastExit.at) }

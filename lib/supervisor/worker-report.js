@@ -112,7 +112,11 @@ class WorkerReport {
     }
     const log = this.of(h)
     const pid = h.pid
-    if (action.do === 'term') return log.warn({ event: 'terminate', pid, open: h.open }, `worker ${h.slot} still busy at the graceful timeout; SIGTERM`)
+    if (action.do === 'term') {
+      const tunnels = h.tunnels > 0 ? ` (${plural(h.tunnels, 'tunnel')} open)` : ''
+      const line = { event: 'terminate', pid, open: h.open, tunnels: h.tunnels }
+      return log.warn(line, `worker ${h.slot} still busy at the graceful timeout${tunnels}; SIGTERM`)
+    }
     if (action.reason === 'boot-timeout') return log.error({ event: 'boot-timeout', pid, ms: action.ms }, `worker ${h.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
     if (action.reason !== 'timeout' && action.reason !== 'heartbeat') return log.warn({ event: 'kill', pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
     const r = h.request
@@ -122,14 +126,20 @@ class WorkerReport {
     else log.error(fields, `worker ${h.slot} (pid ${pid}) has not checked in for ${action.ms} ms (--heartbeat-timeout ${this.options.heartbeatTimeout} ms); killing it`)
   }
 
-  // A drained process left its slot with `open` requests (retiree.js).
-  retired (h, r, open) {
-    this.of(h).info({ event: 'retiring', pid: r.pid, reason: r.reason, open }, `worker ${h.slot} (pid ${r.pid}) left its port with ${plural(open, 'request')} open; the slot starts again while it finishes them`)
+  // A drained process left its slot with `open` requests and `tunnels` (retiree.js).
+  retired (h, r, { open, tunnels = 0 }) {
+    const requests = open > 0 || tunnels === 0 ? plural(open, 'request') : null
+    const held = [requests, tunnels > 0 ? plural(tunnels, 'tunnel') : null]
+    const line = { event: 'retiring', pid: r.pid, reason: r.reason, open, tunnels }
+    this.of(h).info(line, `worker ${h.slot} (pid ${r.pid}) left its port with ${held.filter(Boolean).join(' and ')} ` +
+      'open; the slot starts again while it finishes them')
   }
 
   retireeSignalled (r, signal) {
     const log = this.logger.child({ slot: r.slot })
-    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: r.pid, retiring: true }, `retiring worker ${r.slot} (pid ${r.pid}) still holds requests ${signal === 'SIGTERM' ? 'at the graceful timeout' : 'after SIGTERM'}; ${signal}`)
+    const when = signal === 'SIGTERM' ? 'at the graceful timeout' : 'after SIGTERM'
+    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: r.pid, retiring: true },
+      `retiring worker ${r.slot} (pid ${r.pid}) still holds requests or tunnels ${when}; ${signal}`)
   }
 
   // As a drained worker's exit (worker-handle.js exitReason): its own end, or the SIGTERM's.

@@ -21,7 +21,7 @@ class SupervisorLink {
     this.activeInterval = Math.min(activeInterval, heartbeatInterval)
     this.logger = logger
     this.channel = null // null when this process was not forked by a pool
-    this.counts = () => ({ open: 0, answered: 0 })
+    this.counts = () => ({ open: 0, answered: 0, tunnels: 0, tunnelsOpened: 0 })
     this.beforeCheckIn = () => {}
     this.timer = null
     this.active = false // checking in every activeInterval
@@ -29,16 +29,17 @@ class SupervisorLink {
     this.lastRequestAt = -Infinity
   }
 
-  // onStop(): the supervisor asks the worker to finish and leave. onWatch(id): to say when the
-  // request of that exchange (X-Pool-Request) has ended. onGone(): the channel closed. beforeCheckIn(): a
-  // look at the worker's own state before each check-in goes. counts(): { open, answered }.
+  // onStop(reason): the supervisor asks the worker to finish and leave (reason: the drain's, or
+  // null). onWatch(id): to say when the request of that exchange (X-Pool-Request) has ended.
+  // onGone(): the channel closed. beforeCheckIn(): a look at the worker's own state before each
+  // check-in goes. counts(): { open, answered, oldest, tunnels, tunnelsOpened }.
   open ({ onStop, onWatch, onGone, beforeCheckIn, counts }) {
     this.channel = channel.workerEnd()
     if (!this.channel) return
     channel.readFrames(this.channel, {
       onMessage: (m) => {
         if (!msg.isPoolMessage(m)) return
-        if (m.type === msg.STOP) onStop()
+        if (m.type === msg.STOP) onStop(msg.drainReason(m.reason))
         else if (m.type === msg.WATCH_REQUEST && typeof m.id === 'string') onWatch(m.id)
       },
       onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
@@ -71,7 +72,9 @@ class SupervisorLink {
     this.active = open > 0 || performance.now() - this.lastRequestAt < this.heartbeatInterval
     this.saidOpen = open
     const request = oldest ? { method: oldest.method, url: oldest.url.slice(0, msg.MAX_URL), age: Math.round(oldest.age) } : null
-    this.send(msg.CHECK_IN, { rss: process.memoryUsage.rss(), open, answered: counts.answered, active: this.active, request })
+    const { tunnels, tunnelsOpened, answered } = counts
+    const rss = process.memoryUsage.rss()
+    this.send(msg.CHECK_IN, { rss, open, tunnels, tunnelsOpened, answered, active: this.active, request })
     this.schedule()
   }
 

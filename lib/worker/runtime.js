@@ -5,7 +5,7 @@
 // worker whose event loop is blocked cannot decide anything. This module holds the worker's
 // state (booting, ready, stopping) and ties together its parts, one job each: the environment
 // the supervisor set, the link to the supervisor, loading the app, the server on the slot's
-// port, and leaving.
+// port (its tunnels: tunnels.js), telling the app it drains (draining.js), and leaving.
 
 const msg = require('../protocol/messages')
 const { readEnvironment, forgetRuntimeVariables } = require('./environment')
@@ -13,6 +13,8 @@ const { SupervisorLink } = require('./link')
 const { loadModule, awaitListen, forbidCluster } = require('./load')
 const { SlotServer } = require('./slot-server')
 const { isServable, isThenable, unwrapDefault } = require('./servable')
+const draining = require('./draining')
+const { appListens, reraise } = require('./signals')
 const exit = require('./exit')
 
 // The runtime lives on globalThis so that an app requiring its own copy of `pool` (say, from its
@@ -26,6 +28,8 @@ class WorkerRuntime {
     this.failed = false
     this.stopping = false
     this.exiting = false
+    this.terminating = false // a SIGTERM is saying goodbye to the tunnels
+    this.onTerm = () => this.terminated()
     this.log = null // made when first needed (the logger)
     this.onBootFailure = (err) => this.failBoot(err)
     const logger = () => this.logger
@@ -42,7 +46,8 @@ class WorkerRuntime {
       booted: () => this.booted,
       stopping: () => this.stopping,
       onReady: (port) => this.becomeReady(port),
-      onDrained: () => this.exit()
+      onDrained: () => this.exit(),
+      onTunnels: (open) => this.watchTerm(open)
     })
   }
 
@@ -63,8 +68,9 @@ class WorkerRuntime {
 
   install () {
     globalThis[RUNTIME_KEY] = this
+    draining.underPool()
     this.link.open({
-      onStop: () => this.stop(),
+      onStop: (reason) => this.stop(reason),
       onWatch: (id) => this.slotServer.watch(id),
       onGone: () => this.orphaned(),
       beforeCheckIn: () => this.slotServer.checkListener(),
@@ -121,21 +127,42 @@ class WorkerRuntime {
     setTimeout(() => process.exit(1), 1000 + exit.OUTPUT_WAIT).unref()
   }
 
-  // Finish what is running and queued, then leave. New connections are refused from now on.
-  stop () {
+  // Finish what is running and queued, and the tunnels, then leave. New connections are refused
+  // from now on, and the app hears it drains (`reason`: the drain's, as the supervisor says it).
+  stop (reason = null) {
     if (this.stopping) return
     this.stopping = true
-    if (!this.slotServer.server) return this.exit()
-    this.slotServer.stopListening()
+    if (this.slotServer.server) this.slotServer.stopListening()
+    const why = reason ? ` (${reason})` : ''
+    draining.drain(reason ?? 'stop', `the pool is draining this worker${why}: finish, and close long-lived connections`)
     if (!this.slotServer.busy) this.exit()
   }
 
-  // The drain is over: leave, the app's processes first.
+  // The drain is over: leave, the app's processes first (tunnels still open, its supervisor gone:
+  // their goodbye before).
   exit () {
     if (this.exiting) return
     this.exiting = true
     this.slotServer.closeAll()
-    exit.leave({ grace: this.env.killTimeout, logger: () => this.logger })
+    const leave = () => exit.leave({ grace: this.env.killTimeout, logger: () => this.logger })
+    this.slotServer.tunnels.goodbye().then(leave)
+  }
+
+  // Only while tunnels are open does a SIGTERM say goodbye first: a worker without any still dies
+  // by it at once, even with its loop stuck.
+  watchTerm (open) {
+    const listening = process.listeners('SIGTERM').includes(this.onTerm)
+    if (open > 0 && !listening) process.on('SIGTERM', this.onTerm)
+    else if (open === 0 && listening && !this.terminating) process.off('SIGTERM', this.onTerm)
+  }
+
+  // The goodbye; then, without a SIGTERM listener of the app's, the worker dies by SIGTERM as it
+  // would have (the drain's end to the supervisor); with one, that listener decides.
+  terminated () {
+    if (this.terminating) return
+    this.terminating = true
+    const said = this.slotServer.tunnels.goodbye()
+    if (!appListens('SIGTERM')) said.then(() => reraise('SIGTERM', this.onTerm))
   }
 
   // The supervisor died without stopping us (SIGKILL, say): the port is let go at once, the
@@ -145,6 +172,7 @@ class WorkerRuntime {
   orphaned () {
     this.stopping = true
     this.slotServer.close()
+    draining.drain('supervisor-gone', 'the pool that ran this worker is gone')
     this.exit()
   }
 }

@@ -3,7 +3,8 @@
 // The server on the slot's port: which of the app's listen() calls the worker takes over, how it
 // listens with that server (the in-process guard, the limits no front enforces, the timeouts the
 // balancer needs, low fds), and what it reports of it to the supervisor (a listener that closed,
-// the end of a request it was asked to watch; its requests' counts go with each check-in).
+// the end of a request it was asked to watch; its requests' and tunnels' counts go with each
+// check-in).
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -12,13 +13,17 @@ const { guardRequests } = require('./guard')
 const { RequestLimits } = require('./limits')
 const { servingOf, protocolOf, unservableError, appError } = require('./servable')
 const { interceptListen, requestedPort } = require('./adopt')
+const { Tunnels } = require('./tunnels')
 
 class SlotServer {
   // `link`: the supervisor's. `logger()`: the worker's. `concurrency`: requests rendered at once
   // (--worker-concurrency); `limits`: { read, total } (limits.js). The runtime's side:
   // `failBoot(err)`, `booted()` and `stopping()` (its state), `onReady()` once the server
-  // listens, `onDrained()` once nothing is open or waits.
-  constructor ({ slot, port, host, concurrency = 1, limits = { read: 0, total: 0 }, link, logger, failBoot, booted, stopping, onReady, onDrained }) {
+  // listens, `onDrained()` once nothing is open or waits, `onTunnels(open)` as tunnels open and close.
+  constructor ({
+    slot, port, host, concurrency = 1, limits = { read: 0, total: 0 }, link, logger,
+    failBoot, booted, stopping, onReady, onDrained, onTunnels = () => {}
+  }) {
     this.slot = slot
     this.port = port
     this.host = host
@@ -37,6 +42,12 @@ class SlotServer {
     this.listen = net.Server.prototype.listen // the original, once interceptListen has replaced it
     this.guard = null
     this.listenerReported = false // told the supervisor that the server no longer listens
+    this.tunnels = new Tunnels({
+      onChange: (open) => {
+        onTunnels(open)
+        this.drainedSoon()
+      }
+    })
   }
 
   // From now on every listen() in the process asks decideListen() first.
@@ -50,8 +61,13 @@ class SlotServer {
   // Whether the worker has its server, or is getting one ready.
   get claimed () { return this.server !== null || this.preparing !== null }
 
-  // Whether a request runs or waits.
-  get busy () { return this.guard !== null && (this.guard.busy || this.guard.waiting > 0) }
+  // Whether a request runs or waits, or a tunnel is open.
+  get busy () { return this.tunnels.open > 0 || (this.guard !== null && (this.guard.busy || this.guard.waiting > 0)) }
+
+  // A stopping worker leaves once nothing is open any more.
+  drainedSoon () {
+    if (this.stopping() && !this.busy) setImmediate(this.onDrained)
+  }
 
   // A reload's canary has no slot and is forked with PORT=0. It takes a free port of its own, so
   // that an app reading PORT (`parseInt(process.env.PORT) || 3000`, as Next's standalone server
@@ -144,7 +160,7 @@ class SlotServer {
     this.guard = guardRequests(server, {
       onArrive: (req) => this.link.requestArrived(req),
       onStart: limits.enabled ? () => limits.watch() : null,
-      onIdle: () => { if (this.stopping()) setImmediate(this.onDrained) },
+      onIdle: () => this.drainedSoon(),
       onQueued: (waiting, running) => {
         this.link.send(msg.QUEUED, { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
         this.logger().warn({ event: 'request-queued', waiting }, `a request found every render place taken; ${waiting} waiting in-process (${this.concurrency} at a time)`)
@@ -158,6 +174,7 @@ class SlotServer {
     server.keepAliveTimeout = 65000
     server.headersTimeout = 66000
     server.on('error', (err) => this.booted() ? this.reportListenerClosed(err) : this.failBoot(err))
+    this.tunnels.track(server)
     this.watchListener(server)
     this.link.hold() // the app's wait let go of it; from now on the server keeps the worker alive anyway
     const reserved = reserveLowFds()
@@ -169,12 +186,13 @@ class SlotServer {
     return server
   }
 
-  // What each check-in says of the requests.
+  // What each check-in says of the requests and tunnels.
   counts () {
-    if (!this.guard) return { open: 0, answered: 0, oldest: null }
+    const tunnels = this.tunnels.counts()
+    if (!this.guard) return { open: 0, answered: 0, oldest: null, ...tunnels }
     const first = this.guard.entries().next().value
     const oldest = first ? { method: first.req.method, url: first.req.url, age: performance.now() - first.startedAt } : null
-    return { open: this.guard.open, answered: this.guard.answered, oldest }
+    return { open: this.guard.open, answered: this.guard.answered, oldest, ...tunnels }
   }
 
   // The supervisor asks when the request of this exchange (X-Pool-Request) ends (its front gave up reading
@@ -232,11 +250,12 @@ class SlotServer {
   }
 
   // New connections are refused from now on (the port is free for the slot's next process); those
-  // idle are closed. The supervisor hears it, and how many requests are still open.
+  // idle are closed. The supervisor hears it, and how many requests and tunnels are still open.
   stopListening () {
     this.server.close()
     this.server.closeIdleConnections()
-    this.link.send(msg.LEFT_PORT, this.counts())
+    const { open, tunnels } = this.counts()
+    this.link.send(msg.LEFT_PORT, { open, tunnels })
   }
 
   // The port is let go at once, and every connection with it.

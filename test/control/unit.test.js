@@ -266,6 +266,13 @@ t.test('formats', async (t) => {
   t.same(lines[3].trim().split(/\s+/), ['1', '11', '9002', 'busy', '1m05s', '7', '9', '1', '50.0', '1.5s'])
   t.same(lines[4].trim().split(/\s+/), ['2', '-', '9003', 'dead', '-', '0', '4', '2', '-', '-'], 'a dead slot shows no pid')
   t.match(out, /\nqueue: 3\nfront: embedded http:\/\/127\.0\.0\.1:9001\n$/)
+  // A TUNNELS column only once a worker has had tunnels (WebSockets).
+  const worker = { slot: 1, pid: 11, port: 9002, state: 'ready', readyAt: 1, uptime: 1000, requests: 0 }
+  const tunnels = { ...worker, totalRequests: 0, restarts: 0, rss: null, request: null, tunnels: 20, tunnelsOpened: 21 }
+  const pool = { pid: 1, app: '/srv/app.js', phase: 'running', target: 1 }
+  const withTunnels = formatStatus({ ...pool, workers: [tunnels] }).split('\n')
+  t.match(withTunnels[2], /^SLOT +PID +PORT +STATE +UPTIME +REQUESTS +TOTAL +RESTARTS +RSS MB +REQUEST +TUNNELS$/)
+  t.equal(withTunnels[3].trim().split(/\s+/).at(-1), '20')
   const reloading = { pid: 1, app: '/srv/app.js', phase: 'running', target: 1, workers: [], reload: { stage: 'rolling', replaced: 1, pending: 2, active: [3], queued: 0 } }
   t.match(formatStatus(reloading), /\nreload: rolling, 1 replaced, 2 pending, replacing slot 3\n/)
   t.match(formatStatus({ ...reloading, reload: { ...reloading.reload, queued: 3 } }), /\nreload: rolling, 1 replaced, 2 pending, replacing slot 3; another follows \(asked 3 times\)\n/, 'reloads merged into the next one')

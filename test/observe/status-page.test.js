@@ -161,6 +161,7 @@ t.test('a running pool in the browser: workers, queue, histogram, exits, live re
   const [w1, w2] = pool.workers()
   t.match(await row(1).innerText(), new RegExp(`\\b${w1.pid}\\b`), 'and the worker\'s pid')
   t.match(await row(1).innerText(), /\d MiB/, 'its RSS')
+  t.notOk(await page.locator('#tunnels-head').isVisible(), 'no Tunnels column for workers that never had one')
   t.equal(await textOf(page, '#queue'), '0', 'nothing queued yet')
   t.match(await textOf(page, '#phase'), /running/)
   t.match(await textOf(page, '#front'), new RegExp(`embedded\\s+http://127\\.0\\.0\\.1:${frontPort}`))
@@ -236,7 +237,7 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
     reload: { stage: 'rolling', pending: 1, active: [], replaced: 1 },
     workers: answers++ >= 0 && [
       worker(1, { state: 'busy', cpu: cpu(974), open: 3, request: { method: 'GET', url: hostile, startedAt: now() - 1500, age: 1500 } }),
-      worker(2, { cpu: cpu(4) }),
+      worker(2, { cpu: cpu(4), tunnels: 12, tunnelsOpened: 15 }),
       worker(3, { state: 'dead', pid: null, readyAt: null, uptime: 0, rss: null, lastExit: { code: null, signal: 'SIGKILL', reason: 'timeout', at: now() - 5000 } })
     ],
     recentExits: [
@@ -258,6 +259,8 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
   await untilShown(page, '#workers tbody', /busy/, 'the first draw')
   t.equal(await page.locator('#workers tbody tr').count(), 3)
   t.ok(await page.locator('#cpu-head').isVisible(), 'a CPU column when the pool reports CPU')
+  t.ok(await page.locator('#tunnels-head').isVisible(), 'a Tunnels column once a worker has had WebSockets')
+  t.equal(await page.locator('#workers tbody tr[data-slot="2"] td.tunnels').innerText(), '12', 'its WebSockets open')
   await untilShown(page, '#workers tbody tr[data-slot="1"]', /\b97 %/, 'CPU % from two answers\' CPU time')
   t.ok(await page.getByText(`GET ${hostile}`).isVisible(), 'a request URL with markup in it is shown as it is')
   t.equal(await page.locator('#workers img').count(), 0, 'and never becomes an element')

@@ -6,6 +6,7 @@ const t = require('tap')
 const path = require('node:path')
 const pino = require('pino')
 const { Pool } = require('../..')
+const msg = require('../../lib/protocol/messages')
 const { FIXTURES, freePorts, request, waitFor } = require('../helpers')
 
 t.test('malformed and misleading messages from an app are ignored; the pool serves on', async (t) => {
@@ -23,7 +24,25 @@ t.test('malformed and misleading messages from an app are ignored; the pool serv
   t.equal(w.restarts, 0)
   t.equal(w.queued, 0, 'no made-up "request found me busy" was counted')
   t.ok(w.rss === null || Number.isFinite(w.rss), 'its RSS stays a number')
+  t.same([w.tunnels, w.tunnelsOpened], [0, 0], 'no made-up tunnels')
   t.equal(pool.phase, 'running')
   t.same(errors, [])
   t.same(await pool.stop(), { clean: true })
+})
+
+t.test('tunnels in a check-in and in left-port: counts, or 0; a STOP\'s reason is a known one, or none', async (t) => {
+  const parse = (m) => msg.parseWorkerMessage({ v: 1, ...m })
+  const counts = { open: 1, tunnels: 20, tunnelsOpened: 31 }
+  t.match(parse({ type: 'check-in', ...counts }), counts)
+  for (const bad of [-1, 1.5, '20', null, Infinity, 2 ** 60]) {
+    const none = { tunnels: 0, tunnelsOpened: 0 }
+    t.match(parse({ type: 'check-in', tunnels: bad, tunnelsOpened: bad }), none, `${bad}: none`)
+  }
+  t.match(parse({ type: 'check-in' }), { tunnels: 0, tunnelsOpened: 0 }, 'an older worker says none')
+  t.same(parse({ type: 'left-port', open: 2, tunnels: 5, x: 1 }), { v: 1, type: 'left-port', open: 2, tunnels: 5 })
+  t.same(parse({ type: 'left-port', open: 2, tunnels: 'x' }), { v: 1, type: 'left-port', open: 2, tunnels: 0 })
+  for (const reason of ['stop', 'reload', 'scale-down', 'max-requests', 'max-rss', 'recycle', 'listener-closed']) {
+    t.equal(msg.drainReason(reason), reason)
+  }
+  for (const bad of [undefined, null, 'STOP', '__proto__', 'x'.repeat(1000), 7]) t.equal(msg.drainReason(bad), null)
 })

@@ -298,7 +298,9 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
 
   function drawWorkers (workers, notes) {
     const withCpu = workers.some((w) => w.cpu)
+    const withTunnels = workers.some((w) => w.tunnels > 0 || w.tunnelsOpened > 0)
     $('cpu-head').hidden = !withCpu
+    $('tunnels-head').hidden = !withTunnels
     const rows = workers.map((w) => {
       const state = el('td', null, badge(w.state))
       for (const note of notes.get(w.slot) || []) {
@@ -317,6 +319,7 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
         cell(w.restarts, 'num'),
         cell(w.rss ? formatBytes(w.rss) : '–', 'num'),
         withCpu ? cell(typeof cpuPercentOf(w) === 'number' ? `${cpuPercentOf(w).toFixed(0)} %` : '–', 'num') : null,
+        withTunnels ? cell(String(w.tunnels ?? 0), 'num tunnels') : null,
         el('td', { class: w.request ? 'url' : 'muted' }, w.request ? `${w.request.method} ${w.request.url}` : '–', w.open > 1 ? el('small', { class: 'muted' }, ` +${w.open - 1} more`) : null),
         age,
         cell(w.lastExit ? exitText(w.lastExit) : '–', w.lastExit ? null : 'muted'))
@@ -328,7 +331,7 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
       el('td', { class: 'num' }, String(sumOf(workers, 'totalRequests'))),
       el('td', { class: 'num' }, String(sumOf(workers, 'restarts'))),
       el('td', { class: 'num' }, totalRss ? formatBytes(totalRss) : '–'),
-      el('td', { colspan: withCpu ? 4 : 3 })))
+      el('td', { colspan: 3 + (withCpu ? 1 : 0) + (withTunnels ? 1 : 0) })))
   }
 
   function exitText (e) {
