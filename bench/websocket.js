@@ -152,7 +152,9 @@ function askWithin (client, message, ms) {
   })
 }
 
-// A few sockets and pages through the front before anything counts (JIT, connections).
+// Sockets and pages through the front before anything counts (JIT, connections): the sockets at
+// the rate the cells open theirs, as a front's first burst of handshakes is slower than the next.
+const WARM_SOCKETS = 200
 function get (url) {
   return new Promise((resolve) => {
     const req = http.get(url, { agent: false }, (res) => {
@@ -165,8 +167,9 @@ function get (url) {
   })
 }
 
-async function warm (client, url) {
-  await askWithin(client, { cmd: 'open', url, n: 20, rampMs: 100 }, 60000)
+async function warm (client, url, openRate) {
+  const rampMs = Math.round(WARM_SOCKETS / openRate * 1000)
+  await askWithin(client, { cmd: 'open', url, n: WARM_SOCKETS, rampMs }, rampMs + 60000)
   await askWithin(client, { cmd: 'echoStart', rate: 200 }, 5000)
   await sleep(500)
   await askWithin(client, { cmd: 'echoStop', graceMs: 1000 }, 5000)
@@ -265,7 +268,7 @@ async function runCell (name, scale, args) {
   try {
     front = await timed('startS', () => startWsFront(name, args))
     client = await forkReady('ws-client.js', {})
-    await timed('warmS', () => warm(client, front.url))
+    await timed('warmS', () => warm(client, front.url, args.openRate))
     await sleep(1000)
     const idle = treeMemory(await front.roots())
     const renderAlone = active ? await timed('renderAloneS', () => renders(front.url, args)) : null
@@ -297,7 +300,7 @@ async function runCell (name, scale, args) {
         const t0 = performance.now()
         const tp = await askWithin(client, message, ms + 2000 + STEP_SLACK_MS)
         // Read at once: the CPU of the window and of the last echoes, no more.
-        const serverCores = coresBetween(before, cpuTicks(roots), (performance.now() - t0) / 1000)
+        const serverCores = tp.sockets ? coresBetween(before, cpuTicks(roots), (performance.now() - t0) / 1000) : null
         return { ...tp, serverCores }
       })
       if (front.reload) r.reload = await step('reloadS', () => reloadStep(front, client, args))
@@ -337,11 +340,11 @@ async function main (args) {
   }
   const notRaised = raiseOpenFiles(args.nofile)
   const nofile = openFilesLimit().soft
-  // A relay holds two descriptors per tunnel (and the warm-up's, and some spare): a scale past
+  // A relay holds two descriptors per tunnel (and some spare; the warm-up's are closed by then): a scale past
   // what the limit allows is replaced by the largest round one that fits.
   let scales = [...args.scales].sort((a, b) => a - b)
   let fitted = null
-  const fits = (n) => descriptorsNeeded('embedded', n + 20, args.workers) <= nofile
+  const fits = (n) => descriptorsNeeded('embedded', n, args.workers) <= nofile
   if (args.fit && !fits(scales[scales.length - 1])) {
     const largest = Math.floor((nofile - SPARE_FDS - 1000) / 2 / 1000) * 1000
     const over = scales.filter((s) => !fits(s))
@@ -375,7 +378,7 @@ async function main (args) {
     `${ports.free} ephemeral ports free; RLIMIT_NOFILE ${nofile}` +
     (notRaised ? ` (not raised to ${args.nofile}: ${notRaised})` : '') + why)
   const cells = scales.flatMap((scale) => names.map((front) => (
-    { front, scale, descriptors: descriptorsNeeded(front, scale + 20, args.workers), runs: [] })))
+    { front, scale, descriptors: descriptorsNeeded(front, scale, args.workers), runs: [] })))
   const total = args.runs * cells.length
   let done = 0
   for (let run = 0; run < args.runs; run++) {

@@ -708,7 +708,9 @@ function wsReader (data) {
     const direct = cellOf('direct', cell.scale)
     if (!direct || cell.front === 'direct') return null
     const d = figs(direct)
-    return interval(figs(cell).map((f, i) => ({ v: op(f[key], (d[i] ?? d[0])[key]) })), 'v')
+    // A figure missing on either side (no socket echoed) has nothing to compare.
+    const of = (a, b) => (finite(a) && finite(b) ? op(a, b) : NaN)
+    return interval(figs(cell).map((f, i) => ({ v: of(f[key], (d[i] ?? d[0])[key]) })), 'v')
   }
   // Every socket asked for was opened, in every run.
   const allOpened = (cell) => figs(cell).every((f) => f.opened === f.asked)

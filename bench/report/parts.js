@@ -35,7 +35,7 @@ const PARTS = [
       'page\'s p99 beside 1,000 sockets that echo, a reload with 1,000 open',
     script: 'websocket.js',
     own: true,
-    estimate: { full: 420, quick: 110 }
+    estimate: { full: 300, quick: 110 }
   },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines; overload control against a FIFO where a FIFO keeps up: below capacity, mixed routes, closed-loop clients after a burst of fast requests', script: 'overload.js', own: true, estimate: { full: 1000, quick: 150 } },

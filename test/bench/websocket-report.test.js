@@ -48,6 +48,7 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
     cell('embedded', 1000, { asked: 1000, idleKb: 200000, heldKb: 230000, p99: 1.5, perSecond: 80000, serverCores: 1.2, beside: 48, reload }),
     cell('cluster', 1000, { asked: 1000, idleKb: 150000, heldKb: 170000, p99: 3, perSecond: 90000, serverCores: 0.8 }),
     cell('haproxy', 1000, { asked: 1000, opened: 2, failed: { 503: 998 }, idleKb: 100000, heldKb: 101000, p99: 1, perSecond: 50000, serverCores: 0.5, besideFailed: 4, stepFailed: { throughputS: 'the client did not answer throughput within 37000 ms' } }),
+    cell('nginx-haproxy', 1000, { asked: 1000, opened: 0, failed: { 404: 1000 }, idleKb: 280000, heldKb: 290000, p99: 1, perSecond: 0, serverCores: null }),
     cell('direct', 9000, { asked: 9000, idleKb: 50000, heldKb: 140000, active: false }),
     cell('embedded', 9000, { asked: 9000, idleKb: 200000, heldKb: 470000, active: false })
   ]
@@ -61,13 +62,17 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
     config: {
       fronts: ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy'], scales: [1000, 10000], activeAt: 1000, workers: 2, openRate: 1000, settle: 2, rate: 1000, window: 10, renders: 200, renderMs: 20, renderClients: 2, tpSockets: 50, tpDepth: 32, tpBytes: 64, tpSeconds: 5, graceful: 10, reloadClients: 2, reloadPageMs: 2, runs: 1, nofile: 65536, fit: 1
     },
-    fronts: ['direct', 'embedded', 'cluster', 'haproxy'],
-    skipped: [{ front: 'nginx-haproxy', scale: 1000, run: 0, reason: 'nginx exited before it was ready' }],
+    fronts: ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy'],
+    skipped: [{ front: 'nginx-haproxy', scale: 9000, run: 0, reason: 'nginx exited before it was ready' }],
     limits: { nofile: 20000, nofileWanted: 65536, notRaised: 'Operation not permitted', fitted: 9000, fittedFor: [10000] },
     app: 'bench/lib/ws-app.js',
     bin: 'bin/pool.js',
     cells
   }
+  // A front that opened no socket echoed nothing and got nothing through.
+  const none = cells.find((c) => c.front === 'nginx-haproxy').runs[0]
+  Object.assign(none.echo, { targets: 0, sent: 0, received: 0, p50: null, p90: null, p99: null, p999: null, max: null, sendLagP99: null })
+  Object.assign(none.throughput, { sockets: 0, messages: 0, perSecond: null, clientCpu: null })
   fs.writeFileSync(path.join(dir, 'websocket.json'), JSON.stringify(data))
   const out = path.join(dir, 'report.md')
   await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
@@ -95,7 +100,9 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
   t.match(section, /RLIMIT_NOFILE here: 20,000 .*so 10,000 sockets would not fit: 9,000, the largest round number that does, were measured instead/,
     'the descriptor limit is said')
   t.match(section, /Not available: some steps\.\*\* HAProxy at 1,000 sockets: throughput \(the client did not answer/, 'a step that failed')
-  t.match(section, /Not available: nginx → HAProxy at 1,000 sockets\.\*\* nginx exited before it was ready/, 'a front that failed')
+  t.match(section, /Not available: nginx → HAProxy at 9,000 sockets\.\*\* nginx exited before it was ready/, 'a front that failed')
+  t.match(section, /\| nginx → HAProxy \| 0 of 0 \(0\) \| – \/ – \/ – \| – \/ – \| – \|/, 'no echo: nothing against direct\'s')
+  t.match(section, /\| nginx → HAProxy \| 0 × 32 \| – \| – \| – \| – \| – \|/, 'nothing through: no ratio, no CPU')
 })
 
 t.test('no websocket results: the section says how to get them', async (t) => {
