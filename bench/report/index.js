@@ -643,6 +643,9 @@ async function streamsSection (r, dir, run) {
 // The issue's bounds for the websocket part (bench/websocket.js).
 const WS_ECHO_P99_OVER_DIRECT_MS = 1
 const WS_PAGE_BESIDE_TIMES_ALONE = 1.1
+// Memory against direct's is read only where the plain process grew by at least this per
+// socket (KB): a heap grows by steps of a few MB, and may hold a thousand sockets in room it had.
+const WS_DIRECT_MIN_KB = 1
 
 // What the tables and the bounds read of one run of a websocket cell. Memory is per tunnel
 // opened, over the same front idle.
@@ -726,7 +729,9 @@ const kinds = (list) => {
 
 function wsHeldTable (rd, fronts, scale) {
   const { cellOf, figs, iv, sum, againstDirect, allOpened } = rd
-  const ratio = (a, b) => a / b
+  // A plain process that grew by less than this per socket had room in its heap: a ratio to
+  // that would say nothing.
+  const ratio = (a, b) => (b >= WS_DIRECT_MIN_KB ? a / b : NaN)
   return table(['front', 'opened of asked', 'failed, by kind', 'handshake p50 / p99 ms',
     'RSS over idle, KB per tunnel', 'Pss over idle, KB per tunnel', 'RSS / Pss per tunnel ÷ direct\'s',
     'all serving processes idle → held, MB RSS'],
@@ -869,7 +874,9 @@ function wsHow (data) {
     'front\'s roots and all their descendants: the pool\'s supervisor, workers and reaper; HAProxy; nginx\'s master and',
     `workers; cluster's primary and workers) ${c.settle} s after the last socket opened, nothing sent, less the same`,
     'processes after a warm-up, before any socket, per socket opened; "÷ direct\'s" is that against the plain process\'s,',
-    `run by run. *Echo*: at ${int(c.activeAt)} sockets,`,
+    `run by run, and only where the plain process grew by ${WS_DIRECT_MIN_KB} KB per socket or more (its heap grows by`,
+    'steps of a few MB, and may hold a thousand sockets in room it already had).',
+    `*Echo*: at ${int(c.activeAt)} sockets,`,
     `${int(c.rate)} messages a second spread evenly over the sockets open (each in turn) for ${c.window} s, each timed`,
     'on the client\'s clock from its send to its echo; the client\'s send lag (against its schedule) and its event',
     'loop\'s delay show how far the client itself was late. *Echoes a second*: each of the first',

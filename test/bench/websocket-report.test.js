@@ -105,6 +105,28 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
   t.match(section, /\| nginx → HAProxy \| 0 × 32 \| – \| – \| – \| – \| – \|/, 'nothing through: no ratio, no CPU')
 })
 
+t.test('memory against a plain process that grew by next to nothing: no ratio', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const held = (front, idleKb, heldKb) => ({ front, scale: 1000, runs: [wsRun({ asked: 1000, idleKb, heldKb, active: false })] })
+  const data = {
+    part: 'websocket',
+    config: { activeAt: 1000, workers: 2, openRate: 1000, settle: 2, rate: 1000, window: 10, graceful: 10, runs: 1 },
+    fronts: ['direct', 'embedded'],
+    skipped: [],
+    limits: { nofile: 65536, fitted: null },
+    app: 'bench/lib/ws-app.js',
+    cells: [held('direct', 60000, 60500), held('embedded', 200000, 220000)]
+  }
+  fs.writeFileSync(path.join(dir, 'websocket.json'), JSON.stringify(data))
+  const out = path.join(dir, 'report.md')
+  await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
+  const md = fs.readFileSync(out, 'utf8')
+  t.match(md, /\| direct \(no front\) \| 1,000 of 1,000 \| 0 \| .* \| 0\.5 \| 0\.3 \| – \|/)
+  t.match(md, /\| embedded balancer \| 1,000 of 1,000 \| 0 \| .* \| 20\.0 \| 10\.0 \| – \/ – \|/, 'under 1 KB per socket: its heap had room')
+  t.notMatch(md, /RLIMIT_NOFILE here/, 'no limit to speak of')
+})
+
 t.test('no websocket results: the section says how to get them', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
