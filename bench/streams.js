@@ -55,13 +55,13 @@ const fs = require('node:fs')
 const os = require('node:os')
 const http = require('node:http')
 const path = require('node:path')
-const { spawnSync } = require('node:child_process')
 const { runPart, progress, round, log } = require('./lib/part')
 const { forkReady, freePorts, spawnTracked, waitForPort, stop, ask, sleep } = require('./lib/procs')
 const { startFront, unavailable } = require('./lib/fronts')
 const { startGeneratedNginx, has, NGINX } = require('./lib/stack')
 const { closedLoop } = require('./lib/closed-loop')
 const { treeMemory } = require('./lib/process-tree')
+const { openFilesLimit, raiseOpenFiles, ephemeralPorts, descriptorsNeeded, SPARE_FDS } = require('./lib/limits')
 
 const APP = path.join(__dirname, 'lib', 'streams-app.js')
 const FRONTS = ['direct', 'embedded', 'haproxy', 'nginx-haproxy', 'cluster', 'pm2']
@@ -88,49 +88,6 @@ const HANGUP_BUDGET_MS = 10000 // the hang-ups of one cell stop sampling past th
 const RENDER_BUDGET_S = 10 // a render phase sends no request past this
 const STREAM_MAX_MS = 300000 // a stream not ended by the bench ends by itself after this
 const END_TIMEOUT_MS = 30000 // streams not ended this long after the end are counted unfinished
-
-// ---- limits -----------------------------------------------------------------------------------
-
-function openFilesLimit () {
-  const m = /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'))
-  const n = (x) => (x === 'unlimited' ? Infinity : Number(x))
-  return m ? { soft: n(m[1]), hard: n(m[2]) } : { soft: 0, hard: 0 }
-}
-
-// Raises this process's RLIMIT_NOFILE, soft and hard, to `want` (what it starts inherits it);
-// null once done, else why not.
-function raiseOpenFiles (want) {
-  if (openFilesLimit().soft >= want) return null
-  const r = spawnSync('prlimit', ['--pid', String(process.pid), `--nofile=${want}:${want}`], { encoding: 'utf8' })
-  if (openFilesLimit().soft >= want) return null
-  return r.error ? r.error.message : (r.stderr || '').trim().split('\n')[0] || `prlimit exited ${r.status}`
-}
-
-// Descriptors the busiest process of a front holds with `streams` open: a relay (the embedded
-// balancer, HAProxy) two a stream, a worker one for each of its share, plus some spare.
-const RELAYS = ['embedded', 'haproxy', 'nginx-haproxy']
-const SPARE_FDS = 200
-function descriptorsNeeded (front, streams, workers) {
-  if (RELAYS.includes(front)) return 2 * streams + SPARE_FDS
-  return (front === 'direct' ? streams : Math.ceil(streams / workers)) + SPARE_FDS
-}
-
-// Local ports of the ephemeral range that a TCP socket holds now (any state, TIME_WAIT too).
-function ephemeralPorts () {
-  const [lo, hi] = fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number)
-  const used = new Set()
-  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text = ''
-    try { text = fs.readFileSync(file, 'latin1') } catch { continue }
-    for (const line of text.split('\n').slice(1)) {
-      const local = line.trim().split(/\s+/)[1]
-      if (!local) continue
-      const port = parseInt(local.slice(local.lastIndexOf(':') + 1), 16)
-      if (port >= lo && port <= hi) used.add(port)
-    }
-  }
-  return { lo, hi, used: used.size, free: hi - lo + 1 - used.size }
-}
 
 // ---- the fronts -------------------------------------------------------------------------------
 

@@ -46,8 +46,8 @@ function unavailable (kind) {
 // within a run. `poolArgs`: more `pool start` flags (the embedded balancer's options...).
 // `queueTimeout` (ms) and `maxQueue` (HAProxy mode): the generated config's --queue-timeout
 // and --max-queue. `accessLog`: the embedded balancer's access log, as by default (the other
-// parts turn it off).
-async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, maxQueue, poolArgs = [], app, accessLog = false }) {
+// parts turn it off). `bin`: another checkout's bin/pool.js, for `pool start` and `pool reload`.
+async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, maxQueue, poolArgs = [], app, accessLog = false, bin = BIN }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-front-'))
   const workerPorts = await freePorts(workers)
   const [port, statsPort] = await freePorts(2)
@@ -62,7 +62,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
   } else {
     front = ['--port', String(port), ...(accessLog ? [] : ['--no-access-log'])]
   }
-  const pool = startPoolProcess([...common, ...front, ...poolArgs], app ? { app } : {})
+  const pool = startPoolProcess([...common, ...front, ...poolArgs], { ...(app ? { app } : {}), bin })
   // However the pool ends (stop(), or stopAll() on Ctrl-C or a failure), its temp dir goes.
   pool.child.exited.then(() => fs.rmSync(dir, { recursive: true, force: true }))
   try {
@@ -93,7 +93,7 @@ async function startPoolFront (kind, { workers, timeout = 30000, queueTimeout, m
     reload () {
       const started = performance.now()
       return new Promise((resolve) => {
-        execFile(process.execPath, [BIN, 'reload', '--control', control, '--timeout', '60s'], { timeout: 70000 }, (err) => {
+        execFile(process.execPath, [bin, 'reload', '--control', control, '--timeout', '60s'], { timeout: 70000 }, (err) => {
           resolve({ ms: Math.round(performance.now() - started), code: err ? err.code ?? 1 : 0 })
         })
       })

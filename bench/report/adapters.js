@@ -108,6 +108,7 @@ module.exports = {
   nonReaders: json('non-readers.json'),
   streaming: json('streaming.json'),
   streams: json('streams.json'),
+  websocket: json('websocket.json'),
   bodyBudget: json('body-budget.json'),
   killTimeline: json('kill-timeline.json'),
   soak: json('soak.json'),

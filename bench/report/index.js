@@ -650,6 +650,304 @@ async function streamsSection (r, dir, run) {
   r.add(provenance(run, 'streams', null, data))
 }
 
+// ── WebSockets ──────────────────────────────────────────────────────────────────────────────
+
+// The issue's bounds for the websocket part (bench/websocket.js).
+const WS_ECHO_P99_OVER_DIRECT_MS = 1
+const WS_PAGE_BESIDE_TIMES_ALONE = 1.1
+// Memory against direct's is read only where the plain process grew by at least this per
+// socket (KB): a heap grows by steps of a few MB, and may hold a thousand sockets in room it had.
+const WS_DIRECT_MIN_KB = 1
+
+// What the tables and the bounds read of one run of a websocket cell. Memory is per tunnel
+// opened, over the same front idle.
+function wsFigures (x) {
+  const o = x.opened ?? {}
+  const opened = o.opened || 0
+  const mem = x.memory ?? {}
+  const over = (key) => (opened && finite(mem.held?.[key]) && finite(mem.idle?.[key]) ? (mem.held[key] - mem.idle[key]) / opened : NaN)
+  const e = x.echo ?? {}
+  const rd = x.render ?? {}
+  const tp = x.throughput ?? {}
+  const rl = x.reload ?? null
+  const besideRatio = finite(rd.beside?.p99) && rd.alone?.p99 > 0 ? rd.beside.p99 / rd.alone.p99 : NaN
+  return {
+    asked: o.asked,
+    opened,
+    failedKinds: o.failed ?? {},
+    handshakeP50: o.handshakeMs?.p50,
+    handshakeP99: o.handshakeMs?.p99,
+    rssOverIdleKb: over('rssKb'),
+    pssOverIdleKb: over('pssKb'),
+    idleRssMb: finite(mem.idle?.rssKb) ? mem.idle.rssKb / 1024 : NaN,
+    heldRssMb: finite(mem.held?.rssKb) ? mem.held.rssKb / 1024 : NaN,
+    echoTargets: e.targets,
+    echoSent: e.sent,
+    echoReceived: e.received,
+    echoP50: e.p50,
+    echoP99: e.p99,
+    echoP999: e.p999,
+    echoLagP99: e.sendLagP99,
+    echoLoopP99: e.loopDelayP99,
+    pageAloneP50: rd.alone?.p50,
+    pageAloneP99: rd.alone?.p99,
+    pageBesideP50: rd.beside?.p50,
+    pageBesideP99: rd.beside?.p99,
+    pageBesideRatio: besideRatio,
+    pageFailedAlone: rd.alone?.failed,
+    pageFailedBeside: rd.beside?.failed,
+    pageEchoP99: rd.echo?.p99,
+    tpSockets: tp.sockets,
+    tpDepth: tp.depth,
+    tpPerSecond: tp.perSecond,
+    tpClientCores: tp.clientCpu,
+    tpServerCores: tp.serverCores,
+    tpServerUsPerMessage: finite(tp.serverCores) && tp.perSecond > 0 ? tp.serverCores * 1e6 / tp.perSecond : NaN,
+    reload: rl,
+    reloadS: rl && finite(rl.ms) ? rl.ms / 1000 : NaN,
+    reloadOverGraceful: rl && finite(rl.ms) && rl.gracefulS > 0 ? rl.ms / 1000 / rl.gracefulS : NaN,
+    closeFirstS: finite(rl?.closes?.afterMarkMs?.first) ? rl.closes.afterMarkMs.first / 1000 : NaN,
+    closeP50S: finite(rl?.closes?.afterMarkMs?.p50) ? rl.closes.afterMarkMs.p50 / 1000 : NaN,
+    closeLastS: finite(rl?.closes?.afterMarkMs?.last) ? rl.closes.afterMarkMs.last / 1000 : NaN
+  }
+}
+
+// Reading a websocket result: each cell's figures run by run, their median with its interval,
+// counts summed over the runs, and a figure against direct's in the same run.
+function wsReader (data) {
+  const cellOf = (front, scale) => data.cells.find((x) => x.front === front && x.scale === scale)
+  const figs = (cell) => (cell?.runs ?? []).map(wsFigures)
+  const iv = (cell, key) => interval(figs(cell).map((f) => ({ v: f[key] })), 'v')
+  const sum = (cell, key) => sumOf(figs(cell).map((f) => f[key]))
+  const againstDirect = (cell, key, op) => {
+    const direct = cellOf('direct', cell.scale)
+    if (!direct || cell.front === 'direct') return null
+    const d = figs(direct)
+    // A figure missing on either side (no socket echoed) has nothing to compare.
+    const of = (a, b) => (finite(a) && finite(b) ? op(a, b) : NaN)
+    return interval(figs(cell).map((f, i) => ({ v: of(f[key], (d[i] ?? d[0])[key]) })), 'v')
+  }
+  // Every socket asked for was opened, in every run.
+  const allOpened = (cell) => figs(cell).every((f) => f.opened === f.asked)
+  return { cellOf, figs, iv, sum, againstDirect, allOpened }
+}
+
+const kinds = (list) => {
+  const m = {}
+  for (const k of list) for (const [key, n] of Object.entries(k ?? {})) m[key] = (m[key] ?? 0) + n
+  const text = Object.entries(m).map(([k, n]) => `${int(n)} ${k}`).join(', ')
+  return text || '0'
+}
+
+function wsHeldTable (rd, fronts, scale) {
+  const { cellOf, figs, iv, sum, againstDirect, allOpened } = rd
+  // A plain process that grew by less than this per socket had room in its heap: a ratio to
+  // that would say nothing.
+  const ratio = (a, b) => (b >= WS_DIRECT_MIN_KB ? a / b : NaN)
+  return table(['front', 'opened of asked', 'failed, by kind', 'handshake p50 / p99 ms',
+    'RSS over idle, KB per tunnel', 'Pss over idle, KB per tunnel', 'RSS / Pss per tunnel ÷ direct\'s',
+    'all serving processes idle → held, MB RSS'],
+  fronts.filter((f) => cellOf(f, scale)).map((f) => {
+    const cell = cellOf(f, scale)
+    const vsDirect = f === 'direct'
+      ? '–'
+      : !allOpened(cell)
+          ? 'not judged (not all opened)'
+          : `${ci(againstDirect(cell, 'rssOverIdleKb', ratio), times)} / ${ci(againstDirect(cell, 'pssOverIdleKb', ratio), times)}`
+    // Over a few tunnels, the front's own growth is most of what is divided.
+    const few = !allOpened(cell) && sum(cell, 'opened') ? ` (over ${int(sum(cell, 'opened'))} opened)` : ''
+    return [
+      label(f), `${int(sum(cell, 'opened'))} of ${int(sum(cell, 'asked'))}`, kinds(figs(cell).map((x) => x.failedKinds)),
+      `${ci(iv(cell, 'handshakeP50'))} / ${ci(iv(cell, 'handshakeP99'))}`,
+      ci(iv(cell, 'rssOverIdleKb'), kb1) + few, ci(iv(cell, 'pssOverIdleKb'), kb1) + few, vsDirect,
+      `${ci(iv(cell, 'idleRssMb'), int)} → ${ci(iv(cell, 'heldRssMb'), int)}`
+    ]
+  }))
+}
+
+function wsEchoTable (rd, fronts, scale) {
+  const { cellOf, sum, iv, againstDirect } = rd
+  const cells = fronts.map((f) => cellOf(f, scale)).filter((cell) => cell?.runs.some((x) => x.echo))
+  if (!cells.length) return null
+  const diff = (a, b) => a - b
+  const ratio = (a, b) => a / b
+  return table(['front', 'echoed of sent (sockets)', 'round trip p50 / p99 / p99.9 ms', 'p50 / p99 − direct\'s, ms',
+    'p99 ÷ direct\'s', 'client send lag / loop delay p99 ms'], cells.map((cell) => {
+    const own = cell.front === 'direct'
+    return [
+      label(cell.front), `${int(sum(cell, 'echoReceived'))} of ${int(sum(cell, 'echoSent'))} (${ci(iv(cell, 'echoTargets'), int)})`,
+      `${ci(iv(cell, 'echoP50'), ms2)} / ${ci(iv(cell, 'echoP99'), ms2)} / ${ci(iv(cell, 'echoP999'), ms2)}`,
+      own ? '–' : `${ci(againstDirect(cell, 'echoP50', diff), signed)} / ${ci(againstDirect(cell, 'echoP99', diff), signed)}`,
+      own ? '–' : ci(againstDirect(cell, 'echoP99', ratio), times),
+      `${ci(iv(cell, 'echoLagP99'), ms2)} / ${ci(iv(cell, 'echoLoopP99'), ms2)}`
+    ]
+  }))
+}
+
+function wsThroughputTable (rd, fronts, scale) {
+  const { cellOf, iv, againstDirect } = rd
+  const cells = fronts.map((f) => cellOf(f, scale)).filter((cell) => cell?.runs.some((x) => x.throughput))
+  if (!cells.length) return null
+  return table(['front', 'sockets × in flight', 'echoes a second', '÷ direct\'s', 'client CPU, cores',
+    'serving processes\' CPU, cores', 'serving CPU per message, µs'], cells.map((cell) => [
+    label(cell.front), `${ci(iv(cell, 'tpSockets'), int)} × ${ci(iv(cell, 'tpDepth'), int)}`, ci(iv(cell, 'tpPerSecond'), int),
+    cell.front === 'direct' ? '–' : ci(againstDirect(cell, 'tpPerSecond', (a, b) => a / b), times),
+    ci(iv(cell, 'tpClientCores'), ms2), ci(iv(cell, 'tpServerCores'), ms2), ci(iv(cell, 'tpServerUsPerMessage'), ms2)
+  ]))
+}
+
+function wsPageTable (rd, fronts, scale) {
+  const { cellOf, iv, sum } = rd
+  const cells = fronts.map((f) => cellOf(f, scale)).filter((cell) => cell?.runs.some((x) => x.render?.alone))
+  if (!cells.length) return null
+  return table(['front', 'p99 alone, ms', 'p99 beside the echo, ms', 'beside ÷ alone', 'p50 alone / beside, ms',
+    'failed alone / beside', 'echo p99 meanwhile, ms'], cells.map((cell) => [
+    label(cell.front), ci(iv(cell, 'pageAloneP99')), ci(iv(cell, 'pageBesideP99')), ci(iv(cell, 'pageBesideRatio'), times),
+    `${ci(iv(cell, 'pageAloneP50'))} / ${ci(iv(cell, 'pageBesideP50'))}`,
+    `${int(sum(cell, 'pageFailedAlone'))} / ${int(sum(cell, 'pageFailedBeside'))}`, ci(iv(cell, 'pageEchoP99'), ms2)
+  ]))
+}
+
+function wsReloadTable (rd, fronts, scale) {
+  const { cellOf, figs, iv } = rd
+  const cells = fronts.map((f) => cellOf(f, scale)).filter((cell) => cell?.runs.some((x) => x.reload))
+  if (!cells.length) return null
+  const s1 = (x) => (finite(x) ? x.toFixed(1) : '–')
+  return table(['front', 'reload took, s (--graceful-timeout)', '÷ --graceful-timeout', 'GETs failed of sent',
+    'close codes the clients saw', 'closes after the reload began: first / median / last, s', 'still open after'],
+  cells.map((cell) => {
+    const rs = figs(cell).map((x) => x.reload).filter(Boolean)
+    const codeCounts = {}
+    for (const x of rs) for (const [k, n] of Object.entries(x.closes?.codes ?? {})) codeCounts[k] = (codeCounts[k] ?? 0) + n
+    const codes = Object.entries(codeCounts).map(([k, n]) => `${k} × ${int(n)}`).join(', ')
+    const failedKinds = kinds(rs.map((x) => x.http?.failedByKind))
+    const failed = sumOf(rs.map((x) => x.http?.failed))
+    const exit = rs.some((x) => x.code !== 0) ? ` (\`pool reload\` exited ${rs.map((x) => x.code).join(', ')})` : ''
+    return [
+      label(cell.front), `${ci(iv(cell, 'reloadS'), s1)} (${rs.map((x) => `${x.gracefulS} s`).filter((v, i, a) => a.indexOf(v) === i).join(', ')})${exit}`,
+      ci(iv(cell, 'reloadOverGraceful'), times),
+      `${int(failed)} of ${int(sumOf(rs.map((x) => x.http?.requests)))}${failed ? ` (${failedKinds})` : ''}`,
+      codes || 'none',
+      `${ci(iv(cell, 'closeFirstS'), s1)} / ${ci(iv(cell, 'closeP50S'), s1)} / ${ci(iv(cell, 'closeLastS'), s1)}`,
+      int(sumOf(rs.map((x) => x.closes?.open)))
+    ]
+  }))
+}
+
+// The issue's bounds, front by front: met or not, with the figure each rests on.
+function wsBounds (rd, fronts, scales, active) {
+  const { cellOf, figs, iv, againstDirect, allOpened } = rd
+  const verdict = (ok) => (ok === null ? '' : ok ? ' (met)' : ' (**not met**)')
+  const rows = []
+  for (const scale of scales) {
+    rows.push([`${int(scale)} sockets: every one opened`, ...fronts.map((f) => {
+      const cell = cellOf(f, scale)
+      if (!cell) return '–'
+      const missed = sumOf(figs(cell).map((x) => x.asked - x.opened))
+      return `${int(missed)} not opened${verdict(missed === 0)}`
+    })])
+  }
+  const at = cellOf('direct', active)
+  rows.push([`echo p99 ≤ direct's + ${WS_ECHO_P99_OVER_DIRECT_MS} ms (at ${int(active)} sockets)`, ...fronts.map((f) => {
+    const cell = cellOf(f, active)
+    if (!cell?.runs.some((x) => x.echo)) return '–'
+    if (f === 'direct') return `${ci(iv(cell, 'echoP99'), ms2)} ms`
+    if (!at) return '–'
+    const d = againstDirect(cell, 'echoP99', (a, b) => a - b)
+    const judged = allOpened(cell) ? verdict(finite(d.value) ? d.value <= WS_ECHO_P99_OVER_DIRECT_MS : null) : ' (not all opened: not judged)'
+    return `${ci(d, signed)} ms${judged}`
+  })])
+  rows.push([`HTTP page p99 beside the echo ≤ ${WS_PAGE_BESIDE_TIMES_ALONE}× alone`, ...fronts.map((f) => {
+    const cell = cellOf(f, active)
+    if (!cell?.runs.some((x) => x.render?.alone)) return '–'
+    const v = iv(cell, 'pageBesideRatio')
+    const failed = sumOf(figs(cell).map((x) => x.pageFailedBeside))
+    if (failed) return `${ci(v, times)} (**not met**: ${int(failed)} failed beside)`
+    return `${ci(v, times)}${verdict(finite(v.value) ? v.value <= WS_PAGE_BESIDE_TIMES_ALONE : null)}`
+  })])
+  rows.push(['no GET failed during the reload', ...fronts.map((f) => {
+    const rs = figs(cellOf(f, active)).map((x) => x.reload).filter(Boolean)
+    if (!rs.length) return '–'
+    const failed = sumOf(rs.map((x) => x.http?.failed))
+    return `${int(failed)} failed${verdict(failed === 0)}`
+  })])
+  return `The issue's bounds:\n\n${table(['bound', ...fronts.map(label)], rows)}`
+}
+
+function wsHow (data) {
+  const c = data.config
+  return [
+    `${c.workers} workers per front (the pool with its defaults, its access log on, \`--graceful-timeout ${c.graceful}s\`;`,
+    'Node\'s cluster round-robin, which WebSockets need no more than that: only Socket.IO\'s long-polling start needs',
+    `sticky sessions); "direct" is the app as one plain \`node\` process, no front. The app (\`${data.app}\`, the \`ws\``,
+    'library without permessage-deflate) sends every message back as it came. The clients, a process of their own',
+    `(one event loop: one client core), hold a connection per socket, opened at ${int(c.openRate)} a second.`,
+    '*Handshake*: from the client\'s request to its `open`. *Memory*: VmRSS and Pss of every serving process (the',
+    'front\'s roots and all their descendants: the pool\'s supervisor, workers and reaper; HAProxy; nginx\'s master and',
+    `workers; cluster's primary and workers) ${c.settle} s after the last socket opened, nothing sent, less the same`,
+    'processes after a warm-up, before any socket, per socket opened; "÷ direct\'s" is that against the plain process\'s,',
+    `run by run, and only where the plain process grew by ${WS_DIRECT_MIN_KB} KB per socket or more (its heap grows by`,
+    'steps of a few MB, and may hold a thousand sockets in room it already had).',
+    `*Echo*: at ${int(c.activeAt)} sockets,`,
+    `${int(c.rate)} messages a second spread evenly over the sockets open (each in turn) for ${c.window} s, each timed`,
+    'on the client\'s clock from its send to its echo; the client\'s send lag (against its schedule) and its event',
+    'loop\'s delay show how far the client itself was late. *Echoes a second*: each of the first',
+    `${c.tpSockets} sockets keeps ${c.tpDepth} messages of ${c.tpBytes} bytes in flight for ${c.tpSeconds} s; the CPU of the`,
+    'serving processes is read from /proc over the same time. *HTTP page*:',
+    `${c.renders} requests of a ${c.renderMs} ms render (Atomics.wait) from ${c.renderClients} keep-alive clients, alone`,
+    'before the sockets and beside the same echo after it. *Reload*: `pool reload` with the sockets open and',
+    `nothing sent, while ${c.reloadClients} clients GET a ${c.reloadPageMs} ms page one after the other from 0.5 s before`,
+    'until 0.5 s after it; the close codes are those of the sockets the front or the app closed (1006: the',
+    'connection ended without a close frame), and their times count from the reload\'s start. Node\'s cluster is not',
+    'reloaded: its rolling restart (a worker\'s `disconnect()`) has no bound and waits until every socket of the worker',
+    'closes.',
+    c.runs > 1 ? `Median of ${c.runs} runs with its 95% interval; counts summed.` : 'One run per cell.',
+    'Each front is started afresh for each number of sockets.'
+  ].join(' ')
+}
+
+async function websocketSection (r, dir, run) {
+  const data = load.websocket(dir)
+  r.add('## WebSockets', 'A WebSocket through `pool start` is a tunnel: the balancer passes the handshake to the worker ' +
+    'holding fewest open requests, and after its 101 joins the client\'s connection and the worker\'s both ways, holding ' +
+    'no render place (see the guide\'s "WebSockets"). Per front: how many sockets it holds idle and what memory each ' +
+    'costs every serving process; at a thousand sockets, an echo\'s round trip against one plain process, the echoes a ' +
+    'second one client core gets through, an HTTP page\'s p99 beside the echo, and a reload. By `bench/websocket.js`.')
+  if (!data?.cells?.length) return r.add(missing(run, 'websocket', 'WebSockets'))
+  const rd = wsReader(data)
+  const scales = [...new Set(data.cells.map((x) => x.scale))].sort((a, b) => a - b)
+  const fronts = data.fronts.filter((f) => data.cells.some((x) => x.front === f))
+  const lim = data.limits ?? {}
+  const active = data.config.activeAt
+  for (const scale of scales) {
+    const fits = scale === lim.fitted ? ` (the largest that fits the descriptor limit, for the issue's ${(lim.fittedFor ?? []).map(int).join(', ')})` : ''
+    r.add(`### ${int(scale)} sockets held idle${fits}`, wsHeldTable(rd, fronts, scale))
+  }
+  const echo = wsEchoTable(rd, fronts, active)
+  if (echo) r.add(`### Echo: ${int(data.config.rate)} messages a second over ${int(active)} sockets`, echo)
+  const tp = wsThroughputTable(rd, fronts, active)
+  if (tp) r.add('### Echoes a second, one client core', tp)
+  const page = wsPageTable(rd, fronts, active)
+  if (page) r.add(`### An HTTP page beside ${int(active)} sockets that echo`, page)
+  const reload = wsReloadTable(rd, fronts, active)
+  if (reload) r.add(`### A reload with ${int(active)} sockets open`, reload)
+  r.add(wsBounds(rd, fronts, scales, active))
+  r.add(wsHow(data))
+  if (lim.fitted) {
+    const asked = lim.notRaised
+      ? ` (the part asked for ${int(lim.nofileWanted)} with \`prlimit\`, which failed: ${lim.notRaised})`
+      : ''
+    r.add(`RLIMIT_NOFILE here: ${int(lim.nofile)}${asked}. A relay (the embedded balancer, HAProxy, an nginx worker) ` +
+      `holds two descriptors per tunnel in one process, so ${(lim.fittedFor ?? []).map(int).join(', ')} sockets would not fit: ` +
+      `${int(lim.fitted)}, the largest round number that does, were measured instead.`)
+  }
+  const failedSteps = data.cells.flatMap((cell) => cell.runs.flatMap((x, i) => Object.entries(x.failed ?? {}).map(([step, why]) =>
+    `${label(cell.front)} at ${int(cell.scale)} sockets${cell.runs.length > 1 ? `, run ${i + 1}` : ''}: ${step.replace(/S$/, '')} (${why})`)))
+  if (failedSteps.length) r.add(notAvailable('some steps', `${failedSteps.join('; ')}.`))
+  r.add(skippedNote(data.skipped, (x) => (x.scale ? `${label(x.front)} at ${int(x.scale)} sockets` : label(x.front))))
+  r.add(provenance(run, 'websocket', null, data))
+}
+
 async function bodyBudgetSection (r, dir, run) {
   const data = load.bodyBudget(dir)
   r.add('## Request bodies in memory', 'A front that reads each body before a worker is taken holds the bodies of every queued request. A burst of large POSTs behind busy workers, and what it costs each front: the embedded balancer holds bodies up to its budget (`--body-budget`, by default 1/16 of RAM, at most 256 MiB) and answers the rest 503 with `Retry-After` before reading them; with `--body-budget 0` it holds them all; nginx keeps 16 KB of each in memory (its default `client_body_buffer_size`) and writes the rest to a temp file. By `bench/body-budget.js`.')
@@ -895,6 +1193,7 @@ const SECTIONS = [
   ['non-readers', 'Clients that read nothing', nonReadersSection],
   ['streaming', 'Streamed pages', streamingSection],
   ['streams', 'Long-lived streams', streamsSection],
+  ['websocket', 'WebSockets', websocketSection],
   ['body-budget', 'Request bodies in memory', bodyBudgetSection],
   ['overload', 'Overload', overloadSection],
   ['fleet', 'Several hosts behind an edge HAProxy', fleetSection],

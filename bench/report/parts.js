@@ -28,6 +28,15 @@ const PARTS = [
     own: true,
     estimate: { full: 740, quick: 185 }
   },
+  {
+    name: 'websocket',
+    about: 'WebSockets per front at 1,000 and 10,000 (9,000 where the descriptors allow no more): tunnels held idle and ' +
+      'memory per tunnel, echo round trip against one plain process, echoes a second from one client core, an HTTP ' +
+      'page\'s p99 beside 1,000 sockets that echo, a reload with 1,000 open',
+    script: 'websocket.js',
+    own: true,
+    estimate: { full: 300, quick: 110 }
+  },
   { name: 'body-budget', about: 'front RSS against large POSTs queued at once (the body budget; nginx spilling to disk)', script: 'body-budget.js', own: true, estimate: { full: 180, quick: 60 } },
   { name: 'overload', about: 'goodput under overload, clients with deadlines; overload control against a FIFO where a FIFO keeps up: below capacity, mixed routes, closed-loop clients after a burst of fast requests', script: 'overload.js', own: true, estimate: { full: 1000, quick: 150 } },
   { name: 'concurrency', about: 'pages awaiting data, CPU-bound renders and the mix at 5, 13 and 20 closed-loop clients and open loop at ρ 0.5 and 0.8: the pool at --worker-concurrency 1 and 16 (its default) against Node\'s cluster, one plain process and, on pages awaiting data, a bare Node relay (req/s, p50, p99, RSS)', script: 'concurrency.js', own: true, estimate: { full: 1650, quick: 200 } },
