@@ -10,12 +10,12 @@
 //                     a CPU-bound page
 //   GET /             answers `ok` at once
 //
-// On a drain the app does nothing of its own: what the clients see when a reload ends its
-// worker is what the pool does to it (today the sockets go with the process: 1006). Once the
-// worker hears that it drains, this is where it would close each socket with 1001 (going away).
+// On a drain (the pool's `draining` signal: a reload, a stop) it closes each socket with 1001
+// (going away), as an app should, so that its clients reconnect to a worker that stays.
 
 const http = require('node:http')
 const { WebSocketServer } = require('ws')
+const { draining } = require('../../index.js')
 
 const sleeper = new Int32Array(new SharedArrayBuffer(4))
 
@@ -43,6 +43,10 @@ const wss = new WebSocketServer({ server, path: '/echo', perMessageDeflate: fals
 wss.on('connection', (ws) => {
   ws.on('message', (data, isBinary) => ws.send(data, { binary: isBinary }))
   ws.on('error', () => {})
+})
+
+draining.addEventListener('abort', () => {
+  for (const ws of wss.clients) ws.close(1001, 'server draining')
 })
 
 server.listen(Number(process.env.PORT), '127.0.0.1')
