@@ -149,7 +149,7 @@ async function startAndStop (t, cwd) {
 
 function loads (t, cwd, name) {
   const cjs = run(process.execPath, ['-e', `const m = require(${JSON.stringify(name)}); console.log(Object.keys(m).sort().join(' '))`], cwd)
-  t.equal(cjs.stdout, 'Pool PoolError codes listen\n', `require('${name}') gives the API ${cjs.stderr}`)
+  t.equal(cjs.stdout, 'Pool PoolError codes draining listen\n', `require('${name}') gives the API ${cjs.stderr}`)
   const esm = run(process.execPath, ['--input-type=module', '-e', `import pool, { Pool, listen, codes } from ${JSON.stringify(name)}; console.log(typeof Pool, typeof listen, codes.BAD_OPTION, pool.Pool === Pool)`], cwd)
   t.equal(esm.stdout, 'function function POOL_E_BAD_OPTION true\n', `import from '${name}' gives the API ${esm.stderr}`)
 }
