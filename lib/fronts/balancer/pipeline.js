@@ -283,6 +283,10 @@ class RequestPipeline {
         carried: { toClient: rest.length, toWorker: job.upgrade.length },
         onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
       })
+      // What only the exchange needed goes now: a tunnel may live for hours beside thousands.
+      job.attempt = null
+      job.head = null
+      job.upgrade = NO_BYTES
     })
   }
 
@@ -557,6 +561,8 @@ function responseOn (req, socket) {
   })
   return res
 }
+
+const NO_BYTES = Buffer.alloc(0)
 
 // A target in absolute form names the host (RFC 9112 §3.2.2): from here on the request is in
 // origin form, its Host the target's authority, as nginx passes it on. One the front does not
