@@ -284,7 +284,7 @@ function longLivedRules (o) {
   return [
     '    # Long-lived requests go to the streams backend, over the same workers, where they do not',
     '    # take a worker\'s only render slot: server-sent events (the client accepts',
-    `    # text/event-stream)${routes.length ? ' and the routes of --stream-routes' : ''}. A client cannot declare one itself.`,
+    `    # text/event-stream)${routes.length ? ' and the routes of --stream-routes' : ''}. A client cannot send the pool's header itself.`,
     `    http-request del-header ${STREAM_HEADER}`,
     '    acl pool_long_lived req.hdr(accept) -m sub text/event-stream',
     ...routes.map((r) => `    acl pool_long_lived path_beg ${r}`),
@@ -306,20 +306,22 @@ function longLivedRules (o) {
 function sessionLines (o) {
   const table = streamsBackend(o.backend)
   const open = '{ var(txn.engine_open) -m bool }'
+  const known = '{ var(txn.engine_sid) -m reg ^[-_A-Za-z0-9]{1,64}$ }' // an id, not a body that had none
   const sid = "\"res.body,regsub('^0.{8}([-_A-Za-z0-9]+).*\\$','\\\\1')\""
   const servers = []
   for (let i = 1; i <= o.maxWorkers; i++) servers.push(`    use-server ${serverName(i)} if { var(txn.engine_server) -m int ${i} }`)
   return [
     '    # Socket.IO sessions, each on the worker that opened it (see `pool_engine_io` above).',
     '    stick-table type string len 64 size 100k expire 1h store gpt0',
-    '    http-request set-var(txn.engine_open) bool(true) if { url_param(EIO) -m found } !{ url_param(sid) -m found }',
-    '    http-request track-sc1 url_param(sid) if { url_param(sid) -m found }',
+    '    http-request set-var(txn.engine_open) bool(true) if { url_param(EIO) -m found } { url_param(transport) -m str polling } !{ url_param(sid) -m found }',
+    '    # Only a session the table knows is tracked (refreshed): a client cannot fill it with ids.',
+    `    http-request track-sc1 url_param(sid) if { url_param(sid),in_table(${table}) }`,
     `    http-request set-var(txn.engine_server) url_param(sid),table_gpt0(${table}) if { url_param(sid) -m found }`,
     ...servers,
     `    http-response wait-for-body time 1s at-least 64 if ${open}`,
     `    http-response set-var(txn.engine_sid) ${sid} if ${open}`,
-    `    http-response track-sc2 var(txn.engine_sid) if ${open}`,
-    `    http-response sc-set-gpt0(2) srv_id if ${open}`
+    `    http-response track-sc2 var(txn.engine_sid) if ${open} ${known}`,
+    `    http-response sc-set-gpt0(2) srv_id if ${open} ${known}`
   ]
 }
 

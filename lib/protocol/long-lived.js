@@ -4,7 +4,8 @@
 // cannot be told from a page until its answer comes): those whose client accepts
 // text/event-stream (server-sent events), and those under a prefix of --stream-routes (an AI
 // chat route, long polls). A front sends them on with STREAM_HEADER, so that the worker's guard
-// gives them no render place; a client cannot declare one itself: fronts drop the header.
+// gives them no render place; a client cannot send the header itself (fronts drop it), though it
+// can meet the rules: such a request skips the render queue, bounded by --worker-max-open.
 
 const STREAM_HEADER = 'X-Pool-Stream'
 const EVENT_STREAM = 'text/event-stream'

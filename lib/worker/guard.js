@@ -159,7 +159,7 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
 }
 
 // A request a front declared long-lived (the embedded balancer, HAProxy's streams backend: a
-// client cannot declare one itself) holds no render place.
+// client cannot send the header itself) holds no render place.
 function holdsPlace (req) {
   return !declaredLongLived(req.headers)
 }

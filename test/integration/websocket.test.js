@@ -57,6 +57,31 @@ t.test('an answer other than 101 is an ordinary response; a hang-up reaches the 
   t.ok(line.toWorker > 0 && line.toClient > 0, `bytes each way: ${line.toWorker} in, ${line.toClient} out`)
 })
 
+t.test('a handshake the app drops unanswered costs no worker; an answered one\'s connection closes though the client keeps it', async (t) => {
+  const { pool, port, url } = await embeddedPool(t, ['--access-log'])
+  for (let i = 0; i < 5; i++) {
+    const answer = await rawHandshake(port, '/drop')
+    t.equal(answer, '', `drop ${i + 1}: the connection closed without an answer, as the app closed it`)
+  }
+  t.same(pool.logs.filter((l) => l.event === 'balancer-redispatch'), [], 'nothing replayed')
+  const renders = await Promise.all([1, 2, 3, 4].map(() => request(`${url}/render?ms=10`, { timeout: 5000 })))
+  t.same(renders.map((r) => r.status), [200, 200, 200, 200], 'no worker benched: renders go on at once')
+  // A client that keeps its side open after a refused handshake (half-open): the balancer lets
+  // the connection go after a linger; the client's next write finds it gone (a reset).
+  const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true })
+  t.teardown(() => socket.destroy())
+  socket.on('data', () => {})
+  socket.on('error', () => {})
+  socket.on('end', () => {}) // and never ends its own side
+  socket.write('GET /reject HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+    'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')
+  await new Promise((resolve) => socket.once('end', resolve)) // the answer, then the balancer's FIN
+  const held = () => spawnSync('ss', ['-tanpH', `( sport = :${port} and dport = :${socket.localPort} )`], { encoding: 'utf8' }).stdout
+  t.match(held(), /pid=/, 'the balancer holds the connection while the client may still close it')
+  await sleep(6000) // past the balancer's 5 s linger
+  t.notMatch(held(), /pid=/, 'then lets it go: no process of the pool holds it any more')
+})
+
 t.test('--tunnel-timeout closes a silent tunnel; one that carries bytes stays', async (t) => {
   const { pool, ws } = await embeddedPool(t, ['--tunnel-timeout', '600ms'], { env: { PUSH_MS: '0' } })
   const [silent] = await openSockets(1, () => `${ws}/ws?id=silent`)

@@ -111,7 +111,7 @@ class Dispatcher {
   // The worker `job` would go to now, if any: a replay renders alone (workers.js, suspects).
   pick (job) {
     if (job.pinned && this.workers.mayServe(job.pinned)) return job.pinned
-    if (job.replayed) return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
+    if (job.replayed && !job.longLived) return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
     return job.longLived ? this.workers.pickForStream() : this.workers.pickFree()
   }
 

@@ -265,29 +265,39 @@ class RequestPipeline {
   onUpgrade (job, attempt) {
     this.safely(job, () => {
       const { socket: worker, rest } = attempt.takeSocket()
-      this.dispatcher.headArrived(job.holding, job)
-      if (job.clientGone) {
-        worker.destroy()
-        return this.release(job)
-      }
       const client = job.res.socket
-      job.res.detachSocket(client)
-      job.enter('tunnel')
-      client.write(headers.switchingHead(attempt.head, job.id), 'latin1')
-      if (rest.length > 0) client.write(rest)
-      if (job.upgrade.length > 0) worker.write(job.upgrade)
-      this.tunnelCounts.opened++
-      this.tunnels.add(job)
-      job.tunnel = new Tunnel(client, worker, {
-        idleMs: this.options.tunnelTimeout,
-        carried: { toClient: rest.length, toWorker: job.upgrade.length },
-        onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
-      })
-      // What only the exchange needed goes now: a tunnel may live for hours beside thousands.
-      job.attempt = null
-      job.head = null
-      job.upgrade = NO_BYTES
+      try {
+        this.join(job, attempt.head, client, worker, rest)
+      } catch (err) {
+        worker.destroy() // no longer the connection's, nor the tunnel's yet: nobody else would
+        client?.destroy()
+        throw err
+      }
     })
+  }
+
+  join (job, head, client, worker, rest) {
+    this.dispatcher.headArrived(job.holding, job)
+    if (job.clientGone) {
+      worker.destroy()
+      return this.release(job)
+    }
+    job.res.detachSocket(client)
+    job.enter('tunnel')
+    client.write(headers.switchingHead(head, job.id), 'latin1')
+    if (rest.length > 0) client.write(rest)
+    if (job.upgrade.length > 0) worker.write(job.upgrade)
+    this.tunnelCounts.opened++
+    this.tunnels.add(job)
+    job.tunnel = new Tunnel(client, worker, {
+      idleMs: this.options.tunnelTimeout,
+      carried: { toClient: rest.length, toWorker: job.upgrade.length },
+      onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
+    })
+    // What only the exchange needed goes now: a tunnel may live for hours beside thousands.
+    job.attempt = null
+    job.head = null
+    job.upgrade = NO_BYTES
   }
 
   // Both sides of a tunnel have closed: its place on the worker goes back, and it is counted.
@@ -348,6 +358,13 @@ class RequestPipeline {
   }
 
   attemptFailed (job, record, attempt, failure, error) {
+    // An app closes a handshake it does not serve without a word (ws's noServer, Engine.IO's
+    // destroyUpgrade): its answer, passed on as a close; no worker's failure, nothing to replay.
+    if (job.upgrade !== null && failure === 'died') {
+      job.reason = 'handshake_dropped'
+      this.letGo(job, attempt, null)
+      return job.res.destroy()
+    }
     this.account(job, { failure: failureOf(failure).metric })
     if (failure === 'bad_response') this.logBadResponse(job, record, error)
     // A worker that refused or reset the connection is benched before its place is given back,
@@ -557,12 +574,17 @@ function responseOn (req, socket) {
   res.assignSocket(socket)
   res.once('finish', () => {
     socket.end()
-    socket.resume() // read to the client's close
+    socket.resume() // read to the client's close, for at most LINGER_AFTER_ANSWER_MS
+    const cut = setTimeout(() => socket.destroy(), LINGER_AFTER_ANSWER_MS).unref()
+    socket.once('close', () => clearTimeout(cut))
   })
   return res
 }
 
 const NO_BYTES = Buffer.alloc(0)
+// After an answer on a handshake's bare socket (no HTTP server times it any more), the client has
+// this long to close its side.
+const LINGER_AFTER_ANSWER_MS = 5000
 
 // A target in absolute form names the host (RFC 9112 §3.2.2): from here on the request is in
 // origin form, its Host the target's authority, as nginx passes it on. One the front does not

@@ -15,13 +15,18 @@ const MAX_SESSIONS = 100000
 const SNIFF_BYTES = 256
 const SID_IN_ANSWER = /"sid":"([\w\-.~]{1,64})"/
 const SID_IN_QUERY = /[?&]sid=([\w\-.~%]{1,96})(?:&|$)/
+// Engine.IO's own parameters, by their exact names: its protocol version and a transport it has.
+const ENGINE_QUERY = /[?&]EIO=[34](?:&|$)/
+const TRANSPORT = /[?&]transport=(?:polling|websocket|webtransport)(?:&|$)/
 
 // What an Engine.IO request is: null for any other request, 'open' for a handshake (no sid),
 // or its session id.
 function engineRequest (url) {
   const q = url.indexOf('?')
-  if (q < 0 || !url.includes('EIO=', q) || !url.includes('transport=', q)) return null
-  const sid = SID_IN_QUERY.exec(url.slice(q))
+  if (q < 0) return null
+  const query = url.slice(q)
+  if (!ENGINE_QUERY.test(query) || !TRANSPORT.test(query)) return null
+  const sid = SID_IN_QUERY.exec(query)
   return sid ? decodeURIComponentSafe(sid[1]) : 'open'
 }
 

@@ -8,6 +8,8 @@
 
 // After its close, a side that has not finished within this is cut.
 const CLOSE_GRACE_MS = 1000
+// After one side's end (FIN), the other has this long to close its own.
+const HALF_CLOSED_MS = 10000
 
 class Tunnel {
   // client, worker: connected sockets. idleMs: 0 for no idle limit. carried: bytes already
@@ -25,6 +27,7 @@ class Tunnel {
     this.open = 2 // sides not closed yet
     this.idleTimer = null
     this.graceTimer = null
+    this.finTimer = null
     worker.setNoDelay(true)
     client.setNoDelay(true)
     this.join(client, worker, 'toWorker', 'client')
@@ -42,6 +45,9 @@ class Tunnel {
     from.on('end', () => {
       this.closedBy ??= side
       to.end()
+      // A side that said it is done (FIN) while the other never closes: bounded, as HAProxy's
+      // timeout client-fin is.
+      this.finTimer ??= setTimeout(() => { cut(this.client); cut(this.worker) }, HALF_CLOSED_MS)
     })
     from.on('error', () => {})
     from.on('close', (hadError) => {
@@ -78,6 +84,7 @@ class Tunnel {
   finish () {
     clearTimeout(this.idleTimer)
     clearTimeout(this.graceTimer)
+    clearTimeout(this.finTimer)
     this.onEnd(this)
   }
 }

@@ -81,7 +81,7 @@ class WorkerRecord {
     this.inFlight++
     if (!job.longLived) this.renders++
     if (this.byCpu) this.lastSent = job
-    if (job.replayed) this.suspect = job
+    if (job.replayed && !job.longLived) this.suspect = job // a stream renders nothing to be alone for
   }
 
   // A request's response head came: its render place is free, the request stays open.
@@ -246,7 +246,7 @@ class WorkerSet {
   // Whether the worker holding a request's session may take it: even draining or retired (what
   // it holds is there), while it has room.
   mayServe (record) {
-    return !record.gone && !record.benched && record.inFlight < record.maxOpen && this.hasRoom()
+    return !record.gone && !record.benched && record.suspect === null && record.inFlight < record.maxOpen && this.hasRoom()
   }
 
   canTake (record) {

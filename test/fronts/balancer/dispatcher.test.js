@@ -601,3 +601,14 @@ t.test('overload: a shedding pass never turns away the last round, even when eve
   const mixed = run(1, ['h', ...names], (i) => i === 0 ? HIGH : NORMAL)
   t.same([...mixed.waiting].map((j) => j.name), ['h'], 'a high request ahead takes the round: every normal one goes')
 })
+
+t.test('a replayed stream is no suspect: its worker keeps taking renders and streams', async (t) => {
+  const workers = new WorkerSet({ maxconn: 1 })
+  const a = workers.add({ slot: 1, pid: 1, port: 1 })
+  const d = new Dispatcher({ workers, onAssign () {}, onTurnedAway () {} })
+  const replay = { name: 'replayed stream', req: {}, longLived: true, replayed: true, aloneUntil: null, priority: NORMAL }
+  t.equal(d.submit(replay), 'assigned', 'it goes at once, like any stream')
+  t.equal(a.suspect, null, 'and marks nobody a suspect')
+  const render = { name: 'render', req: {}, aloneUntil: null, priority: NORMAL }
+  t.equal(d.submit(render), 'assigned', 'a render beside it is served')
+})

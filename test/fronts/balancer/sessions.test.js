@@ -10,6 +10,8 @@ t.test('Engine.IO requests: a handshake, or its session id; any other request is
   t.equal(engineRequest('/chat/?sid=x1&EIO=4&transport=websocket'), 'x1', 'any path, any order')
   t.equal(engineRequest('/socket.io/?EIO=4&transport=polling&sid=a%2Db'), 'a-b')
   t.equal(engineRequest('/page?sid=x1'), null, 'a sid alone is not Engine.IO')
+  t.equal(engineRequest('/page?xEIO=4&mytransport=polling'), null, 'Engine.IO\'s parameters by their exact names')
+  t.equal(engineRequest('/page?EIO=4&transport=carrier-pigeon'), null, 'and its transports')
   t.equal(engineRequest('/socket.io/'), null)
 })
 
