@@ -12,13 +12,22 @@ const { printError, Screen } = require('./output')
 const { locatingBuilder, locate, ignoredNote } = require('./locate')
 const { sendCommand } = require('../control/client')
 const { otherControlSockets } = require('../control/path')
-const { formatStatus, statusJson, formatReload, formatScale, formatRecycle, formatStop, rates } = require('../control/format')
+const {
+  formatStatus, statusJson, formatReload, formatScale, formatRecycle, formatStop,
+  rates
+} = require('../control/format')
 
 // The command's own; in the option table's format, so it parses and fails
 // like `pool start`'s flags. Not --timeout: that is `pool start`'s request timeout, which an
 // operator pasting the start command's flags would otherwise turn into this wait.
 const WAIT = {
-  wait: { flag: 'wait', kind: 'duration', group: 'Command', defaultText: '10s for status, 15m otherwise', describe: 'How long to wait for the pool\'s answer (0: forever)' }
+  wait: {
+    flag: 'wait',
+    kind: 'duration',
+    group: 'Command',
+    defaultText: '10s for status, 15m otherwise',
+    describe: 'How long to wait for the pool\'s answer (0: forever)'
+  }
 }
 
 // reload, scale, recycle and stop wait for drains and boots, which have no fixed bound.
@@ -32,10 +41,16 @@ async function send (argv, command, args = {}, { waitForClose = false, lookAroun
   try {
     return await sendCommand(socketPath, command, args, { timeout: wait === 0 ? Infinity : wait, waitForClose })
   } catch (err) {
-    if (lookAround && err.code === codes.CONTROL_UNREACHABLE && !explicit && ['missing', 'refused'].includes(err.details?.reason)) {
+    if (lookAround && err.code === codes.CONTROL_UNREACHABLE && !explicit &&
+      ['missing', 'refused'].includes(err.details?.reason)) {
       const others = await livePools(otherControlSockets().filter((s) => s.path !== socketPath))
-      if (others.length > 0) err.message += ` (found ${others.map((s) => `${s.path}: use --port ${s.port}`).join('; ')})`
-      else err.message += ' (pass the flags the pool was started with: --port, --worker-port with --balancer, or --control; pool ls lists your pools)'
+      if (others.length > 0) {
+        err.message += ` (found ${others.map((s) => `${s.path}: use ` +
+          `--port ${s.port}`).join('; ')})`
+      } else {
+        err.message += ' (pass the flags the pool was started with: --port, --worker-port with --balancer, or ' +
+          '--control; pool ls lists your pools)'
+      }
     }
     throw err
   }
@@ -55,7 +70,8 @@ function command (spec) {
     ...spec,
     appArgs: 'ignore', // pasted with the start command's flags
     builder: (y) => locatingBuilder(spec.builder ? spec.builder(y) : y).options(toYargs(WAIT))
-      .epilogue('Every flag of pool start is accepted too, so that the command the pool was started with can be pasted: the ones above find the pool, the others are ignored.'),
+      .epilogue('Every flag of pool start is accepted too, so that the command the pool was started with can be ' +
+        'pasted: the ones above find the pool, the others are ignored.'),
     handler: async (argv) => {
       try {
         const note = ignoredNote(argv)
@@ -70,7 +86,13 @@ function command (spec) {
 }
 
 const WATCH = {
-  interval: { flag: 'interval', kind: 'duration', default: 1000, group: 'Watch', describe: 'With --watch: how often the status is asked for and shown' }
+  interval: {
+    flag: 'interval',
+    kind: 'duration',
+    default: 1000,
+    group: 'Watch',
+    describe: 'With --watch: how often the status is asked for and shown'
+  }
 }
 const MIN_INTERVAL = 100
 // A watched pool that closed the connection unanswered is asked again this often, this many times.
@@ -81,8 +103,16 @@ const status = command({
   command: 'status',
   describe: 'show every worker slot of a running pool, its queue and its front',
   builder: (y) => y
-    .option('json', { type: 'boolean', describe: 'print the status as JSON: { front, queue, workers: [...] } (with --watch: one line per interval)' })
-    .option('watch', { alias: 'w', type: 'boolean', group: 'Watch:', describe: 'keep the table on screen, refreshed every --interval, with CPU% and REQ/S per worker; Ctrl-C ends it' })
+    .option('json', {
+      type: 'boolean',
+      describe: 'print the status as JSON: { front, queue, workers: [...] } (with --watch: one line per interval)'
+    })
+    .option('watch', {
+      alias: 'w',
+      type: 'boolean',
+      group: 'Watch:',
+      describe: 'keep the table on screen, refreshed every --interval, with CPU% and REQ/S per worker; Ctrl-C ends it'
+    })
     .options(toYargs(WATCH)),
   run: async (argv) => {
     const { interval } = fromArgv(argv, WATCH)
@@ -98,7 +128,9 @@ const status = command({
 // alternate screen, as top does, so the user's scrollback is left as it was; piped, one table
 // per interval, for a log.
 async function watch (argv, interval) {
-  if (interval < MIN_INTERVAL) throw poolError(codes.BAD_OPTION, `--interval must be at least ${MIN_INTERVAL}ms (got ${interval}ms)`)
+  if (interval < MIN_INTERVAL) {
+    throw poolError(codes.BAD_OPTION, `--interval must be at least ${MIN_INTERVAL}ms (got ${interval}ms)`)
+  }
   const out = process.stdout
   const screen = out.isTTY && !argv.json ? new Screen(out) : null
   const end = (code, line) => {
@@ -117,12 +149,14 @@ async function watch (argv, interval) {
     } catch (err) {
       if (previous === null) { screen?.leave(); throw err } // as `pool status`: no pool here
       const gone = ['missing', 'refused', 'closed'].includes(err.details?.reason)
-      end(EXIT.FAILURE, `pool: pool pid ${previous.status.pid} ${gone ? 'went away' : 'stopped answering'}: ${err.message}\n`)
+      end(EXIT.FAILURE,
+        `pool: pool pid ${previous.status.pid} ${gone ? 'went away' : 'stopped answering'}: ${err.message}\n`)
     }
     const current = { at: Date.now(), status: s }
     if (argv.json) out.write(JSON.stringify(s) + '\n')
     else {
-      const frame = `every ${formatInterval(interval)}, ${new Date(current.at).toTimeString().slice(0, 8)}  ` + formatStatus(s, { rates: rates(previous, current) })
+      const frame = `every ${formatInterval(interval)}, ${new Date(current.at).toTimeString().slice(0, 8)}  ` +
+        formatStatus(s, { rates: rates(previous, current) })
       if (screen) screen.draw(frame)
       else out.write(frame + '\n')
     }
@@ -165,7 +199,9 @@ const scale = command({
   builder: (y) => y.positional('count', { type: 'string', describe: 'the new number of workers' }),
   run: async (argv) => {
     const raw = String(argv.count)
-    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) throw poolError(codes.BAD_OPTION, `pool scale: the number of workers must be a positive integer (got '${raw}')`)
+    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) {
+      throw poolError(codes.BAD_OPTION, `pool scale: the number of workers must be a positive integer (got '${raw}')`)
+    }
     process.stdout.write(formatScale(await send(argv, 'scale', { workers: Number(raw) })))
   }
 })
@@ -176,7 +212,10 @@ const recycle = command({
   builder: (y) => y.positional('slot', { type: 'string', describe: 'the slot (1..N, as pool status lists them)' }),
   run: async (argv) => {
     const raw = String(argv.slot)
-    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) throw poolError(codes.BAD_OPTION, `pool recycle: the slot must be a positive integer, as pool status lists them (got '${raw}')`)
+    if (!/^\s*\d+\s*$/.test(raw) || Number(raw) < 1) {
+      throw poolError(codes.BAD_OPTION,
+        `pool recycle: the slot must be a positive integer, as pool status lists them (got '${raw}')`)
+    }
     process.stdout.write(formatRecycle(await send(argv, 'recycle', { slot: Number(raw) })))
   }
 })

@@ -37,7 +37,8 @@ function exitOnUncaught ({ pool, logger, exit = (code) => process.exit(code) }) 
     const { gracefulTimeout, killTimeout } = pool.options
     const bound = gracefulTimeout + 2 * killTimeout + MARGIN
     deadline = setTimeout(() => {
-      attempt(() => logger.fatal({ event: 'fatal-deadline', ms: bound }, `the stop did not finish within ${bound} ms; killing every worker and exiting`))
+      attempt(() => logger.fatal({ event: 'fatal-deadline', ms: bound },
+        `the stop did not finish within ${bound} ms; killing every worker and exiting`))
       attempt(() => pool.kill())
       exit(EXIT.FAILURE)
     }, bound)

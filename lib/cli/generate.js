@@ -14,7 +14,13 @@ const { poolError, codes } = require('../errors')
 const { readConfigFile } = require('../config/file')
 
 const CONFIG_FLAG = {
-  config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'The pool\'s config file (`pool start --config`): take the settings that correspond from it; flags win over it' }
+  config: {
+    flag: 'config',
+    kind: 'string',
+    group: 'Configuration',
+    describe: 'The pool\'s config file (`pool start --config`): take the settings that correspond from it; flags win ' +
+      'over it'
+  }
 }
 
 // The HAProxy runtime API the pool drives is a unix socket path or host:port; haproxy.cfg's
@@ -49,12 +55,14 @@ const TARGETS = {
     example: ['$0 config nginx --prefix /srv/nginx --port 8080 > /srv/nginx/nginx.conf', 'runs without root']
   },
   edge: {
-    describe: 'print the haproxy.cfg of an edge in front of a fleet of hosts, each running a pool: one queue for the fleet',
+    describe: 'print the haproxy.cfg of an edge in front of a fleet of hosts, each running a pool: one queue for the ' +
+      'fleet',
     load: () => require('../generate/edge'),
     render: (mod, options) => mod.edgeConfig(options),
     // Each host's pool: its workers are the host's maxconn until its agent answers.
     fromFile: (f) => ({ workers: f.workers, agentPort: f.agentPort || undefined, timeout: f.timeout }),
-    example: ['$0 config edge --hosts 10.0.0.11:9001,10.0.0.12:9001 --agent-port 9100 > /etc/haproxy/haproxy.cfg', 'two hosts, each running `pool start APP --host 0.0.0.0 --agent-port 9100`']
+    example: ['$0 config edge --hosts 10.0.0.11:9001,10.0.0.12:9001 --agent-port 9100 > /etc/haproxy/haproxy.cfg',
+      'two hosts, each running `pool start APP --host 0.0.0.0 --agent-port 9100`']
   },
   systemd: {
     describe: 'print a systemd service unit that runs `pool start` (stop, reload and timeouts as the pool expects)',
@@ -68,21 +76,32 @@ const TARGETS = {
       killTimeout: f.killTimeout,
       args: [...splitWords(args), '--config', file.path, ...(f.balancer === 'haproxy' ? ['--balancer', 'haproxy'] : [])]
     }),
-    example: ["$0 config systemd --app app.js --name ssr --user ssr --args='-n 15' > /etc/systemd/system/ssr.service", 'run it from the app\'s directory']
+    example: ["$0 config systemd --app app.js --name ssr --user ssr --args='-n 15' > /etc/systemd/system/ssr.service",
+      'run it from the app\'s directory']
   },
   kubernetes: {
-    describe: 'print the Kubernetes manifests of an elastic fleet: pods running pool start, a headless Service, an edge HAProxy that finds the pods by DNS',
+    describe: 'print the Kubernetes manifests of an elastic fleet: pods running pool start, a headless Service, an ' +
+      'edge HAProxy that finds the pods by DNS',
     load: () => require('../generate/kubernetes'),
     render: (mod, options) => mod.kubernetesConfig(options),
-    fromFile: (f) => ({ timeout: f.timeout, gracefulTimeout: f.gracefulTimeout, killTimeout: f.killTimeout, port: f.port, agentPort: f.agentPort || undefined }),
-    example: ['$0 config kubernetes --image registry.example/ssr:1.4 --name ssr --replicas 3 > fleet.yaml', 'then: kubectl apply -f fleet.yaml']
+    fromFile: (f) => ({
+      timeout: f.timeout,
+      gracefulTimeout: f.gracefulTimeout,
+      killTimeout: f.killTimeout,
+      port: f.port,
+      agentPort: f.agentPort || undefined
+    }),
+    example: ['$0 config kubernetes --image registry.example/ssr:1.4 --name ssr --replicas 3 > fleet.yaml',
+      'then: kubectl apply -f fleet.yaml']
   },
   'systemd-socket': {
-    describe: 'print the systemd socket unit that holds the pool\'s ports across restarts (with `pool config systemd --socket`)',
+    describe: 'print the systemd socket unit that holds the pool\'s ports across restarts (with `pool config systemd ' +
+      '--socket`)',
     load: () => ({ ...require('../generate/systemd'), OPTIONS: require('../generate/systemd').SOCKET_OPTIONS }),
     render: (mod, options) => mod.systemdSocketConfig(options),
     fromFile: (f) => ({ host: f.host, port: f.port, statsHost: f.statsHost, statsPort: f.statsPort }),
-    example: ['$0 config systemd-socket --name ssr --port 9001 > /etc/systemd/system/ssr.socket', 'the ports of ssr.service']
+    example: ['$0 config systemd-socket --name ssr --port 9001 > /etc/systemd/system/ssr.socket',
+      'the ports of ssr.service']
   }
 }
 
@@ -96,7 +115,8 @@ function targetCommand (name) {
     // Each example as a comment line over its command, as `pool start --help` shows them.
     builder: (y) => y.options(toYargs({ ...target.load().OPTIONS, ...CONFIG_FLAG }))
       .example(`# ${target.example[1]}`, '').example(target.example[0], '')
-      .example('# the settings that correspond, from the pool\'s config file', '').example(`$0 config ${name} --config pool.config.json`, ''),
+      .example('# the settings that correspond, from the pool\'s config file',
+        '').example(`$0 config ${name} --config pool.config.json`, ''),
     handler: (argv) => {
       try {
         const mod = target.load()
@@ -135,5 +155,6 @@ module.exports = {
   describe: `print a production config: ${listNames(NAMES)}`,
   builder: (y) => NAMES.reduce((acc, name) => acc.command(targetCommand(name)), y),
   // Reached only when <target> is none of the subcommands above.
-  handler: (argv) => printError(poolError(codes.BAD_OPTION, `unknown config target '${argv.target}': use ${listNames(NAMES)}`))
+  handler: (argv) => printError(poolError(codes.BAD_OPTION,
+    `unknown config target '${argv.target}': use ${listNames(NAMES)}`))
 }

@@ -51,7 +51,8 @@ function run (argv) {
     .fail((message, err) => {
       // yargs' own complaints (YError) are usage errors; anything else was thrown by a command.
       if (err && err.name !== 'YError') return printError(err)
-      process.stderr.write(`pool: ${usageLine(message || err?.message || 'bad usage', argv, cli, commands)}; see \`${helpCommand(argv, commands)}\`\n`)
+      process.stderr.write(`pool: ${usageLine(message || err?.message || 'bad usage', argv, cli, commands)}; see ` +
+        `\`${helpCommand(argv, commands)}\`\n`)
       process.exit(EXIT.USAGE)
     })
   for (const command of commands) cli.command(command)
@@ -107,8 +108,11 @@ function unknownArguments (names, argv, cli, commands) {
   const unique = names.filter((name) => name === kebab(name) || !names.includes(kebab(name)))
   const words = argv.filter((a) => !a.startsWith('-'))
   const said = unique.map((name) => {
-    const written = argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`) || a === `-${name}` || a === `--no-${name}`)
-    if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) return unknownCommand(name)
+    const written = argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`) || a === `-${name}` ||
+      a === `--no-${name}`)
+    if (!written && name === words[0] && !commands.some((c) => c.command.split(' ')[0] === name)) {
+      return unknownCommand(name)
+    }
     if (!written) return `unexpected argument '${name}'`
     const removed = removedOption(name, dashed(name))
     if (removed) return removed

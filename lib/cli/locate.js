@@ -20,11 +20,32 @@ const FRONT_PORT = listenerPortOption() ?? { key: 'port', spec: { flag: 'port', 
 
 // In the option table's format, so they parse and fail like `pool start`'s.
 const LOCATING = {
-  control: { ...OPTIONS.control, group: GROUP, describe: 'The pool\'s control socket, when it was started with --control' },
-  port: { ...FRONT_PORT.spec, group: GROUP, describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a pool with --balancer none/haproxy)' },
-  workerPort: { ...OPTIONS.workerPort, group: GROUP, describe: 'The pool\'s --worker-port: with --balancer none or haproxy, it names the default control socket' },
-  balancer: { ...startTable().balancer, group: GROUP, describe: 'The pool\'s --balancer: says which of --port and --worker-port names the socket' },
-  config: { ...startTable().config, group: GROUP, describe: 'The pool\'s --config file: the four above are read from it too' }
+  control: {
+    ...OPTIONS.control,
+    group: GROUP,
+    describe: 'The pool\'s control socket, when it was started with --control'
+  },
+  port: {
+    ...FRONT_PORT.spec,
+    group: GROUP,
+    describe: 'The pool\'s --port, which names its default control socket (given alone, also the --worker-port of a ' +
+      'pool with --balancer none/haproxy)'
+  },
+  workerPort: {
+    ...OPTIONS.workerPort,
+    group: GROUP,
+    describe: 'The pool\'s --worker-port: with --balancer none or haproxy, it names the default control socket'
+  },
+  balancer: {
+    ...startTable().balancer,
+    group: GROUP,
+    describe: 'The pool\'s --balancer: says which of --port and --worker-port names the socket'
+  },
+  config: {
+    ...startTable().config,
+    group: GROUP,
+    describe: 'The pool\'s --config file: the four above are read from it too'
+  }
 }
 const LOCATING_FLAGS = new Set(Object.values(LOCATING).map((spec) => spec.flag))
 
@@ -69,7 +90,8 @@ function locate (argv, env = process.env) {
 // What the user wrote that this command ignores, as one line for stderr, or null: the flags of
 // `pool start` that do not find the pool, and the app's arguments after `--`.
 function ignoredNote (argv) {
-  const flags = Object.values(ignoredFlags()).filter((spec) => argv[spec.flag] !== undefined).map((spec) => `--${spec.flag}`)
+  const flags =
+    Object.values(ignoredFlags()).filter((spec) => argv[spec.flag] !== undefined).map((spec) => `--${spec.flag}`)
   const what = [...flags]
   if (argv['--']?.length > 0) what.push('the app\'s arguments after --')
   if (what.length === 0) return null

@@ -30,7 +30,11 @@ module.exports = {
   command: 'ls',
   aliases: ['list'],
   describe: 'list your running pools: pid, state, workers ready, ports, app',
-  builder: (y) => y.option('json', { type: 'boolean', describe: 'print the list as JSON: [{ control, port, status }] (or { control, port, error, reason } for a socket no pool answers on)' }),
+  builder: (y) => y.option('json', {
+    type: 'boolean',
+    describe: 'print the list as JSON: [{ control, port, status }] (or { control, port, error, reason } for a ' +
+      'socket no pool answers on)'
+  }),
   handler: async (argv) => {
     try {
       const pools = await listPools()

@@ -12,7 +12,8 @@ function printError (err) {
   // The app's own error is printed once, as the app threw it, rather than inside our message;
   // one without a stack trace (the pool's verdict on what the app exported, say) is already
   // whole in the message.
-  if (appStack && STACK_FRAME.test(appStack)) process.stderr.write(`pool: ${err.details.headline}; the app's error:\n${appStack}\n`)
+  if (appStack &&
+    STACK_FRAME.test(appStack)) process.stderr.write(`pool: ${err.details.headline}; the app's error:\n${appStack}\n`)
   else process.stderr.write(`pool: ${err.message}\n`)
   if (!err.code || !String(err.code).startsWith('POOL_E')) process.stderr.write(`${err.stack}\n`)
   process.exit(exitCodeOf(err))

@@ -14,8 +14,21 @@ function defaultBalancer () {
 // `pool start`'s own flags.
 function startTable () {
   return {
-    balancer: { flag: 'balancer', kind: 'choice', choices: available(), group: 'Front', defaultText: defaultBalancer(), describe: 'What sits in front of the workers' },
-    config: { flag: 'config', kind: 'string', group: 'Configuration', describe: 'Read options from this file: JSON, or a CommonJS module (.js) exporting an object; keys as in new Pool(), plus app and balancer. Flags and POOL_* variables override it' }
+    balancer: {
+      flag: 'balancer',
+      kind: 'choice',
+      choices: available(),
+      group: 'Front',
+      defaultText: defaultBalancer(),
+      describe: 'What sits in front of the workers'
+    },
+    config: {
+      flag: 'config',
+      kind: 'string',
+      group: 'Configuration',
+      describe: 'Read options from this file: JSON, or a CommonJS module (.js) exporting an object; keys as in new ' +
+        'Pool(), plus app and balancer. Flags and POOL_* variables override it'
+    }
   }
 }
 

@@ -26,7 +26,11 @@ const { inherited } = require('../net/activation')
 const { ServiceNotifier } = require('../observe/notify')
 
 function builder (y) {
-  y.positional('app', { describe: 'the app module: a request listener, an http.Server, or a file that calls listen() (or "app" in the --config file)', type: 'string' })
+  y.positional('app', {
+    describe: 'the app module: a request listener, an http.Server, or a file that calls listen() (or "app" in the ' +
+      '--config file)',
+    type: 'string'
+  })
   for (const table of startTables()) y.options(toYargs(table))
   // One line of comment, one command: a long command never squeezes its description into a
   // narrow column.
@@ -36,7 +40,10 @@ function builder (y) {
   y.example('$0 start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock', '')
   y.example('# the options in a file, one of them overridden', '')
   y.example('$0 start --config pool.config.json --workers 4', '')
-  y.epilogue('Durations are seconds (30) or take a unit (500ms, 2s, 1m); sizes are bytes or take a unit (512k, 8m, 1g). Each flag can also be given as an environment variable, POOL_ and the flag in capitals with _ for - (--worker-port: POOL_WORKER_PORT), or in a --config file (durations in ms there, sizes in bytes or with a unit). A flag wins over the environment, which wins over the file.')
+  y.epilogue('Durations are seconds (30) or take a unit (500ms, 2s, 1m); sizes are bytes or take a unit (512k, 8m, ' +
+    '1g). Each flag can also be given as an environment variable, POOL_ and the flag in capitals with _ for - ' +
+    '(--worker-port: POOL_WORKER_PORT), or in a --config file (durations in ms there, sizes in bytes or with a ' +
+    'unit). A flag wins over the environment, which wins over the file.')
   return y
 }
 
@@ -56,7 +63,9 @@ function settingsOf (argv, env) {
   // file's) do not apply.
   const merged = { ...pick(fileValues, table), ...fromEnv(env, table), ...fromArgv(argv, table) }
   const app = argv.app ?? fileApp
-  if (app === undefined) throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
+  if (app === undefined) {
+    throw poolError(codes.BAD_OPTION, 'give the app to start: pool start APP, or "app" in a --config file')
+  }
   // `pool start app.js -n 4 -- --flag value`: what follows `--` is the app's own command line,
   // its process.argv.slice(2) in every worker, after reloads too.
   const args = argv['--'] ?? []
@@ -91,14 +100,27 @@ async function handler (argv) {
     // out of the environment before any worker inherits it.
     const handedOver = inherited.adopt(process.env, { flags: [listener?.flag, 'stats-port'].filter(Boolean) })
     notifier = ServiceNotifier.fromEnv(process.env)
-    const config = assemblePool({ ...withStatsPort(settings.options, listener), ...frontOptions, balancer, app: settings.app, args: settings.args })
+    const config = assemblePool({
+      ...withStatsPort(settings.options, listener),
+      ...frontOptions,
+      balancer,
+      app: settings.app,
+      args: settings.args
+    })
     const { options } = config
     logger = createLogger({ level: options.logLevel, format: options.logFormat, bufferBytes: options.logBuffer })
     if (notifier) notifier.logger = logger
     if (process.pid === 1) {
-      logger.warn({ event: 'pid1-no-reaper' }, 'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run --init, tini)')
+      logger.warn({ event: 'pid1-no-reaper' },
+        'node runs as PID 1 here and cannot reap the processes orphaned under it (they stay zombies): start the pool ' +
+          'with the `pool` command, whose first lines keep a reaping shell as PID 1, or under an init (docker run ' +
+          '--init, tini)')
     }
-    if (handedOver.length > 0) logger.info({ event: 'sockets-inherited', sockets: handedOver }, `listening on ${handedOver.length} socket${handedOver.length > 1 ? 's' : ''} handed over by the service manager (LISTEN_FDS)`)
+    if (handedOver.length > 0) {
+      logger.info({ event: 'sockets-inherited', sockets: handedOver },
+        `listening on ${handedOver.length} socket${handedOver.length > 1 ? 's' : ''} handed over by the service ` +
+          'manager (LISTEN_FDS)')
+    }
     pool = new Pool(config.with({ logger }))
     // From here on, an error nobody caught stops the workers and exits 1 (see ./fatal.js).
     guard = exitOnUncaught({ pool, logger })
@@ -119,7 +141,12 @@ async function handler (argv) {
     if (pool.phase === 'running') {
       notifier?.ready(serviceStatus(pool))
       const unused = inherited.left
-      if (unused.length > 0) logger.warn({ event: 'sockets-unused', fds: unused }, `the service manager handed over ${unused.length} socket${unused.length > 1 ? 's' : ''} no listener of this pool takes (file descriptors ${unused.join(', ')}): name them port and stats-port (FileDescriptorName=)`)
+      if (unused.length > 0) {
+        logger.warn({ event: 'sockets-unused', fds: unused },
+          `the service manager handed over ${unused.length} socket${unused.length > 1 ? 's' : ''} no listener of ` +
+            `this pool takes (file descriptors ${unused.join(', ')}): name them port and stats-port ` +
+            '(FileDescriptorName=)')
+      }
     }
   } catch (err) {
     await control?.close()
@@ -203,9 +230,12 @@ function handleControlSignals (pool, logger) {
   }
   const say = (format) => (result) => format(result).trim()
   process.on('SIGHUP', () => run('SIGHUP', 'rolling reload', () => pool.reload(), say(formatReload)))
-  process.on('SIGTTIN', () => run('SIGTTIN', `scale to ${workers(pool.target + 1)}`, () => pool.scale(pool.target + 1), say(formatScale)))
+  process.on('SIGTTIN',
+    () => run('SIGTTIN', `scale to ${workers(pool.target + 1)}`, () => pool.scale(pool.target + 1), say(formatScale)))
   process.on('SIGTTOU', () => {
-    if (pool.target <= 1) return logger.warn({ event: 'signal', signal: 'SIGTTOU' }, 'SIGTTOU: already at 1 worker; not scaling below 1')
+    if (pool.target <= 1) {
+      return logger.warn({ event: 'signal', signal: 'SIGTTOU' }, 'SIGTTOU: already at 1 worker; not scaling below 1')
+    }
     run('SIGTTOU', `scale to ${workers(pool.target - 1)}`, () => pool.scale(pool.target - 1), say(formatScale))
   })
 }

@@ -36,7 +36,9 @@ function readConfigFile (file, { cwd = process.cwd() } = {}) {
 
 function load (file, abs) {
   const ext = path.extname(abs)
-  if (!['.json', '.js', '.cjs'].includes(ext)) throw fileError(file, 'a config file is .json, or .js/.cjs (a CommonJS module exporting an object)')
+  if (!['.json', '.js', '.cjs'].includes(ext)) {
+    throw fileError(file, 'a config file is .json, or .js/.cjs (a CommonJS module exporting an object)')
+  }
   let stat
   try {
     stat = fs.statSync(abs)
@@ -46,7 +48,9 @@ function load (file, abs) {
   if (!stat.isFile()) throw fileError(file, 'not a file')
   const exported = ext === '.json' ? loadJson(file, abs) : loadModule(file, abs)
   if (exported === null || typeof exported !== 'object' || Array.isArray(exported)) {
-    throw fileError(file, `must ${ext === '.json' ? 'hold' : 'export'} an object of options, like { "workers": 4 } (got ${kindOf(exported)})`)
+    throw fileError(file,
+      `must ${ext === '.json' ? 'hold' : 'export'} an object of options, like { "workers": 4 } ` +
+        `(got ${kindOf(exported)})`)
   }
   return exported
 }
@@ -61,7 +65,8 @@ function loadJson (file, abs) {
   try {
     return JSON.parse(text)
   } catch (err) {
-    throw fileError(file, `invalid JSON${where(text, err.message)}: ${err.message.replace(/ in JSON at position \d+.*$/, '')}`)
+    throw fileError(file,
+      `invalid JSON${where(text, err.message)}: ${err.message.replace(/ in JSON at position \d+.*$/, '')}`)
   }
 }
 
@@ -111,16 +116,24 @@ function checkValues (file, values) {
     const removed = removedOption(key)
     if (removed) throw fileError(file, removed)
     const near = closest(key, known)
-    throw fileError(file, `unknown key ${key}${near ? ` (did you mean ${near}?)` : ''}; the keys are the library's option names, as in new Pool(), plus app and balancer`)
+    throw fileError(file,
+      `unknown key ${key}${near ? ` (did you mean ${near}?)` : ''}; the keys are the library's option names, as in ` +
+        'new Pool(), plus app and balancer')
   }
   const { app, balancer = DEFAULT_FRONT } = values
-  if (app !== undefined && (typeof app !== 'string' || app === '')) throw fileError(file, `app must be a non-empty string, the app's path (got ${JSON.stringify(app)})`)
-  if (!Object.hasOwn(fronts, balancer)) throw fileError(file, `balancer must be one of ${Object.keys(fronts).join(', ')} (got ${JSON.stringify(balancer)})`)
+  if (app !== undefined && (typeof app !== 'string' || app === '')) {
+    throw fileError(file, `app must be a non-empty string, the app's path (got ${JSON.stringify(app)})`)
+  }
+  if (!Object.hasOwn(fronts, balancer)) {
+    throw fileError(file, `balancer must be one of ${Object.keys(fronts).join(', ')} (got ${JSON.stringify(balancer)})`)
+  }
   for (const [key, value] of Object.entries(values)) {
     if (key === 'app' || key === 'balancer') continue
     const front = frontOf.get(key)
     if (front && front !== balancer) {
-      throw fileError(file, `${key} is an option of balancer ${front}, and this file's balancer is ${balancer}${values.balancer === undefined ? ' (the default)' : ''}`)
+      throw fileError(file,
+        `${key} is an option of balancer ${front}, and this file's balancer ` +
+          `is ${balancer}${values.balancer === undefined ? ' (the default)' : ''}`)
     }
     values[key] = checkValue(file, key, front ? fronts[front][key] : OPTIONS[key], value)
   }
@@ -129,13 +142,15 @@ function checkValues (file, values) {
 // The value, checked; a size given as text ("8m") in bytes.
 function checkValue (file, key, spec, value) {
   if (spec.kind === 'duration' && typeof value === 'string') {
-    throw fileError(file, `${key} is a number of milliseconds in a config file, as in the library (got ${JSON.stringify(value)})`)
+    throw fileError(file,
+      `${key} is a number of milliseconds in a config file, as in the library (got ${JSON.stringify(value)})`)
   }
   if (spec.kind === 'size' && typeof value === 'string') {
     try {
       value = parseSize(value, spec.flag)
     } catch {
-      throw fileError(file, `${key} must be a number of bytes, or a size like "512k", "8m" or "1g" (got ${JSON.stringify(value)})`)
+      throw fileError(file,
+        `${key} must be a number of bytes, or a size like "512k", "8m" or "1g" (got ${JSON.stringify(value)})`)
     }
   }
   try {

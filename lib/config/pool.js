@@ -64,14 +64,21 @@ function assemblePool (input = {}) {
   const listener = entry ? listenerOf(balancer, frontOptions) : null
   const options = checkOwnPorts(resolveOptions(own), listener ? [listener] : [])
   if (options.heartbeatInterval >= options.heartbeatTimeout) {
-    throw poolError(codes.BAD_OPTION, `heartbeatInterval (--heartbeat-interval) ${options.heartbeatInterval} ms must be below heartbeatTimeout (--heartbeat-timeout) ${options.heartbeatTimeout} ms: an idle worker would be taken for hung between two heartbeats`)
+    throw poolError(codes.BAD_OPTION,
+      `heartbeatInterval (--heartbeat-interval) ${options.heartbeatInterval} ms must be below heartbeatTimeout ` +
+        `(--heartbeat-timeout) ${options.heartbeatTimeout} ms: an idle worker would be taken for hung between two ` +
+        'heartbeats')
   }
   refuseEphemeral(options.workerPort, options.workerPort + Math.max(options.workers, options.maxWorkers || 0) - 1)
   const path = options.warmup.find((p) => !p.startsWith('/'))
-  if (path !== undefined) throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
+  if (path !== undefined) {
+    throw poolError(codes.BAD_OPTION, `warmup (--warmup) paths must start with / (got ${JSON.stringify(path)})`)
+  }
   const front = entry ? { name: balancer, options: entry.resolve(frontOptions, options), listener } : null
   // What the workers time themselves: the limits no front of the pool's enforces as it relays.
-  options.workerLimits = entry?.relays ? { read: 0, total: 0 } : { read: options.readTimeout, total: options.maxRequestTime }
+  options.workerLimits = entry?.relays
+    ? { read: 0, total: 0 }
+    : { read: options.readTimeout, total: options.maxRequestTime }
   return new PoolConfig({ options, front })
 }
 
@@ -81,7 +88,11 @@ function refuseEphemeral (first, last) {
   if (!overlap) return
   const { range } = overlap
   const ports = overlap.first === overlap.last ? `port ${overlap.first}` : `ports ${overlap.first}-${overlap.last}`
-  throw poolError(codes.BAD_OPTION, `worker ${ports} ${overlap.first === overlap.last ? 'is' : 'are'} in the kernel's ephemeral range ${range.low}-${range.high} (net.ipv4.ip_local_port_range), where any outgoing connection can take one while its worker restarts: choose a --worker-port below ${range.low} (the default is 9002), or reserve them (sysctl -w net.ipv4.ip_local_reserved_ports=${overlap.first}-${overlap.last})`)
+  throw poolError(codes.BAD_OPTION,
+    `worker ${ports} ${overlap.first === overlap.last ? 'is' : 'are'} in the kernel's ephemeral ` +
+      `range ${range.low}-${range.high} (net.ipv4.ip_local_port_range), where any outgoing connection can take one ` +
+      `while its worker restarts: choose a --worker-port below ${range.low} (the default is 9002), or reserve them ` +
+      `(sysctl -w net.ipv4.ip_local_reserved_ports=${overlap.first}-${overlap.last})`)
 }
 
 function unknownMessage (key, known, balancer) {

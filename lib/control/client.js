@@ -23,7 +23,8 @@ function connectionError (socketPath, err) {
       { cause: err, details: { reason: code === 'ENOENT' ? 'missing' : 'refused' } })
   }
   if (code === 'EACCES' || code === 'EPERM') {
-    return poolError(codes.CONTROL_UNREACHABLE, `permission denied on control socket ${socketPath}: the pool runs as another user`,
+    return poolError(codes.CONTROL_UNREACHABLE,
+      `permission denied on control socket ${socketPath}: the pool runs as another user`,
       { cause: err, details: { reason: 'denied' } })
   }
   return poolError(codes.CONTROL_UNREACHABLE, `cannot talk to the pool on control socket ${socketPath}: ${err.message}`,
@@ -37,7 +38,8 @@ function foreignOwnerError (socketPath, uid) {
   const name = userName(owner)
   const asOwner = name ? `sudo -u ${name} pool ...` : `sudo -u '#${owner}' pool ...`
   return poolError(codes.CONTROL_UNREACHABLE,
-    `control socket ${socketPath} belongs to ${describeUser(owner)}, not to ${describeUser(uid)}; refusing to talk to it: run the command as the user the pool runs as (${asOwner})`,
+    `control socket ${socketPath} belongs to ${describeUser(owner)}, not to ${describeUser(uid)}; refusing to talk ` +
+      `to it: run the command as the user the pool runs as (${asOwner})`,
     { details: { reason: 'foreign', owner } })
 }
 
@@ -66,7 +68,8 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
       ? setTimeout(() => {
         // The answer came but the pool is slow to exit: the answer is still the outcome.
         if (answered) return finish(null, answered.result)
-        finish(poolError(codes.CONTROL_UNREACHABLE, `no answer to '${command}' from the pool on control socket ${socketPath} within ${formatMs(timeout)}`,
+        finish(poolError(codes.CONTROL_UNREACHABLE,
+          `no answer to '${command}' from the pool on control socket ${socketPath} within ${formatMs(timeout)}`,
           { details: { reason: 'timeout' } }))
       }, timeout)
       : null
@@ -75,7 +78,8 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
       let reply = null
       try { reply = JSON.parse(line) } catch {}
       if (reply === null || typeof reply !== 'object') {
-        return finish(poolError(codes.CONTROL_UNREACHABLE, `control socket ${socketPath} answered something that is not a JSON object`, { details: { reason: 'io' } }))
+        return finish(poolError(codes.CONTROL_UNREACHABLE,
+          `control socket ${socketPath} answered something that is not a JSON object`, { details: { reason: 'io' } }))
       }
       // An error without an id is about the connection itself (a line too long, a client
       // idle too long): the pool hangs up after it, so it is the answer too.
@@ -99,7 +103,8 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
     socket.on('error', (err) => finish(connectionError(socketPath, err)))
     socket.on('close', () => {
       if (answered) return finish(null, answered.result)
-      finish(poolError(codes.CONTROL_UNREACHABLE, `the pool on control socket ${socketPath} closed the connection before answering '${command}'`,
+      finish(poolError(codes.CONTROL_UNREACHABLE,
+        `the pool on control socket ${socketPath} closed the connection before answering '${command}'`,
         { details: { reason: 'closed' } }))
     })
   })

@@ -61,7 +61,8 @@ class ControlConnection {
 
   // Start what may start; read more only once every line read so far has started.
   pump () {
-    while (this.waiting.length > 0 && this.pending < this.maxPending && !this.socket.writableNeedDrain && !this.closing && !this.closed) {
+    while (this.waiting.length > 0 && this.pending < this.maxPending && !this.socket.writableNeedDrain &&
+      !this.closing && !this.closed) {
       this.start(this.waiting.shift())
     }
     if (this.closed) return

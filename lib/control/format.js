@@ -38,7 +38,8 @@ const COLUMNS = [
   { title: 'TOTAL', right: true, value: (w) => w.totalRequests ?? 0 }, // served in this slot, every process
   { title: 'RESTARTS', right: true, value: (w) => w.restarts ?? 0 },
   { title: 'RSS MB', right: true, value: (w) => formatMB(w.rss) },
-  { title: 'REQUEST', right: true, value: (w) => (w.request ? formatDuration(w.request.age) : '-') } // age of the running one
+  // age of the running one
+  { title: 'REQUEST', right: true, value: (w) => (w.request ? formatDuration(w.request.age) : '-') }
 ]
 
 // `pool status --watch`: what the worker did since the previous answer (see rates()).
@@ -78,7 +79,9 @@ function table (rows, context = {}) {
 function grid (columns, rows, context = {}) {
   const cells = rows.map((row) => columns.map((c) => String(c.value(row, context))))
   const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
-  const line = (values) => values.map((v, i) => (columns[i].right ? v.padStart(widths[i]) : v.padEnd(widths[i]))).join('  ').trimEnd()
+  const line = (values) => values
+    .map((v, i) => (columns[i].right ? v.padStart(widths[i]) : v.padEnd(widths[i])))
+    .join('  ').trimEnd()
   return [line(columns.map((c) => c.title)), ...cells.map(line)].join('\n')
 }
 
@@ -113,10 +116,13 @@ function formatStatus (status, { rates = null } = {}) {
     `queue: ${status.queue ?? 0}`,
     `front: ${describeFront(status.front)}`
   ]
-  if (status.front?.tunnelsOpened > 0) lines.push(`websockets: ${status.front.tunnels} open, ${status.front.tunnelsOpened} since the front started`)
+  if (status.front?.tunnelsOpened > 0) {
+    lines.push(`websockets: ${status.front.tunnels} open, ${status.front.tunnelsOpened} since the front started`)
+  }
   if (status.reload) {
     const r = status.reload
-    lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` + (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : '') +
+    lines.push(`reload: ${r.stage}, ${r.replaced} replaced, ${r.pending} pending` +
+      (r.active?.length ? `, replacing slot ${r.active.join(', ')}` : '') +
       (r.queued ? `; another follows (asked ${r.queued} time${r.queued === 1 ? '' : 's'})` : ''))
   }
   return lines.join('\n') + '\n'
@@ -135,7 +141,9 @@ function rates (previous, current) {
     const p = before.get(w.slot)
     if (!p || !w.pid || p.pid !== w.pid || !RUNNING.has(w.state)) continue
     const r = {}
-    if (seconds > 0 && Number.isFinite(w.requests) && Number.isFinite(p.requests)) r.rps = Math.max(0, w.requests - p.requests) / seconds
+    if (seconds > 0 && Number.isFinite(w.requests) && Number.isFinite(p.requests)) {
+      r.rps = Math.max(0, w.requests - p.requests) / seconds
+    }
     r.cpu = cpuPercent(p.cpu, w.cpu, seconds)
     out.set(w.slot, r)
   }
@@ -173,7 +181,10 @@ function formatPools (pools) {
       ? `stale: ${p.control} (no pool answers on it: one was killed; the next pool start on it replaces it)`
       : `not answering: ${p.error}`)
   }
-  if (pools.length === 0) lines.push('no pool of yours is running (a pool started with --control elsewhere is not listed: pool status --control PATH asks it)')
+  if (pools.length === 0) {
+    lines.push('no pool of yours is running (a pool started with --control elsewhere is not listed: pool status ' +
+      '--control PATH asks it)')
+  }
   return lines.join('\n') + '\n'
 }
 
@@ -219,4 +230,15 @@ function formatStop ({ clean }) {
   return clean ? 'stopped (clean)\n' : 'stopped (not clean: some workers had to be signalled)\n'
 }
 
-module.exports = { formatDuration, formatStatus, formatPools, statusJson, formatReload, formatScale, formatRecycle, formatStop, describeFront, rates }
+module.exports = {
+  formatDuration,
+  formatStatus,
+  formatPools,
+  statusJson,
+  formatReload,
+  formatScale,
+  formatRecycle,
+  formatStop,
+  describeFront,
+  rates
+}

@@ -96,12 +96,15 @@ function privateDirProblem (dir, uid = myUid()) {
   if (st.isSymbolicLink()) return 'is a symbolic link'
   if (!st.isDirectory()) return 'is not a directory'
   if (st.uid !== uid) return `is owned by ${describeUser(st.uid)}, not by ${describeUser(uid)}`
-  if ((st.mode & 0o077) !== 0) return `has mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}: group or others may use it (it must be 0700)`
+  if ((st.mode & 0o077) !== 0) {
+    return `has mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}: group or others may use it (it must be 0700)`
+  }
   return null
 }
 
 function badDirError (dir, problem) {
-  return poolError(codes.BAD_OPTION, `control socket directory ${dir} ${problem}; refusing to use it (remove it, or pass --control PATH)`)
+  return poolError(codes.BAD_OPTION,
+    `control socket directory ${dir} ${problem}; refusing to use it (remove it, or pass --control PATH)`)
 }
 
 // true when `dir` is our private directory, false when it does not exist; throws when it
@@ -123,7 +126,9 @@ function ensurePrivateDir (dir, uid = myUid()) {
     fs.mkdirSync(dir, { mode: 0o700 })
     fs.chmodSync(dir, 0o700)
   } catch (err) {
-    if (err.code !== 'EEXIST') throw poolError(codes.BAD_OPTION, `cannot create control socket directory ${dir}: ${err.message}`, { cause: err })
+    if (err.code !== 'EEXIST') {
+      throw poolError(codes.BAD_OPTION, `cannot create control socket directory ${dir}: ${err.message}`, { cause: err })
+    }
   }
   checkPrivateDir(dir, uid)
   return dir

@@ -87,7 +87,9 @@ function deserializeError (error) {
   const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message',
     { details: Object.keys(details).length ? details : undefined })
   // An older pool chose the exit code itself: kept (exitCodeOf).
-  if (Number.isInteger(error.exitCode) && error.exitCode > 0) Object.defineProperty(err, 'exitCode', { value: error.exitCode, enumerable: true })
+  if (Number.isInteger(error.exitCode) && error.exitCode > 0) {
+    Object.defineProperty(err, 'exitCode', { value: error.exitCode, enumerable: true })
+  }
   err.remote = true // said by the pool, not by the connection
   return err
 }
@@ -105,9 +107,13 @@ function parseRequest (line) {
   try { req = JSON.parse(line) } catch { throw badRequest('not JSON') }
   if (req === null || typeof req !== 'object' || Array.isArray(req)) throw badRequest('not a JSON object')
   const id = req.id ?? null
-  if (id !== null && typeof id !== 'string' && typeof id !== 'number') throw badRequest('id must be a string, a number or null')
+  if (id !== null && typeof id !== 'string' && typeof id !== 'number') {
+    throw badRequest('id must be a string, a number or null')
+  }
   const fail = (message) => Object.assign(badRequest(message), { requestId: id })
-  if (!COMMANDS.includes(req.command)) throw fail(`unknown command ${describeCommand(req.command)} (known: ${COMMANDS.join(', ')})`)
+  if (!COMMANDS.includes(req.command)) {
+    throw fail(`unknown command ${describeCommand(req.command)} (known: ${COMMANDS.join(', ')})`)
+  }
   const args = req.args ?? {}
   if (typeof args !== 'object' || Array.isArray(args)) throw fail('args must be an object')
   return { id, command: req.command, args }
@@ -115,7 +121,9 @@ function parseRequest (line) {
 
 // A client's unknown command, quoted short enough for one line.
 function describeCommand (command) {
-  if (typeof command !== 'string') return command === undefined ? '(none)' : `of type ${Array.isArray(command) ? 'array' : typeof command}`
+  if (typeof command !== 'string') {
+    return command === undefined ? '(none)' : `of type ${Array.isArray(command) ? 'array' : typeof command}`
+  }
   return JSON.stringify(command.length > 60 ? command.slice(0, 60) + '…' : command)
 }
 

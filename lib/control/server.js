@@ -60,7 +60,8 @@ class ControlServer {
     this.server.maxConnections = maxConnections
     // Out of descriptors, a connection is refused (or a failed accept logged) rather than the pool
     // dying; the control socket may use the supervisor's own share of descriptors.
-    guardAccept(this.server, { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
+    guardAccept(this.server,
+      { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
     this.connections = new Set()
     this.owned = null // { dev, ino } of the file we linked, once claimed
     this.closing = null
@@ -102,7 +103,9 @@ class ControlServer {
         // Another pool started between our check and our link: check again (it refuses if live).
         if (err.code === 'EEXIST' && attempt === 0) { await this.ensureFree(); continue }
         // A filesystem without hard links: the check above is the best we can do, then rename.
-        if (err.code === 'EPERM' || err.code === 'ENOTSUP' || err.code === 'EOPNOTSUPP') return fs.renameSync(staging, this.path)
+        if (err.code === 'EPERM' || err.code === 'ENOTSUP' || err.code === 'EOPNOTSUPP') {
+          return fs.renameSync(staging, this.path)
+        }
         throw claimError(this.path, err)
       }
     }
@@ -116,9 +119,14 @@ class ControlServer {
       if (err.code === 'ENOENT') return
       throw claimError(this.path, err)
     }
-    if (!st.isSocket()) throw poolError(codes.BAD_OPTION, `control socket path ${this.path} exists and is not a socket; refusing to replace it`)
+    if (!st.isSocket()) {
+      throw poolError(codes.BAD_OPTION,
+        `control socket path ${this.path} exists and is not a socket; refusing to replace it`)
+    }
     if (st.uid !== this.uid) {
-      throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} belongs to ${describeUser(st.uid)}; refusing to use or replace another user's socket: choose another --control path`)
+      throw poolError(codes.CONTROL_IN_USE,
+        `control socket ${this.path} belongs to ${describeUser(st.uid)}; refusing to use or replace another user's ` +
+          'socket: choose another --control path')
     }
     try {
       const { pid } = await sendCommand(this.path, 'ping', {}, { timeout: PROBE_TIMEOUT, uid: this.uid })
@@ -133,8 +141,12 @@ class ControlServer {
         this.logger?.info({ event: 'control-stale', path: this.path }, `removed a stale control socket ${this.path}`)
         return
       }
-      if (reason === 'denied') throw poolError(codes.CONTROL_IN_USE, `permission denied on control socket ${this.path}; refusing to replace it: choose another --control path`)
-      throw poolError(codes.CONTROL_IN_USE, `control socket ${this.path} is in use by a process that does not answer as a pool (${err.message})`)
+      if (reason === 'denied') {
+        throw poolError(codes.CONTROL_IN_USE,
+          `permission denied on control socket ${this.path}; refusing to replace it: choose another --control path`)
+      }
+      throw poolError(codes.CONTROL_IN_USE,
+        `control socket ${this.path} is in use by a process that does not answer as a pool (${err.message})`)
     }
   }
 
@@ -158,7 +170,8 @@ class ControlServer {
         }
         return HANDLERS[req.command](this.pool, req.args)
       })
-      .then((result) => ({ id, ok: true, result }), (err) => ({ id: id ?? err.requestId ?? null, ok: false, error: serializeError(err) }))
+      .then((result) => ({ id, ok: true, result }),
+        (err) => ({ id: id ?? err.requestId ?? null, ok: false, error: serializeError(err) }))
   }
 
   logCommand ({ command, args }) {
@@ -179,7 +192,10 @@ class ControlServer {
       this.unlinkIfOurs()
       process.removeListener('exit', this.removeOnExit)
       const listening = new Promise((resolve) => this.server.close(() => resolve()))
-      const hungUp = [...this.connections].map((c) => new Promise((resolve) => { c.socket.once('close', resolve); c.end() }))
+      const hungUp = [...this.connections].map((c) => new Promise((resolve) => {
+        c.socket.once('close', resolve)
+        c.end()
+      }))
       await withTimeout(Promise.all(hungUp), CLOSE_GRACE)
       for (const c of this.connections) c.socket.destroy()
       await listening
@@ -200,7 +216,9 @@ class ControlServer {
 function checkPathLength (socketPath) {
   const bytes = Buffer.byteLength(socketPath)
   if (bytes > MAX_SOCKET_PATH) {
-    throw poolError(codes.BAD_OPTION, `control socket path ${socketPath} is too long (${bytes} bytes; unix sockets allow ${MAX_SOCKET_PATH}); choose a shorter --control path`)
+    throw poolError(codes.BAD_OPTION,
+      `control socket path ${socketPath} is too long (${bytes} bytes; unix sockets allow ${MAX_SOCKET_PATH}); choose ` +
+        'a shorter --control path')
   }
 }
 

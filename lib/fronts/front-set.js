@@ -24,7 +24,8 @@ class FrontSet {
       try {
         front[hook]?.(...args)
       } catch (err) {
-        this.logger.error({ event: 'front-error', front: front.name, hook, err }, `front ${front.name} failed in ${hook}(): ${err.message}`)
+        this.logger.error({ event: 'front-error', front: front.name, hook, err },
+          `front ${front.name} failed in ${hook}(): ${err.message}`)
       }
     }
   }

@@ -102,7 +102,10 @@
 
 // The context for a pool; the functions are the pool's own, bound. A front started without a
 // pool (tests, benches) gets none.
-function createFrontContext ({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false, watchRequest = () => false }) {
+function createFrontContext ({
+  logger, metrics, workers, portOf, target, workerRefusing, agentAsked = () => false,
+  watchRequest = () => false
+}) {
   return Object.freeze({ logger, metrics, workers, portOf, target, workerRefusing, agentAsked, watchRequest })
 }
 

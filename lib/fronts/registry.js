@@ -57,7 +57,13 @@ const DEFAULT_FRONT = 'embedded'
 // The fronts whose modules are here (a trimmed install may lack one).
 function available () {
   return Object.keys(FRONTS).filter((name) => {
-    try { FRONTS[name].options(); return true } catch (err) { if (err.code === 'MODULE_NOT_FOUND') return false; throw err }
+    try {
+      FRONTS[name].options()
+      return true
+    } catch (err) {
+      if (err.code === 'MODULE_NOT_FOUND') return false
+      throw err
+    }
   })
 }
 
@@ -69,7 +75,8 @@ function defaultFront () {
 // The registry entry of front `name`; a PoolError (BAD_OPTION) naming the fronts there are.
 function frontNamed (name) {
   if (typeof name === 'string' && Object.hasOwn(FRONTS, name)) return FRONTS[name]
-  throw poolError(codes.BAD_OPTION, `balancer must be one of ${Object.keys(FRONTS).join(', ')} (got ${JSON.stringify(name)})`)
+  throw poolError(codes.BAD_OPTION,
+    `balancer must be one of ${Object.keys(FRONTS).join(', ')} (got ${JSON.stringify(name)})`)
 }
 
 // Where front `name` listens for clients, from its options as given (defaults filled):
@@ -79,7 +86,12 @@ function listenerOf (name, options = {}) {
   if (!listens) return null
   const table = frontNamed(name).options()
   const valueOf = (key) => options[key] ?? table[key].default
-  return { name: listens.port, flag: table[listens.port].flag, port: valueOf(listens.port), host: valueOf(listens.host) }
+  return {
+    name: listens.port,
+    flag: table[listens.port].flag,
+    port: valueOf(listens.port),
+    host: valueOf(listens.host)
+  }
 }
 
 // The option of the port the fronts that listen take (--port): { key, spec }, or null. By it,
@@ -99,4 +111,13 @@ function frontFailures () {
   return out
 }
 
-module.exports = { FRONTS, DEFAULT_FRONT, available, defaultFront, frontNamed, listenerOf, listenerPortOption, frontFailures }
+module.exports = {
+  FRONTS,
+  DEFAULT_FRONT,
+  available,
+  defaultFront,
+  frontNamed,
+  listenerOf,
+  listenerPortOption,
+  frontFailures
+}

@@ -10,8 +10,10 @@ const net = require('node:net')
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
 const {
-  timeouts, duration, longDuration, DEFAULT_PREFIX, PROXY_NAME, MAX_HAPROXY_TIME, bad, camel, checkPath, checkWord, hostPort,
-  globalSection, statsSection, idleCloseOnResponse, websocketRules, tunnelLines, checkTunnelTimeout, OPTIONS: HAPROXY_OPTIONS
+  timeouts, duration, longDuration, DEFAULT_PREFIX, PROXY_NAME, MAX_HAPROXY_TIME, bad, camel, checkPath, checkWord,
+  hostPort,
+  globalSection, statsSection, idleCloseOnResponse, websocketRules, tunnelLines, checkTunnelTimeout,
+  OPTIONS: HAPROXY_OPTIONS
 } = require('./haproxy')
 
 const RESOLVERS = 'fleet_dns'
@@ -26,31 +28,178 @@ const RISE = 2
 // In the option table's format, so the CLI builds its flags from it. Paths left undefined are
 // derived from `prefix`.
 const OPTIONS = {
-  hosts: { flag: 'hosts', kind: 'string', group: 'Fleet', defaultText: 'required, or --discover', describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start --host --port`) or its nginx listens' },
-  discover: { flag: 'discover', kind: 'string', group: 'Discovery', describe: 'Find the hosts by DNS instead of --hosts, as they come and go: NAME:PORT (each A record a host, on PORT) or _SERVICE._tcp.NAME (each SRV record a host and its port); a Kubernetes headless Service answers both' },
-  maxHosts: { flag: 'max-hosts', kind: 'count', default: 16, group: 'Discovery', describe: 'With --discover: how many hosts the edge holds at once (its servers host1..N, filled from the records; records past N are ignored)' },
-  nameservers: { flag: 'nameservers', kind: 'string', group: 'Discovery', defaultText: 'those of /etc/resolv.conf', describe: 'With --discover: the DNS servers to ask, ADDRESS[:PORT],… (port 53 by default)' },
-  resolveInter: { flag: 'resolve-inter', kind: 'duration', default: 1000, group: 'Discovery', describe: 'With --discover: how often the name is resolved again; a host that joins is sent work within a few of these' },
-  dnsHold: { flag: 'dns-hold', kind: 'duration', default: 3600000, group: 'Discovery', describe: 'With --discover: while DNS fails (no answer, refused, an error, or the name gone), the hosts last found keep serving this long' },
-  agentPort: { flag: 'agent-port', kind: 'port', group: 'Fleet', defaultText: 'required', describe: 'Port of each host\'s agent (`pool start --agent-port`), which sets the host\'s maxconn to its ready workers' },
-  workers: { flag: 'workers', alias: 'n', kind: 'count', default: 1, group: 'Fleet', describe: 'maxconn of each host until its agent first answers' },
-  agentInter: { flag: 'agent-inter', kind: 'duration', default: 500, group: 'Fleet', describe: 'How often each host\'s agent is asked' },
-  checkInter: { flag: 'check-inter', kind: 'duration', default: 500, group: 'Fleet', describe: `How often each host's /ping is checked; ${FALL} failures in a row take the host out` },
-  timeout: { ...POOL_OPTIONS.timeout, group: 'Fleet', describe: 'The pools\' --timeout; the edge\'s server timeout is set above it' },
-  readTimeout: { ...POOL_OPTIONS.readTimeout, group: 'Fleet', describe: 'The pools\' --read-timeout; the edge\'s server timeout is set above it' },
-  host: { flag: 'host', kind: 'string', default: '0.0.0.0', group: 'HAProxy', describe: 'Address of the edge\'s HTTP frontend' },
+  hosts: {
+    flag: 'hosts',
+    kind: 'string',
+    group: 'Fleet',
+    defaultText: 'required, or --discover',
+    describe: 'The hosts, HOST:PORT,HOST:PORT,… (IPv4, [IPv6] or a DNS name): where each host\'s pool (`pool start ' +
+      '--host --port`) or its nginx listens'
+  },
+  discover: {
+    flag: 'discover',
+    kind: 'string',
+    group: 'Discovery',
+    describe: 'Find the hosts by DNS instead of --hosts, as they come and go: NAME:PORT (each A record a host, on ' +
+      'PORT) or _SERVICE._tcp.NAME (each SRV record a host and its port); a Kubernetes headless Service answers both'
+  },
+  maxHosts: {
+    flag: 'max-hosts',
+    kind: 'count',
+    default: 16,
+    group: 'Discovery',
+    describe: 'With --discover: how many hosts the edge holds at once (its servers host1..N, filled from the ' +
+      'records; records past N are ignored)'
+  },
+  nameservers: {
+    flag: 'nameservers',
+    kind: 'string',
+    group: 'Discovery',
+    defaultText: 'those of /etc/resolv.conf',
+    describe: 'With --discover: the DNS servers to ask, ADDRESS[:PORT],… (port 53 by default)'
+  },
+  resolveInter: {
+    flag: 'resolve-inter',
+    kind: 'duration',
+    default: 1000,
+    group: 'Discovery',
+    describe: 'With --discover: how often the name is resolved again; a host that joins is sent work within a few of ' +
+      'these'
+  },
+  dnsHold: {
+    flag: 'dns-hold',
+    kind: 'duration',
+    default: 3600000,
+    group: 'Discovery',
+    describe: 'With --discover: while DNS fails (no answer, refused, an error, or the name gone), the hosts last ' +
+      'found keep serving this long'
+  },
+  agentPort: {
+    flag: 'agent-port',
+    kind: 'port',
+    group: 'Fleet',
+    defaultText: 'required',
+    describe: 'Port of each host\'s agent (`pool start --agent-port`), which sets the host\'s maxconn to its ready ' +
+      'workers'
+  },
+  workers: {
+    flag: 'workers',
+    alias: 'n',
+    kind: 'count',
+    default: 1,
+    group: 'Fleet',
+    describe: 'maxconn of each host until its agent first answers'
+  },
+  agentInter: {
+    flag: 'agent-inter',
+    kind: 'duration',
+    default: 500,
+    group: 'Fleet',
+    describe: 'How often each host\'s agent is asked'
+  },
+  checkInter: {
+    flag: 'check-inter',
+    kind: 'duration',
+    default: 500,
+    group: 'Fleet',
+    describe: `How often each host's /ping is checked; ${FALL} failures in a row take the host out`
+  },
+  timeout: {
+    ...POOL_OPTIONS.timeout,
+    group: 'Fleet',
+    describe: 'The pools\' --timeout; the edge\'s server timeout is set above it'
+  },
+  readTimeout: {
+    ...POOL_OPTIONS.readTimeout,
+    group: 'Fleet',
+    describe: 'The pools\' --read-timeout; the edge\'s server timeout is set above it'
+  },
+  host: {
+    flag: 'host',
+    kind: 'string',
+    default: '0.0.0.0',
+    group: 'HAProxy',
+    describe: 'Address of the edge\'s HTTP frontend'
+  },
   port: { flag: 'port', kind: 'port', default: 8080, group: 'HAProxy', describe: 'Port of the edge\'s HTTP frontend' },
-  backend: { flag: 'backend', kind: 'string', default: 'fleet', group: 'HAProxy', describe: 'Backend name; its servers are host1..N in --hosts order' },
-  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker anywhere in the fleet gets a 503' },
-  retries: { flag: 'retries', kind: 'int', default: 3, group: 'HAProxy', describe: 'Times a request is sent again, to another host, when a host refused the connection (or, GET and HEAD only, closed it without an answer)' },
-  tunnelTimeout: { ...HAPROXY_OPTIONS.tunnelTimeout, group: 'HAProxy', describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (the edge\'s timeout tunnel); keep it at or above the hosts\' own' },
-  threads: { flag: 'threads', kind: 'count', default: 1, group: 'HAProxy', describe: 'HAProxy\'s threads (nbthread): one never sends a host more than its agent\'s last maxconn and carried 10,000 requests/s here; more, where the cores are free for them, carry more, but requests that arrive together may then take a host past it' },
-  statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
-  log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' },
-  prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the socket and pid file' },
-  socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-edge-admin.sock', describe: 'Runtime API socket, for operators' },
-  pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-edge.pid', describe: 'Pid file' },
-  user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
+  backend: {
+    flag: 'backend',
+    kind: 'string',
+    default: 'fleet',
+    group: 'HAProxy',
+    describe: 'Backend name; its servers are host1..N in --hosts order'
+  },
+  queueTimeout: {
+    flag: 'queue-timeout',
+    kind: 'duration',
+    default: 10000,
+    group: 'HAProxy',
+    describe: 'A request waiting longer than this for a free worker anywhere in the fleet gets a 503'
+  },
+  retries: {
+    flag: 'retries',
+    kind: 'int',
+    default: 3,
+    group: 'HAProxy',
+    describe: 'Times a request is sent again, to another host, when a host refused the connection (or, GET and HEAD ' +
+      'only, closed it without an answer)'
+  },
+  tunnelTimeout: {
+    ...HAPROXY_OPTIONS.tunnelTimeout,
+    group: 'HAProxy',
+    describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (the edge\'s ' +
+      'timeout tunnel); keep it at or above the hosts\' own'
+  },
+  threads: {
+    flag: 'threads',
+    kind: 'count',
+    default: 1,
+    group: 'HAProxy',
+    describe: 'HAProxy\'s threads (nbthread): one never sends a host more than its agent\'s last maxconn and carried ' +
+      '10,000 requests/s here; more, where the cores are free for them, carry more, but requests that arrive ' +
+      'together may then take a host past it'
+  },
+  statsPort: {
+    flag: 'stats-port',
+    kind: 'port',
+    default: 8999,
+    group: 'HAProxy',
+    describe: 'Stats page and Prometheus /metrics on 127.0.0.1'
+  },
+  log: {
+    flag: 'log',
+    kind: 'string',
+    default: '/dev/log',
+    group: 'HAProxy',
+    describe: 'Syslog target, \'stdout\', or \'none\''
+  },
+  prefix: {
+    flag: 'prefix',
+    kind: 'string',
+    default: DEFAULT_PREFIX,
+    group: 'Paths',
+    describe: 'Directory of the socket and pid file'
+  },
+  socket: {
+    flag: 'socket',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'PREFIX/haproxy-edge-admin.sock',
+    describe: 'Runtime API socket, for operators'
+  },
+  pidFile: {
+    flag: 'pid-file',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'PREFIX/haproxy-edge.pid',
+    describe: 'Pid file'
+  },
+  user: {
+    flag: 'user',
+    kind: 'string',
+    group: 'Users',
+    describe: 'User HAProxy drops to after binding (when started as root)'
+  },
   group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' }
 }
 
@@ -93,7 +242,9 @@ function parseHost (entry) {
 // at ADDRESS:--agent-port, and that agent speaks for one pool.
 function parseHosts (text) {
   const entries = text.split(',').map((s) => s.trim())
-  if (entries.some((s) => s === '')) throw bad(`--hosts has an empty entry (got '${text}'): list HOST:PORT entries separated by commas`)
+  if (entries.some((s) => s === '')) {
+    throw bad(`--hosts has an empty entry (got '${text}'): list HOST:PORT entries separated by commas`)
+  }
   const seen = new Map()
   const hosts = []
   for (const entry of entries) {
@@ -103,7 +254,8 @@ function parseHosts (text) {
       const spellings = first.entry === host.entry ? '' : ` ('${first.entry}', '${host.entry}')`
       throw bad(first.port === host.port
         ? `--hosts lists ${hostPort(host.key, host.port)} twice${spellings}`
-        : `--hosts lists the address ${host.key} twice ('${first.entry}', '${host.entry}'): its agent on --agent-port speaks for one pool, so one entry per address`)
+        : `--hosts lists the address ${host.key} twice ('${first.entry}', '${host.entry}'): its agent on ` +
+          '--agent-port speaks for one pool, so one entry per address')
     }
     seen.set(host.key, host)
     hosts.push(host)
@@ -114,10 +266,13 @@ function parseHosts (text) {
 // --discover: NAME:PORT (A or AAAA records, one host each, on PORT) or _SERVICE._PROTO.NAME (SRV
 // records: a host and its port each). → { name, port, srv }
 function parseDiscover (text) {
-  const example = 'write NAME:PORT (A records, e.g. pool.default.svc.cluster.local:9001) or _SERVICE._tcp.NAME (SRV records, e.g. _http._tcp.pool.default.svc.cluster.local)'
+  const example =
+    'write NAME:PORT (A records, e.g. pool.default.svc.cluster.local:9001) or _SERVICE._tcp.NAME (SRV records, e.g. ' +
+      '_http._tcp.pool.default.svc.cluster.local)'
   if (text.startsWith('_')) {
     const labels = text.replace(/\.$/, '').split('.')
-    if (labels.length < 3 || !/^_[A-Za-z0-9-]+$/.test(labels[0]) || !/^_(tcp|udp)$/.test(labels[1]) || !HOST_NAME.test(labels.slice(2).join('.'))) {
+    if (labels.length < 3 || !/^_[A-Za-z0-9-]+$/.test(labels[0]) || !/^_(tcp|udp)$/.test(labels[1]) ||
+      !HOST_NAME.test(labels.slice(2).join('.'))) {
       throw bad(`--discover '${text}' is not an SRV name: ${example}`)
     }
     return { name: text, port: null, srv: true }
@@ -126,8 +281,12 @@ function parseDiscover (text) {
   if (colon < 0) throw bad(`--discover '${text}' has no port: ${example}`)
   const name = text.slice(0, colon)
   const port = text.slice(colon + 1)
-  if (!HOST_NAME.test(name) || /^[\d.]+$/.test(name)) throw bad(`--discover '${text}': '${name}' is not a DNS name (${example})`)
-  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw bad(`--discover '${text}': the port must be 1-65535 (got '${port}')`)
+  if (!HOST_NAME.test(name) || /^[\d.]+$/.test(name)) {
+    throw bad(`--discover '${text}': '${name}' is not a DNS name (${example})`)
+  }
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+    throw bad(`--discover '${text}': the port must be 1-65535 (got '${port}')`)
+  }
   return { name, port: Number(port), srv: false }
 }
 
@@ -137,8 +296,12 @@ function parseNameservers (text) {
     const v6 = /^\[([^\]]*)\](?::(\d+))?$/.exec(entry)
     const [address, port = '53'] = v6 ? [v6[1], v6[2]] : entry.split(':')
     const ok = v6 ? net.isIPv6(address) : net.isIPv4(address) && entry.split(':').length <= 2
-    if (!ok) throw bad(`--nameservers entry '${entry}' is not ADDRESS[:PORT] (an IPv4 address, or an IPv6 one in brackets)`)
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw bad(`--nameservers entry '${entry}': the port must be 1-65535`)
+    if (!ok) {
+      throw bad(`--nameservers entry '${entry}' is not ADDRESS[:PORT] (an IPv4 address, or an IPv6 one in brackets)`)
+    }
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) {
+      throw bad(`--nameservers entry '${entry}': the port must be 1-65535`)
+    }
     return hostPort(address, Number(port))
   })
 }
@@ -146,9 +309,16 @@ function parseNameservers (text) {
 // Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
 function resolveEdgeOptions (input = {}) {
   const o = resolveOptions(input, OPTIONS)
-  if (o.hosts === undefined && o.discover === undefined) throw bad('--hosts or --discover is required: the fleet\'s hosts as HOST:PORT,HOST:PORT,…, or a DNS name that lists them')
-  if (o.hosts !== undefined && o.discover !== undefined) throw bad('--hosts and --discover both name the hosts: give one of them')
-  if (o.agentPort === undefined) throw bad('--agent-port is required: the port each host\'s agent listens on (`pool start --agent-port`)')
+  if (o.hosts === undefined && o.discover === undefined) {
+    throw bad('--hosts or --discover is required: the fleet\'s hosts as HOST:PORT,HOST:PORT,…, or a DNS name that ' +
+      'lists them')
+  }
+  if (o.hosts !== undefined && o.discover !== undefined) {
+    throw bad('--hosts and --discover both name the hosts: give one of them')
+  }
+  if (o.agentPort === undefined) {
+    throw bad('--agent-port is required: the port each host\'s agent listens on (`pool start --agent-port`)')
+  }
   if (o.discover === undefined) {
     for (const flag of ['nameservers']) if (o[camel(flag)] !== undefined) throw bad(`--${flag} goes with --discover`)
     o.hosts = parseHosts(o.hosts)
@@ -156,9 +326,14 @@ function resolveEdgeOptions (input = {}) {
     o.discover = parseDiscover(o.discover)
     o.nameservers = o.nameservers === undefined ? null : parseNameservers(o.nameservers)
     if (o.resolveInter < 100) throw bad(`--resolve-inter must be at least 100ms (got ${o.resolveInter}ms)`)
-    if (o.dnsHold > MAX_HAPROXY_TIME) throw bad(`--dns-hold must be at most 24 days, 34560m (got ${longDuration(o.dnsHold)}): HAProxy's timers stop there`)
+    if (o.dnsHold > MAX_HAPROXY_TIME) {
+      throw bad(`--dns-hold must be at most 24 days, 34560m (got ${longDuration(o.dnsHold)}): HAProxy's timers stop ` +
+        'there')
+    }
   }
-  if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  if (!PROXY_NAME.test(o.backend)) {
+    throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  }
   for (const flag of ['agent-inter', 'check-inter']) {
     if (o[camel(flag)] < 1) throw bad(`--${flag} must be at least 1ms (got ${o[camel(flag)]}ms)`)
   }
@@ -206,7 +381,8 @@ function defaultsSection (o, t) {
     `    timeout http-keep-alive ${duration(t.httpKeepAlive)}`,
     ...idleCloseOnResponse('a client (a load balancer, nginx) that does not replay it'),
     '    # Each host\'s pool owns the limits: it answers 504 for a response left silent for --read-timeout',
-    `    # (${o.readTimeout > 0 ? duration(o.readTimeout) : 'none'} here) and kills a worker whose loop stopped for --timeout (${duration(o.timeout)}). The edge must`,
+    `    # (${o.readTimeout > 0 ? duration(o.readTimeout) : 'none'} here) and kills a worker whose loop stopped for ` +
+      `--timeout (${duration(o.timeout)}). The edge must`,
     '    # never give up first: it would free that host\'s slot while the worker is still busy, and send',
     '    # the host a request it has no worker for. 30 s above the longer of the two also covers a',
     '    # wait in a host\'s own queue (keep the hosts\' queue timeouts below that). A silence, not a',
@@ -247,12 +423,15 @@ function serverLines (o) {
 function discoveredServers (o) {
   const { name, port, srv } = o.discover
   return [
-    `    # The hosts, found by DNS: host1..host${o.maxHosts} are filled from the ${srv ? 'SRV records of' : 'addresses of'} ${name}`,
-    `    # (every ${duration(o.resolveInter)}, resolvers ${RESOLVERS} above), each checked and agent-checked like a listed host. A`,
+    `    # The hosts, found by DNS: host1..host${o.maxHosts} are filled from ` +
+      `the ${srv ? 'SRV records of' : 'addresses of'} ${name}`,
+    `    # (every ${duration(o.resolveInter)}, resolvers ${RESOLVERS} above), each checked and agent-checked like a ` +
+      'listed host. A',
     `    # server without a record is in maintenance (MAINT, "resolution"); past ${o.maxHosts} records, the rest wait`,
     '    # for a free server: raise the count (--max-hosts) above the most hosts you will run.',
     '    # init-addr none: the edge starts even when DNS does not answer yet.',
-    `    server-template host 1-${o.maxHosts} ${srv ? name : `${name}:${port}`} resolvers ${RESOLVERS} init-addr none resolve-prefer ipv4`
+    `    server-template host 1-${o.maxHosts} ${srv ? name : `${name}:${port}`} resolvers ${RESOLVERS} init-addr ` +
+      'none resolve-prefer ipv4'
   ]
 }
 
@@ -266,7 +445,8 @@ function resolversSection (o) {
       : ['    # The name servers of /etc/resolv.conf (read once, at start).', '    parse-resolv-conf']),
     '    # Room for many records in one answer (a large SRV set), over UDP.',
     '    accepted_payload_size 8192',
-    `    # Resolve again every ${duration(o.resolveInter)}; a host that joins is sent work once its record is seen and its`,
+    `    # Resolve again every ${duration(o.resolveInter)}; a host that joins is sent work once its record is seen ` +
+      'and its',
     '    # /ping and agent checks pass. A query without an answer is tried again after 1s, 3 times.',
     `    timeout resolve ${duration(o.resolveInter)}`,
     '    timeout retry 1s',
@@ -330,11 +510,14 @@ function backendSection (o, t) {
     '    option httpchk',
     '    http-check send meth GET uri /ping',
     '    http-check expect status 200',
-    `    # check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE}: a host whose /ping fails ${FALL} times in a row is DOWN;`,
+    `    # check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE}: a host whose /ping fails ${FALL} times ` +
+      'in a row is DOWN;',
     `    #   ${RISE} good answers bring it back. A host that vanished (no answer within timeout check) is`,
-    `    #   DOWN at most ${duration(downWithin)} after its last good answer (fall × (inter + timeout check)), one that`,
+    `    #   DOWN at most ${duration(downWithin)} after its last good answer (fall × (inter + timeout check)), one ` +
+      'that',
     '    #   refuses connections sooner. Only this check takes a vanished host out: its agent is gone too.',
-    `    # agent-check: every ${duration(o.agentInter)}, HAProxy reads one line from the host's agent on port ${o.agentPort}`,
+    `    # agent-check: every ${duration(o.agentInter)}, HAProxy reads one line from the host's agent on ` +
+      `port ${o.agentPort}`,
     '    #   (`pool start --agent-port`), e.g. `up ready maxconn:5`: maxconn follows the host\'s ready',
     '    #   workers (a reload lowers it while workers are replaced), `drain` (the pool stops) sends',
     '    #   it nothing new, `down` (no worker ready) takes it out until `up`.',
@@ -345,7 +528,9 @@ function backendSection (o, t) {
     '    #   stopped listening) is DOWN at once. Without it a refusing host looks like the free one to',
     '    #   leastconn, and while the others are full every retry goes back to it: hundreds of 503s',
     '    #   until the check notices (test/integration/fleet.test.js, SIGKILL of a host\'s pool).',
-    `    default-server maxconn ${o.workers} check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 on-error mark-down agent-check agent-port ${o.agentPort} agent-inter ${duration(o.agentInter)}`,
+    `    default-server maxconn ${o.workers} check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe ` +
+      `layer4 error-limit 1 on-error mark-down agent-check agent-port ${o.agentPort} ` +
+      `agent-inter ${duration(o.agentInter)}`,
     ...serverLines(o),
     ''
   ]
@@ -376,7 +561,8 @@ function streamsSection (o, t) {
     '    option httpchk',
     '    http-check send meth GET uri /ping',
     '    http-check expect status 200',
-    `    default-server check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 on-error mark-down`,
+    `    default-server check inter ${duration(o.checkInter)} fall ${FALL} rise ${RISE} observe layer4 error-limit 1 ` +
+      'on-error mark-down',
     ...(o.discover ? streamsDiscoveredServers(o) : serverLines(o)),
     ''
   ]
@@ -394,8 +580,12 @@ function edgeConfig (input = {}) {
   const o = resolveEdgeOptions(input)
   const t = timeouts(o)
   const n = o.discover ? o.maxHosts : o.hosts.length
-  const fleet = o.discover ? `the hosts DNS lists under ${o.discover.name} (up to ${n}: host1..host${n})` : `${n} host${n > 1 ? 's' : ''} (host1..host${n})`
-  const source = o.discover ? `--discover ${o.discover.srv ? o.discover.name : `${o.discover.name}:${o.discover.port}`}` : `--hosts ${o.hosts.map((h) => h.entry).join(',')}`
+  const fleet = o.discover
+    ? `the hosts DNS lists under ${o.discover.name} (up to ${n}: host1..host${n})`
+    : `${n} host${n > 1 ? 's' : ''} (host1..host${n})`
+  const source = o.discover
+    ? `--discover ${o.discover.srv ? o.discover.name : `${o.discover.name}:${o.discover.port}`}`
+    : `--hosts ${o.hosts.map((h) => h.entry).join(',')}`
   return [
     `# Edge haproxy.cfg for a fleet of ${fleet}, one queue for all of them.`,
     `# Generated by \`pool config edge ${source} --agent-port ${o.agentPort}\`; run each host's pool with`,

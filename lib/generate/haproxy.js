@@ -29,33 +29,176 @@ const MAX_HAPROXY_TIME = 24 * 24 * 3600 * 1000
 const OPTIONS = {
   // The pool's own flags, with the pool's defaults, so `pool config` and `pool start` agree.
   workers: { ...POOL_OPTIONS.workers, group: 'Pool', describe: 'Servers worker1..N (match `pool start -n`)' },
-  maxWorkers: { flag: 'max-workers', kind: 'count', group: 'Pool', defaultText: '--workers', describe: 'Also declare spare servers up to this many, for scaling up at run time' },
+  maxWorkers: {
+    flag: 'max-workers',
+    kind: 'count',
+    group: 'Pool',
+    defaultText: '--workers',
+    describe: 'Also declare spare servers up to this many, for scaling up at run time'
+  },
   workerHost: { ...POOL_OPTIONS.workerHost, group: 'Pool' },
   workerPort: { ...POOL_OPTIONS.workerPort, group: 'Pool' },
-  timeout: { ...POOL_OPTIONS.timeout, group: 'Pool', describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it' },
-  readTimeout: { ...POOL_OPTIONS.readTimeout, group: 'Pool', describe: 'The pool\'s --read-timeout (its workers enforce it behind HAProxy); HAProxy\'s server timeout is set above it (0: none, and HAProxy waits an hour)' },
-  host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'HAProxy', describe: 'Address of the HTTP frontend' },
+  timeout: {
+    ...POOL_OPTIONS.timeout,
+    group: 'Pool',
+    describe: 'The pool\'s --timeout; HAProxy\'s server timeout is set above it'
+  },
+  readTimeout: {
+    ...POOL_OPTIONS.readTimeout,
+    group: 'Pool',
+    describe: 'The pool\'s --read-timeout (its workers enforce it behind HAProxy); HAProxy\'s server timeout is set ' +
+      'above it (0: none, and HAProxy waits an hour)'
+  },
+  host: {
+    flag: 'host',
+    kind: 'string',
+    default: '127.0.0.1',
+    group: 'HAProxy',
+    describe: 'Address of the HTTP frontend'
+  },
   port: { flag: 'port', kind: 'port', default: 9001, group: 'HAProxy', describe: 'Port of the HTTP frontend' },
-  backend: { flag: 'backend', kind: 'string', default: DEFAULT_BACKEND, group: 'HAProxy', describe: 'Backend name (pass the same to `pool start --haproxy-backend`)' },
-  balance: { flag: 'balance', kind: 'choice', choices: ['first', 'static-rr'], default: 'first', group: 'HAProxy', describe: 'first: fill the lowest free worker; static-rr: strict rotation' },
-  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'HAProxy', describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your clients\' deadline minus a render)' },
-  maxQueue: { flag: 'max-queue', kind: 'int', default: DEFAULT_MAX_QUEUE, group: 'HAProxy', describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue (0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the wait under overload at any pool size' },
-  priorityRoutes: { flag: 'priority-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a higher class leaves the queue first' },
-  priorityHeader: { flag: 'priority-header', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and 127.0.0.1/::1 only' },
-  streamRoutes: { flag: 'stream-routes', kind: 'string', group: 'HAProxy', defaultText: 'none', describe: 'Path prefixes of long-lived requests (PREFIX,...: an AI chat route, long polls), sent to the streams backend, where they do not take a worker\'s only render slot; requests that accept text/event-stream go there anyway' },
-  workerMaxOpen: { flag: 'worker-max-open', kind: 'count', default: 8192, group: 'HAProxy', describe: 'Long-lived requests one worker may hold at once (the streams backend\'s maxconn per server)' },
-  tunnelTimeout: { flag: 'tunnel-timeout', kind: 'duration', default: DEFAULT_TUNNEL_TIMEOUT, group: 'HAProxy', describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (timeout tunnel; give the same to `pool config nginx`); keep clients\' pings below it' },
-  statsPort: { flag: 'stats-port', kind: 'port', default: 8999, group: 'HAProxy', describe: 'Stats page and Prometheus /metrics on 127.0.0.1' },
-  prefix: { flag: 'prefix', kind: 'string', default: DEFAULT_PREFIX, group: 'Paths', describe: 'Directory of the sockets and pid file' },
-  socket: { flag: 'socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-admin.sock', describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)' },
-  httpSocket: { flag: 'http-socket', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy-http.sock', describe: 'Unix socket of the HTTP frontend, for nginx' },
-  pidFile: { flag: 'pid-file', kind: 'string', group: 'Paths', defaultText: 'PREFIX/haproxy.pid', describe: 'Pid file' },
-  stateFile: { flag: 'state-file', kind: 'string', group: 'Paths', defaultText: 'none', describe: 'Load the servers\' states from this file at each start and reload; the pool keeps it written (`pool start --haproxy-state-file`), so a reload keeps ready workers in service' },
-  socketUser: { flag: 'socket-user', kind: 'string', group: 'Users', describe: 'Owner of the runtime API socket: the user `pool` runs as' },
-  httpSocketUser: { flag: 'http-socket-user', kind: 'string', group: 'Users', defaultText: 'none: mode 666', describe: 'Owner of the HTTP socket, then mode 600: the user nginx\'s workers run as' },
-  user: { flag: 'user', kind: 'string', group: 'Users', describe: 'User HAProxy drops to after binding (when started as root)' },
+  backend: {
+    flag: 'backend',
+    kind: 'string',
+    default: DEFAULT_BACKEND,
+    group: 'HAProxy',
+    describe: 'Backend name (pass the same to `pool start --haproxy-backend`)'
+  },
+  balance: {
+    flag: 'balance',
+    kind: 'choice',
+    choices: ['first', 'static-rr'],
+    default: 'first',
+    group: 'HAProxy',
+    describe: 'first: fill the lowest free worker; static-rr: strict rotation'
+  },
+  queueTimeout: {
+    flag: 'queue-timeout',
+    kind: 'duration',
+    default: 10000,
+    group: 'HAProxy',
+    describe: 'A request waiting longer than this for a free worker gets a 503 (under overload, set it below your ' +
+      'clients\' deadline minus a render)'
+  },
+  maxQueue: {
+    flag: 'max-queue',
+    kind: 'int',
+    default: DEFAULT_MAX_QUEUE,
+    group: 'HAProxy',
+    describe: 'A request that finds this many waiting gets 503 with Retry-After at once instead of joining the queue ' +
+      '(0: no limit); they are worked off in about this many paces (a pace: render time ÷ workers), so it bounds the ' +
+      'wait under overload at any pool size'
+  },
+  priorityRoutes: {
+    flag: 'priority-routes',
+    kind: 'string',
+    group: 'HAProxy',
+    defaultText: 'none',
+    describe: 'Priority classes by path prefix, as the embedded balancer\'s: PREFIX=CLASS,... (high, normal, low); a ' +
+      'higher class leaves the queue first'
+  },
+  priorityHeader: {
+    flag: 'priority-header',
+    kind: 'string',
+    group: 'HAProxy',
+    defaultText: 'none',
+    describe: 'Request header (high, normal, low) that sets the class, believed from nginx\'s unix socket and ' +
+      '127.0.0.1/::1 only'
+  },
+  streamRoutes: {
+    flag: 'stream-routes',
+    kind: 'string',
+    group: 'HAProxy',
+    defaultText: 'none',
+    describe: 'Path prefixes of long-lived requests (PREFIX,...: an AI chat route, long polls), sent to the streams ' +
+      'backend, where they do not take a worker\'s only render slot; requests that accept text/event-stream go there ' +
+      'anyway'
+  },
+  workerMaxOpen: {
+    flag: 'worker-max-open',
+    kind: 'count',
+    default: 8192,
+    group: 'HAProxy',
+    describe: 'Long-lived requests one worker may hold at once (the streams backend\'s maxconn per server)'
+  },
+  tunnelTimeout: {
+    flag: 'tunnel-timeout',
+    kind: 'duration',
+    default: DEFAULT_TUNNEL_TIMEOUT,
+    group: 'HAProxy',
+    describe: 'A WebSocket (a tunnel once its 101 came back) silent this long both ways is closed (timeout tunnel; ' +
+      'give the same to `pool config nginx`); keep clients\' pings below it'
+  },
+  statsPort: {
+    flag: 'stats-port',
+    kind: 'port',
+    default: 8999,
+    group: 'HAProxy',
+    describe: 'Stats page and Prometheus /metrics on 127.0.0.1'
+  },
+  prefix: {
+    flag: 'prefix',
+    kind: 'string',
+    default: DEFAULT_PREFIX,
+    group: 'Paths',
+    describe: 'Directory of the sockets and pid file'
+  },
+  socket: {
+    flag: 'socket',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'PREFIX/haproxy-admin.sock',
+    describe: 'Runtime API socket (give the same to `pool start --haproxy-socket`)'
+  },
+  httpSocket: {
+    flag: 'http-socket',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'PREFIX/haproxy-http.sock',
+    describe: 'Unix socket of the HTTP frontend, for nginx'
+  },
+  pidFile: {
+    flag: 'pid-file',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'PREFIX/haproxy.pid',
+    describe: 'Pid file'
+  },
+  stateFile: {
+    flag: 'state-file',
+    kind: 'string',
+    group: 'Paths',
+    defaultText: 'none',
+    describe: 'Load the servers\' states from this file at each start and reload; the pool keeps it written (`pool ' +
+      'start --haproxy-state-file`), so a reload keeps ready workers in service'
+  },
+  socketUser: {
+    flag: 'socket-user',
+    kind: 'string',
+    group: 'Users',
+    describe: 'Owner of the runtime API socket: the user `pool` runs as'
+  },
+  httpSocketUser: {
+    flag: 'http-socket-user',
+    kind: 'string',
+    group: 'Users',
+    defaultText: 'none: mode 666',
+    describe: 'Owner of the HTTP socket, then mode 600: the user nginx\'s workers run as'
+  },
+  user: {
+    flag: 'user',
+    kind: 'string',
+    group: 'Users',
+    describe: 'User HAProxy drops to after binding (when started as root)'
+  },
   group: { flag: 'group', kind: 'string', group: 'Users', describe: 'Group HAProxy drops to after binding' },
-  log: { flag: 'log', kind: 'string', default: '/dev/log', group: 'HAProxy', describe: 'Syslog target, \'stdout\', or \'none\'' }
+  log: {
+    flag: 'log',
+    kind: 'string',
+    default: '/dev/log',
+    group: 'HAProxy',
+    describe: 'Syslog target, \'stdout\', or \'none\''
+  }
 }
 
 // Timeouts shared by the HAProxy and nginx configs, so that each layer gives up after the one
@@ -79,7 +222,10 @@ const OPTIONS = {
 // Without a read timeout (R 0), a worker may be silent for an hour before HAProxy gives up.
 const NO_READ_TIMEOUT = 3600000
 
-function timeouts ({ timeout = 30000, readTimeout = 60000, queueTimeout = 10000, tunnelTimeout = DEFAULT_TUNNEL_TIMEOUT } = {}) {
+function timeouts ({
+  timeout = 30000, readTimeout = 60000, queueTimeout = 10000,
+  tunnelTimeout = DEFAULT_TUNNEL_TIMEOUT
+} = {}) {
   const server = Math.max(readTimeout > 0 ? readTimeout : NO_READ_TIMEOUT, timeout) + 30000
   return {
     request: timeout,
@@ -106,15 +252,22 @@ function duration (ms) {
 // 3600000 → '1h', 90000 → '90s': HAProxy's (and nginx's) time format, in the largest unit that is
 // exact.
 function longDuration (ms) {
-  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  for (const [unit, size] of [['d', 86400000], ['h', 3600000], ['m', 60000]]) {
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`
+  }
   return duration(ms)
 }
 
 // --tunnel-timeout, alike for every config that carries it. 0 would not mean "none": HAProxy
 // takes `timeout tunnel 0` as unset and falls back to the client and server timeouts.
 function checkTunnelTimeout (ms) {
-  if (ms < 1000) throw bad(`--tunnel-timeout must be at least 1s (got ${duration(ms)}): it is how long a WebSocket may stay silent, and HAProxy would read 0 as unset, not as never`)
-  if (ms > MAX_HAPROXY_TIME) throw bad(`--tunnel-timeout must be at most 24 days, 34560m (got ${longDuration(ms)}): HAProxy's timers stop there`)
+  if (ms < 1000) {
+    throw bad(`--tunnel-timeout must be at least 1s (got ${duration(ms)}): it is how long a WebSocket may stay ` +
+      'silent, and HAProxy would read 0 as unset, not as never')
+  }
+  if (ms > MAX_HAPROXY_TIME) {
+    throw bad(`--tunnel-timeout must be at most 24 days, 34560m (got ${longDuration(ms)}): HAProxy's timers stop there`)
+  }
 }
 
 function bad (message) {
@@ -125,7 +278,8 @@ function checkPath (flag, p, { unixSocket = false } = {}) {
   const abs = path.resolve(p)
   if (/\s/.test(abs)) throw bad(`--${flag} must not contain spaces (got '${p}')`)
   if (unixSocket && Buffer.byteLength(abs) > MAX_UNIX_PATH) {
-    throw bad(`--${flag} is ${Buffer.byteLength(abs)} bytes long; a unix socket path may have at most ${MAX_UNIX_PATH} (got '${abs}')`)
+    throw bad(`--${flag} is ${Buffer.byteLength(abs)} bytes long; a unix socket path may have at ` +
+      `most ${MAX_UNIX_PATH} (got '${abs}')`)
   }
   return abs
 }
@@ -137,26 +291,38 @@ function checkWord (flag, value) {
 // Fill defaults, derive paths from the prefix and reject what HAProxy would refuse or misread.
 function resolveHaproxyOptions (input = {}) {
   const o = resolveOptions(input, OPTIONS)
-  if (!PROXY_NAME.test(o.backend)) throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  if (!PROXY_NAME.test(o.backend)) {
+    throw bad(`--backend must be a HAProxy name: letters, digits, '-', '_', '.', ':' (got '${o.backend}')`)
+  }
   o.maxWorkers = o.maxWorkers ?? o.workers
   if (o.maxWorkers < o.workers) throw bad(`--max-workers (${o.maxWorkers}) must be at least --workers (${o.workers})`)
   const lastPort = o.workerPort + o.maxWorkers - 1
   if (lastPort > 65535) throw bad(`--worker-port ${o.workerPort} + ${o.maxWorkers} servers goes past port 65535`)
   for (const [flag, p] of [['port', o.port], ['stats-port', o.statsPort]]) {
-    if (p >= o.workerPort && p <= lastPort) throw bad(`--${flag} ${p} is one of the workers' ports ${o.workerPort}-${lastPort}`)
+    if (p >= o.workerPort && p <= lastPort) {
+      throw bad(`--${flag} ${p} is one of the workers' ports ${o.workerPort}-${lastPort}`)
+    }
   }
   if (o.port === o.statsPort) throw bad(`--port and --stats-port are both ${o.port}`)
-  for (const flag of ['worker-host', 'host', 'socket-user', 'http-socket-user', 'user', 'group']) checkWord(flag, o[camel(flag)])
+  for (const flag of ['worker-host', 'host', 'socket-user', 'http-socket-user', 'user', 'group']) {
+    checkWord(flag, o[camel(flag)])
+  }
   o.prefix = checkPath('prefix', o.prefix)
   o.socket = checkPath('socket', o.socket ?? path.join(o.prefix, 'haproxy-admin.sock'), { unixSocket: true })
-  o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'), { unixSocket: true })
+  o.httpSocket = checkPath('http-socket', o.httpSocket ?? path.join(o.prefix, 'haproxy-http.sock'),
+    { unixSocket: true })
   o.pidFile = checkPath('pid-file', o.pidFile ?? path.join(o.prefix, 'haproxy.pid'))
   if (o.stateFile !== undefined) o.stateFile = checkPath('state-file', o.stateFile)
   try { o.longLivedRoutes = streamRoutes(o.streamRoutes) } catch (err) { throw bad(`--stream-routes: ${err.message}`) }
   if (o.priorityRoutes !== undefined) {
-    try { o.priorityRules = parseRoutes(o.priorityRoutes) } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
+    try {
+      o.priorityRules =
+      parseRoutes(o.priorityRoutes)
+    } catch (err) { throw bad(`--priority-routes: ${err.message}`) }
   }
-  if (o.priorityHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(o.priorityHeader)) throw bad(`--priority-header must be a header name (got '${o.priorityHeader}')`)
+  if (o.priorityHeader !== undefined && !/^[A-Za-z0-9-]+$/.test(o.priorityHeader)) {
+    throw bad(`--priority-header must be a header name (got '${o.priorityHeader}')`)
+  }
   checkTunnelTimeout(o.tunnelTimeout)
   return o
 }
@@ -255,7 +421,8 @@ function defaultsSection (o, t) {
     '    # here (a frontend cannot set it); the render backend turns it off again (see there).',
     '    option abortonclose',
     '    # The pool owns the limits: its workers end a response left silent for --read-timeout',
-    `    # (${t.read > 0 ? duration(t.read) : 'none'} here), and it kills a worker whose loop stopped for --timeout (${duration(t.request)}) and`,
+    `    # (${t.read > 0 ? duration(t.read) : 'none'} here), and it kills a worker whose loop stopped for --timeout ` +
+      `(${duration(t.request)}) and`,
     '    # sets it MAINT. HAProxy must never give up first, or it would free the slot (maxconn 1)',
     '    # while the worker is still busy with the old request. A silence, not a length: a stream',
     '    # that sends lasts as long as it sends.',
@@ -284,7 +451,8 @@ function longLivedRules (o) {
   return [
     '    # Long-lived requests go to the streams backend, over the same workers, where they do not',
     '    # take a worker\'s only render slot: server-sent events (the client accepts',
-    `    # text/event-stream)${routes.length ? ' and the routes of --stream-routes' : ''}. A client cannot send the pool's header itself.`,
+    `    # text/event-stream)${routes.length ? ' and the routes of --stream-routes' : ''}. A client cannot send ` +
+      'the pool\'s header itself.',
     `    http-request del-header ${STREAM_HEADER}`,
     '    acl pool_long_lived req.hdr(accept) -m sub text/event-stream',
     ...routes.map((r) => `    acl pool_long_lived path_beg ${r}`),
@@ -309,11 +477,14 @@ function sessionLines (o) {
   const known = '{ var(txn.engine_sid) -m reg ^[-_A-Za-z0-9]{1,64}$ }' // an id, not a body that had none
   const sid = "\"res.body,regsub('^0.{8}([-_A-Za-z0-9]+).*\\$','\\\\1')\""
   const servers = []
-  for (let i = 1; i <= o.maxWorkers; i++) servers.push(`    use-server ${serverName(i)} if { var(txn.engine_server) -m int ${i} }`)
+  for (let i = 1; i <= o.maxWorkers; i++) {
+    servers.push(`    use-server ${serverName(i)} if { var(txn.engine_server) -m int ${i} }`)
+  }
   return [
     '    # Socket.IO sessions, each on the worker that opened it (see `pool_engine_io` above).',
     '    stick-table type string len 64 size 100k expire 1h store gpt0',
-    '    http-request set-var(txn.engine_open) bool(true) if { url_param(EIO) -m found } { url_param(transport) -m str polling } !{ url_param(sid) -m found }',
+    '    http-request set-var(txn.engine_open) bool(true) if { url_param(EIO) -m found } ' +
+      '{ url_param(transport) -m str polling } !{ url_param(sid) -m found }',
     '    # Only a session the table knows is tracked (refreshed): a client cannot fill it with ids.',
     `    http-request track-sc1 url_param(sid) if { url_param(sid),in_table(${table}) }`,
     `    http-request set-var(txn.engine_server) url_param(sid),table_gpt0(${table}) if { url_param(sid) -m found }`,
@@ -381,7 +552,8 @@ function streamsSection (o, t) {
     '    option http-no-delay',
     '    # abortonclose (from the defaults): a client that leaves ends its stream at the worker.',
     ...sessionLines(o),
-    `    default-server maxconn ${o.workerMaxOpen} disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down`,
+    `    default-server maxconn ${o.workerMaxOpen} disabled check inter 2s fall 1 rise 1 observe layer4 error-limit ` +
+      '1 on-error mark-down',
     ...serverLines(o),
     ''
   ]
@@ -394,7 +566,8 @@ function streamsSection (o, t) {
 function httpSocketBind (o) {
   if (o.httpSocketUser) {
     return [
-      `    # nginx reaches HAProxy here (keepalive upstream over a unix socket); its workers run as ${o.httpSocketUser}.`,
+      '    # nginx reaches HAProxy here (keepalive upstream over a unix socket); its workers run ' +
+        `as ${o.httpSocketUser}.`,
       `    bind unix@${o.httpSocket} mode 600 user ${o.httpSocketUser} name nginx`
     ]
   }
@@ -409,7 +582,9 @@ function httpSocketBind (o) {
 function serverLines (o) {
   const lines = []
   for (let i = 1; i <= o.maxWorkers; i++) {
-    if (i === o.workers + 1) lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
+    if (i === o.workers + 1) {
+      lines.push('    # Spare servers for `pool scale`: same settings, unused until the pool makes them ready.')
+    }
     lines.push(`    server ${serverName(i)} ${hostPort(o.workerHost, o.workerPort + i - 1)}`)
   }
   return lines
@@ -479,7 +654,10 @@ function priorityLines (o) {
     const h = o.priorityHeader.toLowerCase()
     lines.push('    # The header is believed only from nginx (the unix socket, its bind named nginx) and this host.')
     lines.push('    acl pool_trusted_peer src 127.0.0.1 ::1', '    acl pool_trusted_peer so_name nginx')
-    for (const name of CLASSES) lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[name]}) if pool_trusted_peer { req.hdr(${h}) -i ${name} }`)
+    for (const name of CLASSES) {
+      lines.push(`    http-request set-priority-class int(${CLASS_NUMBER[name]}) if pool_trusted_peer { ` +
+        `req.hdr(${h}) -i ${name} }`)
+    }
   }
   return lines
 }
@@ -489,7 +667,9 @@ function priorityLines (o) {
 // `timeout queue`, nor serve the newest first (the embedded balancer's --overload-control).
 // Rules run in order, so this comes after the priority rules: a high-class request is let in.
 function overloadLines (o) {
-  if (o.maxQueue === 0) return ['    # No cap on the queue (--max-queue 0): under overload every request waits up to `timeout queue`.']
+  if (o.maxQueue === 0) {
+    return ['    # No cap on the queue (--max-queue 0): under overload every request waits up to `timeout queue`.']
+  }
   const highLetIn = o.priorityRules || o.priorityHeader ? ' !{ prio_class lt 0 }' : ''
   return [
     `    # Overload: a request that finds ${o.maxQueue} waiting gets 503 with Retry-After at once, rather than`,
@@ -497,7 +677,8 @@ function overloadLines (o) {
     `    # worked off in about ${o.maxQueue} paces (a pace: render time / workers), so this bounds the wait`,
     '    # at any pool size, and a healthy queue below capacity almost never gets this long.',
     ...(highLetIn ? ['    # A high-class request is let in whatever the length: it is served first anyway.'] : []),
-    `    http-request return status 503 content-type text/plain string "${OVERLOADED_TEXT}" hdr Retry-After 1 if { queue(${o.backend}) ge ${o.maxQueue} }${highLetIn}`
+    `    http-request return status 503 content-type text/plain string "${OVERLOADED_TEXT}" hdr Retry-After 1 if { ` +
+      `queue(${o.backend}) ge ${o.maxQueue} }${highLetIn}`
   ]
 }
 
@@ -527,7 +708,8 @@ function backendSection (o, t) {
     '    #   only observes servers that have `check`; without it `observe` silently does nothing.',
     '    # check: a TCP connect every 2 s; a dead worker is DOWN within one interval even when the',
     '    #   pool itself is gone. The kernel accepts the connect, so a busy worker still passes.',
-    '    default-server maxconn 1 disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error mark-down',
+    '    default-server maxconn 1 disabled check inter 2s fall 1 rise 1 observe layer4 error-limit 1 on-error ' +
+      'mark-down',
     ...serverLines(o),
     ''
   ]
@@ -567,7 +749,8 @@ function haproxyConfig (input = {}) {
 function header (o) {
   const poolUser = o.socketUser ?? 'the user that started HAProxy'
   return [
-    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} on ${hostPort(o.workerHost, o.workerPort)} and up).`,
+    `# haproxy.cfg for ${o.workers} pool workers (worker1..worker${o.workers} ` +
+      `on ${hostPort(o.workerHost, o.workerPort)} and up).`,
     `# Generated by \`${generatedBy(o)}\`.`,
     '# Start HAProxy on this file (FILE), as root or as the pool\'s user (systemd\'s haproxy.service',
     '# does it for /etc/haproxy/haproxy.cfg); stop it by its pid file:',
@@ -580,7 +763,11 @@ function header (o) {
       ? [`#   (--stats-port 0: the pool's /status would default to --worker-port - 2 = ${o.workerPort - 2}, which`,
           '#   HAProxy takes here; give it a free port instead.)']
       : []),
-    `# nginx in front: \`pool config nginx --haproxy-http-socket ${o.httpSocket}${o.tunnelTimeout === DEFAULT_TUNNEL_TIMEOUT ? '' : ` --tunnel-timeout ${duration(o.tunnelTimeout)}`}\`.`
+    '# nginx in front: `pool config nginx ' +
+      `--haproxy-http-socket ${o.httpSocket}${o.tunnelTimeout === DEFAULT_TUNNEL_TIMEOUT
+? ''
+: ' ' +
+  `--tunnel-timeout ${duration(o.tunnelTimeout)}`}\`.`
   ]
 }
 
@@ -593,7 +780,8 @@ function poolStartLine (o) {
 function poolStartArgs (o) {
   const args = ['-n', String(o.workers)]
   if (o.workerHost !== POOL_OPTIONS.workerHost.default) args.push('--worker-host', o.workerHost)
-  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout), '--read-timeout', duration(o.readTimeout),
+  args.push('--worker-port', String(o.workerPort), '--timeout', duration(o.timeout), '--read-timeout',
+    duration(o.readTimeout),
     '--balancer', 'haproxy', '--haproxy-socket', o.socket, '--haproxy-backend', o.backend)
   if (o.stateFile) args.push('--haproxy-state-file', o.stateFile)
   if (poolStatsClash(o)) args.push('--stats-port', '0')

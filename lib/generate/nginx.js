@@ -8,21 +8,90 @@
 const path = require('node:path')
 const { resolveOptions } = require('../options/table')
 const { poolError, codes } = require('../errors')
-const { timeouts, duration, longDuration, checkTunnelTimeout, DEFAULT_PREFIX, OPTIONS: HAPROXY_OPTIONS } = require('./haproxy')
+const {
+  timeouts, duration, longDuration, checkTunnelTimeout, DEFAULT_PREFIX,
+  OPTIONS: HAPROXY_OPTIONS
+} = require('./haproxy')
 
 const OPTIONS = {
   port: { flag: 'port', kind: 'port', default: 8080, group: 'nginx', describe: 'Port nginx listens on' },
-  host: { flag: 'host', kind: 'string', group: 'nginx', defaultText: 'every address', describe: 'Address nginx listens on' },
-  prefix: { flag: 'prefix', kind: 'string', default: '/var/lib/pool/nginx', group: 'nginx', describe: 'Directory of nginx.conf, pid, logs and temp files' },
-  user: { flag: 'user', kind: 'string', group: 'nginx', defaultText: 'nobody', describe: 'User of the worker processes when nginx starts as root' },
-  group: { flag: 'group', kind: 'string', group: 'nginx', defaultText: 'the group named like --user', describe: 'Group of the worker processes, with --user (Debian has no group \'nobody\': --user nobody --group nogroup)' },
-  workerConnections: { flag: 'worker-connections', kind: 'count', default: 16384, group: 'nginx', describe: 'Connections one nginx worker holds at once; a request or stream holds two (its client\'s, HAProxy\'s). Each worker may open twice as many files, plus 1024 (worker_rlimit_nofile)' },
-  haproxySocket: { flag: 'haproxy-http-socket', kind: 'string', default: path.join(DEFAULT_PREFIX, 'haproxy-http.sock'), group: 'HAProxy', describe: 'HAProxy\'s HTTP unix socket (`pool config haproxy --http-socket`)' },
-  upstream: { flag: 'upstream', kind: 'string', group: 'HAProxy', describe: 'HAProxy as host:port instead of the unix socket' },
-  timeout: { flag: 'timeout', kind: 'duration', default: 30000, group: 'Timeouts', describe: 'The pool\'s --timeout (sets how long nginx waits for HAProxy)' },
-  readTimeout: { flag: 'read-timeout', kind: 'duration', default: 60000, group: 'Timeouts', describe: 'The pool\'s --read-timeout (sets how long nginx waits for HAProxy between two reads)' },
-  queueTimeout: { flag: 'queue-timeout', kind: 'duration', default: 10000, group: 'Timeouts', describe: 'HAProxy\'s --queue-timeout' },
-  tunnelTimeout: { ...HAPROXY_OPTIONS.tunnelTimeout, group: 'Timeouts', describe: 'HAProxy\'s --tunnel-timeout: a WebSocket is closed after this long without a byte (nginx waits 10 s more, so HAProxy\'s close comes first)' }
+  host: {
+    flag: 'host',
+    kind: 'string',
+    group: 'nginx',
+    defaultText: 'every address',
+    describe: 'Address nginx listens on'
+  },
+  prefix: {
+    flag: 'prefix',
+    kind: 'string',
+    default: '/var/lib/pool/nginx',
+    group: 'nginx',
+    describe: 'Directory of nginx.conf, pid, logs and temp files'
+  },
+  user: {
+    flag: 'user',
+    kind: 'string',
+    group: 'nginx',
+    defaultText: 'nobody',
+    describe: 'User of the worker processes when nginx starts as root'
+  },
+  group: {
+    flag: 'group',
+    kind: 'string',
+    group: 'nginx',
+    defaultText: 'the group named like --user',
+    describe: 'Group of the worker processes, with --user (Debian has no group \'nobody\': --user nobody --group ' +
+      'nogroup)'
+  },
+  workerConnections: {
+    flag: 'worker-connections',
+    kind: 'count',
+    default: 16384,
+    group: 'nginx',
+    describe: 'Connections one nginx worker holds at once; a request or stream holds two (its client\'s, ' +
+      'HAProxy\'s). Each worker may open twice as many files, plus 1024 (worker_rlimit_nofile)'
+  },
+  haproxySocket: {
+    flag: 'haproxy-http-socket',
+    kind: 'string',
+    default: path.join(DEFAULT_PREFIX, 'haproxy-http.sock'),
+    group: 'HAProxy',
+    describe: 'HAProxy\'s HTTP unix socket (`pool config haproxy --http-socket`)'
+  },
+  upstream: {
+    flag: 'upstream',
+    kind: 'string',
+    group: 'HAProxy',
+    describe: 'HAProxy as host:port instead of the unix socket'
+  },
+  timeout: {
+    flag: 'timeout',
+    kind: 'duration',
+    default: 30000,
+    group: 'Timeouts',
+    describe: 'The pool\'s --timeout (sets how long nginx waits for HAProxy)'
+  },
+  readTimeout: {
+    flag: 'read-timeout',
+    kind: 'duration',
+    default: 60000,
+    group: 'Timeouts',
+    describe: 'The pool\'s --read-timeout (sets how long nginx waits for HAProxy between two reads)'
+  },
+  queueTimeout: {
+    flag: 'queue-timeout',
+    kind: 'duration',
+    default: 10000,
+    group: 'Timeouts',
+    describe: 'HAProxy\'s --queue-timeout'
+  },
+  tunnelTimeout: {
+    ...HAPROXY_OPTIONS.tunnelTimeout,
+    group: 'Timeouts',
+    describe: 'HAProxy\'s --tunnel-timeout: a WebSocket is closed after this long without a byte (nginx waits 10 s ' +
+      'more, so HAProxy\'s close comes first)'
+  }
 }
 
 const HOST_PORT = /^(\[[^\]]+\]|[^\s/:[\]]+):(\d{1,5})$/
@@ -37,7 +106,9 @@ function resolveNginxOptions (input = {}) {
     if (o[flag] !== undefined && /[\s;{}]/.test(o[flag])) throw bad(`--${flag} must be one word (got '${o[flag]}')`)
   }
   if (o.group !== undefined && o.user === undefined) throw bad('--group needs --user')
-  if (o.upstream !== undefined && !HOST_PORT.test(o.upstream)) throw bad(`--upstream must be host:port (got '${o.upstream}')`)
+  if (o.upstream !== undefined && !HOST_PORT.test(o.upstream)) {
+    throw bad(`--upstream must be host:port (got '${o.upstream}')`)
+  }
   o.prefix = path.resolve(o.prefix)
   o.haproxySocket = path.resolve(o.haproxySocket)
   for (const [flag, p] of [['prefix', o.prefix], ['haproxy-http-socket', o.haproxySocket]]) {
@@ -154,8 +225,10 @@ function nginxConfig (input = {}) {
     '            proxy_connect_timeout 2s;',
     '            proxy_send_timeout 10s;',
     '            # A silence between two reads, not a length: a stream lasts as long as it sends. 10 s above',
-    `            # the longest HAProxy may leave nginx waiting: queue + server (${duration(t.queue)} + ${duration(t.server)}), or a GET`,
-    `            # replayed after its worker was killed at --timeout, twice (${duration(t.queue)} + ${duration(t.request)}). So HAProxy's own`,
+    `            # the longest HAProxy may leave nginx waiting: queue + server (${duration(t.queue)} ` +
+      `+ ${duration(t.server)}), or a GET`,
+    `            # replayed after its worker was killed at --timeout, twice (${duration(t.queue)} ` +
+      `+ ${duration(t.request)}). So HAProxy's own`,
     '            # 502/503/504 reaches the client rather than a timeout of nginx\'s. A client that leaves',
     '            # closes nginx\'s connection to HAProxy, and so the worker\'s (proxy_ignore_client_abort',
     '            # off, nginx\'s default): the app sees its response close.',
@@ -206,7 +279,8 @@ function websocketLocation (t) {
     ...FORWARDED_HEADERS,
     '            proxy_next_upstream off;',
     '            proxy_connect_timeout 2s;',
-    `            # A tunnel silent for this long is closed: HAProxy's --tunnel-timeout (${longDuration(t.tunnel)}) closes it first;`,
+    `            # A tunnel silent for this long is closed: HAProxy's --tunnel-timeout (${longDuration(t.tunnel)}) ` +
+      'closes it first;',
     '            # this is 10 s above it. It also bounds the wait for the 101, which HAProxy answers',
     '            # within its queue and server timeouts.',
     `            proxy_read_timeout ${longDuration(t.nginxTunnel)};`,

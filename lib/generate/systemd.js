@@ -30,26 +30,110 @@ const OWN_FLAGS = {
 
 // In the option table's format, so the CLI builds its flags from it.
 const OPTIONS = {
-  app: { flag: 'app', kind: 'string', group: 'Service', defaultText: 'required', describe: 'The app `pool start` runs: a path relative to --working-directory, or absolute' },
-  name: { flag: 'name', kind: 'string', default: 'pool-app', group: 'Service', describe: 'Unit name (NAME.service); also its runtime directory /run/NAME, which holds the control socket' },
-  workingDirectory: { flag: 'working-directory', kind: 'string', default: () => process.cwd(), defaultText: 'the current directory', group: 'Service', describe: 'Directory the pool runs in' },
+  app: {
+    flag: 'app',
+    kind: 'string',
+    group: 'Service',
+    defaultText: 'required',
+    describe: 'The app `pool start` runs: a path relative to --working-directory, or absolute'
+  },
+  name: {
+    flag: 'name',
+    kind: 'string',
+    default: 'pool-app',
+    group: 'Service',
+    describe: 'Unit name (NAME.service); also its runtime directory /run/NAME, which holds the control socket'
+  },
+  workingDirectory: {
+    flag: 'working-directory',
+    kind: 'string',
+    default: () => process.cwd(),
+    defaultText: 'the current directory',
+    group: 'Service',
+    describe: 'Directory the pool runs in'
+  },
   user: { flag: 'user', kind: 'string', group: 'Service', defaultText: 'root', describe: 'User the pool runs as' },
-  group: { flag: 'group', kind: 'string', group: 'Service', defaultText: 'the user\'s group', describe: 'Group the pool runs as' },
-  node: { flag: 'node', kind: 'string', default: () => process.execPath, defaultText: 'the node running this command', group: 'Service', describe: 'Absolute path of the node binary the unit runs (must be readable by --user)' },
-  poolBin: { flag: 'pool-bin', kind: 'string', default: () => POOL_BIN, defaultText: 'this installation\'s bin/pool.js', group: 'Service', describe: 'Path of pool\'s bin/pool.js (or node_modules/.bin/pool) the unit runs with --node' },
-  gracefulTimeout: { ...POOL_OPTIONS.gracefulTimeout, group: 'Pool', describe: 'The pool\'s --graceful-timeout; TimeoutStopSec is set above it' },
-  killTimeout: { ...POOL_OPTIONS.killTimeout, group: 'Pool', describe: 'The pool\'s --kill-timeout; TimeoutStopSec is set above it' },
-  args: { flag: 'args', kind: 'string', group: 'Pool', describe: 'More `pool start` flags, as one string after \'=\' (it starts with a dash): --args=\'-n 15 --balancer haproxy\'' },
-  socket: { flag: 'socket', kind: 'bool', default: false, group: 'Service', describe: 'Started by NAME.socket (`pool config systemd-socket`), which holds the pool\'s ports across restarts: connections wait instead of being refused' }
+  group: {
+    flag: 'group',
+    kind: 'string',
+    group: 'Service',
+    defaultText: 'the user\'s group',
+    describe: 'Group the pool runs as'
+  },
+  node: {
+    flag: 'node',
+    kind: 'string',
+    default: () => process.execPath,
+    defaultText: 'the node running this command',
+    group: 'Service',
+    describe: 'Absolute path of the node binary the unit runs (must be readable by --user)'
+  },
+  poolBin: {
+    flag: 'pool-bin',
+    kind: 'string',
+    default: () => POOL_BIN,
+    defaultText: 'this installation\'s bin/pool.js',
+    group: 'Service',
+    describe: 'Path of pool\'s bin/pool.js (or node_modules/.bin/pool) the unit runs with --node'
+  },
+  gracefulTimeout: {
+    ...POOL_OPTIONS.gracefulTimeout,
+    group: 'Pool',
+    describe: 'The pool\'s --graceful-timeout; TimeoutStopSec is set above it'
+  },
+  killTimeout: {
+    ...POOL_OPTIONS.killTimeout,
+    group: 'Pool',
+    describe: 'The pool\'s --kill-timeout; TimeoutStopSec is set above it'
+  },
+  args: {
+    flag: 'args',
+    kind: 'string',
+    group: 'Pool',
+    describe: 'More `pool start` flags, as one string after \'=\' (it starts with a dash): --args=\'-n 15 --balancer ' +
+      'haproxy\''
+  },
+  socket: {
+    flag: 'socket',
+    kind: 'bool',
+    default: false,
+    group: 'Service',
+    describe: 'Started by NAME.socket (`pool config systemd-socket`), which holds the pool\'s ports across restarts: ' +
+      'connections wait instead of being refused'
+  }
 }
 
 // `pool config systemd-socket`: the socket unit beside the service, same --name.
 const SOCKET_OPTIONS = {
   name: OPTIONS.name,
-  host: { flag: 'host', kind: 'string', default: '127.0.0.1', group: 'Socket', describe: 'Address of the embedded balancer\'s port (pool start --host)' },
-  port: { flag: 'port', kind: 'port', default: 9001, group: 'Socket', describe: 'The embedded balancer\'s port (pool start --port)' },
-  statsHost: { flag: 'stats-host', kind: 'string', default: '127.0.0.1', group: 'Socket', describe: 'Address of the stats listener (pool start --stats-host)' },
-  statsPort: { flag: 'stats-port', kind: 'port-or-off', default: 9000, group: 'Socket', describe: 'Port of the stats listener (pool start --stats-port; 0: not held by the socket unit)' }
+  host: {
+    flag: 'host',
+    kind: 'string',
+    default: '127.0.0.1',
+    group: 'Socket',
+    describe: 'Address of the embedded balancer\'s port (pool start --host)'
+  },
+  port: {
+    flag: 'port',
+    kind: 'port',
+    default: 9001,
+    group: 'Socket',
+    describe: 'The embedded balancer\'s port (pool start --port)'
+  },
+  statsHost: {
+    flag: 'stats-host',
+    kind: 'string',
+    default: '127.0.0.1',
+    group: 'Socket',
+    describe: 'Address of the stats listener (pool start --stats-host)'
+  },
+  statsPort: {
+    flag: 'stats-port',
+    kind: 'port-or-off',
+    default: 9000,
+    group: 'Socket',
+    describe: 'Port of the stats listener (pool start --stats-port; 0: not held by the socket unit)'
+  }
 }
 
 function bad (message) {
@@ -57,7 +141,9 @@ function bad (message) {
 }
 
 function checkWord (what, word) {
-  if (UNSAFE.test(word)) throw bad(`${what} must not contain spaces, quotes, backslashes, '$', '%' or ';' (got '${word}')`)
+  if (UNSAFE.test(word)) {
+    throw bad(`${what} must not contain spaces, quotes, backslashes, '$', '%' or ';' (got '${word}')`)
+  }
   return word
 }
 
@@ -72,7 +158,10 @@ function splitArgs (args) {
   for (const word of words) {
     checkWord('each word of --args', word)
     const own = Object.keys(OWN_FLAGS).find((flag) => word === flag || word.startsWith(`${flag}=`))
-    if (own) throw bad(`--args must not contain ${own}: the unit sets it; give ${OWN_FLAGS[own]} to \`pool config systemd\` instead`)
+    if (own) {
+      throw bad(`--args must not contain ${own}: the unit sets it; give ${OWN_FLAGS[own]} to \`pool config systemd\` ` +
+        'instead')
+    }
   }
   return words
 }
@@ -83,12 +172,19 @@ function resolveSystemdOptions (input = {}) {
   const o = resolveOptions(rest, OPTIONS)
   if (o.app === undefined) throw bad('--app is required: the app file `pool start` runs')
   checkWord('--app', o.app)
-  if (!UNIT_NAME.test(o.name)) throw bad(`--name must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (got '${o.name}')`)
+  if (!UNIT_NAME.test(o.name)) {
+    throw bad(`--name must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (got '${o.name}')`)
+  }
   // /run/pool is where `pool config haproxy` puts HAProxy's sockets by default, and systemd
   // empties a unit's RuntimeDirectory at every stop.
-  if (o.name === 'pool') throw bad('--name pool would make /run/pool the unit\'s runtime directory, which systemd removes at every stop; `pool config haproxy` keeps HAProxy\'s sockets there')
+  if (o.name === 'pool') {
+    throw bad('--name pool would make /run/pool the unit\'s runtime directory, which systemd removes at every stop; ' +
+      '`pool config haproxy` keeps HAProxy\'s sockets there')
+  }
   for (const flag of ['user', 'group']) {
-    if (o[flag] !== undefined && !ACCOUNT.test(o[flag])) throw bad(`--${flag} must be a user or group name (got '${o[flag]}')`)
+    if (o[flag] !== undefined && !ACCOUNT.test(o[flag])) {
+      throw bad(`--${flag} must be a user or group name (got '${o[flag]}')`)
+    }
   }
   o.workingDirectory = absolutePath('working-directory', o.workingDirectory)
   o.node = absolutePath('node', o.node)
@@ -117,7 +213,9 @@ function commandLine (key, groups) {
 
 function execStart (o) {
   const timing = []
-  if (o.gracefulTimeout !== POOL_OPTIONS.gracefulTimeout.default) timing.push('--graceful-timeout', duration(o.gracefulTimeout))
+  if (o.gracefulTimeout !== POOL_OPTIONS.gracefulTimeout.default) {
+    timing.push('--graceful-timeout', duration(o.gracefulTimeout))
+  }
   if (o.killTimeout !== POOL_OPTIONS.killTimeout.default) timing.push('--kill-timeout', duration(o.killTimeout))
   return commandLine('ExecStart', [[o.node, o.poolBin, 'start', o.app], ['--control', o.control, ...timing], o.args])
 }
@@ -185,9 +283,13 @@ function serviceSection (o) {
 // starts, in the order of the ListenStream lines (the balancer's port, then the stats port).
 function resolveSocketOptions (input = {}) {
   const o = resolveOptions(input, SOCKET_OPTIONS)
-  if (!UNIT_NAME.test(o.name)) throw bad(`--name must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (got '${o.name}')`)
+  if (!UNIT_NAME.test(o.name)) {
+    throw bad(`--name must be 1-64 letters, digits, '-', '_' or '.', starting with a letter or digit (got '${o.name}')`)
+  }
   for (const flag of ['host', 'stats-host']) checkWord(`--${flag}`, o[flag === 'host' ? 'host' : 'statsHost'])
-  if (o.statsPort === o.port && o.statsHost === o.host) throw bad(`--stats-port must differ from --port (both ${o.port})`)
+  if (o.statsPort === o.port && o.statsHost === o.host) {
+    throw bad(`--stats-port must differ from --port (both ${o.port})`)
+  }
   return o
 }
 
@@ -236,4 +338,11 @@ function systemdConfig (input = {}) {
   ].join('\n')
 }
 
-module.exports = { systemdConfig, systemdSocketConfig, resolveSystemdOptions, stopTimeoutSeconds, OPTIONS, SOCKET_OPTIONS }
+module.exports = {
+  systemdConfig,
+  systemdSocketConfig,
+  resolveSystemdOptions,
+  stopTimeoutSeconds,
+  OPTIONS,
+  SOCKET_OPTIONS
+}

@@ -23,7 +23,8 @@ const TCP_ADDRESS = /^(?:ipv4@|tcp@)?(\[[^\]]+\]|[^/:@]+):(\d+)$/
 // optionally written 'unix@PATH' as in haproxy.cfg.
 function parseAddress (socket) {
   if (typeof socket !== 'string' || socket === '') {
-    throw poolError(codes.BAD_OPTION, `the HAProxy socket must be a unix socket path or host:port (got ${JSON.stringify(socket)})`)
+    throw poolError(codes.BAD_OPTION,
+      `the HAProxy socket must be a unix socket path or host:port (got ${JSON.stringify(socket)})`)
   }
   const tcp = TCP_ADDRESS.exec(socket)
   if (tcp) return { host: tcp[1].replace(/^\[|\]$/g, ''), port: Number(tcp[2]), label: socket }
@@ -33,7 +34,8 @@ function parseAddress (socket) {
 
 function checkName (what, name) {
   if (typeof name !== 'string' || !NAME.test(name)) {
-    throw poolError(codes.BAD_OPTION, `${JSON.stringify(name)} is not a valid HAProxy ${what} name (letters, digits, '-', '_', '.', ':')`)
+    throw poolError(codes.BAD_OPTION,
+      `${JSON.stringify(name)} is not a valid HAProxy ${what} name (letters, digits, '-', '_', '.', ':')`)
   }
 }
 
@@ -74,7 +76,9 @@ class HaproxyClient {
   // `backend` may be a list: the same server of each gets the state, in one command line (HAProxy
   // runs each, whatever the others answer; every error is reported).
   async setServerState (backend, server, state) {
-    if (!STATES.includes(state)) throw new TypeError(`state must be one of ${STATES.join(', ')} (got ${JSON.stringify(state)})`)
+    if (!STATES.includes(state)) {
+      throw new TypeError(`state must be one of ${STATES.join(', ')} (got ${JSON.stringify(state)})`)
+    }
     const backends = [].concat(backend)
     for (const b of backends) checkName('backend', b)
     checkName('server', server)
@@ -101,7 +105,9 @@ class HaproxyClient {
     const cmd = `show servers state ${backend}`
     const reply = await this.command(cmd)
     const servers = parseServersState(reply)
-    if (servers === null) this._checkReply(reply.trim() === '' ? `unexpected empty reply to "${cmd}"` : reply, { backend, cmd })
+    if (servers === null) {
+      this._checkReply(reply.trim() === '' ? `unexpected empty reply to "${cmd}"` : reply, { backend, cmd })
+    }
     return servers
   }
 
@@ -124,8 +130,10 @@ class HaproxyClient {
     const missing = serverNames.filter((name) => !(name in servers))
     if (missing.length > 0) {
       throw poolError(codes.HAPROXY_NO_SERVER,
-        `HAProxy backend '${backend}' (socket ${this.socket}) has no server${missing.length > 1 ? 's' : ''} ${listNames(missing)}: ` +
-        `the pool needs ${describeNames(serverNames)}; add them (\`pool config haproxy -n ${serverNames.length}\` prints a matching config)`,
+        `HAProxy backend '${backend}' (socket ${this.socket}) has no ` +
+          `server${missing.length > 1 ? 's' : ''} ${listNames(missing)}: ` +
+          `the pool needs ${describeNames(serverNames)}; add them (\`pool config haproxy -n ${serverNames.length}\` ` +
+          'prints a matching config)',
         { details: { backend, missing } })
     }
     await this.requireAdmin()
@@ -169,7 +177,8 @@ class HaproxyClient {
     const text = reply.trim()
     if (text === '') return
     if (text.startsWith('Permission denied')) throw this._levelError(`it refused "${cmd}"`)
-    if (text.startsWith('No such backend') || text.startsWith('No such proxy') || text.startsWith("Can't find backend")) {
+    if (text.startsWith('No such backend') || text.startsWith('No such proxy') ||
+      text.startsWith("Can't find backend")) {
       throw this._noBackend(backend)
     }
     if (text.startsWith('No such server')) {
@@ -177,18 +186,21 @@ class HaproxyClient {
         `HAProxy backend '${backend}' has no server '${server}' (socket ${this.socket})`,
         { details: { backend, missing: [server] } })
     }
-    throw poolError(codes.HAPROXY_COMMAND, `HAProxy refused "${cmd}" on ${this.socket}: ${text.split('\n')[0]}`, { details: { cmd, reply: text } })
+    throw poolError(codes.HAPROXY_COMMAND, `HAProxy refused "${cmd}" on ${this.socket}: ${text.split('\n')[0]}`,
+      { details: { cmd, reply: text } })
   }
 
   _noBackend (backend, why) {
     return poolError(codes.HAPROXY_NO_BACKEND,
-      `HAProxy has no backend '${backend}' (socket ${this.socket})${why ? ` (${why})` : ''}; check --haproxy-backend and the config's 'backend' section`,
+      `HAProxy has no backend '${backend}' (socket ${this.socket})${why ? ` (${why})` : ''}; check --haproxy-backend ` +
+        'and the config\'s \'backend\' section',
       { details: { backend } })
   }
 
   _levelError (why) {
     return poolError(codes.HAPROXY_LEVEL,
-      `HAProxy socket ${this.socket} is not at level admin (${why}); declare it as "stats socket ${this.socket} mode 600 level admin"`,
+      `HAProxy socket ${this.socket} is not at level admin (${why}); declare it as "stats socket ${this.socket} mode ` +
+        '600 level admin"',
       { details: { socket: this.socket } })
   }
 
@@ -203,10 +215,15 @@ class HaproxyClient {
     const opts = { cause: err, details: { socket: where, reason: err.code } }
     switch (err.code) {
       case 'ENOENT':
-        return poolError(codes.HAPROXY_SOCKET, `HAProxy socket ${where} does not exist: is HAProxy running with "stats socket ${where} mode 600 level admin"?`, opts)
+        return poolError(codes.HAPROXY_SOCKET,
+          `HAProxy socket ${where} does not exist: is HAProxy running with "stats socket ${where} mode 600 level ` +
+            'admin"?', opts)
       case 'EACCES':
       case 'EPERM':
-        return poolError(codes.HAPROXY_PERMISSION, `permission denied on HAProxy socket ${where}: this process (uid ${process.getuid?.()}) may not open it; give it the socket ("stats socket ${where} mode 600 level admin user <pool's user>") or run the pool as that user`, opts)
+        return poolError(codes.HAPROXY_PERMISSION,
+          `permission denied on HAProxy socket ${where}: this process (uid ${process.getuid?.()}) may not open it; ` +
+            `give it the socket ("stats socket ${where} mode 600 level admin user <pool's user>") or run the pool as ` +
+            'that user', opts)
       case 'ECONNREFUSED':
         return poolError(codes.HAPROXY_SOCKET, this.address.path
           ? `nothing listens on HAProxy socket ${where} (HAProxy stopped and left the file, or it is not a socket)`

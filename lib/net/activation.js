@@ -36,7 +36,9 @@ class InheritedSockets {
       else this.unnamed.push(fd)
       adopted.push({ fd, name })
     }
-    for (const flag of flags) if (!this.byFlag.has(flag) && this.unnamed.length > 0) this.byFlag.set(flag, this.unnamed.shift())
+    for (const flag of flags) {
+      if (!this.byFlag.has(flag) && this.unnamed.length > 0) this.byFlag.set(flag, this.unnamed.shift())
+    }
     return adopted
   }
 

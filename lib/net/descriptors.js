@@ -129,7 +129,9 @@ const budget = new DescriptorBudget()
 // `onRefused()` counts a refusal in the owner's metrics. Call it once the server has its
 // connection handler (http.Server's own, or the one given to net.createServer): a refused
 // connection reaches no handler. `priority`: see reserve(). `more()`: see admit().
-function guardAccept (server, { name, logger, onRefused = () => {}, priority = false, more = () => 0, descriptors = budget }) {
+function guardAccept (server, {
+  name, logger, onRefused = () => {}, priority = false, more = () => 0, descriptors = budget
+}) {
   const refusals = new RateLimitedLine(logger, REFUSAL_LOG_MS)
   const handlers = server.listeners('connection')
   server.removeAllListeners('connection')
@@ -142,7 +144,8 @@ function guardAccept (server, { name, logger, onRefused = () => {}, priority = f
     onRefused()
     const { open, limit, reserve } = descriptors.describe()
     refusals.warn({ event: 'connection-refused', listener: name, reason: 'out-of-descriptors', open, limit, reserve },
-      (n) => `${name}: refused ${n === 1 ? 'a connection' : `${n} connections`}: ${open} of ${limit} file descriptors open, ${reserve} kept for the workers (raise ulimit -n / LimitNOFILE)`)
+      (n) => `${name}: refused ${n === 1 ? 'a connection' : `${n} connections`}: ${open} of ${limit} file ` +
+        `descriptors open, ${reserve} kept for the workers (raise ulimit -n / LimitNOFILE)`)
   })
   server.on('error', (err) => {
     if (!server.listening) return // a failed listen: its caller reports it
@@ -150,7 +153,8 @@ function guardAccept (server, { name, logger, onRefused = () => {}, priority = f
       onRefused()
       if (typeof server.closeIdleConnections === 'function') server.closeIdleConnections()
       return refusals.warn({ event: 'accept-failed', listener: name, code: err.code },
-        (n) => `${name}: accept failed ${n === 1 ? 'once' : `${n} times`}: ${err.code} (out of file descriptors); idle connections closed`)
+        (n) => `${name}: accept failed ${n === 1 ? 'once' : `${n} times`}: ${err.code} (out of file descriptors); ` +
+          'idle connections closed')
     }
     logger?.warn({ event: 'listener-error', listener: name, err }, `${name}: ${err.message}`)
   })
@@ -177,4 +181,13 @@ class RateLimitedLine {
   }
 }
 
-module.exports = { DescriptorBudget, budget, guardAccept, descriptorLimit, openDescriptors, FORK_PEAK, HOUSEKEEPING, PER_WORKER }
+module.exports = {
+  DescriptorBudget,
+  budget,
+  guardAccept,
+  descriptorLimit,
+  openDescriptors,
+  FORK_PEAK,
+  HOUSEKEEPING,
+  PER_WORKER
+}

@@ -16,8 +16,13 @@ function listen (server, { port, host, flag }) {
   return new Promise((resolve, reject) => {
     const onError = (err) => {
       server.removeListener('listening', onListening)
-      if (err.code === 'EADDRINUSE') reject(poolError(codes.PORT_IN_USE, `port ${port} on ${host} is already in use (--${flag})`, { cause: err }))
-      else reject(poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (--${flag}): ${err.message}`, { cause: err }))
+      if (err.code === 'EADDRINUSE') {
+        reject(poolError(codes.PORT_IN_USE,
+          `port ${port} on ${host} is already in use (--${flag})`, { cause: err }))
+      } else {
+        reject(poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (--${flag}): ${err.message}`,
+          { cause: err }))
+      }
     }
     const onListening = () => {
       server.removeListener('error', onError)
@@ -33,7 +38,9 @@ function listen (server, { port, host, flag }) {
 // hands it to this server. Closing the server closes our descriptor, not the manager's.
 function listenOnFd (server, { fd, flag }) {
   return new Promise((resolve, reject) => {
-    const onError = (err) => reject(poolError(codes.PORT_IN_USE, `cannot listen on the socket handed over as file descriptor ${fd} for --${flag} (LISTEN_FDS): ${err.message}`, { cause: err }))
+    const onError = (err) => reject(poolError(codes.PORT_IN_USE,
+      `cannot listen on the socket handed over as file descriptor ${fd} for --${flag} (LISTEN_FDS): ${err.message}`,
+      { cause: err }))
     server.once('error', onError)
     server.listen({ fd }, () => {
       server.removeListener('error', onError)

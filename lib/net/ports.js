@@ -24,7 +24,8 @@ function ephemeralRange (text = read(RANGE)) {
 // [[from, to], ...] from "1000-1005,2000".
 function reservedRanges (text = read(RESERVED)) {
   if (!text) return []
-  return text.split(',').map((part) => part.split('-').map(Number)).filter(([a]) => Number.isInteger(a)).map(([a, b]) => [a, b ?? a])
+  return text.split(',').map((part) => part.split('-').map(Number)).filter(([a]) => Number.isInteger(a)).map(([a,
+    b]) => [a, b ?? a])
 }
 
 // The first and last of ports first..last that the kernel may hand out, or null when none is.

@@ -95,7 +95,8 @@ class AgentResponder {
     socket.on('close', () => { clearTimeout(life); this.sockets.delete(socket) })
     // HAProxy closes with a reset once it has the line: routine, not worth more than debug.
     socket.on('error', (err) => {
-      this.logger.debug({ event: 'agent-connection-error', err, agent: this.address }, `agent connection: ${err.message}`)
+      this.logger.debug({ event: 'agent-connection-error', err, agent: this.address },
+        `agent connection: ${err.message}`)
       socket.destroy()
     })
     // What the edge sends (agent-send) is read and dropped: unread bytes at close would make
@@ -114,7 +115,8 @@ class AgentResponder {
     } catch (err) {
       const level = this.failing ? 'debug' : 'warn'
       this.failing = true
-      this.logger[level]({ event: 'agent-status-failed', err, agent: this.address }, `agent ${this.address} could not read the pool's status: ${err.message}`)
+      this.logger[level]({ event: 'agent-status-failed', err, agent: this.address },
+        `agent ${this.address} could not read the pool's status: ${err.message}`)
       return null
     }
   }
@@ -124,10 +126,16 @@ class AgentResponder {
 // open) is a bad --agent-host or --agent-port.
 function listenError (err, address) {
   if (err.code === 'EADDRINUSE') {
-    return poolError(codes.PORT_IN_USE, `agent address ${address} is already in use (--agent-port, --agent-host)`, { cause: err })
+    return poolError(codes.PORT_IN_USE, `agent address ${address} is already in use (--agent-port, --agent-host)`,
+      { cause: err })
   }
-  const why = err.code === 'EACCES' ? 'permission denied' : err.code === 'EADDRNOTAVAIL' ? 'address not available on this host' : (err.code || err.message)
-  return poolError(codes.BAD_OPTION, `cannot listen for the HAProxy agent on ${address} (--agent-host, --agent-port): ${why}`, { cause: err })
+  const why = err.code === 'EACCES'
+    ? 'permission denied'
+    : err.code === 'EADDRNOTAVAIL'
+      ? 'address not available on this host'
+      : (err.code || err.message)
+  return poolError(codes.BAD_OPTION,
+    `cannot listen for the HAProxy agent on ${address} (--agent-host, --agent-port): ${why}`, { cause: err })
 }
 
 module.exports = { AgentResponder, agentReply, SOCKET_LIFE_MS }

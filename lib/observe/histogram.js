@@ -62,7 +62,12 @@ class FastHistogram {
       let cumulative = 0
       for (let i = 0; i <= this.buckets.length; i++) {
         cumulative += s.counts[i]
-        values.push({ metricName: `${this.name}_bucket`, labels: { le: i < this.buckets.length ? this.buckets[i] : '+Inf' }, sharedLabels: labels, value: cumulative })
+        values.push({
+          metricName: `${this.name}_bucket`,
+          labels: { le: i < this.buckets.length ? this.buckets[i] : '+Inf' },
+          sharedLabels: labels,
+          value: cumulative
+        })
       }
       values.push({ metricName: `${this.name}_sum`, labels: {}, sharedLabels: labels, value: s.sum })
       values.push({ metricName: `${this.name}_count`, labels: {}, sharedLabels: labels, value: s.count })
@@ -73,7 +78,11 @@ class FastHistogram {
   // The same with each value's labels whole, as prom-client's get() gives them.
   async get () {
     const data = await this.getForPromString()
-    data.values = data.values.map(({ metricName, labels, sharedLabels, value }) => ({ metricName, labels: { ...labels, ...sharedLabels }, value }))
+    data.values = data.values.map(({ metricName, labels, sharedLabels, value }) => ({
+      metricName,
+      labels: { ...labels, ...sharedLabels },
+      value
+    }))
     return data
   }
 }

@@ -15,8 +15,25 @@ class PoolListeners {
   constructor ({ options, metrics, logger, status, frontHost }) {
     const { statsPort, statsHost, agentPort } = options
     const onRefused = () => metrics.failed('out_of_descriptors')
-    this.stats = statsPort ? new StatsListener({ host: statsHost, port: statsPort, registry: () => metrics.registry, status, logger, onRefused }) : null
-    this.agent = agentPort ? new (require('./agent').AgentResponder)({ host: agentHostOf(options, frontHost), port: agentPort, status, logger, onRefused }) : null
+    this.stats = statsPort
+      ? new StatsListener({
+        host: statsHost,
+        port: statsPort,
+        registry: () => metrics.registry,
+        status,
+        logger,
+        onRefused
+      })
+      : null
+    this.agent = agentPort
+      ? new (require('./agent').AgentResponder)({
+        host: agentHostOf(options, frontHost),
+        port: agentPort,
+        status,
+        logger,
+        onRefused
+      })
+      : null
     this.order = new StartedInOrder([this.stats, this.agent].filter(Boolean))
   }
 

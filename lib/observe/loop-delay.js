@@ -53,7 +53,11 @@ class LoopDelay {
       }
     })
     for (const name of SUMMARIES) {
-      summary[name] = new client.Gauge({ name: `${prefix}nodejs_eventloop_lag_${name}_seconds`, help: `The ${name} of the event-loop delay, sampled every ${SAMPLE_MS} ms since the last scrape`, registers })
+      summary[name] = new client.Gauge({
+        name: `${prefix}nodejs_eventloop_lag_${name}_seconds`,
+        help: `The ${name} of the event-loop delay, sampled every ${SAMPLE_MS} ms since the last scrape`,
+        registers
+      })
     }
   }
 

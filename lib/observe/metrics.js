@@ -46,7 +46,9 @@ class PoolMetrics {
     this.loopDelay = null
     if (supervisor) {
       client.collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: NEVER })
-      for (const name of [LAG, ...LAG_SUMMARIES.map((s) => `nodejs_eventloop_lag_${s}_seconds`)]) registry.removeSingleMetric(PREFIX + name)
+      for (const name of [LAG, ...LAG_SUMMARIES.map((s) => `nodejs_eventloop_lag_${s}_seconds`)]) {
+        registry.removeSingleMetric(PREFIX + name)
+      }
       this.loopDelay = new LoopDelay({ registry, prefix: PREFIX })
     }
     this.failures = new client.Counter({
@@ -69,7 +71,9 @@ class PoolMetrics {
       collect () {
         this.reset()
         for (const w of workers()) {
-          for (const state of STATES) this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+          for (const state of STATES) {
+            this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+          }
         }
       }
     })
@@ -88,16 +92,20 @@ class PoolMetrics {
     })
     new client.Counter({ // eslint-disable-line no-new
       name: 'pool_log_lines_dropped_total',
-      help: 'Log lines the supervisor dropped because whatever reads its stdout did not keep up and --log-buffer was full (or the reader was gone)',
+      help: 'Log lines the supervisor dropped because whatever reads its stdout did not keep up and --log-buffer was ' +
+        'full (or the reader was gone)',
       registers,
       collect () {
         this.reset()
         this.inc(logOutput?.dropped ?? 0)
       }
     })
-    perWorker('pool_worker_rss_bytes', 'Resident memory of each worker\'s process, as it last reported it', (w) => w.rss)
+    perWorker('pool_worker_rss_bytes', 'Resident memory of each worker\'s process, as it last reported it',
+      (w) => w.rss)
     // A gauge: the process's CPU time restarts at 0 with each new process; deriv() gives its use.
-    perWorker('pool_worker_cpu_seconds', 'CPU time used by each worker\'s current process (from /proc; 0 again after a restart)', (w) => w.cpu ? (w.cpu.user + w.cpu.system) / 1e6 : null)
+    perWorker('pool_worker_cpu_seconds',
+      'CPU time used by each worker\'s current process (from /proc; 0 again after a restart)',
+      (w) => w.cpu ? (w.cpu.user + w.cpu.system) / 1e6 : null)
   }
 
   // A process started in a slot; from the second on, a restart. The series exists from the first.

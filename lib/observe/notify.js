@@ -72,16 +72,21 @@ class ServiceNotifier {
     return new Promise((resolve) => {
       let child
       try {
-        child = spawn(this.command, args, { env: { ...process.env, NOTIFY_SOCKET: this.socket }, stdio: ['ignore', 'ignore', 'pipe'] })
+        child = spawn(this.command, args,
+          { env: { ...process.env, NOTIFY_SOCKET: this.socket }, stdio: ['ignore', 'ignore', 'pipe'] })
       } catch (err) {
         return resolve(this.failed(err.message))
       }
       let stderr = ''
       child.stderr.setEncoding('utf8').on('data', (d) => { stderr = (stderr + d).slice(-500) })
-      child.once('error', (err) => resolve(this.failed(err.code === 'ENOENT' ? `${this.command} not found` : err.message)))
+      child.once('error',
+        (err) => resolve(this.failed(err.code === 'ENOENT' ? `${this.command} not found` : err.message)))
       child.once('exit', (code) => {
         if (code === 0) this.logger.debug({ event: 'systemd-notified', fields: args }, `systemd told ${args.join(' ')}`)
-        else this.logger.warn({ event: 'systemd-notify-failed', code, fields: args }, `${this.command} ${args.join(' ')} failed (${code}): ${stderr.trim()}`)
+        else {
+          this.logger.warn({ event: 'systemd-notify-failed', code, fields: args },
+            `${this.command} ${args.join(' ')} failed (${code}): ${stderr.trim()}`)
+        }
         resolve()
       })
     })
@@ -90,7 +95,9 @@ class ServiceNotifier {
   failed (why) {
     this.broken = true
     this.queue.length = 0
-    this.logger.warn({ event: 'systemd-notify-failed' }, `cannot tell systemd how the pool is doing (NOTIFY_SOCKET is set): ${why}; a Type=notify unit will time out waiting for READY=1`)
+    this.logger.warn({ event: 'systemd-notify-failed' },
+      `cannot tell systemd how the pool is doing (NOTIFY_SOCKET is set): ${why}; a Type=notify unit will time out ` +
+        'waiting for READY=1')
   }
 
   // Resolves once every message asked for was sent (or given up), waiting at most `ms`.

@@ -51,7 +51,8 @@ async function serve (req, res, { registry, status }) {
 }
 
 function send (res, status, type, body, headers = {}) {
-  res.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store', ...headers })
+  res.writeHead(status,
+    { 'Content-Type': type, 'Content-Length': Buffer.byteLength(body), 'Cache-Control': 'no-store', ...headers })
   res.end(res.req.method === 'HEAD' ? undefined : body)
 }
 

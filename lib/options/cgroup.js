@@ -32,7 +32,12 @@ function cgroupMounts (text) {
     const fields = before.split(' ')
     const [type, , superOptions = ''] = after.split(' ')
     if (type !== 'cgroup' && type !== 'cgroup2') continue
-    mounts.push({ root: unescape(fields[3]), mountPoint: unescape(fields[4]), version: type === 'cgroup2' ? 2 : 1, controllers: superOptions.split(',') })
+    mounts.push({
+      root: unescape(fields[3]),
+      mountPoint: unescape(fields[4]),
+      version: type === 'cgroup2' ? 2 : 1,
+      controllers: superOptions.split(',')
+    })
   }
   return mounts
 }

@@ -5,8 +5,12 @@
 // until the upgrade.
 
 const REMOVED = {
-  proxyTimeout: 'a worker is no longer given up on by how long its answer takes to begin: --read-timeout (readTimeout) ends a request whose response the app leaves without a byte for that long, before its head or between two parts, in every mode',
-  overloadTarget: 'overload control no longer judges by a target wait: it stands only once more requests arrive than the workers take and a FIFO could not answer them within --overload-max-wait (overloadMaxWait), which is the setting to use instead'
+  proxyTimeout: 'a worker is no longer given up on by how long its answer takes to begin: --read-timeout ' +
+    '(readTimeout) ends a request whose response the app leaves without a byte for that long, before its head or ' +
+    'between two parts, in every mode',
+  overloadTarget: 'overload control no longer judges by a target wait: it stands only once more requests arrive than ' +
+    'the workers take and a FIFO could not answer them within --overload-max-wait (overloadMaxWait), which is the ' +
+    'setting to use instead'
 }
 
 const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)

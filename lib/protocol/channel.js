@@ -22,7 +22,10 @@ const PREVIEW = 60 // characters of a bad frame quoted in the report
 function encode (message) {
   const frame = JSON.stringify(message) + '\n'
   const size = Buffer.byteLength(frame)
-  if (size > MAX_FRAME) throw new Error(`a ${message?.type} message of ${size} bytes exceeds the pool channel's ${MAX_FRAME}-byte frame limit`)
+  if (size > MAX_FRAME) {
+    throw new Error(`a ${message?.type} message of ${size} bytes exceeds the pool channel's ${MAX_FRAME}-byte frame ` +
+      'limit')
+  }
   return frame
 }
 
@@ -63,7 +66,8 @@ class FrameReader {
     try {
       value = JSON.parse(text)
     } catch {
-      return this.fail(`a frame that is not JSON: ${JSON.stringify(text.slice(0, PREVIEW))}${text.length > PREVIEW ? '…' : ''}`)
+      return this.fail('a frame that is not ' +
+        `JSON: ${JSON.stringify(text.slice(0, PREVIEW))}${text.length > PREVIEW ? '…' : ''}`)
     }
     this.onFrame(value)
   }
@@ -113,4 +117,14 @@ function workerEnd (env = process.env) {
   return socket
 }
 
-module.exports = { CHANNEL_FD, CHANNEL_ENV, MAX_FRAME, encode, FrameReader, readFrames, sendFrame, supervisorEnd, workerEnd }
+module.exports = {
+  CHANNEL_FD,
+  CHANNEL_ENV,
+  MAX_FRAME,
+  encode,
+  FrameReader,
+  readFrames,
+  sendFrame,
+  supervisorEnd,
+  workerEnd
+}

@@ -14,7 +14,9 @@ const EVENT_STREAM = 'text/event-stream'
 function streamRoutes (text) {
   if (text === undefined || text === null || text === '') return []
   const routes = String(text).split(',').map((r) => r.trim()).filter(Boolean)
-  for (const r of routes) if (!r.startsWith('/') || /[\s?#]/.test(r)) throw new Error(`${JSON.stringify(r)} is not a path prefix`)
+  for (const r of routes) {
+    if (!r.startsWith('/') || /[\s?#]/.test(r)) throw new Error(`${JSON.stringify(r)} is not a path prefix`)
+  }
   return routes
 }
 

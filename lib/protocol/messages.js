@@ -51,7 +51,9 @@ const MAX_ID = 256 // an exchange id (X-Pool-Request, the balancer's)
 const text = (v, max = MAX_TEXT) => typeof v === 'string' ? v.slice(0, max) : undefined
 const count = (v) => Number.isSafeInteger(v) && v >= 0 ? v : undefined
 const bytes = (v) => Number.isFinite(v) && v >= 0 ? v : null
-const request = (v) => v !== null && typeof v === 'object' && typeof v.method === 'string' && typeof v.url === 'string' ? { method: text(v.method, 64), url: text(v.url) } : undefined
+const request = (v) => v !== null && typeof v === 'object' && typeof v.method === 'string' && typeof v.url === 'string'
+  ? { method: text(v.method, 64), url: text(v.url) }
+  : undefined
 
 const WORKER_MESSAGES = {
   [READY]: (m) => ({ rss: bytes(m.rss) }),
@@ -68,14 +70,27 @@ const WORKER_MESSAGES = {
   [QUEUED]: (m) => count(m.waiting) > 0 ? { waiting: m.waiting, running: request(m.running) } : null,
   [BOOT_ERROR]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : {}
-    return { error: { message: text(e.message) || 'the worker reported a boot error without a message', stack: text(e.stack, MAX_STACK) || '', code: text(e.code, 64) } }
+    return {
+      error: {
+        message: text(e.message) || 'the worker reported a boot error without a message',
+        stack: text(e.stack, MAX_STACK) || '',
+        code: text(e.code, 64)
+      }
+    }
   },
-  [AWAITING]: (m) => count(m.open) > 0 && typeof m.last === 'string' ? { open: m.open, last: text(m.last, MAX_ID) } : null,
+  [AWAITING]: (m) => count(m.open) > 0 && typeof m.last === 'string'
+    ? { open: m.open, last: text(m.last, MAX_ID) }
+    : null,
   [REQUEST_ENDED]: (m) => typeof m.id === 'string' ? { id: text(m.id, MAX_ID) } : null,
   // Without `error`: the app closed its server. With it: the server failed (an accept error).
   [LISTENER_CLOSED]: (m) => {
     const e = m.error !== null && typeof m.error === 'object' ? m.error : null
-    return { error: e && { message: text(e.message) || 'the server emitted an error without a message', code: text(e.code, 64) } }
+    return {
+      error: e && {
+        message: text(e.message) || 'the server emitted an error without a message',
+        code: text(e.code, 64)
+      }
+    }
   }
 }
 
@@ -89,7 +104,11 @@ function parseWorkerMessage (m) {
 // always fits in a frame.
 function serializeError (err) {
   if (!(err instanceof Error)) return { message: asText(err, MAX_TEXT), stack: asText(err, MAX_STACK) }
-  return { message: asText(err.message, MAX_TEXT), stack: asText(err.stack || err, MAX_STACK), code: typeof err.code === 'string' ? err.code.slice(0, 64) : undefined }
+  return {
+    message: asText(err.message, MAX_TEXT),
+    stack: asText(err.stack || err, MAX_STACK),
+    code: typeof err.code === 'string' ? err.code.slice(0, 64) : undefined
+  }
 }
 
 // Whatever the app threw, as text (String() throws for an object without a usable toString).

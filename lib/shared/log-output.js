@@ -40,7 +40,10 @@ const EXIT_FLUSH_MS = 2000 // the longest the process's exit waits for a reader 
 const TELL_EVERY_MS = 1000 // the fewest milliseconds between two notes of dropped lines
 
 class LogOutput {
-  constructor ({ fd = 1, maxBytes = DEFAULT_MAX_BYTES, batchBytes = BATCH_BYTES, batchMs = BATCH_MS, exitFlushMs = EXIT_FLUSH_MS, now = () => performance.now() } = {}) {
+  constructor ({
+    fd = 1, maxBytes = DEFAULT_MAX_BYTES, batchBytes = BATCH_BYTES, batchMs = BATCH_MS,
+    exitFlushMs = EXIT_FLUSH_MS, now = () => performance.now()
+  } = {}) {
     this.fd = fd
     this.batchMs = batchMs
     this.exitFlushMs = exitFlushMs

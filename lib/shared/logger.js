@@ -28,7 +28,8 @@ function createLogger ({ level = 'info', format = 'auto', base = null, destinati
   // The note goes through the logger (its level, its format); it is a warning so that a
   // --log-level that filters it is the user's own choice.
   output.onDropped = (n) => logger.warn({ event: 'log-dropped', dropped: n, total: output.dropped },
-    `${n} log line${n === 1 ? '' : 's'} dropped: whatever reads the pool's stdout did not keep up and the log buffer (--log-buffer) was full`)
+    `${n} log line${n === 1 ? '' : 's'} dropped: whatever reads the pool's stdout did not keep up and the log buffer ` +
+      '(--log-buffer) was full')
   Object.defineProperty(logger, 'output', { value: output })
   return logger
 }
@@ -65,7 +66,8 @@ const ONE_LINE = {
   }
 }
 
-const REQUEST_SAID = new Set(['level', 'time', 'msg', 'event', 'component', 'method', 'url', 'status', 'ms', 'hostname'])
+const REQUEST_SAID = new Set(['level', 'time', 'msg', 'event', 'component', 'method', 'url', 'status', 'ms',
+  'hostname'])
 
 function compactFields (record, skip) {
   const parts = []

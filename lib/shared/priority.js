@@ -23,7 +23,9 @@ function parseRoutes (text) {
     const eq = rule.lastIndexOf('=')
     const prefix = rule.slice(0, eq).trim()
     const cls = eq > 0 ? classIndex(rule.slice(eq + 1)) : -1
-    if (eq <= 0 || !prefix.startsWith('/')) throw new Error(`'${rule}' is not PATH-PREFIX=CLASS with a prefix starting with /`)
+    if (eq <= 0 || !prefix.startsWith('/')) {
+      throw new Error(`'${rule}' is not PATH-PREFIX=CLASS with a prefix starting with /`)
+    }
     if (cls < 0) throw new Error(`'${rule}': the class must be one of ${CLASSES.join(', ')}`)
     if (rules.some((r) => r.prefix === prefix)) throw new Error(`'${prefix}' is given twice`)
     rules.push({ prefix, cls })

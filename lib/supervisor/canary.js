@@ -47,8 +47,14 @@ class Canary {
   // tick kills it (it served its purpose).
   check (now) {
     if (this.readyAt !== null) return 'ready'
-    if (this.exit) return { failed: this.error || { message: `the new code exited before becoming ready (${describeExit(this.exit)})` } }
-    if (now - this.spawnedAt > this.bootTimeout) return { failed: { message: `the new code was not ready within ${this.bootTimeout} ms (boot timeout)` } }
+    if (this.exit) {
+      return {
+        failed: this.error || { message: `the new code exited before becoming ready (${describeExit(this.exit)})` }
+      }
+    }
+    if (now - this.spawnedAt > this.bootTimeout) {
+      return { failed: { message: `the new code was not ready within ${this.bootTimeout} ms (boot timeout)` } }
+    }
     return 'booting'
   }
 

@@ -93,7 +93,8 @@ function findLeftovers ({ ports }) {
   const seen = scan()
   if (seen === null) return NOTHING
   const onOurPorts = new Set(ports)
-  const gone = new Set(seen.marked.filter((p) => onOurPorts.has(p.port) && !supervisorRuns(p.supervisor)).map((p) => p.supervisor))
+  const gone = new Set(seen.marked.filter((p) => onOurPorts.has(p.port) &&
+    !supervisorRuns(p.supervisor)).map((p) => p.supervisor))
   return leftoversOf(gone, seen)
 }
 
@@ -143,7 +144,10 @@ function threadsLeft (pid) {
   let tasks
   try { tasks = fs.readdirSync(`/proc/${pid}/task`) } catch { return false }
   return tasks.some((tid) => {
-    try { return !/^[ZX]/.test(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'latin1').split(') ')[1]) } catch { return false }
+    try {
+      return !/^[ZX]/.test(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`,
+        'latin1').split(') ')[1])
+    } catch { return false }
   })
 }
 
@@ -171,7 +175,8 @@ async function endLeftovers ({ ports, killTimeout, logger }) {
   const { ended, killed } = await endProcesses(found, { killTimeout })
   logger.warn({ event: 'leftovers-ended', processes: ended, killed, supervisors, ports: range(ports) },
     `ended ${processCount(ended.length)} left running on ports ${range(ports)} by a pool that is gone ` +
-    `(supervisor pid ${supervisors.join(', ')}): ${ended.join(', ')}` + (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
+      `(supervisor pid ${supervisors.join(', ')}): ${ended.join(', ')}` +
+      (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
   return { ended, killed, supervisors }
 }
 
@@ -191,4 +196,13 @@ function orphansOfDeadSupervisors () {
   return all.map((p) => ({ ...p, ...markOf(p.pid) })).filter((p) => p.supervisor && !supervisorRuns(p.supervisor))
 }
 
-module.exports = { MARK, supervisorMark, findLeftovers, findOrphans, endProcesses, endLeftovers, orphansOfDeadSupervisors, processCount }
+module.exports = {
+  MARK,
+  supervisorMark,
+  findLeftovers,
+  findOrphans,
+  endProcesses,
+  endLeftovers,
+  orphansOfDeadSupervisors,
+  processCount
+}

@@ -73,7 +73,9 @@ class PoolPhase {
     this.stopPromise = new Promise((resolve) => { this.stopWaiter = resolve })
     // A start still in progress ends here, with an answer rather than a promise left hanging
     // (a failed start answers with its own error: the supervisor's fail()).
-    if (wasStarting && this.startWaiter && !this.failure) this.startWaiter.reject(poolError(codes.STOPPING, 'the pool was stopped before it finished starting'))
+    if (wasStarting && this.startWaiter && !this.failure) {
+      this.startWaiter.reject(poolError(codes.STOPPING, 'the pool was stopped before it finished starting'))
+    }
     return { promise: this.stopPromise, began: true }
   }
 

@@ -56,14 +56,30 @@ class Pool extends EventEmitter {
     const config = assemblePool(options) // everything checked before anything is made
     this.options = config.options
     this.ceiling = workerCeiling(this.options) // { max, why }: -n and scale stay within it
-    if (this.options.workers > this.ceiling.max) throw poolError(codes.BAD_OPTION, `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ceiling)`)
+    if (this.options.workers > this.ceiling.max) {
+      throw poolError(codes.BAD_OPTION,
+        `workers (-n) ${this.options.workers} is above ${this.ceiling.why}: lower -n, or raise --max-workers (0: no ` +
+          'ceiling)')
+    }
     this.system = system
     this.app = resolveApp(this.options.app, this.options.cwd)
-    this.logger = this.options.logger || createLogger({ level: this.options.logLevel, format: this.options.logFormat, bufferBytes: this.options.logBuffer })
+    this.logger = this.options.logger ||
+      createLogger({
+        level: this.options.logLevel,
+        format: this.options.logFormat,
+        bufferBytes: this.options.logBuffer
+      })
     // fronts add theirs
-    this.metrics = new PoolMetrics(() => this.measuredWorkers(), { logOutput: logOutputOf(this.logger), frontFailures: frontFailures() })
+    this.metrics = new PoolMetrics(() => this.measuredWorkers(),
+      { logOutput: logOutputOf(this.logger), frontFailures: frontFailures() })
     // Each happening in a worker's life, told once: log line, metric, event.
-    this.report = new WorkerReport({ logger: this.logger, options: this.options, metrics: this.metrics, emit: (name, payload) => this.emit(name, payload), listens: (name) => this.listenerCount(name) > 0 })
+    this.report = new WorkerReport({
+      logger: this.logger,
+      options: this.options,
+      metrics: this.metrics,
+      emit: (name, payload) => this.emit(name, payload),
+      listens: (name) => this.listenerCount(name) > 0
+    })
     // What a front may know of the pool, and all it is given (its FrontContext).
     const frontContext = createFrontContext({
       logger: this.logger,
@@ -122,7 +138,11 @@ class Pool extends EventEmitter {
     this.releaseDescriptors = descriptors.budget.reserveForWorkers(() => this.slotsWithoutProcess)
     try {
       // What a pool that died on these ports left running goes first.
-      await this.system.endLeftovers({ ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)), killTimeout: this.options.killTimeout, logger: this.logger })
+      await this.system.endLeftovers({
+        ports: this.portsUpTo(Math.max(this.target, this.options.maxWorkers || 0)),
+        killTimeout: this.options.killTimeout,
+        logger: this.logger
+      })
       await checkWorkerPorts(this.system, { host: this.options.workerHost, ports: this.portsUpTo(this.target) })
       this.life.assertStarting()
       await this.listeners.start()
@@ -137,8 +157,17 @@ class Pool extends EventEmitter {
     const started = this.life.untilRunning()
     const { killTimeout, logLevel, logFormat } = this.options
     this.reaper = this.system.startReaper({ killTimeout, logLevel, logFormat, logger: this.logger })
-    this.logger.info({ event: 'starting', app: this.app, workers: this.target, ports: `${this.portOf(1)}-${this.portOf(this.target)}`, supervisorPid: process.pid, reaperPid: this.reaper.pid, ...this.listeners.urls() },
-      `starting ${plural(this.target, 'worker')} of ${this.app}` + (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
+    this.logger.info({
+      event: 'starting',
+      app: this.app,
+      workers: this.target,
+      ports: `${this.portOf(1)}-${this.portOf(this.target)}`,
+      supervisorPid: process.pid,
+      reaperPid: this.reaper.pid,
+      ...this.listeners.urls()
+    },
+      `starting ${plural(this.target, 'worker')} of ${this.app}` +
+        (this.listeners.stats ? ` (metrics and status on ${this.listeners.stats.url})` : ''))
     this.wake()
     return started
   }
@@ -178,7 +207,8 @@ class Pool extends EventEmitter {
     if (!running.began) return running.done
     if (!this.nextReload) {
       this.nextReload = new QueuedReload()
-      this.logger.info({ event: 'reload-queued' }, 'a reload is running: the one asked now follows it (every reload asked meanwhile is merged into it)')
+      this.logger.info({ event: 'reload-queued' },
+        'a reload is running: the one asked now follows it (every reload asked meanwhile is merged into it)')
     }
     return this.nextReload.join()
   }
@@ -194,9 +224,18 @@ class Pool extends EventEmitter {
   // Grow or shrink the pool. Shrinking drains the highest slots first.
   async scale (n) {
     this.life.assertRunning('scale')
-    if (!Number.isInteger(n) || n < 1) throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
-    if (this.portOf(n) > 65535) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
-    if (n > this.ceiling.max) throw poolError(codes.BAD_OPTION, `cannot scale to ${n} workers: above ${this.ceiling.why}; start the pool with a higher --max-workers (0: no ceiling)`)
+    if (!Number.isInteger(n) || n < 1) {
+      throw poolError(codes.BAD_OPTION, `scale needs a positive integer (got ${JSON.stringify(n)})`)
+    }
+    if (this.portOf(n) > 65535) {
+      throw poolError(codes.BAD_OPTION,
+        `cannot scale to ${n} workers: slot ${n}'s port would be ${this.portOf(n)}, above 65535`)
+    }
+    if (n > this.ceiling.max) {
+      throw poolError(codes.BAD_OPTION,
+        `cannot scale to ${n} workers: above ${this.ceiling.why}; start the pool with a higher --max-workers (0: no ` +
+          'ceiling)')
+    }
     if (n > this.target) refuseEphemeral(this.portOf(this.target + 1), this.portOf(n))
     await this.fronts.checkScale(n)
     await this.checkNewPorts(n)
@@ -224,18 +263,34 @@ class Pool extends EventEmitter {
     this.enqueue({ type: EVENT.RECYCLE, handle: h, child: h.child })
     const replaced = () => h.incarnation > incarnation && h.ready
     await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
-    if (this.handles.get(slot) !== h) throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
-    if (!replaced()) throw poolError(codes.BOOT_FAILED, `slot ${slot}'s new worker failed to boot and the slot gave up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)
+    if (this.handles.get(slot) !== h) {
+      throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
+    }
+    if (!replaced()) {
+      throw poolError(codes.BOOT_FAILED,
+        `slot ${slot}'s new worker failed to boot and the slot gave ` +
+          `up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)
+    }
     return { slot, oldPid, newPid: h.pid, ms: this.now() - began }
   }
 
   // The handle of `slot` when it has a serving worker to recycle; a PoolError saying why not.
   recyclable (slot) {
-    if (!Number.isInteger(slot) || slot < 1) throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
+    if (!Number.isInteger(slot) || slot < 1) {
+      throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
+    }
     const h = this.handles.get(slot)
-    if (!h || slot > this.target) throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
-    if (h.state === 'given-up') throw poolError(codes.BAD_OPTION, `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle (it tries again after --given-up-retry, or on pool reload)`)
-    if (!h.ready) throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
+    if (!h || slot > this.target) {
+      throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
+    }
+    if (h.state === 'given-up') {
+      throw poolError(codes.BAD_OPTION,
+        `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle (it tries again ` +
+          'after --given-up-retry, or on pool reload)')
+    }
+    if (!h.ready) {
+      throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
+    }
     return h
   }
 
@@ -244,7 +299,12 @@ class Pool extends EventEmitter {
   checkNewPorts (n) {
     const check = async () => {
       const added = Array.from({ length: n }, (_, i) => i + 1).filter((slot) => !this.handles.has(slot))
-      await checkWorkerPorts(this.system, { host: this.options.workerHost, slots: added, ports: added.map((slot) => this.portOf(slot)), ours: (slot) => this.handles.has(slot) })
+      await checkWorkerPorts(this.system, {
+        host: this.options.workerHost,
+        slots: added,
+        ports: added.map((slot) => this.portOf(slot)),
+        ours: (slot) => this.handles.has(slot)
+      })
     }
     this.portChecks = (this.portChecks ?? Promise.resolve()).catch(() => {}).then(check)
     return this.portChecks
@@ -252,7 +312,9 @@ class Pool extends EventEmitter {
 
   status () {
     const { front, queue } = this.fronts.status()
-    const outdated = this.reloading ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.codeGeneration ?? Infinity) && !h.drain).length : 0
+    const outdated = this.reloading
+      ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.codeGeneration ?? Infinity) && !h.drain).length
+      : 0
     return {
       pid: process.pid,
       app: this.app,
@@ -261,7 +323,9 @@ class Pool extends EventEmitter {
       front,
       queue,
       ...this.listeners.urls(),
-      reload: this.reloading ? { ...this.reloading.status({ pending: outdated }), queued: this.nextReload?.callers ?? 0 } : null,
+      reload: this.reloading
+        ? { ...this.reloading.status({ pending: outdated }), queued: this.nextReload?.callers ?? 0 }
+        : null,
       workers: this.measuredWorkers(),
       // Drained processes that left their slot and still finish what they hold.
       retiring: [...this.retirees.values()].map((r) => r.status(this.now())),
@@ -273,7 +337,10 @@ class Pool extends EventEmitter {
   // status page, /metrics), read from /proc when asked for.
   measuredWorkers () {
     const now = this.now()
-    return this.slots().map((h) => ({ ...h.snapshot(now), cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null }))
+    return this.slots().map((h) => ({
+      ...h.snapshot(now),
+      cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null
+    }))
   }
 
   // An event source, for fronts (their FrontContext's workerRefusing): `w`, a snapshot the front
@@ -321,8 +388,12 @@ class Pool extends EventEmitter {
   // other events, waits its turn for the tick, so a handle hears everything in order.
   fromWorker (event) {
     const type = event.type === EVENT.MESSAGE && event.handle ? event.message.type : null
-    if (type === msg.CHECK_IN && this.events.length === 0) return this.checkedIn(event.handle, event.child, event.message)
-    if (type === msg.AWAITING || type === msg.REQUEST_ENDED) return this.toldOfRequest(event.handle, event.child, event.message)
+    if (type === msg.CHECK_IN && this.events.length === 0) {
+      return this.checkedIn(event.handle, event.child, event.message)
+    }
+    if (type === msg.AWAITING || type === msg.REQUEST_ENDED) {
+      return this.toldOfRequest(event.handle, event.child, event.message)
+    }
     this.enqueue(event)
   }
 
@@ -388,7 +459,9 @@ class Pool extends EventEmitter {
     for (const r of this.retirees.values()) if (r.carryOut(now, this.report)) this.noteSignalled()
     this.remnants.sweep(now)
     this.advanceReload(now)
-    if (this.life.is('starting', 'running')) this.slotsWithoutProcess = this.reconciler.reconcile(now, { replace: this.life.is('running') })
+    if (this.life.is('starting', 'running')) {
+      this.slotsWithoutProcess = this.reconciler.reconcile(now, { replace: this.life.is('running') })
+    }
     this.checkProgress(now)
     this.scheduleNext(now)
   }
@@ -504,7 +577,8 @@ class Pool extends EventEmitter {
     const { warmup: paths, warmupRequests: count, timeout } = this.options
     this.report.warming(h, now)
     const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
-    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done(EVENT.WARMED), (err) => done(EVENT.WARMUP_FAILED, err))
+    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done(EVENT.WARMED),
+      (err) => done(EVENT.WARMUP_FAILED, err))
   }
 
   // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
@@ -542,7 +616,16 @@ class Pool extends EventEmitter {
     this.announceGone(h)
     const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
-    this.recentExits.unshift({ slot: h.slot, name: h.name, pid, code, signal, reason: outcome.reason, planned: outcome.planned, at: this.wall(now) })
+    this.recentExits.unshift({
+      slot: h.slot,
+      name: h.name,
+      pid,
+      code,
+      signal,
+      reason: outcome.reason,
+      planned: outcome.planned,
+      at: this.wall(now)
+    })
     this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
     if (!wasReady && !outcome.draining && outcome.next !== 'dead' && !outcome.portTaken) this.bootFailed(h, view)
     if (outcome.next === 'given-up') this.report.gaveUp(h)
@@ -552,7 +635,12 @@ class Pool extends EventEmitter {
   // The fork failed (thrown by fork(), or the child's 'error' without a pid): nothing the app
   // did. No boot failure is counted: the slot tries again with its backoff, however often.
   onSpawnError (h, err, now) {
-    h.spawnFailed({ message: `cannot fork a worker process: ${err.message}`, code: err.code, errno: err.errno, syscall: err.syscall }, now)
+    h.spawnFailed({
+      message: `cannot fork a worker process: ${err.message}`,
+      code: err.code,
+      errno: err.errno,
+      syscall: err.syscall
+    }, now)
     this.report.spawnError(h, err)
   }
 
@@ -634,7 +722,9 @@ class Pool extends EventEmitter {
   advanceReload (now) {
     const r = this.reloading
     if (!r) return
-    if (!this.life.is('running')) return this.endReload(r, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
+    if (!this.life.is('running')) {
+      return this.endReload(r, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
+    }
     if (r.failure) return this.endReload(r, now, { error: r.failure })
     if (r.stage === 'canary') {
       const verdict = r.canary ? r.canary.check(now) : this.startCanary(r, now)
@@ -706,7 +796,15 @@ class Pool extends EventEmitter {
       if (event && this.listenerCount(event) > 0) this.emit(event, handle.snapshot())
       if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from })
     }
-    const h = new WorkerHandle({ slot, host: this.options.workerHost, port: this.portOf(slot), policy: this.options, signal: this.system.signal, onState, clock: this.clock })
+    const h = new WorkerHandle({
+      slot,
+      host: this.options.workerHost,
+      port: this.portOf(slot),
+      policy: this.options,
+      signal: this.system.signal,
+      onState,
+      clock: this.clock
+    })
     this.handles.set(slot, h)
     return h
   }
@@ -731,7 +829,8 @@ class Pool extends EventEmitter {
   startCanary (reload, now) {
     const canary = new Canary({ now, bootTimeout: this.options.bootTimeout, signal: this.system.signal })
     try {
-      canary.forked(this.fork({ slot: 0, host: this.options.workerHost, port: 0 }, { canary, who: 'the reload canary' }))
+      canary.forked(this.fork({ slot: 0, host: this.options.workerHost, port: 0 },
+        { canary, who: 'the reload canary' }))
     } catch (err) {
       return { failed: { message: `cannot start a process of the new code: ${err.message}` } }
     }
@@ -744,9 +843,23 @@ class Pool extends EventEmitter {
   // A new process for a slot or a canary, its events routed to the loop (spawn.js watchChild),
   // and a slot's exit to the fronts at once (announceExit). Throws what fork() throws.
   fork ({ slot, host, port }, about) {
-    const child = this.system.fork({ options: this.options, logger: this.logger, app: this.app, workers: this.target, slot, host, port })
+    const child = this.system.fork({
+      options: this.options,
+      logger: this.logger,
+      app: this.app,
+      workers: this.target,
+      slot,
+      host,
+      port
+    })
     const onGone = about.handle ? () => this.announceExit(about.handle, child) : undefined
-    watchChild(child, { ...about, slot, captureRemnant: this.system.captureRemnant, enqueue: (event) => this.fromWorker(event), onGone })
+    watchChild(child, {
+      ...about,
+      slot,
+      captureRemnant: this.system.captureRemnant,
+      enqueue: (event) => this.fromWorker(event),
+      onGone
+    })
     return child
   }
 
@@ -758,13 +871,18 @@ class Pool extends EventEmitter {
       const wanted = this.wanted()
       if (wanted.length > 0 && wanted.every((h) => h.state === 'given-up')) return this.fail(this.bootFailure())
     }
-    if (this.life.is('starting') && handles.length >= this.target && handles.every((h) => h.ready || h.state === 'given-up')) {
+    if (this.life.is('starting') && handles.length >= this.target &&
+      handles.every((h) => h.ready || h.state === 'given-up')) {
       const ready = handles.filter((h) => h.ready).length
-      this.logger.info({ event: 'started', ready, workers: this.target, ms: now - this.startedAt }, `${ready}/${this.target} workers ready`)
+      this.logger.info({ event: 'started', ready, workers: this.target, ms: now - this.startedAt },
+        `${ready}/${this.target} workers ready`)
       this.life.running(this)
     }
     this.life.settle()
-    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 && this.retirees.size === 0 && this.remnants.size === 0) this.finishStop()
+    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 &&
+      this.retirees.size === 0 && this.remnants.size === 0) {
+      this.finishStop()
+    }
   }
 
   bootFailure () {
@@ -837,7 +955,11 @@ const ON_WORKER = {
 
 // A retiring process's: it still serves what it holds, and its exit ends it.
 const ON_RETIREE = {
-  [EVENT.MESSAGE]: (pool, r, e) => { if (e.message.type === msg.AWAITING || e.message.type === msg.REQUEST_ENDED) pool.toldOfRequest(e.handle, e.child, e.message) },
+  [EVENT.MESSAGE]: (pool, r, e) => {
+    if (e.message.type === msg.AWAITING || e.message.type === msg.REQUEST_ENDED) {
+      pool.toldOfRequest(e.handle, e.child, e.message)
+    }
+  },
   [EVENT.CHANNEL_BROKEN]: (pool, r) => r.kill(),
   [EVENT.EXIT]: (pool, r, e, now) => {
     pool.retirees.delete(r.child)

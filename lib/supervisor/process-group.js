@@ -47,7 +47,9 @@ function signalWorker (child, sig) {
 function signalStrays (sid, sig) {
   for (const [pid, startTime] of sessionMembers(sid) ?? []) {
     const stat = readStat(pid)
-    if (!stat || stat.startTime !== startTime || stat.session !== sid || stat.pgrp === sid || stat.state === 'Z') continue
+    if (!stat || stat.startTime !== startTime || stat.session !== sid || stat.pgrp === sid || stat.state === 'Z') {
+      continue
+    }
     try { process.kill(pid, sig) } catch {}
   }
 }
@@ -131,7 +133,8 @@ class Remnants {
       if (!r.killSent && now >= r.killAt) this.kill(r, now, `still running ${this.killTimeout} ms after SIGTERM`)
       else if (now >= r.giveUpAt) {
         this.pending.delete(r)
-        this.logger.error({ event: 'leftovers-stuck', ...r.fields }, `processes left by ${r.who} survive SIGKILL; no longer waiting for them`)
+        this.logger.error({ event: 'leftovers-stuck', ...r.fields },
+          `processes left by ${r.who} survive SIGKILL; no longer waiting for them`)
       }
     }
   }

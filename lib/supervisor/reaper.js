@@ -28,7 +28,11 @@ const { MARK } = require('./leftovers')
 const RESTART_DELAY = 1000 // ms before a reaper that died while its pool runs is started again
 const QUIET = 60000 // ms: a reaper failing again within this is said at debug, not warn
 // What the reaper is told by its environment (and the supervisor's mark, MARK).
-const ENV = { killTimeout: 'POOL_REAPER_KILL_TIMEOUT', logLevel: 'POOL_REAPER_LOG_LEVEL', logFormat: 'POOL_REAPER_LOG_FORMAT' }
+const ENV = {
+  killTimeout: 'POOL_REAPER_KILL_TIMEOUT',
+  logLevel: 'POOL_REAPER_LOG_LEVEL',
+  logFormat: 'POOL_REAPER_LOG_FORMAT'
+}
 
 // ── in the supervisor ─────────────────────────────────────────────────────────────────────────
 
@@ -56,8 +60,12 @@ class Reaper {
       return this
     }
     this.child = child
-    if (this.lastFailure > -Infinity && child.pid !== undefined) this.logger.info({ event: 'reaper-started', reaperPid: child.pid }, `the pool's reaper runs again (pid ${child.pid})`)
-    child.on('error', (err) => { if (child.pid === undefined) this.failed(`could not be started: ${err.message}`, err) })
+    if (this.lastFailure > -Infinity && child.pid !== undefined) {
+      this.logger.info({ event: 'reaper-started', reaperPid: child.pid },
+        `the pool's reaper runs again (pid ${child.pid})`)
+    }
+    child.on('error',
+      (err) => { if (child.pid === undefined) this.failed(`could not be started: ${err.message}`, err) })
     child.on('exit', (code, signal) => {
       if (this.child === child) this.child = null
       if (!this.stopped && child.pid !== undefined) this.failed(`exited (${signal || `code ${code}`})`)
@@ -75,7 +83,8 @@ class Reaper {
     const level = now - this.lastFailure > QUIET ? 'warn' : 'debug'
     this.lastFailure = now
     this.logger[level]({ event: 'reaper-failed', err: err ? { message: err.message, code: err.code } : undefined },
-      `the pool's reaper ${what}: until it runs again, a worker stuck for good when the supervisor dies outlives it; starting it again in ${RESTART_DELAY} ms`)
+      `the pool's reaper ${what}: until it runs again, a worker stuck for good when the supervisor dies outlives it; ` +
+        `starting it again in ${RESTART_DELAY} ms`)
     if (this.stopped || this.restart) return
     this.restart = setTimeout(() => this.start(), RESTART_DELAY)
     this.restart.unref()
@@ -92,7 +101,13 @@ class Reaper {
 }
 
 function spawnReaper ({ mark, killTimeout, logLevel, logFormat }) {
-  const env = { ...process.env, [MARK]: mark, [ENV.killTimeout]: String(killTimeout), [ENV.logLevel]: logLevel, [ENV.logFormat]: logFormat }
+  const env = {
+    ...process.env,
+    [MARK]: mark,
+    [ENV.killTimeout]: String(killTimeout),
+    [ENV.logLevel]: logLevel,
+    [ENV.logFormat]: logFormat
+  }
   // Not the supervisor's node flags or preloads, and no port: the reaper is no worker.
   for (const name of ['NODE_OPTIONS', 'NODE_CHANNEL_FD', 'NODE_CHANNEL_SERIALIZATION_MODE', 'PORT']) delete env[name]
   return spawn(process.execPath, [__filename], {
@@ -122,7 +137,8 @@ function main (env = process.env) {
     if (found.length > 0) {
       const { ended, killed } = await endProcesses(found, { killTimeout })
       say({ event: 'orphans-ended', supervisor, processes: ended, killed },
-        `the supervisor (pid ${supervisor}) is gone: ended ${processCount(ended.length)} it left running: ${ended.join(', ')}` + (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
+        `the supervisor (pid ${supervisor}) is gone: ended ${processCount(ended.length)} it left ` +
+          `running: ${ended.join(', ')}` + (killed.length > 0 ? `; ${killed.length} needed SIGKILL` : ''))
     }
     process.exit(0)
   }
@@ -146,7 +162,11 @@ function lineWriter ({ level = 'info', format = 'auto' }) {
     const terminal = require('node:tty').isatty(1)
     let text = JSON.stringify({ level: WARN, time: Date.now(), ...fields, msg }) + '\n'
     if (format === 'pretty' || (format === 'auto' && terminal)) {
-      try { text = require('../shared/logger').createPrettyRenderer({ colorize: terminal })(text) } catch { /* the JSON, then */ }
+      try {
+        text = require('../shared/logger').createPrettyRenderer({
+          colorize: terminal
+        })(text)
+      } catch { /* the JSON, then */ }
     }
     try { fs.writeSync(1, text) } catch { /* nobody reads the pool's output any more */ }
   }

@@ -38,7 +38,8 @@ class Reload {
     const canary = this.canary
     this.stage = 'rolling'
     this.codeGeneration = codeGeneration
-    this.logger.info({ event: 'reload-canary-ready', pid: canary.pid, bootMs: canary.readyAt - canary.spawnedAt }, 'new code boots; replacing workers one batch at a time')
+    this.logger.info({ event: 'reload-canary-ready', pid: canary.pid, bootMs: canary.readyAt - canary.spawnedAt },
+      'new code boots; replacing workers one batch at a time')
   }
 
   draining (h) { this.oldPids.set(h.slot, h.pid) }
@@ -49,7 +50,8 @@ class Reload {
     if (oldPid === undefined || h.codeGeneration !== this.codeGeneration) return
     this.oldPids.delete(h.slot)
     this.replaced.push({ slot: h.slot, oldPid, newPid: h.pid })
-    this.logger.info({ event: 'reloaded-slot', slot: h.slot, oldPid, pid: h.pid, port: h.port }, `slot ${h.slot} reloaded: pid ${oldPid} → ${h.pid}`)
+    this.logger.info({ event: 'reloaded-slot', slot: h.slot, oldPid, pid: h.pid, port: h.port },
+      `slot ${h.slot} reloaded: pid ${oldPid} → ${h.pid}`)
   }
 
   // A worker died before ready: if it ran the new code, the reload fails (the first such death
@@ -63,14 +65,17 @@ class Reload {
     if (this.finished) return
     this.stage = 'done'
     const ms = now - this.startedAt
-    this.logger.info({ event: 'reloaded', workers: this.replaced.length, ms }, `reload done: ${this.replaced.length} worker${this.replaced.length === 1 ? '' : 's'} replaced in ${ms} ms`)
+    this.logger.info({ event: 'reloaded', workers: this.replaced.length, ms },
+      `reload done: ${this.replaced.length} worker${this.replaced.length === 1 ? '' : 's'} replaced in ${ms} ms`)
     this.resolve({ replaced: this.replaced, ms })
   }
 
   abort (appError, code = codes.RELOAD_FAILED) {
     if (this.finished) return
     this.stage = 'aborted'
-    const message = code === codes.RELOAD_FAILED ? `reload aborted: the new code failed to boot: ${appError.message}` : appError.message
+    const message = code === codes.RELOAD_FAILED
+      ? `reload aborted: the new code failed to boot: ${appError.message}`
+      : appError.message
     this.logger.error({ event: 'reload-failed', err: appError, replaced: this.replaced.length }, message)
     this.reject(poolError(code, message, { details: { appError, replaced: this.replaced } }))
   }

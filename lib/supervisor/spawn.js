@@ -119,7 +119,9 @@ function withHeaderLimit (execArgv, env) {
 }
 
 function resolveApp (app, cwd = process.cwd()) {
-  if (typeof app !== 'string' || app === '') throw poolError(codes.APP_NOT_FOUND, 'no app given: pass the path of the app module (options.app)')
+  if (typeof app !== 'string' || app === '') {
+    throw poolError(codes.APP_NOT_FOUND, 'no app given: pass the path of the app module (options.app)')
+  }
   const file = path.resolve(cwd, app)
   let resolved
   try {
@@ -166,7 +168,9 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
   for (const [i, port] of ports.entries()) {
     const err = await system.bindError(port, host)
     if (err && ours(slots[i])) continue
-    if (err === 'EADDRINUSE') throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slots[i]}) is already in use on ${host}`)
+    if (err === 'EADDRINUSE') {
+      throw poolError(codes.PORT_IN_USE, `port ${port} (slot ${slots[i]}) is already in use on ${host}`)
+    }
     if (err) throw poolError(codes.PORT_IN_USE, `cannot listen on ${host}:${port} (slot ${slots[i]}): ${err}`)
   }
 }
@@ -200,7 +204,16 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
   // is told once the worker's last lines and messages are read (afterOutputRead):
   // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
   child.on('exit', (code, signal) => {
-    const exit = { ...base, type: EVENT.EXIT, code, signal, remnant: captureRemnant(child.pid), who, slot, pid: child.pid }
+    const exit = {
+      ...base,
+      type: EVENT.EXIT,
+      code,
+      signal,
+      remnant: captureRemnant(child.pid),
+      who,
+      slot,
+      pid: child.pid
+    }
     if (onGone) onGone()
     afterOutputRead(child, () => {
       end?.destroy() // a process the app started may hold the worker's end: ours is done
@@ -242,7 +255,13 @@ const SYSTEM = Object.freeze({
   bindError,
   endLeftovers,
   // The pool's reaper, started: { stop() }.
-  startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({ mark: supervisorMark(), killTimeout, logLevel, logFormat, logger }).start(),
+  startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({
+    mark: supervisorMark(),
+    killTimeout,
+    logLevel,
+    logFormat,
+    logger
+  }).start(),
   // The pool's clock is monotonic: a step of the wall clock (NTP, a VM resumed) moves no
   // deadline. The wall clock only labels instants for people. Whole ms, as the deadlines are.
   now: () => Math.floor(performance.now()),

@@ -20,7 +20,13 @@ async function warmUp ({ host, port, paths, count, timeout }) {
 
 function get ({ host, port, path, timeout }) {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host, port, path, agent: false, headers: { [WARMUP_HEADER]: '1', 'user-agent': 'pool-warmup' } }, (res) => {
+    const req = http.get({
+      host,
+      port,
+      path,
+      agent: false,
+      headers: { [WARMUP_HEADER]: '1', 'user-agent': 'pool-warmup' }
+    }, (res) => {
       res.resume() // the body is of no use; reading it lets the worker finish its response
       res.once('end', () => resolve(res.statusCode))
       res.once('error', reject)

@@ -239,7 +239,9 @@ class WorkerHandle {
     if (!this.alive) return null
     if (this.killReason === null) {
       if (now >= this.bootEndsAt()) return { do: 'kill', reason: 'boot-timeout', ms: now - this.spawnedAt }
-      if (now >= this.silenceEndsAt()) return { do: 'kill', reason: this.active ? 'timeout' : 'heartbeat', ms: now - this.lastSeen }
+      if (now >= this.silenceEndsAt()) {
+        return { do: 'kill', reason: this.active ? 'timeout' : 'heartbeat', ms: now - this.lastSeen }
+      }
     }
     const d = this.drain
     if (!d || this.killReason !== null) return null // SIGKILLed: nothing left to escalate
@@ -273,7 +275,9 @@ class WorkerHandle {
   // Silence is judged by its last check-in: active, its loop has not come round for --timeout
   // (one check-in interval is the most it can have turned unseen); idle, --heartbeat-timeout.
   bootEndsAt () {
-    return this.#state === 'booting' || this.#state === 'warming' ? this.spawnedAt + this.policy.bootTimeout + 1 : Infinity
+    return this.#state === 'booting' || this.#state === 'warming'
+      ? this.spawnedAt + this.policy.bootTimeout + 1
+      : Infinity
   }
 
   silenceEndsAt () {
@@ -328,7 +332,15 @@ class WorkerHandle {
   // the slot (the pool's Retiree, with this drain's deadlines), and the slot starts again now, or
   // after the crash backoff for a closed listener (see exited). Returns what the Retiree takes.
   retired (now) {
-    const retiree = { child: this.child, pid: this.pid, slot: this.slot, reason: this.drain.reason, termAt: this.drain.termAt, killAt: this.drain.killAt, termSent: this.drain.termSent }
+    const retiree = {
+      child: this.child,
+      pid: this.pid,
+      slot: this.slot,
+      reason: this.drain.reason,
+      termAt: this.drain.termAt,
+      killAt: this.drain.killAt,
+      termSent: this.drain.termSent
+    }
     this.detach()
     this.open = 0
     this.tunnels = 0
@@ -476,14 +488,19 @@ class WorkerHandle {
       open: this.open,
       tunnels: this.tunnels,
       tunnelsOpened: this.tunnelsOpened,
-      request: this.request ? { method: this.request.method, url: this.request.url, age: now - this.request.startedAt } : null,
+      request: this.request
+        ? { method: this.request.method, url: this.request.url, age: now - this.request.startedAt }
+        : null,
       concurrency: this.policy.workerConcurrency ?? 1,
       lastExit: this.lastExit && { ...this.lastExit, at: wall(this.lastExit.at) }
     }
   }
 }
 
-const MONOTONIC = { now: () => Math.floor(performance.now()), wall: (at) => Date.now() - (Math.floor(performance.now()) - at) }
+const MONOTONIC = {
+  now: () => Math.floor(performance.now()),
+  wall: (at) => Date.now() - (Math.floor(performance.now()) - at)
+}
 
 // How often a worker holding requests checks in (the worker's POOL_CHECK_IN_INTERVAL): at most
 // this much is added to --timeout before a stuck loop is seen. A quarter of --timeout, at most

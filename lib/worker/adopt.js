@@ -68,8 +68,11 @@ function callbackOf (args) {
 // As Node reports a port in use: asynchronously, as the server's 'error'. node:os (for the
 // errno) is loaded here, on this rare path, not by every worker.
 function refuse (server, port) {
-  const err = new Error(`listen EADDRINUSE: address already in use :${port} (another server of this worker already serves the pool's port)`)
-  Object.assign(err, { code: 'EADDRINUSE', errno: -require('node:os').constants.errno.EADDRINUSE, syscall: 'listen', port })
+  const err =
+    new Error(`listen EADDRINUSE: address already in use :${port} (another server of this worker already serves the ` +
+      'pool\'s port)')
+  Object.assign(err,
+    { code: 'EADDRINUSE', errno: -require('node:os').constants.errno.EADDRINUSE, syscall: 'listen', port })
   process.nextTick(() => server.emit('error', err))
 }
 

@@ -36,6 +36,7 @@ if (process.env.POOL_APP) {
   const runtime = new WorkerRuntime()
   runtime.boot(process.env.POOL_APP).catch((err) => runtime.failBoot(err))
 } else {
-  process.stderr.write(`pool: ${__filename} is the pool's worker, which only \`pool start\` runs: under pool, process.argv[1] is this file, not the app, and a pool worker starts no copy of itself\n`)
+  process.stderr.write(`pool: ${__filename} is the pool's worker, which only \`pool start\` runs: under pool, ` +
+    'process.argv[1] is this file, not the app, and a pool worker starts no copy of itself\n')
   process.exitCode = 1
 }

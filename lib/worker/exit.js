@@ -45,7 +45,10 @@ function prepareForExit ({ supervisorGone }) {
 // The end of a drain: the app's processes go first, and the worker exits once they are gone
 // (left to the supervisor, they would outlive it if it died meanwhile).
 async function leave ({ grace, logger }) {
-  const { terminated, killed } = await appProcesses().endAppProcesses({ grace }).catch(() => ({ terminated: [], killed: [] }))
+  const {
+    terminated,
+    killed
+  } = await appProcesses().endAppProcesses({ grace }).catch(() => ({ terminated: [], killed: [] }))
   if (terminated.length > 0) {
     logger().info({ event: 'leftovers', processes: terminated },
       `${processes(terminated.length)} the app started still ran as the worker left; SIGTERM`)

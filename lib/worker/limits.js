@@ -68,8 +68,11 @@ class RequestLimits {
     this.onCut(req, which)
     const socket = res.socket
     if (!res.headersSent && socket && !socket.destroyed && socket.writableLength === 0) {
-      const body = `the app sent no answer within the ${which === 'read' ? 'read timeout (--read-timeout)' : 'request time limit (--max-request-time)'}\n`
-      socket.write(`HTTP/1.1 504 Gateway Timeout\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
+      const body =
+        'the app sent no answer within ' +
+          `the ${which === 'read' ? 'read timeout (--read-timeout)' : 'request time limit (--max-request-time)'}\n`
+      socket.write('HTTP/1.1 504 Gateway Timeout\r\ncontent-type: text/plain; ' +
+        `charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`)
     }
     res.destroy()
   }

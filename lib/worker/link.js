@@ -71,7 +71,9 @@ class SupervisorLink {
     const oldest = counts.oldest ?? (arriving && { method: arriving.method, url: arriving.url, age: 0 })
     this.active = open > 0 || performance.now() - this.lastRequestAt < this.heartbeatInterval
     this.saidOpen = open
-    const request = oldest ? { method: oldest.method, url: oldest.url.slice(0, msg.MAX_URL), age: Math.round(oldest.age) } : null
+    const request = oldest
+      ? { method: oldest.method, url: oldest.url.slice(0, msg.MAX_URL), age: Math.round(oldest.age) }
+      : null
     const { tunnels, tunnelsOpened, answered } = counts
     const rss = process.memoryUsage.rss()
     this.send(msg.CHECK_IN, { rss, open, tunnels, tunnelsOpened, answered, active: this.active, request })

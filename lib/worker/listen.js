@@ -16,7 +16,8 @@ function listen (target, { port = Number(process.env.PORT) || 3000, host = proce
   new Promise((resolve) => resolve(prepare?.())).then(() => {
     server.listen({ port, host }, () => {
       const a = server.address()
-      process.stdout.write(`listening on http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port} (not under pool: one process)\n`)
+      process.stdout.write(`listening on http://${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port} (not ` +
+        'under pool: one process)\n')
     })
   })
   return server

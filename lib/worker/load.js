@@ -38,7 +38,10 @@ function awaitListen (app, { link, claimed, failBoot, hint }) {
 function forbidCluster ({ workers, booting, failBoot }) {
   const cluster = require('node:cluster')
   cluster.fork = () => {
-    const err = appError(`the app uses cluster (cluster.fork()), and pool already runs ${workers || 'N'} single-request worker${workers === 1 ? '' : 's'}, one process each: drop cluster.fork() and serve from this process (pool start -n sets how many)`)
+    const err =
+      appError(`the app uses cluster (cluster.fork()), and pool already runs ${workers || 'N'} single-request ` +
+        `worker${workers === 1 ? '' : 's'}, one process each: drop cluster.fork() and serve from this process (pool ` +
+        'start -n sets how many)')
     if (booting()) failBoot(err)
     throw err
   }

@@ -33,7 +33,11 @@ class WorkerRuntime {
     this.log = null // made when first needed (the logger)
     this.onBootFailure = (err) => this.failBoot(err)
     const logger = () => this.logger
-    this.link = new SupervisorLink({ heartbeatInterval: this.env.heartbeatInterval, activeInterval: this.env.activeInterval, logger })
+    this.link = new SupervisorLink({
+      heartbeatInterval: this.env.heartbeatInterval,
+      activeInterval: this.env.activeInterval,
+      logger
+    })
     this.slotServer = new SlotServer({
       slot: this.env.slot,
       port: this.env.port,
@@ -100,7 +104,8 @@ class WorkerRuntime {
     if (!isServable(app) && isThenable(app)) app = unwrapDefault(await app) // a promise of an app
     if (claimed()) return
     if (isServable(app)) return this.serve(app)
-    awaitListen(app, { link: this.link, claimed, failBoot: this.onBootFailure, hint: () => this.slotServer.hintWaiting() })
+    awaitListen(app,
+      { link: this.link, claimed, failBoot: this.onBootFailure, hint: () => this.slotServer.hintWaiting() })
   }
 
   // What pool's listen() hands over, in this worker: an app, served on the slot's port.

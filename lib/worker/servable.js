@@ -12,22 +12,40 @@ const errors = () => require('../errors')
 // is merely an EventEmitter with a listen() method: a Koa app is one, and served as a server it
 // crashed every worker once it listened.
 function isServer (x) {
-  return x instanceof net.Server || (isObject(x) && typeof x.listen === 'function' && typeof x.listeners === 'function' && typeof x.address === 'function')
+  return x instanceof net.Server ||
+    (isObject(x) && typeof x.listen === 'function' && typeof x.listeners === 'function' &&
+      typeof x.address === 'function')
 }
 
 // Each kind: its name (for messages), how it is recognised, and how it is served: the server
 // whose 'request' events the pool takes over, and what must finish before it may listen.
 const KINDS = [
   // Express apps are request listeners.
-  { name: 'a request listener (req, res) => {}', is: (x) => typeof x === 'function', serve: (listener) => ({ server: http.createServer(listener) }) },
+  {
+    name: 'a request listener (req, res) => {}',
+    is: (x) => typeof x === 'function',
+    serve: (listener) => ({ server: http.createServer(listener) })
+  },
   { name: 'an http.Server that is not listening yet', is: isServer, serve: (server) => ({ server }) },
   // A Fastify instance owns its server, and has its routes only once ready() has loaded its
   // plugins. It is thenable too: awaited, it would be mistaken for a promise of an app.
-  { name: 'a Fastify instance', is: (x) => isObject(x) && isServer(x.server) && typeof x.ready === 'function', serve: (app) => ({ server: app.server, prepare: () => app.ready() }) },
+  {
+    name: 'a Fastify instance',
+    is: (x) => isObject(x) && isServer(x.server) && typeof x.ready === 'function',
+    serve: (app) => ({ server: app.server, prepare: () => app.ready() })
+  },
   // A hapi server owns its `listener`; initialize() starts its caches and runs onPreStart.
-  { name: 'a hapi server', is: (x) => isObject(x) && isServer(x.listener) && typeof x.initialize === 'function', serve: (app) => ({ server: app.listener, prepare: () => app.initialize() }) },
+  {
+    name: 'a hapi server',
+    is: (x) => isObject(x) && isServer(x.listener) && typeof x.initialize === 'function',
+    serve: (app) => ({ server: app.listener, prepare: () => app.initialize() })
+  },
   // Koa, and any app whose callback() gives a request listener.
-  { name: 'a Koa app', is: (x) => isObject(x) && typeof x.callback === 'function', serve: (app) => ({ server: http.createServer(app.callback()) }) }
+  {
+    name: 'a Koa app',
+    is: (x) => isObject(x) && typeof x.callback === 'function',
+    serve: (app) => ({ server: http.createServer(app.callback()) })
+  }
 ]
 
 const names = KINDS.map((k) => k.name)
@@ -58,7 +76,8 @@ function unwrapDefault (exported) {
 // The boot failure of a worker whose app exported `app`, nothing it can serve, and whose event
 // loop emptied without a listen(): none can come any more.
 function noListenError (app) {
-  return appError(`the app exported ${describeExport(app)} and did not call listen(): export ${WHAT_TO_EXPORT} (module.exports = app, or export default app), call require('pool').listen(app), or listen on process.env.PORT`)
+  return appError(`the app exported ${describeExport(app)} and did not call listen(): export ${WHAT_TO_EXPORT} ` +
+    '(module.exports = app, or export default app), call require(\'pool\').listen(app), or listen on process.env.PORT')
 }
 
 // What speaks on a server's port, told by its class: 'http' (HTTP/1.1 in clear, what the
@@ -77,7 +96,8 @@ function protocolOf (server) {
 
 const INSTEAD = 'create it with http.createServer, or export the request handler'
 const NOT_HTTP = {
-  tls: `a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: terminate TLS in front of the pool (nginx, HAProxy) and ${INSTEAD}`,
+  tls: 'a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: ' +
+    `terminate TLS in front of the pool (nginx, HAProxy) and ${INSTEAD}`,
   http2: `an HTTP/2 server (http2.createServer), and the balancer speaks HTTP/1.1 to each worker: ${INSTEAD}`,
   tcp: `a net.Server, not an HTTP server, and the balancer speaks HTTP/1.1 to each worker: ${INSTEAD}`
 }
@@ -112,7 +132,9 @@ function describeExport (x) {
   if (typeof x !== 'object') return `the ${typeof x} ${String(x)}`
   if (Array.isArray(x)) return `an array of ${x.length}`
   const keys = Object.keys(x)
-  if (x[Symbol.toStringTag] === 'Module') return `an ES module without a default export${keys.length ? ` (its exports: ${list(keys)})` : ''}`
+  if (x[Symbol.toStringTag] === 'Module') {
+    return `an ES module without a default export${keys.length ? ` (its exports: ${list(keys)})` : ''}`
+  }
   if (keys.length === 0) return 'an empty object (nothing was assigned to module.exports)'
   return `an object (keys: ${list(keys)}) that is no request listener, server or app`
 }
@@ -121,4 +143,13 @@ function list (keys) {
   return keys.length > 5 ? `${keys.slice(0, 5).join(', ')}, …` : keys.join(', ')
 }
 
-module.exports = { isServable, isThenable, servingOf, unwrapDefault, noListenError, protocolOf, unservableError, appError }
+module.exports = {
+  isServable,
+  isThenable,
+  servingOf,
+  unwrapDefault,
+  noListenError,
+  protocolOf,
+  unservableError,
+  appError
+}

@@ -110,9 +110,14 @@ class SlotServer {
   guardPassed (server) {
     server.once('listening', () => {
       const address = server.address()
-      if (server === this.server || address === null || typeof address !== 'object' || address.port !== this.port) return
+      if (server === this.server || address === null || typeof address !== 'object' || address.port !== this.port) {
+        return
+      }
       server.close()
-      const err = appError(`the app listens on the slot's port (${this.port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app`)
+      const err =
+        appError(`the app listens on the slot's port (${this.port}) through a handle or a file descriptor ` +
+          '(listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen ' +
+          'on process.env.PORT as a port, or export the app')
       if (this.booted()) this.logger().error({ event: 'unguarded-listener', err }, err.message)
       else this.failBoot(err)
     })
@@ -130,7 +135,9 @@ class SlotServer {
   // An app handed over by the module's export or pool's listen(): its server, listened with as
   // soon as the app is ready to serve.
   serve (target) {
-    if (this.claimed) throw new Error('listen() was called twice in one worker, or after the app listened on PORT itself')
+    if (this.claimed) {
+      throw new Error('listen() was called twice in one worker, or after the app listened on PORT itself')
+    }
     const { server, prepare } = servingOf(target)
     if (!prepare) return this.adopt(server)
     this.preparing = server
@@ -154,16 +161,24 @@ class SlotServer {
     this.server = server
     const limits = new RequestLimits(this.limits, {
       open: () => this.guard.entries(),
-      onCut: (req, which) => this.logger().warn({ event: 'request-cut', limit: which, method: req.method, url: req.url.slice(0, msg.MAX_TEXT) },
-        `${req.method} ${req.url.slice(0, 200)} ended by the ${which === 'read' ? 'read timeout' : 'request time limit'}`)
+      onCut: (req, which) => this.logger().warn({
+        event: 'request-cut',
+        limit: which,
+        method: req.method,
+        url: req.url.slice(0, msg.MAX_TEXT)
+      },
+        `${req.method} ${req.url.slice(0, 200)} ended by ` +
+          `the ${which === 'read' ? 'read timeout' : 'request time limit'}`)
     })
     this.guard = guardRequests(server, {
       onArrive: (req) => this.link.requestArrived(req),
       onStart: limits.enabled ? () => limits.watch() : null,
       onIdle: () => this.drainedSoon(),
       onQueued: (waiting, running) => {
-        this.link.send(msg.QUEUED, { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
-        this.logger().warn({ event: 'request-queued', waiting }, `a request found every render place taken; ${waiting} waiting in-process (${this.concurrency} at a time)`)
+        this.link.send(msg.QUEUED,
+          { waiting, running: { method: running.method, url: running.url.slice(0, msg.MAX_TEXT) } })
+        this.logger().warn({ event: 'request-queued', waiting },
+          `a request found every render place taken; ${waiting} waiting in-process (${this.concurrency} at a time)`)
       },
       // Every request it holds awaits I/O: the balancer may give it another. `last` names the
       // request started last, so that a word sent before the balancer's next request arrived is
@@ -191,7 +206,9 @@ class SlotServer {
     const tunnels = this.tunnels.counts()
     if (!this.guard) return { open: 0, answered: 0, oldest: null, ...tunnels }
     const first = this.guard.entries().next().value
-    const oldest = first ? { method: first.req.method, url: first.req.url, age: performance.now() - first.startedAt } : null
+    const oldest = first
+      ? { method: first.req.method, url: first.req.url, age: performance.now() - first.startedAt }
+      : null
     return { open: this.guard.open, answered: this.guard.answered, oldest, ...tunnels }
   }
 
@@ -237,7 +254,8 @@ class SlotServer {
   hintWaiting () {
     const ports = [...this.otherPorts]
     const message = ports.length > 0
-      ? `the app listens on port ${ports.join(', ')}, not on PORT (${this.port}): listen on process.env.PORT, or export the app`
+      ? `the app listens on port ${ports.join(', ')}, not on PORT (${this.port}): listen on process.env.PORT, or ` +
+        'export the app'
       : 'the app exported no request listener or server and has not called listen() yet'
     this.logger().warn({ event: 'waiting-for-listen', ports }, message)
   }
@@ -245,7 +263,9 @@ class SlotServer {
   // EADDRINUSE, said for the slot's port or one the app chose itself: a fixed port, say, which
   // only one worker can have.
   describePortInUse (err) {
-    if (err.port === undefined || err.port === this.port) return `port ${this.port} (slot ${this.slot}) is already in use`
+    if (err.port === undefined || err.port === this.port) {
+      return `port ${this.port} (slot ${this.slot}) is already in use`
+    }
     return `port ${err.port} is already in use (the app listens on it itself, not on PORT, ${this.port})`
   }
 

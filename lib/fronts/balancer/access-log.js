@@ -17,8 +17,11 @@ const PLAIN = /^[^"\\\u0000-\u001f\u007f-\uffff]*$/
 
 // (job, status, ms) → writes the line of a request that is over.
 function accessLogger (log) {
-  const fast = typeof log[streamSym]?.write === 'function' && typeof log[chindingsSym] === 'string' && log.output !== undefined
-  return fast ? (job, status, ms) => writeLine(log, job, status, ms) : (job, status, ms) => log.info(fields(job, status, ms), message(job, status, ms))
+  const fast = typeof log[streamSym]?.write === 'function' && typeof log[chindingsSym] === 'string' &&
+    log.output !== undefined
+  return fast
+    ? (job, status, ms) => writeLine(log, job, status, ms)
+    : (job, status, ms) => log.info(fields(job, status, ms), message(job, status, ms))
 }
 
 function fields (job, status, ms) {
@@ -38,14 +41,17 @@ function fields (job, status, ms) {
 }
 
 function message (job, status, ms) {
-  return `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` + (job.goneAt ? ` (client left while ${job.goneAt})` : '')
+  return `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` +
+    (job.goneAt ? ` (client left while ${job.goneAt})` : '')
 }
 
 // The line pino would write for log.info(fields(...), message(...)): level, time, the logger's
 // bindings, the fields in order (undefined ones left out), the message.
 function writeLine (log, job, status, ms) {
   if (log.levelVal > INFO) return
-  let line = `{"level":30,"time":${Date.now()}${log[chindingsSym]},"event":"request","id":${str(job.id)},"method":${str(job.method)},"url":${str(job.url)},"status":${status},"ms":${tenths(ms)},"queueMs":${tenths(job.queueMs)}`
+  let line = `{"level":30,"time":${Date.now()}${log[chindingsSym]},"event":"request","id":${str(job.id)}` +
+    `,"method":${str(job.method)},"url":${str(job.url)},"status":${status},"ms":${tenths(ms)}` +
+    `,"queueMs":${tenths(job.queueMs)}`
   if (job.record) line += `,"worker":${str(job.record.name)}`
   line += `,"attempts":${job.attempts}`
   if (job.reason) line += `,"reason":${str(job.reason)}`

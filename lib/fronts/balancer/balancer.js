@@ -33,11 +33,18 @@ class EmbeddedBalancer {
   constructor (options, { logger } = {}) {
     this.name = 'embedded'
     this.options = options
-    this.log = logger ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger) : SILENT_LOGGER
+    this.log = logger
+      ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger)
+      : SILENT_LOGGER
     this.context = null // the pool's FrontContext; null when used alone
     this.isStopping = false
     this.isStopped = false
-    this.workers = new WorkerSet({ maxconn: options.maxconn, balance: options.balance, maxOpen: options.workerMaxOpen, maxOpenTotal: options.maxOpen })
+    this.workers = new WorkerSet({
+      maxconn: options.maxconn,
+      balance: options.balance,
+      maxOpen: options.workerMaxOpen,
+      maxOpenTotal: options.maxOpen
+    })
     this.slots = new SlotStats({ workers: this.workers }) // counters that outlive each process
     this.pipeline = new RequestPipeline({
       options,
@@ -126,7 +133,13 @@ class EmbeddedBalancer {
     }
     const bound = await listen(this.server, { port: this.options.port, host: this.options.host, flag: 'port' })
     if (bound.fd !== undefined) this.url = urlOf(bound.address, bound.port) // a socket handed over: where it listens
-    this.log.info({ event: 'balancer-listening', url: this.url, maxconn: this.options.maxconn, balance: this.options.balance, overloadControl: this.options.overloadControl }, `balancer listening on ${this.url}`)
+    this.log.info({
+      event: 'balancer-listening',
+      url: this.url,
+      maxconn: this.options.maxconn,
+      balance: this.options.balance,
+      overloadControl: this.options.overloadControl
+    }, `balancer listening on ${this.url}`)
   }
 
   workerReady (w) {
@@ -137,7 +150,8 @@ class EmbeddedBalancer {
     }
     const record = this.workers.add(w)
     this.slots.of(record.slot, record.name)
-    this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port }, `${record.name} in rotation`)
+    this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port },
+      `${record.name} in rotation`)
     this.dispatcher.pump()
   }
 
@@ -157,7 +171,8 @@ class EmbeddedBalancer {
     const record = this.workers.remove(w.slot, w.pid, new WorkerGoneError(`worker ${w.name || w.slot} is gone`))
     if (!record) return
     this.pipeline.sessions.forget(record)
-    this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight }, `${record.name} out of rotation`)
+    this.log.debug({ event: 'balancer-worker-down', worker: record.name, inFlight: record.inFlight },
+      `${record.name} out of rotation`)
     this.dispatcher.checkDrains()
     this.closeIfNoWorker()
   }
@@ -192,7 +207,10 @@ class EmbeddedBalancer {
     const watched = this.pingAsked || Boolean(this.context?.agentAsked?.())
     const announceMs = watched ? this.options.stopAnnounce : 0
     this.log.info({ event: 'balancer-stopping', queued: this.dispatcher.queued, announceMs, watched },
-      watched ? `balancer stopping: /ping answers 503; serving as before for ${announceMs} ms, until the stop is announced` : 'balancer stopping: /ping answers 503; serving what is queued')
+      watched
+        ? `balancer stopping: /ping answers 503; serving as before for ${announceMs} ms, until the stop is ` +
+          'announced'
+        : 'balancer stopping: /ping answers 503; serving what is queued')
     if (announceMs > 0) this.announceTimer = setTimeout(() => this.closeListener('announced'), announceMs)
     else this.closeListener(watched ? 'announced' : 'unwatched')
     this.closeIfNoWorker()
@@ -213,7 +231,8 @@ class EmbeddedBalancer {
     if (this.server.closeRequested) return
     if (!this.server.listening) return this.allAccepted?.() // it never listened: nothing was accepted
     stopAccepting(this.server)
-    this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued, awaiting: this.fresh.size }, 'balancer closed its listener')
+    this.log.info({ event: 'balancer-closed', why, queued: this.dispatcher.queued, awaiting: this.fresh.size },
+      'balancer closed its listener')
     const done = () => {
       this.onFreshGone = null
       clearTimeout(this.freshTimer)

@@ -72,7 +72,13 @@ class Dispatcher {
     this.pace = new Pace()
     this.busySince = null // when the queue last stopped being empty (null: it is empty)
     this.lastTakenAt = null // when a worker last took a request from the queue
-    this.limits = overload ? new OverloadLimits(overload, { pace: () => this.pace.ms(this.workers.places()), places: () => this.places(), ceiling: queueTimeout > 0 ? queueTimeout : Infinity }) : null
+    this.limits = overload
+      ? new OverloadLimits(overload, {
+        pace: () => this.pace.ms(this.workers.places()),
+        places: () => this.places(),
+        ceiling: queueTimeout > 0 ? queueTimeout : Infinity
+      })
+      : null
     this.overload = overload ? CLASSES.map(() => new OverloadControl()) : null
     this.newestFirst = (c) => this.servesNewest(c)
     this.lastServed = (c) => this.lastServedOf(c)
@@ -111,7 +117,9 @@ class Dispatcher {
   // The worker `job` would go to now, if any: a replay renders alone (workers.js, suspects).
   pick (job) {
     if (job.pinned && this.workers.mayServe(job.pinned)) return job.pinned
-    if (job.replayed && !job.longLived) return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
+    if (job.replayed && !job.longLived) {
+      return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
+    }
     return job.longLived ? this.workers.pickForStream() : this.workers.pickFree()
   }
 
@@ -158,7 +166,9 @@ class Dispatcher {
         ? this.queue.addNext(job, cls, this.newestFirst(cls))
         : this.queue.add(job, cls)
     }
-    if (this.queueTimeout > 0) job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
+    if (this.queueTimeout > 0) {
+      job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
+    }
   }
 
   dequeue (job) {
@@ -343,7 +353,8 @@ class Dispatcher {
   // decides, and the newest request's age, neither of which the order of service changes.
   fifoTooLong (c, now, limits) {
     const newest = this.newestArrival(c)
-    return newest !== null && now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
+    return newest !== null &&
+      now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
   }
 
   // Whether the longest-waiting request of class `c` can no longer be answered within `maxWait`.
@@ -447,7 +458,8 @@ class Dispatcher {
   stuck () {
     const cursor = this.workers.rrCursor // asking moves --balance rr's cursor: put it back
     const next = this.queue.next(this.newestFirst)
-    const stuck = (next !== null && this.pick(next.item) !== undefined) || (this.streams.length > 0 && this.pick(this.streams.head.item) !== undefined)
+    const stuck = (next !== null && this.pick(next.item) !== undefined) ||
+      (this.streams.length > 0 && this.pick(this.streams.head.item) !== undefined)
     this.workers.rrCursor = cursor
     return stuck
   }

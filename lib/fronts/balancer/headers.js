@@ -20,7 +20,8 @@ const HOP_BY_HOP = new Set([
 const EXCHANGE_HEADER = 'x-pool-request'
 // A long-lived request is declared so to the worker's guard; a client's own is dropped.
 const LONG_LIVED_LINE = `${STREAM_HEADER}: 1\r\n`
-const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host', EXCHANGE_HEADER, STREAM_HEADER.toLowerCase()])
+const REWRITTEN = new Set(['content-length', 'x-forwarded-for', 'x-forwarded-proto', 'x-request-id', 'host',
+  EXCHANGE_HEADER, STREAM_HEADER.toLowerCase()])
 
 // Headers by which a proxy tells the app who the client is. Only a peer in --trust-proxy may
 // send them; from anyone else they are dropped, and the app sees what the front saw.
@@ -75,7 +76,9 @@ function requestHead (req, { id, body, trusted = false, proto = 'http', upgrade 
     head += `${raw[i]}: ${raw[i + 1]}\r\n`
   }
   // One Host, as the client sent it (the front refuses two); HTTP/1.0 may have none.
-  head += `Host: ${req.headers.host !== undefined ? req.headers.host : `${req.socket.localAddress}:${req.socket.localPort}`}\r\n`
+  head += `Host: ${req.headers.host !== undefined
+    ? req.headers.host
+    : `${req.socket.localAddress}:${req.socket.localPort}`}\r\n`
   // A trusted proxy's chain is kept and the peer appended, as nginx's
   // $proxy_add_x_forwarded_for does; anyone else's is replaced by the peer's address.
   const prior = trusted ? req.headers['x-forwarded-for'] : undefined
@@ -156,7 +159,12 @@ function earlyHints (head) {
   for (let i = 0; i < raw.length; i += 2) {
     const lower = raw[i].toLowerCase()
     if (lower === 'link') hints.link.push(...splitLinks(raw[i + 1]))
-    else if (!HOP_BY_HOP.has(lower) && !FOR_THE_BALANCER.has(lower) && lower !== 'content-length') hints[lower] = hints[lower] === undefined ? raw[i + 1] : `${hints[lower]}, ${raw[i + 1]}`
+    else if (!HOP_BY_HOP.has(lower) && !FOR_THE_BALANCER.has(lower) &&
+      lower !== 'content-length') {
+      hints[lower] = hints[lower] === undefined
+        ? raw[i + 1]
+        : `${hints[lower]}, ${raw[i + 1]}`
+    }
   }
   return hints.link.length > 0 ? hints : null
 }
@@ -188,9 +196,23 @@ function splitLinks (value) {
 function headerValue (raw, lowerName) {
   let value
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) value = value === undefined ? raw[i + 1] : `${value}, ${raw[i + 1]}`
+    if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) {
+      value = value === undefined ? raw[i + 1] : `${value}, ${raw[i + 1]}`
+    }
   }
   return value
 }
 
-module.exports = { requestId, exchangeId, requestHead, attemptHead, switchingHead, toClient, accelBuffering, earlyHints, clientAddress, HOP_BY_HOP, EXCHANGE_HEADER }
+module.exports = {
+  requestId,
+  exchangeId,
+  requestHead,
+  attemptHead,
+  switchingHead,
+  toClient,
+  accelBuffering,
+  earlyHints,
+  clientAddress,
+  HOP_BY_HOP,
+  EXCHANGE_HEADER
+}

@@ -32,15 +32,25 @@ class BalancerMetrics {
       collect () { this.set(view().queued) }
     })
     // Bytes held against the budgets (budget.js), read from the balancer's view at scrape time.
-    const held = (name, help, field) => new client.Gauge({ name, help, registers, collect () { this.set(view()[field]) } })
-    held('pool_request_body_bytes', 'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget', 'bodyBytes')
+    const held = (name, help, field) => new client.Gauge({
+      name,
+      help,
+      registers,
+      collect () { this.set(view()[field]) }
+    })
+    held('pool_request_body_bytes',
+      'Request-body bytes the balancer holds now (being read, queued, on a worker), counted against --body-budget',
+      'bodyBytes')
     held('pool_request_body_budget_bytes', 'The body budget (--body-budget; 0: no limit)', 'bodyBudget')
-    held('pool_response_bytes', 'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against --response-budget', 'responseBytes')
+    held('pool_response_bytes',
+      'Response bytes the balancer holds now (read from workers, not yet taken by their clients), counted against ' +
+        '--response-budget', 'responseBytes')
     held('pool_response_budget_bytes', 'The response budget (--response-budget; 0: no limit)', 'responseBudget')
     held('pool_tunnels', 'WebSockets open through the balancer (upgraded connections, tunnelled both ways)', 'tunnels')
     this.tunnelsClosed = new client.Counter({
       name: 'pool_tunnels_closed_total',
-      help: 'WebSockets the balancer tunnelled that have closed, by who closed first (client, worker, idle: --tunnel-timeout, stop)',
+      help: 'WebSockets the balancer tunnelled that have closed, by who closed first (client, worker, idle: ' +
+        '--tunnel-timeout, stop)',
       labelNames: ['closed_by'],
       registers
     })
@@ -71,7 +81,8 @@ class BalancerMetrics {
     })
     this.workerBusy = new FastHistogram({
       name: 'pool_worker_busy_seconds',
-      help: 'Time a worker was held by one request (the client\'s upload excluded, and its download within --max-response-buffer)',
+      help: 'Time a worker was held by one request (the client\'s upload excluded, and its download within ' +
+        '--max-response-buffer)',
       buckets: SECONDS_BUCKETS,
       registers
     })
@@ -111,7 +122,9 @@ class BalancerMetrics {
       collect () {
         this.reset()
         for (const w of view().workers) {
-          for (const state of WORKER_STATES) this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+          for (const state of WORKER_STATES) {
+            this.set({ worker: w.name, slot: String(w.slot), state }, w.state === state ? 1 : 0)
+          }
         }
       }
     })

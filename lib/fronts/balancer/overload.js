@@ -121,8 +121,16 @@ class OverloadLimits {
     const places = this.places()
     const pace = places > 0 ? this.pace(places) : null
     const render = pace === null ? null : pace * places
-    const maxWait = this.given.maxWait !== undefined ? this.given.maxWait : pace === null ? Infinity : Math.min(this.ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
-    const window = this.given.interval !== undefined ? this.given.interval : Number.isFinite(maxWait) ? maxWait : MAX_WAIT_FLOOR_MS
+    const maxWait = this.given.maxWait !== undefined
+      ? this.given.maxWait
+      : pace === null
+        ? Infinity
+        : Math.min(this.ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
+    const window = this.given.interval !== undefined
+      ? this.given.interval
+      : Number.isFinite(maxWait)
+        ? maxWait
+        : MAX_WAIT_FLOOR_MS
     return { maxWait, window, render, places }
   }
 }

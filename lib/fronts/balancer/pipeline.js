@@ -93,15 +93,25 @@ class RequestPipeline {
     })
     // Request bodies and responses held over all requests, and their memory given back after
     // a burst.
-    this.reclaimer = new Reclaimer({ emptySince: () => this.emptySince(), minBytes: worthReclaiming(options.bodyBudget) })
+    this.reclaimer = new Reclaimer({
+      emptySince: () => this.emptySince(),
+      minBytes: worthReclaiming(options.bodyBudget)
+    })
     const onRelease = (bytes) => this.reclaimer.onRelease(bytes)
     this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease })
     this.responseBudget = new ResponseBudget(options.responseBudget, { onRelease })
     this.lingerBytes = lingerBytes(options.maxBody)
-    const sendClock = options.sendTimeout > 0 ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' })) : null
+    const sendClock = options.sendTimeout > 0
+      ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' }))
+      : null
     const requestClock = RequestClock.of({ read: options.readTimeout, total: options.maxRequestTime })
     // What every attempt is given, on a kept-alive connection (a GET or HEAD) or a new one.
-    const attempt = { maxResponseBuffer: options.maxResponseBuffer, budget: this.responseBudget, sendClock, requestClock }
+    const attempt = {
+      maxResponseBuffer: options.maxResponseBuffer,
+      budget: this.responseBudget,
+      sendClock,
+      requestClock
+    }
     this.attemptOptions = { reused: { ...attempt, reuse: true }, fresh: { ...attempt, reuse: false } }
     this.sessions = new Sessions() // Socket.IO sessions → the worker holding each
     this.tunnels = new Set() // requests whose tunnel is open
@@ -237,7 +247,8 @@ class RequestPipeline {
       job.exchange = headers.exchangeId()
       const trusted = trustsPeerOf(job.req.socket, this.options.isTrustedPeer)
       job.head ??= headers.requestHead(job.req, { id: job.id, body: job.body, trusted, upgrade: job.upgrade !== null })
-      job.attempt = new Attempt(this, job, record, mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
+      job.attempt = new Attempt(this, job, record,
+        mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
   }
 
@@ -253,7 +264,9 @@ class RequestPipeline {
       else if (job.holding) this.dispatcher.headArrived(job.holding, job)
       if (job.clientGone) return attempt.discard()
       job.enter('responding')
-      if (!this.writeHead(job, attempt.head, { bodyLength: attempt.stored ? attempt.relay.received : undefined })) return attempt.discard()
+      if (!this.writeHead(job, attempt.head, { bodyLength: attempt.stored ? attempt.relay.received : undefined })) {
+        return attempt.discard()
+      }
       job.relay = attempt.relay
       attempt.sendTo(job.res)
     })
@@ -309,8 +322,18 @@ class RequestPipeline {
     this.tunnelCounts.toClient += tunnel.toClient
     this.metrics.tunnelsClosed.inc({ closed_by: tunnel.closedBy })
     if (this.accessLog === null) return
-    this.log.info({ event: 'tunnel', id: job.id, url: job.url, worker: job.record?.name, ms: Math.round(tunnel.ms), toWorker: tunnel.toWorker, toClient: tunnel.toClient, closedBy: tunnel.closedBy },
-      `${job.method} ${job.url} 101 tunnel ${Math.round(tunnel.ms)}ms, ${tunnel.toWorker} B in, ${tunnel.toClient} B out, closed by ${tunnel.closedBy}`)
+    this.log.info({
+      event: 'tunnel',
+      id: job.id,
+      url: job.url,
+      worker: job.record?.name,
+      ms: Math.round(tunnel.ms),
+      toWorker: tunnel.toWorker,
+      toClient: tunnel.toClient,
+      closedBy: tunnel.closedBy
+    },
+      `${job.method} ${job.url} 101 tunnel ${Math.round(tunnel.ms)}ms, ${tunnel.toWorker} B in, ${tunnel.toClient} B ` +
+        `out, closed by ${tunnel.closedBy}`)
   }
 
   // Bytes carried by tunnels, open ones included.
@@ -348,7 +371,8 @@ class RequestPipeline {
       try {
         res.writeEarlyHints(hints)
       } catch (err) {
-        this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err }, `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
+        this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err },
+          `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
       }
     })
   }
@@ -374,7 +398,8 @@ class RequestPipeline {
     if (failure === 'refused') this.noteRefusal(record, error)
     if (failure === 'refused' || failure === 'local') this.release(job, { reached: false, failure })
     else this.letGo(job, attempt, failure)
-    const decision = decide(failure, job, { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
+    const decision = decide(failure, job,
+      { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
     if (decision.why === 'refused' || decision.why === 'local') job.redispatches++
     else job.replayed = true
@@ -420,7 +445,8 @@ class RequestPipeline {
   // (a status it cannot send, say): that is the worker's bad response, not a crash.
   writeHead (job, head, { bodyLength } = {}) {
     try {
-      job.res.writeHead(head.statusCode, head.statusMessage || undefined, headers.toClient(head, { id: job.id, bodyLength, close: this.isStopping() }))
+      job.res.writeHead(head.statusCode, head.statusMessage || undefined,
+        headers.toClient(head, { id: job.id, bodyLength, close: this.isStopping() }))
       return true
     } catch (err) {
       this.badResponse(job, err)
@@ -438,7 +464,8 @@ class RequestPipeline {
     if (error?.code !== 'ECONNREFUSED') return // our own failure (EMFILE...) says nothing of the worker
     const refusals = record.refused()
     if (refusals < REFUSALS_BEFORE_REPORT || record.refusingReported || record.gone) return
-    record.reportedRefusing(this.reportRefusing({ slot: record.slot, pid: record.pid, name: record.name }, { refusals }))
+    record.reportedRefusing(this.reportRefusing({ slot: record.slot, pid: record.pid, name: record.name },
+      { refusals }))
   }
 
   badResponse (job, err) {
@@ -450,7 +477,8 @@ class RequestPipeline {
 
   logBadResponse (job, record, err) {
     this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, err },
-      `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); answered 502`)
+      `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); ` +
+        'answered 502')
   }
 
   redispatch (job, record, why, error) {
@@ -477,7 +505,15 @@ class RequestPipeline {
       lingerThenClose(job.req, job.res, { maxBytes: this.lingerBytes })
     }
     if (status >= 500) {
-      this.log.warn({ event: 'balancer-error', id: job.id, method: job.method, url: job.url, status, reason, worker: job.record && job.record.name },
+      this.log.warn({
+        event: 'balancer-error',
+        id: job.id,
+        method: job.method,
+        url: job.url,
+        status,
+        reason,
+        worker: job.record && job.record.name
+      },
         `${job.method} ${job.url} answered ${status} (${reason})`)
     }
   }

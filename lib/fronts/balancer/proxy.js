@@ -44,7 +44,10 @@ const { PoolError, codes } = require('../../errors')
 
 class RequestLimitError extends PoolError {
   constructor (which, ms) {
-    super(codes.PROXY_TIMEOUT, which === 'read' ? `no byte from the worker for ${ms} ms (--read-timeout)` : `longer than ${ms} ms (--max-request-time)`)
+    super(codes.PROXY_TIMEOUT,
+      which === 'read'
+        ? `no byte from the worker for ${ms} ms (--read-timeout)`
+        : `longer than ${ms} ms (--max-request-time)`)
     this.limit = which
   }
 }
@@ -163,7 +166,8 @@ class Attempt {
   // response budget would hold it back: stored responses waiting for room that only their own
   // clients could free would wait for ever.
   storing () {
-    return this.relay.mode === 'store' && this.relay.received <= this.limit && !this.relay.budget.overShare(this.relay.held)
+    return this.relay.mode === 'store' && this.relay.received <= this.limit &&
+      !this.relay.budget.overShare(this.relay.held)
   }
 
   onFailed (failure, error) {

@@ -34,7 +34,10 @@ class Reclaimer {
   // emptySince(): when the bytes held last came down to 0 (performance.now()), or null while
   // some are held (BodyBudget.emptySince). garbage(): bytes of Buffers V8 still keeps (freed or
   // not). collect(): a full collection, or null for none.
-  constructor ({ emptySince, garbage = () => process.memoryUsage().arrayBuffers, collect = fullCollection(), minBytes = WORTH_AT_MOST, quietMs = 1000 }) {
+  constructor ({
+    emptySince, garbage = () => process.memoryUsage().arrayBuffers, collect = fullCollection(),
+    minBytes = WORTH_AT_MOST, quietMs = 1000
+  }) {
     this.emptySince = emptySince
     this.garbage = garbage
     this.collect = collect

@@ -192,7 +192,10 @@ class ResponseRelay {
     if (this.dropping) return null
     if (this.res !== null && this.mode === 'no' && this.needDrain) return 'client'
     // Paused for the client, it is resumed once the client has taken half of what it held.
-    if (this.res !== null && this.mode === 'ahead' && this.held > (this.paused === 'client' ? this.limit / 2 : this.limit)) return 'client'
+    if (this.res !== null && this.mode === 'ahead' &&
+      this.held > (this.paused === 'client' ? this.limit / 2 : this.limit)) {
+      return 'client'
+    }
     if (this.budget.overShare(this.held)) return 'budget'
     return null
   }

@@ -10,24 +10,72 @@ const RETRY_AFTER_SECONDS = 1
 const REASONS = {
   duplicate_host: { status: 400, text: 'the request has more than one Host header (RFC 9112 §3.2)', close: true },
   invalid_host: { status: 400, text: 'the request\'s Host header names no host (RFC 9112 §3.2)', close: true },
-  invalid_target: { status: 400, text: 'the request\'s target is in absolute form with no http or https authority (RFC 9112 §3.2.2)', close: true },
-  transfer_coding: { status: 501, text: 'the request\'s Transfer-Encoding is not chunked, the one transfer coding served here', close: true },
-  websocket: { status: 501, text: 'WebSocket needs a Node.js whose HTTP server routes upgrades by protocol (shouldUpgradeCallback: 22.21, 24.9 and later)', close: true },
-  bad_upgrade: { status: 400, text: 'a WebSocket handshake is a GET with Connection: upgrade (RFC 6455 §4.1)', close: true },
+  invalid_target: {
+    status: 400,
+    text: 'the request\'s target is in absolute form with no http or https authority (RFC 9112 §3.2.2)',
+    close: true
+  },
+  transfer_coding: {
+    status: 501,
+    text: 'the request\'s Transfer-Encoding is not chunked, the one transfer coding served here',
+    close: true
+  },
+  websocket: {
+    status: 501,
+    text: 'WebSocket needs a Node.js whose HTTP server routes upgrades by protocol (shouldUpgradeCallback: 22.21, ' +
+      '24.9 and later)',
+    close: true
+  },
+  bad_upgrade: {
+    status: 400,
+    text: 'a WebSocket handshake is a GET with Connection: upgrade (RFC 6455 §4.1)',
+    close: true
+  },
   body_too_large: { status: 413, text: 'the request body is larger than the limit (--max-body)', close: true },
-  queue_timeout: { status: 503, text: 'every worker stayed busy while this request waited in the queue; retry shortly', retryAfter: true },
+  queue_timeout: {
+    status: 503,
+    text: 'every worker stayed busy while this request waited in the queue; retry shortly',
+    retryAfter: true
+  },
   queue_full: { status: 503, text: 'the queue is full (--max-queue); retry shortly', retryAfter: true },
-  body_budget: { status: 503, text: 'the balancer holds as many request bodies as its memory budget allows (--body-budget); retry shortly', retryAfter: true, close: true },
-  queue_shed: { status: 503, text: 'the pool is overloaded: this request was turned away at once rather than served too late; retry shortly', retryAfter: true },
+  body_budget: {
+    status: 503,
+    text: 'the balancer holds as many request bodies as its memory budget allows (--body-budget); retry shortly',
+    retryAfter: true,
+    close: true
+  },
+  queue_shed: {
+    status: 503,
+    text: 'the pool is overloaded: this request was turned away at once rather than served too late; retry shortly',
+    retryAfter: true
+  },
   stopping: { status: 503, text: 'the pool is stopping', retryAfter: true },
   worker_refused: { status: 502, text: 'no worker accepted the connection (tried --retries times)' },
-  worker_died: { status: 502, text: 'the worker closed the connection before answering; a request that is not GET/HEAD is never replayed' },
-  worker_died_twice: { status: 502, text: 'the worker closed the connection before answering, and so did the one it was retried on' },
+  worker_died: {
+    status: 502,
+    text: 'the worker closed the connection before answering; a request that is not GET/HEAD is never replayed'
+  },
+  worker_died_twice: {
+    status: 502,
+    text: 'the worker closed the connection before answering, and so did the one it was retried on'
+  },
   bad_response: { status: 502, text: 'the worker answered with a malformed HTTP response, which was not passed on' },
   worker_broken_response: { status: 502, text: 'the worker closed the connection in the middle of its response' },
-  worker_timeout: { status: 504, text: 'the app sent no answer within the read timeout (--read-timeout) or the request time limit (--max-request-time)' },
-  out_of_descriptors: { status: 503, text: 'the pool could not open a connection to a worker: it is out of file descriptors (raise ulimit -n); retry shortly', retryAfter: true },
-  internal_error: { status: 500, text: 'the balancer failed while handling this request; its error log has the details' }
+  worker_timeout: {
+    status: 504,
+    text: 'the app sent no answer within the read timeout (--read-timeout) or the request time limit ' +
+      '(--max-request-time)'
+  },
+  out_of_descriptors: {
+    status: 503,
+    text: 'the pool could not open a connection to a worker: it is out of file descriptors (raise ulimit -n); retry ' +
+      'shortly',
+    retryAfter: true
+  },
+  internal_error: {
+    status: 500,
+    text: 'the balancer failed while handling this request; its error log has the details'
+  }
 }
 
 // Write the error answer for `reason` unless the response has started or the client is gone.

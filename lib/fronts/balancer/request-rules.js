@@ -22,7 +22,9 @@ function refusalOf (req) {
   // reaches a request here is malformed (not a GET, no Connection: upgrade), or this Node.js
   // cannot route upgrades by protocol. Other upgrades (h2c) are ignored, as RFC 9110 §7.8
   // allows: the header is hop-by-hop and dropped, and the request is served over HTTP/1.1.
-  if (!req.upgrade && upgradesTo(req, 'websocket')) return req.socket.server?.upgradesWebSockets ? 'bad_upgrade' : 'websocket'
+  if (!req.upgrade && upgradesTo(req, 'websocket')) {
+    return req.socket.server?.upgradesWebSockets ? 'bad_upgrade' : 'websocket'
+  }
   return null
 }
 
@@ -50,7 +52,9 @@ function targetOf (req) {
   if (!/^https?:\/\/[^/\\]/i.test(req.url)) return null // the URL parser would mend `http:///x` into a host
   let url
   try { url = new URL(req.url) } catch { return null }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.host === '' || url.username || url.password) return null
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.host === '' || url.username || url.password) {
+    return null
+  }
   return { url: `${url.pathname}${url.search}`, host: url.host }
 }
 

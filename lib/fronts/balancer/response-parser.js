@@ -65,7 +65,8 @@ const HEAD_END = Buffer.from('\r\n\r\n')
 const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
 const STATUS_LINE = /HTTP\/1\.([01]) ([1-5]\d\d)(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?(?:\r\n|$)/y
 // The value group starts on a non-blank so that the leading blanks are matched one way only.
-const FIELD_LINE = new RegExp(`(${TOKEN}):[\\t ]*((?:[^\\x00-\\x20\\x7f][^\\x00-\\x08\\x0a-\\x1f\\x7f]*)?)(?:\\r\\n|$)`, 'y')
+const FIELD_LINE = new RegExp(`(${TOKEN}):[\\t ]*((?:[^\\x00-\\x20\\x7f][^\\x00-\\x08\\x0a-\\x1f\\x7f]*)?)(?:\\r\\n|$)`,
+  'y')
 const CONTENT_LENGTH = /^\d{1,15} *$/
 const QUOTED_STRING = '"(?:[\\t !#-\\[\\]-~\\x80-\\xff]|\\\\[\\t -~\\x80-\\xff])*"'
 const CHUNK_LINE = new RegExp(`^([0-9A-Fa-f]{1,12})(?:;${TOKEN}(?:=(?:${TOKEN}|${QUOTED_STRING}))?)*$`)
@@ -318,7 +319,9 @@ function lastCodingIsChunked (transferEncoding) {
 // (which llhttp then applies) make the rest of the stream ambiguous.
 function checkInterim (head) {
   if (head.statusCode === 101) throw new ResponseParseError('a 101 to a request that asked for no upgrade')
-  if (head.sawContentLength || head.transferEncoding !== undefined) throw new ResponseParseError(`Content-Length or Transfer-Encoding in a ${head.statusCode} response`)
+  if (head.sawContentLength || head.transferEncoding !== undefined) {
+    throw new ResponseParseError(`Content-Length or Transfer-Encoding in a ${head.statusCode} response`)
+  }
   if (!head.keepAlive) throw new ResponseParseError(`a ${head.statusCode} response that closes the connection`)
 }
 

@@ -50,7 +50,8 @@ function createFrontServer (opts, { onRequest, onCheckContinue, onConnect, onUpg
 // keep either where this looks, its own interval is left to run.
 function checkOnlyWhileConnected (server, interval) {
   server.once('listening', () => {
-    const key = Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connectionsCheckingInterval')
+    const key =
+      Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connectionsCheckingInterval')
     const check = key && server[key]?._onTimeout
     if (typeof check !== 'function' || typeof server._connections !== 'number') return
     clearInterval(server[key])

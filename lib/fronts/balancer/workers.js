@@ -59,7 +59,12 @@ class WorkerRecord {
     this.saidOpen = 0 // its last word: this many requests, all awaiting I/O, the last started `saidLast`
     this.saidLast = null
     this.suspect = null // the replayed request it renders alone (see the top), until its head
-    this.connections = new ConnectionPool({ host: this.host, port: this.port, maxIdle: this.cap, onConnect: () => { this.refusedInARow = 0 } })
+    this.connections = new ConnectionPool({
+      host: this.host,
+      port: this.port,
+      maxIdle: this.cap,
+      onConnect: () => { this.refusedInARow = 0 }
+    })
   }
 
   // In the pool's words (a worker handle's states), seen from the balancer: dead once out of
@@ -246,7 +251,8 @@ class WorkerSet {
   // Whether the worker holding a request's session may take it: even draining or retired (what
   // it holds is there), while it has room.
   mayServe (record) {
-    return !record.gone && !record.benched && record.suspect === null && record.inFlight < record.maxOpen && this.hasRoom()
+    if (record.gone || record.benched || record.suspect !== null) return false
+    return record.inFlight < record.maxOpen && this.hasRoom()
   }
 
   canTake (record) {

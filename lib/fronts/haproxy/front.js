@@ -79,8 +79,17 @@ class HaproxyFront {
     this.states.mirror(streams ? [streams] : [])
     await this.states.takeOver(owned, info)
     const also = streams ? ` and ${streams} (its long-lived requests)` : ''
-    this.logger.info({ event: 'haproxy-connected', socket: this.socket, backend: this.backend, streamsBackend: streams, servers: owned.length, haproxyPid: info.Pid, version: info.Version },
-      `HAProxy ${info.Version} (pid ${info.Pid}): driving ${this.backend}/worker1..worker${n}${also} over ${this.socket}`)
+    this.logger.info({
+      event: 'haproxy-connected',
+      socket: this.socket,
+      backend: this.backend,
+      streamsBackend: streams,
+      servers: owned.length,
+      haproxyPid: info.Pid,
+      version: info.Version
+    },
+      `HAProxy ${info.Version} (pid ${info.Pid}): driving ${this.backend}/worker1..worker${n}${also} ` +
+        `over ${this.socket}`)
   }
 
   // The long-lived requests' backend (`pool config haproxy` writes one), or null when the config
@@ -102,7 +111,15 @@ class HaproxyFront {
     const name = nameOf(w)
     const startedAt = performance.now()
     this.states.want(name, 'ready').then((r) => {
-      if (r.ok) this.logger.debug({ event: 'haproxy-ready', server: name, slot: w.slot, pid: w.pid, ms: round(performance.now() - startedAt) }, `${this.backend}/${name} READY`)
+      if (r.ok) {
+        this.logger.debug({
+          event: 'haproxy-ready',
+          server: name,
+          slot: w.slot,
+          pid: w.pid,
+          ms: round(performance.now() - startedAt)
+        }, `${this.backend}/${name} READY`)
+      }
     })
   }
 
@@ -123,7 +140,8 @@ class HaproxyFront {
       if (!r.ok) return
       const ms = round(performance.now() - startedAt)
       this.maintLatency.record(ms)
-      this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms }, `${this.backend}/${name} MAINT ${ms} ms after the worker was gone`)
+      this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms },
+        `${this.backend}/${name} MAINT ${ms} ms after the worker was gone`)
     })
   }
 
@@ -147,7 +165,12 @@ class HaproxyFront {
       onError: (err) => this.states.failed(err, { server: name, during: 'drain' })
     })
     if (!drained) return
-    this.logger.debug({ event: 'haproxy-drained', server: name, slot: w.slot, ms: round(performance.now() - startedAt) }, `${this.backend}/${name} drained`)
+    this.logger.debug({
+      event: 'haproxy-drained',
+      server: name,
+      slot: w.slot,
+      ms: round(performance.now() - startedAt)
+    }, `${this.backend}/${name} drained`)
     await this.maintAfterDrain(name, w)
   }
 
@@ -157,7 +180,16 @@ class HaproxyFront {
   async maintAfterDrain (name, w) {
     const startedAt = performance.now()
     const r = await this.states.want(name, 'maint')
-    if (r.ok) this.logger.debug({ event: 'haproxy-maint', server: name, slot: w.slot, pid: w.pid, ms: round(performance.now() - startedAt), reason: 'drained' }, `${this.backend}/${name} MAINT: drained, its worker stops next`)
+    if (r.ok) {
+      this.logger.debug({
+        event: 'haproxy-maint',
+        server: name,
+        slot: w.slot,
+        pid: w.pid,
+        ms: round(performance.now() - startedAt),
+        reason: 'drained'
+      }, `${this.backend}/${name} MAINT: drained, its worker stops next`)
+    }
   }
 
   // The pool stops. An edge that asks the pool's agent (--agent-port) hears `drain` at its next
@@ -170,7 +202,8 @@ class HaproxyFront {
       this.endAnnouncement = resolve
       this.announceTimer = setTimeout(resolve, this.opts.stopAnnounce)
     })
-    this.logger.info({ event: 'haproxy-stop-announced', ms: this.opts.stopAnnounce }, `stopping: the servers stay READY for ${this.opts.stopAnnounce} ms while the agent tells the edge`)
+    this.logger.info({ event: 'haproxy-stop-announced', ms: this.opts.stopAnnounce },
+      `stopping: the servers stay READY for ${this.opts.stopAnnounce} ms while the agent tells the edge`)
   }
 
   // Every worker has exited, so every server was set MAINT. Let the last of those commands
@@ -202,7 +235,14 @@ class HaproxyFront {
   status () {
     const s = this.states
     const servers = s.snapshot()
-    const known = { backend: this.backend, socket: this.socket, reachable: s.reachable, lastError: s.lastError, haproxyPid: s.haproxy?.pid ?? null, queue: s.queue }
+    const known = {
+      backend: this.backend,
+      socket: this.socket,
+      reachable: s.reachable,
+      lastError: s.lastError,
+      haproxyPid: s.haproxy?.pid ?? null,
+      queue: s.queue
+    }
     return {
       type: 'haproxy',
       ...describeServers(servers, known),

@@ -26,7 +26,8 @@ function addHaproxyMetrics (states, registry) {
   })
   new client.Gauge({ // eslint-disable-line no-new
     name: 'pool_haproxy_server_state',
-    help: `Each worker server's admin state, 1 for the current one of ${ADMIN_STATES.join(', ')}: kind="wanted" as the pool asked, kind="seen" as HAProxy reported it last`,
+    help: `Each worker server's admin state, 1 for the current one of ${ADMIN_STATES.join(', ')}: kind="wanted" as ` +
+      'the pool asked, kind="seen" as HAProxy reported it last',
     labelNames: ['server', 'kind', 'state'],
     registers,
     collect () {

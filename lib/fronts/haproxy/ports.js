@@ -21,10 +21,16 @@ function checkServerPorts (state, names, { backend, portOf, workers, stateFile =
   const first = wrong[0]
   const workerPort = first.port - first.slot + 1
   throw poolError(codes.BAD_OPTION,
-    `HAProxy backend '${backend}' sends ${wrong.map((w) => `${w.name} to port ${w.port}`).slice(0, 3).join(', ')}${wrong.length > 3 ? ` (and ${wrong.length - 3} more)` : ''}, ` +
-    `but the pool's slot ${first.slot} listens on ${first.expected}: start the pool with --worker-port ${workerPort}, ` +
-    `or regenerate the config with \`pool config haproxy -n ${workers} --worker-port ${portOf(1)} --backend ${backend}\`` +
-    (stateFile ? ` (a HAProxy reload takes ports from ${stateFile.file} while it exists: reload HAProxy after the old pool stopped, which removes it)` : ''),
+    `HAProxy backend '${backend}' sends ${wrong.map((w) => `${w.name} to ` +
+      `port ${w.port}`).slice(0, 3).join(', ')}${wrong.length > 3 ? ` (and ${wrong.length - 3} more)` : ''}, ` +
+      `but the pool's slot ${first.slot} listens on ${first.expected}: start the pool with ` +
+      `--worker-port ${workerPort}, ` +
+      `or regenerate the config with \`pool config haproxy -n ${workers} --worker-port ${portOf(1)} ` +
+      `--backend ${backend}\`` +
+    (stateFile
+      ? ` (a HAProxy reload takes ports from ${stateFile.file} while it exists: reload HAProxy after the ` +
+        'old pool stopped, which removes it)'
+      : ''),
     { details: { backend, wrong } })
 }
 

@@ -66,7 +66,9 @@ class ServerStates {
   async dumpStates () {
     const dumps = []
     for (const b of this.backends) dumps.push(await this.reader.command(`show servers state ${b}`))
-    return dumps.map((text, i) => i === 0 ? text.trimEnd() : text.split('\n').filter((l) => l !== '' && !l.startsWith('#') && !/^\d+$/.test(l)).join('\n'))
+    return dumps.map((text, i) => i === 0
+      ? text.trimEnd()
+      : text.split('\n').filter((l) => l !== '' && !l.startsWith('#') && !/^\d+$/.test(l)).join('\n'))
       .filter((part) => part !== '').join('\n') + '\n'
   }
 
@@ -89,7 +91,10 @@ class ServerStates {
   //   sessions   its sessions in HAProxy's last `show stat`
   record (name) {
     let rec = this.servers.get(name)
-    if (!rec) this.servers.set(name, (rec = { wanted: 'maint', version: 0, pending: 0, appliedAt: -Infinity, seen: null, op: null }))
+    if (!rec) {
+      this.servers.set(name,
+        (rec = { wanted: 'maint', version: 0, pending: 0, appliedAt: -Infinity, seen: null, op: null }))
+    }
     return rec
   }
 
@@ -99,7 +104,12 @@ class ServerStates {
     const names = [...this.servers.keys()].sort((a, b) => (slotOfServer(a) ?? Infinity) - (slotOfServer(b) ?? Infinity))
     for (const name of names) {
       const rec = this.servers.get(name)
-      servers[name] = { wanted: rec.wanted, seen: rec.seen, up: rec.op === null ? null : rec.op === 'running', sessions: rec.sessions ?? null }
+      servers[name] = {
+        wanted: rec.wanted,
+        seen: rec.seen,
+        up: rec.op === null ? null : rec.op === 'running',
+        sessions: rec.sessions ?? null
+      }
     }
     return servers
   }
@@ -208,7 +218,8 @@ class ServerStates {
     if (this.failures > 0) {
       const downMs = this.unreachableSince === null ? undefined : performance.now() - this.unreachableSince
       this.logger.info({ event: 'haproxy-reachable', socket: this.socket, haproxyPid: now.pid, downMs },
-        `HAProxy answers again on ${this.socket}${downMs === undefined ? '' : ` after ${downMs} ms`}; re-asserting the server states`)
+        `HAProxy answers again on ${this.socket}${downMs === undefined ? '' : ` after ${downMs} ms`}; re-asserting ` +
+          'the server states')
       this.warnings.forget() // a new outage deserves a new warning
     }
     this.reachable = true
@@ -216,7 +227,10 @@ class ServerStates {
     this.unreachableSince = null
     if (before && (before.pid !== now.pid || (now.startTime !== undefined && before.startTime !== now.startTime))) {
       this.logger.warn({ event: 'haproxy-restarted', socket: this.socket, fromPid: before.pid, toPid: now.pid },
-        `HAProxy restarted or reloaded (pid ${before.pid} → ${now.pid}): ${this.stateFile ? `it loaded the servers' states from ${this.stateFile.file}; re-asserting any that differ` : 'it forgot the servers\' runtime states; re-asserting them'}`)
+        `HAProxy restarted or reloaded (pid ${before.pid} → ${now.pid}): ${this.stateFile
+            ? 'it loaded the servers\' ' +
+              `states from ${this.stateFile.file}; re-asserting any that differ`
+            : 'it forgot the servers\' runtime states; re-asserting them'}`)
     }
   }
 
@@ -242,10 +256,13 @@ class ServerStates {
     }
     if (fixed.length > 0) {
       this.logger.info({ event: 'haproxy-reassert', backend: this.backend, servers: fixed },
-        `re-asserted ${fixed.length} server state${fixed.length > 1 ? 's' : ''} in HAProxy: ${fixed.map((f) => `${f.server} ${f.seen}→${f.wanted}`).join(', ')}`)
+        `re-asserted ${fixed.length} server state${fixed.length > 1 ? 's' : ''} in ` +
+          `HAProxy: ${fixed.map((f) => `${f.server} ${f.seen}→${f.wanted}`).join(', ')}`)
     }
     if (missing.length > 0) {
-      this.warnings.warn('haproxy-missing-servers', `HAProxy backend '${this.backend}' has no server${missing.length > 1 ? 's' : ''} ${missing.join(', ')} any more (config changed?): those workers get no traffic`,
+      this.warnings.warn('haproxy-missing-servers',
+        `HAProxy backend '${this.backend}' has no server${missing.length > 1 ? 's' : ''} ${missing.join(', ')} any ` +
+          'more (config changed?): those workers get no traffic',
         { backend: this.backend, missing })
     }
   }
@@ -267,10 +284,12 @@ class ServerStates {
     if (UNREACHABLE.has(err.code)) {
       this.reachable = false
       this.unreachableSince = this.unreachableSince ?? performance.now()
-      this.warnings.warn('haproxy-unreachable', `HAProxy unreachable: ${err.message}; the workers keep serving on their ports; retrying`,
+      this.warnings.warn('haproxy-unreachable',
+        `HAProxy unreachable: ${err.message}; the workers keep serving on their ports; retrying`,
         { socket: this.socket, code: err.code, reason: err.details?.reason, ...context })
     } else {
-      this.warnings.warn('haproxy-error', `HAProxy refused what the pool asked: ${err.message}; retrying`, { socket: this.socket, code: err.code, ...context })
+      this.warnings.warn('haproxy-error', `HAProxy refused what the pool asked: ${err.message}; retrying`,
+        { socket: this.socket, code: err.code, ...context })
     }
     if (!this.checking) this.schedule(Math.min(this.retryDelay(), this.remaining()))
   }

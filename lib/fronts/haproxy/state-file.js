@@ -86,7 +86,10 @@ class StateFile {
         await this._write(text)
         // Invalidated while it was written: take it back (a later change writes a fresh one).
         if (generation !== this.generation) { await this._unlink(); continue }
-        if (this.lastError) this.logger.info({ event: 'haproxy-state-file-ok', file: this.file }, `HAProxy state file ${this.file} written again`)
+        if (this.lastError) {
+          this.logger.info({ event: 'haproxy-state-file-ok', file: this.file },
+            `HAProxy state file ${this.file} written again`)
+        }
         this.lastError = null
       } catch (err) {
         // An older file would still say what was true before: better none (see invalidate).
@@ -94,7 +97,8 @@ class StateFile {
         const why = reason(err)
         if (this.lastError !== why) {
           this.logger.warn({ event: 'haproxy-state-file-failed', file: this.file, reason: why },
-            `HAProxy state file ${this.file} not updated: ${why}; without it, a HAProxy reload starts with every worker MAINT until the pool's next check`)
+            `HAProxy state file ${this.file} not updated: ${why}; without it, a HAProxy reload starts with every ` +
+              'worker MAINT until the pool\'s next check')
         }
         this.lastError = why
       }
@@ -103,7 +107,9 @@ class StateFile {
 
   async _dump () {
     const text = await this.read()
-    if (parseServersState(text) === null) throw new Error(`HAProxy answered "${text.trim().split('\n')[0]}" to show servers state`)
+    if (parseServersState(text) === null) {
+      throw new Error(`HAProxy answered "${text.trim().split('\n')[0]}" to show servers state`)
+    }
     return text
   }
 

@@ -21,10 +21,12 @@ function describeServers (servers, { backend, socket, reachable, lastError, hapr
       { title: 'SESS', right: true, values: bySlot((s) => s.sessions ?? '-') }
     ],
     table: {
-      caption: `backend ${backend || '?'} via ${socket || '?'}: ${reachable ? 'reachable' : 'not reachable'}, queue ${queue ?? '–'}` +
+      caption: `backend ${backend || '?'} via ${socket || '?'}: ${reachable ? 'reachable' : 'not reachable'}, ` +
+        `queue ${queue ?? '–'}` +
         (lastError ? `; last error: ${lastError.message || lastError}` : ''),
       head: ['Server', 'Wanted', 'Seen', 'Up', 'Sessions'],
-      rows: entries.map(([name, s]) => [name, s.wanted, s.seen, s.up === null ? null : { badge: s.up ? 'UP' : 'DOWN', tone: s.up ? 'ready' : 'bad' }, s.sessions])
+      rows: entries.map(([name, s]) => [name, s.wanted, s.seen,
+        s.up === null ? null : { badge: s.up ? 'UP' : 'DOWN', tone: s.up ? 'ready' : 'bad' }, s.sessions])
     }
   }
 }

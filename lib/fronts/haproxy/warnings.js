@@ -14,7 +14,9 @@ class OnceEach {
 
   warn (event, message, fields) {
     const now = this.now()
-    if (this.last.message === message && now - this.last.at < REPEAT_AFTER) return this.logger.debug({ event, ...fields }, message)
+    if (this.last.message === message && now - this.last.at < REPEAT_AFTER) {
+      return this.logger.debug({ event, ...fields }, message)
+    }
     this.last = { message, at: now }
     this.logger.warn({ event, ...fields }, message)
   }

@@ -86,7 +86,9 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
       if (!c || !w.pid) { page.cpu.delete(w.slot); continue }
       const used = c.user + c.system
       const before = page.cpu.get(w.slot)
-      const percent = before && before.pid === w.pid && c.at > before.at ? Math.max(0, used - before.used) / 1000 / (c.at - before.at) * 100 : null
+      const percent = before && before.pid === w.pid && c.at > before.at
+        ? Math.max(0, used - before.used) / 1000 / (c.at - before.at) * 100
+        : null
       page.cpu.set(w.slot, { pid: w.pid, used, at: c.at, percent })
     }
   }
@@ -141,7 +143,12 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     }
     if (buckets.size === 0) return null
     const les = [...buckets.keys()].sort((a, b) => a - b)
-    return { les, cumulative: les.map((le) => buckets.get(le)), count: total(series, metric + '_count'), sum: total(series, metric + '_sum') }
+    return {
+      les,
+      cumulative: les.map((le) => buckets.get(le)),
+      count: total(series, metric + '_count'),
+      sum: total(series, metric + '_sum')
+    }
   }
 
   // What was added between `earlier` and `later` (same buckets), for "the last minute".
@@ -277,7 +284,9 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
   function notesOf (fronts) {
     const notes = new Map()
     for (const f of fronts) {
-      for (const [slot, note] of Object.entries(f.notes || {})) notes.set(Number(slot), [...(notes.get(Number(slot)) || []), note])
+      for (const [slot, note] of Object.entries(f.notes || {})) {
+        notes.set(Number(slot), [...(notes.get(Number(slot)) || []), note])
+      }
     }
     return notes
   }
@@ -315,12 +324,14 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
         cell(w.pid, 'num'),
         cell(w.port, 'num'),
         cell(w.readyAt && w.state !== 'dead' && w.state !== 'given-up' ? formatMs(w.uptime) : '–', 'num'),
-        el('td', { class: 'num' }, String(w.requests ?? 0), w.totalRequests !== w.requests ? el('small', { class: 'muted' }, ` (${w.totalRequests})`) : null),
+        el('td', { class: 'num' }, String(w.requests ?? 0),
+          w.totalRequests !== w.requests ? el('small', { class: 'muted' }, ` (${w.totalRequests})`) : null),
         cell(w.restarts, 'num'),
         cell(w.rss ? formatBytes(w.rss) : '–', 'num'),
         withCpu ? cell(typeof cpuPercentOf(w) === 'number' ? `${cpuPercentOf(w).toFixed(0)} %` : '–', 'num') : null,
         withTunnels ? cell(String(w.tunnels ?? 0), 'num tunnels') : null,
-        el('td', { class: w.request ? 'url' : 'muted' }, w.request ? `${w.request.method} ${w.request.url}` : '–', w.open > 1 ? el('small', { class: 'muted' }, ` +${w.open - 1} more`) : null),
+        el('td', { class: w.request ? 'url' : 'muted' }, w.request ? `${w.request.method} ${w.request.url}` : '–',
+          w.open > 1 ? el('small', { class: 'muted' }, ` +${w.open - 1} more`) : null),
         age,
         cell(w.lastExit ? exitText(w.lastExit) : '–', w.lastExit ? null : 'muted'))
     })
@@ -362,7 +373,10 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
 
   function histogramStats (h) {
     if (h.count <= 0) return 'no requests'
-    const q = (p) => { const r = quantile(h, p); return r.above !== undefined ? `> ${formatSeconds(r.above)}` : formatSeconds(r.value) }
+    const q = (p) => {
+      const r = quantile(h, p)
+      return r.above !== undefined ? `> ${formatSeconds(r.above)}` : formatSeconds(r.value)
+    }
     return `${h.count} requests, mean ${formatSeconds(h.sum / h.count)}, p50 ${q(0.5)}, p90 ${q(0.9)}, p99 ${q(0.99)}`
   }
 
@@ -380,13 +394,25 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
       const x = i * BAR
       const barHeight = n > 0 ? Math.max(1, Math.round(HEIGHT * n / max)) : 0
       const lower = i > 0 ? formatBound(h.les[i - 1]) : '0'
-      const bar = svg('rect', { class: 'bar', x: x + 3, y: TOP + HEIGHT - barHeight, width: BAR - 6, height: barHeight, 'data-count': n })
+      const bar = svg('rect',
+        { class: 'bar', x: x + 3, y: TOP + HEIGHT - barHeight, width: BAR - 6, height: barHeight, 'data-count': n })
       bar.append(svg('title', null, `${lower} – ${formatBound(h.les[i])}: ${n}`))
       chart.append(bar)
-      if (n > 0) chart.append(svg('text', { class: 'count', x: x + BAR / 2, y: TOP + HEIGHT - barHeight - 2, 'text-anchor': 'middle' }, String(n)))
-      chart.append(svg('text', { x: x + BAR / 2, y: TOP + HEIGHT + 11, 'text-anchor': 'middle' }, axisLabel(h.les[i], i)))
+      if (n > 0) {
+        chart.append(svg('text',
+          { class: 'count', x: x + BAR / 2, y: TOP + HEIGHT - barHeight - 2, 'text-anchor': 'middle' }, String(n)))
+      }
+      chart.append(svg('text', { x: x + BAR / 2, y: TOP + HEIGHT + 11, 'text-anchor': 'middle' },
+        axisLabel(h.les[i], i)))
     })
-    chart.append(svg('line', { x1: 0, x2: counts.length * BAR, y1: TOP + HEIGHT + 0.5, y2: TOP + HEIGHT + 0.5, stroke: 'currentColor', 'stroke-opacity': 0.3 }))
+    chart.append(svg('line', {
+      x1: 0,
+      x2: counts.length * BAR,
+      y1: TOP + HEIGHT + 0.5,
+      y2: TOP + HEIGHT + 0.5,
+      stroke: 'currentColor',
+      'stroke-opacity': 0.3
+    }))
     return chart
   }
 
@@ -398,10 +424,19 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     const max = Math.max(1, ...points.map((p) => Math.max(p.queue, p.inFlight)))
     const x = (p) => (W * (1 - (now - p.at) / CHART_SPAN_MS)).toFixed(1)
     const y = (v) => (4 + (H - 4) * (1 - v / max)).toFixed(1)
-    const chart = svg('svg', { class: 'wide', viewBox: `0 0 ${W} ${H + 2}`, height: H + 2, preserveAspectRatio: 'none', role: 'img', 'aria-label': `Queue now ${page.status.queue ?? 0}, highest in the last 2 minutes ${Math.max(0, ...points.map((p) => p.queue))}` })
+    const chart = svg('svg', {
+      class: 'wide',
+      viewBox: `0 0 ${W} ${H + 2}`,
+      height: H + 2,
+      preserveAspectRatio: 'none',
+      role: 'img',
+      'aria-label': `Queue now ${page.status.queue ?? 0}, highest in the last 2 ` +
+        `minutes ${Math.max(0, ...points.map((p) => p.queue))}`
+    })
     if (points.length > 0) {
       const line = points.map((p) => `${x(p)},${y(p.queue)}`)
-      chart.append(svg('polygon', { class: 'area', points: `${x(points[0])},${H} ${line.join(' ')} ${x(points[points.length - 1])},${H}` }))
+      chart.append(svg('polygon',
+        { class: 'area', points: `${x(points[0])},${H} ${line.join(' ')} ${x(points[points.length - 1])},${H}` }))
       chart.append(svg('polyline', { class: 'line2', points: points.map((p) => `${x(p)},${y(p.inFlight)}`).join(' ') }))
     }
     chart.append(svg('line', { x1: 0, x2: W, y1: H + 0.5, y2: H + 0.5, stroke: 'currentColor', 'stroke-opacity': 0.3 }))
@@ -414,17 +449,28 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
   function drawOutcomes () {
     const series = page.series
     const codes = new Map()
-    for (const { labels, value } of series.get('pool_request_duration_seconds_count') || []) codes.set(labels.code, (codes.get(labels.code) || 0) + value)
+    for (const { labels, value } of series.get('pool_request_duration_seconds_count') || []) {
+      codes.set(labels.code, (codes.get(labels.code) || 0) + value)
+    }
     const all = [...codes.values()].reduce((a, b) => a + b, 0)
     const codeRows = [...codes.entries()].sort().map(([code, n]) => el('tr', null,
       el('th', { scope: 'row' }, badge(code, code >= '500' ? 'bad' : code >= '400' ? 'draining' : 'ready')),
       cell(String(n), 'num'), cell(all ? `${(100 * n / all).toFixed(1)} %` : '–', 'num')))
-    $('codes').tBodies[0].replaceChildren(...(codeRows.length ? codeRows : [el('tr', null, el('td', { colspan: 3, class: 'muted' }, 'none yet'))]))
+    $('codes').tBodies[0].replaceChildren(...(codeRows.length
+      ? codeRows
+      : [el('tr', null, el('td', { colspan: 3, class: 'muted' }, 'none yet'))]))
     const failures = []
-    for (const { labels, value } of series.get('pool_failures_total') || []) if (value > 0) failures.push([labels.reason, value])
-    for (const { labels, value } of series.get('pool_redispatches_total') || []) if (value > 0) failures.push([`redispatched (${labels.reason})`, value])
-    const failureRows = failures.sort((a, b) => b[1] - a[1]).map(([reason, n]) => el('tr', null, el('th', { scope: 'row' }, reason), cell(String(n), 'num')))
-    $('failures').tBodies[0].replaceChildren(...(failureRows.length ? failureRows : [el('tr', null, el('td', { colspan: 2, class: 'muted' }, 'none'))]))
+    for (const { labels, value } of series.get('pool_failures_total') || []) {
+      if (value > 0) failures.push([labels.reason, value])
+    }
+    for (const { labels, value } of series.get('pool_redispatches_total') || []) {
+      if (value > 0) failures.push([`redispatched (${labels.reason})`, value])
+    }
+    const failureRows = failures.sort((a, b) => b[1] - a[1]).map(([reason, n]) => el('tr', null,
+      el('th', { scope: 'row' }, reason), cell(String(n), 'num')))
+    $('failures').tBodies[0].replaceChildren(...(failureRows.length
+      ? failureRows
+      : [el('tr', null, el('td', { colspan: 2, class: 'muted' }, 'none'))]))
   }
 
   // An exit the pool planned (a stop, a reload, recycling, a listener that closed) is no fault.
@@ -432,11 +478,14 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     const exits = (s.recentExits || []).slice(0, MAX_EXITS)
     setText('exits-caption', `The pool's last ${MAX_EXITS} worker exits, newest first`)
     const rows = exits.map((e) => el('tr', { class: 'exit' },
-      el('td', null, `${formatMs(Math.max(0, poolNow() - e.at))} ago`, el('small', { class: 'muted' }, ` ${new Date(e.at).toLocaleTimeString()}`)),
+      el('td', null, `${formatMs(Math.max(0, poolNow() - e.at))} ago`,
+        el('small', { class: 'muted' }, ` ${new Date(e.at).toLocaleTimeString()}`)),
       cell(e.slot, 'num'), cell(e.pid, 'num'),
       el('td', null, badge(e.reason, e.planned ? 'dead' : 'bad')),
       cell(e.code, 'num'), cell(e.signal)))
-    $('exits').tBodies[0].replaceChildren(...(rows.length ? rows : [el('tr', null, el('td', { colspan: 6, class: 'muted' }, 'none'))]))
+    $('exits').tBodies[0].replaceChildren(...(rows.length
+      ? rows
+      : [el('tr', null, el('td', { colspan: 6, class: 'muted' }, 'none'))]))
   }
 
   // A front's own table (`table`: HAProxy's servers as it reported them, say): its first column
@@ -447,7 +496,9 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     $('front-tables-list').replaceChildren(...tables.map((f) => {
       const rows = f.table.rows.map(([name, ...values]) => el('tr', null,
         el('th', { scope: 'row' }, name),
-        ...values.map((v) => v !== null && typeof v === 'object' ? el('td', null, badge(v.badge, v.tone)) : cell(v, typeof v === 'number' ? 'num' : null))))
+        ...values.map((v) => v !== null && typeof v === 'object'
+          ? el('td', null, badge(v.badge, v.tone))
+          : cell(v, typeof v === 'number' ? 'num' : null))))
       return el('table', null, el('caption', null, `${f.type}: ${f.table.caption || ''}`),
         el('thead', null, el('tr', null, ...(f.table.head || []).map((h) => el('th', { scope: 'col' }, h)))),
         el('tbody', null, ...rows))
@@ -458,10 +509,13 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
   function tick () {
     if (page.receivedAt) {
       const ago = (Date.now() - page.receivedAt) / 1000
-      setText('updated', `updated ${ago < 10 ? ago.toFixed(1) : Math.round(ago)} s ago` + (page.paused ? ' (paused)' : ''))
+      setText('updated',
+        `updated ${ago < 10 ? ago.toFixed(1) : Math.round(ago)} s ago` + (page.paused ? ' (paused)' : ''))
       if (!page.failure) {
         const since = Date.now() - page.receivedAt
-        for (const td of document.querySelectorAll('#workers td.age[data-age]')) td.textContent = formatMs(Number(td.dataset.age) + since)
+        for (const td of document.querySelectorAll('#workers td.age[data-age]')) {
+          td.textContent = formatMs(Number(td.dataset.age) + since)
+        }
       }
     }
   }
@@ -471,8 +525,12 @@ function client () { // eslint-disable-line no-unused-vars -- sent to the browse
     $('banner').hidden = !f
     $('main').classList.toggle('stale', Boolean(f))
     if (!f) return
-    const last = page.receivedAt ? `the data below is from ${new Date(page.receivedAt).toLocaleTimeString()}` : 'no data received yet'
-    $('banner').textContent = `The pool is not answering (since ${new Date(f.since).toLocaleTimeString()}): ${f.message}. Retrying every second; ${last}.`
+    const last = page.receivedAt
+      ? `the data below is from ${new Date(page.receivedAt).toLocaleTimeString()}`
+      : 'no data received yet'
+    $('banner').textContent =
+      `The pool is not answering (since ${new Date(f.since).toLocaleTimeString()}): ${f.message}. Retrying every ` +
+        `second; ${last}.`
   }
 
   // ── formats ──────────────────────────────────────────────────────────────────────────────
