@@ -15,7 +15,8 @@ async function readyWorkers (pool, n) {
   return pool.logs.filter((l) => l.event === 'ready').map((l) => l.pid)
 }
 
-t.test('pool stop: the app\'s own child processes are gone when the pool has exited, even one ignoring SIGTERM', async (t) => {
+t.test('pool stop: the app\'s own child processes are gone when the pool has exited, ' +
+  'even one ignoring SIGTERM', async (t) => {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
@@ -35,7 +36,8 @@ t.test('pool stop: the app\'s own child processes are gone when the pool has exi
   for (const pid of helpers.values()) t.notOk(isAlive(pid), `helper ${pid} is gone by the time the pool exited`)
   const left = pool.logs.filter((l) => l.event === 'leftovers')
   t.equal(left.length, 2, 'one line per worker that left processes behind')
-  t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'), 'the helpers ignoring SIGTERM were SIGKILLed after --kill-timeout')
+  t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'),
+    'the helpers ignoring SIGTERM were SIGKILLed after --kill-timeout')
 })
 
 t.test('a crashed worker\'s child processes are stopped, and the slot serves again', async (t) => {
@@ -153,7 +155,8 @@ t.test('an unhandled rejection in the supervisor is fatal the same way', async (
 })
 
 t.test('a second uncaught error during that stop kills the workers at once instead of waiting', async (t) => {
-  const { pool, ports, workers, helpers } = await faultyPool(t, { env: { FAULT_AGAIN_MS: '300' }, flags: ['--graceful-timeout', '60s'] })
+  const { pool, ports, workers, helpers } = await faultyPool(t,
+    { env: { FAULT_AGAIN_MS: '300' }, flags: ['--graceful-timeout', '60s'] })
   // Would finish long after the second error if the stop went on gracefully.
   const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=20000`, { timeout: 30000 }).catch((err) => err)
   await untilBusy(ports[0])
@@ -162,13 +165,15 @@ t.test('a second uncaught error during that stop kills the workers at once inste
   t.equal(code, 1)
   t.type(await inflight, Error, 'the request running at the second error was cut: the workers were killed')
   const fatal = pool.logs.filter((l) => l.event === 'fatal')
-  t.same(fatal.map((l) => l.err.message), ['supervisor bug (test): thrown', 'supervisor bug (test): again'], 'both errors logged at fatal, in order')
+  t.same(fatal.map((l) => l.err.message), ['supervisor bug (test): thrown', 'supervisor bug (test): again'],
+    'both errors logged at fatal, in order')
   for (const pid of [...workers, ...helpers]) t.notOk(isAlive(pid), `${pid} is gone`)
 })
 
 t.test('a worker accepts a 20 KiB header block (the balancer adds headers to what it accepted)', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const headers = {}

@@ -11,7 +11,8 @@ function fixture (name) { return path.join(FIXTURES, name) }
 
 t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const before = JSON.parse((await request(`http://127.0.0.1:${ports[1]}/`)).body)
@@ -34,7 +35,8 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
   { env: { CRASH_COUNTER: path.join(dir, 'boots'), FAST: '3', LONG_MS: '1500' } })
   t.teardown(() => pool.stop('SIGKILL'))
   // boots 1-3 die 50 ms after ready, boot 4 lives 1500 ms (> healthy-after), boot 5 dies fast.
-  await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5, { timeout: 15000, what: '5 respawns' })
+  await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5,
+    { timeout: 15000, what: '5 respawns' })
   const delays = pool.logs.filter((l) => l.event === 'respawn-scheduled').slice(0, 5).map((l) => l.delay)
   t.same(delays.slice(0, 3), [100, 200, 400], 'delay doubles on each consecutive crash')
   t.equal(delays[3], 0, 'a death after healthy uptime is no crash loop: respawned at once')
@@ -46,7 +48,8 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
 
 t.test('kills from outside cost no backoff: a worker that served is respawned at once, kill after kill', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const kills = 8
@@ -55,7 +58,8 @@ t.test('kills from outside cost no backoff: a worker that served is respawned at
     const { pid } = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body)
     // It served, and the supervisor has heard the request end: a worker the OOM killer or an
     // operator picks has usually served many.
-    await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === pid && w.requests >= 1), { what: 'the request counted' })
+    await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === pid &&
+      w.requests >= 1), { what: 'the request counted' })
     process.kill(pid, 'SIGKILL')
     killed.add(pid)
     await pool.waitLog((l) => l.event === 'exit' && l.pid === pid)
@@ -68,9 +72,11 @@ t.test('kills from outside cost no backoff: a worker that served is respawned at
   t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).slot, '1', 'the slot serves')
 })
 
-t.test('an endless-loop request: worker killed after --timeout and replaced; other slots serve meanwhile', async (t) => {
+t.test('an endless-loop request: worker killed after --timeout and replaced; ' +
+  'other slots serve meanwhile', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '2s'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--timeout', '2s'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
@@ -84,7 +90,8 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; oth
     t.notOk(pool.logs.some((l) => l.event === 'hung'), 'slot 2 answered while slot 1 was still spinning')
   }
   const hung = await pool.waitLog((l) => l.event === 'hung', 8000)
-  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' }, 'the log line names slot, pid, and the request its last check-in named')
+  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' },
+    'the log line names slot, pid, and the request its last check-in named')
   t.ok(hung.ms >= 2000 && hung.ms < 4000, `killed after the timeout (${hung.ms} ms)`)
   t.type(await looping, Error, 'the looping request did not get an answer')
   await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== hungPid)
@@ -118,7 +125,8 @@ t.test('a worker not ready within --boot-timeout is killed and counts as a faile
 
 t.test('two concurrent requests sent straight to one worker never interleave', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -128,7 +136,8 @@ t.test('two concurrent requests sent straight to one worker never interleave', a
   const stats = JSON.parse((await request(`${base}/stats`)).body)
   t.equal(stats.maxActive, 1, 'never two requests at once in the process')
   const order = stats.log.filter((e) => !e.endsWith('null'))
-  t.ok(order.join() === 'start a,end a,start b,end b' || order.join() === 'start b,end b,start a,end a', `one after the other: ${order.join()}`)
+  t.ok(order.join() === 'start a,end a,start b,end b' || order.join() === 'start b,end b,start a,end a',
+    `one after the other: ${order.join()}`)
   const warn = await pool.waitLog((l) => l.event === 'request-queued')
   t.equal(warn.level, 40, 'the worker logs a warning')
   t.equal(warn.waiting, 1, 'with a count')
@@ -136,7 +145,8 @@ t.test('two concurrent requests sent straight to one worker never interleave', a
 
 t.test('a client that leaves mid-request does not let the next request run beside the async handler', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -180,7 +190,8 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.equal((await request(`${base}/?id=d`)).status, 200, 'the replacement serves')
 })
 
-t.test('a respawn that finds its port taken waits and tries again, however long: the slot is never given up for it', async (t) => {
+t.test('a respawn that finds its port taken waits and tries again, however long: ' +
+  'the slot is never given up for it', async (t) => {
   const net = require('node:net')
   const [workerPort] = await freePorts(1)
   const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer', 'none',
@@ -197,7 +208,8 @@ t.test('a respawn that finds its port taken waits and tries again, however long:
     blocker.listen(workerPort, '127.0.0.1', () => resolve(true))
   }), { interval: 1, what: 'the port taken before the respawn' })
   await sleep(3000)
-  const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed')).length
+  const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed'))
+    .length
   t.ok(tries >= 3, `respawns kept trying while it was taken (${tries} log lines)`)
   t.same(pool.logs.filter((l) => l.event === 'give-up'), [], 'never given up, with --max-boot-failures 2')
   await new Promise((resolve) => blocker.close(resolve))
