@@ -44,7 +44,8 @@ async function reloadUnderLoad (t, p, { urlPath = '/', concurrency = 4, timeout 
     t.equal(r.code, 0, `pool reload: ${r.stdout.trim() || r.stderr.trim()}`)
   } finally {
     const stats = await load.stop()
-    t.equal(stats.failed, 0, `no failed request during the reload (${stats.ok} ok): ${stats.failures.slice(0, 3).join('; ')}`)
+    t.equal(stats.failed, 0,
+      `no failed request during the reload (${stats.ok} ok): ${stats.failures.slice(0, 3).join('; ')}`)
   }
   // The pool's log is written in batches, off the request's path: the new workers' `ready`
   // lines may reach us a moment after the reload's answer.

@@ -29,9 +29,12 @@ const pick = (rng, xs) => xs[Math.floor(rng() * xs.length)]
 const chance = (rng, p) => rng() < p
 
 const TCHARS = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-const NAMES = ['Content-Type', 'Date', 'ETag', 'Cache-Control', 'Set-Cookie', 'Set-Cookie', 'Vary', 'X-Powered-By', 'Keep-Alive', 'Location', 'X-Request-Id', 'Server', 'Link']
-const VALUES = ['text/html; charset=utf-8', 'W/"4d2-abc"', 'no-cache, private', 'a=1; Path=/; HttpOnly', 'timeout=5', 'Accept-Encoding', 'Express', '/next?x=1', '', 'caf\xe9', 'a\tb', '"quoted, with comma"']
-const REASONS = ['OK', 'OK', 'Not Found', 'Created', '', 'No Content', 'Not Modified', 'x\ty', 'caf\xe9 cr\xe8me', ' lead', 'trail ', 'A-B_c.d']
+const NAMES = ['Content-Type', 'Date', 'ETag', 'Cache-Control', 'Set-Cookie', 'Set-Cookie', 'Vary', 'X-Powered-By',
+  'Keep-Alive', 'Location', 'X-Request-Id', 'Server', 'Link']
+const VALUES = ['text/html; charset=utf-8', 'W/"4d2-abc"', 'no-cache, private', 'a=1; Path=/; HttpOnly', 'timeout=5',
+  'Accept-Encoding', 'Express', '/next?x=1', '', 'caf\xe9', 'a\tb', '"quoted, with comma"']
+const REASONS = ['OK', 'OK', 'Not Found', 'Created', '', 'No Content', 'Not Modified', 'x\ty', 'caf\xe9 cr\xe8me',
+  ' lead', 'trail ', 'A-B_c.d']
 const STATUSES = [200, 200, 200, 201, 202, 204, 206, 301, 302, 304, 400, 404, 410, 418, 500, 503, 599]
 
 function token (rng, max = 12) {
@@ -124,7 +127,8 @@ function validResponse (rng) {
   return { text, method }
 }
 
-const INTERESTING = ['\x00', '\x01', '\x07', '\x0b', '\x0c', '\x1f', '\x7f', '\x80', '\xa0', '\xff', '\t', ' ', '\r', '\n', '\r\n', '\n\n', '\r\n\r\n', ':', ';', ',', '"', '\\', '=', '0', '9', 'a', 'F', 'g', '-', '+', '/']
+const INTERESTING = ['\x00', '\x01', '\x07', '\x0b', '\x0c', '\x1f', '\x7f', '\x80', '\xa0', '\xff', '\t', ' ', '\r',
+  '\n', '\r\n', '\n\n', '\r\n\r\n', ':', ';', ',', '"', '\\', '=', '0', '9', 'a', 'F', 'g', '-', '+', '/']
 const EXTRA_FIELDS = [
   'Content-Length: 0', 'Content-Length: 1', 'Content-Length: 5', 'Content-Length: 5, 5', 'Content-Length: 05',
   'Content-Length: -1', 'Content-Length:  3 ', 'Content-Length: 3\t', 'Content-Length: 1e3', 'Content-Length: 99999999999999999999',
