@@ -54,7 +54,8 @@ t.test('the splitter: a line longer than maxLine comes in marked parts', async (
     ['abcdefghij', 'abcdefghij', 'xyz', 'next'],
     'the same when the long line arrives in pieces, and the next line is whole')
   t.same(split(['0123456789\n'], { maxLine: 10 }), ['0123456789'], 'exactly maxLine: not split')
-  t.same(split(['01234567890123456789\n'], { maxLine: 10 }), [['0123456789', { part: 1, more: true }], ['0123456789', { part: 2 }]],
+  t.same(split(['01234567890123456789\n'], { maxLine: 10 }),
+    [['0123456789', { part: 1, more: true }], ['0123456789', { part: 2 }]],
     'twice maxLine: two parts, the last without more')
   t.same(split(['0123456789AB'], { maxLine: 10 }), [['0123456789', { part: 1, more: true }], ['AB', { part: 2 }]],
     'a long last line without newline')
@@ -214,10 +215,14 @@ t.test('a real pool (JSON): the app\'s lines as records, every one once and in o
   const pid2 = await nextReady2()
 
   for (const [slot, pid] of [[1, pid1], [2, pid2]]) {
-    t.ok(appLogs(pool, (l) => l.slot === slot && l.pid === pid && l.stream === 'stdout' && l.level === 30 && l.msg === `hello from slot ${slot}: é ✓ 😀`).length === 1,
-      `slot ${slot}: its console.log at load, once, UTF-8 intact`)
-    t.ok(appLogs(pool, (l) => l.slot === slot && l.pid === pid && l.stream === 'stderr' && l.level === 40 && l.msg === `warning from slot ${slot}`).length === 1,
-      `slot ${slot}: its console.error at load, at warn`)
+    t.ok(appLogs(pool,
+      (l) => l.slot === slot && l.pid === pid && l.stream === 'stdout' && l.level === 30 &&
+        l.msg === `hello from slot ${slot}: é ✓ 😀`).length === 1,
+    `slot ${slot}: its console.log at load, once, UTF-8 intact`)
+    t.ok(appLogs(pool,
+      (l) => l.slot === slot && l.pid === pid && l.stream === 'stderr' && l.level === 40 &&
+        l.msg === `warning from slot ${slot}`).length === 1,
+    `slot ${slot}: its console.error at load, at warn`)
   }
 
   // Two workers printing 20,000 lines each at once.

@@ -26,7 +26,8 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
     FAKETIME_DONT_FAKE_MONOTONIC: '1',
     FAKETIME_NO_CACHE: '1'
   }
-  const pool = startPool(['start', path.join(FIXTURES, 'long-lived.js'), '-n', '2', '--port', String(port), '--worker-port', String(workerPort),
+  const pool = startPool(['start', path.join(FIXTURES, 'long-lived.js'), '-n', '2', '--port', String(port),
+    '--worker-port', String(workerPort),
     '--timeout', '2s', '--heartbeat-timeout', '3s'], { env })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')

@@ -20,8 +20,9 @@ t.test('pool stop: the app\'s own child processes are gone when the pool has exi
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--kill-timeout', '500ms'],
-    { env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--kill-timeout', '500ms'],
+  { env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const workers = await readyWorkers(pool, 2)
   const helpers = helpersOf(file)
@@ -44,8 +45,9 @@ t.test('a crashed worker\'s child processes are stopped, and the slot serves aga
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   const [worker] = await readyWorkers(pool, 1)
   const helper = helpersOf(file).get(worker)
@@ -62,8 +64,9 @@ t.test('a hung worker is killed with its child processes', async (t) => {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '500ms'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--timeout', '500ms'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   const [worker] = await readyWorkers(pool, 1)
   const helper = helpersOf(file).get(worker)
@@ -78,8 +81,9 @@ t.test('a SIGKILLed supervisor: the workers take their child processes with them
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   await readyWorkers(pool, 2)
   const helpers = [...helpersOf(file).values()]
@@ -116,8 +120,9 @@ async function faultyPool (t, { env = {}, flags = [] } = {}) {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--stats-port', '0', ...flags],
-    { CHILD_PID_FILE: file, ...env })
+  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--stats-port', '0', ...flags],
+  { CHILD_PID_FILE: file, ...env })
   t.teardown(async () => { if (pool.exitCode === null && pool.signalCode === null) { pool.kill('SIGKILL'); await pool.exited } })
   await pool.waitLog((l) => l.event === 'started', 'the pool to start')
   const workers = pool.logs.filter((l) => l.event === 'ready').map((l) => l.pid)

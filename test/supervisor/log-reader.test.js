@@ -19,7 +19,8 @@ const APP = path.join(FIXTURES, 'app-output.js')
 async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}) {
   const [port, statsPort, workerPort] = await freePorts(2 + workers)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-log-reader-ctl-'))
-  const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers), '--port', String(port), '--stats-port', String(statsPort),
+  const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers),
+    '--port', String(port), '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json', ...args],
   { env: cleanEnv({ POOL_TEST: '1' }), stdio: ['ignore', reader.fd, reader.fd] })
   reader.closeWriter() // the pool holds the writing end now; a reader that stops leaves it full

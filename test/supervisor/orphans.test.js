@@ -18,8 +18,9 @@ async function poolWithHelpers (t, { workers = 2, flags = [], env = {} } = {}) {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(workers)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', String(workers), '--worker-port', String(ports[0]), '--balancer', 'none', '--kill-timeout', '500ms', ...flags],
-    { env: { CHILD_PID_FILE: file, ...env } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', String(workers), '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--kill-timeout', '500ms', ...flags],
+  { env: { CHILD_PID_FILE: file, ...env } })
   t.teardown(() => pool.stop('SIGKILL'))
   await waitFor(() => pool.readyCount() >= workers && helpersOf(file).size >= workers,
     { what: `${workers} ready workers with their helpers` })
@@ -223,7 +224,8 @@ t.test('the directory the pool started in is removed: a crashed worker is replac
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms',
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--restart-delay', '20ms',
     '--kill-timeout', '500ms', '--timeout', '60s', '--heartbeat-timeout', '60s'],
   { cwd: dir, env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
   t.teardown(() => pool.stop('SIGKILL'))

@@ -30,7 +30,8 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-backoff-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none',
     '--restart-delay', '100ms', '--restart-factor', '2', '--healthy-after', '500ms'],
   { env: { CRASH_COUNTER: path.join(dir, 'boots'), FAST: '3', LONG_MS: '1500' } })
   t.teardown(() => pool.stop('SIGKILL'))
@@ -101,7 +102,8 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; ' +
 
 t.test('a worker that stops sending heartbeats while idle is killed and replaced', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('idle-hang.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('idle-hang.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none',
     '--heartbeat-interval', '100ms', '--heartbeat-timeout', '700ms'], { env: { HANG_AFTER_MS: '300' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const ready = await pool.waitLog((l) => l.event === 'ready')
@@ -113,7 +115,8 @@ t.test('a worker that stops sending heartbeats while idle is killed and replaced
 
 t.test('a worker not ready within --boot-timeout is killed and counts as a failed start', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('never-listens.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('never-listens.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none',
     '--boot-timeout', '400ms', '--max-boot-failures', '2', '--restart-delay', '50ms'])
   t.teardown(() => pool.stop('SIGKILL'))
   const { code } = await pool.exited
@@ -165,8 +168,9 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const requestLog = path.join(dir, 'requests')
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { REQUEST_LOG: requestLog } })
+  const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { REQUEST_LOG: requestLog } })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -183,7 +187,8 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.type(await throws, Error, 'the throwing request got no answer')
   t.type(await behind, Error, 'the request queued behind it was dropped with the process')
   const crashedPid = exit.pid
-  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]), ['/wait?ms=2000&id=a', '/throw?id=b'],
+  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]),
+    ['/wait?ms=2000&id=a', '/throw?id=b'],
     'the crashing process never started the request behind the throw')
   t.match(pool.stderrText + JSON.stringify(pool.logs), /render failed/, 'the app\'s error is reported')
   await pool.waitLog((l) => l.event === 'ready' && l.pid !== crashedPid, 10000)
@@ -194,7 +199,8 @@ t.test('a respawn that finds its port taken waits and tries again, however long:
   'the slot is never given up for it', async (t) => {
   const net = require('node:net')
   const [workerPort] = await freePorts(1)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer', 'none',
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer',
+    'none',
     '--restart-delay', '100ms', '--restart-max-delay', '300ms', '--max-boot-failures', '2'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')

@@ -269,9 +269,12 @@ t.test('draining again only brings the deadlines closer, and keeps the first rea
 t.test('what an exit was', async (t) => {
   const cases = [
     ['drained, exited 0', (h) => h.startDrain('recycle', T0, 1000), [0, null], { reason: 'recycle', planned: true }],
-    ['drained, SIGTERMed, ended by it', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [null, 'SIGTERM'], { reason: 'stop', planned: true }],
-    ['drained, SIGTERMed, its handler exited 1', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [1, null], { reason: 'stop', planned: true }],
-    ['drained, crashed before any signal', (h) => h.startDrain('reload', T0, 1000), [1, null], { reason: 'crashed', planned: false }],
+    ['drained, SIGTERMed, ended by it', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [null, 'SIGTERM'],
+      { reason: 'stop', planned: true }],
+    ['drained, SIGTERMed, its handler exited 1', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [1, null],
+      { reason: 'stop', planned: true }],
+    ['drained, crashed before any signal', (h) => h.startDrain('reload', T0, 1000), [1, null],
+      { reason: 'crashed', planned: false }],
     ['not drained, exited 0', () => {}, [0, null], { reason: 'crashed', planned: false }],
     ['killed as hung', (h) => h.kill('timeout'), [null, 'SIGKILL'], { reason: 'timeout', planned: false }]
   ]

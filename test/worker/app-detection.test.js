@@ -22,7 +22,8 @@ for (const shape of ['koa', 'fastify', 'hapi']) {
   })
 }
 
-const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback', 'parse-int-default',
+const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback',
+  'parse-int-default',
   'path-false', 'path-and-port', 'port-backlog', 'options-backlog']
 
 t.test('an app that listens on $PORT itself is adopted, whatever form its listen() takes', async (t) => {
