@@ -177,7 +177,8 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
       waiters.add(w)
       const t = setTimeout(() => {
         waiters.delete(w)
-        reject(new Error(`no matching log line within ${timeout} ms; last lines:\n` + child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
+        reject(new Error(`no matching log line within ${timeout} ms; last lines:\n` +
+          child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
       }, timeout)
       t.unref()
       child.exited.then(() => { clearTimeout(t); if (waiters.delete(w)) reject(new Error('pool exited before the log line; stderr: ' + child.stderrText.slice(-2000))) })

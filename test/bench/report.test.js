@@ -211,7 +211,12 @@ t.test('the overload section: where a FIFO keeps up, on against off; closed-loop
     cells: [
       { load: 1.2, warmup: 1, front: 'embedded-oc', runs: [open(), open()] },
       { load: 1.2, warmup: 1, front: 'embedded-fifo', runs: [open(), open()] },
-      { load: 2, warmup: 2, front: 'embedded-oc', runs: [open({ share: 1.2, turnedAway: 0.4 }), open({ share: 1.21, turnedAway: 0.4 })] },
+      {
+        load: 2,
+        warmup: 2,
+        front: 'embedded-oc',
+        runs: [open({ share: 1.2, turnedAway: 0.4 }), open({ share: 1.21, turnedAway: 0.4 })]
+      },
       {
         load: 2,
         warmup: 2,
@@ -226,7 +231,14 @@ t.test('the overload section: where a FIFO keeps up, on against off; closed-loop
     closed: [
       { workers: 2, clients: 13, render: 'await', seconds: 6, front: 'embedded-oc', runs: [closed(), closed()] },
       { workers: 2, clients: 13, render: 'await', seconds: 6, front: 'embedded-fifo', runs: [closed(), closed()] },
-      { workers: 2, clients: 50, render: 'cpu', seconds: 6, front: 'embedded-oc', runs: [closed({ p99: 2000, turnedAway: 3, failed: 3 })] },
+      {
+        workers: 2,
+        clients: 50,
+        render: 'cpu',
+        seconds: 6,
+        front: 'embedded-oc',
+        runs: [closed({ p99: 2000, turnedAway: 3, failed: 3 })]
+      },
       { workers: 2, clients: 50, render: 'cpu', seconds: 6, front: 'embedded-fifo', runs: [closed()] }
     ],
     renders: RENDERS,

@@ -82,7 +82,9 @@ t.test('the control commands take the flags pool start took: those that find the
   const status = await cli(['status', '--json', ...startFlags, '--', '--app-flag'], env)
   t.equal(status.code, 0, status.stderr)
   t.equal(JSON.parse(status.stdout).pid, pool.pid, 'found by the pasted flags')
-  t.equal(status.stderr, 'pool: ignoring --workers, --timeout, --graceful-timeout, --stats-port, the app\'s arguments after --: only pool start uses them (this command\'s own time limit is --wait)\n',
+  t.equal(status.stderr,
+    'pool: ignoring --workers, --timeout, --graceful-timeout, --stats-port, the app\'s arguments after --: ' +
+      'only pool start uses them (this command\'s own time limit is --wait)\n',
     'what is ignored is said, in one line')
   const reload = await cli(['reload', ...startFlags, '--wait', '1m'], env)
   t.equal(reload.code, 0, reload.stderr)

@@ -87,16 +87,24 @@ t.test('sizes with units: --max-body 1k as a flag, POOL_MAX_BODY=1k, "maxBody": 
 
 // Each: file name, its text, the one line expected on stderr.
 const BAD_FILES = [
-  ['typo.json', '{ "workers": 2, "wokers": 3 }', "typo.json: unknown key wokers (did you mean workers?); the keys are the library's option names, as in new Pool(), plus app and balancer"],
+  ['typo.json', '{ "workers": 2, "wokers": 3 }',
+    "typo.json: unknown key wokers (did you mean workers?); the keys are the library's option names, " +
+      'as in new Pool(), plus app and balancer'],
   ['syntax.json', '{\n  "workers": 2,\n  "app": "x.js",\n}\n', 'syntax.json: invalid JSON at line 4, column 1:'],
   ['syntax.js', 'module.exports = {\n  workers: 2\n  app: "x.js"\n}\n', 'syntax.js:3: SyntaxError: '],
   ['throws.js', 'throw new Error("no config for you")\n', 'throws.js: loading it threw: no config for you'],
-  ['array.js', 'module.exports = [1, 2]\n', 'array.js: must export an object of options, like { "workers": 4 } (got an array)'],
-  ['seconds.json', '{ "timeout": "30s" }', 'seconds.json: timeout is a number of milliseconds in a config file, as in the library (got "30s")'],
-  ['size.json', '{ "maxBody": "1 tb" }', 'size.json: maxBody must be a number of bytes, or a size like "512k", "8m" or "1g" (got "1 tb")'],
-  ['port.json', '{ "workerPort": 70000 }', 'port.json: workerPort (--worker-port) must be a port number 1-65535 (got 70000)'],
-  ['front.json', '{ "haproxySocket": "/run/pool/haproxy-admin.sock" }', "front.json: haproxySocket is an option of balancer haproxy, and this file's balancer is embedded (the default)"],
-  ['balancer.json', '{ "balancer": "nginx" }', 'balancer.json: balancer must be one of embedded, haproxy, none (got "nginx")'],
+  ['array.js', 'module.exports = [1, 2]\n',
+    'array.js: must export an object of options, like { "workers": 4 } (got an array)'],
+  ['seconds.json', '{ "timeout": "30s" }',
+    'seconds.json: timeout is a number of milliseconds in a config file, as in the library (got "30s")'],
+  ['size.json', '{ "maxBody": "1 tb" }',
+    'size.json: maxBody must be a number of bytes, or a size like "512k", "8m" or "1g" (got "1 tb")'],
+  ['port.json', '{ "workerPort": 70000 }',
+    'port.json: workerPort (--worker-port) must be a port number 1-65535 (got 70000)'],
+  ['front.json', '{ "haproxySocket": "/run/pool/haproxy-admin.sock" }',
+    "front.json: haproxySocket is an option of balancer haproxy, and this file's balancer is embedded (the default)"],
+  ['balancer.json', '{ "balancer": "nginx" }',
+    'balancer.json: balancer must be one of embedded, haproxy, none (got "nginx")'],
   ['pool.yaml', 'workers: 2\n',
     'pool.yaml: a config file is .json, or .js/.cjs (a CommonJS module exporting an object)']
 ]

@@ -29,8 +29,9 @@ async function pool (t, {
   const front = embedded
     ? ['--port', String(ports[1]), '--stats-port', String(ports[0]), '--worker-port', String(ports[2])]
     : ['--balancer', 'none', '--worker-port', String(ports[2])]
-  const child = startPool(['start', app, '-n', String(workers), ...(control ? ['--control', control] : []), '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args],
-    { env: xdg ? { XDG_RUNTIME_DIR: xdg } : {} })
+  const child = startPool(['start', app, '-n', String(workers), ...(control ? ['--control', control] : []),
+    '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args],
+  { env: xdg ? { XDG_RUNTIME_DIR: xdg } : {} })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'started')
   return { child, control, frontUrl: `http://127.0.0.1:${ports[1]}`, workerPort: ports[2], ports }
@@ -106,7 +107,8 @@ t.test('pool status --json: { front, queue, workers } with every field', async (
 t.test('a second pool start on the same control socket refuses; the first keeps serving', async (t) => {
   const p = await pool(t, { workers: 1, embedded: true })
   const other = await freePorts(3)
-  const r = await cli(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--control', p.control, '--log-format', 'json',
+  const r = await cli(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--control', p.control, '--log-format',
+    'json',
     '--port', String(other[1]), '--stats-port', String(other[0]), '--worker-port', String(other[2])])
   t.equal(r.code, 2)
   t.equal(r.stderr, `pool: another pool is running on control socket ${p.control} (pid ${p.child.pid})\n`)
@@ -312,8 +314,9 @@ t.test('pool stop while the pool is still starting ends it', async (t) => {
   const dir = tempDir(t)
   const control = path.join(dir, 'pool.sock')
   const [port] = await freePorts(2)
-  const child = startPool(['start', path.join(FIXTURES, 'slow-boot.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--control', control, '--log-format', 'json'],
-    { env: { BOOT_MS: '5000' } })
+  const child = startPool(['start', path.join(FIXTURES, 'slow-boot.js'), '-n', '1', '--balancer', 'none',
+    '--worker-port', String(port), '--control', control, '--log-format', 'json'],
+  { env: { BOOT_MS: '5000' } })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'spawn')
   const r = await cli(['stop', '--control', control])

@@ -193,9 +193,12 @@ t.test('pool start never probes nor removes another user\'s socket', async (t) =
 
 t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mode 0700', async (t) => {
   const cases = [
-    ['group and others may read it', ME, (dir) => fs.mkdirSync(dir, { mode: 0o755 }), 'has mode 0755: group or others may use it (it must be 0700)'],
-    ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }), `is owned by ${myName}, not by ${otherName}`],
-    ['a symlink to a private dir', ME, (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
+    ['group and others may read it', ME, (dir) => fs.mkdirSync(dir, { mode: 0o755 }),
+      'has mode 0755: group or others may use it (it must be 0700)'],
+    ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }),
+      `is owned by ${myName}, not by ${otherName}`],
+    ['a symlink to a private dir', ME,
+      (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
     ['a file', ME, (dir) => fs.writeFileSync(dir, ''), 'is not a directory']
   ]
   for (const [what, uid, make, problem] of cases) {
@@ -286,7 +289,8 @@ t.test('a half-written line is cut after the idle timeout; others are served, a 
   let finishReload
   let reloadStarted
   const started = new Promise((resolve) => { reloadStarted = resolve })
-  const server = await serve(t, fakePool({ reload: () => { reloadStarted(); return new Promise((resolve) => { finishReload = resolve }) } }),
+  const server = await serve(t,
+    fakePool({ reload: () => { reloadStarted(); return new Promise((resolve) => { finishReload = resolve }) } }),
     { connection: { idleTimeout: 200 } })
 
   // A connects first and waits for a reload: its idle timer, had it kept running, would fire
@@ -302,7 +306,10 @@ t.test('a half-written line is cut after the idle timeout; others are served, a 
     [{
       id: null,
       ok: false,
-      error: { code: codes.BAD_OPTION, message: 'bad control request: no complete request line within 200 ms; closing the connection' }
+      error: {
+        code: codes.BAD_OPTION,
+        message: 'bad control request: no complete request line within 200 ms; closing the connection'
+      }
     }], 'after saying why')
 
   t.same(await sendCommand(server.path, 'ping'), { pid: process.pid, phase: 'running' }, 'a new connection is served')
@@ -370,7 +377,11 @@ t.test('what cannot be echoed or encoded becomes an error answer, not a crash of
     {
       id: 2,
       ok: false,
-      error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ping)' }
+      error: {
+        code: codes.BAD_OPTION,
+        message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ' +
+          'ping)'
+      }
     }, 'a nested command')
   t.equal(byId(3).ok, false, 'a result that is not JSON')
   t.equal(byId(3).error.code, 'POOL_E_INTERNAL')

@@ -106,9 +106,12 @@ onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy
     [['--discover', 'pool.example', '--agent-port', '9100'], /--discover 'pool\.example' has no port/],
     [['--discover', '_http.pool.example', '--agent-port', '9100'], /is not an SRV name/],
     [['--discover', '10.0.0.1:9001', '--agent-port', '9100'], /is not a DNS name/],
-    [['--discover', 'pool.example:9001', '--hosts', '10.0.0.1:9001', '--agent-port', '9100'], /--hosts and --discover both name the hosts/],
-    [['--hosts', '10.0.0.1:9001', '--nameservers', '10.0.0.2', '--agent-port', '9100'], /--nameservers goes with --discover/],
-    [['--discover', 'pool.example:9001', '--nameservers', 'ns.example', '--agent-port', '9100'], /--nameservers entry 'ns\.example' is not ADDRESS\[:PORT\]/],
+    [['--discover', 'pool.example:9001', '--hosts', '10.0.0.1:9001', '--agent-port', '9100'],
+      /--hosts and --discover both name the hosts/],
+    [['--hosts', '10.0.0.1:9001', '--nameservers', '10.0.0.2', '--agent-port', '9100'],
+      /--nameservers goes with --discover/],
+    [['--discover', 'pool.example:9001', '--nameservers', 'ns.example', '--agent-port', '9100'],
+      /--nameservers entry 'ns\.example' is not ADDRESS\[:PORT\]/],
     [['--discover', 'pool.example:9001', '--dns-hold', '43200m', '--agent-port', '9100'],
       /--dns-hold must be at most 24 days/]
   ]
@@ -121,7 +124,8 @@ onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy
 })
 
 t.test('pool config edge prints the config; bad input is one line on stderr and exit 2', async (t) => {
-  const good = await runPool(['config', 'edge', '--hosts', '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001', '--agent-port', '9100',
+  const good = await runPool(['config', 'edge', '--hosts', '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001',
+    '--agent-port', '9100',
     '-n', '4', '--agent-inter', '250ms', '--check-inter', '1', '--timeout', '45', '--queue-timeout', '5s', '--backend',
     'web'])
   t.equal(good.code, 0, good.stderr)
@@ -132,8 +136,10 @@ t.test('pool config edge prints the config; bad input is one line on stderr and 
   const bad = [
     [['--agent-port', '9100'], /--hosts or --discover is required/],
     [['--hosts', '1.2.3.4', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4' has no port/],
-    [['--hosts', '1.2.3.4:70000', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4:70000': the port must be 1-65535/],
-    [['--hosts', '1.2.3.4:9001,1.2.3.5:9001,1.2.3.4:9001', '--agent-port', '9100'], /--hosts lists 1\.2\.3\.4:9001 twice/],
+    [['--hosts', '1.2.3.4:70000', '--agent-port', '9100'],
+      /--hosts entry '1\.2\.3\.4:70000': the port must be 1-65535/],
+    [['--hosts', '1.2.3.4:9001,1.2.3.5:9001,1.2.3.4:9001', '--agent-port', '9100'],
+      /--hosts lists 1\.2\.3\.4:9001 twice/],
     [['--hosts', '1.2.3.4:9001,1.2.3.4:9002', '--agent-port', '9100'], /--hosts lists the address 1\.2\.3\.4 twice/],
     [['--hosts', '[::1]:9001,[0:0::1]:9001', '--agent-port', '9100'], /--hosts lists \[::1\]:9001 twice/],
     [['--hosts', '::1:9001', '--agent-port', '9100'], /an IPv6 address goes in brackets/],

@@ -88,7 +88,8 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
   t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}default-server maxconn 8192 disabled check/m,
     'a streams backend over the same workers, 8192 each')
   t.match(cfg, /^ {4}server worker2 127\.0\.0\.1:9003$(?![\s\S]*^backend pool_streams)/m)
-  t.match(cfg, /^ {4}http-request del-header X-Pool-Stream\n {4}acl pool_long_lived req\.hdr\(accept\) -m sub text\/event-stream\n {4}acl pool_long_lived path_beg \/api\/chat\n {4}acl pool_long_lived path_beg \/events\n {4}use_backend pool_streams if pool_long_lived$/m,
+  t.match(cfg,
+    /^ {4}http-request del-header X-Pool-Stream\n {4}acl pool_long_lived req\.hdr\(accept\) -m sub text\/event-stream\n {4}acl pool_long_lived path_beg \/api\/chat\n {4}acl pool_long_lived path_beg \/events\n {4}use_backend pool_streams if pool_long_lived$/m,
     'what goes there: server-sent events and --stream-routes; a client cannot say so itself')
   t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}http-request set-header X-Pool-Stream 1$/m,
     'marked for the worker\'s guard there')
@@ -133,7 +134,8 @@ onPlatforms(t, 'nginx -t accepts the generated config, ' +
 const PRODUCTION_STATE_FILE = '/run/ssr/haproxy.state'
 
 t.test('conf/ holds the generator output for 15 workers', async (t) => {
-  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'), haproxyConfig({ workers: 15, stateFile: PRODUCTION_STATE_FILE }),
+  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'),
+    'utf8'), haproxyConfig({ workers: 15, stateFile: PRODUCTION_STATE_FILE }),
     `conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 --state-file ${PRODUCTION_STATE_FILE} > ` +
       'conf/haproxy.cfg)')
   t.equal(fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'), nginxConfig(),

@@ -105,16 +105,19 @@ t.test('the configs say it, and haproxy -c and nginx -t accept them', async (t) 
   const dir = tempDir(t)
   const cfg = haproxyConfig({ workers: 2 })
   const frontend = /^frontend pool_http\n((?: {4}[^\n]*\n)*)/m.exec(cfg)[1]
-  t.match(frontend, /^ {4}acl pool_websocket hdr\(upgrade\) -i websocket\n {4}acl pool_upgrade hdr\(connection\) -i upgrade\n {4}use_backend pool_streams if pool_websocket pool_upgrade$/m,
+  t.match(frontend,
+    /^ {4}acl pool_websocket hdr\(upgrade\) -i websocket\n {4}acl pool_upgrade hdr\(connection\) -i upgrade\n {4}use_backend pool_streams if pool_websocket pool_upgrade$/m,
     'a handshake (Upgrade: websocket and Connection listing upgrade, any case) goes to the streams backend')
   const streams = /^backend pool_streams\n((?: {4}[^\n]*\n)*)/m.exec(cfg)[1]
   const render = /^backend pool\n((?: {4}[^\n]*\n)*)/m.exec(cfg)[1]
   t.match(streams, /^ {4}timeout tunnel 1h$/m, 'a tunnel there is closed after an hour of silence by default')
-  t.match(streams.replace(/\n {4}# /g, ' '), /counts the connection on its server for as long as the socket lives .* never sees a message, a ping or a close frame/,
+  t.match(streams.replace(/\n {4}# /g, ' '),
+    /counts the connection on its server for as long as the socket lives .* never sees a message, a ping or a close frame/,
     'and the config says what HAProxy can know of it')
   t.notMatch(render, /timeout tunnel/, 'no tunnel in the render backend')
   t.match(haproxyConfig({ workers: 2, tunnelTimeout: 600000 }), /^ {4}timeout tunnel 10m$/m, '--tunnel-timeout 10m')
-  t.match(haproxyConfig({ workers: 2, tunnelTimeout: 600000 }), /^# nginx in front: `pool config nginx --haproxy-http-socket \S+ --tunnel-timeout 600s`\.$/m,
+  t.match(haproxyConfig({ workers: 2, tunnelTimeout: 600000 }),
+    /^# nginx in front: `pool config nginx --haproxy-http-socket \S+ --tunnel-timeout 600s`\.$/m,
     'the header tells nginx the same timeout')
   for (const [name, options] of Object.entries({
     defaults: { workers: 2 },

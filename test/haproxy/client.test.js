@@ -187,7 +187,8 @@ onPlatforms(t, 'errors from HAProxy name the backend or server the pool expected
   t.equal(noServer.code, 'POOL_E_HAPROXY_NO_SERVER')
   t.match(noServer.message, /backend 'pool' has no server 'worker9'/)
 
-  t.equal((await rejection(client.setServerState('pool', 'worker1;shutdown frontend pool_http', 'ready'))).code, 'POOL_E_BAD_OPTION',
+  t.equal((await rejection(client.setServerState('pool', 'worker1;shutdown frontend pool_http', 'ready'))).code,
+    'POOL_E_BAD_OPTION',
     'names that would smuggle a second command are refused')
   await t.rejects(client.setServerState('pool', 'worker1', 'up'), TypeError)
 })

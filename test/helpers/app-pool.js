@@ -16,7 +16,8 @@ async function startAppPool (t, app, { workers = 2, env = {}, args = [], startTi
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-app-'))
   const control = path.join(dir, 'pool.sock')
   const ports = await freePorts(workers + 1)
-  const child = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port', String(ports[1]),
+  const child = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port',
+    String(ports[1]),
     '--control', control, '--log-format', 'json', ...args], { env })
   t.teardown(async () => {
     await child.stop('SIGKILL')

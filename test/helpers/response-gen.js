@@ -131,9 +131,12 @@ const INTERESTING = ['\x00', '\x01', '\x07', '\x0b', '\x0c', '\x1f', '\x7f', '\x
   '\n', '\r\n', '\n\n', '\r\n\r\n', ':', ';', ',', '"', '\\', '=', '0', '9', 'a', 'F', 'g', '-', '+', '/']
 const EXTRA_FIELDS = [
   'Content-Length: 0', 'Content-Length: 1', 'Content-Length: 5', 'Content-Length: 5, 5', 'Content-Length: 05',
-  'Content-Length: -1', 'Content-Length:  3 ', 'Content-Length: 3\t', 'Content-Length: 1e3', 'Content-Length: 99999999999999999999',
-  'Transfer-Encoding: chunked', 'Transfer-Encoding: chunked, chunked', 'Transfer-Encoding: gzip', 'Transfer-Encoding: chunked,',
-  'Transfer-Encoding: chunked\t', 'Transfer-Encoding: ', 'Transfer-Encoding: xchunked', 'Connection: close', 'Connection: keep-alive',
+  'Content-Length: -1', 'Content-Length:  3 ', 'Content-Length: 3\t', 'Content-Length: 1e3',
+  'Content-Length: 99999999999999999999',
+  'Transfer-Encoding: chunked', 'Transfer-Encoding: chunked, chunked', 'Transfer-Encoding: gzip',
+  'Transfer-Encoding: chunked,',
+  'Transfer-Encoding: chunked\t', 'Transfer-Encoding: ', 'Transfer-Encoding: xchunked', 'Connection: close',
+  'Connection: keep-alive',
   'X: a\x01b', 'X : y', ' folded', '\tfolded', 'X:\x7f', 'Upgrade: websocket'
 ]
 

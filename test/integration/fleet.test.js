@@ -67,7 +67,8 @@ t.test('steady state: every request answered, spread over the hosts, the queue h
   const longest = net.hosts.map((h) => pools.get(h.name).requests.reduce((a, r) => (r.queueMs > a.queueMs ? r : a)))
   const waits = longest.map((r) => r.queueMs)
   t.ok(backend.qmax > 0 && waits.every((ms) => ms < RENDER_MS[0]),
-    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host (longest wait in a host's queue: ${waits.join(', ')} ms)`,
+    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host ` +
+      `(longest wait in a host's queue: ${waits.join(', ')} ms)`,
     {
       longest,
       around: longest.map((r, i) => aroundOf(pools.get(net.hosts[i].name).requests, r)),

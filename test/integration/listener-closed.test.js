@@ -35,7 +35,8 @@ const serving = (w) => w.state === 'ready' || w.state === 'busy'
 async function startClosingPool (t, { n, restartDelay }) {
   const [port, statsPort, agentPort] = await freePorts(3)
   const workerPorts = await freePorts(n)
-  const pool = startPool(['start', APP, '-n', String(n), '--port', String(port), '--worker-port', String(workerPorts[0]),
+  const pool = startPool(['start', APP, '-n', String(n), '--port', String(port), '--worker-port',
+    String(workerPorts[0]),
     '--stats-port', String(statsPort), '--agent-port', String(agentPort), '--restart-delay', restartDelay])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')

@@ -24,7 +24,8 @@ const problem = process.getuid?.() !== 0
 async function startAsPid1 (t, { direct = false, app = APP } = {}) {
   const dir = tempDir(t, 'pool-pid1-')
   const [port, workerPort] = await freePorts(3)
-  const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port), '--stats-port', '0',
+  const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port),
+    '--stats-port', '0',
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json']
   const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', ...command],
     { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })

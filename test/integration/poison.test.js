@@ -27,7 +27,9 @@ t.test('a poison GET at K=16: its replay dies alone; every innocent GET is answe
     ...Array.from({ length: 10 }, (_, i) => ['get', `g${i}`, get(`g${i}`, '/wait?ms=1500')]),
     ['poison', 'p', get('p', '/poison?after=1000')],
     ...Array.from({ length: 10 }, (_, i) => ['get', `g${10 + i}`, get(`g${10 + i}`, '/wait?ms=1500')]),
-    ...Array.from({ length: 8 }, (_, i) => ['post', `w${i}`, request(`${url}/wait?ms=1500&id=w${i}&log=1`, { method: 'POST', body: 'x', timeout: 60000 })]),
+    ...Array.from({ length: 8 },
+      (_, i) => ['post', `w${i}`,
+        request(`${url}/wait?ms=1500&id=w${i}&log=1`, { method: 'POST', body: 'x', timeout: 60000 })]),
     ...Array.from({ length: 4 }, (_, i) => ['stream', `s${i}`, get(`s${i}`, '/stream?ms=3000&every=200')])
   ]
   const answers = await Promise.all(sent.map(([, , p]) => p.then((r) => r,

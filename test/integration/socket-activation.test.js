@@ -53,9 +53,12 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)
   const [port, statsPort, workerPort] = await freePorts(6)
-  const poolArgs = ['start', app, '-n', '2', '--port', String(port), '--stats-port', String(statsPort), '--worker-port', String(workerPort),
+  const poolArgs = ['start', app, '-n', '2', '--port', String(port), '--stats-port', String(statsPort), '--worker-port',
+    String(workerPort),
     '--control', path.join(dir, 'pool.sock'), '--log-format', 'json']
-  const manager = watched(spawn(ACTIVATE, ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER, BIN, ...poolArgs],
+  const manager = watched(spawn(ACTIVATE,
+    ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER,
+      BIN, ...poolArgs],
     { env: cleanEnv({ FLEET_HOST: 'activated' }), stdio: ['ignore', 'pipe', 'pipe'] }))
   await sleep(200)
   // systemd-socket-activate execs the manager at the first connection; that request waits in the
@@ -122,7 +125,8 @@ t.test('Type=notify: READY=1 once the workers are ready, STATUS=, ' +
     { stdio: ['ignore', 'pipe', 'pipe'] }))
   await waitFor(() => fs.existsSync(socket), { what: 'the notify socket' })
   const [port, workerPort] = await freePorts(4)
-  const pool = watched(spawn(process.execPath, [BIN, 'start', app, '-n', '2', '--port', String(port), '--stats-port', '0', '--worker-port', String(workerPort),
+  const pool = watched(spawn(process.execPath, [BIN, 'start', app, '-n', '2', '--port', String(port), '--stats-port',
+    '0', '--worker-port', String(workerPort),
     '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'],
   { env: cleanEnv({ NOTIFY_SOCKET: socket }), stdio: ['ignore', 'pipe', 'pipe'] }))
   const started = await pool.until((l) => l.event === 'started', 'the pool to start')

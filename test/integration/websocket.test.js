@@ -16,7 +16,8 @@ const APP = path.join(FIXTURES, 'websocket.js')
 
 async function embeddedPool (t, args = [], { workers = 2, env = {} } = {}) {
   const [port, workerPort] = await freePorts(workers + 1)
-  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port', String(workerPort),
+  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port',
+    String(workerPort),
     '--log-format', 'json', ...args], { env })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started', 20000)

@@ -50,8 +50,9 @@ t.test('a fork that fails with EMFILE: logged with its errno, retried with backo
   const mark = pool.logs.length
   killWorkers(pool, 2)
   // More failed forks than --max-boot-failures, for each slot.
-  await waitFor(() => [1, 2].every((slot) => pool.logs.slice(mark).filter((l) => l.event === 'spawn-error' && l.slot === slot).length >= 3),
-    { timeout: 20000, what: 'three failed forks in each slot' })
+  await waitFor(() => [1, 2].every((slot) => pool.logs.slice(mark)
+    .filter((l) => l.event === 'spawn-error' && l.slot === slot).length >= 3),
+  { timeout: 20000, what: 'three failed forks in each slot' })
   setSoftLimit(pool.pid, 4096)
   await waitFor(() => readyAfter(pool, mark).size === 2, { timeout: 30000, what: 'both slots ready again' })
   const failed = pool.logs.slice(mark).filter((l) => l.event === 'spawn-error')

@@ -30,13 +30,16 @@ t.test('agentReply: one rule per state of the pool', async (t) => {
     'nor draining or given-up ones')
   t.equal(agentReply({ ...running, workers: workers('dead', 'booting', 'given-up') }), 'down #no worker ready',
     'running without a ready worker: down (maxconn:0 would mean no limit)')
-  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('booting', 'booting') }), 'down #no worker ready',
+  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('booting', 'booting') }),
+    'down #no worker ready',
     'starting, nothing ready yet: down')
-  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('ready', 'booting') }), 'up ready maxconn:1',
+  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('ready', 'booting') }),
+    'up ready maxconn:1',
     'starting with one ready: that one serves')
   t.equal(agentReply({ phase: 'idle', target: 2, reload: null, workers: [] }), 'down #no worker ready',
     'not started: down')
-  t.equal(agentReply({ phase: 'stopping', target: 2, reload: null, workers: workers('busy', 'ready') }), 'drain #stopping',
+  t.equal(agentReply({ phase: 'stopping', target: 2, reload: null, workers: workers('busy', 'ready') }),
+    'drain #stopping',
     'stopping: drain, even with workers still ready')
   t.equal(agentReply({ phase: 'stopped', target: 2, reload: null, workers: [] }), 'drain #stopped', 'stopped: drain')
   const reload = { stage: 'replacing', pending: 2, active: [], replaced: 1 }
@@ -45,7 +48,8 @@ t.test('agentReply: one rule per state of the pool', async (t) => {
     'reloading with fewer than half ready: still up, the limit follows, the reason says why')
   t.equal(agentReply({ phase: 'running', target: 4, reload, workers: workers('ready', 'busy', 'ready', 'draining') }),
     'up ready maxconn:3 #reloading: 3 of 4 ready', 'reloading with most ready')
-  t.equal(agentReply({ phase: 'running', target: 2, reload, workers: workers('draining', 'booting') }), 'down #no worker ready',
+  t.equal(agentReply({ phase: 'running', target: 2, reload, workers: workers('draining', 'booting') }),
+    'down #no worker ready',
     'reloading with none ready: down')
   t.equal(agentReply({ phase: 'stopping', target: 2, reload, workers: workers('ready', 'ready') }), 'drain #stopping',
     'a stop wins over a reload')

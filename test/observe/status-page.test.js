@@ -270,7 +270,13 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
     queue: 4,
     reload: { stage: 'rolling', pending: 1, active: [], replaced: 1 },
     workers: answers++ >= 0 && [
-      worker(1, { state: 'busy', cpu: cpu(974), open: 3, request: { method: 'GET', url: hostile, startedAt: now() - 1500, age: 1500 } }),
+      worker(1,
+        {
+          state: 'busy',
+          cpu: cpu(974),
+          open: 3,
+          request: { method: 'GET', url: hostile, startedAt: now() - 1500, age: 1500 }
+        }),
       worker(2, { cpu: cpu(4), tunnels: 12, tunnelsOpened: 15 }),
       worker(3,
         {

@@ -152,7 +152,9 @@ const npx = (args) => ['--no', 'pool', ...args]
 async function startAndStop (t, cwd) {
   const ports = await freePorts(3)
   const control = path.join(cwd, 'pool.sock')
-  const child = spawn('npx', npx(['start', 'app.js', '-n', '2', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--stats-port', '0', '--control', control, '--log-format', 'json']),
+  const child = spawn('npx',
+    npx(['start', 'app.js', '-n', '2', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--stats-port',
+      '0', '--control', control, '--log-format', 'json']),
     { cwd, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let output = ''
   child.stdout.on('data', (d) => { output += d })
@@ -199,7 +201,8 @@ pool.recycle(1).then((r) => r.newPid)
 listen((req, res) => res.end(req.url))
 `)
   const moduleKind = resolution === 'node16' ? 'node16' : 'commonjs'
-  const r = run(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', moduleKind, '--moduleResolution', resolution, '--target', 'es2022',
+  const r = run(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', moduleKind, '--moduleResolution',
+    resolution, '--target', 'es2022',
     '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file], cwd)
   const errors = r.stdout.split(/\n(?=\S)/).filter((e) => / error TS/.test(e))
   t.equal(errors.length, 1, `types of '${name}' resolve (--moduleResolution ${resolution}): one error, the planted one`,

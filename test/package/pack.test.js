@@ -189,7 +189,8 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   t.equal(asRoot.status, 0, asRoot.stderr)
   t.same(asRoot.calls, [
     'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
-    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server debootstrap DEBIAN_FRONTEND=noninteractive',
+    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime ' +
+      'redis-server debootstrap DEBIAN_FRONTEND=noninteractive',
     debootstrapCall(asRoot.home),
     ...npmCalls(asRoot.home)
   ], 'root: no sudo (a fresh root machine has none)')

@@ -36,7 +36,9 @@ function compile (t, source) {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const file = path.join(dir, 'use.ts')
   fs.writeFileSync(file, `import { Pool, PoolOptions, codes } from ${JSON.stringify(ROOT)}\n${source}\n`)
-  const r = spawnSync(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', 'commonjs', '--moduleResolution', 'node', '--target', 'es2022', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file],
+  const r = spawnSync(TSC,
+    ['--noEmit', '--strict', '--esModuleInterop', '--module', 'commonjs', '--moduleResolution', 'node', '--target',
+      'es2022', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file],
     { encoding: 'utf8', timeout: 60000, cwd: ROOT })
   return { ok: r.status === 0, output: (r.stdout || '') + (r.stderr || '') }
 }

@@ -68,7 +68,8 @@ t.test('an oversize frame: the supervisor holds a bounded part of it, the worker
 
 t.test('--max-rss: an idle worker that leaks is recycled on its heartbeats, without a request', async (t) => {
   const [port] = await freePorts(1)
-  const pool = startPool(['start', fixture('idle-leak.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none',
+  const pool = startPool(['start', fixture('idle-leak.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+    'none',
     '--max-rss', '120', '--heartbeat-interval', '200ms'])
   t.teardown(() => pool.stop())
   const first = await pool.waitLog((l) => l.event === 'ready')

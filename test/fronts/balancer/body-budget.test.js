@@ -95,7 +95,8 @@ t.test('a burst of large POSTs behind busy workers: bodies past the budget get 5
   const BUDGET = 16 * MiB // four bodies
   const BURST = 64 // 256 MiB of bodies
   const [port, statsPort, workerPort] = await freePorts(4)
-  const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort), '--stats-port', String(statsPort),
+  const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort),
+    '--stats-port', String(statsPort),
     '--log-format', 'json', '--access-log', 'false', '--queue-timeout', '60', '--max-body', String(BODY),
     '--body-budget', String(BUDGET)])
   t.teardown(() => pool.stop())

@@ -162,7 +162,8 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   await waitFor(() => {
     const s = front.status()
     // A bench (after a reset) ends by itself within a second.
-    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') && pool.workers().every((w) => w.state === 'ready')
+    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') &&
+      pool.workers().every((w) => w.state === 'ready')
   }, { timeout: 15000, what: 'the pool to settle' })
   const status = JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
   t.equal(status.queue, 0, '/status: the queue is empty')

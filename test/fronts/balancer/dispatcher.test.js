@@ -413,7 +413,8 @@ t.test('overload: once the queue stands, the requests already waiting are served
     'served hold',
     // Those that were waiting: in arrival order, each one that a worker can no longer take in
     // time turned away just before (100 paces of 100 ms each: one every other request).
-    'served o1', 'served o2', 'served o3', 'shed o4', 'served o5', 'shed o6', 'served o7', 'shed o8', 'served o9', 'shed o10',
+    'served o1', 'served o2', 'served o3', 'shed o4', 'served o5', 'shed o6', 'served o7', 'shed o8', 'served o9',
+    'shed o10',
     // Those that came after: newest first, and again none answered late.
     'shed n1', 'served n6', 'shed n2', 'shed n3', 'served n5', 'served n4'
   ])

@@ -66,7 +66,8 @@ const tally = (answers) => {
 // reset never showed.
 async function startUploadPool (t, args) {
   const [port, statsPort, workerPort] = await freePorts(3)
-  const pool = startPool(['start', path.join(FIXTURES, 'upload-app.js'), '-n', '1', '--port', String(port), '--stats-port', String(statsPort),
+  const pool = startPool(['start', path.join(FIXTURES, 'upload-app.js'), '-n', '1', '--port', String(port),
+    '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--log-format', 'json', '--access-log', 'false', ...args])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started')

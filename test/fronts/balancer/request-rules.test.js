@@ -67,8 +67,10 @@ t.test('parsing differentials, each decided: folded headers, a bare LF, TE other
   const probes = [
     ['obs-fold (RFC 9112 §5.2 allows the 400)', 'GET /ok HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n', 400],
     ['a line ended by a bare LF', 'GET /ok HTTP/1.1\nHost: a\n\n', 400],
-    ['Transfer-Encoding: identity, chunked (501, as nginx)', 'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
-    ['Transfer-Encoding: gzip, chunked', 'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
+    ['Transfer-Encoding: identity, chunked (501, as nginx)',
+      'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
+    ['Transfer-Encoding: gzip, chunked',
+      'POST /ok HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 501],
     ['HTTP/1.2 (no client sends it; Node\'s parser refuses it)', 'GET /ok HTTP/1.2\r\nHost: a\r\n\r\n', 400],
     ['an empty Host (RFC 9112 §3.2: 400)', 'GET /ok HTTP/1.1\r\nHost:\r\n\r\n', 400],
     ['a Host with a path in it', 'GET /ok HTTP/1.1\r\nHost: a/b\r\n\r\n', 400]

@@ -79,7 +79,8 @@ t.test('many clients that read nothing: the supervisor holds at most the budget,
   const BUDGET = 16 * MiB
   const CLIENTS = 24
   const [port, statsPort, workerPort] = await freePorts(3)
-  const pool = startPool(['start', path.join(FIXTURES, 'large-answer.js'), '-n', '4', '--port', String(port), '--stats-port', String(statsPort),
+  const pool = startPool(['start', path.join(FIXTURES, 'large-answer.js'), '-n', '4', '--port', String(port),
+    '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--log-format', 'json', '--access-log', 'false', '--response-budget',
     String(BUDGET), '--send-timeout', '1s'])
   t.teardown(() => pool.stop())
@@ -96,8 +97,9 @@ t.test('many clients that read nothing: the supervisor holds at most the budget,
   })
   t.teardown(() => { for (const c of clients) c.destroy() })
   const metrics = async () => (await request(`http://127.0.0.1:${statsPort}/metrics`)).body
-  await waitFor(async () => metric(await metrics(), 'pool_failures_total\\{reason="client_send_timeout"\\}') === CLIENTS,
-    { timeout: 30000, interval: 200, what: `all ${CLIENTS} clients cut off by --send-timeout` })
+  await waitFor(async () => metric(await metrics(),
+    'pool_failures_total\\{reason="client_send_timeout"\\}') === CLIENTS,
+  { timeout: 30000, interval: 200, what: `all ${CLIENTS} clients cut off by --send-timeout` })
   // Besides the budget, the peak holds what passed through on its way to the clients' kernel
   // buffers: garbage until V8's next collection, which it starts by itself once some 64 MiB
   // outside its heap have been allocated since the last one.

@@ -447,8 +447,12 @@ t.test('sizes and truncation', async (t) => {
 t.test('valid responses read the same cut at every position', async (t) => {
   const cases = [
     ['GET', 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nSet-Cookie: a=1\r\n\r\nhello'],
-    ['GET', 'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5;a="x;y"\r\nhello\r\nA\r\n0123456789\r\n0;z\r\nX-T: 1\r\n\r\n'],
-    ['GET', 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 201\r\nContent-Length: 2\r\n\r\nok'],
+    ['GET',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, ' +
+        'chunked\r\n\r\n5;a="x;y"\r\nhello\r\nA\r\n0123456789\r\n0;z\r\nX-T: 1\r\n\r\n'],
+    ['GET',
+      'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: ' +
+        '</a.css>\r\n\r\nHTTP/1.1 201\r\nContent-Length: 2\r\n\r\nok'],
     ['GET', 'HTTP/1.0 200 OK\r\nX-A:\t caf\xe9 \r\n\r\nuntil \r\n\r\n the end'],
     ['HEAD', 'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n'],
     ['GET', 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello']

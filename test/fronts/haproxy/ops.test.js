@@ -47,7 +47,10 @@ onPlatforms(t, 'HAProxy restarted: the pool re-asserts every server within a few
       socket: lab.socket,
       reachable: true,
       queue: 0,
-      servers: { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 0 }, worker2: { wanted: 'ready', seen: 'ready' } }
+      servers: {
+        worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 0 },
+        worker2: { wanted: 'ready', seen: 'ready' }
+      }
     }, 'pool status shows wanted and seen states, and HAProxy\'s queue')
 })
 
