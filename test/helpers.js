@@ -129,7 +129,9 @@ function isAlive (pid) {
 function statsOff (args, stats) {
   if (args[0] !== 'start' || stats || args.includes('--stats-port')) return args
   const dashes = args.indexOf('--') // what follows is the app's
-  return dashes < 0 ? [...args, '--stats-port', '0'] : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
+  return dashes < 0
+    ? [...args, '--stats-port', '0']
+    : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
 }
 
 // Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.

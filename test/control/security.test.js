@@ -26,7 +26,9 @@ const myName = `user ${os.userInfo().username} (uid ${ME})`
 const OTHER = ME === NOBODY ? NOBODY - 1 : NOBODY
 const otherName = describeUser(OTHER)
 const asOther = { NODE_OPTIONS: `--require ${path.join(FIXTURES, 'as-uid.js')}`, POOL_TEST_EUID: String(OTHER) }
-const asRoot = ME === 0 ? {} : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
+const asRoot = ME === 0
+  ? {}
+  : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-sec-'))

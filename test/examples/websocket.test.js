@@ -205,7 +205,9 @@ function canConnect (port) {
 }
 
 function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error ? 'redis-server is not installed (scripts/setup installs it)' : false
+  return spawnSync('redis-server', ['--version']).error
+    ? 'redis-server is not installed (scripts/setup installs it)'
+    : false
 }
 
 function browserMissing () {

@@ -48,7 +48,9 @@ function fieldValue (rng) {
   let v = chance(rng, 0.5) ? pick(rng, VALUES) : ''
   for (let n = int(rng, 0, 10); n > 0; n--) {
     const r = rng()
-    v += r < 0.8 ? String.fromCharCode(int(rng, 0x21, 0x7e)) : r < 0.9 ? String.fromCharCode(int(rng, 0x80, 0xff)) : pick(rng, [' ', '\t'])
+    v += r < 0.8
+      ? String.fromCharCode(int(rng, 0x21, 0x7e))
+      : r < 0.9 ? String.fromCharCode(int(rng, 0x80, 0xff)) : pick(rng, [' ', '\t'])
   }
   const pad = () => (chance(rng, 0.2) ? pick(rng, [' ', '  ', '\t', ' \t']) : '')
   return pad() + v + pad()
@@ -57,7 +59,9 @@ function fieldValue (rng) {
 function bodyBytes (rng, max) {
   let s = ''
   for (let n = int(rng, 0, max); n > 0; n--) {
-    s += chance(rng, 0.15) ? pick(rng, ['\r', '\n', '\r\n', '0\r\n\r\n', 'HTTP/1.1 200 OK\r\n', '\x00']) : String.fromCharCode(int(rng, 0, 255))
+    s += chance(rng, 0.15)
+      ? pick(rng, ['\r', '\n', '\r\n', '0\r\n\r\n', 'HTTP/1.1 200 OK\r\n', '\x00'])
+      : String.fromCharCode(int(rng, 0, 255))
   }
   return s
 }

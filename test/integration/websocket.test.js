@@ -141,5 +141,7 @@ function canConnect (port) {
 }
 
 function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error ? 'redis-server is not installed (scripts/setup installs it)' : false
+  return spawnSync('redis-server', ['--version']).error
+    ? 'redis-server is not installed (scripts/setup installs it)'
+    : false
 }

@@ -139,7 +139,9 @@ function project (name, as, tarball) {
   fs.writeFileSync(path.join(cwd, 'app.js'), APP)
   const r = run('npm', ['ci', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel', 'error'], cwd)
   if (r.code === 0) return cwd
-  const hint = /ENOTCACHED/.test(r.stderr) ? ' (npm\'s cache lacks a dependency\'s tarball: run npm ci in this repository first; this test never fetches)' : ''
+  const hint = /ENOTCACHED/.test(r.stderr)
+    ? ' (npm\'s cache lacks a dependency\'s tarball: run npm ci in this repository first; this test never fetches)'
+    : ''
   // its log goes with the temp dir
   const said = r.error ? r.error.message : r.stderr.replace(/.*A complete log of this run.*\n?/, '')
   throw new Error(`npm ci in a project with ${as} from the tarball failed${hint}: ${said}`)

@@ -370,7 +370,9 @@ for (const [watcher, asked] of [['a health check asked /ping', {}],
   ['an edge asked the agent', { agentAsked: () => true }]]) {
   t.test(`stopping, watched (${watcher}): the workers serve as before until --stop-announce, ` +
     'then the listener closes', async (t) => {
-    const context = asked.agentAsked ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked } : undefined
+    const context = asked.agentAsked
+      ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked }
+      : undefined
     const { workers, balancer, seen } = await setup(t, 2, { stopAnnounce: 1500 }, { context })
     if (!asked.agentAsked) t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
     const stoppedAt = Date.now()
