@@ -5,7 +5,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind } = require('../helpers')
+const {
+  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind
+} = require('../helpers')
 const { sendCommand } = require('../../lib/control/client')
 
 function tempDir (t) {

@@ -13,7 +13,9 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
-const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
+const {
+  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor
+} = require('../helpers')
 const {
   tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM, NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')

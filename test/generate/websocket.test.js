@@ -19,7 +19,9 @@ const { nginxConfig } = require('../../lib/generate/nginx')
 const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { FIXTURES, freePorts, request, runPool, waitFor } = require('../helpers')
-const { tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const {
+  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
+} = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { startLoad } = require('../helpers/load')
 

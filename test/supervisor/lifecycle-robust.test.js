@@ -5,7 +5,9 @@
 const t = require('tap')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy } = require('../helpers')
+const {
+  BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy
+} = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }

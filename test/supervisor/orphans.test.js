@@ -7,7 +7,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy } = require('../helpers')
+const {
+  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy
+} = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }

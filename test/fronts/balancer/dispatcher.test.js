@@ -12,7 +12,9 @@ const { Dispatcher } = require('../../../lib/fronts/balancer/dispatcher')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { CLASSES } = require('../../../lib/fronts/balancer/priority')
 const { waitFor } = require('../../helpers')
-const { SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize } = require('../../../bench/lib/dispatcher-sim')
+const {
+  SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize
+} = require('../../../bench/lib/dispatcher-sim')
 
 const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')

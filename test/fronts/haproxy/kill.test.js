@@ -9,7 +9,9 @@ const { performance } = require('node:perf_hooks')
 const { sleep, waitFor, isAlive } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { onPlatforms } = require('../../helpers/haproxy')
-const { startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
+const {
+  startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp
+} = require('../../helpers/haproxy-pool')
 
 // Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
 // counted from `since` (performance.now()).

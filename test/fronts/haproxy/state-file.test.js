@@ -13,7 +13,9 @@ const { parseServersState } = require('../../../lib/haproxy/servers-state')
 const { waitFor, sleep, isAlive, runPool, freePorts, poolStatus } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { tempDir, onPlatforms } = require('../../helpers/haproxy')
-const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
+const {
+  CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp
+} = require('../../helpers/haproxy-pool')
 
 // The admin state of each server as the file on disk has it: { worker1: 'ready', ... }.
 function fileStates (file) {
