@@ -86,7 +86,8 @@ async function waitFor (fn, { timeout = 10000, interval = 20, what = 'condition'
     } catch (err) { last = err }
     await sleep(interval)
   }
-  throw new Error(`timed out after ${timeout} ms waiting for ${what}` + (last instanceof Error ? `: ${last.message}` : ''))
+  throw new Error(`timed out after ${timeout} ms waiting for ${what}` +
+    (last instanceof Error ? `: ${last.message}` : ''))
 }
 
 // One HTTP request with a hard time bound. Resolves { status, headers, body } or rejects.
@@ -95,7 +96,8 @@ function request (url, { method = 'GET', headers = {}, body, timeout = 10000, ag
     const req = http.request(url, { method, headers, agent }, (res) => {
       const chunks = []
       res.on('data', (c) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+      res.on('end',
+        () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
       res.on('error', reject)
     })
     req.setTimeout(timeout, () => req.destroy(new Error(`request to ${url} timed out after ${timeout} ms`)))
@@ -127,7 +129,9 @@ function isAlive (pid) {
 function statsOff (args, stats) {
   if (args[0] !== 'start' || stats || args.includes('--stats-port')) return args
   const dashes = args.indexOf('--') // what follows is the app's
-  return dashes < 0 ? [...args, '--stats-port', '0'] : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
+  return dashes < 0
+    ? [...args, '--stats-port', '0']
+    : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
 }
 
 // Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.
@@ -175,7 +179,8 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
       waiters.add(w)
       const t = setTimeout(() => {
         waiters.delete(w)
-        reject(new Error(`no matching log line within ${timeout} ms; last lines:\n` + child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
+        reject(new Error(`no matching log line within ${timeout} ms; last lines:\n` +
+          child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
       }, timeout)
       t.unref()
       child.exited.then(() => { clearTimeout(t); if (waiters.delete(w)) reject(new Error('pool exited before the log line; stderr: ' + child.stderrText.slice(-2000))) })
@@ -197,7 +202,8 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
 // Run `pool ARGS...` to completion (bounded). Resolves { code, signal, stdout, stderr }.
 function runPool (args, { env = {}, timeout = 30000, cwd = ROOT, stats = false } = {}) {
   return new Promise((resolve) => {
-    const child = spawn(...nodeCommand([BIN, ...statsOff(args, stats)], env), { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(...nodeCommand([BIN, ...statsOff(args, stats)], env),
+      { cwd, env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })
@@ -252,4 +258,23 @@ function checkoutHiddenFromOthers () {
   return `other users may not enter the directories above this checkout (${ROOT}): chmod 755 them (.ci/run does)`
 }
 
-module.exports = { nodeAnyoneRuns, checkoutHiddenFromOthers, onJsonLines, cleanEnv, ROOT, BIN, FIXTURES, freePorts, freePort, canBind, sleep, waitFor, request, isAlive, startPool, runPool, poolStatus, untilBusy }
+module.exports = {
+  nodeAnyoneRuns,
+  checkoutHiddenFromOthers,
+  onJsonLines,
+  cleanEnv,
+  ROOT,
+  BIN,
+  FIXTURES,
+  freePorts,
+  freePort,
+  canBind,
+  sleep,
+  waitFor,
+  request,
+  isAlive,
+  startPool,
+  runPool,
+  poolStatus,
+  untilBusy
+}

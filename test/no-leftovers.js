@@ -51,7 +51,8 @@ async function main () {
     console.log('# no-leftovers: no process of a dead pool is left running')
     return
   }
-  console.error(`no-leftovers: ${left.length} process(es) of a dead pool still run ${GRACE_MS} ms after the suite ended:`)
+  console.error(`no-leftovers: ${left.length} process(es) of a dead pool still run ${GRACE_MS} ms after the suite ` +
+    'ended:')
   for (const p of left) {
     console.error(`  pid ${p.pid} (supervisor ${p.supervisor.split(':')[0]}, PORT=${p.port}): ${commandOf(p.pid)}`)
     killFound(p)

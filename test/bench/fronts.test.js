@@ -12,7 +12,8 @@ const pm2 = require('../../bench/lib/pm2')
 const alive = (pid) => { try { process.kill(pid, 0); return true } catch { return false } }
 const gone = (pids) => waitFor(() => pids.every((pid) => !alive(pid)), { timeout: 10000, what: 'processes gone' })
 
-t.test('PM2 cluster mode: serves, reloads every worker, and leaves no daemon nor PM2_HOME', { skip: pm2.available() ? false : 'pm2 is not installed (npm install: a devDependency)' }, async (t) => {
+t.test('PM2 cluster mode: serves, reloads every worker, ' +
+  'and leaves no daemon nor PM2_HOME', { skip: pm2.available() ? false : 'pm2 is not installed (npm install: a devDependency)' }, async (t) => {
   const front = await startFront('pm2', { workers: 2 })
   t.teardown(() => front.stop())
   const before = (await front.serving()).map((w) => w.pid)
@@ -35,7 +36,8 @@ t.test('PM2 cluster mode: serves, reloads every worker, and leaves no daemon nor
   t.notOk(fs.existsSync(front.home), 'no PM2_HOME, so no daemon, came back')
 })
 
-t.test('a part that fails still stops PM2: stopAll', { skip: pm2.available() ? false : 'pm2 is not installed' }, async (t) => {
+t.test('a part that fails still stops PM2: ' +
+  'stopAll', { skip: pm2.available() ? false : 'pm2 is not installed' }, async (t) => {
   const front = await startFront('pm2', { workers: 1 })
   const { front: [daemon], workers } = await front.processes()
   t.ok(fs.existsSync(front.home), 'a PM2_HOME of its own')

@@ -41,7 +41,8 @@ for (const bad of ['0', '-1', 'abc', '2.5']) {
   t.test(`-n ${bad}`, async (t) => {
     const r = await runPool(['start', app, '-n', bad, '--balancer', 'none'])
     t.equal(r.code, 2)
-    t.match(r.stderr, /pool: .*(workers|-n|--workers).* must be a positive integer|pool: --workers must be a positive integer/)
+    t.match(r.stderr,
+      /pool: .*(workers|-n|--workers).* must be a positive integer|pool: --workers must be a positive integer/)
   })
 }
 
@@ -71,7 +72,8 @@ t.test('a removed option: refused with what became of it, wherever it is set', a
   t.equal(config.code, 2)
   t.match(config.stderr, said, 'as a key of the --config file')
   const { Pool } = require('../..')
-  t.throws(() => new Pool({ app, overloadTarget: 100 }), { code: 'POOL_E_BAD_OPTION', message: /^overloadTarget was removed: .*overloadMaxWait/ }, 'as a library option')
+  t.throws(() => new Pool({ app, overloadTarget: 100 }),
+    { code: 'POOL_E_BAD_OPTION', message: /^overloadTarget was removed: .*overloadMaxWait/ }, 'as a library option')
 })
 
 t.test('a bad choice: one line with the choices, not the help', async (t) => {
@@ -114,46 +116,68 @@ t.test('no command', async (t) => {
 t.test('worker ports past 65535 are refused up front, not by a RangeError', async (t) => {
   const r = await runPool(['start', app, '--worker-port', '65535', '-n', '2', '--balancer', 'none'])
   t.equal(r.code, 2)
-  t.equal(r.stderr, 'pool: workerPort (--worker-port) 65535 with 2 workers needs ports up to 65536, past 65535: lower --worker-port or the number of workers\n')
+  t.equal(r.stderr,
+    'pool: workerPort (--worker-port) 65535 with 2 workers needs ports up to 65536, past 65535: ' +
+      'lower --worker-port or the number of workers\n')
   t.equal(r.stdout, '', 'nothing started: not even a log line')
   // -n 100000 fails the same way at once, before any port is probed.
   const many = await runPool(['start', app, '-n', '100000', '--balancer', 'none'])
   t.equal(many.code, 2)
-  t.match(many.stderr, /^pool: workerPort \(--worker-port\) 9002 with 100000 workers needs ports up to 109001, past 65535/)
+  t.match(many.stderr,
+    /^pool: workerPort \(--worker-port\) 9002 with 100000 workers needs ports up to 109001, past 65535/)
   t.equal(many.stdout, '')
-  const spare = await runPool(['start', app, '--worker-port', '65530', '-n', '2', '--max-workers', '10', '--balancer', 'none'])
+  const spare = await runPool(['start', app, '--worker-port', '65530', '-n', '2', '--max-workers', '10', '--balancer',
+    'none'])
   t.equal(spare.code, 2)
   t.match(spare.stderr, /^pool: workerPort \(--worker-port\) 65530 with --max-workers 10 needs ports up to 65539/)
 })
 
-t.test('worker ports in the kernel\'s ephemeral range are refused up front, saying why and what to do; a scale into it too', async (t) => {
+t.test('worker ports in the kernel\'s ephemeral range are refused up front, saying why and what to do; ' +
+  'a scale into it too', async (t) => {
   const { ephemeralRange } = require('../../lib/net/ports')
   const range = ephemeralRange()
   if (!range) return t.skip('no /proc/sys/net/ipv4/ip_local_port_range here')
   const r = await runPool(['start', app, '--worker-port', String(range.low + 100), '-n', '2', '--balancer', 'none'])
   t.equal(r.code, 2)
   oneLine(t, r.stderr)
-  t.match(r.stderr, new RegExp(`^pool: worker ports ${range.low + 100}-${range.low + 101} are in the kernel's ephemeral range ${range.low}-${range.high} \\(net\\.ipv4\\.ip_local_port_range\\).*choose a --worker-port below ${range.low}.*ip_local_reserved_ports=${range.low + 100}-${range.low + 101}\\)\n$`))
+  t.match(r.stderr,
+    new RegExp(`^pool: worker ports ${range.low + 100}-${range.low + 101} are in the kernel's ephemeral range ` +
+      `${range.low}-${range.high} \\(net\\.ipv4\\.ip_local_port_range\\).*choose a --worker-port below ` +
+      `${range.low}.*ip_local_reserved_ports=${range.low + 100}-${range.low + 101}\\)\n$`))
   t.equal(r.stdout, '', 'nothing started')
   const { Pool } = require('../..')
-  t.throws(() => new Pool({ app, workers: 1, workerPort: range.high }), { code: 'POOL_E_BAD_OPTION', message: /ephemeral range/ }, 'the library refuses it too')
+  t.throws(() => new Pool({ app, workers: 1, workerPort: range.high }),
+    { code: 'POOL_E_BAD_OPTION', message: /ephemeral range/ }, 'the library refuses it too')
   if (!(await canBind(range.low - 1))) return t.skip(`port ${range.low - 1} is taken: the scale's case needs it`)
-  const pool = new Pool({ app, workers: 1, workerPort: range.low - 1, logger: require('pino')({ level: 'silent' }), balancer: 'none' })
+  const pool = new Pool({
+    app,
+    workers: 1,
+    workerPort: range.low - 1,
+    logger: require('pino')({ level: 'silent' }),
+    balancer: 'none'
+  })
   t.teardown(() => pool.kill())
   await pool.start()
-  await t.rejects(pool.scale(3), { code: 'POOL_E_BAD_OPTION', message: new RegExp(`worker ports ${range.low}-${range.low + 1} are in the kernel's ephemeral range`) }, 'a scale whose new slots would be there is refused')
+  await t.rejects(pool.scale(3),
+    {
+      code: 'POOL_E_BAD_OPTION',
+      message: new RegExp(`worker ports ${range.low}-${range.low + 1} are in the kernel's ephemeral range`)
+    }, 'a scale whose new slots would be there is refused')
 })
 
 t.test('-n above the ceiling is refused before anything starts: the default one, and --max-workers', async (t) => {
   const r = await runPool(['start', app, '-n', '1000', '--balancer', 'none'])
   t.equal(r.code, 2)
   oneLine(t, r.stderr)
-  t.match(r.stderr, /^pool: workers \(-n\) 1000 is above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\): lower -n, or raise --max-workers \(0: no ceiling\)\n$/)
+  t.match(r.stderr,
+    /^pool: workers \(-n\) 1000 is above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\): lower -n, or raise --max-workers \(0: no ceiling\)\n$/)
   t.equal(r.stdout, '', 'nothing started: not even a log line')
   const ports = await freePorts(3)
-  const explicit = await runPool(['start', app, '-n', '3', '--max-workers', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const explicit = await runPool(['start', app, '-n', '3', '--max-workers', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none'])
   t.equal(explicit.code, 2)
-  t.equal(explicit.stderr, 'pool: workers (-n) 3 is above --max-workers 2: lower -n, or raise --max-workers (0: no ceiling)\n')
+  t.equal(explicit.stderr,
+    'pool: workers (-n) 3 is above --max-workers 2: lower -n, or raise --max-workers (0: no ceiling)\n')
   t.equal(explicit.stdout, '')
 })
 
@@ -191,33 +215,42 @@ for (const [name, source, exported] of [
   t.test(`an app file that ${name} fails at once, in one line`, async (t) => {
     const dir = t.testdir({ 'app.js': source })
     const [port] = await freePorts(1)
-    const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '2', '--restart-delay', '50ms'], { timeout: 20000 })
+    const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+      'none', '--max-boot-failures', '2', '--restart-delay', '50ms'], { timeout: 20000 })
     t.equal(r.code, 1, 'exit 1: the app could not boot')
     oneLine(t, r.stderr)
-    t.match(r.stderr, new RegExp(`^pool: the app failed to boot in every slot \\(1 gave up\\): the app exported ${exported} and did not call listen\\(\\): export a request listener`))
+    t.match(r.stderr,
+      new RegExp('^pool: ' +
+        'the app failed to boot in every slot ' +
+        `\\(1 gave up\\): the app exported ${exported} and did not call listen\\(\\): export a request listener`))
     const logs = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l))
     t.equal(logs.filter((l) => l.event === 'boot-timeout').length, 0, 'no boot waited for its timeout')
-    t.match(logs.find((l) => l.event === 'give-up'), { slot: 1, failures: 2 }, 'two quick failed boots, then the slot gave up')
+    t.match(logs.find((l) => l.event === 'give-up'), { slot: 1, failures: 2 },
+      'two quick failed boots, then the slot gave up')
   })
 }
 
 t.test('an app that loads pool may still call listen() later: it is waited for', async (t) => {
   // calls-listen.js exports nothing and calls listen() after 50 ms.
   const [port] = await freePorts(1)
-  const pool = startPool(['start', path.join(FIXTURES, 'calls-listen.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none'])
+  const pool = startPool(['start', path.join(FIXTURES, 'calls-listen.js'), '-n', '1', '--worker-port', String(port),
+    '--balancer', 'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   t.notOk(pool.logs.some((l) => l.event === 'boot-error'), 'no boot error')
 })
 
-t.test('--help: numbers shown as numbers, examples whole on their line, the production guide\'s socket path', async (t) => {
+t.test('--help: numbers shown as numbers, examples whole on their line, ' +
+  'the production guide\'s socket path', async (t) => {
   const r = await runPool(['start', '--help'])
   t.equal(r.code, 0)
-  t.match(r.stdout, /--worker-port [^\n]*(\n {20,}[^\n]*)*\[number\] \[default: 9002\]/, 'a number, its default shown as one')
+  t.match(r.stdout, /--worker-port [^\n]*(\n {20,}[^\n]*)*\[number\] \[default: 9002\]/,
+    'a number, its default shown as one')
   t.notMatch(r.stdout, /--workers[^\n]*\n[^\n]*\[string\]/, '-n is not a string')
   const examples = r.stdout.split('Examples:\n')[1]
   const example = '  pool start app.js --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock\n'
   t.ok(examples.includes(example), 'the HAProxy example is one line')
   const guide = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'guide', 'production.md'), 'utf8')
-  t.ok(guide.includes('--haproxy-socket /run/pool/haproxy-admin.sock'), 'with the socket path the production guide uses')
+  t.ok(guide.includes('--haproxy-socket /run/pool/haproxy-admin.sock'),
+    'with the socket path the production guide uses')
 })

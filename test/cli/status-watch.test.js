@@ -12,8 +12,28 @@ const { Screen } = require('../../lib/cli/output')
 const { HaproxyFront } = require('../../lib/fronts/haproxy/front')
 const { resolveHaproxyFrontOptions } = require('../../lib/fronts/haproxy/options')
 
-const worker = (fields) => ({ name: `worker${fields.slot}`, port: 9001 + fields.slot, state: 'ready', readyAt: 1, uptime: 5000, requests: 0, totalRequests: 0, restarts: 0, rss: null, request: null, ...fields })
-const status = (workers, front = { type: 'none' }) => ({ pid: 1, phase: 'running', target: workers.length, app: '/app.js', queue: 0, front, workers })
+const worker = (fields) => ({
+  name: `worker${fields.slot}`,
+  port: 9001 + fields.slot,
+  state: 'ready',
+  readyAt: 1,
+  uptime: 5000,
+  requests: 0,
+  totalRequests: 0,
+  restarts: 0,
+  rss: null,
+  request: null,
+  ...fields
+})
+const status = (workers, front = { type: 'none' }) => ({
+  pid: 1,
+  phase: 'running',
+  target: workers.length,
+  app: '/app.js',
+  queue: 0,
+  front,
+  workers
+})
 
 // The cells of slot `slot`'s row in a table printed by formatStatus, by column title.
 function row (text, slot) {
@@ -25,8 +45,16 @@ function row (text, slot) {
 }
 
 t.test('REQ/S and CPU% come from two successive answers, for the same process only', async (t) => {
-  const before = { at: 10000, status: status([worker({ slot: 1, pid: 11, requests: 10, cpu: { user: 2e6, system: 1e6 } }), worker({ slot: 2, pid: 12, requests: 5 }), worker({ slot: 3, pid: 13, requests: 7 })]) }
-  const after = { at: 12000, status: status([worker({ slot: 1, pid: 11, requests: 30, cpu: { user: 2.8e6, system: 1.2e6 } }), worker({ slot: 2, pid: 12, requests: 5 }), worker({ slot: 3, pid: 99, requests: 1 })]) }
+  const before = {
+    at: 10000,
+    status: status([worker({ slot: 1, pid: 11, requests: 10, cpu: { user: 2e6, system: 1e6 } }),
+      worker({ slot: 2, pid: 12, requests: 5 }), worker({ slot: 3, pid: 13, requests: 7 })])
+  }
+  const after = {
+    at: 12000,
+    status: status([worker({ slot: 1, pid: 11, requests: 30, cpu: { user: 2.8e6, system: 1.2e6 } }),
+      worker({ slot: 2, pid: 12, requests: 5 }), worker({ slot: 3, pid: 99, requests: 1 })])
+  }
   const r = rates(before, after)
   t.same(r.get(1), { rps: 10, cpu: 50 }, '20 requests and 1 s of CPU in 2 s: 10 req/s, 50%')
   t.same(r.get(2), { rps: 0, cpu: undefined }, 'no CPU time reported: no CPU%')
@@ -51,23 +79,27 @@ t.test('the screen is redrawn in place: home, clear to end of line and of screen
   t.equal(written, '\x1b[?1049h\x1b[?25l', 'the alternate screen, cursor hidden')
   written = ''
   screen.draw('first line is long\nsecond\nthird\nfourth\n')
-  t.equal(written, '\x1b[Hfirst line i\x1b[K\nsecond\x1b[K\nthird\x1b[K\x1b[J', 'cut to 12 columns and 3 rows (the last row stays free)')
+  t.equal(written, '\x1b[Hfirst line i\x1b[K\nsecond\x1b[K\nthird\x1b[K\x1b[J',
+    'cut to 12 columns and 3 rows (the last row stays free)')
   written = ''
   screen.leave()
   screen.leave()
   t.equal(written, '\x1b[?25h\x1b[?1049l', 'cursor and the user\'s screen back, once')
 })
 
-t.test('the text status of a HAProxy front shows each server\'s wanted state, HAProxy\'s and its sessions', async (t) => {
+t.test('the text status of a HAProxy front shows each server\'s wanted state, ' +
+  'HAProxy\'s and its sessions', async (t) => {
   // The front's own status(), as it knows HAProxy after a check.
   const haproxy = new HaproxyFront(resolveHaproxyFrontOptions({ haproxySocket: '/run/pool/haproxy-admin.sock' }))
   Object.assign(haproxy.states, { reachable: true, haproxy: { pid: 77 } })
   Object.assign(haproxy.states.record('worker1'), { wanted: 'ready', seen: 'ready', op: 'running', sessions: 1 })
   Object.assign(haproxy.states.record('worker2'), { wanted: 'maint', seen: 'drain', op: 'stopped', sessions: 0 })
   const front = haproxy.status()
-  const text = formatStatus(status([worker({ slot: 1, pid: 11, state: 'busy' }), worker({ slot: 2, pid: 12, state: 'draining' })], front))
+  const text = formatStatus(status([worker({ slot: 1, pid: 11, state: 'busy' }),
+    worker({ slot: 2, pid: 12, state: 'draining' })], front))
   t.match(row(text, 1), { WANTED: 'ready', HAPROXY: 'ready', SESS: '1' })
-  t.match(text, /^ +2 .* maint +drain \(down\) +0$/m, 'HAProxy\'s state with its health, when they differ from the wanted one')
+  t.match(text, /^ +2 .* maint +drain \(down\) +0$/m,
+    'HAProxy\'s state with its health, when they differ from the wanted one')
   t.match(text, /front: haproxy backend pool via \/run\/pool\/haproxy-admin\.sock \(HAProxy pid 77\)/)
 })
 
@@ -86,7 +118,8 @@ const HAS_SCRIPT = spawnSync('script', ['--version']).status === 0
 
 t.test('pool status --watch against a running pool', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   const { supervisorPid } = await pool.waitLog((l) => l.event === 'starting')
   await pool.waitLog((l) => l.event === 'started')
@@ -118,11 +151,13 @@ t.test('pool status --watch against a running pool', async (t) => {
   t.equal(interrupted.err, '', 'and nothing on stderr')
 
   const frames = piped.out.split(/^every 200ms, /m).filter(Boolean)
-  t.ok(frames.every((f) => /^\d\d:\d\d:\d\d {2}pool pid \d+, running, 2\/2 workers ready/.test(f)), 'each table under a line with the time')
+  t.ok(frames.every((f) => /^\d\d:\d\d:\d\d {2}pool pid \d+, running, 2\/2 workers ready/.test(f)),
+    'each table under a line with the time')
   const rps = frames.map((f) => row(f, 1)['REQ/S']).filter((v) => v !== '-').map(Number)
   t.ok(rps.some((v) => v > 0), `worker 1's requests per second seen: ${rps.join(' ')}`)
   t.equal(row(frames[0], 1)['REQ/S'], '-', 'none in the first table, with nothing to compare to')
-  t.ok(frames.every((f) => /^(-|\d+(\.\d)?)$/.test(row(f, 1)['CPU%'])), 'CPU% a number, or - while the pool does not report CPU time')
+  t.ok(frames.every((f) => /^(-|\d+(\.\d)?)$/.test(row(f, 1)['CPU%'])),
+    'CPU% a number, or - while the pool does not report CPU time')
   t.notMatch(piped.out, /\x1b/, 'piped: plain text, no terminal codes')
 
   t.equal((await runPool(['stop', '--port', String(ports[0])])).code, 0)
@@ -137,20 +172,23 @@ t.test('pool status --watch against a running pool', async (t) => {
     t.ok(screen.startsWith('\x1b[?1049h\x1b[?25l\x1b[H'), 'the alternate screen, drawn from the top')
     t.ok(screen.split('\x1b[H').length > 3, 'redrawn from the top, several times')
     t.notOk(screen.includes('\x1b[2J'), 'never a full clear')
-    t.match(screen, /\x1b\[\?25h\x1b\[\?1049l[^\x1b]*pool: pool pid \d+ went away/, 'the user\'s screen back, then the one line')
+    t.match(screen, /\x1b\[\?25h\x1b\[\?1049l[^\x1b]*pool: pool pid \d+ went away/,
+      'the user\'s screen back, then the one line')
   } else {
     t.comment('no `script` here: the terminal drawing is only tested with a fake screen')
   }
 })
 
-t.test('pool status --watch: a pool that takes the connection and hangs up unanswered as it goes is reported gone, as a pool already gone is', async (t) => {
+t.test('pool status --watch: a pool that takes the connection and hangs up unanswered as it goes is reported gone, ' +
+  'as a pool already gone is', async (t) => {
   // As a pool closing its control socket at the end of a stop can: the watch asks again before
   // it tells, and what it tells does not depend on which of the two moments its request met.
   const ports = await freePorts(1)
   const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-watch-gone-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const control = path.join(dir, 'pool.sock')
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--control', control])
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--control', control])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((r) => r.event === 'started')
   // The socket the watch is given: its first two connections reach the pool; the third is
@@ -174,7 +212,8 @@ t.test('pool status --watch: a pool that takes the connection and hangs up unans
   t.teardown(() => { if (watcher.exitCode === null) watcher.kill('SIGKILL') })
   const gone = await watcher.exited
   t.equal(gone.code, 1, 'exit 1')
-  t.match(watcher.err, /^pool: pool pid \d+ went away: no pool is running on control socket /, 'gone, as a pool whose socket is gone is')
+  t.match(watcher.err, /^pool: pool pid \d+ went away: no pool is running on control socket /,
+    'gone, as a pool whose socket is gone is')
   t.equal(watcher.err.split('\n').length, 2, `one line: ${watcher.err}`)
   t.equal(connections, 3, 'it asked twice, then met the unanswered connection')
 })
@@ -205,6 +244,7 @@ t.test('real HAProxy: pool status shows the servers\' wanted and HAProxy states 
   }, { timeout: 8000, interval: 250, what: 'HAProxy\'s states in pool status' })
   t.match(row(text, 1), { STATE: 'ready', WANTED: 'ready', HAPROXY: 'ready', SESS: '0' })
   t.match(row(text, 2), { WANTED: 'ready', HAPROXY: 'ready', SESS: '0' })
-  t.match(text, new RegExp(`front: haproxy backend pool via ${lab.socket.replace(/[.]/g, '\\.')} \\(HAProxy pid \\d+\\)`))
+  t.match(text,
+    new RegExp(`front: haproxy backend pool via ${lab.socket.replace(/[.]/g, '\\.')} \\(HAProxy pid \\d+\\)`))
   t.ok(fs.existsSync(lab.socket))
 })

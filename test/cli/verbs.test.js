@@ -41,7 +41,9 @@ t.test('pool start APP -- ARGS: every worker gets ARGS as its argv, after a relo
   const ports = await freePorts(2)
   const control = path.join(tempDir(t), 'pool.sock')
   const appArgs = ['--flag', 'value', '-x', '--', 'two words']
-  await started(t, [path.join(FIXTURES, 'argv.js'), '-n', '2', '--balancer', 'none', '--worker-port', String(ports[0]), '--control', control, '--', ...appArgs])
+  await started(t,
+    [path.join(FIXTURES, 'argv.js'), '-n', '2', '--balancer', 'none', '--worker-port', String(ports[0]), '--control',
+      control, '--', ...appArgs])
   const answers = async () => Promise.all(ports.map(async (port) => JSON.parse((await request(`http://127.0.0.1:${port}/`)).body)))
   const before = await answers()
   for (const a of before) t.same(a.argv, appArgs, `slot ${a.slot}: process.argv.slice(2) is what followed --`)
@@ -54,26 +56,35 @@ t.test('pool start APP -- ARGS: every worker gets ARGS as its argv, after a relo
   }
 })
 
-t.test('pool start without --: the app gets no arguments; a command other than start and the control ones refuses --', async (t) => {
+t.test('pool start without --: the app gets no arguments; a command other than start and the control ones refuses ' +
+  '--', async (t) => {
   const ports = await freePorts(1)
   const control = path.join(tempDir(t), 'pool.sock')
-  await started(t, [path.join(FIXTURES, 'argv.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(ports[0]), '--control', control])
+  await started(t,
+    [path.join(FIXTURES, 'argv.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(ports[0]), '--control',
+      control])
   t.same(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).argv, [])
   const config = await cli(['config', 'haproxy', '-n', '2', '--', '--flag'])
   t.equal(config.code, 2)
-  t.equal(config.stderr, 'pool: pool config takes nothing after --: the app\'s arguments go to pool start APP [flags] -- ARGS; see `pool config haproxy --help`\n')
+  t.equal(config.stderr,
+    'pool: pool config takes nothing after --: the app\'s arguments go to pool start APP [flags] -- ARGS; ' +
+      'see `pool config haproxy --help`\n')
   t.equal(config.stdout, '')
 })
 
-t.test('the control commands take the flags pool start took: those that find the pool are used, the others ignored and named', async (t) => {
+t.test('the control commands take the flags pool start took: those that find the pool are used, ' +
+  'the others ignored and named', async (t) => {
   const env = privateEnv(t)
   const ports = await freePorts(4)
-  const startFlags = ['--port', String(ports[1]), '--worker-port', String(ports[2]), '--stats-port', String(ports[0]), '-n', '2', '--timeout', '30s', '--graceful-timeout', '5s']
+  const startFlags = ['--port', String(ports[1]), '--worker-port', String(ports[2]), '--stats-port', String(ports[0]),
+    '-n', '2', '--timeout', '30s', '--graceful-timeout', '5s']
   const pool = await started(t, [path.join(FIXTURES, 'control.js'), ...startFlags], env)
   const status = await cli(['status', '--json', ...startFlags, '--', '--app-flag'], env)
   t.equal(status.code, 0, status.stderr)
   t.equal(JSON.parse(status.stdout).pid, pool.pid, 'found by the pasted flags')
-  t.equal(status.stderr, 'pool: ignoring --workers, --timeout, --graceful-timeout, --stats-port, the app\'s arguments after --: only pool start uses them (this command\'s own time limit is --wait)\n',
+  t.equal(status.stderr,
+    'pool: ignoring --workers, --timeout, --graceful-timeout, --stats-port, the app\'s arguments after --: ' +
+      'only pool start uses them (this command\'s own time limit is --wait)\n',
     'what is ignored is said, in one line')
   const reload = await cli(['reload', ...startFlags, '--wait', '1m'], env)
   t.equal(reload.code, 0, reload.stderr)
@@ -92,11 +103,13 @@ t.test('the control commands take the flags pool start took: those that find the
   t.same(await pool.exited, { code: 0, signal: null })
 })
 
-t.test('--balancer none: --worker-port with --balancer finds the pool, and so do a --config file and POOL_* variables', async (t) => {
+t.test('--balancer none: --worker-port with --balancer finds the pool, ' +
+  'and so do a --config file and POOL_* variables', async (t) => {
   const env = privateEnv(t)
   const dir = tempDir(t)
   const [port] = await freePorts(1)
-  const pool = await started(t, [path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port)], env)
+  const pool = await started(t,
+    [path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port)], env)
   const byFlags = await cli(['status', '--json', '--balancer', 'none', '--worker-port', String(port)], env)
   t.equal(byFlags.code, 0, byFlags.stderr)
   t.equal(JSON.parse(byFlags.stdout).pid, pool.pid)
@@ -114,7 +127,9 @@ t.test('--balancer none: --worker-port with --balancer finds the pool, and so do
 
 // A socket file nobody listens on, as a SIGKILLed pool leaves it.
 async function staleSocket (t, file) {
-  const child = spawn(process.execPath, ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath,
+    ['-e', `require('net').createServer().listen(${JSON.stringify(file)}, () => console.log('up'))`],
+    { stdio: ['ignore', 'pipe', 'inherit'] })
   await new Promise((resolve) => child.stdout.once('data', resolve))
   child.kill('SIGKILL')
   await new Promise((resolve) => child.once('exit', resolve))
@@ -125,10 +140,15 @@ t.test('pool ls: every pool of this user, one line each; a stale socket is said'
   const env = privateEnv(t)
   const empty = await cli(['ls'], env)
   t.equal(empty.code, 0)
-  t.equal(empty.stdout, 'no pool of yours is running (a pool started with --control elsewhere is not listed: pool status --control PATH asks it)\n')
+  t.equal(empty.stdout,
+    'no pool of yours is running (a pool started with --control elsewhere is not listed: ' +
+      'pool status --control PATH asks it)\n')
   const ports = await freePorts(6)
-  const embedded = await started(t, [path.join(FIXTURES, 'control.js'), '-n', '2', '--stats-port', String(ports[0]), '--port', String(ports[1]), '--worker-port', String(ports[2])], env)
-  const bare = await started(t, [path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(ports[5])], env)
+  const embedded = await started(t,
+    [path.join(FIXTURES, 'control.js'), '-n', '2', '--stats-port', String(ports[0]), '--port', String(ports[1]),
+      '--worker-port', String(ports[2])], env)
+  const bare = await started(t,
+    [path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(ports[5])], env)
   await staleSocket(t, path.join(env.XDG_RUNTIME_DIR, 'pool-1.sock'))
   const r = await cli(['ls'], env)
   t.equal(r.code, 0, r.stderr)
@@ -140,11 +160,18 @@ t.test('pool ls: every pool of this user, one line each; a stale socket is said'
   // By the port that names the socket: the stale pool-1 is not a row; the rows are in port order.
   const rows = [lines[1], lines[2]].map(cells)
   const byPid = Object.fromEntries(rows.map((row) => [Number(row[0]), row]))
-  t.same(byPid[embedded.pid], [String(embedded.pid), 'running', '2/2', `http://127.0.0.1:${ports[1]}`, `${ports[2]}-${ports[3]}`, `http://127.0.0.1:${ports[0]}`, path.join(FIXTURES, 'control.js')])
-  t.same(byPid[bare.pid], [String(bare.pid), 'running', '1/1', 'none', String(ports[5]), '-', path.join(FIXTURES, 'handler.js')])
-  t.equal(lines[3], `stale: ${path.join(env.XDG_RUNTIME_DIR, 'pool-1.sock')} (no pool answers on it: one was killed; the next pool start on it replaces it)`)
+  t.same(byPid[embedded.pid],
+    [String(embedded.pid), 'running', '2/2', `http://127.0.0.1:${ports[1]}`, `${ports[2]}-${ports[3]}`,
+      `http://127.0.0.1:${ports[0]}`, path.join(FIXTURES, 'control.js')])
+  t.same(byPid[bare.pid],
+    [String(bare.pid), 'running', '1/1', 'none', String(ports[5]), '-', path.join(FIXTURES, 'handler.js')])
+  t.equal(lines[3],
+    `stale: ${path.join(env.XDG_RUNTIME_DIR, 'pool-1.sock')} (no pool answers on it: one was killed; ` +
+      'the next pool start on it replaces it)')
   const json = JSON.parse((await cli(['ls', '--json'], env)).stdout)
-  t.same(json.map((p) => [p.port, p.status?.pid ?? p.reason]), [[1, 'refused'], [ports[1], embedded.pid], [ports[5], bare.pid]], '--json: each socket by port, with its status or why not')
+  t.same(json.map((p) => [p.port, p.status?.pid ?? p.reason]),
+    [[1, 'refused'], [ports[1], embedded.pid], [ports[5], bare.pid]],
+    '--json: each socket by port, with its status or why not')
 })
 
 t.test('pool restart: one line suggesting reload, exit 2; ps suggests ls', async (t) => {
@@ -157,11 +184,13 @@ t.test('pool restart: one line suggesting reload, exit 2; ps suggests ls', async
   t.match(ps.stderr, /^pool: unknown command 'ps' \(did you mean ls\?\)/)
 })
 
-t.test('pool recycle SLOT: the slot\'s worker is drained (its request finishes) and replaced; no request fails', async (t) => {
+t.test('pool recycle SLOT: the slot\'s worker is drained (its request finishes) and replaced; ' +
+  'no request fails', async (t) => {
   const env = privateEnv(t)
   const ports = await freePorts(5)
   const flags = ['--port', String(ports[1]), '--worker-port', String(ports[2])]
-  const pool = await started(t, [path.join(FIXTURES, 'control.js'), '-n', '3', '--stats-port', String(ports[0]), ...flags], env)
+  const pool = await started(t,
+    [path.join(FIXTURES, 'control.js'), '-n', '3', '--stats-port', String(ports[0]), ...flags], env)
   const front = `http://127.0.0.1:${ports[1]}`
   const before = await statusOf(flags, env)
   // A long request on slot 1 (the balancer fills the lowest free slot first), running when the
@@ -180,28 +209,36 @@ t.test('pool recycle SLOT: the slot\'s worker is drained (its request finishes) 
   await Promise.all(clients)
   t.equal(r.code, 0, r.stderr)
   const after = await statusOf(flags, env)
-  t.equal(r.stdout, `recycled slot 1 in ${/in (\d+\.\d) s/.exec(r.stdout)?.[1]} s: pid ${before.workers[0].pid} → ${after.workers[0].pid}\n`)
+  t.equal(r.stdout,
+    `recycled slot 1 in ${/in (\d+\.\d) s/.exec(r.stdout)?.[1]} s: ` +
+      `pid ${before.workers[0].pid} → ${after.workers[0].pid}\n`)
   t.not(after.workers[0].pid, before.workers[0].pid, 'slot 1 has a new process')
-  t.ok(['ready', 'busy'].includes(after.workers[0].state), `serving when the command answers (${after.workers[0].state})`)
-  t.same(after.workers.slice(1).map((w) => w.pid), before.workers.slice(1).map((w) => w.pid), 'the other slots are untouched')
+  t.ok(['ready', 'busy'].includes(after.workers[0].state),
+    `serving when the command answers (${after.workers[0].state})`)
+  t.same(after.workers.slice(1).map((w) => w.pid), before.workers.slice(1).map((w) => w.pid),
+    'the other slots are untouched')
   t.equal((await long).status, 200, 'the request running on the recycled worker finished')
   t.ok(results.length > 0, `${results.length} requests during the recycle`)
   t.same(results.filter((s) => s !== 200), [], 'none failed')
   const exit = after.recentExits.find((e) => e.pid === before.workers[0].pid)
   t.match(exit, { slot: 1, reason: 'recycle', planned: true }, 'a planned exit, reason recycle')
-  t.ok(pool.logs.some((l) => l.event === 'draining' && l.reason === 'recycle' && l.slot === 1), 'through the drain path')
+  t.ok(pool.logs.some((l) => l.event === 'draining' && l.reason === 'recycle' && l.slot === 1),
+    'through the drain path')
 })
 
 t.test('pool recycle: a slot that does not exist, or is not a number, is refused in one line', async (t) => {
   const ports = await freePorts(2)
   const control = path.join(tempDir(t), 'pool.sock')
-  await started(t, [path.join(FIXTURES, 'handler.js'), '-n', '2', '--balancer', 'none', '--worker-port', String(ports[0]), '--control', control])
+  await started(t,
+    [path.join(FIXTURES, 'handler.js'), '-n', '2', '--balancer', 'none', '--worker-port', String(ports[0]), '--control',
+      control])
   const none = await cli(['recycle', '3', '--control', control])
   t.equal(none.code, 2)
   t.equal(none.stderr, 'pool: there is no slot 3: the pool\'s slots are 1-2\n')
   const word = await cli(['recycle', 'one', '--control', control])
   t.equal(word.code, 2)
-  t.equal(word.stderr, "pool: pool recycle: the slot must be a positive integer, as pool status lists them (got 'one')\n")
+  t.equal(word.stderr,
+    "pool: pool recycle: the slot must be a positive integer, as pool status lists them (got 'one')\n")
   const missing = await cli(['recycle', '--control', control])
   t.equal(missing.code, 2)
   t.match(missing.stderr, /^pool: missing <slot>: pool recycle <slot>/)

@@ -21,8 +21,10 @@ t.test('a front\'s options are checked by its registry entry, which builds nothi
   t.same(FRONTS.embedded.resolve({}).port, 9001, 'the defaults filled')
   t.throws(() => FRONTS.embedded.resolve({ port: 70000 }), { code: codes.BAD_OPTION, message: /--port/ })
   t.throws(() => FRONTS.haproxy.resolve({}), { code: codes.BAD_OPTION, message: /--haproxy-socket/ })
-  t.throws(() => frontNamed('nginx'), { code: codes.BAD_OPTION, message: /balancer must be one of embedded, haproxy, none/ })
-  t.same(listenerOf('embedded', { port: 8080 }), { name: 'port', flag: 'port', port: 8080, host: '127.0.0.1' }, 'where the embedded balancer listens')
+  t.throws(() => frontNamed('nginx'),
+    { code: codes.BAD_OPTION, message: /balancer must be one of embedded, haproxy, none/ })
+  t.same(listenerOf('embedded', { port: 8080 }), { name: 'port', flag: 'port', port: 8080, host: '127.0.0.1' },
+    'where the embedded balancer listens')
   t.equal(listenerOf('haproxy', {}), null, 'HAProxy\'s listener is HAProxy\'s')
   t.equal(listenerPortOption().spec.flag, 'port')
 })
@@ -35,8 +37,10 @@ t.test('the assembly: resolved once, the front\'s port checked with the pool\'s 
   t.equal(assemblePool(config), config, 'an assembled configuration is taken as it is')
   t.equal(config.with({ logger: console }).options.logger, console)
   t.throws(() => config.with({ workers: 3 }), { code: codes.BAD_OPTION }, 'only library-only keys are added afterwards')
-  t.throws(() => assemblePool({ app: APP, balancer: 'embedded', port: 9003, workers: 2 }), { code: codes.BAD_OPTION, message: /port \(--port\) 9003 is one of the workers' ports/ })
-  t.throws(() => assemblePool({ app: APP, balancer: 'embedded', prot: 1 }), { code: codes.BAD_OPTION, message: /unknown option prot \(did you mean port\?\)/ })
+  t.throws(() => assemblePool({ app: APP, balancer: 'embedded', port: 9003, workers: 2 }),
+    { code: codes.BAD_OPTION, message: /port \(--port\) 9003 is one of the workers' ports/ })
+  t.throws(() => assemblePool({ app: APP, balancer: 'embedded', prot: 1 }),
+    { code: codes.BAD_OPTION, message: /unknown option prot \(did you mean port\?\)/ })
 })
 
 // In a process of its own, counting the embedded balancers made: one per pool, the one it runs.

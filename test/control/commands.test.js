@@ -5,7 +5,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind } = require('../helpers')
+const {
+  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind
+} = require('../helpers')
 const { sendCommand } = require('../../lib/control/client')
 
 function tempDir (t) {
@@ -16,14 +18,22 @@ function tempDir (t) {
 
 // A started pool with its control socket. `embedded` puts the balancer on the first port.
 // With `xdg`, no --control: the default path, in that directory as $XDG_RUNTIME_DIR.
-async function pool (t, { workers = 2, app = path.join(FIXTURES, 'control.js'), embedded = false, args = [], dir = tempDir(t), xdg = null } = {}) {
+async function pool (t, {
+  workers = 2,
+  app = path.join(FIXTURES, 'control.js'),
+  embedded = false,
+  args = [],
+  dir = tempDir(t),
+  xdg = null
+} = {}) {
   const ports = await freePorts(workers + 3)
   const control = xdg ? null : path.join(dir, 'pool.sock')
   const front = embedded
     ? ['--port', String(ports[1]), '--stats-port', String(ports[0]), '--worker-port', String(ports[2])]
     : ['--balancer', 'none', '--worker-port', String(ports[2])]
-  const child = startPool(['start', app, '-n', String(workers), ...(control ? ['--control', control] : []), '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args],
-    { env: xdg ? { XDG_RUNTIME_DIR: xdg } : {} })
+  const child = startPool(['start', app, '-n', String(workers), ...(control ? ['--control', control] : []),
+    '--log-format', 'json', '--heartbeat-interval', '200ms', ...front, ...args],
+  { env: xdg ? { XDG_RUNTIME_DIR: xdg } : {} })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'started')
   return { child, control, frontUrl: `http://127.0.0.1:${ports[1]}`, workerPort: ports[2], ports }
@@ -41,7 +51,8 @@ t.test('pool status: a row per slot with every field, then the queue and the fro
   const busy = request(`${p.frontUrl}/wait?ms=6000`) // ...and now runs one, past the CLI calls below
   t.teardown(() => busy.catch(() => {}))
   const before = await statusJson(p.control)
-  await waitFor(async () => (await statusJson(p.control)).workers.some((w) => w.state === 'busy' && w.request && w.rss), { what: 'a busy worker with its RSS known' })
+  await waitFor(async () => (await statusJson(p.control)).workers.some((w) => w.state === 'busy' && w.request && w.rss),
+    { what: 'a busy worker with its RSS known' })
   await sleep(300)
   const r = await cli(['status', '--control', p.control])
   t.equal(r.code, 0)
@@ -66,7 +77,8 @@ t.test('pool status: a row per slot with every field, then the queue and the fro
   }
   t.match(busyRow[9], /^\d+(\.\d)?(ms|s)$/, 'the running request\'s age')
   t.equal(idleRow[9], '-', 'no request: -')
-  t.equal(rows.reduce((n, row) => n + Number(row[5]), 0), 1, 'the finished request is counted (the running one when it ends)')
+  t.equal(rows.reduce((n, row) => n + Number(row[5]), 0), 1,
+    'the finished request is counted (the running one when it ends)')
   t.equal(rows.reduce((n, row) => n + Number(row[6]), 0), 1, 'and in the slot totals')
   t.match(r.stdout, new RegExp(`\\nqueue: \\d+\\nfront: embedded ${p.frontUrl.replace(/\./g, '\\.')}\\n$`))
   await busy
@@ -97,7 +109,8 @@ t.test('pool status --json: { front, queue, workers } with every field', async (
 t.test('a second pool start on the same control socket refuses; the first keeps serving', async (t) => {
   const p = await pool(t, { workers: 1, embedded: true })
   const other = await freePorts(3)
-  const r = await cli(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--control', p.control, '--log-format', 'json',
+  const r = await cli(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--control', p.control, '--log-format',
+    'json',
     '--port', String(other[1]), '--stats-port', String(other[0]), '--worker-port', String(other[2])])
   t.equal(r.code, 2)
   t.equal(r.stderr, `pool: another pool is running on control socket ${p.control} (pid ${p.child.pid})\n`)
@@ -162,7 +175,8 @@ t.test('50 concurrent pool reload commands: all answered, by at most two reloads
   fs.writeFileSync(gate, '')
   const ports = await freePorts(2)
   const control = path.join(dir, 'pool.sock')
-  const child = startPool(['start', path.join(FIXTURES, 'gated-boot.js'), '-n', '2', '--control', control, '--log-format', 'json', '--balancer', 'none', '--worker-port', String(ports[0])], { env: { BOOT_GATE: gate } })
+  const child = startPool(['start', path.join(FIXTURES, 'gated-boot.js'), '-n', '2', '--control', control,
+    '--log-format', 'json', '--balancer', 'none', '--worker-port', String(ports[0])], { env: { BOOT_GATE: gate } })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'started')
   // The first reload's canary waits at its boot until every command has reached the pool: the
@@ -170,8 +184,10 @@ t.test('50 concurrent pool reload commands: all answered, by at most two reloads
   // command on a connection of its own, as 50 `pool reload` processes would send them.
   fs.rmSync(gate)
   const asked = 50
-  const reloads = Array.from({ length: asked }, () => sendCommand(control, 'reload', {}, { timeout: 120000 }).catch((err) => err))
-  await waitFor(() => child.logs.filter((l) => l.event === 'control-command' && l.command === 'reload').length === asked, { timeout: 60000, what: `${asked} reload commands received` })
+  const reloads = Array.from({ length: asked },
+    () => sendCommand(control, 'reload', {}, { timeout: 120000 }).catch((err) => err))
+  await waitFor(() => child.logs.filter((l) => l.event === 'control-command' && l.command === 'reload')
+    .length === asked, { timeout: 60000, what: `${asked} reload commands received` })
   fs.writeFileSync(gate, '')
   const results = await Promise.all(reloads)
   t.same(results.filter((r) => r instanceof Error).map((r) => r.message), [], 'every command succeeds')
@@ -205,7 +221,8 @@ t.test('pool scale past the ceiling is refused with the reason, and nothing is f
   const r = await cli(['scale', '1000', '--control', p.control])
   t.equal(r.code, 2)
   t.equal(r.stdout, '')
-  t.match(r.stderr, /^pool: cannot scale to 1000 workers: above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\); start the pool with a higher --max-workers \(0: no ceiling\)\n$/)
+  t.match(r.stderr,
+    /^pool: cannot scale to 1000 workers: above the default ceiling of \d+ \(min\(8 × \d+ CPUs, \d+ MB free ÷ 128 MB\)\); start the pool with a higher --max-workers \(0: no ceiling\)\n$/)
   const s = await statusJson(p.control)
   t.equal(s.target, 2)
   t.same(s.workers.map((w) => w.state), ['ready', 'ready'])
@@ -269,7 +286,8 @@ t.test('CLI errors: no pool, a bad count', async (t) => {
   // Without --control, the default path is named after --port, and the hint says so.
   const r = await cli(['status', '--port', '1'], { env: { XDG_RUNTIME_DIR: dir } })
   t.equal(r.code, 2)
-  t.match(r.stderr, new RegExp(`^pool: no pool is running on control socket ${dir.replace(/[.]/g, '\\.')}/pool-1\\.sock`))
+  t.match(r.stderr,
+    new RegExp(`^pool: no pool is running on control socket ${dir.replace(/[.]/g, '\\.')}/pool-1\\.sock`))
 })
 
 t.test('without --control, start and the commands agree on the default path, named by the front port', async (t) => {
@@ -298,8 +316,9 @@ t.test('pool stop while the pool is still starting ends it', async (t) => {
   const dir = tempDir(t)
   const control = path.join(dir, 'pool.sock')
   const [port] = await freePorts(2)
-  const child = startPool(['start', path.join(FIXTURES, 'slow-boot.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--control', control, '--log-format', 'json'],
-    { env: { BOOT_MS: '5000' } })
+  const child = startPool(['start', path.join(FIXTURES, 'slow-boot.js'), '-n', '1', '--balancer', 'none',
+    '--worker-port', String(port), '--control', control, '--log-format', 'json'],
+  { env: { BOOT_MS: '5000' } })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'spawn')
   const r = await cli(['stop', '--control', control])

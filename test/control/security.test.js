@@ -26,7 +26,9 @@ const myName = `user ${os.userInfo().username} (uid ${ME})`
 const OTHER = ME === NOBODY ? NOBODY - 1 : NOBODY
 const otherName = describeUser(OTHER)
 const asOther = { NODE_OPTIONS: `--require ${path.join(FIXTURES, 'as-uid.js')}`, POOL_TEST_EUID: String(OTHER) }
-const asRoot = ME === 0 ? {} : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
+const asRoot = ME === 0
+  ? {}
+  : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
 
 function tempDir (t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-sec-'))
@@ -114,7 +116,8 @@ t.test('a socket planted where pool used to put it (TMPDIR/pool-PORT.sock) chang
   // ownership check keeps the pool off it, only where the pool looks.
   const fake = await impostor(t, path.join(tmp, `pool-${port}.sock`), { owner: ME === 0 ? NOBODY : undefined })
 
-  const child = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--log-format', 'json'], { env })
+  const child = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port',
+    String(port), '--log-format', 'json'], { env })
   t.teardown(() => child.stop())
   await child.waitLog((l) => l.event === 'started')
   const own = path.join(tmp, `pool-${ME}`)
@@ -126,12 +129,15 @@ t.test('a socket planted where pool used to put it (TMPDIR/pool-PORT.sock) chang
   const status = await runPool(['status', '--json', '--port', String(port)], { env })
   t.equal(status.code, 0, status.stderr)
   t.equal(JSON.parse(status.stdout).pid, child.pid)
-  const fromShell = await runPool(['status', '--json', '--port', String(port)], { env: { TMPDIR: tmp, XDG_RUNTIME_DIR: tempDir(t) } })
+  const fromShell = await runPool(['status', '--json', '--port', String(port)],
+    { env: { TMPDIR: tmp, XDG_RUNTIME_DIR: tempDir(t) } })
   t.equal(JSON.parse(fromShell.stdout).pid, child.pid, 'the second directory is looked in too')
   // A wrong --port names this pool, not the impostor.
   const wrong = await runPool(['status', '--port', '1'], { env })
   t.equal(wrong.code, 2)
-  t.equal(wrong.stderr, `pool: no pool is running on control socket ${path.join(own, 'pool-1.sock')} (found ${socketPath}: use --port ${port})\n`)
+  t.equal(wrong.stderr,
+    `pool: no pool is running on control socket ${path.join(own, 'pool-1.sock')} (found ${socketPath}: ` +
+      `use --port ${port})\n`)
 
   const stop = await runPool(['stop', '--port', String(port)], { env })
   t.equal(stop.code, 0, stop.stderr)
@@ -143,7 +149,8 @@ t.test('a socket planted where pool used to put it (TMPDIR/pool-PORT.sock) chang
 t.test('the client refuses another user\'s socket, says whose it is, and never connects', async (t) => {
   const socketPath = path.join(tempDir(t), 'pool.sock')
   const fake = await impostor(t, socketPath)
-  const expected = `control socket ${socketPath} belongs to ${myName}, not to ${otherName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u ${os.userInfo().username} pool ...)`
+  const expected = `control socket ${socketPath} belongs to ${myName}, not to ${otherName}; refusing to talk to it: ` +
+    `run the command as the user the pool runs as (sudo -u ${os.userInfo().username} pool ...)`
 
   const err = await sendCommand(socketPath, 'stop', {}, { waitForClose: true, uid: OTHER }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_UNREACHABLE)
@@ -167,7 +174,9 @@ t.test('pool start never probes nor removes another user\'s socket', async (t) =
   const err = await createControlServer({ path: live, pool: fakePool(), uid: OTHER }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_IN_USE)
   t.equal(exitCodeOf(err), 2)
-  t.equal(err.message, `control socket ${live} belongs to ${myName}; refusing to use or replace another user's socket: choose another --control path`)
+  t.equal(err.message,
+    `control socket ${live} belongs to ${myName}; refusing to use or replace another user's socket: ` +
+      'choose another --control path')
   t.equal(fake.connections, 0, 'not probed')
 
   // Nobody listening: a stale socket of ours would be replaced, another user's is left alone.
@@ -186,9 +195,12 @@ t.test('pool start never probes nor removes another user\'s socket', async (t) =
 
 t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mode 0700', async (t) => {
   const cases = [
-    ['group and others may read it', ME, (dir) => fs.mkdirSync(dir, { mode: 0o755 }), 'has mode 0755: group or others may use it (it must be 0700)'],
-    ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }), `is owned by ${myName}, not by ${otherName}`],
-    ['a symlink to a private dir', ME, (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
+    ['group and others may read it', ME, (dir) => fs.mkdirSync(dir, { mode: 0o755 }),
+      'has mode 0755: group or others may use it (it must be 0700)'],
+    ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }),
+      `is owned by ${myName}, not by ${otherName}`],
+    ['a symlink to a private dir', ME,
+      (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
     ['a file', ME, (dir) => fs.writeFileSync(dir, ''), 'is not a directory']
   ]
   for (const [what, uid, make, problem] of cases) {
@@ -205,7 +217,8 @@ t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mo
     t.equal(forClient.message, message, `${what}: the commands refuse`)
   }
   const tmp = tempDir(t)
-  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(tmp, `pool-${ME}`, 'pool-9001.sock'), 'made when missing, and used')
+  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(tmp, `pool-${ME}`, 'pool-9001.sock'),
+    'made when missing, and used')
 })
 
 t.test('pool start and pool status with a bad TMPDIR/pool-UID: one line, exit 2', async (t) => {
@@ -213,9 +226,11 @@ t.test('pool start and pool status with a bad TMPDIR/pool-UID: one line, exit 2'
   const own = path.join(tmp, `pool-${OTHER}`)
   fs.mkdirSync(own, { mode: 0o700 }) // ours, so not the pool's: it runs as OTHER
   const env = { ...envWithoutXdg(tmp), ...asOther }
-  const expected = `pool: control socket directory ${own} is owned by ${myName}, not by ${otherName}; refusing to use it (remove it, or pass --control PATH)\n`
+  const expected = `pool: control socket directory ${own} is owned by ${myName}, ` +
+    `not by ${otherName}; refusing to use it (remove it, or pass --control PATH)\n`
   const [port] = await freePorts(1)
-  const start = await runPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none', '--worker-port', String(port), '--log-format', 'json'], { env, timeout: 15000 })
+  const start = await runPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--balancer', 'none',
+    '--worker-port', String(port), '--log-format', 'json'], { env, timeout: 15000 })
   t.equal(start.code, 2)
   t.equal(start.stderr, expected)
   t.notMatch(start.stdout, /"event":"spawn"/, 'no worker was started')
@@ -229,12 +244,16 @@ t.test('an XDG_RUNTIME_DIR others may write to, or not ours, is passed over for 
   const tmp = tempDir(t)
   const open = tempDir(t)
   fs.chmodSync(open, 0o777)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: open, TMPDIR: tmp }), path.join(tmp, `pool-${ME}`, 'pool-9001.sock'), 'mode 0777')
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: open, TMPDIR: tmp }),
+    path.join(tmp, `pool-${ME}`, 'pool-9001.sock'), 'mode 0777')
   const mine = tempDir(t)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: mine, TMPDIR: tmp }), path.join(mine, 'pool-9001.sock'), 'ours, 0700: used')
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: mine, TMPDIR: tmp }), path.join(mine, 'pool-9001.sock'),
+    'ours, 0700: used')
   const env = { XDG_RUNTIME_DIR: mine, TMPDIR: tmp }
-  t.equal(clientControlPath({ frontPort: 9001, env, uid: OTHER }), path.join(tmp, `pool-${OTHER}`, 'pool-9001.sock'), 'another user\'s: passed over')
-  t.equal(clientControlPath({ frontPort: 9001, env }), path.join(mine, 'pool-9001.sock'), 'the same directory, ours: used')
+  t.equal(clientControlPath({ frontPort: 9001, env, uid: OTHER }), path.join(tmp, `pool-${OTHER}`, 'pool-9001.sock'),
+    'another user\'s: passed over')
+  t.equal(clientControlPath({ frontPort: 9001, env }), path.join(mine, 'pool-9001.sock'),
+    'the same directory, ours: used')
 })
 
 t.test('as root, with files really owned by another user: the same refusals', asRoot, async (t) => {
@@ -243,7 +262,10 @@ t.test('as root, with files really owned by another user: the same refusals', as
   const fake = await impostor(t, socketPath, { owner: NOBODY })
   const stop = await runPool(['stop', '--control', socketPath])
   t.equal(stop.code, 2)
-  t.equal(stop.stderr, `pool: control socket ${socketPath} belongs to user nobody (uid ${NOBODY}), not to ${myName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u nobody pool ...)\n`)
+  t.equal(stop.stderr,
+    `pool: control socket ${socketPath} belongs to user nobody (uid ${NOBODY}), ` +
+      'not to ' +
+      `${myName}; refusing to talk to it: run the command as the user the pool runs as (sudo -u nobody pool ...)\n`)
   t.equal(fake.connections, 0, 'the client never connected')
   const err = await createControlServer({ path: socketPath, pool: fakePool() }).catch((e) => e)
   t.equal(err.code, codes.CONTROL_IN_USE, 'pool start refuses it')
@@ -254,19 +276,23 @@ t.test('as root, with files really owned by another user: the same refusals', as
   fs.chownSync(own, NOBODY, NOBODY)
   const status = await runPool(['status', '--port', '9001'], { env: envWithoutXdg(tmp) })
   t.equal(status.code, 2)
-  t.equal(status.stderr, `pool: control socket directory ${own} is owned by user nobody (uid ${NOBODY}), not by ${myName}; refusing to use it (remove it, or pass --control PATH)\n`)
+  t.equal(status.stderr,
+    `pool: control socket directory ${own} is owned by user nobody (uid ${NOBODY}), ` +
+      `not by ${myName}; refusing to use it (remove it, or pass --control PATH)\n`)
 
   const theirs = tempDir(t)
   fs.chownSync(theirs, NOBODY, NOBODY)
   const tmp2 = tempDir(t)
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: theirs, TMPDIR: tmp2 }), path.join(tmp2, `pool-${ME}`, 'pool-9001.sock'), 'an XDG_RUNTIME_DIR owned by nobody is passed over')
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: theirs, TMPDIR: tmp2 }),
+    path.join(tmp2, `pool-${ME}`, 'pool-9001.sock'), 'an XDG_RUNTIME_DIR owned by nobody is passed over')
 })
 
 t.test('a half-written line is cut after the idle timeout; others are served, a long reload is not cut', async (t) => {
   let finishReload
   let reloadStarted
   const started = new Promise((resolve) => { reloadStarted = resolve })
-  const server = await serve(t, fakePool({ reload: () => { reloadStarted(); return new Promise((resolve) => { finishReload = resolve }) } }),
+  const server = await serve(t,
+    fakePool({ reload: () => { reloadStarted(); return new Promise((resolve) => { finishReload = resolve }) } }),
     { connection: { idleTimeout: 200 } })
 
   // A connects first and waits for a reload: its idle timer, had it kept running, would fire
@@ -278,7 +304,15 @@ t.test('a half-written line is cut after the idle timeout; others are served, a 
   b.socket.write('{"id":1,"comm')
   await waitFor(() => b.isClosed, { what: 'the pool to close B' })
   t.ok(b.ended, 'the pool closed B')
-  t.same(b.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: no complete request line within 200 ms; closing the connection' } }], 'after saying why')
+  t.same(b.replies,
+    [{
+      id: null,
+      ok: false,
+      error: {
+        code: codes.BAD_OPTION,
+        message: 'bad control request: no complete request line within 200 ms; closing the connection'
+      }
+    }], 'after saying why')
 
   t.same(await sendCommand(server.path, 'ping'), { pid: process.pid, phase: 'running' }, 'a new connection is served')
   finishReload({ replaced: [], ms: 9 })
@@ -292,7 +326,12 @@ t.test('a line longer than the limit: one error, then the pool stops reading and
   await c.connected
   c.socket.write('x'.repeat(MAX_LINE + 1))
   await waitFor(() => c.ended, { what: 'the pool to hang up' })
-  t.same(c.replies, [{ id: null, ok: false, error: { code: codes.BAD_OPTION, message: `bad control request: a line longer than ${MAX_LINE} characters` } }])
+  t.same(c.replies,
+    [{
+      id: null,
+      ok: false,
+      error: { code: codes.BAD_OPTION, message: `bad control request: a line longer than ${MAX_LINE} characters` }
+    }])
   // Our side is still open: more bytes find nobody reading them.
   c.socket.end('y'.repeat(65536))
   await waitFor(() => c.isClosed, { what: 'the connection to close' })
@@ -303,16 +342,19 @@ t.test('a line longer than the limit: one error, then the pool stops reading and
 t.test('a client that sends requests and never reads costs a bounded amount, then is cut', async (t) => {
   let statusCalls = 0
   const big = 'x'.repeat(64 * 1024) // a status the size of a big pool's
-  const server = await serve(t, fakePool({ status: () => { statusCalls++; return { big } } }), { connection: { idleTimeout: 300 } })
+  const server = await serve(t, fakePool({ status: () => { statusCalls++; return { big } } }),
+    { connection: { idleTimeout: 300 } })
   const c = rawClient(t, server.path)
   await c.connected
   c.socket.pause() // never reads
   c.socket.write('{"id":1,"command":"status"}\n'.repeat(500))
   await waitFor(() => statusCalls > 0, { what: 'the first status' })
   const connections = () => new Promise((resolve, reject) => server.server.getConnections((err, n) => err ? reject(err) : resolve(n)))
-  const cut = await waitFor(async () => (await connections()) === 0, { what: 'the pool to cut the client' }).then(() => true, () => false)
+  const cut = await waitFor(async () => (await connections()) === 0, { what: 'the pool to cut the client' })
+    .then(() => true, () => false)
   t.ok(cut, 'the pool cut the client')
-  t.ok(statusCalls < 50, `only what the client could take was run (${statusCalls} of 500 statuses, not 32 MB of answers)`)
+  t.ok(statusCalls < 50,
+    `only what the client could take was run (${statusCalls} of 500 statuses, not 32 MB of answers)`)
   t.same(await sendCommand(server.path, 'ping'), { pid: process.pid, phase: 'running' }, 'others are served')
 })
 
@@ -327,8 +369,22 @@ t.test('what cannot be echoed or encoded becomes an error answer, not a crash of
   c.socket.write('{"id":3,"command":"status"}\n')
   await waitFor(() => c.replies.length === 3, { what: 'three answers' })
   const byId = (id) => c.replies.find((r) => r.id === id)
-  t.same(byId(null), { id: null, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: id must be a string, a number or null' } }, 'a nested id')
-  t.same(byId(2), { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ping)' } }, 'a nested command')
+  t.same(byId(null),
+    {
+      id: null,
+      ok: false,
+      error: { code: codes.BAD_OPTION, message: 'bad control request: id must be a string, a number or null' }
+    }, 'a nested id')
+  t.same(byId(2),
+    {
+      id: 2,
+      ok: false,
+      error: {
+        code: codes.BAD_OPTION,
+        message: 'bad control request: unknown command of type array (known: status, reload, scale, recycle, stop, ' +
+          'ping)'
+      }
+    }, 'a nested command')
   t.equal(byId(3).ok, false, 'a result that is not JSON')
   t.equal(byId(3).error.code, 'POOL_E_INTERNAL')
   t.match(byId(3).error.message, /circular/i)
@@ -338,7 +394,8 @@ t.test('what cannot be echoed or encoded becomes an error answer, not a crash of
 t.test('pipelined requests are all answered in turn, also after the client shuts its side', async (t) => {
   const server = await serve(t, fakePool())
   const c = rawClient(t, server.path, { allowHalfOpen: true })
-  const lines = Array.from({ length: 300 }, (_, i) => JSON.stringify({ id: i, command: i % 2 ? 'status' : 'ping' }) + '\n')
+  const lines = Array.from({ length: 300 },
+    (_, i) => JSON.stringify({ id: i, command: i % 2 ? 'status' : 'ping' }) + '\n')
   c.socket.end(lines.join(''))
   await waitFor(() => c.isClosed, { what: 'the pool to hang up' })
   t.ok(c.ended, 'the pool hung up after the last answer')
@@ -347,19 +404,22 @@ t.test('pipelined requests are all answered in turn, also after the client shuts
   t.ok(c.replies.every((r) => r.ok), 'all ok')
 })
 
-t.test('many connections cannot take the file descriptors the pool needs', { skip: hasPrlimit() ? false : 'needs prlimit(1)' }, async (t) => {
+t.test('many connections cannot take the file descriptors the pool ' +
+  'needs', { skip: hasPrlimit() ? false : 'needs prlimit(1)' }, async (t) => {
   // A pool process with few file descriptors; its `status` opens 10 files, as a pool needs
   // descriptors for its own work (a worker's pipes, a balancer's sockets).
   const socketPath = path.join(tempDir(t), 'c.sock')
   const script = `
     const fs = require('node:fs')
-    const { createControlServer } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'lib', 'control', 'server'))})
+    const { createControlServer } = require(${JSON.stringify(path.join(__dirname, '..', '..', 'lib', 'control',
+      'server'))})
     const status = () => {
       const fds = []
       try { for (let i = 0; i < 10; i++) fds.push(fs.openSync('/dev/null', 'r')); return { opened: fds.length } } finally { fds.forEach((fd) => fs.closeSync(fd)) }
     }
     createControlServer({ path: process.argv[1], maxConnections: 8, pool: { phase: 'running', status } }).then(() => console.log('listening'))`
-  const child = spawn('prlimit', ['--nofile=64:64', process.execPath, '-e', script, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn('prlimit', ['--nofile=64:64', process.execPath, '-e', script, socketPath],
+    { stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   t.teardown(() => { child.kill('SIGKILL'); return exited })
   await new Promise((resolve, reject) => { child.stdout.once('data', resolve); child.once('exit', () => reject(new Error('the server exited'))) })

@@ -99,7 +99,8 @@ t.test('protocol: a status is answered while a reload on the same connection run
 })
 
 t.test('protocol: a client that half-closes after its request still gets a slow answer', async (t) => {
-  const server = await serve(t, fakePool({ reload: () => new Promise((resolve) => setTimeout(() => resolve({ replaced: [], ms: 300 }), 300)) }))
+  const server = await serve(t,
+    fakePool({ reload: () => new Promise((resolve) => setTimeout(() => resolve({ replaced: [], ms: 300 }), 300)) }))
   const text = await new Promise((resolve, reject) => {
     const socket = net.connect(server.path)
     let out = ''
@@ -124,7 +125,16 @@ t.test('protocol: errors carry code, message, exit code and the app\'s error', a
     JSON.stringify({ id: 3, command: 'explode' }),
     '{nope'
   ], 4).then((r) => r.sort((a, b) => (a.id ?? 9) - (b.id ?? 9)))
-  t.same(reload, { id: 1, ok: false, error: { code: codes.RELOAD_FAILED, message: 'reload aborted: the new code failed to boot: boom at load', appError } })
+  t.same(reload,
+    {
+      id: 1,
+      ok: false,
+      error: {
+        code: codes.RELOAD_FAILED,
+        message: 'reload aborted: the new code failed to boot: boom at load',
+        appError
+      }
+    })
   t.same(scale, { id: 2, ok: false, error: { code: codes.BAD_OPTION, message: 'scale needs a positive integer' } })
   t.equal(unknown.error.code, codes.BAD_OPTION)
   t.match(unknown.error.message, /unknown command "explode" \(known: status, reload, scale, recycle, stop, ping\)/)
@@ -173,9 +183,11 @@ t.test('a path that is not a socket is refused and left alone', async (t) => {
 })
 
 t.test('a missing directory and a too-long path are clear errors', async (t) => {
-  const missing = await createControlServer({ path: path.join(tempDir(t), 'no', 'such', 'c.sock'), pool: fakePool() }).catch((e) => e)
+  const missing = await createControlServer({ path: path.join(tempDir(t), 'no', 'such', 'c.sock'), pool: fakePool() })
+    .catch((e) => e)
   t.match(missing.message, /cannot create control socket .*c\.sock: directory .*such does not exist/)
-  const long = await createControlServer({ path: path.join(tempDir(t), 'x'.repeat(120) + '.sock'), pool: fakePool() }).catch((e) => e)
+  const long = await createControlServer({ path: path.join(tempDir(t), 'x'.repeat(120) + '.sock'), pool: fakePool() })
+    .catch((e) => e)
   t.match(long.message, /is too long \(\d+ bytes; unix sockets allow 10\d\)/)
 })
 
@@ -226,9 +238,11 @@ t.test('default path: a private XDG_RUNTIME_DIR, else TMPDIR/pool-UID, named by 
   const own = path.join(tmp, `pool-${process.geteuid()}`)
   t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp }), path.join(xdg, 'pool-9001.sock'))
   t.notOk(fs.existsSync(own), 'no temp dir made when XDG_RUNTIME_DIR serves')
-  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: path.join(xdg, 'missing'), TMPDIR: tmp }), path.join(own, 'pool-9001.sock'))
+  t.equal(defaultControlPath(9001, { XDG_RUNTIME_DIR: path.join(xdg, 'missing'), TMPDIR: tmp }),
+    path.join(own, 'pool-9001.sock'))
   t.equal(fs.statSync(own).mode & 0o777, 0o700, 'the per-user dir is made 0700')
-  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(own, 'pool-9001.sock'), 'no XDG_RUNTIME_DIR: the per-user dir')
+  t.equal(defaultControlPath(9001, { TMPDIR: tmp }), path.join(own, 'pool-9001.sock'),
+    'no XDG_RUNTIME_DIR: the per-user dir')
   t.equal(frontPortOf({ listener: listenerOf('embedded', { port: 8080 }), workerPort: 9002 }), 8080)
   t.equal(frontPortOf({ listener: listenerOf('none', { port: 8080 }), workerPort: 9002 }), 9002)
   t.equal(frontPortOf({ listener: listenerOf('haproxy', {}), workerPort: 9102 }), 9102)
@@ -237,7 +251,8 @@ t.test('default path: a private XDG_RUNTIME_DIR, else TMPDIR/pool-UID, named by 
   const inTmp = path.join(own, 'pool-4321.sock')
   fs.writeFileSync(inTmp, '')
   t.equal(clientControlPath({ frontPort: 4321, env: { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp } }), inTmp)
-  t.equal(clientControlPath({ frontPort: 4322, env: { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp } }), path.join(xdg, 'pool-4322.sock'), 'none: the preferred path is named')
+  t.equal(clientControlPath({ frontPort: 4322, env: { XDG_RUNTIME_DIR: xdg, TMPDIR: tmp } }),
+    path.join(xdg, 'pool-4322.sock'), 'none: the preferred path is named')
 })
 
 t.test('formats', async (t) => {
@@ -258,13 +273,26 @@ t.test('formats', async (t) => {
     front: { type: 'embedded', url: 'http://127.0.0.1:9001' },
     workers: [
       { slot: 1, pid: 11, port: 9002, state: 'busy', readyAt: 1, uptime: 65000, requests: 7, totalRequests: 9, restarts: 1, rss: 52428800, request: { method: 'GET', url: '/', age: 1500 } },
-      { slot: 2, pid: 12, port: 9003, state: 'dead', readyAt: null, uptime: 0, requests: 0, totalRequests: 4, restarts: 2, rss: null, request: null }
+      {
+        slot: 2,
+        pid: 12,
+        port: 9003,
+        state: 'dead',
+        readyAt: null,
+        uptime: 0,
+        requests: 0,
+        totalRequests: 4,
+        restarts: 2,
+        rss: null,
+        request: null
+      }
     ]
   })
   const lines = out.split('\n')
   t.match(lines[2], /^SLOT +PID +PORT +STATE +UPTIME +REQUESTS +TOTAL +RESTARTS +RSS MB +REQUEST$/)
   t.same(lines[3].trim().split(/\s+/), ['1', '11', '9002', 'busy', '1m05s', '7', '9', '1', '50.0', '1.5s'])
-  t.same(lines[4].trim().split(/\s+/), ['2', '-', '9003', 'dead', '-', '0', '4', '2', '-', '-'], 'a dead slot shows no pid')
+  t.same(lines[4].trim().split(/\s+/), ['2', '-', '9003', 'dead', '-', '0', '4', '2', '-', '-'],
+    'a dead slot shows no pid')
   t.match(out, /\nqueue: 3\nfront: embedded http:\/\/127\.0\.0\.1:9001\n$/)
   // A TUNNELS column only once a worker has had tunnels (WebSockets).
   const worker = { slot: 1, pid: 11, port: 9002, state: 'ready', readyAt: 1, uptime: 1000, requests: 0 }
@@ -273,7 +301,16 @@ t.test('formats', async (t) => {
   const withTunnels = formatStatus({ ...pool, workers: [tunnels] }).split('\n')
   t.match(withTunnels[2], /^SLOT +PID +PORT +STATE +UPTIME +REQUESTS +TOTAL +RESTARTS +RSS MB +REQUEST +TUNNELS$/)
   t.equal(withTunnels[3].trim().split(/\s+/).at(-1), '20')
-  const reloading = { pid: 1, app: '/srv/app.js', phase: 'running', target: 1, workers: [], reload: { stage: 'rolling', replaced: 1, pending: 2, active: [3], queued: 0 } }
+  const reloading = {
+    pid: 1,
+    app: '/srv/app.js',
+    phase: 'running',
+    target: 1,
+    workers: [],
+    reload: { stage: 'rolling', replaced: 1, pending: 2, active: [3], queued: 0 }
+  }
   t.match(formatStatus(reloading), /\nreload: rolling, 1 replaced, 2 pending, replacing slot 3\n/)
-  t.match(formatStatus({ ...reloading, reload: { ...reloading.reload, queued: 3 } }), /\nreload: rolling, 1 replaced, 2 pending, replacing slot 3; another follows \(asked 3 times\)\n/, 'reloads merged into the next one')
+  t.match(formatStatus({ ...reloading, reload: { ...reloading.reload, queued: 3 } }),
+    /\nreload: rolling, 1 replaced, 2 pending, replacing slot 3; another follows \(asked 3 times\)\n/,
+    'reloads merged into the next one')
 })

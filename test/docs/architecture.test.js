@@ -31,14 +31,17 @@ function drawnLayers () {
 t.test('the drawing is the layers the rules are written from, and every folder of lib/ is in it once', async (t) => {
   const drawn = drawnLayers()
   t.ok(drawn, 'docs/architecture.md has a ```layers drawing')
-  t.same(drawn.map((row) => row.filter((name) => !name.endsWith('.js'))), LAYERS, 'the same rows, bottom first, as .dependency-cruiser.js')
-  const folders = fs.readdirSync(path.join(ROOT, 'lib'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort()
+  t.same(drawn.map((row) => row.filter((name) => !name.endsWith('.js'))), LAYERS,
+    'the same rows, bottom first, as .dependency-cruiser.js')
+  const folders = fs.readdirSync(path.join(ROOT, 'lib'), { withFileTypes: true }).filter((e) => e.isDirectory())
+    .map((e) => e.name).sort()
   t.same(drawn.flat().filter((name) => !name.endsWith('.js')).sort(), folders, 'each folder of lib/, once')
 })
 
 t.test('every require() between lib\'s folders goes down the drawing: no cycle', async (t) => {
   const drawn = drawnLayers() ?? []
-  const rowOf = (folder) => folder === 'lib' ? -1 : drawn.findIndex((row) => row.includes(folder)) // lib/'s files: the very bottom
+  // lib/'s files: the very bottom
+  const rowOf = (folder) => folder === 'lib' ? -1 : drawn.findIndex((row) => row.includes(folder))
   const { edges, cycles } = await folderGraph(ROOT)
   t.same(cycles, [], 'no cycle between folders')
   const upward = [...edges.keys()].filter((key) => {

@@ -18,7 +18,8 @@ t.test('options tables are generated from the code (npm run docs)', async (t) =>
 })
 
 t.test('the README is a page, and every relative link in it and in docs/ leads somewhere', async (t) => {
-  t.ok(readme.split('\n').length <= 300, `README.md has ${readme.split('\n').length} lines (at most 300: the manual is in docs/)`)
+  t.ok(readme.split('\n').length <= 300,
+    `README.md has ${readme.split('\n').length} lines (at most 300: the manual is in docs/)`)
   const files = ['README.md', ...listMarkdown(path.join(ROOT, 'docs')).map((f) => path.relative(ROOT, f))]
   for (const file of files) {
     const text = fs.readFileSync(path.join(ROOT, file), 'utf8').replace(/```[\s\S]*?```/g, '')
@@ -44,14 +45,18 @@ t.test('exactly two set-up commands, and CI runs the test one', async (t) => {
   // start, Debian 13's HAProxy and nginx among them.
   const ci = fs.readFileSync(path.join(ROOT, '.ci', 'run'), 'utf8')
   t.match(ci, /^scripts\/setup\n/m)
-  t.match(ci, /^for version in "\$\{NODE_VERSIONS\[@\]\}"; do\n(.*\n)*?.*PATH="\$\(node_bin "\$version"\):\$PATH" npm test\b.*\n(.*\n)*?done$/m, 'npm test under each version')
+  t.match(ci,
+    /^for version in "\$\{NODE_VERSIONS\[@\]\}"; do\n(.*\n)*?.*PATH="\$\(node_bin "\$version"\):\$PATH" npm test\b.*\n(.*\n)*?done$/m, 'npm test under each version')
   t.match(ci, /exit 1/, 'and fails when a run failed')
-  const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+  const versions = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8')
+    .match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
   t.same(versions.map((v) => v.split('.')[0]), ['22', '24', '26'], 'Node.js 22, 24 and 26')
-  t.match(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).engines.node, '>=22', 'engines says what is tested')
+  t.match(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).engines.node, '>=22',
+    'engines says what is tested')
   const setup = fs.readFileSync(path.join(ROOT, 'scripts', 'setup'), 'utf8')
   t.match(setup, /PACKAGES=\(haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server debootstrap\)/)
-  t.match(setup, /debootstrap --variant=minbase --include="\$DEBIAN13_PACKAGES" "\$DEBIAN13_SUITE"/, 'a Debian 13 root for its HAProxy and nginx')
+  t.match(setup, /debootstrap --variant=minbase --include="\$DEBIAN13_PACKAGES" "\$DEBIAN13_SUITE"/,
+    'a Debian 13 root for its HAProxy and nginx')
   t.match(setup, /npm ci/)
 })
 
@@ -66,6 +71,7 @@ function listMarkdown (dir) {
 // GitHub's heading anchors: lower case, punctuation dropped, spaces as dashes.
 function anchorsOf (file) {
   const text = fs.readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '')
-  const slugs = [...text.matchAll(/^#{1,6} (.+)$/gm)].map(([, h]) => h.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-'))
+  const slugs = [...text.matchAll(/^#{1,6} (.+)$/gm)].map(([, h]) => h.trim().toLowerCase().replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-'))
   return new Set(slugs)
 }

@@ -22,9 +22,11 @@ t.test('the Dockerfile: not root, a graceful stop signal, the pool command as PI
   t.match(one('FROM'), /^node:(2\d)/, 'a Node.js 20+ base image')
   t.notMatch(one('USER'), /^(root|0)(:|$)/, `USER ${one('USER')}: not root`)
   t.match(one('USER'), /^\d+(:\d+)?$/, 'numeric, so that Kubernetes runAsNonRoot can check it')
-  t.ok(['SIGTERM', 'SIGINT'].includes(one('STOPSIGNAL')), `STOPSIGNAL ${one('STOPSIGNAL')}: the pool stops gracefully on it`)
+  t.ok(['SIGTERM', 'SIGINT'].includes(one('STOPSIGNAL')),
+    `STOPSIGNAL ${one('STOPSIGNAL')}: the pool stops gracefully on it`)
   const entrypoint = execForm(one('ENTRYPOINT'))
-  t.same(entrypoint, ['pool', 'start'], 'exec form, the `pool` command itself: no shell, npm or node in between as PID 1')
+  t.same(entrypoint, ['pool', 'start'],
+    'exec form, the `pool` command itself: no shell, npm or node in between as PID 1')
   t.match(one('ENV'), /node_modules\/\.bin/, 'where the pool command is found')
   const cmd = execForm(one('CMD'))
   t.equal(cmd[cmd.indexOf('--host') + 1], '0.0.0.0', 'the balancer reachable from outside the container')
@@ -37,8 +39,10 @@ t.test('its HEALTHCHECK asks /ping: 0 while the pool serves, 1 once it stops', a
   t.equal(health[0], 'node', 'the image has no curl; node asks')
   t.match(health.join(' '), new RegExp(`127\\.0\\.0\\.1:${port}/ping`), 'on the port CMD gives the balancer')
   const [free, workerPort] = await freePorts(3)
-  const check = () => spawnSync(process.execPath, health.slice(1).map((a) => a.replace(`:${port}/`, `:${free}/`)), { timeout: 5000 }).status
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--port', String(free), '--worker-port', String(workerPort), '--stop-announce', '3s'])
+  const check = () => spawnSync(process.execPath, health.slice(1).map((a) => a.replace(`:${port}/`, `:${free}/`)),
+    { timeout: 5000 }).status
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--port', String(free),
+    '--worker-port', String(workerPort), '--stop-announce', '3s'])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started')
   t.equal(check(), 0, 'healthy while it serves')

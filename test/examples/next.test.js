@@ -88,8 +88,11 @@ async function streamsTheAppRouterPage (t, url) {
   const got = await timedStreamed(url)
   t.match(got.text, /^HTTP\/1\.1 200 /, 'the App Router page: 200')
   const at = (marker) => got.text.indexOf(marker)
-  t.ok(at('<h1>Streamed from Next.js</h1>') < at('Loading recommendations') && at('Loading recommendations') < at('Recommended for you'), 'its shell with the placeholder, then the late part')
-  t.ok(got.lateAt - got.shellAt >= DELAY / 2, `the shell came ${Math.round(got.lateAt - got.shellAt)} ms before the late part (its data comes ${DELAY} ms after the request)`)
+  t.ok(at('<h1>Streamed from Next.js</h1>') < at('Loading recommendations') &&
+    at('Loading recommendations') < at('Recommended for you'), 'its shell with the placeholder, then the late part')
+  t.ok(got.lateAt - got.shellAt >= DELAY / 2,
+    `the shell came ${Math.round(got.lateAt - got.shellAt)} ms before the late part ` +
+      `(its data comes ${DELAY} ms after the request)`)
 }
 
 const JSON_POST = { method: 'POST', headers: { 'content-type': 'application/json' } }
@@ -104,12 +107,16 @@ function abortedAt (logs, id) {
 }
 
 async function chatsThrough (t, front, url, pool) {
-  const chat = await request(`${url}/api/chat`, { ...JSON_POST, body: JSON.stringify({ tokens: 60, every: 50 }), timeout: 30000 })
+  const chat = await request(`${url}/api/chat`,
+    { ...JSON_POST, body: JSON.stringify({ tokens: 60, every: 50 }), timeout: 30000 })
   t.equal(chat.status, 200, `${front}: the chat route answers`)
-  t.equal(chat.body, Array.from({ length: 60 }, (_, i) => `word${i + 1} `).join(''), `${front}: all 60 tokens, 3 s of them at --timeout 1s`)
+  t.equal(chat.body, Array.from({ length: 60 }, (_, i) => `word${i + 1} `).join(''),
+    `${front}: all 60 tokens, 3 s of them at --timeout 1s`)
   const id = `${front}-${Math.random()}`
-  const at = await hangUpAfterFirstBytes(`${url}/api/chat`, { ...JSON_POST, body: JSON.stringify({ tokens: 100000, every: 50, id }) })
-  await waitFor(() => abortedAt(pool.logs, id) !== undefined, { timeout: 5000, what: `${front}: onAbort after the hang-up` })
+  const at = await hangUpAfterFirstBytes(`${url}/api/chat`,
+    { ...JSON_POST, body: JSON.stringify({ tokens: 100000, every: 50, id }) })
+  await waitFor(() => abortedAt(pool.logs, id) !== undefined,
+    { timeout: 5000, what: `${front}: onAbort after the hang-up` })
   const ms = abortedAt(pool.logs, id) - at
   t.ok(ms < 1000, `${front}: the model's call stopped ${ms} ms after the client left`)
   t.same(pool.logs.filter((l) => l.event === 'hung'), [], `${front}: no worker killed`)
@@ -120,7 +127,10 @@ t.test('Next.js', async (t) => {
   const standalone = path.join(dir, '.next', 'standalone', path.relative(ROOT, dir), 'server.js')
 
   const servers = {
-    'the custom server of Next\'s docs (server.js)': { app: path.join(dir, 'server.js'), env: { NODE_ENV: 'production' } },
+    'the custom server of Next\'s docs (server.js)': {
+      app: path.join(dir, 'server.js'),
+      env: { NODE_ENV: 'production' }
+    },
     'the standalone server of `next build` (.next/standalone/server.js)': { app: standalone, env: {} }
   }
   for (const [name, { app, env }] of Object.entries(servers)) {
@@ -140,14 +150,25 @@ t.test('Next.js', async (t) => {
     const p = await startAppPool(t, server, { env, args: ['--timeout', '1s'] })
     await chatsThrough(t, 'embedded balancer', p.url, p.child)
 
-    const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/api/chat' } })
+    const lab = await startLabHaproxy(t,
+      { workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/api/chat' } })
     const pool = await startHaproxyPool(t, lab, { app: server, env, args: ['--timeout', '1s'] })
     await waitFor(allUp(lab.client), { timeout: 20000, what: 'both servers UP' })
     await chatsThrough(t, 'HAProxy', lab.url, pool)
     const prefix = path.join(lab.dir, 'nginx')
     fs.mkdirSync(prefix)
     const [nginxPort] = await freePorts(1)
-    await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t })
+    await startNginx({
+      cfg: nginxConfig({
+        prefix,
+        host: '127.0.0.1',
+        port: nginxPort,
+        haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
+      }),
+      prefix,
+      port: nginxPort,
+      t
+    })
     await chatsThrough(t, 'nginx → HAProxy', `http://127.0.0.1:${nginxPort}`, pool)
   })
 })

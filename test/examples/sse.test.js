@@ -13,7 +13,13 @@ function events (url) {
       let text = ''
       res.setEncoding('utf8')
       res.on('data', (d) => { text += d })
-      res.on('end', () => resolve({ status: res.statusCode, type: res.headers['content-type'], events: text.split('\n\n').filter(Boolean).map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: ')).slice(6))) }))
+      res.on('end',
+        () => resolve({
+          status: res.statusCode,
+          type: res.headers['content-type'],
+          events: text.split('\n\n').filter(Boolean)
+            .map((e) => JSON.parse(e.split('\n').find((l) => l.startsWith('data: ')).slice(6)))
+        }))
     }).on('error', reject)
   })
 }

@@ -21,7 +21,12 @@ const FRAMEWORKS = {
   sveltekit: { name: 'SvelteKit (adapter-node)', app: 'build', home: 'Welcome to SvelteKit' },
   nuxt: { name: 'Nuxt (Nitro node-server)', app: '.output/server/index.mjs', home: 'Welcome to Nuxt' },
   astro: { name: 'Astro (@astrojs/node standalone)', app: 'dist/server/entry.mjs', home: '<h1>Astro</h1>' },
-  'react-router': { name: 'React Router (react-router-serve)', app: 'node_modules/.bin/react-router-serve', argv: ['build/server/index.js'], home: 'Welcome to React Router' }
+  'react-router': {
+    name: 'React Router (react-router-serve)',
+    app: 'node_modules/.bin/react-router-serve',
+    argv: ['build/server/index.js'],
+    home: 'Welcome to React Router'
+  }
 }
 
 const SHELL = 'A streamed page'
@@ -39,12 +44,14 @@ async function streams (t, url, where) {
   if (!shell || !late) return
   t.ok(shell.offset < late.offset, `${where}: the shell comes first in the page`)
   t.ok(shell.index < late.index && late.at - shell.at >= 100,
-    `${where}: the shell arrived before the late part was rendered (shell at ${shell.at.toFixed(0)} ms in chunk ${shell.index}, late part at ${late.at.toFixed(0)} ms in chunk ${late.index} of ${page.chunks.length})`)
+    `${where}: the shell arrived before the late part was rendered (shell at ${shell.at.toFixed(0)} ms in chunk ` +
+      `${shell.index}, late part at ${late.at.toFixed(0)} ms in chunk ${late.index} of ${page.chunks.length})`)
 }
 
 for (const [dir, { name, app, argv = [], home }] of Object.entries(FRAMEWORKS)) {
   const why = cannotRun(dir)
-  t.test(`${name}, as its scaffold writes it: served, streamed, reloaded under load, stopped`, { skip: why || false, timeout: 360000 }, async (t) => {
+  t.test(`${name}, as its scaffold writes it: served, streamed, reloaded under load, ` +
+    'stopped', { skip: why || false, timeout: 360000 }, async (t) => {
     const example = path.join(EXAMPLES, dir)
     const build = await buildOnce(dir, { output: argv[0] ?? app })
     t.comment(build.built ? `built in ${build.ms} ms` : 'build reused (same lockfile and sources)')
@@ -56,7 +63,8 @@ for (const [dir, { name, app, argv = [], home }] of Object.entries(FRAMEWORKS)) 
       const res = await request(p.workerUrl(slot))
       t.equal(res.status, 200, `slot ${slot}: 200`)
       t.ok(res.body.includes(home), `slot ${slot}: the home page`)
-      t.match(res.body, new RegExp(`pool slot (<!-- -->)?${slot}(<!-- -->)?\\.`), `slot ${slot}: rendered by that worker, per request`)
+      t.match(res.body, new RegExp(`pool slot (<!-- -->)?${slot}(<!-- -->)?\\.`),
+        `slot ${slot}: rendered by that worker, per request`)
     }
     await streams(t, `${p.workerUrl(1)}/streamed`, 'on a worker\'s port')
     await streams(t, `${p.url}/streamed`, 'through the embedded balancer')

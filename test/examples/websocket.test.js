@@ -26,9 +26,11 @@ t.test('examples/websocket under pool start -n 2: 20 clients open, echo and get 
   const page = await request(`${p.url}/`)
   t.equal(page.status, 200, 'GET / serves the page')
   t.match(page.body, /new WebSocket\(/, 'the page opens a websocket')
-  t.match(JSON.parse((await request(`${p.url}/whoami`)).body), { pid: Number, slot: /^[12]$/ }, '/whoami names its worker')
+  t.match(JSON.parse((await request(`${p.url}/whoami`)).body), { pid: Number, slot: /^[12]$/ },
+    '/whoami names its worker')
 
-  const clients = await Promise.all(Array.from({ length: CLIENTS }, () => wsClient(`${p.url.replace('http', 'ws')}/ws`)))
+  const clients = await Promise.all(Array.from({ length: CLIENTS },
+    () => wsClient(`${p.url.replace('http', 'ws')}/ws`)))
   t.teardown(() => clients.forEach((c) => c.ws.terminate()))
   t.same(clients.map((c) => c.error), Array(CLIENTS).fill(null), 'every handshake succeeded')
   t.equal(new Set(clients.map((c) => c.hello?.pid)).size, 2, 'the clients are spread over both workers')
@@ -36,7 +38,8 @@ t.test('examples/websocket under pool start -n 2: 20 clients open, echo and get 
   const done = () => clients.every((c, i) => c.echoes.includes(`m${i}`) && c.pushes > 0)
   await waitFor(done, { timeout: 5000, what: 'every echo and a push at each client' }).catch(() => {})
   t.same(clients.map((c, i) => ({ echoes: c.echoes, pushed: c.pushes > 0, closed: c.closed })),
-    clients.map((c, i) => ({ echoes: [`m${i}`], pushed: true, closed: null })), 'each client got its echo and pushes, and is open')
+    clients.map((c, i) => ({ echoes: [`m${i}`], pushed: true, closed: null })),
+    'each client got its echo and pushes, and is open')
 
   clients.forEach((c) => c.ws.close(1000))
   await waitFor(() => clients.every((c) => c.closed !== null), { timeout: 5000, what: 'the clients to close' })
@@ -44,7 +47,8 @@ t.test('examples/websocket under pool start -n 2: 20 clients open, echo and get 
   await stopLeavingNothing(t, p)
 })
 
-t.test('examples/socketio-chat under pool start -n 2 with Redis: 20 clients each get every message', { skip: redisMissing() }, async (t) => {
+t.test('examples/socketio-chat under pool start -n 2 with Redis: ' +
+  '20 clients each get every message', { skip: redisMissing() }, async (t) => {
   const redisUrl = await startRedis(t)
   const p = await startAppPool(t, CHAT_APP, { env: { REDIS_URL: redisUrl }, args: ['--access-log'] })
   const clients = Array.from({ length: CLIENTS }, () => io(p.url, { forceNew: true, reconnection: false }))
@@ -56,28 +60,34 @@ t.test('examples/socketio-chat under pool start -n 2 with Redis: 20 clients each
     c.on('connect_error', (err) => state[i].errors.push(`connect_error: ${err.message}`))
     c.on('disconnect', (why) => { if (why !== 'io client disconnect') state[i].errors.push(`disconnect: ${why}`) })
   })
-  const upgraded = () => clients.every((c, i) => c.connected && c.io.engine.transport.name === 'websocket' && state[i].welcome)
+  const upgraded = () => clients.every((c, i) => c.connected && c.io.engine.transport.name === 'websocket' &&
+    state[i].welcome)
   await waitFor(upgraded, { timeout: 20000, what: 'every client connected and upgraded to a websocket' })
   t.equal(new Set(state.map((s) => s.welcome.pid)).size, 2, 'the clients are spread over both workers')
 
   const acks = await Promise.all(clients.map((c, i) => c.timeout(10000).emitWithAck('chat', `hello from ${i}`)))
   t.ok(acks.every((a) => a.ok), 'every message accepted')
   const all = Array.from({ length: CLIENTS }, (_, i) => `hello from ${i}`)
-  await waitFor(() => state.every((s) => s.texts.length >= CLIENTS), { timeout: 10000, what: 'every message at every client' }).catch(() => {})
-  t.same(state.map((s) => [...s.texts].sort()), Array(CLIENTS).fill([...all].sort()), 'each of 20 clients got all 20 messages, once, from both workers')
+  await waitFor(() => state.every((s) => s.texts.length >= CLIENTS),
+    { timeout: 10000, what: 'every message at every client' }).catch(() => {})
+  t.same(state.map((s) => [...s.texts].sort()), Array(CLIENTS).fill([...all].sort()),
+    'each of 20 clients got all 20 messages, once, from both workers')
   t.same(state.flatMap((s) => s.errors), [], 'no connect_error, no "Session ID unknown", no transport error')
   const polls = p.child.logs.filter((l) => l.event === 'request' && l.url.startsWith('/socket.io/'))
   t.ok(polls.length >= CLIENTS, `the clients began on long-polling (${polls.length} requests)`)
-  t.same(polls.filter((l) => l.status !== 200).map((l) => `${l.status} ${l.url}`), [], 'and none was answered other than 200')
+  t.same(polls.filter((l) => l.status !== 200).map((l) => `${l.status} ${l.url}`), [],
+    'and none was answered other than 200')
 
   clients.forEach((c) => c.close())
   await stopLeavingNothing(t, p)
 })
 
-t.test('examples/socketio-chat in Chromium: two pages on two workers chat, over websockets', { skip: redisMissing() || browserMissing() }, async (t) => {
+t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
+  'over websockets', { skip: redisMissing() || browserMissing() }, async (t) => {
   const redisUrl = await startRedis(t)
   const p = await startAppPool(t, CHAT_APP, { env: { REDIS_URL: redisUrl } })
-  const browser = await require('playwright-core').chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] })
+  const browser = await require('playwright-core')
+    .chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] })
   t.teardown(() => browser.close())
   const errors = []
   const openPage = async () => {
@@ -97,14 +107,16 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, over 
     await pages[1].close()
     pages[1] = await openPage()
   }
-  t.not(await workerOf(pages[0]), await workerOf(pages[1]), `each page on its own worker: ${await workerOf(pages[0])}; ${await workerOf(pages[1])}`)
+  t.not(await workerOf(pages[0]), await workerOf(pages[1]),
+    `each page on its own worker: ${await workerOf(pages[0])}; ${await workerOf(pages[1])}`)
 
   for (const [i, page] of pages.entries()) {
     await page.fill('#input', `page ${i} says hi`)
     await page.click('#form button')
   }
   for (const [i, page] of pages.entries()) {
-    await page.waitForFunction(() => document.querySelectorAll('#messages li').length >= 2, null, { timeout: 10000 }).catch(() => {})
+    await page.waitForFunction(() => document.querySelectorAll('#messages li').length >= 2, null, { timeout: 10000 })
+      .catch(() => {})
     const texts = await page.locator('#messages li .text').allInnerTexts()
     t.same(texts.sort(), ['page 0 says hi', 'page 1 says hi'], `page ${i} shows both messages`)
     t.equal(await page.evaluate(() => socket.io.engine.transport.name), 'websocket', `page ${i}'s socket upgraded to a websocket`) // eslint-disable-line no-undef
@@ -118,10 +130,12 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, over 
 t.test('both examples as plain processes, without pool', async (t) => {
   for (const [app, check] of [[WS_APP, echoOnce], [CHAT_APP, chatOnce]]) {
     const port = await freePort()
-    const child = spawn(process.execPath, [app], { env: cleanEnv({ PORT: String(port) }), stdio: ['ignore', 'ignore', 'inherit'] })
+    const child = spawn(process.execPath, [app],
+      { env: cleanEnv({ PORT: String(port) }), stdio: ['ignore', 'ignore', 'inherit'] })
     const exited = new Promise((resolve) => child.once('exit', resolve))
     t.teardown(() => child.kill('SIGKILL'))
-    await waitFor(() => canConnect(port), { timeout: 10000, what: `${path.basename(path.dirname(app))} to listen on ${port}` })
+    await waitFor(() => canConnect(port),
+      { timeout: 10000, what: `${path.basename(path.dirname(app))} to listen on ${port}` })
     await check(t, `http://127.0.0.1:${port}`)
     child.kill('SIGTERM')
     await exited
@@ -170,7 +184,9 @@ async function chatOnce (t, url) {
 async function startRedis (t) {
   const port = await freePort()
   const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-redis-'))
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' })
+  const redis = spawn('redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' })
   const exited = new Promise((resolve) => redis.once('exit', resolve))
   t.teardown(async () => {
     redis.kill('SIGKILL')
@@ -189,7 +205,9 @@ function canConnect (port) {
 }
 
 function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error ? 'redis-server is not installed (scripts/setup installs it)' : false
+  return spawnSync('redis-server', ['--version']).error
+    ? 'redis-server is not installed (scripts/setup installs it)'
+    : false
 }
 
 function browserMissing () {

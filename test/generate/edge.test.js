@@ -27,7 +27,15 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
     'IPv6, a host name, users, stdout log, own intervals': {
       hosts: '[2001:db8::5]:9001,localhost:9002,192.0.2.7:80', agentPort: 9100, workers: 8, agentInter: 250, checkInter: 1000, timeout: 45000, queueTimeout: 5000, retries: 2, user: 'nobody', group: 'nogroup', log: 'stdout'
     },
-    'one host, no log, everything under a prefix': { hosts: '127.0.0.2:9001', agentPort: 9100, backend: 'ssr', port: 9080, statsPort: 9081, log: 'none', prefix: dir }
+    'one host, no log, everything under a prefix': {
+      hosts: '127.0.0.2:9001',
+      agentPort: 9100,
+      backend: 'ssr',
+      port: 9080,
+      statsPort: 9081,
+      log: 'none',
+      prefix: dir
+    }
   }
   for (const [name, options] of Object.entries(variants)) {
     const file = path.join(dir, 'haproxy.cfg')
@@ -36,15 +44,21 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
     t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
   }
   const cfg = edgeConfig(variants['IPv6, a host name, users, stdout log, own intervals'])
-  t.match(cfg, /^ {4}server host1 \[2001:db8::5\]:9001\n {4}server host2 localhost:9002\n {4}server host3 192\.0\.2\.7:80$/m, 'one server per host, in --hosts order')
-  t.match(cfg, /default-server maxconn 8 check inter 1s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down agent-check agent-port 9100 agent-inter 250ms$/m)
-  t.match(cfg, /timeout server 90s/, 'timeout server = the longer of the pools\' --read-timeout and --timeout, + 30 s, as in the host config')
+  t.match(cfg,
+    /^ {4}server host1 \[2001:db8::5\]:9001\n {4}server host2 localhost:9002\n {4}server host3 192\.0\.2\.7:80$/m,
+    'one server per host, in --hosts order')
+  t.match(cfg,
+    /default-server maxconn 8 check inter 1s fall 2 rise 2 observe layer4 error-limit 1 on-error mark-down agent-check agent-port 9100 agent-inter 250ms$/m)
+  t.match(cfg, /timeout server 90s/,
+    'timeout server = the longer of the pools\' --read-timeout and --timeout, + 30 s, as in the host config')
   t.match(cfg, /timeout queue 5s/)
   t.match(cfg, /^ {4}nbthread 1$/m, 'one thread by default')
   // What it does across a reload is tested with the per-host config, whose line it shares.
-  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option idle-close-on-response$/m, 'a reload keeps idle client connections for one more answer')
+  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option idle-close-on-response$/m,
+    'a reload keeps idle client connections for one more answer')
   const threads = edgeConfig({ ...variants['two IPv4 hosts, defaults'], threads: 4 })
-  t.match(threads, /^ {4}# 4 threads \(--threads\)[^\n]*\n(?: {4}#[^\n]*\n)* {4}nbthread 4$/m, '--threads 4: nbthread 4, said why in a comment')
+  t.match(threads, /^ {4}# 4 threads \(--threads\)[^\n]*\n(?: {4}#[^\n]*\n)* {4}nbthread 4$/m,
+    '--threads 4: nbthread 4, said why in a comment')
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, threads)
   t.ok(checkHaproxyConfig(file, { platform }).ok, 'haproxy -c accepts --threads 4')
@@ -56,7 +70,14 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
 onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy -c accepts', async (t, platform) => {
   const dir = tempDir(t)
   const variants = {
-    'A records, own name servers': { discover: 'pool.default.svc.cluster.local:9001', agentPort: 9100, nameservers: '10.0.0.2,[2001:db8::53]:5353', maxHosts: 8, resolveInter: 2000, dnsHold: 600000 },
+    'A records, own name servers': {
+      discover: 'pool.default.svc.cluster.local:9001',
+      agentPort: 9100,
+      nameservers: '10.0.0.2,[2001:db8::53]:5353',
+      maxHosts: 8,
+      resolveInter: 2000,
+      dnsHold: 600000
+    },
     'SRV records, resolv.conf': { discover: '_http._tcp.pool.default.svc.cluster.local', agentPort: 9100 }
   }
   for (const [name, options] of Object.entries(variants)) {
@@ -66,24 +87,33 @@ onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy
     t.ok(ok, `${name}: ${output.trim().split('\n').pop()}`)
   }
   const a = edgeConfig(variants['A records, own name servers'])
-  t.match(a, /^ {4}nameserver ns1 10\.0\.0\.2:53\n {4}nameserver ns2 \[2001:db8::53\]:5353$/m, 'each name server, port 53 by default')
-  t.match(a, /^ {4}server-template host 1-8 pool\.default\.svc\.cluster\.local:9001 resolvers fleet_dns init-addr none/m, '--max-hosts servers from the A records, on the given port')
+  t.match(a, /^ {4}nameserver ns1 10\.0\.0\.2:53\n {4}nameserver ns2 \[2001:db8::53\]:5353$/m,
+    'each name server, port 53 by default')
+  t.match(a,
+    /^ {4}server-template host 1-8 pool\.default\.svc\.cluster\.local:9001 resolvers fleet_dns init-addr none/m,
+    '--max-hosts servers from the A records, on the given port')
   t.match(a, /^ {4}timeout resolve 2s$/m)
   for (const status of ['timeout', 'refused', 'other', 'nx']) t.match(a, new RegExp(`^ {4}hold ${status} 10m$`, 'm'), `hold ${status}: --dns-hold`)
-  t.match(a, /default-server maxconn 1 check .* agent-check agent-port 9100/, 'each discovered host checked and agent-checked')
+  t.match(a, /default-server maxconn 1 check .* agent-check agent-port 9100/,
+    'each discovered host checked and agent-checked')
   t.notMatch(a, /^ {4}server host/m, 'no fixed server')
   const srv = edgeConfig(variants['SRV records, resolv.conf'])
   t.match(srv, /^ {4}parse-resolv-conf$/m)
-  t.match(srv, /^ {4}server-template host 1-16 _http\._tcp\.pool\.default\.svc\.cluster\.local resolvers fleet_dns/m, 'SRV: each record\'s port')
+  t.match(srv, /^ {4}server-template host 1-16 _http\._tcp\.pool\.default\.svc\.cluster\.local resolvers fleet_dns/m,
+    'SRV: each record\'s port')
 
   const bad = [
     [['--discover', 'pool.example', '--agent-port', '9100'], /--discover 'pool\.example' has no port/],
     [['--discover', '_http.pool.example', '--agent-port', '9100'], /is not an SRV name/],
     [['--discover', '10.0.0.1:9001', '--agent-port', '9100'], /is not a DNS name/],
-    [['--discover', 'pool.example:9001', '--hosts', '10.0.0.1:9001', '--agent-port', '9100'], /--hosts and --discover both name the hosts/],
-    [['--hosts', '10.0.0.1:9001', '--nameservers', '10.0.0.2', '--agent-port', '9100'], /--nameservers goes with --discover/],
-    [['--discover', 'pool.example:9001', '--nameservers', 'ns.example', '--agent-port', '9100'], /--nameservers entry 'ns\.example' is not ADDRESS\[:PORT\]/],
-    [['--discover', 'pool.example:9001', '--dns-hold', '43200m', '--agent-port', '9100'], /--dns-hold must be at most 24 days/]
+    [['--discover', 'pool.example:9001', '--hosts', '10.0.0.1:9001', '--agent-port', '9100'],
+      /--hosts and --discover both name the hosts/],
+    [['--hosts', '10.0.0.1:9001', '--nameservers', '10.0.0.2', '--agent-port', '9100'],
+      /--nameservers goes with --discover/],
+    [['--discover', 'pool.example:9001', '--nameservers', 'ns.example', '--agent-port', '9100'],
+      /--nameservers entry 'ns\.example' is not ADDRESS\[:PORT\]/],
+    [['--discover', 'pool.example:9001', '--dns-hold', '43200m', '--agent-port', '9100'],
+      /--dns-hold must be at most 24 days/]
   ]
   for (const [args, message] of bad) {
     const r = await runPool(['config', 'edge', ...args])
@@ -94,8 +124,10 @@ onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy
 })
 
 t.test('pool config edge prints the config; bad input is one line on stderr and exit 2', async (t) => {
-  const good = await runPool(['config', 'edge', '--hosts', '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001', '--agent-port', '9100',
-    '-n', '4', '--agent-inter', '250ms', '--check-inter', '1', '--timeout', '45', '--queue-timeout', '5s', '--backend', 'web'])
+  const good = await runPool(['config', 'edge', '--hosts', '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001',
+    '--agent-port', '9100',
+    '-n', '4', '--agent-inter', '250ms', '--check-inter', '1', '--timeout', '45', '--queue-timeout', '5s', '--backend',
+    'web'])
   t.equal(good.code, 0, good.stderr)
   t.equal(good.stdout, edgeConfig({
     hosts: '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001', agentPort: 9100, workers: 4, agentInter: 250, checkInter: 1000, timeout: 45000, queueTimeout: 5000, backend: 'web'
@@ -104,8 +136,10 @@ t.test('pool config edge prints the config; bad input is one line on stderr and 
   const bad = [
     [['--agent-port', '9100'], /--hosts or --discover is required/],
     [['--hosts', '1.2.3.4', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4' has no port/],
-    [['--hosts', '1.2.3.4:70000', '--agent-port', '9100'], /--hosts entry '1\.2\.3\.4:70000': the port must be 1-65535/],
-    [['--hosts', '1.2.3.4:9001,1.2.3.5:9001,1.2.3.4:9001', '--agent-port', '9100'], /--hosts lists 1\.2\.3\.4:9001 twice/],
+    [['--hosts', '1.2.3.4:70000', '--agent-port', '9100'],
+      /--hosts entry '1\.2\.3\.4:70000': the port must be 1-65535/],
+    [['--hosts', '1.2.3.4:9001,1.2.3.5:9001,1.2.3.4:9001', '--agent-port', '9100'],
+      /--hosts lists 1\.2\.3\.4:9001 twice/],
     [['--hosts', '1.2.3.4:9001,1.2.3.4:9002', '--agent-port', '9100'], /--hosts lists the address 1\.2\.3\.4 twice/],
     [['--hosts', '[::1]:9001,[0:0::1]:9001', '--agent-port', '9100'], /--hosts lists \[::1\]:9001 twice/],
     [['--hosts', '::1:9001', '--agent-port', '9100'], /an IPv6 address goes in brackets/],
@@ -126,7 +160,17 @@ t.test('pool config edge prints the config; bad input is one line on stderr and 
 // requests it runs at once. `frozen`: it accepts connections and answers nothing, on both ports.
 // `hangUp`: it closes the connection of each /work request without an answer (a crash).
 async function startFakeHost (t, address, { port, agentPort }) {
-  const host = { address, line: 'up ready maxconn:1', ping: 200, frozen: false, hangUp: false, inFlight: 0, maxInFlight: 0, served: 0, methods: [] }
+  const host = {
+    address,
+    line: 'up ready maxconn:1',
+    ping: 200,
+    frozen: false,
+    hangUp: false,
+    inFlight: 0,
+    maxInFlight: 0,
+    served: 0,
+    methods: []
+  }
   const held = new Set()
   const server = http.createServer((req, res) => {
     if (host.frozen) return
@@ -175,7 +219,16 @@ async function startFleet (t, { workers, platform }) {
     await startFakeHost(t, '127.0.0.2', { port: hostsPort, agentPort }),
     await startFakeHost(t, '127.0.0.3', { port: hostsPort, agentPort })
   ]
-  const cfg = edgeConfig({ hosts: `127.0.0.2:${hostsPort},127.0.0.3:${hostsPort}`, agentPort, workers, host: '127.0.0.1', port, statsPort, prefix: dir, log: 'none' })
+  const cfg = edgeConfig({
+    hosts: `127.0.0.2:${hostsPort},127.0.0.3:${hostsPort}`,
+    agentPort,
+    workers,
+    host: '127.0.0.1',
+    port,
+    statsPort,
+    prefix: dir,
+    log: 'none'
+  })
   const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   const servers = () => client.servers(BACKEND)
@@ -196,7 +249,8 @@ function waitForServers (servers, pred, what) {
 function describeHosts (hosts, rows) {
   return hosts.map((host, i) => {
     const s = rows[`host${i + 1}`]
-    return `host${i + 1} ${s.status} check ${s.check_status} chkfail ${s.chkfail} chkdown ${s.chkdown} slim ${s.slim} wretr ${s.wretr} wredis ${s.wredis} eresp ${s.eresp}, running ${host.inFlight}`
+    return `host${i + 1} ${s.status} check ${s.check_status} chkfail ${s.chkfail} chkdown ${s.chkdown} slim ` +
+      `${s.slim} wretr ${s.wretr} wredis ${s.wredis} eresp ${s.eresp}, running ${host.inFlight}`
   }).join('; ')
 }
 
@@ -223,14 +277,17 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     await waitForServers(servers, (a, b) => b.slim === 4, 'host2 slim 4')
     t.pass('host2 slim 4 once its agent says maxconn:4')
     host2.line = 'up ready maxconn:1'
-    await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP' && b.slim === 1, 'both UP, host2 back to slim 1')
+    await waitForServers(servers, (a, b) => a.status === 'UP' && b.status === 'UP' && b.slim === 1,
+      'both UP, host2 back to slim 1')
   })
 
   // With several threads HAProxy 2.6 and 3.0 may pick one host for two requests arriving together
   // before either has taken its slot (20 to 35 pairs in 100 with two threads).
-  await t.test('two requests that arrive together go to the two hosts with a free slot, never both to one (nbthread 1)', async (t) => {
+  await t.test('two requests that arrive together go to the two hosts with a free slot, never both to one ' +
+    '(nbthread 1)', async (t) => {
     host1.line = 'up ready maxconn:1'
-    await waitForServers(servers, (a, b) => a.slim === 1 && b.slim === 1 && a.status === 'UP' && b.status === 'UP', 'both UP, slim 1 and 1')
+    await waitForServers(servers, (a, b) => a.slim === 1 && b.slim === 1 && a.status === 'UP' && b.status === 'UP',
+      'both UP, slim 1 and 1')
     for (const h of hosts) h.resetCount()
     const pairs = 40
     let oneHost = 0
@@ -297,7 +354,9 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     const frozenAt = Date.now()
     host1.frozen = true // accepts connections, answers neither /ping nor its agent
     const s = await waitForServers(servers, (a) => a.status === 'DOWN', 'frozen host1 DOWN')
-    t.equal(s.host1.check_status, 'L7TOUT', `DOWN by the check's timeout, ${Date.now() - frozenAt} ms after it froze (the config says at most 2s after its last good answer)`)
+    t.equal(s.host1.check_status, 'L7TOUT',
+      `DOWN by the check's timeout, ${Date.now() - frozenAt} ms after it froze ` +
+        '(the config says at most 2s after its last good answer)')
     for (const h of hosts) h.resetCount()
     t.same(await burst(url, 4), allOk(4), 'requests go to host2')
     t.equal(host1.served, 0)
@@ -325,15 +384,19 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
       // GET GET POST POST …: leastconn alternates between the two idle hosts, so each method
       // reaches both.
       const method = i % 4 < 2 ? 'GET' : 'POST'
-      replies[method].push((await request(`${url}/work?ms=1`, { method, body: method === 'POST' ? 'x' : undefined })).status)
+      replies[method].push((await request(`${url}/work?ms=1`,
+        { method, body: method === 'POST' ? 'x' : undefined })).status)
     }
     host1.hangUp = false
     const onHost1 = (method) => host1.methods.filter((m) => m === method).length
-    t.ok(onHost1('GET') > 0 && onHost1('POST') > 0, `host1 hung up on ${onHost1('GET')} GET and ${onHost1('POST')} POST`)
+    t.ok(onHost1('GET') > 0 && onHost1('POST') > 0,
+      `host1 hung up on ${onHost1('GET')} GET and ${onHost1('POST')} POST`)
     // A retry goes back to the host that hung up only when HAProxy finds no other host it may
     // use at that instant (leastconn's avoided server): what each host's state and counters were.
-    t.same(replies.GET, allOk(6), `every GET answered 200: the ones host1 dropped were sent to host2 (${describeHosts(hosts, await servers())})`)
-    t.equal(replies.POST.filter((s) => s === 502).length, onHost1('POST'), 'each POST host1 dropped is a 502, never sent twice')
+    t.same(replies.GET, allOk(6),
+      `every GET answered 200: the ones host1 dropped were sent to host2 (${describeHosts(hosts, await servers())})`)
+    t.equal(replies.POST.filter((s) => s === 502).length, onHost1('POST'),
+      'each POST host1 dropped is a 502, never sent twice')
     t.equal(host2.methods.filter((m) => m === 'POST').length, 6 - onHost1('POST'), 'host2 saw only the other POSTs')
   })
 
@@ -347,7 +410,8 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     }
     t.same(statuses, allOk(12), '6 GET and 6 POST while host1 refuses: all 200')
     const after = await waitForServers(servers, (a) => a.status === 'DOWN', 'host1 DOWN')
-    t.ok(after.host1.wredis > before, `some were tried on host1 first and redispatched (${after.host1.wredis - before})`)
+    t.ok(after.host1.wredis > before,
+      `some were tried on host1 first and redispatched (${after.host1.wredis - before})`)
     t.equal(after.host1.check_status, 'L4CON')
   })
 
@@ -378,7 +442,8 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     t.same(host1.methods, ['GET'], 'host1 saw it once: it hung up, then refused the retry')
     t.same((await Promise.all(long)).map((r) => r.status), [200, 200], 'the long GETs, host1\'s included, answered')
     const after = await waitForServers(servers, (a) => a.status === 'DOWN', 'host1 DOWN')
-    t.ok(after.host1.wretr > before.wretr, `retried (host1 wretr ${before.wretr} → ${after.host1.wretr}, wredis ${after.host1.wredis})`)
+    t.ok(after.host1.wretr > before.wretr,
+      `retried (host1 wretr ${before.wretr} → ${after.host1.wretr}, wredis ${after.host1.wredis})`)
   })
 
   await t.test('a slow upload holds no host slot until its body is in (option http-buffer-request)', async (t) => {
@@ -396,7 +461,8 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
   })
 
   const metrics = await request(`http://127.0.0.1:${statsPort}/metrics`)
-  t.match(metrics.body, /haproxy_server_current_sessions\{proxy="fleet",server="host2"\}/, 'Prometheus /metrics on the stats port')
+  t.match(metrics.body, /haproxy_server_current_sessions\{proxy="fleet",server="host2"\}/,
+    'Prometheus /metrics on the stats port')
 })
 
 onPlatforms(t, 'a streamed page passes the edge as the host writes it (option http-no-delay)', async (t, platform) => {
@@ -404,7 +470,16 @@ onPlatforms(t, 'a streamed page passes the edge as the host writes it (option ht
   const [port, statsPort, hostPort, agentPort] = await freePorts(4)
   const writes = await startStreamingWorker(t, hostPort)
   // The host's agent port is closed: an agent that does not answer leaves the host as it is.
-  const cfg = edgeConfig({ hosts: `127.0.0.1:${hostPort}`, agentPort, workers: 2, host: '127.0.0.1', port, statsPort, prefix: dir, log: 'none' })
+  const cfg = edgeConfig({
+    hosts: `127.0.0.1:${hostPort}`,
+    agentPort,
+    workers: 2,
+    host: '127.0.0.1',
+    port,
+    statsPort,
+    prefix: dir,
+    log: 'none'
+  })
   const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   await waitFor(async () => (await client.servers(BACKEND)).host1?.status === 'UP', { timeout: 5000, what: 'host1 UP' })
@@ -418,5 +493,7 @@ onPlatforms(t, 'a streamed page passes the edge as the host writes it (option ht
     delays.push(got.shellAt - wrote.shellAt)
   }
   const least = Math.min(...delays)
-  t.ok(least < 100, `the shell reached the client ${least.toFixed(1)} ms after the host wrote it (the least of ${delays.map((d) => d.toFixed(1)).join(', ')})`)
+  t.ok(least < 100,
+    `the shell reached the client ${least.toFixed(1)} ms after the host wrote it ` +
+      `(the least of ${delays.map((d) => d.toFixed(1)).join(', ')})`)
 })

@@ -13,7 +13,9 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
-const { ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor } = require('../helpers')
+const {
+  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor
+} = require('../helpers')
 const {
   tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM, NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')
@@ -47,11 +49,29 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
   const dir = tempDir(t)
   const variants = {
     defaults: { workers: 15 },
-    'static-rr, spares, users': { workers: 4, maxWorkers: 8, balance: 'static-rr', socketUser: 'nobody', httpSocketUser: 'nobody', user: 'nobody', group: 'nogroup', log: 'stdout' },
+    'static-rr, spares, users': {
+      workers: 4,
+      maxWorkers: 8,
+      balance: 'static-rr',
+      socketUser: 'nobody',
+      httpSocketUser: 'nobody',
+      user: 'nobody',
+      group: 'nogroup',
+      log: 'stdout'
+    },
     'one worker, no log': { workers: 1, log: 'none', prefix: dir },
-    'state file (not there yet: a warning only)': { workers: 2, prefix: dir, stateFile: path.join(dir, 'haproxy.state') },
+    'state file (not there yet: a warning only)': {
+      workers: 2,
+      prefix: dir,
+      stateFile: path.join(dir, 'haproxy.state')
+    },
     'no queue cap': { workers: 2, maxQueue: 0 },
-    'a queue cap that lets the high class in': { workers: 2, maxQueue: 5, priorityRoutes: '/health=high', priorityHeader: 'X-Priority' },
+    'a queue cap that lets the high class in': {
+      workers: 2,
+      maxQueue: 5,
+      priorityRoutes: '/health=high',
+      priorityHeader: 'X-Priority'
+    },
     'stream routes': { workers: 2, streamRoutes: '/api/chat,/events' }
   }
   for (const [name, options] of Object.entries(variants)) {
@@ -63,18 +83,26 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
   t.match(spares, /^ {4}nbthread 1$/m, 'one thread')
   t.notMatch(spares, /server worker9 /)
   const cfg = haproxyConfig({ workers: 2, streamRoutes: '/api/chat,/events' })
-  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option abortonclose$/m, 'abortonclose in the defaults, for the long-lived requests')
-  t.match(cfg, /^backend pool\n(?: {4}[^\n]*\n)* {4}no option abortonclose$/m, 'and off in the render backend (see the test below)')
-  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}default-server maxconn 8192 disabled check/m, 'a streams backend over the same workers, 8192 each')
+  t.match(cfg, /^defaults\n(?: {4}[^\n]*\n)* {4}option abortonclose$/m,
+    'abortonclose in the defaults, for the long-lived requests')
+  t.match(cfg, /^backend pool\n(?: {4}[^\n]*\n)* {4}no option abortonclose$/m,
+    'and off in the render backend (see the test below)')
+  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}default-server maxconn 8192 disabled check/m,
+    'a streams backend over the same workers, 8192 each')
   t.match(cfg, /^ {4}server worker2 127\.0\.0\.1:9003$(?![\s\S]*^backend pool_streams)/m)
-  t.match(cfg, /^ {4}http-request del-header X-Pool-Stream\n {4}acl pool_long_lived req\.hdr\(accept\) -m sub text\/event-stream\n {4}acl pool_long_lived path_beg \/api\/chat\n {4}acl pool_long_lived path_beg \/events\n {4}use_backend pool_streams if pool_long_lived$/m,
+  t.match(cfg,
+    /^ {4}http-request del-header X-Pool-Stream\n {4}acl pool_long_lived req\.hdr\(accept\) -m sub text\/event-stream\n {4}acl pool_long_lived path_beg \/api\/chat\n {4}acl pool_long_lived path_beg \/events\n {4}use_backend pool_streams if pool_long_lived$/m,
     'what goes there: server-sent events and --stream-routes; a client cannot say so itself')
-  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}http-request set-header X-Pool-Stream 1$/m, 'marked for the worker\'s guard there')
-  t.match(haproxyConfig({ workers: 2 }), /^ {4}http-request return status 503 .* hdr Retry-After 1 if \{ queue\(pool\) ge 100 \}$/m, 'the queue is capped at 100 by default')
+  t.match(cfg, /^backend pool_streams\n(?: {4}[^\n]*\n)* {4}http-request set-header X-Pool-Stream 1$/m,
+    'marked for the worker\'s guard there')
+  t.match(haproxyConfig({ workers: 2 }),
+    /^ {4}http-request return status 503 .* hdr Retry-After 1 if \{ queue\(pool\) ge 100 \}$/m,
+    'the queue is capped at 100 by default')
   t.notMatch(haproxyConfig({ workers: 2, maxQueue: 0 }), /http-request return/, '--max-queue 0: no cap')
 })
 
-onPlatforms(t, 'nginx -t accepts the generated config, every path under the prefix', { nginx: true }, async (t, platform) => {
+onPlatforms(t, 'nginx -t accepts the generated config, ' +
+  'every path under the prefix', { nginx: true }, async (t, platform) => {
   const prefix = tempDir(t, 'pool-nginx-')
   const cfg = nginxConfig({ prefix, port: 8080, haproxySocket: path.join(prefix, 'haproxy-http.sock') })
   writeFile(prefix, 'nginx.conf', cfg)
@@ -90,7 +118,8 @@ onPlatforms(t, 'nginx -t accepts the generated config, every path under the pref
   const withUser = checkNginxConfig(prefix, { platform })
   t.ok(withUser.ok, `--user nobody --group nogroup: ${withUser.output.trim().split('\n').pop()}`)
   t.match(nginxConfig({ prefix, timeout: 60000 }), /proxy_read_timeout 150s;/,
-    'nginx outwaits a GET that HAProxy replays after the pool killed its worker: 2 x (queue 10 s + timeout 60 s) + 10 s')
+    'nginx outwaits a GET that HAProxy replays after the pool killed its worker: 2 x ' +
+      '(queue 10 s + timeout 60 s) + 10 s')
   const upstream = nginxConfig({ prefix, upstream: '127.0.0.1:9001' })
   t.match(upstream, /server 127\.0\.0\.1:9001;/, '--upstream host:port instead of the socket')
   // A stream holds two connections of an nginx worker for as long as it lasts.
@@ -107,8 +136,10 @@ onPlatforms(t, 'nginx -t accepts the generated config, every path under the pref
 const PRODUCTION_STATE_FILE = '/run/ssr/haproxy.state'
 
 t.test('conf/ holds the generator output for 15 workers', async (t) => {
-  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'), 'utf8'), haproxyConfig({ workers: 15, stateFile: PRODUCTION_STATE_FILE }),
-    `conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 --state-file ${PRODUCTION_STATE_FILE} > conf/haproxy.cfg)`)
+  t.equal(fs.readFileSync(path.join(ROOT, 'conf/haproxy.cfg'),
+    'utf8'), haproxyConfig({ workers: 15, stateFile: PRODUCTION_STATE_FILE }),
+    `conf/haproxy.cfg is up to date (regenerate: pool config haproxy -n 15 --state-file ${PRODUCTION_STATE_FILE} > ` +
+      'conf/haproxy.cfg)')
   t.equal(fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'), nginxConfig(),
     'conf/nginx.conf is up to date (regenerate: pool config nginx > conf/nginx.conf)')
 })
@@ -121,11 +152,13 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
   t.equal(nginx.code, 0, nginx.stderr)
   t.equal(nginx.stdout, fs.readFileSync(path.join(ROOT, 'conf/nginx.conf'), 'utf8'))
 
-  const flags = await runPool(['config', 'haproxy', '-n', '2', '--balance', 'static-rr', '--backend', 'ssr', '--timeout', '45', '--socket', '/tmp/x/admin.sock'])
+  const flags = await runPool(['config', 'haproxy', '-n', '2', '--balance', 'static-rr', '--backend', 'ssr',
+    '--timeout', '45', '--socket', '/tmp/x/admin.sock'])
   t.equal(flags.code, 0, flags.stderr)
   t.match(flags.stdout, /^backend ssr\n\s+balance static-rr$/m)
   t.match(flags.stdout, /stats socket \/tmp\/x\/admin\.sock mode 600 level admin/)
-  t.match(flags.stdout, /timeout server 90s/, 'server timeout = the longer of the pool\'s --read-timeout (60 s) and --timeout (45 s), + 30 s')
+  t.match(flags.stdout, /timeout server 90s/,
+    'server timeout = the longer of the pool\'s --read-timeout (60 s) and --timeout (45 s), + 30 s')
   const reads = await runPool(['config', 'haproxy', '-n', '2', '--read-timeout', '2m'])
   t.match(reads.stdout, /timeout server 150s/, '--read-timeout 2m: 150 s')
 
@@ -151,12 +184,31 @@ t.test('pool config prints the configs; bad input is one line on stderr and exit
 })
 
 // `platform`'s haproxy from the generated config with tiny workers, on free ports in a temp dir.
-async function startGenerated (t, { workers = 2, maxWorkers, render = 0, body, edit = (cfg) => cfg, httpSocketUser, options = {}, platform } = {}) {
+async function startGenerated (t, {
+  workers = 2,
+  maxWorkers,
+  render = 0,
+  body,
+  edit = (cfg) => cfg,
+  httpSocketUser,
+  options = {},
+  platform
+} = {}) {
   const dir = tempDir(t)
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPorts = ports.slice(2)
-  const cfg = edit(haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort: workerPorts[0], prefix: dir, log: 'none', httpSocketUser, ...options }))
+  const cfg = edit(haproxyConfig({
+    workers,
+    maxWorkers,
+    port,
+    statsPort,
+    workerPort: workerPorts[0],
+    prefix: dir,
+    log: 'none',
+    httpSocketUser,
+    ...options
+  }))
   const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const client = new HaproxyClient({ socket: haproxy.socket })
   const servers = []
@@ -191,7 +243,8 @@ onPlatforms(t, 'the generated haproxy: disabled until ready, both binds, stats a
 
   const metrics = await request(`http://127.0.0.1:${statsPort}/metrics`)
   t.equal(metrics.status, 200)
-  t.match(metrics.body, /haproxy_server_current_sessions\{proxy="pool",server="worker1"\}/, 'Prometheus exporter on /metrics')
+  t.match(metrics.body, /haproxy_server_current_sessions\{proxy="pool",server="worker1"\}/,
+    'Prometheus exporter on /metrics')
   const page = await request(`http://127.0.0.1:${statsPort}/`)
   t.match(page.body, /Statistics Report for HAProxy/, 'stats page')
 })
@@ -216,7 +269,8 @@ onPlatforms(t, 'observe layer4 marks a dead worker DOWN on its first refused con
 // With several threads HAProxy 2.6 and 3.0 may pick one worker for two requests arriving together
 // before either has taken its slot (a fifth to a third of the pairs with two threads). A render
 // of 100 ms: the first is still running when the second is picked, however late.
-onPlatforms(t, 'two requests that arrive together go to the two free workers, never both to one (nbthread 1)', async (t, platform) => {
+onPlatforms(t, 'two requests that arrive together go to the two free workers, never both to one ' +
+  '(nbthread 1)', async (t, platform) => {
   const { port, client, servers } = await startGenerated(t, { platform, workers: 2, render: 100 })
   await client.setServerState('pool', 'worker1', 'ready')
   await client.setServerState('pool', 'worker2', 'ready')
@@ -268,11 +322,17 @@ onPlatforms(t, 'no abortonclose: a client that leaves does not free its worker\'
 onPlatforms(t, 'nginx → HAProxy (unix socket) → worker', { nginx: true }, async (t, platform) => {
   const big = 'x'.repeat(600 * 1024)
   const body = (req) => (req.url === '/big' ? big : `served ${req.url}\n`)
-  const { dir, client, servers } = await startGenerated(t, { platform, workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
+  const { dir, client, servers } = await startGenerated(t,
+    { platform, workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
   const prefix = path.join(dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') })
+  const cfg = nginxConfig({
+    prefix,
+    host: '127.0.0.1',
+    port: nginxPort,
+    haproxySocket: path.join(dir, 'haproxy-http.sock')
+  })
   await startNginx({ cfg, prefix, port: nginxPort, t, platform })
   const url = `http://127.0.0.1:${nginxPort}`
 
@@ -335,13 +395,15 @@ function uidOf (pid) {
 }
 
 function childrenOf (pid) {
-  return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).stdout.trim().split(/\s+/).filter(Boolean).map(Number)
+  return spawnSync('ps', ['-o', 'pid=', '--ppid', String(pid)], { encoding: 'utf8' }).stdout.trim().split(/\s+/)
+    .filter(Boolean).map(Number)
 }
 
 // `pool start ...` from a header, as `user` ({ uid, gid } or {}): resolves once it started.
 async function startHeaderPool (t, command, { user, env }) {
   const node = user.uid !== undefined ? nodeAnyoneRuns() : process.execPath
-  const child = spawn(node, [BIN, ...command.split(' ').slice(1)], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...user })
+  const child = spawn(node, [BIN, ...command.split(' ').slice(1)],
+    { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'], ...user })
   let output = ''
   const started = new Promise((resolve, reject) => {
     const add = (d) => { output += d; if (/"event":"started"/.test(output)) resolve() }
@@ -363,7 +425,8 @@ async function pairAsHeadersSay (t, { user = {}, platform }) {
   const dir = tempDir(t, 'pool-pair-')
   // workerPort − 2, left free, is where the pool puts its own /status by default.
   const [port, statsPort, nginxPort, , , workerPort] = await freePorts(7)
-  const haproxy = await runPool(['config', 'haproxy', '-n', '2', '--prefix', dir, '--port', String(port), '--stats-port', String(statsPort), '--worker-port', String(workerPort), '--log', 'none'])
+  const haproxy = await runPool(['config', 'haproxy', '-n', '2', '--prefix', dir, '--port', String(port),
+    '--stats-port', String(statsPort), '--worker-port', String(workerPort), '--log', 'none'])
   t.equal(haproxy.code, 0, haproxy.stderr)
   const haproxyFile = writeFile(dir, 'haproxy.cfg', haproxy.stdout)
   const nginxArgs = /^# nginx in front: `pool (config nginx [^`]+)`/m.exec(haproxy.stdout)[1].split(' ')
@@ -375,9 +438,12 @@ async function pairAsHeadersSay (t, { user = {}, platform }) {
   if (user.uid !== undefined) spawnSync('chown', ['-R', `${user.uid}:${user.gid}`, dir])
 
   const log = path.join(dir, 'commands.log')
-  const [startHaproxyCmd, stopHaproxyCmd, poolCmd] = headerCommands(haproxy.stdout, { FILE: haproxyFile, APP: path.join(ROOT, 'examples/ssr/server.js') })
+  const [startHaproxyCmd, stopHaproxyCmd, poolCmd] = headerCommands(haproxy.stdout,
+    { FILE: haproxyFile, APP: path.join(ROOT, 'examples/ssr/server.js') })
   const [startNginxCmd, stopNginxCmd] = headerCommands(nginx.stdout, {})
-  t.match(poolCmd, `--worker-port ${workerPort} --timeout 30s --read-timeout 60s --balancer haproxy --haproxy-socket ${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
+  t.match(poolCmd,
+    `--worker-port ${workerPort} --timeout 30s --read-timeout 60s --balancer haproxy --haproxy-socket ` +
+      `${dir}/haproxy-admin.sock --haproxy-backend pool`, 'the run line names every setting that must match')
 
   shell(startHaproxyCmd, { user, log, platform })
   t.teardown(() => shell(stopHaproxyCmd, { user, log, platform }))
@@ -385,7 +451,8 @@ async function pairAsHeadersSay (t, { user = {}, platform }) {
   t.teardown(() => shell(stopNginxCmd, { user, log, platform }))
   const pool = await startHeaderPool(t, poolCmd, { user, env: user.uid !== undefined ? { XDG_RUNTIME_DIR: dir } : {} })
   const client = new HaproxyClient({ socket: path.join(dir, 'haproxy-admin.sock') })
-  await waitFor(async () => Object.values(await client.servers('pool')).every((s) => s.status === 'UP'), { timeout: 10000, what: 'both servers UP' })
+  await waitFor(async () => Object.values(await client.servers('pool')).every((s) => s.status === 'UP'),
+    { timeout: 10000, what: 'both servers UP' })
 
   const page = await request(`http://127.0.0.1:${nginxPort}/`)
   t.equal(page.status, 200, 'nginx → HAProxy → pool answers')
@@ -395,12 +462,15 @@ async function pairAsHeadersSay (t, { user = {}, platform }) {
   return { nginxMaster, nginxWorkers: childrenOf(nginxMaster), haproxyPid, pool, dir }
 }
 
-onPlatforms(t, 'the generated pair, started as its headers say, serves through nginx → HAProxy → pool', { nginx: true }, async (t, platform) => {
+onPlatforms(t, 'the generated pair, started as its headers say, ' +
+  'serves through nginx → HAProxy → pool', { nginx: true }, async (t, platform) => {
   const { nginxMaster, nginxWorkers, dir } = await pairAsHeadersSay(t, { platform })
-  t.equal((fs.statSync(path.join(dir, 'haproxy-http.sock')).mode & 0o777), 0o666, 'HAProxy\'s HTTP socket admits nginx\'s workers, whoever they run as')
+  t.equal((fs.statSync(path.join(dir, 'haproxy-http.sock')).mode & 0o777), 0o666,
+    'HAProxy\'s HTTP socket admits nginx\'s workers, whoever they run as')
   if (IS_ROOT) {
     t.equal(uidOf(nginxMaster), 0, 'nginx started as root')
-    t.ok(nginxWorkers.length > 0 && nginxWorkers.every((pid) => uidOf(pid) === NOBODY.uid), 'its workers run as nobody, and still reach HAProxy')
+    t.ok(nginxWorkers.length > 0 && nginxWorkers.every((pid) => uidOf(pid) === NOBODY.uid),
+      'its workers run as nobody, and still reach HAProxy')
   }
 })
 
@@ -408,28 +478,40 @@ onPlatforms(t, 'the generated pair, started as its headers say, serves through n
 // ran scripts/setup, which nobody may not enter, and the user they run as is not what changed.
 t.test('the same as an unprivileged user', { skip: IS_ROOT ? checkoutHiddenFromOthers() : 'run by an unprivileged user: the test above is this one' }, async (t) => {
   const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY, platform: SYSTEM })
-  t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf), Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
+  t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf),
+    Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
 })
 
-onPlatforms(t, 'priority classes (--priority-routes, --priority-header): a higher class leaves HAProxy\'s queue first', async (t, platform) => {
-  const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 300, options: { priorityRoutes: '/health=high,/export/=low', priorityHeader: 'X-Priority' } })
+onPlatforms(t, 'priority classes (--priority-routes, --priority-header): ' +
+  'a higher class leaves HAProxy\'s queue first', async (t, platform) => {
+  const { port, client, servers } = await startGenerated(t,
+    {
+      platform,
+      workers: 1,
+      render: 300,
+      options: { priorityRoutes: '/health=high,/export/=low', priorityHeader: 'X-Priority' }
+    })
   await client.setServerState('pool', 'worker1', 'ready')
   const url = (p) => `http://127.0.0.1:${port}${p}`
   const first = request(url('/first'))
   await waitFor(() => servers[0].requests.length === 1, { what: 'the first request on the worker' })
   // Queued in this order, one after the other, while the worker renders the first.
   const queued = []
-  for (const [p, headers] of [['/export/report', {}], ['/plain', {}], ['/health', {}], ['/header', { 'x-priority': 'high' }]]) {
+  for (const [p, headers] of [['/export/report', {}], ['/plain', {}], ['/health', {}],
+    ['/header', { 'x-priority': 'high' }]]) {
     queued.push(request(url(p), { headers }))
-    await waitFor(async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND').qcur === queued.length, { what: `${p} queued` })
+    await waitFor(async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND')
+      .qcur === queued.length, { what: `${p} queued` })
   }
   await Promise.all([first, ...queued])
   t.same(servers[0].requests.map((r) => r.url), ['/first', '/health', '/header', '/plain', '/export/report'],
     'high (a route, then the header from this host) before normal, normal before low; arrival order within a class')
 })
 
-onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at once, never reaching a worker; a high-class one is let in', async (t, platform) => {
-  const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 1000, options: { maxQueue: 3, priorityRoutes: '/health=high' } })
+onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at once, never reaching a worker; ' +
+  'a high-class one is let in', async (t, platform) => {
+  const { port, client, servers } = await startGenerated(t,
+    { platform, workers: 1, render: 1000, options: { maxQueue: 3, priorityRoutes: '/health=high' } })
   await client.setServerState('pool', 'worker1', 'ready')
   const url = (p) => `http://127.0.0.1:${port}${p}`
   const qcur = async () => (await client.showStat('pool')).find((r) => r.svname === 'BACKEND').qcur
@@ -441,7 +523,8 @@ onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at o
   await waitFor(async () => (await qcur()) === 3, { what: 'three queued' })
   const health = request(url('/health'))
   await waitFor(async () => (await qcur()) === 4, { what: '/health queued beyond the cap' })
-  const settled = await Promise.all(burst.map((p) => Promise.race([p, new Promise((resolve) => setTimeout(resolve, 300, 'waiting'))])))
+  const settled = await Promise.all(burst.map((p) => Promise.race([p,
+    new Promise((resolve) => setTimeout(resolve, 300, 'waiting'))])))
   const turnedAway = settled.filter((r) => r !== 'waiting')
   t.equal(turnedAway.length, 7, 'seven answered at once, the three queued still waiting')
   for (const r of turnedAway) {
@@ -460,17 +543,32 @@ onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at o
 async function startStreamingStack (t, platform) {
   const dir = tempDir(t)
   const [port, statsPort, workerPort, nginxPort] = await freePorts(4)
-  const cfg = haproxyConfig({ workers: 1, port, statsPort, workerPort, prefix: dir, log: 'none', httpSocketUser: NGINX_WORKER_USER })
+  const cfg = haproxyConfig({
+    workers: 1,
+    port,
+    statsPort,
+    workerPort,
+    prefix: dir,
+    log: 'none',
+    httpSocketUser: NGINX_WORKER_USER
+  })
   const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const writes = await startStreamingWorker(t, workerPort)
   await new HaproxyClient({ socket: haproxy.socket }).setServerState('pool', 'worker1', 'ready')
   const prefix = path.join(dir, 'nginx')
   fs.mkdirSync(prefix)
-  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t, platform })
+  await startNginx({
+    cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') }),
+    prefix,
+    port: nginxPort,
+    t,
+    platform
+  })
   return { writes, haproxyPort: port, nginxPort }
 }
 
-onPlatforms(t, 'a streamed page passes HAProxy (option http-no-delay) and nginx → HAProxy as the worker writes it', { nginx: true }, async (t, platform) => {
+onPlatforms(t, 'a streamed page passes HAProxy (option http-no-delay) and nginx → HAProxy as the worker writes ' +
+  'it', { nginx: true }, async (t, platform) => {
   const { writes, haproxyPort, nginxPort } = await startStreamingStack(t, platform)
   for (const [front, frontPort] of [['HAProxy', haproxyPort], ['nginx → HAProxy', nginxPort]]) {
     // The least of three, so that a moment the machine was busy elsewhere does not count; the
@@ -486,15 +584,19 @@ onPlatforms(t, 'a streamed page passes HAProxy (option http-no-delay) and nginx 
       delays.push(got.shellAt - wrote.shellAt)
     }
     const least = Math.min(...delays)
-    t.ok(least < 100, `${front}: the shell reached the client ${least.toFixed(1)} ms after the worker wrote it (the least of ${delays.map((d) => d.toFixed(1)).join(', ')})`)
+    t.ok(least < 100,
+      `${front}: the shell reached the client ${least.toFixed(1)} ms after the worker wrote it ` +
+        `(the least of ${delays.map((d) => d.toFixed(1)).join(', ')})`)
   }
 })
 
-onPlatforms(t, 'nginx holds a response with a Content-Length until it is whole, unless the app says X-Accel-Buffering: no, which it never passes on', { nginx: true }, async (t, platform) => {
+onPlatforms(t, 'nginx holds a response with a Content-Length until it is whole, ' +
+  'unless the app says X-Accel-Buffering: no, which it never passes on', { nginx: true }, async (t, platform) => {
   const { writes, nginxPort } = await startStreamingStack(t, platform)
   const held = await timedGet(nginxPort, '/page?cl=1')
   t.ok(held.shellAt >= writes.get('/page?cl=1').lateAt, 'buffered: the shell came with the rest')
   const streamed = await timedGet(nginxPort, '/page?cl=1&xab=no')
-  t.ok(streamed.shellAt < writes.get('/page?cl=1&xab=no').lateAt, 'X-Accel-Buffering: no: the shell came before the rest was written')
+  t.ok(streamed.shellAt < writes.get('/page?cl=1&xab=no').lateAt,
+    'X-Accel-Buffering: no: the shell came before the rest was written')
   t.notMatch(streamed.head, /x-accel-buffering/i, 'and the header stayed with nginx')
 })

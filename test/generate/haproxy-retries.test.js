@@ -48,7 +48,8 @@ async function startStack (t, { workers, edit, platform }) {
 
 // A request sent through HAProxy while its worker is SIGKILLed once the app has it.
 async function killMidRequest (stack, method) {
-  const answer = request(`${stack.lab.url}/hold?ms=1000`, { method, headers: { 'content-type': 'text/plain' }, body: method === 'POST' ? 'order=1' : undefined })
+  const answer = request(`${stack.lab.url}/hold?ms=1000`,
+    { method, headers: { 'content-type': 'text/plain' }, body: method === 'POST' ? 'order=1' : undefined })
   const first = await waitFor(() => stack.hits()[0], { timeout: 5000, interval: 2, what: 'the request at a worker' })
   process.kill(first.pid, 'SIGKILL')
   return { first, response: await answer }
@@ -60,7 +61,8 @@ onPlatforms(t, 'a GET whose worker is SIGKILLed mid-request is answered by anoth
   t.equal(response.status, 200, 'the client gets 200')
   const answeredBy = JSON.parse(response.body).pid
   t.not(answeredBy, first.pid, 'from another worker')
-  t.same(stack.hits().map((h) => h.pid), [first.pid, answeredBy], 'the GET reached the killed worker, then the one that answered')
+  t.same(stack.hits().map((h) => h.pid), [first.pid, answeredBy],
+    'the GET reached the killed worker, then the one that answered')
   await waitFor(() => stack.killedWorkers().includes(first.pid), { timeout: 5000, what: 'the pool saw the kill' })
 })
 
@@ -69,7 +71,8 @@ onPlatforms(t, 'a POST whose worker is SIGKILLed mid-request is not replayed', a
   const { first, response } = await killMidRequest(stack, 'POST')
   t.equal(response.status, 502, 'the client gets 502')
   await sleep(300) // a replay, if there were one, would have reached a worker by now
-  t.same(stack.hits(), [{ pid: first.pid, method: 'POST', path: '/hold' }], 'the app saw the POST once, in the killed worker')
+  t.same(stack.hits(), [{ pid: first.pid, method: 'POST', path: '/hold' }],
+    'the app saw the POST once, in the killed worker')
 })
 
 onPlatforms(t, 'a GET that kills every worker it reaches kills two of them, and gets a 502', async (t, platform) => {
@@ -91,7 +94,8 @@ onPlatforms(t, 'a GET that kills every worker it reaches kills two of them, and 
 // Two in-process HTTP servers as the workers, set READY by hand; worker1's port then refuses
 // connections while HAProxy still has it READY (as in the ms before the pool's MAINT).
 onPlatforms(t, 'a refused connection is retried on another worker, for a POST too', async (t, platform) => {
-  const lab = await startLabHaproxy(t, { platform, workers: 2, edit: (cfg) => cfg.replace('check inter 2s', 'check inter 60s') })
+  const lab = await startLabHaproxy(t,
+    { platform, workers: 2, edit: (cfg) => cfg.replace('check inter 2s', 'check inter 60s') })
   const seen = []
   const servers = []
   for (let i = 0; i < 2; i++) {

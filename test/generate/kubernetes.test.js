@@ -31,10 +31,22 @@ function documents (text) {
 }
 
 t.test('the YAML holds the objects, and each one passes the API\'s schema', async (t) => {
-  for (const input of [BASE, { ...BASE, replicas: 10, cpu: '3500m', memory: '6Gi', gracefulTimeout: 90000, killTimeout: 10000, preStop: 10000, edgeServiceType: 'LoadBalancer', clusterDomain: 'k8s.internal' }]) {
+  for (const input of [BASE,
+    {
+      ...BASE,
+      replicas: 10,
+      cpu: '3500m',
+      memory: '6Gi',
+      gracefulTimeout: 90000,
+      killTimeout: 10000,
+      preStop: 10000,
+      edgeServiceType: 'LoadBalancer',
+      clusterDomain: 'k8s.internal'
+    }]) {
     const docs = documents(kubernetesConfig(input))
     t.same(docs, JSON.parse(JSON.stringify(kubernetesObjects(input).objects)), 'the YAML reads back as the objects')
-    t.same(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['Service/ssr', 'Deployment/ssr', 'ConfigMap/ssr-edge', 'Deployment/ssr-edge', 'Service/ssr-edge'])
+    t.same(docs.map((d) => `${d.kind}/${d.metadata.name}`),
+      ['Service/ssr', 'Deployment/ssr', 'ConfigMap/ssr-edge', 'Deployment/ssr-edge', 'Service/ssr-edge'])
     for (const doc of docs) t.doesNotThrow(() => new MODELS[doc.kind](doc).validate(), `${doc.kind}/${doc.metadata.name} is valid`)
   }
   // The validator does refuse a broken object.
@@ -61,22 +73,34 @@ t.test('no field the API does not know (TypeScript\'s excess-property check agai
   fs.writeFileSync(path.join(dir, 'misspelt.ts'), source(typo))
   // Only kubernetes-types' declarations, found wherever this repository's node_modules is.
   fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify({
-    compilerOptions: { strict: true, noEmit: true, moduleResolution: 'node', types: [], baseUrl: '.', paths: { 'kubernetes-types/*': [path.join(ROOT, 'node_modules', 'kubernetes-types', '*')] } },
+    compilerOptions: {
+      strict: true,
+      noEmit: true,
+      moduleResolution: 'node',
+      types: [],
+      baseUrl: '.',
+      paths: { 'kubernetes-types/*': [path.join(ROOT, 'node_modules', 'kubernetes-types', '*')] }
+    },
     files: ['generated.ts', 'misspelt.ts']
   }))
-  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { encoding: 'utf8', cwd: dir, timeout: 60000 })
+  const tsc = spawnSync(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir],
+    { encoding: 'utf8', cwd: dir, timeout: 60000 })
   const errors = tsc.stdout.split('\n').filter((l) => /error TS/.test(l))
   t.same(errors.filter((l) => !l.startsWith('misspelt.ts')), [], 'tsc accepts the generated objects')
-  t.ok(errors.some((l) => l.startsWith('misspelt.ts') && /readinessprobe/.test(l)), `and refuses a misspelt field: ${errors.join(' ')}`)
+  t.ok(errors.some((l) => l.startsWith('misspelt.ts') && /readinessprobe/.test(l)),
+    `and refuses a misspelt field: ${errors.join(' ')}`)
 })
 
-t.test('the pods: pool start with its agent, /ping as readiness, a grace period from the pool\'s timeouts', async (t) => {
+t.test('the pods: pool start with its agent, /ping as readiness, ' +
+  'a grace period from the pool\'s timeouts', async (t) => {
   const input = { ...BASE, gracefulTimeout: 90000, killTimeout: 10000, preStop: 7000 }
   const { objects: [headless, pods, configMap, edge, edgeService] } = kubernetesObjects(input)
   const spec = pods.spec.template.spec
   const container = spec.containers[0]
-  t.equal(spec.terminationGracePeriodSeconds, 7 + 90 + 2 * 10 + 2 + 10, 'preStop + --graceful-timeout + 2 × --kill-timeout + 2 s, with 10 s to spare')
-  t.equal(terminationGraceSeconds({ preStop: 5000, gracefulTimeout: 30000, killTimeout: 5000 }), 5 + 52, 'the defaults: 57 s')
+  t.equal(spec.terminationGracePeriodSeconds, 7 + 90 + 2 * 10 + 2 + 10,
+    'preStop + --graceful-timeout + 2 × --kill-timeout + 2 s, with 10 s to spare')
+  t.equal(terminationGraceSeconds({ preStop: 5000, gracefulTimeout: 30000, killTimeout: 5000 }), 5 + 52,
+    'the defaults: 57 s')
   t.same(container.lifecycle.preStop.exec.command, ['sleep', '7'])
   t.same(container.readinessProbe.httpGet, { path: '/ping', port: 'http' })
   t.notOk('livenessProbe' in container, 'no liveness probe: a busy pool must not be restarted')
@@ -88,12 +112,14 @@ t.test('the pods: pool start with its agent, /ping as readiness, a grace period 
   t.same(unknown, [], `pool start knows every flag: ${container.args.join(' ')}`)
   t.match(container.args.join(' '), /--agent-port 9100 .*--graceful-timeout 90s --kill-timeout 10s/)
   t.equal(headless.spec.clusterIP, 'None', 'a headless Service: DNS answers the ready pods')
-  t.same(headless.spec.ports.map((p) => p.name), ['http', 'agent'], 'the named port `http` makes the SRV record _http._tcp')
+  t.same(headless.spec.ports.map((p) => p.name), ['http', 'agent'],
+    'the named port `http` makes the SRV record _http._tcp')
   t.same(edgeService.spec.selector, edge.spec.template.metadata.labels)
   t.same(headless.spec.selector, pods.spec.template.metadata.labels)
 
   const cfg = configMap.data['haproxy.cfg']
-  t.match(cfg, /server-template host 1-32 _http\._tcp\.ssr\.web\.svc\.cluster\.local resolvers fleet_dns/, 'the edge finds the pods by their SRV records')
+  t.match(cfg, /server-template host 1-32 _http\._tcp\.ssr\.web\.svc\.cluster\.local resolvers fleet_dns/,
+    'the edge finds the pods by their SRV records')
   t.match(cfg, /agent-check agent-port 9100/)
   t.match(cfg, /^ {4}parse-resolv-conf$/m, 'through the pod\'s resolver (kube-dns)')
   const dir = tempDir(t, 'pool-k8s-')
@@ -106,7 +132,8 @@ t.test('the pods: pool start with its agent, /ping as readiness, a grace period 
 })
 
 t.test('pool config kubernetes prints the YAML; bad input is one line and exit 2', async (t) => {
-  const good = await runPool(['config', 'kubernetes', '--image', 'registry.example/ssr:1', '--name', 'ssr', '--replicas', '5'])
+  const good = await runPool(['config', 'kubernetes', '--image', 'registry.example/ssr:1', '--name', 'ssr',
+    '--replicas', '5'])
   t.equal(good.code, 0, good.stderr)
   t.equal(good.stdout, kubernetesConfig({ image: 'registry.example/ssr:1', name: 'ssr', replicas: 5 }))
   for (const [args, message] of [

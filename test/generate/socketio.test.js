@@ -24,20 +24,29 @@ async function chat (t, url, n) {
     c.on('disconnect', (why) => { if (why !== 'io client disconnect') errors.push(why) })
   })
   const upgraded = () => clients.filter((c) => c.connected && c.io.engine.transport.name === 'websocket').length
-  await waitFor(() => upgraded() === n || errors.length > 0, { timeout: 20000, what: 'every client on a websocket' }).catch(() => {})
+  await waitFor(() => upgraded() === n || errors.length > 0, { timeout: 20000, what: 'every client on a websocket' })
+    .catch(() => {})
   const pids = await Promise.all(clients.map((c, i) => c.connected ? c.timeout(5000).emitWithAck('chat', `hi ${i}`).catch(() => null) : null))
-  return { upgraded: upgraded(), acked: pids.filter(Boolean).length, workers: new Set(pids.filter(Boolean)).size, errors }
+  return {
+    upgraded: upgraded(),
+    acked: pids.filter(Boolean).length,
+    workers: new Set(pids.filter(Boolean)).size,
+    errors
+  }
 }
 
 async function answered400 (lab) {
   const rows = await lab.client.showStat('pool_streams')
-  return rows.filter((r) => r.svname !== 'BACKEND' && r.svname !== 'FRONTEND').reduce((n, r) => n + Number(r.hrsp_4xx || 0), 0)
+  return rows.filter((r) => r.svname !== 'BACKEND' && r.svname !== 'FRONTEND')
+    .reduce((n, r) => n + Number(r.hrsp_4xx || 0), 0)
 }
 
-onPlatforms(t, 'HAProxy mode, -n 2: 60 Socket.IO clients with default transports, none unknown to its worker', async (t, platform) => {
+onPlatforms(t, 'HAProxy mode, -n 2: 60 Socket.IO clients with default transports, ' +
+  'none unknown to its worker', async (t, platform) => {
   const lab = await startLabHaproxy(t, { workers: 2, platform })
   await startHaproxyPool(t, lab, { workers: 2, app: APP })
-  t.same(await chat(t, lab.url, 60), { upgraded: 60, acked: 60, workers: 2, errors: [] }, 'each polled, upgraded and chatted, on both workers')
+  t.same(await chat(t, lab.url, 60), { upgraded: 60, acked: 60, workers: 2, errors: [] },
+    'each polled, upgraded and chatted, on both workers')
   t.equal(await answered400(lab), 0, 'no request answered 400 (Session ID unknown)')
   const table = await lab.client.command('show table pool_streams')
   t.match(table, /used:60\b/, 'HAProxy holds a session per client')
@@ -49,7 +58,13 @@ onPlatforms(t, 'nginx → HAProxy → pool: the same through nginx', { nginx: tr
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)
   const [port] = await freePorts(1)
-  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port, t, platform })
+  await startNginx({
+    cfg: nginxConfig({ prefix, host: '127.0.0.1', port, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }),
+    prefix,
+    port,
+    t,
+    platform
+  })
   t.same(await chat(t, `http://127.0.0.1:${port}`, 30), { upgraded: 30, acked: 30, workers: 2, errors: [] })
   t.equal(await answered400(lab), 0, 'no request answered 400')
 })

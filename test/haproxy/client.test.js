@@ -51,7 +51,15 @@ t.test('show stat CSV: quoted fields with commas, doubled quotes and newlines', 
   t.same(parseCsv('a,"b,c"\n"d\ne",f\n'), [['a', 'b,c'], ['d\ne', 'f']])
   const rows = parseStat(text)
   t.equal(rows.length, 2)
-  t.same(rows[0], { pxname: 'pool', svname: 'worker1', scur: 0, status: 'UP', check_desc: 'agent says: down, "busy"\nsee log', addr: '127.0.0.1:9002' })
+  t.same(rows[0],
+    {
+      pxname: 'pool',
+      svname: 'worker1',
+      scur: 0,
+      status: 'UP',
+      check_desc: 'agent says: down, "busy"\nsee log',
+      addr: '127.0.0.1:9002'
+    })
   t.equal(rows[1].scur, 3, 'numbers are numbers')
   t.equal(rows[1].check_desc, null, 'empty fields are null')
   t.same(['no check', 'UP', 'UP 1/3', 'DRAIN', 'MAINT', 'MAINT (via pool/worker1)', 'DOWN', 'DOWN (agent)'].map(serverState),
@@ -59,7 +67,8 @@ t.test('show stat CSV: quoted fields with commas, doubled quotes and newlines', 
 })
 
 t.test('socket addresses: unix paths and host:port', async (t) => {
-  t.same(parseAddress('/run/pool/haproxy-admin.sock'), { path: '/run/pool/haproxy-admin.sock', label: '/run/pool/haproxy-admin.sock' })
+  t.same(parseAddress('/run/pool/haproxy-admin.sock'),
+    { path: '/run/pool/haproxy-admin.sock', label: '/run/pool/haproxy-admin.sock' })
   t.same(parseAddress('unix@/tmp/a.sock'), { path: '/tmp/a.sock', label: '/tmp/a.sock' })
   t.same(parseAddress('127.0.0.1:9999'), { host: '127.0.0.1', port: 9999, label: '127.0.0.1:9999' })
   t.same(parseAddress('[::1]:9999'), { host: '::1', port: 9999, label: '[::1]:9999' })
@@ -111,7 +120,8 @@ onPlatforms(t, 'commands one after another on one client each take effect in tur
     if (i % 10 === 0 || i % 10 === 1) seen.push((await client.servers('pool')).worker1.status)
   }
   // The cost against MAINT-on-exit's 10 ms budget is measured in bench/haproxy-kill.js.
-  t.comment(`set server state: ${(Number(process.hrtime.bigint() - started) / 1e6 / n).toFixed(2)} ms per command, with the reads`)
+  t.comment(`set server state: ${(Number(process.hrtime.bigint() - started) / 1e6 / n).toFixed(2)} ms per command, ` +
+    'with the reads')
   t.same(seen, Array(5).fill(['MAINT', 'UP']).flat(), 'each command applied before the next one')
 })
 
@@ -177,7 +187,8 @@ onPlatforms(t, 'errors from HAProxy name the backend or server the pool expected
   t.equal(noServer.code, 'POOL_E_HAPROXY_NO_SERVER')
   t.match(noServer.message, /backend 'pool' has no server 'worker9'/)
 
-  t.equal((await rejection(client.setServerState('pool', 'worker1;shutdown frontend pool_http', 'ready'))).code, 'POOL_E_BAD_OPTION',
+  t.equal((await rejection(client.setServerState('pool', 'worker1;shutdown frontend pool_http', 'ready'))).code,
+    'POOL_E_BAD_OPTION',
     'names that would smuggle a second command are refused')
   await t.rejects(client.setServerState('pool', 'worker1', 'up'), TypeError)
 })
@@ -245,16 +256,19 @@ function clientAs (uid, socket) {
             (err) => console.log(JSON.stringify({ code: err.code, message: err.message })))`
   return new Promise((resolve, reject) => {
     // Without NODE_OPTIONS: tap's hooks (added to every spawn) would write tap's files as `uid`.
-    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', nodeAnyoneRuns(), '-e', code], { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
+    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', nodeAnyoneRuns(), '-e', code],
+      { uid, gid: uid, stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     const timer = setTimeout(() => child.kill('SIGKILL'), 10000)
-    child.on('exit', () => { clearTimeout(timer); try { resolve(JSON.parse(out)) } catch (err) { reject(new Error(`child said: ${out}`)) } })
+    child.on('exit',
+      () => { clearTimeout(timer); try { resolve(JSON.parse(out)) } catch (err) { reject(new Error(`child said: ${out}`)) } })
   })
 }
 
 // As root, the refusal is seen by a child running as nobody, which loads the client from here.
-t.test('permission denied on the socket file → POOL_E_HAPROXY_PERMISSION', { skip: IS_ROOT && checkoutHiddenFromOthers() }, async (t) => {
+t.test('permission denied on the socket file → ' +
+  'POOL_E_HAPROXY_PERMISSION', { skip: IS_ROOT && checkoutHiddenFromOthers() }, async (t) => {
   const NOBODY = 65534
   const { dir } = await startLab(t, {
     workers: 1,

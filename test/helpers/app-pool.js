@@ -16,7 +16,8 @@ async function startAppPool (t, app, { workers = 2, env = {}, args = [], startTi
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-app-'))
   const control = path.join(dir, 'pool.sock')
   const ports = await freePorts(workers + 1)
-  const child = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port', String(ports[1]),
+  const child = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port',
+    String(ports[1]),
     '--control', control, '--log-format', 'json', ...args], { env })
   t.teardown(async () => {
     await child.stop('SIGKILL')
@@ -44,7 +45,8 @@ async function reloadUnderLoad (t, p, { urlPath = '/', concurrency = 4, timeout 
     t.equal(r.code, 0, `pool reload: ${r.stdout.trim() || r.stderr.trim()}`)
   } finally {
     const stats = await load.stop()
-    t.equal(stats.failed, 0, `no failed request during the reload (${stats.ok} ok): ${stats.failures.slice(0, 3).join('; ')}`)
+    t.equal(stats.failed, 0,
+      `no failed request during the reload (${stats.ok} ok): ${stats.failures.slice(0, 3).join('; ')}`)
   }
   // The pool's log is written in batches, off the request's path: the new workers' `ready`
   // lines may reach us a moment after the reload's answer.

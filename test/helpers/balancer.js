@@ -19,12 +19,19 @@ const RAW_WORKER = path.join(__dirname, '..', 'fixtures', 'raw-worker.js')
 
 function forkWorker (port, logFile, script = WORKER) {
   return new Promise((resolve, reject) => {
-    const env = { ...process.env, PORT: String(port), LOG_FILE: logFile || '', CRASH_MARKER: (logFile || path.join(os.tmpdir(), `pool-balancer-${port}`)) + '.crashed' }
+    const env = {
+      ...process.env,
+      PORT: String(port),
+      LOG_FILE: logFile || '',
+      CRASH_MARKER: (logFile || path.join(os.tmpdir(), `pool-balancer-${port}`)) + '.crashed'
+    }
     const child = fork(script, [], { env, execArgv: [], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
     child.exited = new Promise((resolve) => child.once('exit', resolve))
-    const t = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`worker on ${port} not ready in 10 s`)) }, 10000)
+    const t = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`worker on ${port} not ready in 10 s`)) },
+      10000)
     child.once('message', (m) => { clearTimeout(t); if (m.ready) resolve(child) })
-    child.once('exit', (code) => { clearTimeout(t); reject(new Error(`worker on ${port} exited (${code}) before ready`)) })
+    child.once('exit',
+      (code) => { clearTimeout(t); reject(new Error(`worker on ${port} exited (${code}) before ready`)) })
   })
 }
 
@@ -67,7 +74,12 @@ async function startBalancer (t, options = {}, { context } = {}) {
   await balancer.start(context) // a FrontContext (lib/fronts/front.js), or none: the balancer alone
   t.teardown(() => balancer.stop())
   // The stats listener is the pool's; a balancer tested alone gets one of its own.
-  const stats = new StatsListener({ host: '127.0.0.1', port: statsPort, registry: () => balancer.metrics.registry, status: () => balancer.status() })
+  const stats = new StatsListener({
+    host: '127.0.0.1',
+    port: statsPort,
+    registry: () => balancer.metrics.registry,
+    status: () => balancer.status()
+  })
   await stats.start()
   t.teardown(() => stats.stop())
   balancer.logs = logs
@@ -99,7 +111,8 @@ function openRequest (url, { method = 'GET', headers = {}, body } = {}) {
     req.on('response', (res) => {
       const chunks = []
       res.on('data', (c) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
+      res.on('end',
+        () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString() }))
       res.on('error', reject)
     })
     req.on('error', reject)
@@ -124,4 +137,18 @@ async function setup (t, count, options = {}, { ready = true, context, script } 
   return { workers, balancer, logFile, seen: () => readLog(logFile) }
 }
 
-module.exports = { RAW_WORKER, setup, release, startWorkers, restartWorker, stopWorker, snapshot, startBalancer, tmpLog, readLog, concurrencyOf, openRequest, waitFor }
+module.exports = {
+  RAW_WORKER,
+  setup,
+  release,
+  startWorkers,
+  restartWorker,
+  stopWorker,
+  snapshot,
+  startBalancer,
+  tmpLog,
+  readLog,
+  concurrencyOf,
+  openRequest,
+  waitFor
+}

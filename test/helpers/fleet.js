@@ -44,7 +44,8 @@ class Fleet {
       '--worker-host', this.mode === 'netns' ? '127.0.0.1' : host.address,
       '--control', this.controlOf(host), '--stats-port', '0', '--log-format', 'json',
       '--timeout', '10s', '--graceful-timeout', '10s', ...args]
-    const child = this.net.spawn(host, process.execPath, flags, { env: cleanEnv({ FLEET_HOST: host.name }), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = this.net.spawn(host, process.execPath, flags,
+      { env: cleanEnv({ FLEET_HOST: host.name }), stdio: ['ignore', 'pipe', 'pipe'] })
     child.output = '' // the last lines, for an error message
     child.requests = [] // the host balancer's access-log lines
     child.logs = [] // every other JSON line
@@ -116,14 +117,20 @@ class Fleet {
     return waitFor(async () => {
       const s = (await this.edgeServers(backend))[name]
       return s && ok(s) && s
-    }, { timeout, interval: 50, what: `the edge to show ${name} ${typeof want === 'function' ? want.toString() : JSON.stringify(want)}` })
+    },
+    {
+      timeout,
+      interval: 50,
+      what: `the edge to show ${name} ${typeof want === 'function' ? want.toString() : JSON.stringify(want)}`
+    })
   }
 
   // The load client in the edge's namespace, through the edge. `stop()` asks it to send no
   // more; `done` resolves with its requests as { start, end, status, host }.
   startLoad ({ maxMs, count = 3000, timeout = 15000, concurrency = 8, ms = [10, 40] }) {
     const options = { url: `http://127.0.0.1:${this.ports.edge}`, concurrency, count, maxMs, timeout, ms }
-    const child = this.net.spawn('edge', process.execPath, [LOAD, JSON.stringify(options)], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = this.net.spawn('edge', process.execPath, [LOAD, JSON.stringify(options)],
+      { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     let err = ''
     child.stdout.setEncoding('utf8').on('data', (d) => { out += d })
@@ -133,7 +140,8 @@ class Fleet {
       if (!line) return reject(new Error(`the load client ended without results: ${err.slice(-2000)}`))
       resolve(JSON.parse(line).requests.map(([start, end, status, host]) => ({ start, end, status, host })))
     }))
-    const started = waitFor(() => out.includes('"event":"started"'), { timeout: 5000, what: 'the load client to start' })
+    const started = waitFor(() => out.includes('"event":"started"'),
+      { timeout: 5000, what: 'the load client to start' })
     started.catch(() => {}) // awaited where it matters; `done` says the rest
     return { started, done, stop: () => child.kill('SIGTERM') }
   }
@@ -152,7 +160,12 @@ function summary (requests) {
   const failed = requests.filter((r) => r.status !== 200)
   const byHost = {}
   for (const r of requests) if (r.status === 200) byHost[r.host] = (byHost[r.host] || 0) + 1
-  return { total: requests.length, failed: failed.length, failures: failed.slice(0, 2).map((r) => `${r.status} ${String(r.host).slice(0, 60)}`), byHost }
+  return {
+    total: requests.length,
+    failed: failed.length,
+    failures: failed.slice(0, 2).map((r) => `${r.status} ${String(r.host).slice(0, 60)}`),
+    byHost
+  }
 }
 
 module.exports = { createFleet, summary, APP, LOAD }

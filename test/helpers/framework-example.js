@@ -13,7 +13,8 @@ const { ROOT, cleanEnv } = require('../helpers')
 
 const EXAMPLES = path.join(ROOT, 'examples', 'frameworks')
 // What a build writes or a tool generates in an example: never part of its sources.
-const GENERATED = new Set(['node_modules', 'build', 'dist', '.output', '.nuxt', '.svelte-kit', '.astro', '.react-router', '.data', '.nitro', '.cache'])
+const GENERATED = new Set(['node_modules', 'build', 'dist', '.output', '.nuxt', '.svelte-kit', '.astro',
+  '.react-router', '.data', '.nitro', '.cache'])
 
 // Why this example cannot run here, or null: its dependencies are not installed, or one of
 // them needs a newer Node than this one (each package's own engines.node).
@@ -26,7 +27,8 @@ function cannotRun (name) {
     if (!fs.existsSync(file)) return `examples/frameworks/${name} is not installed (${dep} missing): scripts/setup installs it`
     const { version, engines } = JSON.parse(fs.readFileSync(file, 'utf8'))
     if (engines?.node && !satisfies(process.versions.node, engines.node)) {
-      return `${dep} ${version} needs Node ${engines.node}, this is ${process.versions.node} (CI runs the suite on Node 22 and 24)`
+      return `${dep} ${version} needs Node ${engines.node}, this is ${process.versions.node} ` +
+        '(CI runs the suite on Node 22 and 24)'
     }
   }
   return null
@@ -39,7 +41,8 @@ async function buildOnce (name, { output, timeout = 240000 } = {}) {
   const dir = path.join(EXAMPLES, name)
   const stamp = path.join(dir, 'node_modules', '.pool-example-build')
   const hash = sourceHash(dir)
-  const built = fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === hash && (!output || fs.existsSync(path.join(dir, output)))
+  const built = fs.existsSync(stamp) && fs.readFileSync(stamp, 'utf8') === hash && (!output ||
+    fs.existsSync(path.join(dir, output)))
   if (built) return { built: false, ms: 0 }
   const started = Date.now()
   const env = cleanEnv({
@@ -58,7 +61,8 @@ async function buildOnce (name, { output, timeout = 240000 } = {}) {
 function sourceHash (dir) {
   const hash = crypto.createHash('sha256')
   const walk = (sub) => {
-    for (const entry of fs.readdirSync(path.join(dir, sub), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+    for (const entry of fs.readdirSync(path.join(dir, sub), { withFileTypes: true })
+      .sort((a, b) => a.name.localeCompare(b.name))) {
       if (GENERATED.has(entry.name)) continue
       const rel = path.join(sub, entry.name)
       if (entry.isDirectory()) walk(rel)
@@ -115,7 +119,8 @@ function arrival ({ chunks }, marker) {
 // joined by ||, each of comparators (>=, >, <=, <, =, ^, ~, or a bare version, x.y or x).
 function satisfies (version, range) {
   const v = parse(version)
-  return range.replace(/([<>=^~])\s+/g, '$1').split('||').some((alt) => alt.trim().split(/\s+/).filter(Boolean).every((comparator) => {
+  return range.replace(/([<>=^~])\s+/g,
+    '$1').split('||').some((alt) => alt.trim().split(/\s+/).filter(Boolean).every((comparator) => {
     const [, op = '', rest] = comparator.match(/^(>=|<=|>|<|=|\^|~)?v?(.*)$/)
     const want = parse(rest)
     const cmp = compare(v, want)

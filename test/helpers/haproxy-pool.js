@@ -25,7 +25,18 @@ async function startLabHaproxy (t, {
   const [port, statsPort] = ports
   const workerPort = ports[2]
   const stateFilePath = stateFile ? path.join(dir, 'haproxy.state') : undefined
-  let cfg = haproxyConfig({ workers, maxWorkers, port, statsPort, workerPort, prefix: dir, log, httpSocketUser: nginxUser, stateFile: stateFilePath, ...options })
+  let cfg = haproxyConfig({
+    workers,
+    maxWorkers,
+    port,
+    statsPort,
+    workerPort,
+    prefix: dir,
+    log,
+    httpSocketUser: nginxUser,
+    stateFile: stateFilePath,
+    ...options
+  })
   const extra = extraGlobal({ dir }).map((line) => `    ${line}\n`).join('')
   cfg = edit(cfg.replace('global\n', 'global\n' + extra))
   const haproxy = await startHaproxy({ cfg, dir, t, masterWorker, platform })

@@ -135,7 +135,8 @@ function checkNginxConfig (prefix, { platform = SYSTEM } = {}) {
 }
 
 function nginxArgs (prefix, extra = []) {
-  return ['-p', prefix + '/', '-c', path.join(prefix, 'nginx.conf'), '-e', path.join(prefix, 'logs', 'error.log'), ...extra]
+  return ['-p', prefix + '/', '-c', path.join(prefix, 'nginx.conf'), '-e', path.join(prefix, 'logs', 'error.log'),
+    ...extra]
 }
 
 // Start haproxy in the foreground with `cfg` (text), written to DIR/haproxy.cfg. Resolves once
@@ -147,7 +148,8 @@ async function startHaproxy ({ cfg, dir, socket, t, masterWorker = false }) {
   const file = path.join(dir, 'haproxy.cfg')
   fs.writeFileSync(file, cfg)
   socket = socket ?? /^\s*stats socket (\S+)/m.exec(cfg)[1]
-  const child = spawn(HAPROXY, [...(masterWorker ? ['-W'] : []), '-db', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(HAPROXY, [...(masterWorker ? ['-W'] : []), '-db', '-f', file],
+    { stdio: ['ignore', 'pipe', 'pipe'] })
   watchOutput(child)
   const handle = { pid: child.pid, socket, child, file, stop: () => stopChild(child) }
   t?.teardown(handle.stop)

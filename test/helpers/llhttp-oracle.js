@@ -36,7 +36,15 @@ async function startOracle () {
     const id = nextId++
     cases.set(id, bytes)
     return new Promise((resolve) => {
-      const verdict = { accepted: false, statusCode: 0, statusMessage: '', rawHeaders: [], body: null, error: null, errorAfter: null }
+      const verdict = {
+        accepted: false,
+        statusCode: 0,
+        statusMessage: '',
+        rawHeaders: [],
+        body: null,
+        error: null,
+        errorAfter: null
+      }
       const body = []
       let res = null
       const onError = (err) => {

@@ -6,7 +6,14 @@
 
 const http = require('node:http')
 
-function startLoad (url, { concurrency = 4, maxRequests = 5000, maxMs = 30000, timeout = 15000, path = () => '/', keepAlive = true } = {}) {
+function startLoad (url, {
+  concurrency = 4,
+  maxRequests = 5000,
+  maxMs = 30000,
+  timeout = 15000,
+  path = () => '/',
+  keepAlive = true
+} = {}) {
   const stats = { sent: 0, ok: 0, failed: 0, failures: [], statuses: {} }
   const deadline = Date.now() + maxMs
   // Without keep-alive, no socket cap: Node's agent sends `Connection: keep-alive` when its

@@ -118,12 +118,16 @@ class Network {
     this.mode = this.problem ? 'loopback' : 'netns'
     if (this.mode === 'netns') this.build(hosts)
     else this.hosts = Array.from({ length: hosts }, (_, i) => ({ name: `h${i + 1}`, ns: null, address: `127.0.0.${i + 2}` }))
-    this.edge = this.mode === 'netns' ? { ns: `${prefix}-edge`, address: this.bridgeAddress } : { ns: null, address: '127.0.0.1' }
+    this.edge = this.mode === 'netns'
+      ? { ns: `${prefix}-edge`, address: this.bridgeAddress }
+      : { ns: null, address: '127.0.0.1' }
   }
 
   // A reason to skip what needs a partition, or null when it can be done.
   get skipPartition () {
-    return this.problem ? `no network namespaces here (${this.problem}): hosts are loopback addresses, which cannot be cut off` : null
+    return this.problem
+      ? `no network namespaces here (${this.problem}): hosts are loopback addresses, which cannot be cut off`
+      : null
   }
 
   build (count) {
@@ -182,7 +186,9 @@ class Network {
 
   // A host given as its object, its name ('h2') or its 0-based index.
   host (which) {
-    const host = typeof which === 'object' ? which : typeof which === 'number' ? this.hosts[which] : this.hosts.find((h) => h.name === which)
+    const host = typeof which === 'object'
+      ? which
+      : typeof which === 'number' ? this.hosts[which] : this.hosts.find((h) => h.name === which)
     if (!host) throw new Error(`no host ${which}`)
     return host
   }

@@ -29,9 +29,12 @@ const pick = (rng, xs) => xs[Math.floor(rng() * xs.length)]
 const chance = (rng, p) => rng() < p
 
 const TCHARS = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-const NAMES = ['Content-Type', 'Date', 'ETag', 'Cache-Control', 'Set-Cookie', 'Set-Cookie', 'Vary', 'X-Powered-By', 'Keep-Alive', 'Location', 'X-Request-Id', 'Server', 'Link']
-const VALUES = ['text/html; charset=utf-8', 'W/"4d2-abc"', 'no-cache, private', 'a=1; Path=/; HttpOnly', 'timeout=5', 'Accept-Encoding', 'Express', '/next?x=1', '', 'caf\xe9', 'a\tb', '"quoted, with comma"']
-const REASONS = ['OK', 'OK', 'Not Found', 'Created', '', 'No Content', 'Not Modified', 'x\ty', 'caf\xe9 cr\xe8me', ' lead', 'trail ', 'A-B_c.d']
+const NAMES = ['Content-Type', 'Date', 'ETag', 'Cache-Control', 'Set-Cookie', 'Set-Cookie', 'Vary', 'X-Powered-By',
+  'Keep-Alive', 'Location', 'X-Request-Id', 'Server', 'Link']
+const VALUES = ['text/html; charset=utf-8', 'W/"4d2-abc"', 'no-cache, private', 'a=1; Path=/; HttpOnly', 'timeout=5',
+  'Accept-Encoding', 'Express', '/next?x=1', '', 'caf\xe9', 'a\tb', '"quoted, with comma"']
+const REASONS = ['OK', 'OK', 'Not Found', 'Created', '', 'No Content', 'Not Modified', 'x\ty', 'caf\xe9 cr\xe8me',
+  ' lead', 'trail ', 'A-B_c.d']
 const STATUSES = [200, 200, 200, 201, 202, 204, 206, 301, 302, 304, 400, 404, 410, 418, 500, 503, 599]
 
 function token (rng, max = 12) {
@@ -45,7 +48,9 @@ function fieldValue (rng) {
   let v = chance(rng, 0.5) ? pick(rng, VALUES) : ''
   for (let n = int(rng, 0, 10); n > 0; n--) {
     const r = rng()
-    v += r < 0.8 ? String.fromCharCode(int(rng, 0x21, 0x7e)) : r < 0.9 ? String.fromCharCode(int(rng, 0x80, 0xff)) : pick(rng, [' ', '\t'])
+    v += r < 0.8
+      ? String.fromCharCode(int(rng, 0x21, 0x7e))
+      : r < 0.9 ? String.fromCharCode(int(rng, 0x80, 0xff)) : pick(rng, [' ', '\t'])
   }
   const pad = () => (chance(rng, 0.2) ? pick(rng, [' ', '  ', '\t', ' \t']) : '')
   return pad() + v + pad()
@@ -54,7 +59,9 @@ function fieldValue (rng) {
 function bodyBytes (rng, max) {
   let s = ''
   for (let n = int(rng, 0, max); n > 0; n--) {
-    s += chance(rng, 0.15) ? pick(rng, ['\r', '\n', '\r\n', '0\r\n\r\n', 'HTTP/1.1 200 OK\r\n', '\x00']) : String.fromCharCode(int(rng, 0, 255))
+    s += chance(rng, 0.15)
+      ? pick(rng, ['\r', '\n', '\r\n', '0\r\n\r\n', 'HTTP/1.1 200 OK\r\n', '\x00'])
+      : String.fromCharCode(int(rng, 0, 255))
   }
   return s
 }
@@ -124,12 +131,16 @@ function validResponse (rng) {
   return { text, method }
 }
 
-const INTERESTING = ['\x00', '\x01', '\x07', '\x0b', '\x0c', '\x1f', '\x7f', '\x80', '\xa0', '\xff', '\t', ' ', '\r', '\n', '\r\n', '\n\n', '\r\n\r\n', ':', ';', ',', '"', '\\', '=', '0', '9', 'a', 'F', 'g', '-', '+', '/']
+const INTERESTING = ['\x00', '\x01', '\x07', '\x0b', '\x0c', '\x1f', '\x7f', '\x80', '\xa0', '\xff', '\t', ' ', '\r',
+  '\n', '\r\n', '\n\n', '\r\n\r\n', ':', ';', ',', '"', '\\', '=', '0', '9', 'a', 'F', 'g', '-', '+', '/']
 const EXTRA_FIELDS = [
   'Content-Length: 0', 'Content-Length: 1', 'Content-Length: 5', 'Content-Length: 5, 5', 'Content-Length: 05',
-  'Content-Length: -1', 'Content-Length:  3 ', 'Content-Length: 3\t', 'Content-Length: 1e3', 'Content-Length: 99999999999999999999',
-  'Transfer-Encoding: chunked', 'Transfer-Encoding: chunked, chunked', 'Transfer-Encoding: gzip', 'Transfer-Encoding: chunked,',
-  'Transfer-Encoding: chunked\t', 'Transfer-Encoding: ', 'Transfer-Encoding: xchunked', 'Connection: close', 'Connection: keep-alive',
+  'Content-Length: -1', 'Content-Length:  3 ', 'Content-Length: 3\t', 'Content-Length: 1e3',
+  'Content-Length: 99999999999999999999',
+  'Transfer-Encoding: chunked', 'Transfer-Encoding: chunked, chunked', 'Transfer-Encoding: gzip',
+  'Transfer-Encoding: chunked,',
+  'Transfer-Encoding: chunked\t', 'Transfer-Encoding: ', 'Transfer-Encoding: xchunked', 'Connection: close',
+  'Connection: keep-alive',
   'X: a\x01b', 'X : y', ' folded', '\tfolded', 'X:\x7f', 'Upgrade: websocket'
 ]
 

@@ -11,12 +11,14 @@ const http = require('node:http')
 function manyStreams (n, url, { headers = {}, timeout = 60000, perSecond = Infinity } = {}) {
   const opened = performance.now()
   const at = (i) => Number.isFinite(perSecond) ? Math.max(0, opened + (i * 1000) / perSecond - performance.now()) : 0
-  return Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => setTimeout(resolve, at(i))).then(() => new Promise((resolve) => {
+  return Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => setTimeout(resolve,
+    at(i))).then(() => new Promise((resolve) => {
     const req = http.get(url(i), { agent: false, headers }, (res) => {
       let text = ''
       res.setEncoding('utf8')
       res.on('data', (d) => { text = (text + d).slice(-64) })
-      res.on('end', () => resolve({ status: res.statusCode, done: text.includes('data: end'), cut: !text.includes('data: end') }))
+      res.on('end',
+        () => resolve({ status: res.statusCode, done: text.includes('data: end'), cut: !text.includes('data: end') }))
       res.on('aborted', () => resolve({ status: res.statusCode, done: false, cut: true }))
       res.on('error', () => resolve({ status: res.statusCode, done: false, cut: true }))
     })

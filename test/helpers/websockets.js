@@ -9,7 +9,17 @@ async function openSockets (n, url, { timeout = 10000 } = {}) {
   const clients = []
   const settled = []
   for (let i = 0; i < n; i++) {
-    const c = { i, ws: new WebSocket(url(i)), opened: false, hello: null, echoes: 0, pushes: 0, messages: 0, closed: null, error: null }
+    const c = {
+      i,
+      ws: new WebSocket(url(i)),
+      opened: false,
+      hello: null,
+      echoes: 0,
+      pushes: 0,
+      messages: 0,
+      closed: null,
+      error: null
+    }
     c.ws.on('message', (data) => {
       const text = String(data)
       c.messages++

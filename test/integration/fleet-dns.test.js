@@ -57,9 +57,11 @@ function run (t, platform) {
     dns = new DnsServer({ net: fleet.net, dir: fleet.dir, port: dnsPort })
     await dns.start()
     await dns.set(NAME, [addressOf('h1'), addressOf('h2')])
-    t.comment(`${fleet.mode}: ${fleet.net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}; dnsmasq on ${dns.nameserver}`)
+    t.comment(`${fleet.mode}: ${fleet.net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}; ` +
+      `dnsmasq on ${dns.nameserver}`)
     await Promise.all(fleet.net.hosts.map((h) => fleet.startHost(h, { workers: 2 })))
-    await fleet.startEdge(edgeFor(fleet, { discover: `${NAME}:${fleet.ports.front}`, port: fleet.ports.edge, statsPort: fleet.ports.stats, name: 'edge' }))
+    await fleet.startEdge(edgeFor(fleet,
+      { discover: `${NAME}:${fleet.ports.front}`, port: fleet.ports.edge, statsPort: fleet.ports.stats, name: 'edge' }))
     for (const h of ['h1', 'h2']) await fleet.edgeShows(h, { state: 'ready', slim: 2 }, { timeout: 15000 })
     t.notOk((await fleet.edgeServers()).h3, 'h3 has no record yet: the edge does not know it')
   })
@@ -71,14 +73,18 @@ function run (t, platform) {
     const added = Date.now()
     await dns.set(NAME, [addressOf('h1'), addressOf('h2'), addressOf('h3')])
     await fleet.edgeShows('h3', { state: 'ready', slim: 2 }, { timeout: 15000 })
-    await waitFor(async () => (await fleet.edgeServers()).h3.stot > 0, { timeout: 5000, what: 'the edge to send h3 a request' })
+    await waitFor(async () => (await fleet.edgeServers()).h3.stot > 0,
+      { timeout: 5000, what: 'the edge to send h3 a request' })
     await sleep(500)
     load.stop()
     const requests = await load.done
     const s = summary(requests)
-    const first = requests.filter((r) => r.host === 'h3' && r.status === 200).reduce((min, r) => Math.min(min, r.start), Infinity)
+    const first = requests.filter((r) => r.host === 'h3' && r.status === 200).reduce((min, r) => Math.min(min, r.start),
+      Infinity)
     t.equal(s.failed, 0, `failed requests, of ${s.total} (${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
-    t.ok(first < Infinity, `h3 served its first request ${first - added} ms after its record appeared (resolve every ${RESOLVE_INTER} ms, then 2 good /ping checks every 500 ms)`)
+    t.ok(first < Infinity,
+      `h3 served its first request ${first - added} ms after its record appeared (resolve every ${RESOLVE_INTER} ms, ` +
+        'then 2 good /ping checks every 500 ms)')
   })
 
   t.test('a host that leaves (pool stopped gracefully, record removed) costs no request', async (t) => {
@@ -110,15 +116,21 @@ function run (t, platform) {
     const after = (await fleet.edgeServers()).h3
     load.stop()
     const s = summary(await load.done)
-    t.ok(s.failed <= 2, `failed ${s.failed} ≤ h3's 2 workers' running requests (${s.total} sent) ${s.failures.join(', ')}`)
-    t.equal(after.stot, down.stot, `its record still there, h3 was DOWN ${downAfter} ms after its pool was killed (its checks: the first refused connection, or /ping), and was sent nothing since`)
+    t.ok(s.failed <= 2,
+      `failed ${s.failed} ≤ h3's 2 workers' running requests (${s.total} sent) ${s.failures.join(', ')}`)
+    t.equal(after.stot, down.stot,
+      `its record still there, h3 was DOWN ${downAfter} ms after its pool was killed (its checks: ` +
+        'the first refused connection, or /ping), and was sent nothing since')
   })
 
   t.test('DNS unreachable: the hosts last found keep serving for --dns-hold', async (t) => {
     // A second edge beside the first, the same but for a hold of 2 s: it shows what the hold does.
     const [edgePort, statsPort] = await freePorts(2)
-    const short = await fleet.startEdge(edgeFor(fleet, { discover: `${NAME}:${fleet.ports.front}`, port: edgePort, statsPort, name: 'short', dnsHold: 2000 }), { name: 'short' })
-    await waitFor(async () => (await short.client.servers('fleet')).host1?.state === 'ready', { timeout: 15000, what: 'the second edge to find h1' })
+    const short = await fleet.startEdge(edgeFor(fleet,
+      { discover: `${NAME}:${fleet.ports.front}`, port: edgePort, statsPort, name: 'short', dnsHold: 2000 }),
+    { name: 'short' })
+    await waitFor(async () => (await short.client.servers('fleet')).host1?.state === 'ready',
+      { timeout: 15000, what: 'the second edge to find h1' })
     const load = fleet.startLoad({ maxMs: 20000 })
     await load.started
     await dns.stop()
@@ -132,8 +144,10 @@ function run (t, platform) {
     const s = summary(requests)
     t.equal(s.failed, 0, `failed requests, of ${s.total} ${s.failures.join(', ')}`)
     t.equal(h1.state, 'ready', 'h1 is still in rotation 6 s after DNS went silent (--dns-hold 1h)')
-    t.ok(requests.some((r) => r.start > stopped + 5000 && r.host === 'h1' && r.status === 200), 'and still served by it')
-    t.not(shortH1?.state, 'ready', `with --dns-hold 2s the other edge took h1 out (${shortH1 ? shortH1.status : 'no server'})`)
+    t.ok(requests.some((r) => r.start > stopped + 5000 && r.host === 'h1' && r.status === 200),
+      'and still served by it')
+    t.not(shortH1?.state, 'ready',
+      `with --dns-hold 2s the other edge took h1 out (${shortH1 ? shortH1.status : 'no server'})`)
     await dns.start()
   })
 
@@ -141,15 +155,19 @@ function run (t, platform) {
     // h1 is the one host left running; a second pool on it, on another port, makes two.
     const [port2, edgePort, statsPort] = await freePorts(3)
     await dns.set('h1.fleet.test', [addressOf('h1')])
-    await dns.setSrv([['_pool._tcp.fleet.test', 'h1.fleet.test', fleet.ports.front], ['_pool._tcp.fleet.test', 'h1.fleet.test', port2]])
+    await dns.setSrv([['_pool._tcp.fleet.test', 'h1.fleet.test', fleet.ports.front],
+      ['_pool._tcp.fleet.test', 'h1.fleet.test', port2]])
     const cfg = edgeFor(fleet, { discover: '_pool._tcp.fleet.test', port: edgePort, statsPort, name: 'srv' })
-    t.match(cfg, /server-template host 1-4 _pool\._tcp\.fleet\.test resolvers fleet_dns/, 'the template names the SRV record, no port')
+    t.match(cfg, /server-template host 1-4 _pool\._tcp\.fleet\.test resolvers fleet_dns/,
+      'the template names the SRV record, no port')
     const { client } = await fleet.startEdge(cfg, { name: 'srv' })
     await waitFor(async () => {
       const rows = Object.values(await client.servers('fleet')).filter((s) => s.state === 'ready')
       return rows.length === 1 && rows[0].addr === `${addressOf('h1')}:${fleet.ports.front}`
-    }, { timeout: 15000, what: 'the SRV edge to find h1 on its port, and only there (nothing listens on the other port)' })
+    },
+    { timeout: 15000, what: 'the SRV edge to find h1 on its port, and only there (nothing listens on the other port)' })
     const rows = Object.values(await client.servers('fleet'))
-    t.ok(rows.some((s) => s.addr === `${addressOf('h1')}:${port2}`), `both records became servers: ${rows.map((s) => `${s.addr} ${s.state}`).join(', ')}`)
+    t.ok(rows.some((s) => s.addr === `${addressOf('h1')}:${port2}`),
+      `both records became servers: ${rows.map((s) => `${s.addr} ${s.state}`).join(', ')}`)
   })
 }

@@ -68,8 +68,12 @@ t.test('a host stops under load behind an operator\'s edge: nothing refused, not
     load.stop()
     const s = summary(await load.done)
     const after = (await fleet.edgeServers()).h2
-    t.equal(s.failed, 0, `round ${round}: failed requests, of ${s.total} sent (${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
-    t.equal(after.econ - before.econ, 0, `round ${round}: the edge met no refused connection on h2 (its listener closed ${closed ? `${closed.why}, ` : ''}after the edge knew; exit ${Date.now() - signalled} ms after SIGTERM)`)
+    t.equal(s.failed, 0,
+      `round ${round}: failed requests, of ${s.total} sent (${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
+    t.equal(after.econ - before.econ, 0,
+      `round ${round}: the edge met no refused connection on h2 ` +
+        `(its listener closed ${closed ? `${closed.why}, ` : ''}after the edge knew; ` +
+        `exit ${Date.now() - signalled} ms after SIGTERM)`)
     t.equal(after.wretr - before.wretr, 0, `round ${round}: the edge retried nothing on h2`)
     await fleet.startHost('h2', { workers: 2 })
     await fleet.edgeShows('h2', { state: 'ready', slim: 2 }, { timeout: 10000 })

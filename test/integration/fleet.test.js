@@ -67,8 +67,13 @@ t.test('steady state: every request answered, spread over the hosts, the queue h
   const longest = net.hosts.map((h) => pools.get(h.name).requests.reduce((a, r) => (r.queueMs > a.queueMs ? r : a)))
   const waits = longest.map((r) => r.queueMs)
   t.ok(backend.qmax > 0 && waits.every((ms) => ms < RENDER_MS[0]),
-    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host (longest wait in a host's queue: ${waits.join(', ')} ms)`,
-    { longest, around: longest.map((r, i) => aroundOf(pools.get(net.hosts[i].name).requests, r)), servers: (await client.showStat(BACKEND)).map((r) => `${r.svname} smax ${r.smax} slim ${r.slim}`) })
+    `${CONCURRENCY} clients over 6 workers waited at the edge (qmax ${backend.qmax}), not at a host ` +
+      `(longest wait in a host's queue: ${waits.join(', ')} ms)`,
+    {
+      longest,
+      around: longest.map((r, i) => aroundOf(pools.get(net.hosts[i].name).requests, r)),
+      servers: (await client.showStat(BACKEND)).map((r) => `${r.svname} smax ${r.smax} slim ${r.slim}`)
+    })
 })
 
 // The host's requests that overlapped `r` (its wait and service), as "start..end worker url q
@@ -103,7 +108,8 @@ t.test('a host reloads under load: no failed request', async (t) => {
   await sleep(500)
   load.stop()
   const s = summary(await load.done)
-  t.equal(s.failed, 0, `failed requests, of ${s.total} sent (by host ${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
+  t.equal(s.failed, 0,
+    `failed requests, of ${s.total} sent (by host ${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
   t.comment(`h1's slim seen during its reload: ${[...seen].join(', ')}`)
 })
 
@@ -117,8 +123,10 @@ t.test('a host stops and comes back under load: no failed request', async (t) =>
   const { code } = await h2.exited
   t.equal(code, 0, 'the pool on h2 stopped cleanly')
   const after = (await edgeServers()).h2
-  t.same([after.econ - before.econ, after.wretr - before.wretr], [0, 0], 'h2 refused the edge no connection while it stopped (the edge heard the stop first): no retry needed')
-  await waitFor(async () => ['drain', 'down'].includes((await edgeServers()).h2.state), { timeout: 3000, what: 'the edge to take h2 out' })
+  t.same([after.econ - before.econ, after.wretr - before.wretr], [0, 0],
+    'h2 refused the edge no connection while it stopped (the edge heard the stop first): no retry needed')
+  await waitFor(async () => ['drain', 'down'].includes((await edgeServers()).h2.state),
+    { timeout: 3000, what: 'the edge to take h2 out' })
   await startHost('h2', 2)
   await edgeShows('h2', { state: 'ready', slim: 2 })
   const joined = Date.now()
@@ -150,7 +158,8 @@ t.test('a host is cut off the network: at most its running requests fail, the ot
   t.ok(s.failed <= 3, `failed ${s.failed} ≤ h3's 3 workers (${s.total} sent) ${s.failures.join(', ')}`)
   const meanwhile = requests.filter((r) => r.start > cutAt + downAfter && r.end < healAt)
   t.ok(meanwhile.length > 20 && meanwhile.every((r) => r.status === 200 && r.host !== 'h3'),
-    `while h3 was cut off and DOWN (${downAfter} ms after the cut), h1 and h2 answered all ${meanwhile.length} requests`)
+    `while h3 was cut off and DOWN (${downAfter} ms after the cut), ` +
+      `h1 and h2 answered all ${meanwhile.length} requests`)
 })
 
 t.test('a host\'s supervisor is SIGKILLed: at most its running requests fail, its workers go too', async (t) => {
@@ -161,13 +170,15 @@ t.test('a host\'s supervisor is SIGKILLed: at most its running requests fail, it
   await sleep(500)
   const { ms: downAfter } = await fleet.killHost('h2', { timeout: 5000 })
   const stotAtDown = (await edgeServers()).h2.stot
-  await waitFor(() => pids.length === 2 && pids.every((pid) => !isAlive(pid)), { timeout: 5000, what: 'h2\'s 2 workers to exit' })
+  await waitFor(() => pids.length === 2 && pids.every((pid) => !isAlive(pid)),
+    { timeout: 5000, what: 'h2\'s 2 workers to exit' })
   t.pass(`h2's ${pids.length} workers exited by themselves (their supervisor's IPC channel closed)`)
   await sleep(1500)
   load.stop()
   const s = summary(await load.done)
   t.ok(s.failed <= 2, `failed ${s.failed} ≤ h2's 2 workers (${s.total} sent) ${s.failures.join(', ')}`)
-  t.equal((await edgeServers()).h2.stot, stotAtDown, `the edge sent h2 nothing after marking it DOWN (${downAfter} ms after the kill)`)
+  t.equal((await edgeServers()).h2.stot, stotAtDown,
+    `the edge sent h2 nothing after marking it DOWN (${downAfter} ms after the kill)`)
 })
 
 t.test('teardown leaves no namespace behind', async (t) => {

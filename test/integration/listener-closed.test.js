@@ -35,7 +35,8 @@ const serving = (w) => w.state === 'ready' || w.state === 'busy'
 async function startClosingPool (t, { n, restartDelay }) {
   const [port, statsPort, agentPort] = await freePorts(3)
   const workerPorts = await freePorts(n)
-  const pool = startPool(['start', APP, '-n', String(n), '--port', String(port), '--worker-port', String(workerPorts[0]),
+  const pool = startPool(['start', APP, '-n', String(n), '--port', String(port), '--worker-port',
+    String(workerPorts[0]),
     '--stats-port', String(statsPort), '--agent-port', String(agentPort), '--restart-delay', restartDelay])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
@@ -55,7 +56,8 @@ async function refuses (port) {
   })
 }
 
-t.test('server.close() and a server error after ready: reported by the runtime, out of /status and the agent at once, replaced', async (t) => {
+t.test('server.close() and a server error after ready: reported by the runtime, ' +
+  'out of /status and the agent at once, replaced', async (t) => {
   const p = await startClosingPool(t, { n: 3, restartDelay: '3s' })
   const closing = await pidOf(p, 1)
   const failing = await pidOf(p, 2)
@@ -64,7 +66,8 @@ t.test('server.close() and a server error after ready: reported by the runtime, 
   await request(`http://127.0.0.1:${p.workerPort(2)}/error`)
   t.ok(await refuses(p.workerPort(1)), 'slot 1 refuses connections, its process still running')
   const closed = await p.pool.waitLog((l) => l.event === 'listener-closed' && l.pid === closing)
-  t.match(closed, { level: 50, slot: 1, by: 'worker', msg: /no longer accepts connections: the app closed its server; replacing it/ })
+  t.match(closed,
+    { level: 50, slot: 1, by: 'worker', msg: /no longer accepts connections: the app closed its server; replacing it/ })
   const failed = await p.pool.waitLog((l) => l.event === 'listener-closed' && l.pid === failing)
   t.match(failed, { slot: 2, by: 'worker', err: { code: 'EMFILE' }, msg: /its server failed: accept EMFILE/ })
   // From the log line on (the same tick took them out of 'ready'), neither is counted, and they
@@ -86,12 +89,14 @@ t.test('server.close() and a server error after ready: reported by the runtime, 
   t.equal(await agentLine(p.agentPort), 'up ready maxconn:3')
 })
 
-t.test('every worker refuses without a word (its listening socket closed under Node): the balancer reports, the workers are replaced, requests recover', async (t) => {
+t.test('every worker refuses without a word (its listening socket closed under Node): the balancer reports, ' +
+  'the workers are replaced, requests recover', async (t) => {
   const p = await startClosingPool(t, { n: 2, restartDelay: '3s' })
   const old = [await pidOf(p, 1), await pidOf(p, 2)]
   for (const slot of [1, 2]) await request(`http://127.0.0.1:${p.workerPort(slot)}/close-silently`)
   for (const slot of [1, 2]) t.ok(await refuses(p.workerPort(slot)), `slot ${slot} refuses connections`)
-  t.same((await status(p.statsPort)).workers.filter(serving).length, 2, 'the runtime cannot tell: both still look ready')
+  t.same((await status(p.statsPort)).workers.filter(serving).length, 2,
+    'the runtime cannot tell: both still look ready')
   // Requests one after the other, as a client retrying would, until two in a row are answered.
   const statuses = []
   let answered = 0
@@ -104,7 +109,12 @@ t.test('every worker refuses without a word (its listening socket closed under N
   recovered.catch(() => {})
   for (const pid of old) {
     const report = await p.pool.waitLog((l) => l.event === 'listener-closed' && l.pid === pid, 20000)
-    t.match(report, { by: 'embedded', refusals: 3, msg: /3 connections in a row refused \(seen by the embedded front\); replacing it/ })
+    t.match(report,
+      {
+        by: 'embedded',
+        refusals: 3,
+        msg: /3 connections in a row refused \(seen by the embedded front\); replacing it/
+      })
   }
   // Reported: out of /status and the agent's count (read first: a replacement can only add).
   const line = await agentLine(p.agentPort)
@@ -115,10 +125,12 @@ t.test('every worker refuses without a word (its listening socket closed under N
   await recovered
   t.ok(statuses.every((s) => s === 200 || s === 502), `meanwhile only the balancer's own 502 (${statuses.join(' ')})`)
   t.equal(p.pool.logs.filter((l) => l.event === 'listener-closed').length, 2, 'each refusing worker reported once')
-  await waitFor(async () => (await status(p.statsPort)).workers.filter((w) => serving(w) && !old.includes(w.pid)).length === 2, { timeout: 15000, what: 'both slots replaced' })
+  await waitFor(async () => (await status(p.statsPort)).workers.filter((w) => serving(w) && !old.includes(w.pid))
+    .length === 2, { timeout: 15000, what: 'both slots replaced' })
 })
 
-t.test('behind HAProxy: the server of a worker that closed its listener leaves READY, and is READY again with the replacement', async (t) => {
+t.test('behind HAProxy: the server of a worker that closed its listener leaves READY, ' +
+  'and is READY again with the replacement', async (t) => {
   const lab = await startLabHaproxy(t, { workers: 2 })
   const pool = await startHaproxyPool(t, lab, { workers: 2, app: APP, args: ['--restart-delay', '2s'] })
   const admin = async () => (await lab.client.serversState('pool')).worker1.admin

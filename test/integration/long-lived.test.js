@@ -20,13 +20,15 @@ const SSE = { accept: 'text/event-stream' }
 
 async function embeddedPool (t, args = [], workers = 2) {
   const [port, workerPort] = await freePorts(workers + 1)
-  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port', String(workerPort), '--log-format', 'json', ...args])
+  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port',
+    String(workerPort), '--log-format', 'json', ...args])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started', 20000)
   return { pool, url: `http://127.0.0.1:${port}`, workerUrl: `http://127.0.0.1:${workerPort}`, port }
 }
 
-const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' || (l.event === 'exit' && l.reason !== 'stop' && l.reason !== 'reload'))
+const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' || (l.event === 'exit' && l.reason !== 'stop' &&
+  l.reason !== 'reload'))
 
 // Hang up `n` streams one after the other; each delay from the hang-up to the app's close, ms.
 async function hangUpDelays (t, pool, url, n, { headers = {}, route = '/stream?ms=20000&every=1000' } = {}) {
@@ -34,13 +36,15 @@ async function hangUpDelays (t, pool, url, n, { headers = {}, route = '/stream?m
   for (let i = 0; i < n; i++) {
     const id = `gone-${process.pid}-${i}-${Math.random()}`
     const at = await hangUpAfterFirstBytes(`${url}${route}&id=${id}`, { headers })
-    await waitFor(() => appClosedAt(pool.logs, id) !== undefined, { timeout: 5000, what: `the app to see hang-up ${i + 1}` })
+    await waitFor(() => appClosedAt(pool.logs, id) !== undefined,
+      { timeout: 5000, what: `the app to see hang-up ${i + 1}` })
     delays.push(appClosedAt(pool.logs, id) - at)
   }
   return delays
 }
 
-t.test('the embedded balancer: 1,000 streams three times --timeout long on two workers, all served; a render beside them', async (t) => {
+t.test('the embedded balancer: 1,000 streams three times --timeout long on two workers, all served; ' +
+  'a render beside them', async (t) => {
   const { pool, url } = await embeddedPool(t, ['--timeout', '1s'])
   // As EventSource sends them (Accept: text/event-stream): an undeclared stream whose head comes
   // with its first event, 100 ms in, holds a render place until then, as a page awaiting data.
@@ -56,7 +60,8 @@ t.test('the embedded balancer: 1,000 streams three times --timeout long on two w
   t.same(killed(pool), [], 'no worker killed')
 })
 
-t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the workers at once, none turned away', async (t) => {
+t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the workers at once, ' +
+  'none turned away', async (t) => {
   // Declared long-lived (they accept text/event-stream, or --stream-routes names them), they take
   // no render place: none waits for a worker's word that its loop is free. On main (words only),
   // 451 of 1,000 were turned away 503 by overload control after waiting in the queue.
@@ -74,7 +79,8 @@ t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the 
 t.test('the embedded balancer: a hang-up reaches the app; a limit ends its request alone', async (t) => {
   const { pool, url } = await embeddedPool(t, ['--read-timeout', '1s', '--max-request-time', '4s'])
   const delays = await hangUpDelays(t, pool, url, 10)
-  t.ok(Math.max(...delays) < 100, `the app saw each of 10 hang-ups within ${Math.max(...delays)} ms (${delays.join(', ')})`)
+  t.ok(Math.max(...delays) < 100,
+    `the app saw each of 10 hang-ups within ${Math.max(...delays)} ms (${delays.join(', ')})`)
   const before = pool.logs.filter((l) => l.event === 'spawn').length
 
   const began = performance.now()
@@ -93,7 +99,8 @@ t.test('the embedded balancer: a hang-up reaches the app; a limit ends its reque
   t.equal(pool.logs.filter((l) => l.event === 'spawn').length, before, 'no worker replaced: each limit cut one request')
 })
 
-t.test('the embedded balancer: a reload with 50 streams open ends within --graceful-timeout; each stream ends as it would, or at it', async (t) => {
+t.test('the embedded balancer: a reload with 50 streams open ends within --graceful-timeout; ' +
+  'each stream ends as it would, or at it', async (t) => {
   const { pool, url, port } = await embeddedPool(t, ['--graceful-timeout', '8s', '--timeout', '1s'])
   const short = manyStreams(25, (i) => `${url}/stream?ms=2500&every=100&id=short${i}`)
   const long = manyStreams(25, (i) => `${url}/stream?ms=60000&every=100&id=long${i}`)
@@ -102,19 +109,24 @@ t.test('the embedded balancer: a reload with 50 streams open ends within --grace
   const reload = await runPool(['reload', '--port', String(port)], { timeout: 30000 })
   const reloadMs = performance.now() - began
   t.equal(reload.code, 0, reload.stdout.trim() || reload.stderr.trim())
-  t.ok(reloadMs < 8000, `the reload took ${Math.round(reloadMs)} ms: within --graceful-timeout, not the streams' length`)
+  t.ok(reloadMs < 8000,
+    `the reload took ${Math.round(reloadMs)} ms: within --graceful-timeout, not the streams' length`)
   t.same(tally(await short), { 200: 25, done: 25, cut: 0 }, 'the streams shorter than --graceful-timeout complete')
   const cutAt = performance.now() - began
   t.same(tally(await long), { 200: 25, done: 0, cut: 25 }, 'the longer ones are ended at it')
-  t.ok(performance.now() - began < 16000, `ended ${Math.round(performance.now() - began)} ms after the reload began (short ones ${Math.round(cutAt)})`)
-  t.equal(pool.logs.filter((l) => l.event === 'retiring').length, 2, 'both old workers retired, finishing their streams off their ports')
+  t.ok(performance.now() - began < 16000,
+    `ended ${Math.round(performance.now() - began)} ms after the reload began (short ones ${Math.round(cutAt)})`)
+  t.equal(pool.logs.filter((l) => l.event === 'retiring').length, 2,
+    'both old workers retired, finishing their streams off their ports')
   t.same((await request(`${url}/`)).status, 200, 'the new workers serve')
 })
 
 // On each platform: what HAProxy does with the streams backend (the route by header and path,
 // abortonclose from the defaults cutting a stream whose client left) is what a new version can change.
-onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of them three times --timeout long on two workers; a hang-up reaches the app; renders beside them', { nginx: true }, async (t, platform) => {
-  const lab = await startLabHaproxy(t, { platform, workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/wait', readTimeout: 2000 } })
+onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of them three times --timeout long on two ' +
+  'workers; a hang-up reaches the app; renders beside them', { nginx: true }, async (t, platform) => {
+  const lab = await startLabHaproxy(t,
+    { platform, workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/wait', readTimeout: 2000 } })
   const pool = await startHaproxyPool(t, lab, { app: APP, args: ['--timeout', '1s', '--read-timeout', '2s'] })
   await waitFor(allUp(lab.client), { timeout: 10000, what: 'both servers UP' })
   const streams = manyStreams(300, (i) => `${lab.url}/stream?ms=3000&every=100&id=h${i}`, { headers: SSE })
@@ -124,7 +136,8 @@ onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of th
   t.same(tally(await streams), { 200: 300, done: 300, cut: 0 }, 'every stream complete: none cut, none 503')
   t.same(killed(pool), [], 'no worker killed')
   const delays = await hangUpDelays(t, pool, lab.url, 5, { headers: SSE })
-  t.ok(Math.max(...delays) < 100, `the app saw each hang-up within ${Math.max(...delays)} ms (${delays.join(', ')}), a token a second`)
+  t.ok(Math.max(...delays) < 100,
+    `the app saw each hang-up within ${Math.max(...delays)} ms (${delays.join(', ')}), a token a second`)
   // The worker enforces --read-timeout behind HAProxy: a long wait on a stream route ends alone.
   const waited = await request(`${lab.url}/wait?ms=5000&id=hw`, { timeout: 10000 })
   t.equal(waited.status, 504, 'a wait past --read-timeout: the worker\'s 504, through HAProxy')
@@ -134,15 +147,23 @@ onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of th
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') })
+  const cfg = nginxConfig({
+    prefix,
+    host: '127.0.0.1',
+    port: nginxPort,
+    haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
+  })
   await startNginx({ cfg, prefix, port: nginxPort, t, platform })
   const front = `http://127.0.0.1:${nginxPort}`
-  t.same(tally(await manyStreams(100, (i) => `${front}/stream?ms=2000&every=100&id=n${i}`, { headers: SSE })), { 200: 100, done: 100, cut: 0 }, 'nginx → HAProxy → pool: 100 streams complete')
+  t.same(tally(await manyStreams(100, (i) => `${front}/stream?ms=2000&every=100&id=n${i}`, { headers: SSE })),
+    { 200: 100, done: 100, cut: 0 }, 'nginx → HAProxy → pool: 100 streams complete')
   const through = await hangUpDelays(t, pool, front, 5, { headers: SSE })
-  t.ok(Math.max(...through) < 100, `nginx → HAProxy: each hang-up within ${Math.max(...through)} ms (${through.join(', ')})`)
+  t.ok(Math.max(...through) < 100,
+    `nginx → HAProxy: each hang-up within ${Math.max(...through)} ms (${through.join(', ')})`)
 })
 
-t.test('the embedded balancer at its descriptor limit: clients wait or are refused, no worker is blamed for the balancer\'s own EMFILE', async (t) => {
+t.test('the embedded balancer at its descriptor limit: clients wait or are refused, ' +
+  'no worker is blamed for the balancer\'s own EMFILE', async (t) => {
   const { spawnSync } = require('node:child_process')
   if (spawnSync('prlimit', ['--version']).status !== 0) return t.skip('prlimit (util-linux) is missing')
   const [statsPort] = await freePorts(1)
@@ -151,7 +172,8 @@ t.test('the embedded balancer at its descriptor limit: clients wait or are refus
   const limited = spawnSync('prlimit', ['--pid', String(pool.pid), '--nofile=200:200'])
   t.equal(limited.status, 0, `prlimit: ${limited.stderr}`)
   const streams = manyStreams(150, (i) => `${url}/stream?ms=3000&every=200&id=fd${i}`, { timeout: 20000 })
-  const pages = Promise.all(Array.from({ length: 20 }, () => request(`${url}/`, { timeout: 20000 }).then((r) => r.status, (err) => err.code ?? err.message)))
+  const pages = Promise.all(Array.from({ length: 20 },
+    () => request(`${url}/`, { timeout: 20000 }).then((r) => r.status, (err) => err.code ?? err.message)))
   const results = await streams
   const served = results.filter((r) => r.done).length
   t.comment(JSON.stringify(tally(results)))
@@ -159,14 +181,17 @@ t.test('the embedded balancer at its descriptor limit: clients wait or are refus
   t.same(results.filter((r) => r.status === 502), [], 'none answered 502: no worker was blamed')
   await pages
   const metrics = (await request(`http://127.0.0.1:${statsPort}/metrics`)).body
-  t.notMatch(metrics, /pool_failures_total\{reason="worker_refused"\} [1-9]/, 'no connection counted as a worker refusing')
-  t.same(pool.logs.filter((l) => l.event === 'balancer-redispatch' && /refused it/.test(l.msg)), [], 'no worker benched for refusing')
+  t.notMatch(metrics, /pool_failures_total\{reason="worker_refused"\} [1-9]/,
+    'no connection counted as a worker refusing')
+  t.same(pool.logs.filter((l) => l.event === 'balancer-redispatch' && /refused it/.test(l.msg)), [],
+    'no worker benched for refusing')
   spawnSync('prlimit', ['--pid', String(pool.pid), '--nofile=20000:20000'])
   const after = await Promise.all([1, 2, 3, 4].map(() => request(`${url}/`)))
   t.same(after.map((r) => r.status), [200, 200, 200, 200], 'the pool serves as before once descriptors are free')
 })
 
-t.test('the embedded balancer: clients that read nothing fill the response budget; the others keep their pace, no worker is killed', async (t) => {
+t.test('the embedded balancer: clients that read nothing fill the response budget; the others keep their pace, ' +
+  'no worker is killed', async (t) => {
   const net = require('node:net')
   const { pool, url, port } = await embeddedPool(t, ['--response-budget', '16m', '--timeout', '2s'])
   // Pages of 500 KB fetched one after the other for 2 s: how many.
@@ -182,7 +207,8 @@ t.test('the embedded balancer: clients that read nothing fill the response budge
   const alone = await pages(2000)
   // Eight clients each ask for 8 MB and read none of it: together more than the budget.
   const stalled = Array.from({ length: 8 }, (_, i) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write(`GET /big?kb=8192&stalled=${i} HTTP/1.1\r\nHost: x\r\n\r\n`))
+    const socket = net.connect(port, '127.0.0.1',
+      () => socket.write(`GET /big?kb=8192&stalled=${i} HTTP/1.1\r\nHost: x\r\n\r\n`))
     socket.pause()
     socket.on('error', () => {})
     return socket

@@ -11,7 +11,8 @@ const { ROOT, freePorts, request, waitFor } = require('../helpers')
 const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
-onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; /ping is nginx\'s', { nginx: true }, async (t, platform) => {
+onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; ' +
+  '/ping is nginx\'s', { nginx: true }, async (t, platform) => {
   const lab = await startLabHaproxy(t, { platform, workers: 2, nginxUser: NGINX_WORKER_USER })
   const pool = await startHaproxyPool(t, lab, { workers: 2, app: path.join(ROOT, 'examples/ssr/server.js') })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
@@ -19,7 +20,12 @@ onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; /ping is nginx\
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') })
+  const cfg = nginxConfig({
+    prefix,
+    host: '127.0.0.1',
+    port: nginxPort,
+    haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
+  })
   await startNginx({ cfg, prefix, port: nginxPort, t, platform })
   const url = `http://127.0.0.1:${nginxPort}`
 
@@ -27,7 +33,8 @@ onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; /ping is nginx\
   const ping = await request(`${url}/ping`)
   t.equal(ping.status, 200)
   t.equal(ping.body, 'pong\n', '/ping is answered by nginx')
-  t.equal((await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot, before, '…without reaching HAProxy\'s backend')
+  t.equal((await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot, before,
+    '…without reaching HAProxy\'s backend')
 
   const page = await request(`${url}/`)
   t.equal(page.status, 200)

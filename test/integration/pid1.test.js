@@ -24,9 +24,11 @@ const problem = process.getuid?.() !== 0
 async function startAsPid1 (t, { direct = false, app = APP } = {}) {
   const dir = tempDir(t, 'pool-pid1-')
   const [port, workerPort] = await freePorts(3)
-  const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port), '--stats-port', '0',
+  const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port),
+    '--stats-port', '0',
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json']
-  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', ...command], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', ...command],
+    { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
   child.logs = []
   child.output = ''
   onJsonLines(child.stdout, (rec) => child.logs.push(rec))
@@ -35,7 +37,8 @@ async function startAsPid1 (t, { direct = false, app = APP } = {}) {
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) { child.kill('SIGKILL'); await child.exited }
   })
-  const init = await waitFor(() => Number(fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim()) || null, { what: 'PID 1 of the namespace' })
+  const init = await waitFor(() => Number(fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8')
+    .trim()) || null, { what: 'PID 1 of the namespace' })
   const pool = { child, init, base: `http://127.0.0.1:${port}`, children: () => childrenOf(init) }
   pool.started = waitFor(() => {
     if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}: ${child.output}`)
@@ -52,7 +55,11 @@ function childrenOf (pid) {
     for (const p of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
       try {
         const stat = fs.readFileSync(`/proc/${p}/stat`, 'utf8')
-        out.push({ pid: Number(p), comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), state: stat.slice(stat.lastIndexOf(')') + 2)[0] })
+        out.push({
+          pid: Number(p),
+          comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+          state: stat.slice(stat.lastIndexOf(')') + 2)[0]
+        })
       } catch {}
     }
   }
@@ -74,7 +81,8 @@ t.test('pool start as PID 1 reaps orphans and stops gracefully on SIGTERM: exit 
   const { adopted, zombies } = await leaveOrphans(pool)
   t.ok(adopted >= 1, `the app's orphans were handed to PID 1 (${adopted} seen among its children)`)
   t.same(zombies, [], 'and reaped when they ended: no zombie under PID 1')
-  t.notOk(pool.child.logs.some((l) => l.event === 'pid1-no-reaper'), 'no warning: the pool runs under the shell that reaps')
+  t.notOk(pool.child.logs.some((l) => l.event === 'pid1-no-reaper'),
+    'no warning: the pool runs under the shell that reaps')
   const running = request(`${pool.base}/sleep?ms=800`)
   await sleep(200)
   process.kill(pool.init, 'SIGTERM')

@@ -47,14 +47,18 @@ function watched (child) {
   return child
 }
 
-t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connection and fails no request', { skip: missing }, async (t) => {
+t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connection and fails no ' +
+  'request', { skip: missing }, async (t) => {
   const dir = tempDir(t, 'pool-activation-')
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)
   const [port, statsPort, workerPort] = await freePorts(6)
-  const poolArgs = ['start', app, '-n', '2', '--port', String(port), '--stats-port', String(statsPort), '--worker-port', String(workerPort),
+  const poolArgs = ['start', app, '-n', '2', '--port', String(port), '--stats-port', String(statsPort), '--worker-port',
+    String(workerPort),
     '--control', path.join(dir, 'pool.sock'), '--log-format', 'json']
-  const manager = watched(spawn(ACTIVATE, ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER, BIN, ...poolArgs],
+  const manager = watched(spawn(ACTIVATE,
+    ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER,
+      BIN, ...poolArgs],
     { env: cleanEnv({ FLEET_HOST: 'activated' }), stdio: ['ignore', 'pipe', 'pipe'] }))
   await sleep(200)
   // systemd-socket-activate execs the manager at the first connection; that request waits in the
@@ -64,11 +68,21 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   const inherited = await manager.until((l) => l.event === 'sockets-inherited', 'the pool to adopt the sockets')
   t.same(inherited.sockets, [{ fd: 3, name: 'port' }, { fd: 4, name: 'stats-port' }])
   await manager.until((l) => l.event === 'started', 'the pool to start')
-  t.match((await request(`http://127.0.0.1:${statsPort}/status`)).body, /"phase": "running"/, 'the stats listener serves on its inherited socket')
+  t.match((await request(`http://127.0.0.1:${statsPort}/status`)).body, /"phase": "running"/,
+    'the stats listener serves on its inherited socket')
   const envSeen = JSON.parse((await request(`http://127.0.0.1:${port}/env`)).body)
   t.same(envSeen, { LISTEN_FDS: null, NOTIFY_SOCKET: null }, 'workers do not inherit LISTEN_FDS')
 
-  const load = spawn(process.execPath, [LOAD, JSON.stringify({ url: `http://127.0.0.1:${port}`, concurrency: 4, count: 100000, maxMs: 30000, timeout: 20000, ms: [5, 20] })], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  const load = spawn(process.execPath,
+    [LOAD,
+      JSON.stringify({
+        url: `http://127.0.0.1:${port}`,
+        concurrency: 4,
+        count: 100000,
+        maxMs: 30000,
+        timeout: 20000,
+        ms: [5, 20]
+      })], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   load.stdout.setEncoding('utf8').on('data', (d) => { out += d })
   t.teardown(() => stopChild(load))
@@ -84,7 +98,8 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     manager.kill('SIGHUP')
     const exited = await manager.until((l) => l.manager === 'exited', `pool ${i} to stop`, { from })
     t.equal(exited.code, 0, `restart ${i}: the old pool stopped cleanly`)
-    await manager.until((l) => l.event === 'started', `the pool after restart ${i} to start`, { from: manager.lines.indexOf(exited) })
+    await manager.until((l) => l.event === 'started', `the pool after restart ${i} to start`,
+      { from: manager.lines.indexOf(exited) })
     restarts.push({ at, ms: Date.now() - at })
     await sleep(500)
   }
@@ -93,25 +108,33 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   const failed = requests.filter((r) => r.status !== 200)
   const during = requests.filter((r) => restarts.some((x) => r.end >= x.at && r.start <= x.at + x.ms))
   t.ok(requests.length > 50, `${requests.length} requests sent through the restarts`)
-  t.equal(failed.length, 0, `refused or failed: ${failed.length} (${failed.slice(0, 3).map((r) => `${r.status} ${r.host}`).join(', ')})`)
-  t.ok(during.length > 0, `${during.length} requests were in flight or waiting while a pool was down (restarts took ${restarts.map((x) => x.ms).join(', ')} ms), all answered`)
+  t.equal(failed.length, 0,
+    `refused or failed: ${failed.length} (${failed.slice(0, 3).map((r) => `${r.status} ${r.host}`).join(', ')})`)
+  t.ok(during.length > 0,
+    `${during.length} requests were in flight or waiting while a pool was down ` +
+      `(restarts took ${restarts.map((x) => x.ms).join(', ')} ms), all answered`)
 })
 
-t.test('Type=notify: READY=1 once the workers are ready, STATUS=, STOPPING=1 on SIGTERM', { skip: missing }, async (t) => {
+t.test('Type=notify: READY=1 once the workers are ready, STATUS=, ' +
+  'STOPPING=1 on SIGTERM', { skip: missing }, async (t) => {
   const dir = tempDir(t, 'pool-notify-')
   const socket = path.join(dir, 'notify.sock')
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)
-  const receiver = watched(spawn(ACTIVATE, ['--datagram', '-l', socket, process.execPath, RECEIVER], { stdio: ['ignore', 'pipe', 'pipe'] }))
+  const receiver = watched(spawn(ACTIVATE, ['--datagram', '-l', socket, process.execPath, RECEIVER],
+    { stdio: ['ignore', 'pipe', 'pipe'] }))
   await waitFor(() => fs.existsSync(socket), { what: 'the notify socket' })
   const [port, workerPort] = await freePorts(4)
-  const pool = watched(spawn(process.execPath, [BIN, 'start', app, '-n', '2', '--port', String(port), '--stats-port', '0', '--worker-port', String(workerPort),
-    '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'], { env: cleanEnv({ NOTIFY_SOCKET: socket }), stdio: ['ignore', 'pipe', 'pipe'] }))
+  const pool = watched(spawn(process.execPath, [BIN, 'start', app, '-n', '2', '--port', String(port), '--stats-port',
+    '0', '--worker-port', String(workerPort),
+    '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'],
+  { env: cleanEnv({ NOTIFY_SOCKET: socket }), stdio: ['ignore', 'pipe', 'pipe'] }))
   const started = await pool.until((l) => l.event === 'started', 'the pool to start')
   const ready = await receiver.until((l) => /^READY=1$/m.test(l.message), 'READY=1')
   t.ok(ready.at >= started.time - 5, 'READY=1 came once the pool said it had started')
   t.match(ready.message, /^STATUS=2 of 2 workers serving$/m, 'with a STATUS for systemctl status')
-  t.same(JSON.parse((await request(`http://127.0.0.1:${port}/env`)).body), { LISTEN_FDS: null, NOTIFY_SOCKET: null }, 'a worker does not inherit NOTIFY_SOCKET: its app cannot speak for the pool')
+  t.same(JSON.parse((await request(`http://127.0.0.1:${port}/env`)).body), { LISTEN_FDS: null, NOTIFY_SOCKET: null },
+    'a worker does not inherit NOTIFY_SOCKET: its app cannot speak for the pool')
   pool.kill('SIGTERM')
   await pool.until((l) => l.event === 'stopped', 'the pool to stop')
   const stopping = await receiver.until((l) => /^STOPPING=1$/m.test(l.message), 'STOPPING=1')

@@ -43,14 +43,18 @@ async function streamsThrough (t, front, port) {
   const got = await timedGet(port, `/streamed?delay=${DELAY}`)
   t.match(got.text, /^HTTP\/1\.1 200 /, `${front}: 200`)
   const at = (marker) => got.text.indexOf(marker)
-  t.ok(at(SHELL) > 0 && at(SHELL) < at(PLACEHOLDER) && at(PLACEHOLDER) < at(LATE), `${front}: the shell with its placeholder, then the late part`)
+  t.ok(at(SHELL) > 0 && at(SHELL) < at(PLACEHOLDER) && at(PLACEHOLDER) < at(LATE),
+    `${front}: the shell with its placeholder, then the late part`)
   const ahead = got.lateAt - got.shellAt
-  t.ok(ahead >= DELAY / 2, `${front}: the shell arrived ${Math.round(ahead)} ms before the late part, ${Math.round(got.shellAt - got.sentAt)} ms after the request (the late part's data comes ${DELAY} ms after it)`)
+  t.ok(ahead >= DELAY / 2,
+    `${front}: the shell arrived ${Math.round(ahead)} ms before the late part, ` +
+      `${Math.round(got.shellAt - got.sentAt)} ms after the request (the late part's data comes ${DELAY} ms after it)`)
 }
 
 t.test('the embedded balancer', async (t) => {
   const [port, statsPort, workerPort] = await freePorts(4)
-  const pool = startPool(['start', SSR, '-n', '2', '--port', String(port), '--worker-port', String(workerPort), '--stats-port', String(statsPort), '--log-format', 'json'])
+  const pool = startPool(['start', SSR, '-n', '2', '--port', String(port), '--worker-port', String(workerPort),
+    '--stats-port', String(statsPort), '--log-format', 'json'])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started', 30000)
   await streamsThrough(t, 'embedded balancer', port)
@@ -66,7 +70,18 @@ onPlatforms(t, '--balancer haproxy, and nginx → HAProxy → pool', { nginx: tr
   const prefix = path.join(lab.dir, 'nginx')
   fs.mkdirSync(prefix)
   const [nginxPort] = await freePorts(1)
-  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }), prefix, port: nginxPort, t, platform })
+  await startNginx({
+    cfg: nginxConfig({
+      prefix,
+      host: '127.0.0.1',
+      port: nginxPort,
+      haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
+    }),
+    prefix,
+    port: nginxPort,
+    t,
+    platform
+  })
   await streamsThrough(t, 'nginx → HAProxy', nginxPort)
 })
 
@@ -85,7 +100,8 @@ function browserMissing () {
 async function inChromium (t, url) {
   const missing = browserMissing()
   if (missing) return t.skip(`in Chromium: ${missing}`)
-  const browser = await require('playwright-core').chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] })
+  const browser = await require('playwright-core')
+    .chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] })
   t.teardown(() => browser.close())
   const page = await browser.newPage()
   const errors = []
@@ -97,7 +113,8 @@ async function inChromium (t, url) {
     placeholder: document.querySelector('.recommendations-loading') !== null,
     late: document.querySelector('.recommendations') !== null
   }))
-  t.same(early, { products: 200, placeholder: true, late: false }, 'Chromium shows the shell, its placeholder, and no recommendations yet')
+  t.same(early, { products: 200, placeholder: true, late: false },
+    'Chromium shows the shell, its placeholder, and no recommendations yet')
   await loaded
   await page.waitForSelector('section.recommendations .product-card', { timeout: 10000 })
   const after = await page.evaluate(() => ({

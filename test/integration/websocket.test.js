@@ -16,7 +16,8 @@ const APP = path.join(FIXTURES, 'websocket.js')
 
 async function embeddedPool (t, args = [], { workers = 2, env = {} } = {}) {
   const [port, workerPort] = await freePorts(workers + 1)
-  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port', String(workerPort),
+  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port',
+    String(workerPort),
     '--log-format', 'json', ...args], { env })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started', 20000)
@@ -33,13 +34,17 @@ t.test('200 websockets on two workers open, echo and get pushes; renders beside 
   await sleep(300) // a few pushes
   t.same(summary(clients), { opened: 200, echoed: 200, pushed: 200, closes: {} }, 'every tunnel open, both ways')
   t.equal(new Set(clients.map((c) => c.hello)).size, 2, 'spread over both workers')
-  const renders = await Promise.all(Array.from({ length: 20 }, () => request(`${url}/render?ms=20`, { timeout: 10000 })))
-  t.same(renders.map((r) => r.status), Array(20).fill(200), 'renders beside 200 tunnels: a tunnel holds no render place')
-  t.match((await poolStatus(['--port', String(port)])).front, { tunnels: 200, tunnelsOpened: 200 }, 'pool status counts the tunnels')
+  const renders = await Promise.all(Array.from({ length: 20 },
+    () => request(`${url}/render?ms=20`, { timeout: 10000 })))
+  t.same(renders.map((r) => r.status), Array(20).fill(200),
+    'renders beside 200 tunnels: a tunnel holds no render place')
+  t.match((await poolStatus(['--port', String(port)])).front, { tunnels: 200, tunnelsOpened: 200 },
+    'pool status counts the tunnels')
   t.same(killed(pool), [], 'idle tunnels for longer than --timeout make no worker hung')
 })
 
-t.test('an answer other than 101 is an ordinary response; a hang-up reaches the app; the access log has the tunnel', async (t) => {
+t.test('an answer other than 101 is an ordinary response; a hang-up reaches the app; ' +
+  'the access log has the tunnel', async (t) => {
   const { pool, port, ws } = await embeddedPool(t, ['--access-log'])
   const refused = await rawHandshake(port, '/reject')
   t.match(refused, /^HTTP\/1\.1 403 Forbidden\r\n/, 'the app\'s 403 reaches the client')
@@ -53,7 +58,8 @@ t.test('an answer other than 101 is an ordinary response; a hang-up reaches the 
   const closed = await appSaid(pool, (l) => l.event === 'ws-closed' && l.id === 'gone', 5000)
   t.ok(closed.at - cutAt < 1000, `the app saw the hang-up ${closed.at - cutAt} ms after it`)
   const line = await pool.waitLog((l) => l.event === 'tunnel', 5000)
-  t.match(line, { url: '/ws?id=gone', closedBy: 'client', worker: /^worker\d$/ }, 'the tunnel\'s access-log line says who closed it')
+  t.match(line, { url: '/ws?id=gone', closedBy: 'client', worker: /^worker\d$/ },
+    'the tunnel\'s access-log line says who closed it')
   t.ok(line.toWorker > 0 && line.toClient > 0, `bytes each way: ${line.toWorker} in, ${line.toClient} out`)
 })
 
@@ -103,13 +109,16 @@ t.test('a client that reads nothing holds back its worker\'s writes, not the bal
   reader.ws.send('flood 64')
   const flooded = await appSaid(pool, (l) => l.event === 'flooded' && l.id === 'stalled')
   await sleep(500)
-  t.ok(flooded.buffered > 32 * 1024 * 1024, `64 MB sent: ${Math.round(flooded.buffered / 1048576)} MB wait in the app's socket, not in the balancer`)
+  t.ok(flooded.buffered > 32 * 1024 * 1024,
+    `64 MB sent: ${Math.round(flooded.buffered / 1048576)} MB wait in the app's socket, not in the balancer`)
   t.equal((await poolStatus(['--port', String(port)])).front.responseBytes, 0, 'and none on the response budget')
 })
 
-t.test('Socket.IO with its default transports: 100 clients chat across two workers (Redis adapter)', { skip: redisMissing() }, async (t) => {
+t.test('Socket.IO with its default transports: 100 clients chat across two workers ' +
+  '(Redis adapter)', { skip: redisMissing() }, async (t) => {
   const redisPort = await freePort()
-  const redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const redis = spawn('redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
   t.teardown(() => redis.kill('SIGKILL'))
   await waitFor(() => canConnect(redisPort), { what: 'redis-server' })
   const { pool, url } = await embeddedPool(t, [], { env: { REDIS_PORT: String(redisPort) } })
@@ -123,10 +132,12 @@ t.test('Socket.IO with its default transports: 100 clients chat across two worke
     c.on('connect_error', (err) => errors.push(err.message))
     c.on('disconnect', (why) => { if (why !== 'io client disconnect') errors.push(why) })
   })
-  await waitFor(() => clients.every((c) => c.connected && c.io.engine.transport.name === 'websocket'), { timeout: 20000, what: 'every client upgraded' })
+  await waitFor(() => clients.every((c) => c.connected && c.io.engine.transport.name === 'websocket'),
+    { timeout: 20000, what: 'every client upgraded' })
   const pids = await Promise.all(clients.map((c, i) => c.timeout(10000).emitWithAck('chat', `hi ${i}`)))
   t.equal(new Set(pids).size, 2, 'the clients are spread over both workers')
-  await waitFor(() => seen.every((n) => n === 100), { timeout: 10000, what: 'every message at every client' }).catch(() => {})
+  await waitFor(() => seen.every((n) => n === 100), { timeout: 10000, what: 'every message at every client' })
+    .catch(() => {})
   t.same(seen, Array(100).fill(100), 'each of 100 clients got all 100 messages, from both workers')
   t.same(errors, [], 'no session ID unknown, no transport error')
   t.equal(pool.logs.filter((l) => l.event === 'request' && l.status === 400).length, 0, 'no request answered 400')
@@ -155,5 +166,7 @@ function canConnect (port) {
 }
 
 function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error ? 'redis-server is not installed (scripts/setup installs it)' : false
+  return spawnSync('redis-server', ['--version']).error
+    ? 'redis-server is not installed (scripts/setup installs it)'
+    : false
 }

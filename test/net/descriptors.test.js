@@ -19,13 +19,15 @@ const noPrlimit = hasPrlimit() ? false : 'needs prlimit (util-linux) to lower th
 
 // The soft limit of `pid`'s open files; the hard limit stays as it was.
 function setSoftLimit (pid, soft) {
-  const hard = execFileSync('prlimit', ['--pid', String(pid), '--nofile', '--raw', '--noheadings', '--output', 'HARD'], { encoding: 'utf8' }).trim()
+  const hard = execFileSync('prlimit', ['--pid', String(pid), '--nofile', '--raw', '--noheadings', '--output', 'HARD'],
+    { encoding: 'utf8' }).trim()
   execFileSync('prlimit', ['--pid', String(pid), `--nofile=${soft}:${hard}`])
 }
 
 async function startedPool (t, workers, args = []) {
   const ports = await freePorts(workers + 1)
-  const pool = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port', String(ports[1]), '--log-format', 'json', ...args])
+  const pool = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port',
+    String(ports[1]), '--log-format', 'json', ...args])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started', 30000)
   return { pool, port: ports[0] }
@@ -38,16 +40,19 @@ function killWorkers (pool, workers) {
   return pids
 }
 
-const readyAfter = (pool, index) => new Set(pool.logs.slice(index).filter((l) => l.event === 'ready').map((l) => l.slot))
+const readyAfter = (pool, index) => new Set(pool.logs.slice(index).filter((l) => l.event === 'ready')
+  .map((l) => l.slot))
 
-t.test('a fork that fails with EMFILE: logged with its errno, retried with backoff, the slot never given up', { skip: noPrlimit }, async (t) => {
+t.test('a fork that fails with EMFILE: logged with its errno, retried with backoff, ' +
+  'the slot never given up', { skip: noPrlimit }, async (t) => {
   const { pool } = await startedPool(t, 2, ['--max-boot-failures', '2'])
   setSoftLimit(pool.pid, 12) // below what the supervisor holds: no new descriptor at all
   const mark = pool.logs.length
   killWorkers(pool, 2)
   // More failed forks than --max-boot-failures, for each slot.
-  await waitFor(() => [1, 2].every((slot) => pool.logs.slice(mark).filter((l) => l.event === 'spawn-error' && l.slot === slot).length >= 3),
-    { timeout: 20000, what: 'three failed forks in each slot' })
+  await waitFor(() => [1, 2].every((slot) => pool.logs.slice(mark)
+    .filter((l) => l.event === 'spawn-error' && l.slot === slot).length >= 3),
+  { timeout: 20000, what: 'three failed forks in each slot' })
   setSoftLimit(pool.pid, 4096)
   await waitFor(() => readyAfter(pool, mark).size === 2, { timeout: 30000, what: 'both slots ready again' })
   const failed = pool.logs.slice(mark).filter((l) => l.event === 'spawn-error')
@@ -79,18 +84,21 @@ t.test('idle clients cannot take the descriptors a respawn needs', { skip: noPrl
   await waitFor(() => readyAfter(pool, mark).size === 4 || pool.logs.slice(mark).some((l) => l.event === 'give-up'),
     { timeout: 30000, what: 'all four slots ready again' })
   const after = pool.logs.slice(mark)
-  t.same(after.filter((l) => l.event === 'give-up' || l.event === 'spawn-error').map((l) => l.msg), [], 'no failed fork, no slot given up')
+  t.same(after.filter((l) => l.event === 'give-up' || l.event === 'spawn-error').map((l) => l.msg), [],
+    'no failed fork, no slot given up')
   t.equal(readyAfter(pool, mark).size, 4, 'all four slots ready again, the clients still connected')
   t.ok(clients.filter((c) => !c.destroyed).length > 0, 'some clients are still connected')
   const refused = pool.logs.find((l) => l.event === 'connection-refused')
   t.match(refused, { listener: 'balancer', reason: 'out-of-descriptors', limit: 96 })
-  t.match(refused.msg, /^balancer: refused (a connection|\d+ connections): \d+ of 96 file descriptors open, \d+ kept for the workers/)
+  t.match(refused.msg,
+    /^balancer: refused (a connection|\d+ connections): \d+ of 96 file descriptors open, \d+ kept for the workers/)
   for (const c of clients) c.destroy()
   t.same(await pool.stop(), { code: 0, signal: null }, 'a clean stop')
 })
 
 // The budget itself, on a fake descriptor table.
-t.test('the budget: a reserve for each slot without a process, the control socket may use the housekeeping part', async (t) => {
+t.test('the budget: a reserve for each slot without a process, ' +
+  'the control socket may use the housekeeping part', async (t) => {
   let open = 40
   const budget = new DescriptorBudget({ limit: () => 100, count: () => open, now: () => 0 })
   const pool = { slotsWithoutProcess: 0 }
@@ -124,7 +132,13 @@ t.test('a failed accept (EMFILE) is logged and survived, not thrown', async (t) 
   server.emit('error', emfile)
   server.emit('error', emfile)
   t.equal(refused, 2, 'counted')
-  t.match(lines, [{ event: 'accept-failed', listener: 'test listener', code: 'EMFILE', msg: 'test listener: accept failed once: EMFILE (out of file descriptors); idle connections closed' }], 'said once per interval')
+  t.match(lines,
+    [{
+      event: 'accept-failed',
+      listener: 'test listener',
+      code: 'EMFILE',
+      msg: 'test listener: accept failed once: EMFILE (out of file descriptors); idle connections closed'
+    }], 'said once per interval')
   t.ok(server.listening, 'still listening')
 })
 
@@ -133,7 +147,8 @@ t.test('a failed accept (EMFILE) is logged and survived, not thrown', async (t) 
 t.test('a fork that fails with EMFILE leaves no stdio pipe handle behind', async (t) => {
   const { execFile } = require('node:child_process')
   const out = await new Promise((resolve, reject) => {
-    execFile(process.execPath, [path.join(FIXTURES, 'failed-forks.js'), '50'], { timeout: 30000 }, (err, stdout) => err ? reject(err) : resolve(stdout))
+    execFile(process.execPath, [path.join(FIXTURES, 'failed-forks.js'), '50'], { timeout: 30000 },
+      (err, stdout) => err ? reject(err) : resolve(stdout))
   })
   const { codes, before, after } = JSON.parse(out)
   t.same(codes, { EMFILE: 50 }, 'each fork failed with EMFILE')

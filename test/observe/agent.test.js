@@ -30,22 +30,29 @@ t.test('agentReply: one rule per state of the pool', async (t) => {
     'nor draining or given-up ones')
   t.equal(agentReply({ ...running, workers: workers('dead', 'booting', 'given-up') }), 'down #no worker ready',
     'running without a ready worker: down (maxconn:0 would mean no limit)')
-  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('booting', 'booting') }), 'down #no worker ready',
+  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('booting', 'booting') }),
+    'down #no worker ready',
     'starting, nothing ready yet: down')
-  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('ready', 'booting') }), 'up ready maxconn:1',
+  t.equal(agentReply({ phase: 'starting', target: 2, reload: null, workers: workers('ready', 'booting') }),
+    'up ready maxconn:1',
     'starting with one ready: that one serves')
-  t.equal(agentReply({ phase: 'idle', target: 2, reload: null, workers: [] }), 'down #no worker ready', 'not started: down')
-  t.equal(agentReply({ phase: 'stopping', target: 2, reload: null, workers: workers('busy', 'ready') }), 'drain #stopping',
+  t.equal(agentReply({ phase: 'idle', target: 2, reload: null, workers: [] }), 'down #no worker ready',
+    'not started: down')
+  t.equal(agentReply({ phase: 'stopping', target: 2, reload: null, workers: workers('busy', 'ready') }),
+    'drain #stopping',
     'stopping: drain, even with workers still ready')
   t.equal(agentReply({ phase: 'stopped', target: 2, reload: null, workers: [] }), 'drain #stopped', 'stopped: drain')
   const reload = { stage: 'replacing', pending: 2, active: [], replaced: 1 }
   t.equal(agentReply({ phase: 'running', target: 4, reload, workers: workers('ready', 'draining', 'draining', 'booting') }),
-    'up ready maxconn:1 #reloading: 1 of 4 ready', 'reloading with fewer than half ready: still up, the limit follows, the reason says why')
+    'up ready maxconn:1 #reloading: 1 of 4 ready',
+    'reloading with fewer than half ready: still up, the limit follows, the reason says why')
   t.equal(agentReply({ phase: 'running', target: 4, reload, workers: workers('ready', 'busy', 'ready', 'draining') }),
     'up ready maxconn:3 #reloading: 3 of 4 ready', 'reloading with most ready')
-  t.equal(agentReply({ phase: 'running', target: 2, reload, workers: workers('draining', 'booting') }), 'down #no worker ready',
+  t.equal(agentReply({ phase: 'running', target: 2, reload, workers: workers('draining', 'booting') }),
+    'down #no worker ready',
     'reloading with none ready: down')
-  t.equal(agentReply({ phase: 'stopping', target: 2, reload, workers: workers('ready', 'ready') }), 'drain #stopping', 'a stop wins over a reload')
+  t.equal(agentReply({ phase: 'stopping', target: 2, reload, workers: workers('ready', 'ready') }), 'drain #stopping',
+    'a stop wins over a reload')
 })
 
 // Connect as HAProxy does, write what `agent-send` would, and collect until the agent ends.
@@ -100,14 +107,17 @@ t.test('nothing a connection or the pool does takes the agent down', async (t) =
   const agent = await startAgent(t, pool, { logger })
 
   const first = await exchange(agent.port)
-  t.equal(first.data, '', 'a failing status(): the connection is closed without a line (the edge keeps the server as it was)')
+  t.equal(first.data, '',
+    'a failing status(): the connection is closed without a line (the edge keeps the server as it was)')
   await exchange(agent.port)
-  t.same(logger.lines.filter((l) => l.event === 'agent-status-failed').map((l) => l.level), ['warn', 'debug'], 'said once at warn, then at debug')
+  t.same(logger.lines.filter((l) => l.event === 'agent-status-failed').map((l) => l.level), ['warn', 'debug'],
+    'said once at warn, then at debug')
 
   // A reset right after connecting, and one after sending a lot: as HAProxy closes its checks.
   for (const payload of ['', 'x'.repeat(256 * 1024)]) {
     await new Promise((resolve) => {
-      const s = net.connect({ port: agent.port, host: '127.0.0.1' }, () => { if (payload) s.write(payload); s.resetAndDestroy() })
+      const s = net.connect({ port: agent.port, host: '127.0.0.1' },
+        () => { if (payload) s.write(payload); s.resetAndDestroy() })
       s.on('error', () => {})
       s.on('close', resolve)
     })
@@ -144,7 +154,12 @@ t.test('an address it cannot listen on: one line naming the flags and the addres
   const pool = { status: () => ({ phase: 'idle', workers: [] }) }
   const first = await startAgent(t, pool)
   const again = new AgentResponder({ host: '127.0.0.1', port: first.port, status: () => pool.status(), logger: silent })
-  await t.rejects(again.start(), { name: 'PoolError', code: 'POOL_E_PORT_IN_USE', message: `agent address 127.0.0.1:${first.port} is already in use (--agent-port, --agent-host)` })
+  await t.rejects(again.start(),
+    {
+      name: 'PoolError',
+      code: 'POOL_E_PORT_IN_USE',
+      message: `agent address 127.0.0.1:${first.port} is already in use (--agent-port, --agent-host)`
+    })
   // 192.0.2.1 (TEST-NET-1) is on no interface here: nothing is sent, the bind fails at once.
   const [port] = await freePorts(1)
   const foreign = new AgentResponder({ host: '192.0.2.1', port, status: () => pool.status(), logger: silent })
@@ -153,7 +168,12 @@ t.test('an address it cannot listen on: one line naming the flags and the addres
     await foreign.stop()
     return t.skip('this host lets a process listen on an address it does not have')
   }
-  t.match(err, { name: 'PoolError', code: 'POOL_E_BAD_OPTION', message: /^cannot listen for the HAProxy agent on 192\.0\.2\.1:\d+ \(--agent-host, --agent-port\): address not available on this host$/ })
+  t.match(err,
+    {
+      name: 'PoolError',
+      code: 'POOL_E_BAD_OPTION',
+      message: /^cannot listen for the HAProxy agent on 192\.0\.2\.1:\d+ \(--agent-host, --agent-port\): address not available on this host$/
+    })
   t.notOk(err.message.includes('\n'), 'one line')
   await foreign.stop() // never listened: stop() is a no-op
 })
@@ -171,13 +191,21 @@ function edgeShows (client, want, what) {
   }, { timeout: 5000, interval: 50, what: `the edge to show ${what}` })
 }
 
-onPlatforms(t, 'a real HAProxy follows a real pool: maxconn = ready workers, drain on stop, back on restart', async (t, platform) => {
+onPlatforms(t, 'a real HAProxy follows a real pool: maxconn = ready workers, drain on stop, ' +
+  'back on restart', async (t, platform) => {
   const dir = tempDir(t, 'pool-agent-')
   const [workerPort, , , agentPort] = await freePorts(4)
   const renders = path.join(dir, 'renders.log')
   fs.writeFileSync(renders, '')
   const newPool = (n) => {
-    const pool = new Pool({ app: path.join(FIXTURES, 'chaos-app.js'), workers: n, workerPort, logger: silent, env: { CHAOS_LOG: renders }, gracefulTimeout: 10000 })
+    const pool = new Pool({
+      app: path.join(FIXTURES, 'chaos-app.js'),
+      workers: n,
+      workerPort,
+      logger: silent,
+      env: { CHAOS_LOG: renders },
+      gracefulTimeout: 10000
+    })
     t.teardown(() => pool.kill())
     return pool
   }

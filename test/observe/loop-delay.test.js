@@ -27,7 +27,8 @@ async function idleRegistry (t, { scrape }) {
   return child.pid
 }
 
-t.test('an idle pool\'s registry wakes its process only once a second, and only once scraped', { skip: !fs.existsSync('/proc/self/status') && 'no /proc here' }, async (t) => {
+t.test('an idle pool\'s registry wakes its process only once a second, ' +
+  'and only once scraped', { skip: !fs.existsSync('/proc/self/status') && 'no /proc here' }, async (t) => {
   const quiet = await idleRegistry(t, { scrape: false })
   const scraped = await idleRegistry(t, { scrape: true })
   const before = [wakes(quiet), wakes(scraped)]
@@ -46,7 +47,8 @@ t.test('the lag gauges: prom-client\'s names, the sampling period taken off, a h
     return Number(/ ([\d.e+-]+)$/m.exec(text)[1])
   }
   const names = (await metrics.registry.getMetricsAsJSON()).map((m) => m.name).filter((n) => n.includes('eventloop'))
-  t.same(names.sort(), ['seconds', 'max_seconds', 'mean_seconds', 'min_seconds', 'p50_seconds', 'p90_seconds', 'p99_seconds', 'stddev_seconds'].map((n) => `pool_supervisor_nodejs_eventloop_lag_${n}`).sort(), 'one of each, under prom-client\'s names')
+  t.same(names.sort(),
+    ['seconds', 'max_seconds', 'mean_seconds', 'min_seconds', 'p50_seconds', 'p90_seconds', 'p99_seconds', 'stddev_seconds'].map((n) => `pool_supervisor_nodejs_eventloop_lag_${n}`).sort(), 'one of each, under prom-client\'s names')
   await metrics.registry.metrics() // the first scrape: sampling begins, the first sample a second later
   await new Promise((resolve) => setTimeout(resolve, 1200))
   const until = Date.now() + 1500

@@ -25,7 +25,9 @@ t.test('a size: bytes, or k, m, g (with b, or KiB, MiB, GiB), each 1024, as ngin
   t.equal(parseSize(4096, 'max-body'), 4096, 'a number is bytes')
   t.equal(parseSize('1048576', 'max-body'), 1048576, 'so is a bare number in text')
   for (const bad of ['', 'm', '-1', '1t', '1kbb', '1 m b', 'lots', '0x10', '1e3']) {
-    t.throws(() => parseSize(bad, 'max-body'), { code: 'BAD_OPTION', message: `--max-body must be a size like 1048576, 512k, 8m or 1g (got '${bad}')` }, `'${bad}' is refused`)
+    t.throws(() => parseSize(bad, 'max-body'),
+      { code: 'BAD_OPTION', message: `--max-body must be a size like 1048576, 512k, 8m or 1g (got '${bad}')` },
+      `'${bad}' is refused`)
   }
 })
 
@@ -39,5 +41,6 @@ t.test('a size is written with the largest unit it is a whole number of', async 
 
 t.test('every byte-sized option of the embedded balancer is a size', async (t) => {
   for (const name of ['maxBody', 'bodyBudget', 'maxResponseBuffer']) t.equal(BALANCER[name].kind, 'size', name)
-  t.throws(() => resolveOptions({ maxBody: 1.5 }, { maxBody: BALANCER.maxBody }), { message: 'maxBody (--max-body) must be a whole number of bytes >= 0 (got 1.5)' }, 'the library takes whole bytes')
+  t.throws(() => resolveOptions({ maxBody: 1.5 }, { maxBody: BALANCER.maxBody }),
+    { message: 'maxBody (--max-body) must be a whole number of bytes >= 0 (got 1.5)' }, 'the library takes whole bytes')
 })

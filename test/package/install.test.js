@@ -37,7 +37,12 @@ function userEnv () {
     if (k === 'NODE_OPTIONS') continue
     env[k] = v
   }
-  return { ...env, npm_config_registry: DEAD_REGISTRY, npm_config_update_notifier: 'false', npm_config_logs_dir: path.join(dir, 'npm-logs') }
+  return {
+    ...env,
+    npm_config_registry: DEAD_REGISTRY,
+    npm_config_update_notifier: 'false',
+    npm_config_logs_dir: path.join(dir, 'npm-logs')
+  }
 }
 
 // Offline, npm and npx take a few seconds; the bound is for a busy machine.
@@ -49,7 +54,8 @@ function run (cmd, args, cwd, timeout = 60000) {
 // npm keeps what it packs and what it installs from a file in its cache: npm pack's copy goes to
 // a cache in the temp dir, and npm ci's copy of the tarball is removed from the user's at the end.
 function pack () {
-  const r = run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', dir, '--cache', path.join(dir, 'npm-cache')], ROOT)
+  const r = run('npm',
+    ['pack', '--json', '--ignore-scripts', '--pack-destination', dir, '--cache', path.join(dir, 'npm-cache')], ROOT)
   if (r.code !== 0) throw new Error(`npm pack failed: ${r.stderr}`)
   const { filename, integrity } = JSON.parse(r.stdout)[0]
   const file = path.join(dir, filename)
@@ -85,8 +91,12 @@ function runtimeEntries () {
       if (!at && needs === packages[from].dependencies) throw new Error(`package-lock.json has no ${name} for ${from || 'the root'}: run npm install`)
       if (!at || entries[at]) continue // an optional dependency or peer npm left out; one already taken
       const entry = packages[at]
-      entries[at] = { ...entry, resolved: entry.resolved || registryTarball(entry.name || at.replace(/.*node_modules\//, ''), entry.version) }
-      pending.push([at, entry.dependencies || {}], [at, entry.optionalDependencies || {}], [at, entry.peerDependencies || {}])
+      entries[at] = {
+        ...entry,
+        resolved: entry.resolved || registryTarball(entry.name || at.replace(/.*node_modules\//, ''), entry.version)
+      }
+      pending.push([at, entry.dependencies || {}], [at, entry.optionalDependencies || {}],
+        [at, entry.peerDependencies || {}])
     }
   }
   return entries
@@ -106,17 +116,34 @@ function project (name, as, tarball) {
   fs.mkdirSync(cwd)
   const spec = `file:../${path.basename(tarball.file)}`
   const manifest = require(path.join(ROOT, 'package.json'))
-  const installed = { version: manifest.version, resolved: spec, integrity: tarball.integrity, license: manifest.license, dependencies: manifest.dependencies, bin: manifest.bin, engines: manifest.engines }
+  const installed = {
+    version: manifest.version,
+    resolved: spec,
+    integrity: tarball.integrity,
+    license: manifest.license,
+    dependencies: manifest.dependencies,
+    bin: manifest.bin,
+    engines: manifest.engines
+  }
   if (as !== NAME) installed.name = NAME
   const root = { name: `try-${name}`, version: '1.0.0', dependencies: { [as]: spec } }
-  const lock = { name: root.name, version: root.version, lockfileVersion: 3, requires: true, packages: { '': root, [`node_modules/${as}`]: installed, ...runtimeEntries() } }
+  const lock = {
+    name: root.name,
+    version: root.version,
+    lockfileVersion: 3,
+    requires: true,
+    packages: { '': root, [`node_modules/${as}`]: installed, ...runtimeEntries() }
+  }
   fs.writeFileSync(path.join(cwd, 'package.json'), JSON.stringify({ ...root, private: true }, null, 2))
   fs.writeFileSync(path.join(cwd, 'package-lock.json'), JSON.stringify(lock, null, 2))
   fs.writeFileSync(path.join(cwd, 'app.js'), APP)
   const r = run('npm', ['ci', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel', 'error'], cwd)
   if (r.code === 0) return cwd
-  const hint = /ENOTCACHED/.test(r.stderr) ? ' (npm\'s cache lacks a dependency\'s tarball: run npm ci in this repository first; this test never fetches)' : ''
-  const said = r.error ? r.error.message : r.stderr.replace(/.*A complete log of this run.*\n?/, '') // its log goes with the temp dir
+  const hint = /ENOTCACHED/.test(r.stderr)
+    ? ' (npm\'s cache lacks a dependency\'s tarball: run npm ci in this repository first; this test never fetches)'
+    : ''
+  // its log goes with the temp dir
+  const said = r.error ? r.error.message : r.stderr.replace(/.*A complete log of this run.*\n?/, '')
   throw new Error(`npm ci in a project with ${as} from the tarball failed${hint}: ${said}`)
 }
 
@@ -127,7 +154,9 @@ const npx = (args) => ['--no', 'pool', ...args]
 async function startAndStop (t, cwd) {
   const ports = await freePorts(3)
   const control = path.join(cwd, 'pool.sock')
-  const child = spawn('npx', npx(['start', 'app.js', '-n', '2', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--stats-port', '0', '--control', control, '--log-format', 'json']),
+  const child = spawn('npx',
+    npx(['start', 'app.js', '-n', '2', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--stats-port',
+      '0', '--control', control, '--log-format', 'json']),
     { cwd, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   let output = ''
   child.stdout.on('data', (d) => { output += d })
@@ -135,7 +164,8 @@ async function startAndStop (t, cwd) {
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   // npx, a shell and the pool: their process group, should the test fail midway.
   t.teardown(() => { try { process.kill(-child.pid, 'SIGKILL') } catch {} })
-  await waitFor(() => /"event":"started"/.test(output), { timeout: 30000, what: `the pool started (output: ${output.slice(-500)})` })
+  await waitFor(() => /"event":"started"/.test(output),
+    { timeout: 30000, what: `the pool started (output: ${output.slice(-500)})` })
   const res = await request(`http://127.0.0.1:${ports[0]}/`)
   t.equal(res.status, 200, 'npx pool start app.js serves through its balancer')
   t.equal(JSON.parse(res.body).same, true, `the app's require('${NAME}') and require('pool') are one module`)
@@ -148,9 +178,13 @@ async function startAndStop (t, cwd) {
 }
 
 function loads (t, cwd, name) {
-  const cjs = run(process.execPath, ['-e', `const m = require(${JSON.stringify(name)}); console.log(Object.keys(m).sort().join(' '))`], cwd)
+  const cjs = run(process.execPath,
+    ['-e', `const m = require(${JSON.stringify(name)}); console.log(Object.keys(m).sort().join(' '))`], cwd)
   t.equal(cjs.stdout, 'Pool PoolError codes draining listen\n', `require('${name}') gives the API ${cjs.stderr}`)
-  const esm = run(process.execPath, ['--input-type=module', '-e', `import pool, { Pool, listen, codes } from ${JSON.stringify(name)}; console.log(typeof Pool, typeof listen, codes.BAD_OPTION, pool.Pool === Pool)`], cwd)
+  const esm = run(process.execPath,
+    ['--input-type=module', '-e',
+      `import pool, { Pool, listen, codes } from ${JSON.stringify(name)}; console.log(typeof Pool, typeof listen, ` +
+        'codes.BAD_OPTION, pool.Pool === Pool)'], cwd)
   t.equal(esm.stdout, 'function function POOL_E_BAD_OPTION true\n', `import from '${name}' gives the API ${esm.stderr}`)
 }
 
@@ -169,10 +203,12 @@ pool.recycle(1).then((r) => r.newPid)
 listen((req, res) => res.end(req.url))
 `)
   const moduleKind = resolution === 'node16' ? 'node16' : 'commonjs'
-  const r = run(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', moduleKind, '--moduleResolution', resolution, '--target', 'es2022',
+  const r = run(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', moduleKind, '--moduleResolution',
+    resolution, '--target', 'es2022',
     '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file], cwd)
   const errors = r.stdout.split(/\n(?=\S)/).filter((e) => / error TS/.test(e))
-  t.equal(errors.length, 1, `types of '${name}' resolve (--moduleResolution ${resolution}): one error, the planted one`, { output: r.stdout + r.stderr })
+  t.equal(errors.length, 1, `types of '${name}' resolve (--moduleResolution ${resolution}): one error, the planted one`,
+    { output: r.stdout + r.stderr })
   t.match(errors[0], /^use\.ts\(2,.*workerz/, 'a misspelt option is refused')
 }
 

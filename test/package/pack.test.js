@@ -20,7 +20,8 @@ const SHIPPED_DIRS = ['lib/', 'bin/', 'conf/', 'docs/guide/', 'docs/reference/']
 const DEV_TOOLS = []
 
 function packedFiles () {
-  const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: ROOT, encoding: 'utf8', timeout: 60000 })
+  const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'],
+    { cwd: ROOT, encoding: 'utf8', timeout: 60000 })
   if (r.status !== 0) throw new Error(`npm pack failed: ${r.stderr}`)
   return JSON.parse(r.stdout)[0].files.map((f) => f.path).sort()
 }
@@ -34,7 +35,8 @@ function filesUnder (dir) {
 // The module names a file passes to require('...') as a string literal, outside comments
 // (whole-line and block comments: enough for this code base's usage examples).
 function requiredNames (file) {
-  const text = fs.readFileSync(path.join(ROOT, file), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
+  const text = fs.readFileSync(path.join(ROOT, file), 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm,
+    '')
   return [...text.matchAll(/\brequire\(\s*(['"])([^'"]+)\1\s*\)/g)].map((m) => m[2])
 }
 
@@ -49,15 +51,18 @@ function packageName (name) {
   return name.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]
 }
 
-t.test('npm pack ships the library, the CLI, the sample configs and the license; no tests, tools or demo', async (t) => {
+t.test('npm pack ships the library, the CLI, the sample configs and the license; no tests, ' +
+  'tools or demo', async (t) => {
   const files = packedFiles()
   const outside = files.filter((f) => !SHIPPED_FILES.includes(f) && !SHIPPED_DIRS.some((d) => f.startsWith(d)))
-  t.same(outside, [], 'nothing outside the allowed roots (no test/, bench/, scripts/, examples/, .ci/, docs/benchmarks.md)')
+  t.same(outside, [],
+    'nothing outside the allowed roots (no test/, bench/, scripts/, examples/, .ci/, docs/benchmarks.md)')
   for (const f of SHIPPED_FILES) t.ok(files.includes(f), `${f} ships`)
   for (const tool of DEV_TOOLS) t.notOk(files.includes(tool), `${tool} does not ship`)
   // Nothing needed is left out either: every source file in the shipped directories ships.
   const expected = SHIPPED_DIRS.flatMap((d) => filesUnder(d)).filter((f) => !DEV_TOOLS.includes(f)).sort()
-  t.same(files.filter((f) => SHIPPED_DIRS.some((d) => f.startsWith(d))), expected, 'every file of lib/, bin/, conf/ and the manual')
+  t.same(files.filter((f) => SHIPPED_DIRS.some((d) => f.startsWith(d))), expected,
+    'every file of lib/, bin/, conf/ and the manual')
   for (const entry of [pkg.main, pkg.types, ...Object.values(pkg.bin), ...Object.values(pkg.exports['.'])]) {
     t.ok(files.includes(path.normalize(entry)), `package.json points at ${entry}, which ships`)
   }
@@ -93,13 +98,15 @@ t.test('every require() in a shipped file resolves to a shipped file, a builtin 
   t.ok(requiredNames('lib/shared/logger.js').includes('pino-pretty'), 'the scan finds a lazy require')
 })
 
-t.test('package.json: the demo\'s and the tools\' packages are development dependencies; the license is there', async (t) => {
+t.test('package.json: the demo\'s and the tools\' packages are development dependencies; ' +
+  'the license is there', async (t) => {
   for (const name of ['react', 'react-dom', 'playwright-core', 'tap', 'autocannon']) {
     t.notOk(name in pkg.dependencies, `${name} is not a runtime dependency`)
     t.ok(name in pkg.devDependencies, `${name} is a dev dependency`)
   }
   const lock = require('../../package-lock.json')
-  t.same(Object.keys(lock.packages[''].dependencies ?? {}).sort(), Object.keys(pkg.dependencies).sort(), 'package-lock.json agrees')
+  t.same(Object.keys(lock.packages[''].dependencies ?? {}).sort(), Object.keys(pkg.dependencies).sort(),
+    'package-lock.json agrees')
   // `pool` on npm is an unrelated package ("HTTP client pools"): `npm i pool` must not be the way
   // in. The command stays `pool`, and `npm i pool@npm:pool-supervisor` gives require('pool').
   t.equal(pkg.name, 'pool-supervisor', 'the npm name is pool-supervisor')
@@ -127,7 +134,8 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cach
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-setup-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   for (const version of cachedNodes) {
-    const bin = path.join(dir, '.cache', 'pool-supervisor', 'node', version, 'node_modules', `node-linux-${process.arch}`, 'bin')
+    const bin = path.join(dir, '.cache', 'pool-supervisor', 'node', version, 'node_modules',
+      `node-linux-${process.arch}`, 'bin')
     fs.mkdirSync(bin, { recursive: true })
     fs.writeFileSync(path.join(bin, 'node'), '', { mode: 0o755 })
   }
@@ -139,28 +147,35 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cach
   const log = path.join(dir, 'calls.log')
   const stub = (name, body) => fs.writeFileSync(path.join(dir, name), `#!/bin/sh\n${body}\n`, { mode: 0o755 })
   stub('id', `[ "$1" = -u ] && echo ${uid}`)
-  stub('dpkg-query', `for a; do pkg=$a; done; for p in ${installed.join(' ')}; do [ "$p" = "$pkg" ] && { printf 'install ok installed'; exit 0; }; done; exit 1`)
+  stub('dpkg-query',
+    'for a; do pkg=$a; done; ' +
+      `for p in ${installed.join(' ')}; do [ "$p" = "$pkg" ] && { printf 'install ok installed'; exit 0; }; done; ` +
+      'exit 1')
   stub('apt-get', `echo "apt-get $* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> ${log}; ${aptFails ? 'exit 100' : 'exit 0'}`)
   stub('npm', `echo "npm $* (in \${PWD#${ROOT}})" >> ${log}`)
   if (sudo) stub('sudo', `echo "sudo" >> ${log}; exec "$@"`)
   stub('debootstrap', `echo "debootstrap $*" >> ${log}\n${FAKE_DEBOOTSTRAP}`)
   for (const tool of ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv', 'cat', 'sed', 'chmod', 'readlink', 'head']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
   fs.symlinkSync(process.execPath, path.join(dir, 'node'))
-  const r = spawnSync('/bin/bash', [path.join(ROOT, 'scripts', 'setup')], { env: { PATH: dir, HOME: dir }, encoding: 'utf8', timeout: 30000 })
+  const r = spawnSync('/bin/bash', [path.join(ROOT, 'scripts', 'setup')],
+    { env: { PATH: dir, HOME: dir }, encoding: 'utf8', timeout: 30000 })
   return { ...r, home: dir, calls: fs.existsSync(log) ? fs.readFileSync(log, 'utf8').trim().split('\n') : [] }
 }
 
 // What scripts/setup runs with npm once apt is done: it fetches the Node.js versions the suite is
 // tested on into the cache, installs the repository's packages, then each example's own.
-const NODE_VERSIONS = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8').match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
+const NODE_VERSIONS = fs.readFileSync(path.join(ROOT, 'scripts', 'nodes.sh'), 'utf8')
+  .match(/^NODE_VERSIONS=\((.*)\)$/m)[1].split(' ')
 
 function debootstrapCall (home) {
-  return `debootstrap --variant=minbase --include=haproxy,nginx trixie ${home}/.cache/pool-supervisor/debian13.partial/root`
+  return 'debootstrap --variant=minbase --include=haproxy,nginx trixie ' +
+    `${home}/.cache/pool-supervisor/debian13.partial/root`
 }
 
 function npmCalls (home, { cached = [] } = {}) {
   const versions = NODE_VERSIONS.filter((v) => !cached.includes(v))
-  const examples = fs.readdirSync(path.join(ROOT, 'examples', 'frameworks')).filter((name) => fs.existsSync(path.join(ROOT, 'examples', 'frameworks', name, 'package-lock.json'))).sort()
+  const examples = fs.readdirSync(path.join(ROOT, 'examples', 'frameworks'))
+    .filter((name) => fs.existsSync(path.join(ROOT, 'examples', 'frameworks', name, 'package-lock.json'))).sort()
   return [
     ...versions.map((v) => `npm install --prefix ${home}/.cache/pool-supervisor/node/${v}.partial --no-save --no-package-lock --no-audit --no-fund node-linux-${process.arch}@${v} (in )`),
     'npm ci --no-audit --no-fund (in )',
@@ -168,12 +183,14 @@ function npmCalls (home, { cached = [] } = {}) {
   ]
 }
 
-t.test('scripts/setup: root installs with apt directly, a user through sudo, only what is missing, then the Node.js versions and npm ci', async (t) => {
+t.test('scripts/setup: root installs with apt directly, a user through sudo, only what is missing, ' +
+  'then the Node.js versions and npm ci', async (t) => {
   const asRoot = runSetup(t, { uid: 0 })
   t.equal(asRoot.status, 0, asRoot.stderr)
   t.same(asRoot.calls, [
     'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
-    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime redis-server debootstrap DEBIAN_FRONTEND=noninteractive',
+    'apt-get install -y -qq --no-install-recommends haproxy nginx iproute2 chromium dnsmasq-base faketime ' +
+      'redis-server debootstrap DEBIAN_FRONTEND=noninteractive',
     debootstrapCall(asRoot.home),
     ...npmCalls(asRoot.home)
   ], 'root: no sudo (a fresh root machine has none)')
@@ -184,7 +201,8 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
     t.equal(r.stdout, `${program} version 0\n`, `bin/${program} runs the root's ${program} through the root's loader`)
   }
 
-  const withSudo = runSetup(t, { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2', 'dnsmasq-base', 'faketime', 'redis-server'] })
+  const withSudo = runSetup(t,
+    { uid: 1000, installed: ['haproxy', 'nginx', 'iproute2', 'dnsmasq-base', 'faketime', 'redis-server'] })
   t.equal(withSudo.status, 0, withSudo.stderr)
   t.same(withSudo.calls, [
     'sudo', 'apt-get update -qq DEBIAN_FRONTEND=noninteractive',
@@ -196,22 +214,28 @@ t.test('scripts/setup: root installs with apt directly, a user through sudo, onl
   const all = ['haproxy', 'nginx', 'iproute2', 'chromium', 'dnsmasq-base', 'faketime', 'redis-server', 'debootstrap']
   const done = runSetup(t, { uid: 1000, sudo: false, installed: all, cachedRoot: true })
   t.equal(done.status, 0, done.stderr)
-  t.same(done.calls, npmCalls(done.home), 'all installed and built: no apt, no debootstrap, no sudo needed, so it runs again')
+  t.same(done.calls, npmCalls(done.home),
+    'all installed and built: no apt, no debootstrap, no sudo needed, so it runs again')
 
-  const cached = runSetup(t, { uid: 1000, sudo: false, installed: all, cachedRoot: true, cachedNodes: [NODE_VERSIONS[0]] })
+  const cached = runSetup(t,
+    { uid: 1000, sudo: false, installed: all, cachedRoot: true, cachedNodes: [NODE_VERSIONS[0]] })
   t.equal(cached.status, 0, cached.stderr)
-  t.same(cached.calls, npmCalls(cached.home, { cached: [NODE_VERSIONS[0]] }), `Node.js ${NODE_VERSIONS[0]} already in the cache: not fetched again`)
+  t.same(cached.calls, npmCalls(cached.home, { cached: [NODE_VERSIONS[0]] }),
+    `Node.js ${NODE_VERSIONS[0]} already in the cache: not fetched again`)
 
   const noRoot = runSetup(t, { uid: 1000, sudo: false, installed: all })
   t.equal(noRoot.status, 0, 'without root, the rest is still set up')
-  t.match(noRoot.stderr, /^scripts\/setup: not building Debian 13's haproxy and nginx: debootstrap needs root .*the tests on them will skip\n$/)
+  t.match(noRoot.stderr,
+    /^scripts\/setup: not building Debian 13's haproxy and nginx: debootstrap needs root .*the tests on them will skip\n$/)
   t.same(noRoot.calls, npmCalls(noRoot.home), 'no debootstrap')
 })
 
 t.test('scripts/setup: one clear line and no npm ci when it cannot install', async (t) => {
   const noSudo = runSetup(t, { uid: 1000, sudo: false, installed: ['haproxy', 'nginx'] })
   t.equal(noSudo.status, 1)
-  t.equal(noSudo.stderr, 'scripts/setup: installing iproute2 chromium dnsmasq-base faketime redis-server debootstrap needs root: run this as root, or as a user with sudo\n')
+  t.equal(noSudo.stderr,
+    'scripts/setup: installing iproute2 chromium dnsmasq-base faketime redis-server debootstrap needs root: ' +
+      'run this as root, or as a user with sudo\n')
   t.same(noSudo.calls, [], 'nothing run')
 
   const aptFails = runSetup(t, { uid: 0, aptFails: true })

@@ -16,9 +16,19 @@ const { OPTIONS: HAPROXY } = require('../../lib/fronts/haproxy/options')
 const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
 
 // A sample value of each kind, as TypeScript source.
-const SAMPLE = { count: '2', int: '0', port: '9001', 'port-or-off': '0', duration: '1000', number: '1.5', string: "'x'", bool: 'true' }
+const SAMPLE = {
+  count: '2',
+  int: '0',
+  port: '9001',
+  'port-or-off': '0',
+  duration: '1000',
+  number: '1.5',
+  string: "'x'",
+  bool: 'true'
+}
 const sample = (spec) => spec.kind === 'choice' ? `'${spec.choices[0]}'` : SAMPLE[spec.kind]
-const literal = (table, skip = []) => Object.entries(table).filter(([k]) => !skip.includes(k)).map(([k, spec]) => `  ${k}: ${sample(spec)},`).join('\n')
+const literal = (table, skip = []) => Object.entries(table).filter(([k]) => !skip.includes(k))
+  .map(([k, spec]) => `  ${k}: ${sample(spec)},`).join('\n')
 
 // Compile `source` (a .ts file importing the package) with --strict; { ok, output }.
 function compile (t, source) {
@@ -26,7 +36,9 @@ function compile (t, source) {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const file = path.join(dir, 'use.ts')
   fs.writeFileSync(file, `import { Pool, PoolOptions, codes } from ${JSON.stringify(ROOT)}\n${source}\n`)
-  const r = spawnSync(TSC, ['--noEmit', '--strict', '--esModuleInterop', '--module', 'commonjs', '--moduleResolution', 'node', '--target', 'es2022', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file],
+  const r = spawnSync(TSC,
+    ['--noEmit', '--strict', '--esModuleInterop', '--module', 'commonjs', '--moduleResolution', 'node', '--target',
+      'es2022', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules', '@types'), file],
     { encoding: 'utf8', timeout: 60000, cwd: ROOT })
   return { ok: r.status === 0, output: (r.stdout || '') + (r.stderr || '') }
 }
@@ -55,9 +67,11 @@ t.test('what the library refuses does not compile', async (t) => {
   // Each refused for its own reason, named in tsc's message (not for some other error).
   const cases = {
     'a misspelt option': ["new Pool({ app: 'a.js', gracefullTimeout: 1 })", /gracefullTimeout/],
-    "the balancer's options without balancer": ["new Pool({ app: 'a.js', port: 9001 })", /port: number; }' is not assignable/],
+    "the balancer's options without balancer": ["new Pool({ app: 'a.js', port: 9001 })",
+      /port: number; }' is not assignable/],
     'HAProxy without its socket': ["new Pool({ app: 'a.js', balancer: 'haproxy' })", /haproxySocket/],
-    'a duration as a string': ["new Pool({ app: 'a.js', timeout: '30s' })", /'string' is not assignable to type 'number'/],
+    'a duration as a string': ["new Pool({ app: 'a.js', timeout: '30s' })",
+      /'string' is not assignable to type 'number'/],
     'no app': ['new Pool({ workers: 2 })', /'app'/]
   }
   // One compile: case i on line i + 2 of the file (after the import); errors are mapped back.

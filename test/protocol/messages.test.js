@@ -11,14 +11,21 @@ const { FIXTURES, freePorts, request, waitFor } = require('../helpers')
 
 t.test('malformed and misleading messages from an app are ignored; the pool serves on', async (t) => {
   const [workerPort] = await freePorts(1)
-  const pool = new Pool({ app: path.join(FIXTURES, 'ipc-liar.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), logLevel: 'silent' })
+  const pool = new Pool({
+    app: path.join(FIXTURES, 'ipc-liar.js'),
+    workers: 1,
+    workerPort,
+    logger: pino({ level: 'silent' }),
+    logLevel: 'silent'
+  })
   const errors = []
   pool.on('error', (err) => errors.push(err))
   t.teardown(() => pool.kill())
   await pool.start()
   const pid = pool.workers()[0].pid
   for (let i = 0; i < 3; i++) t.equal((await request(`http://127.0.0.1:${workerPort}/lie`)).status, 200)
-  await waitFor(() => pool.workers()[0].requests === 3 && pool.workers()[0].open === 0, { what: 'the third request counted' })
+  await waitFor(() => pool.workers()[0].requests === 3 && pool.workers()[0].open === 0,
+    { what: 'the third request counted' })
   const w = pool.workers()[0]
   t.equal(w.pid, pid, 'the same worker: nothing made the supervisor kill or restart it')
   t.equal(w.restarts, 0)

@@ -42,7 +42,8 @@ function uidOf (pid) {
 // The script as a child; resolves once it printed its banner, with the URLs and every process
 // it started (HAProxy, nginx and its workers, the pool and its workers).
 async function startDemo (t, args = []) {
-  const child = spawn(process.execPath, [SCRIPT, ...args], { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [SCRIPT, ...args],
+    { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
   const demo = { child, stdout: '', stderr: '', pids: [] }
   child.stdout.on('data', (d) => { demo.stdout += d })
   child.stderr.on('data', (d) => { demo.stderr += d })
@@ -75,7 +76,8 @@ t.test('starts nginx → HAProxy → pool, prints where to look, stops it all on
   t.ok(demo.pids.length >= 7, `HAProxy, nginx (2+), the pool and its 2 workers: ${demo.pids.length} processes`)
   if (IS_ROOT) {
     const workers = demo.pids.filter((pid) => commOf(pid) === 'nginx' && uidOf(pid) !== 0)
-    t.ok(workers.length > 0 && workers.every((pid) => uidOf(pid) === 65534), 'started as root: nginx\'s workers run as nobody')
+    t.ok(workers.length > 0 && workers.every((pid) => uidOf(pid) === 65534),
+      'started as root: nginx\'s workers run as nobody')
   }
 
   const page = await request(demo.page)
@@ -90,14 +92,16 @@ t.test('starts nginx → HAProxy → pool, prints where to look, stops it all on
     const status = await request(demo.pool.replace(/\/$/, '/status'))
     return status.status === 200 ? JSON.parse(status.body).workers.map((w) => w.state) : [`HTTP ${status.status}`]
   }
-  await waitFor(async () => String(await workerStates()) === 'ready,ready', { timeout: 5000, what: 'both workers ready on the pool\'s /status' }).catch(() => {})
+  await waitFor(async () => String(await workerStates()) === 'ready,ready',
+    { timeout: 5000, what: 'both workers ready on the pool\'s /status' }).catch(() => {})
   t.same(await workerStates(), ['ready', 'ready'], 'the pool\'s /status: both workers ready')
   t.ok(fs.existsSync(demo.control), 'the control socket the banner names exists')
 
   demo.child.kill('SIGINT')
   const { code } = await exitOf(demo)
   t.equal(code, 0, 'exits 0 on SIGINT')
-  await waitFor(() => demo.pids.every((pid) => !isAlive(pid)), { timeout: 5000, what: 'every process the demo started gone' })
+  await waitFor(() => demo.pids.every((pid) => !isAlive(pid)),
+    { timeout: 5000, what: 'every process the demo started gone' })
   t.pass('every process it started is gone')
   t.notOk(fs.existsSync(demo.prefix), `${demo.prefix} is removed`)
   await t.rejects(request(demo.page, { timeout: 2000 }), 'nothing listens on the page\'s port any more')
@@ -112,14 +116,17 @@ t.test('a part that dies stops the others: one line, exit 1', async (t) => {
   const lines = demo.stderr.trim().split('\n')
   t.equal(lines.length, 1, `one line: ${demo.stderr.trim()}`)
   t.match(lines[0], /^demo-stack: haproxy was killed \(SIGKILL\); stopping everything$/)
-  await waitFor(() => demo.pids.every((pid) => !isAlive(pid)), { timeout: 5000, what: 'every process the demo started gone' })
+  await waitFor(() => demo.pids.every((pid) => !isAlive(pid)),
+    { timeout: 5000, what: 'every process the demo started gone' })
   t.pass('nginx, the pool and its worker are stopped too')
   t.notOk(fs.existsSync(demo.prefix), 'the prefix is removed')
 })
 
 t.test('bad input: one line, exit 2, nothing started', async (t) => {
-  for (const [args, message] of [[['-n', '0'], /-n must be an integer from 1 to 64 \(got '0'\)/], [['--prot', '80'], /unknown argument '--prot'/]]) {
-    const child = spawn(process.execPath, [SCRIPT, ...args], { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  for (const [args, message] of [[['-n', '0'], /-n must be an integer from 1 to 64 \(got '0'\)/],
+    [['--prot', '80'], /unknown argument '--prot'/]]) {
+    const child = spawn(process.execPath, [SCRIPT, ...args],
+      { cwd: ROOT, env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     let err = ''
     child.stdout.on('data', (d) => { out += d })

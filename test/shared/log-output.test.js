@@ -13,7 +13,8 @@ const { LogOutput } = require('../../lib/shared/log-output')
 const { FIXTURES, sleep, waitFor } = require('../helpers')
 const { pipeReader, PIPE_BYTES } = require('../helpers/pipe-reader')
 
-t.test('the output alone: never blocks, drops whole lines past its bound, counts them and says so once the reader is back', async (t) => {
+t.test('the output alone: never blocks, drops whole lines past its bound, ' +
+  'counts them and says so once the reader is back', async (t) => {
   const reader = pipeReader(t, { nonBlockingWriter: true })
   const out = new LogOutput({ fd: reader.fd, maxBytes: 32 * 1024 })
   t.teardown(() => out.close())
@@ -41,7 +42,8 @@ t.test('the output alone: never blocks, drops whole lines past its bound, counts
   const kept = records.filter((r) => r.i !== undefined).map((r) => r.i)
   t.same(kept, [...kept].sort((a, b) => a - b), 'in order')
   t.equal(kept.length + out.dropped, 1000, 'every line either written or counted')
-  t.same(records.filter((r) => r.note), [{ note: 'dropped', n: out.dropped }], 'one note, with the count, after the lines kept')
+  t.same(records.filter((r) => r.note), [{ note: 'dropped', n: out.dropped }],
+    'one note, with the count, after the lines kept')
   t.equal(told.reduce((a, n) => a + n, 0), out.dropped)
 })
 
@@ -70,29 +72,35 @@ t.test('the output alone: lines go out in batches, the last of them within batch
   await sleep(20)
   reader.read()
   t.equal(reader.text, '', 'a lone line waits for its batch')
-  await waitFor(() => { reader.read(); return reader.text === '{"one":1}\n' }, { timeout: 2000, what: 'the lone line, once its batch time has passed' })
+  await waitFor(() => { reader.read(); return reader.text === '{"one":1}\n' },
+    { timeout: 2000, what: 'the lone line, once its batch time has passed' })
   // 20 KB at once: a first write of a batch, then the rest, below the batch size, later.
   for (let i = 0; i < 200; i++) out.write(`{"i":${i},"pad":"${'x'.repeat(80)}"}\n`)
-  await waitFor(() => { reader.read(); return reader.records().filter((r) => r.i !== undefined).length === 200 }, { timeout: 2000, what: 'every line of the burst, its tail included' })
+  await waitFor(() => { reader.read(); return reader.records().filter((r) => r.i !== undefined).length === 200 },
+    { timeout: 2000, what: 'every line of the burst, its tail included' })
   t.ok(out.idle)
 })
 
-t.test('a child that shared the pipe exits: the writes still never wait for the reader, the exit\'s flush neither', async (t) => {
+t.test('a child that shared the pipe exits: the writes still never wait for the reader, ' +
+  'the exit\'s flush neither', async (t) => {
   // Node.js clears O_NONBLOCK on its inherited stdio when it exits; on the pipe's shared
   // description that made every later write, the exit's synchronous flush included, wait for
   // a reader that never came.
   const reader = pipeReader(t)
-  const child = spawn(process.execPath, [path.join(FIXTURES, 'log-output-child-exit.js')], { stdio: ['ignore', reader.fd, 'inherit'] })
+  const child = spawn(process.execPath, [path.join(FIXTURES, 'log-output-child-exit.js')],
+    { stdio: ['ignore', reader.fd, 'inherit'] })
   reader.closeWriter()
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))
   t.teardown(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); reader.start() })
   const result = await Promise.race([exited, sleep(10000).then(() => 'still running 10 s later')])
   t.same(result, { code: 0, signal: null }, 'it exited by itself, the reader never having read')
   reader.read()
-  t.ok(reader.text.length > PIPE_BYTES / 2, `the pipe was filled: the lines were written until it was full (${reader.text.length} bytes)`)
+  t.ok(reader.text.length > PIPE_BYTES / 2,
+    `the pipe was filled: the lines were written until it was full (${reader.text.length} bytes)`)
 })
 
-t.test('a note of dropped lines due within a second of the last one comes when that second is over, with no write to carry it', async (t) => {
+t.test('a note of dropped lines due within a second of the last one comes when that second is over, ' +
+  'with no write to carry it', async (t) => {
   // Drops told once while the reader was still stopped (a partial write got through), more
   // dropped after, and the reader back: the buffer is written out within that second, and no
   // later write would tell of the rest.
@@ -112,7 +120,8 @@ t.test('a note of dropped lines due within a second of the last one comes when t
   t.match(reader.text, /a line/)
 })
 
-t.test('a note that finds no room is dropped and counted like a line, and told with the rest by the next one: the notes add up to the count', async (t) => {
+t.test('a note that finds no room is dropped and counted like a line, and told with the rest by the next one: ' +
+  'the notes add up to the count', async (t) => {
   // A note is longer than most lines, so where a line was just dropped it does not fit either
   // (a flush while the reader is stuck, as here; a write that freed less than it; the second's
   // timer with the buffer full). Its lines were then told by no note: the next said 1 where
@@ -133,6 +142,7 @@ t.test('a note that finds no room is dropped and counted like a line, and told w
   t.ok(await out.flush(5000), 'everything kept is written')
   reader.read()
   const notes = reader.records().filter((r) => r.note)
-  t.equal(notes.reduce((a, r) => a + r.n, 0), out.dropped, 'the notes add up to the count, the lost note\'s own line among them')
+  t.equal(notes.reduce((a, r) => a + r.n, 0), out.dropped,
+    'the notes add up to the count, the lost note\'s own line among them')
   t.equal(notes.at(-1).total, out.dropped)
 })

@@ -20,8 +20,14 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   fs.writeFileSync(offset, '+0\n')
   const step = (to) => fs.writeFileSync(offset, `${to}\n`)
   const [port, workerPort] = await freePorts(3)
-  const env = { LD_PRELOAD: FAKETIME, FAKETIME_TIMESTAMP_FILE: offset, FAKETIME_DONT_FAKE_MONOTONIC: '1', FAKETIME_NO_CACHE: '1' }
-  const pool = startPool(['start', path.join(FIXTURES, 'long-lived.js'), '-n', '2', '--port', String(port), '--worker-port', String(workerPort),
+  const env = {
+    LD_PRELOAD: FAKETIME,
+    FAKETIME_TIMESTAMP_FILE: offset,
+    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    FAKETIME_NO_CACHE: '1'
+  }
+  const pool = startPool(['start', path.join(FIXTURES, 'long-lived.js'), '-n', '2', '--port', String(port),
+    '--worker-port', String(workerPort),
     '--timeout', '2s', '--heartbeat-timeout', '3s'], { env })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
@@ -51,5 +57,7 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   t.equal(looped.status, 502, 'its worker died holding it')
   const hung = await pool.waitLog((l) => l.event === 'hung')
   t.equal(hung.reason, 'timeout')
-  t.ok(hung.ms > 2000 && hung.ms < 3000, `killed ${hung.ms} ms after its last check-in (answered ${Math.round(ms)} ms after it began): within --timeout (2 s) and a second`)
+  t.ok(hung.ms > 2000 && hung.ms < 3000,
+    `killed ${hung.ms} ms after its last check-in (answered ${Math.round(ms)} ms after it began): within --timeout ` +
+      '(2 s) and a second')
 })

@@ -37,14 +37,17 @@ t.test('a slot\'s worker and a canary send the same events, told apart by their 
     child.pid = 4242
     child.emit('exit', 1, null)
     t.same(events.map((e) => e.type), [EVENT.SPAWN_ERROR, EVENT.EXIT])
-    t.ok(events.every((e) => CHILD_EVENTS.includes(e.type) && (e.handle ?? e.canary) === (about.handle ?? about.canary)))
+    t.ok(events.every((e) => CHILD_EVENTS.includes(e.type) && (e.handle ?? e.canary) === (about.handle ??
+      about.canary)))
   }
 })
 
-t.test('a worker\'s warm-up over: its handle is told how many warm-up requests it answered, then it is ready', async (t) => {
+t.test('a worker\'s warm-up over: its handle is told how many warm-up requests it answered, ' +
+  'then it is ready', async (t) => {
   const calls = []
   const handle = { warmedUp: (count) => calls.push(['warmedUp', count]) }
   const pool = { options: { warmupRequests: 3 }, onReady: (h, now) => calls.push(['onReady', h === handle, now]) }
   ON_WORKER[EVENT.WARMED](pool, handle, { type: EVENT.WARMED }, 1234)
-  t.same(calls, [['warmedUp', 3], ['onReady', true, 1234]], 'the count first (its ends may be heard after ready), then ready')
+  t.same(calls, [['warmedUp', 3], ['onReady', true, 1234]],
+    'the count first (its ends may be heard after ready), then ready')
 })

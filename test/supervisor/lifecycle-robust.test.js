@@ -5,7 +5,9 @@
 const t = require('tap')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy } = require('../helpers')
+const {
+  BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy
+} = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }
@@ -15,12 +17,14 @@ async function readyWorkers (pool, n) {
   return pool.logs.filter((l) => l.event === 'ready').map((l) => l.pid)
 }
 
-t.test('pool stop: the app\'s own child processes are gone when the pool has exited, even one ignoring SIGTERM', async (t) => {
+t.test('pool stop: the app\'s own child processes are gone when the pool has exited, ' +
+  'even one ignoring SIGTERM', async (t) => {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--kill-timeout', '500ms'],
-    { env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--kill-timeout', '500ms'],
+  { env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const workers = await readyWorkers(pool, 2)
   const helpers = helpersOf(file)
@@ -35,15 +39,17 @@ t.test('pool stop: the app\'s own child processes are gone when the pool has exi
   for (const pid of helpers.values()) t.notOk(isAlive(pid), `helper ${pid} is gone by the time the pool exited`)
   const left = pool.logs.filter((l) => l.event === 'leftovers')
   t.equal(left.length, 2, 'one line per worker that left processes behind')
-  t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'), 'the helpers ignoring SIGTERM were SIGKILLed after --kill-timeout')
+  t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'),
+    'the helpers ignoring SIGTERM were SIGKILLed after --kill-timeout')
 })
 
 t.test('a crashed worker\'s child processes are stopped, and the slot serves again', async (t) => {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   const [worker] = await readyWorkers(pool, 1)
   const helper = helpersOf(file).get(worker)
@@ -60,8 +66,9 @@ t.test('a hung worker is killed with its child processes', async (t) => {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '500ms'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--timeout', '500ms'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   const [worker] = await readyWorkers(pool, 1)
   const helper = helpersOf(file).get(worker)
@@ -76,8 +83,9 @@ t.test('a SIGKILLed supervisor: the workers take their child processes with them
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { CHILD_PID_FILE: file } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { CHILD_PID_FILE: file } })
   t.teardown(() => pool.stop('SIGKILL'))
   await readyWorkers(pool, 2)
   const helpers = [...helpersOf(file).values()]
@@ -114,8 +122,9 @@ async function faultyPool (t, { env = {}, flags = [] } = {}) {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(2)
-  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--stats-port', '0', ...flags],
-    { CHILD_PID_FILE: file, ...env })
+  const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--stats-port', '0', ...flags],
+  { CHILD_PID_FILE: file, ...env })
   t.teardown(async () => { if (pool.exitCode === null && pool.signalCode === null) { pool.kill('SIGKILL'); await pool.exited } })
   await pool.waitLog((l) => l.event === 'started', 'the pool to start')
   const workers = pool.logs.filter((l) => l.event === 'ready').map((l) => l.pid)
@@ -153,7 +162,8 @@ t.test('an unhandled rejection in the supervisor is fatal the same way', async (
 })
 
 t.test('a second uncaught error during that stop kills the workers at once instead of waiting', async (t) => {
-  const { pool, ports, workers, helpers } = await faultyPool(t, { env: { FAULT_AGAIN_MS: '300' }, flags: ['--graceful-timeout', '60s'] })
+  const { pool, ports, workers, helpers } = await faultyPool(t,
+    { env: { FAULT_AGAIN_MS: '300' }, flags: ['--graceful-timeout', '60s'] })
   // Would finish long after the second error if the stop went on gracefully.
   const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=20000`, { timeout: 30000 }).catch((err) => err)
   await untilBusy(ports[0])
@@ -162,13 +172,15 @@ t.test('a second uncaught error during that stop kills the workers at once inste
   t.equal(code, 1)
   t.type(await inflight, Error, 'the request running at the second error was cut: the workers were killed')
   const fatal = pool.logs.filter((l) => l.event === 'fatal')
-  t.same(fatal.map((l) => l.err.message), ['supervisor bug (test): thrown', 'supervisor bug (test): again'], 'both errors logged at fatal, in order')
+  t.same(fatal.map((l) => l.err.message), ['supervisor bug (test): thrown', 'supervisor bug (test): again'],
+    'both errors logged at fatal, in order')
   for (const pid of [...workers, ...helpers]) t.notOk(isAlive(pid), `${pid} is gone`)
 })
 
 t.test('a worker accepts a 20 KiB header block (the balancer adds headers to what it accepted)', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const headers = {}

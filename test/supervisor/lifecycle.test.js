@@ -13,7 +13,8 @@ async function workerPids (pool, n) {
 
 t.test('SIGTERM: the running request finishes, every worker is gone, exit 0', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   const pids = await workerPids(pool, 2)
   const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=1500&id=slow`)
@@ -29,7 +30,8 @@ t.test('SIGTERM: the running request finishes, every worker is gone, exit 0', as
 
 t.test('SIGTERM with a request running past --graceful-timeout: TERM then exit 3', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--graceful-timeout', '300ms', '--kill-timeout', '300ms'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--graceful-timeout', '300ms', '--kill-timeout', '300ms'])
   t.teardown(() => pool.stop('SIGKILL'))
   const [pid] = await workerPids(pool, 1)
   const inflight = request(`http://127.0.0.1:${ports[0]}/wait?ms=3000`).catch((e) => e)
@@ -44,7 +46,8 @@ t.test('SIGTERM with a request running past --graceful-timeout: TERM then exit 3
 
 t.test('SIGKILL of the supervisor: every worker is gone within 2 s', async (t) => {
   const ports = await freePorts(3)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '3', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '3', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   const pids = await workerPids(pool, 3)
   pool.kill('SIGKILL')
@@ -60,7 +63,8 @@ t.test('SIGKILL of the supervisor: every worker is gone within 2 s', async (t) =
 t.test('an app that throws at load: exit 1 with the app\'s error, printed once', async (t) => {
   const ports = await freePorts(2)
   const started = Date.now()
-  const pool = startPool(['start', fixture('throws.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms'])
+  const pool = startPool(['start', fixture('throws.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--restart-delay', '20ms'])
   t.teardown(() => pool.stop('SIGKILL'))
   const { code } = await pool.exited
   t.equal(code, 1)

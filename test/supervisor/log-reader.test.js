@@ -19,7 +19,8 @@ const APP = path.join(FIXTURES, 'app-output.js')
 async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}) {
   const [port, statsPort, workerPort] = await freePorts(2 + workers)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-log-reader-ctl-'))
-  const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers), '--port', String(port), '--stats-port', String(statsPort),
+  const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers),
+    '--port', String(port), '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json', ...args],
   { env: cleanEnv({ POOL_TEST: '1' }), stdio: ['ignore', reader.fd, reader.fd] })
   reader.closeWriter() // the pool holds the writing end now; a reader that stops leaves it full
@@ -31,7 +32,8 @@ async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}
     fs.rmSync(dir, { recursive: true, force: true })
   })
   reader.start()
-  await waitFor(() => reader.records().some((l) => l.event === 'started'), { timeout: 30000, what: 'the pool to start' })
+  await waitFor(() => reader.records().some((l) => l.event === 'started'),
+    { timeout: 30000, what: 'the pool to start' })
   return { child, url: `http://127.0.0.1:${port}`, metricsUrl: `http://127.0.0.1:${statsPort}/metrics` }
 }
 
@@ -61,7 +63,8 @@ async function droppedMetric (metricsUrl) {
   return Number(m[1])
 }
 
-t.test('pool start | a reader that stops: a bounded load completes with 0 timeouts; drops are counted, and told once the reader is back', async (t) => {
+t.test('pool start | a reader that stops: a bounded load completes with 0 timeouts; drops are counted, ' +
+  'and told once the reader is back', async (t) => {
   const reader = pipeReader(t)
   const p = await poolOnPipe(t, reader, ['--log-buffer', '65536'])
   reader.stop()
@@ -81,7 +84,13 @@ t.test('pool start | a reader that stops: a bounded load completes with 0 timeou
     total = await droppedMetric(p.metricsUrl)
     return n.length > 0 && n.at(-1).total === total ? n : null
   }, { what: 'notes of the dropped lines up to the metric' })
-  t.match(notes[0], { level: 40, dropped: Number, total: Number, msg: /log lines? dropped: whatever reads the pool's stdout did not keep up/ })
+  t.match(notes[0],
+    {
+      level: 40,
+      dropped: Number,
+      total: Number,
+      msg: /log lines? dropped: whatever reads the pool's stdout did not keep up/
+    })
   t.equal(notes.reduce((a, n) => a + n.dropped, 0), total, 'the notes add up to the metric')
   t.same(reader.records().filter((l) => l.unparsed), [], 'whole JSON lines only')
   p.child.kill('SIGTERM')
@@ -90,7 +99,8 @@ t.test('pool start | a reader that stops: a bounded load completes with 0 timeou
   t.equal(reader.records().at(-1).event, 'stopped', 'the last line of the stop arrived')
 })
 
-t.test('pool start | a reader that stops and comes back: nothing lost, up to the last lines of a graceful stop', async (t) => {
+t.test('pool start | a reader that stops and comes back: nothing lost, ' +
+  'up to the last lines of a graceful stop', async (t) => {
   const reader = pipeReader(t)
   const p = await poolOnPipe(t, reader, [])
   reader.stop()
@@ -99,11 +109,13 @@ t.test('pool start | a reader that stops and comes back: nothing lost, up to the
   t.same(failed, [], 'no request failed or timed out while nobody read the logs')
   t.equal(ok, count)
   reader.start()
-  await waitFor(() => reader.records().filter((l) => l.event === 'request').length === count, { what: 'every access-log line' })
+  await waitFor(() => reader.records().filter((l) => l.event === 'request').length === count,
+    { what: 'every access-log line' })
   const records = reader.records()
   const appLines = new Set(records.filter((l) => l.event === 'app-log').map((l) => l.msg))
   for (let i = 0; i < count; i++) {
-    if (!appLines.has(`r${i} 0`) || !appLines.has(`r${i} 1`)) { t.fail(`the app's lines of request ${i} are missing`); break }
+    if (!appLines.has(`r${i} 0`) ||
+      !appLines.has(`r${i} 1`)) { t.fail(`the app's lines of request ${i} are missing`); break }
   }
   t.equal(records.filter((l) => l.event === 'log-dropped').length, 0, 'no line dropped')
   t.equal(await droppedMetric(p.metricsUrl), 0)
@@ -117,13 +129,15 @@ t.test('pool start | a reader that stops and comes back: nothing lost, up to the
   t.same(await p.child.exited, { code: 0, signal: null })
   reader.read()
   const end = reader.records()
-  const last = end.filter((l) => l.event === 'app-log' && l.stream === 'stdout' && l.msg.startsWith('last ')).map((l) => l.msg)
+  const last = end.filter((l) => l.event === 'app-log' && l.stream === 'stdout' && l.msg.startsWith('last '))
+    .map((l) => l.msg)
   t.same(last, Array.from({ length: 3000 }, (_, i) => `last ${i}`), 'the app\'s last lines, every one, in order')
   t.ok(end.some((l) => l.event === 'request' && l.url.startsWith('/burst?n=3000&tag=last')), 'its access-log line')
   t.equal(end.at(-1).event, 'stopped', 'and the stop\'s own last line')
 })
 
-t.test('pool start | a reader that stops, and a bug in the supervisor: its fatal line and the stop that follows reach the reader once it reads', async (t) => {
+t.test('pool start | a reader that stops, and a bug in the supervisor: ' +
+  'its fatal line and the stop that follows reach the reader once it reads', async (t) => {
   const reader = pipeReader(t)
   const p = await poolOnPipe(t, reader, [], { preload: path.join(FIXTURES, 'supervisor-fault.js') })
   reader.stop()
@@ -136,7 +150,8 @@ t.test('pool start | a reader that stops, and a bug in the supervisor: its fatal
   reader.read()
   const records = reader.records()
   t.equal(records.filter((l) => l.event === 'request').length, 200, 'every access-log line of the load')
-  t.match(records.find((l) => l.event === 'fatal'), { level: 60, err: { message: 'supervisor bug (test): thrown' } }, 'the fatal line')
+  t.match(records.find((l) => l.event === 'fatal'), { level: 60, err: { message: 'supervisor bug (test): thrown' } },
+    'the fatal line')
   t.equal(records.at(-1).event, 'stopped', 'and the last line of the stop it caused')
 })
 

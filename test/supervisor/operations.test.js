@@ -23,13 +23,23 @@ async function startPool (t, { workers = 3, fixture = 'control.js', ...options }
   const [port, ...workerPorts] = await freePorts(workers + 4)
   const front = createBalancer({ port }, { logger: silent })
   // execArgv and NODE_OPTIONS cleared: tap's loader hooks stay out of the workers (heavier, slower).
-  const pool = new Pool({ app, workers, workerPort: workerPorts[0], logger: silent, fronts: [front], execArgv: [], env: { NODE_OPTIONS: '' }, ...options })
+  const pool = new Pool({
+    app,
+    workers,
+    workerPort: workerPorts[0],
+    logger: silent,
+    fronts: [front],
+    execArgv: [],
+    env: { NODE_OPTIONS: '' },
+    ...options
+  })
   t.teardown(async () => { await pool.kill(); fs.rmSync(dir, { recursive: true, force: true }) })
   await pool.start()
   // The fewest wanted slots serving at once, watched from the pool's own events.
   pool.minServing = workers
   pool.on('state', () => {
-    const serving = pool.workers().filter((w) => w.slot <= pool.target && (w.state === 'ready' || w.state === 'busy')).length
+    const serving = pool.workers().filter((w) => w.slot <= pool.target && (w.state === 'ready' || w.state === 'busy'))
+      .length
     pool.minServing = Math.min(pool.minServing, serving)
   })
   return { pool, app, url: `http://127.0.0.1:${port}` }
@@ -76,7 +86,8 @@ t.test('scale up and down under load: zero failed requests, highest slots leave 
   const { pool, url } = await startPool(t, { workers: 2 })
   const load = startLoad(url, { concurrency: 5, path: (i) => `/block?ms=10&id=${i}` })
   t.same(await pool.scale(4), { from: 2, to: 4 })
-  t.same(pool.workers().map((w) => [w.slot, w.state === 'ready' || w.state === 'busy']), [[1, true], [2, true], [3, true], [4, true]])
+  t.same(pool.workers().map((w) => [w.slot, w.state === 'ready' || w.state === 'busy']),
+    [[1, true], [2, true], [3, true], [4, true]])
   const removed = []
   pool.on('removed', (w) => removed.push(w.slot))
   t.same(await pool.scale(1), { from: 4, to: 1 })
@@ -103,7 +114,8 @@ t.test('--max-requests with jitter recycles workers, never mid-request, with zer
   // Never before its limit (10 + 0..5 jitter); later only while another slot was being replaced.
   t.ok(recycled.every((r) => r.requests >= 10), `each after at least 10 requests: ${recycled.map((r) => r.requests)}`)
   await waitFor(() => exits.length >= recycled.length, { what: 'the recycled workers to exit' })
-  t.ok(exits.every((e) => e.reason === 'max-requests' && e.code === 0 && e.signal === null), 'each left by itself after its last request, none was killed mid-request')
+  t.ok(exits.every((e) => e.reason === 'max-requests' && e.code === 0 && e.signal === null),
+    'each left by itself after its last request, none was killed mid-request')
 })
 
 t.test('--max-rss recycles a worker whose memory grew past the limit', async (t) => {
@@ -112,7 +124,8 @@ t.test('--max-rss recycles a worker whose memory grew past the limit', async (t)
   const drained = []
   pool.on('draining', (w) => drained.push(w))
   for (let i = 0; i < 15 && drained.length === 0; i++) t.equal((await request(url + '/')).status, 200)
-  await waitFor(() => pool.workers()[0].pid !== first && pool.workers()[0].state === 'ready', { what: 'a fresh worker' })
+  await waitFor(() => pool.workers()[0].pid !== first && pool.workers()[0].state === 'ready',
+    { what: 'a fresh worker' })
   t.equal(drained[0].reason, 'max-rss')
   t.ok(drained[0].rss > 120 * 1024 * 1024, `its RSS was above the limit (${Math.round(drained[0].rss / 1048576)} MB)`)
   // The loop may send one more request before it sees the draining event; the replacement

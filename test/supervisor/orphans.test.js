@@ -7,7 +7,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy } = require('../helpers')
+const {
+  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy
+} = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
 function fixture (name) { return path.join(FIXTURES, name) }
@@ -18,10 +20,12 @@ async function poolWithHelpers (t, { workers = 2, flags = [], env = {} } = {}) {
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(workers)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', String(workers), '--worker-port', String(ports[0]), '--balancer', 'none', '--kill-timeout', '500ms', ...flags],
-    { env: { CHILD_PID_FILE: file, ...env } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', String(workers), '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--kill-timeout', '500ms', ...flags],
+  { env: { CHILD_PID_FILE: file, ...env } })
   t.teardown(() => pool.stop('SIGKILL'))
-  await waitFor(() => pool.readyCount() >= workers && helpersOf(file).size >= workers, { what: `${workers} ready workers with their helpers` })
+  await waitFor(() => pool.readyCount() >= workers && helpersOf(file).size >= workers,
+    { what: `${workers} ready workers with their helpers` })
   return { pool, ports, file }
 }
 
@@ -44,7 +48,8 @@ function describe (pid) {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return `${pid} ${stat.slice(stat.indexOf('('), stat.lastIndexOf(')') + 1)} ${f[0]} ppid ${f[1]} pgrp ${f[2]} session ${f[3]}`
+    return `${pid} ${stat.slice(stat.indexOf('('), stat.lastIndexOf(')') + 1)} ${f[0]} ppid ${f[1]} pgrp ${f[2]} ` +
+      `session ${f[3]}`
   } catch { return `${pid} (gone)` }
 }
 
@@ -58,8 +63,10 @@ function markOf (pid) {
   return `${pid}:${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`
 }
 
-t.test('a SIGKILLed supervisor: a worker stuck for good (Atomics.wait) goes, with its port and the app\'s processes', async (t) => {
-  const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
+t.test('a SIGKILLed supervisor: a worker stuck for good (Atomics.wait) goes, ' +
+  'with its port and the app\'s processes', async (t) => {
+  const { pool, ports, file } = await poolWithHelpers(t,
+    { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
   const stuck = request(`http://127.0.0.1:${ports[0]}/block`, { timeout: 30000 }).catch((err) => err)
   await untilBusy(ports[0], 'the worker to be stuck in its request')
   pool.kill('SIGKILL')
@@ -71,7 +78,8 @@ t.test('a SIGKILLed supervisor: a worker stuck for good (Atomics.wait) goes, wit
   t.type(await stuck, Error, 'the stuck request got no answer')
 })
 
-t.test('a SIGKILLed supervisor: an app that goes on printing (to a broken pipe now) still takes its processes along', async (t) => {
+t.test('a SIGKILLed supervisor: an app that goes on printing (to a broken pipe now) still takes its processes ' +
+  'along', async (t) => {
   const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1', APP_PRINTS: '1' } })
   pool.kill('SIGKILL')
   await pool.exited
@@ -82,20 +90,23 @@ t.test('a SIGKILLed supervisor: an app that goes on printing (to a broken pipe n
 })
 
 t.test('a supervisor SIGKILLed 0.3 s into a reload\'s drain leaves no worker and no app process behind', async (t) => {
-  const { pool, ports, file } = await poolWithHelpers(t, { workers: 4, env: { CHILD_IGNORES_TERM: '1' }, flags: ['--reload-batch', '2'] })
+  const { pool, ports, file } = await poolWithHelpers(t,
+    { workers: 4, env: { CHILD_IGNORES_TERM: '1' }, flags: ['--reload-batch', '2'] })
   pool.kill('SIGHUP')
   await pool.waitLog((l) => l.event === 'draining')
   await sleep(300)
   pool.kill('SIGKILL')
   await pool.exited
   const everyone = processesOf(file)
-  t.ok(everyone.length >= 8, `the old workers, their helpers and whatever the reload started (${everyone.length} processes)`)
+  t.ok(everyone.length >= 8,
+    `the old workers, their helpers and whatever the reload started (${everyone.length} processes)`)
   await untilGone(everyone, 'every worker and helper, old and new, to be gone')
   t.pass(`gone: ${everyone.join(', ')}`)
   await portsFree(t, ports)
 })
 
-t.test('pool stop: a child that made a process group of its own (coreutils timeout) is gone when the pool has exited', async (t) => {
+t.test('pool stop: a child that made a process group of its own (coreutils timeout) is gone when the pool has ' +
+  'exited', async (t) => {
   const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_OWN_GROUP: '1', CHILD_IGNORES_TERM: '1' } })
   const { reaperPid } = pool.logs.find((l) => l.event === 'starting')
   const stop = await runPool(['stop', '--port', String(ports[0])])
@@ -107,7 +118,8 @@ t.test('pool stop: a child that made a process group of its own (coreutils timeo
   t.ok(pool.logs.some((l) => l.event === 'leftovers-killed'), 'the helpers ignoring SIGTERM got SIGKILL')
 })
 
-t.test('a SIGKILLed supervisor: its reaper ends at once even what the app started detached, and says so in one line', async (t) => {
+t.test('a SIGKILLed supervisor: its reaper ends at once even what the app started detached, ' +
+  'and says so in one line', async (t) => {
   // The helpers are detached: sessions of their own, out of their workers' reach; they carry the
   // supervisor's mark in their environment.
   const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_DETACHED: '1', CHILD_IGNORES_TERM: '1' } })
@@ -119,19 +131,28 @@ t.test('a SIGKILLed supervisor: its reaper ends at once even what the app starte
   await pool.exited
   await untilGone(everyone, 'the workers and their detached helpers (ignoring SIGTERM) to be gone')
   const line = await waitFor(() => pool.logs.find((l) => l.event === 'orphans-ended'), { what: 'the reaper\'s line' })
-  t.match(line, { level: 40, supervisor: pool.pid, msg: new RegExp(`the supervisor \\(pid ${pool.pid}\\) is gone: ended \\d processes it left running: .*; 2 needed SIGKILL`) })
+  t.match(line,
+    {
+      level: 40,
+      supervisor: pool.pid,
+      msg: new RegExp(`the supervisor \\(pid ${pool.pid}\\) is gone: ended \\d processes it left running: .*; ` +
+        '2 needed SIGKILL')
+    })
   // The workers, their loops running, may have left by themselves before its look.
   t.ok(line.processes.every((pid) => everyone.includes(pid)), 'naming only processes of the pool')
-  t.same([...line.killed].sort(), [...helpers].sort(), 'the helpers, out of their workers\' reach: ended by it alone, with SIGKILL')
+  t.same([...line.killed].sort(), [...helpers].sort(),
+    'the helpers, out of their workers\' reach: ended by it alone, with SIGKILL')
   await untilGone([reaperPid], 'the reaper, its work done')
   await portsFree(t, ports)
 })
 
 t.test('a reaper killed while its pool runs is started again, and does its work', async (t) => {
-  const { pool, ports, file } = await poolWithHelpers(t, { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
+  const { pool, ports, file } = await poolWithHelpers(t,
+    { env: { CHILD_IGNORES_TERM: '1' }, flags: ['--timeout', '60s', '--heartbeat-timeout', '60s'] })
   const { reaperPid } = pool.logs.find((l) => l.event === 'starting')
   process.kill(reaperPid, 'SIGKILL')
-  t.match(await pool.waitLog((l) => l.event === 'reaper-failed'), { level: 40, msg: /the pool's reaper exited \(SIGKILL\)/ })
+  t.match(await pool.waitLog((l) => l.event === 'reaper-failed'),
+    { level: 40, msg: /the pool's reaper exited \(SIGKILL\)/ })
   const again = await pool.waitLog((l) => l.event === 'reaper-started')
   t.not(again.reaperPid, reaperPid)
   const stuck = request(`http://127.0.0.1:${ports[0]}/block`, { timeout: 30000 }).catch((err) => err)
@@ -157,17 +178,25 @@ t.test('the next pool on the same ports ends what a dead pool left, and says so 
   for (const pid of helpers) t.ok(isAlive(pid), `detached helper ${pid} outlived pool A`)
   // And a process of A's still holding slot 2's port, as a worker would that nothing ended: started
   // detached, with A's mark.
-  const stray = spawn(process.execPath, [fixture('stray-listener.js')], { detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: cleanEnv({ POOL_SUPERVISOR: mark, PORT: String(ports[1]) }) })
+  const stray = spawn(process.execPath, [fixture('stray-listener.js')],
+    {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'ignore'],
+      env: cleanEnv({ POOL_SUPERVISOR: mark, PORT: String(ports[1]) })
+    })
   t.teardown(() => { try { process.kill(stray.pid, 'SIGKILL') } catch {} })
   await new Promise((resolve) => stray.stdout.once('data', resolve))
   t.notOk(await canBind(ports[1]), `port ${ports[1]} is taken by what pool A left`)
 
-  const b = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--kill-timeout', '500ms'])
+  const b = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--kill-timeout', '500ms'])
   t.teardown(() => b.stop('SIGKILL'))
   await b.waitLog((l) => l.event === 'started')
   const lines = b.logs.filter((l) => l.event === 'leftovers-ended')
   t.equal(lines.length, 1, 'one line')
-  t.match(lines[0].msg, new RegExp(`ended 3 processes left running on ports ${ports[0]}-${ports[1]} by a pool that is gone \\(supervisor pid ${a.pid}\\)`))
+  t.match(lines[0].msg,
+    new RegExp(`ended 3 processes left running on ports ${ports[0]}-${ports[1]} by a pool that is gone \\(supervisor ` +
+      `pid ${a.pid}\\)`))
   t.same([...lines[0].processes].sort(), [...helpers, stray.pid].sort(), 'naming each process it ended')
   for (const pid of [...helpers, stray.pid]) t.notOk(isAlive(pid), `${pid} is gone`)
   t.equal(b.readyCount(), 2, 'and pool B serves on those ports')
@@ -178,7 +207,8 @@ t.test('a running pool\'s processes are never taken for leftovers', async (t) =>
   const { pool: a, ports, file } = await poolWithHelpers(t, { env: { CHILD_DETACHED: '1' } })
   const everyone = processesOf(file)
   const other = path.join(path.dirname(file), 'other.sock') // not A's control socket: B gets as far as the ports
-  const b = await runPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--control', other], { timeout: 20000 })
+  const b = await runPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--control', other], { timeout: 20000 })
   t.equal(b.code, 2, 'pool B refuses: the ports are in use')
   t.match(b.stderr, /already in use/)
   t.notMatch(b.stdout, /leftovers-ended/, 'nothing was ended')
@@ -186,7 +216,8 @@ t.test('a running pool\'s processes are never taken for leftovers', async (t) =>
   t.equal(a.exitCode, null, 'pool A still runs')
 })
 
-t.test('the directory the pool started in is removed: a crashed worker is replaced all the same, and goes with its supervisor even stuck for good', async (t) => {
+t.test('the directory the pool started in is removed: a crashed worker is replaced all the same, ' +
+  'and goes with its supervisor even stuck for good', async (t) => {
   // A deploy that cleans up an old release's directory under a running pool. The new worker
   // inherits the removed directory and boots; the reaper runs from / and needs no thread (Node
   // cannot start one in a process whose working directory is gone).
@@ -195,8 +226,10 @@ t.test('the directory the pool started in is removed: a crashed worker is replac
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none', '--restart-delay', '20ms',
-    '--kill-timeout', '500ms', '--timeout', '60s', '--heartbeat-timeout', '60s'], { cwd: dir, env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
+  const pool = startPool(['start', fixture('spawns-child.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none', '--restart-delay', '20ms',
+    '--kill-timeout', '500ms', '--timeout', '60s', '--heartbeat-timeout', '60s'],
+  { cwd: dir, env: { CHILD_PID_FILE: file, CHILD_IGNORES_TERM: '1' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const first = await pool.waitLog((l) => l.event === 'ready')
   fs.rmSync(dir, { recursive: true })

@@ -24,7 +24,15 @@ function recordingLogger () {
 // execArgv and NODE_OPTIONS cleared: tap's loader hooks stay out of the workers.
 async function newPool (t, { workers = 1, fixture = 'control.js', ...options } = {}) {
   const ports = await freePorts(workers + 1)
-  const pool = new Pool({ app: path.join(FIXTURES, fixture), workers, workerPort: ports[0], logger: silent, execArgv: [], env: { NODE_OPTIONS: '' }, ...options })
+  const pool = new Pool({
+    app: path.join(FIXTURES, fixture),
+    workers,
+    workerPort: ports[0],
+    logger: silent,
+    execArgv: [],
+    env: { NODE_OPTIONS: '' },
+    ...options
+  })
   t.teardown(() => pool.kill())
   return { pool, ports }
 }
@@ -72,13 +80,15 @@ t.test('a drain that needed SIGTERM during a reload does not make a later stop u
   const terminated = logger.lines.find((l) => l.event === 'terminate')
   t.match(terminated, { pid: oldPid }, 'the reload had to SIGTERM the old worker')
   // The reload ends when the new worker is ready; the old one retires and exits after.
-  const exited = await waitFor(() => logger.lines.find((l) => l.event === 'exit' && l.pid === oldPid), { what: 'the old worker\'s exit' })
+  const exited = await waitFor(() => logger.lines.find((l) => l.event === 'exit' && l.pid === oldPid),
+    { what: 'the old worker\'s exit' })
   t.match(exited, { reason: 'reload', signal: 'SIGTERM', level: 30 },
     'an exit by the SIGTERM the pool sent is the drain\'s, not a crash')
   t.same(await pool.stop(), { clean: true }, 'the stop itself signalled nobody: clean')
 })
 
-t.test('a worker that crashes while draining for scale-down is logged as a crash, and its slot still goes', async (t) => {
+t.test('a worker that crashes while draining for scale-down is logged as a crash, ' +
+  'and its slot still goes', async (t) => {
   const logger = recordingLogger()
   const { pool, ports } = await newPool(t, { workers: 2, logger })
   const exits = []
@@ -91,13 +101,16 @@ t.test('a worker that crashes while draining for scale-down is logged as a crash
   await waitFor(() => pool.workers()[1]?.state === 'draining', { what: 'slot 2 draining' })
   process.kill(pid, 'SIGKILL') // a signal the pool did not send
   t.same(await scaling, { from: 2, to: 1 }, 'the scale-down completes')
-  t.match(exits.find((w) => w.pid === pid), { slot: 2, signal: 'SIGKILL', reason: 'crashed', draining: 'scale-down' }, 'the exit event says crashed, while draining')
-  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid), { level: 40, reason: 'crashed', draining: 'scale-down' }, 'logged as a warning')
+  t.match(exits.find((w) => w.pid === pid), { slot: 2, signal: 'SIGKILL', reason: 'crashed', draining: 'scale-down' },
+    'the exit event says crashed, while draining')
+  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid),
+    { level: 40, reason: 'crashed', draining: 'scale-down' }, 'logged as a warning')
   t.same(pool.workers().map((w) => w.slot), [1], 'slot 2 was removed, as the drain it interrupted would have')
   t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'no respawn for a slot going away')
 })
 
-t.test('a worker that crashes while it retires (drained for a reload, finishing what it holds) is a crash; the reload completes', async (t) => {
+t.test('a worker that crashes while it retires (drained for a reload, finishing what it holds) is a crash; ' +
+  'the reload completes', async (t) => {
   const logger = recordingLogger()
   const { pool, ports } = await newPool(t, { logger })
   await pool.start()
@@ -109,7 +122,8 @@ t.test('a worker that crashes while it retires (drained for a reload, finishing 
   t.match(logger.lines.find((l) => l.event === 'retiring'), { pid, open: 1, reason: 'reload' })
   process.kill(pid, 'SIGKILL')
   await waitFor(() => logger.lines.some((l) => l.event === 'exit' && l.pid === pid), { what: 'its exit' })
-  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid), { level: 40, reason: 'crashed', draining: 'reload', retiring: true })
+  t.match(logger.lines.find((l) => l.event === 'exit' && l.pid === pid),
+    { level: 40, reason: 'crashed', draining: 'reload', retiring: true })
   t.notOk(logger.lines.some((l) => l.event === 'respawn-scheduled'), 'its slot was replaced before: nothing to respawn')
   t.equal(pool.workers()[0].state, 'ready')
 })
@@ -121,7 +135,8 @@ t.test('a worker\'s whole life emits every state change exactly once, in order',
   await pool.start()
   const first = pool.workers()[0].pid
   await request(`http://127.0.0.1:${ports[0]}/`)
-  await waitFor(() => pool.workers()[0].pid !== first && pool.workers()[0].state === 'ready', { what: 'the recycled slot ready again' })
+  await waitFor(() => pool.workers()[0].pid !== first && pool.workers()[0].state === 'ready',
+    { what: 'the recycled slot ready again' })
   await pool.stop()
   t.same(changes, [
     'dead>booting', 'booting>ready', // spawn, ready
@@ -174,7 +189,8 @@ t.test('a scale() whose front check is pending when the pool stops rejects inste
   await waitFor(() => release, { what: 'the front checking the scale' })
   t.same(await pool.stop(), { clean: true })
   release()
-  const answer = await Promise.race([scaling.then(() => 'resolved', (err) => err), new Promise((resolve) => setTimeout(resolve, 5000, 'still pending'))])
+  const answer = await Promise.race([scaling.then(() => 'resolved', (err) => err),
+    new Promise((resolve) => setTimeout(resolve, 5000, 'still pending'))])
   t.equal(answer.code, codes.STOPPING, `scale() rejected with POOL_E_STOPPING (got ${answer.code || answer})`)
   t.equal(pool.target, 1, 'the stopped pool was not asked for more workers')
 })

@@ -14,9 +14,11 @@ function fdFlags (pid, fd) {
   return parseInt(/flags:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'latin1'))[1], 8)
 }
 
-t.test('the reaper leaves the supervisor\'s stdout blocking, as the pool\'s logger needs it', { skip: !fs.existsSync('/proc/self/fdinfo') && 'no /proc here' }, async (t) => {
+t.test('the reaper leaves the supervisor\'s stdout blocking, ' +
+  'as the pool\'s logger needs it', { skip: !fs.existsSync('/proc/self/fdinfo') && 'no /proc here' }, async (t) => {
   const [port] = await freePorts(1)
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--log-format', 'json'])
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(port),
+    '--balancer', 'none', '--log-format', 'json'])
   t.teardown(() => pool.stop('SIGKILL'))
   const { reaperPid } = await pool.waitLog((l) => l.event === 'starting')
   await pool.waitLog((l) => l.event === 'started')

@@ -11,7 +11,8 @@ function fixture (name) { return path.join(FIXTURES, name) }
 
 t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const before = JSON.parse((await request(`http://127.0.0.1:${ports[1]}/`)).body)
@@ -29,12 +30,14 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-backoff-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none',
     '--restart-delay', '100ms', '--restart-factor', '2', '--healthy-after', '500ms'],
   { env: { CRASH_COUNTER: path.join(dir, 'boots'), FAST: '3', LONG_MS: '1500' } })
   t.teardown(() => pool.stop('SIGKILL'))
   // boots 1-3 die 50 ms after ready, boot 4 lives 1500 ms (> healthy-after), boot 5 dies fast.
-  await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5, { timeout: 15000, what: '5 respawns' })
+  await waitFor(() => pool.logs.filter((l) => l.event === 'respawn-scheduled').length >= 5,
+    { timeout: 15000, what: '5 respawns' })
   const delays = pool.logs.filter((l) => l.event === 'respawn-scheduled').slice(0, 5).map((l) => l.delay)
   t.same(delays.slice(0, 3), [100, 200, 400], 'delay doubles on each consecutive crash')
   t.equal(delays[3], 0, 'a death after healthy uptime is no crash loop: respawned at once')
@@ -46,7 +49,8 @@ t.test('respawn backoff grows per consecutive crash and resets after healthy upt
 
 t.test('kills from outside cost no backoff: a worker that served is respawned at once, kill after kill', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const kills = 8
@@ -55,7 +59,8 @@ t.test('kills from outside cost no backoff: a worker that served is respawned at
     const { pid } = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body)
     // It served, and the supervisor has heard the request end: a worker the OOM killer or an
     // operator picks has usually served many.
-    await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === pid && w.requests >= 1), { what: 'the request counted' })
+    await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === pid &&
+      w.requests >= 1), { what: 'the request counted' })
     process.kill(pid, 'SIGKILL')
     killed.add(pid)
     await pool.waitLog((l) => l.event === 'exit' && l.pid === pid)
@@ -68,9 +73,11 @@ t.test('kills from outside cost no backoff: a worker that served is respawned at
   t.equal(JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).slot, '1', 'the slot serves')
 })
 
-t.test('an endless-loop request: worker killed after --timeout and replaced; other slots serve meanwhile', async (t) => {
+t.test('an endless-loop request: worker killed after --timeout and replaced; ' +
+  'other slots serve meanwhile', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none', '--timeout', '2s'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer',
+    'none', '--timeout', '2s'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
@@ -84,7 +91,8 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; oth
     t.notOk(pool.logs.some((l) => l.event === 'hung'), 'slot 2 answered while slot 1 was still spinning')
   }
   const hung = await pool.waitLog((l) => l.event === 'hung', 8000)
-  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' }, 'the log line names slot, pid, and the request its last check-in named')
+  t.match(hung, { slot: 1, pid: hungPid, method: 'GET', url: '/loop?id=x', reason: 'timeout' },
+    'the log line names slot, pid, and the request its last check-in named')
   t.ok(hung.ms >= 2000 && hung.ms < 4000, `killed after the timeout (${hung.ms} ms)`)
   t.type(await looping, Error, 'the looping request did not get an answer')
   await pool.waitLog((l) => l.event === 'ready' && l.slot === 1 && l.pid !== hungPid)
@@ -94,7 +102,8 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; oth
 
 t.test('a worker that stops sending heartbeats while idle is killed and replaced', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('idle-hang.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('idle-hang.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none',
     '--heartbeat-interval', '100ms', '--heartbeat-timeout', '700ms'], { env: { HANG_AFTER_MS: '300' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const ready = await pool.waitLog((l) => l.event === 'ready')
@@ -106,7 +115,8 @@ t.test('a worker that stops sending heartbeats while idle is killed and replaced
 
 t.test('a worker not ready within --boot-timeout is killed and counts as a failed start', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('never-listens.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none',
+  const pool = startPool(['start', fixture('never-listens.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none',
     '--boot-timeout', '400ms', '--max-boot-failures', '2', '--restart-delay', '50ms'])
   t.teardown(() => pool.stop('SIGKILL'))
   const { code } = await pool.exited
@@ -118,7 +128,8 @@ t.test('a worker not ready within --boot-timeout is killed and counts as a faile
 
 t.test('two concurrent requests sent straight to one worker never interleave', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -128,7 +139,8 @@ t.test('two concurrent requests sent straight to one worker never interleave', a
   const stats = JSON.parse((await request(`${base}/stats`)).body)
   t.equal(stats.maxActive, 1, 'never two requests at once in the process')
   const order = stats.log.filter((e) => !e.endsWith('null'))
-  t.ok(order.join() === 'start a,end a,start b,end b' || order.join() === 'start b,end b,start a,end a', `one after the other: ${order.join()}`)
+  t.ok(order.join() === 'start a,end a,start b,end b' || order.join() === 'start b,end b,start a,end a',
+    `one after the other: ${order.join()}`)
   const warn = await pool.waitLog((l) => l.event === 'request-queued')
   t.equal(warn.level, 40, 'the worker logs a warning')
   t.equal(warn.waiting, 1, 'with a count')
@@ -136,7 +148,8 @@ t.test('two concurrent requests sent straight to one worker never interleave', a
 
 t.test('a client that leaves mid-request does not let the next request run beside the async handler', async (t) => {
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', fixture('control.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer',
+    'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -155,8 +168,9 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const requestLog = path.join(dir, 'requests')
   const ports = await freePorts(1)
-  const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]), '--balancer', 'none'],
-    { env: { REQUEST_LOG: requestLog } })
+  const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]),
+    '--balancer', 'none'],
+  { env: { REQUEST_LOG: requestLog } })
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
@@ -173,17 +187,20 @@ t.test('a handler that throws crashes its worker without starting the request qu
   t.type(await throws, Error, 'the throwing request got no answer')
   t.type(await behind, Error, 'the request queued behind it was dropped with the process')
   const crashedPid = exit.pid
-  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]), ['/wait?ms=2000&id=a', '/throw?id=b'],
+  t.same(lines().filter((l) => l.startsWith(`${crashedPid} `)).map((l) => l.split(' ')[1]),
+    ['/wait?ms=2000&id=a', '/throw?id=b'],
     'the crashing process never started the request behind the throw')
   t.match(pool.stderrText + JSON.stringify(pool.logs), /render failed/, 'the app\'s error is reported')
   await pool.waitLog((l) => l.event === 'ready' && l.pid !== crashedPid, 10000)
   t.equal((await request(`${base}/?id=d`)).status, 200, 'the replacement serves')
 })
 
-t.test('a respawn that finds its port taken waits and tries again, however long: the slot is never given up for it', async (t) => {
+t.test('a respawn that finds its port taken waits and tries again, however long: ' +
+  'the slot is never given up for it', async (t) => {
   const net = require('node:net')
   const [workerPort] = await freePorts(1)
-  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer', 'none',
+  const pool = startPool(['start', fixture('handler.js'), '-n', '1', '--worker-port', String(workerPort), '--balancer',
+    'none',
     '--restart-delay', '100ms', '--restart-max-delay', '300ms', '--max-boot-failures', '2'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
@@ -197,7 +214,8 @@ t.test('a respawn that finds its port taken waits and tries again, however long:
     blocker.listen(workerPort, '127.0.0.1', () => resolve(true))
   }), { interval: 1, what: 'the port taken before the respawn' })
   await sleep(3000)
-  const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed')).length
+  const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed'))
+    .length
   t.ok(tries >= 3, `respawns kept trying while it was taken (${tries} log lines)`)
   t.same(pool.logs.filter((l) => l.event === 'give-up'), [], 'never given up, with --max-boot-failures 2')
   await new Promise((resolve) => blocker.close(resolve))

@@ -110,7 +110,14 @@ function harness (t, options = {}) {
     async stop () {},
     status () { return { type: 'fake' } }
   }
-  const pool = new Pool({ app: path.join(FIXTURES, 'handler.js'), workers: 1, workerPort: 20000, logger, fronts: [front], ...options }, { system: sys })
+  const pool = new Pool({
+    app: path.join(FIXTURES, 'handler.js'),
+    workers: 1,
+    workerPort: 20000,
+    logger,
+    fronts: [front],
+    ...options
+  }, { system: sys })
   // Whatever a test left running is killed, and the fake children exit as real ones would.
   t.teardown(async () => {
     const stopped = pool.kill()
@@ -162,12 +169,15 @@ t.test('a front is started with its FrontContext (lib/fronts/front.js), never th
   await started(h, 2)
   const c = h.front.context
   t.not(c, h.pool)
-  t.same(Object.keys(c).sort(), ['agentAsked', 'logger', 'metrics', 'portOf', 'target', 'watchRequest', 'workerRefusing', 'workers'], 'what a front may know of the pool, and no more (and what it may tell it)')
+  t.same(Object.keys(c).sort(),
+    ['agentAsked', 'logger', 'metrics', 'portOf', 'target', 'watchRequest', 'workerRefusing', 'workers'],
+    'what a front may know of the pool, and no more (and what it may tell it)')
   t.equal(c.agentAsked(), false, 'no agent here: nothing in front watches the pool')
   t.ok(Object.isFrozen(c))
   t.equal(c.logger, h.pool.logger)
   t.equal(c.metrics, h.pool.metrics, 'the registry fronts add their series to')
-  t.same(c.workers().map((w) => [w.slot, w.state]), [[1, 'ready'], [2, 'ready']], 'the supervisor\'s snapshots, read now')
+  t.same(c.workers().map((w) => [w.slot, w.state]), [[1, 'ready'], [2, 'ready']],
+    'the supervisor\'s snapshots, read now')
   t.equal(c.portOf(2), 20001)
   t.equal(c.target(), 2)
   h.latest(1).checkIn({ open: 1 })
@@ -216,7 +226,8 @@ async function servedThenKilled (h, slot) {
   return child
 }
 
-t.test('kills from outside are no crash loop: a worker that answered a request is respawned at once, however often', async (t) => {
+t.test('kills from outside are no crash loop: a worker that answered a request is respawned at once, ' +
+  'however often', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
   for (let i = 0; i < 20; i++) {
@@ -230,7 +241,8 @@ t.test('kills from outside are no crash loop: a worker that answered a request i
     h.latest(slot).say('ready')
     await h.step()
   }
-  t.match(h.logs.filter((l) => l.event === 'respawn-scheduled').map((l) => l.delay), Array(20).fill(0), 'each respawn logged with no delay')
+  t.match(h.logs.filter((l) => l.event === 'respawn-scheduled').map((l) => l.delay), Array(20).fill(0),
+    'each respawn logged with no delay')
   // The same worker dying before it answered anything is what backoff is for.
   const fresh = h.latest(1)
   fresh.exit(1)
@@ -255,7 +267,8 @@ t.test('a crash-looping app still backs off: a worker that dies on its first req
   }
 })
 
-t.test('a reload asked while a slot waits out its backoff runs, and that slot starts the new code at once', async (t) => {
+t.test('a reload asked while a slot waits out its backoff runs, ' +
+  'and that slot starts the new code at once', async (t) => {
   const h = harness(t, { workers: 2, restartDelay: 10000 })
   await started(h, 2)
   const crashed = h.latest(2)
@@ -291,7 +304,8 @@ t.test('crash-loop breaker: 5 deaths before ready give the slot up; every slot g
   await t.rejects(starting, { code: 'POOL_E_BOOT_FAILED', message: /Cannot find module x/ })
 })
 
-t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-timeout, the slot respawns', async (t) => {
+t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-timeout, ' +
+  'the slot respawns', async (t) => {
   const h = harness(t, { workers: 2, bootTimeout: 5000 })
   h.pool.start().catch(() => {})
   await h.step()
@@ -307,7 +321,8 @@ t.test('boot timeout: a worker not ready in time is killed, its exit is a boot-t
   t.match(h.logs.find((l) => l.event === 'respawn-scheduled'), { slot: 1 })
 })
 
-t.test('hung kill: a worker holding a request whose loop stops checking in, --timeout plus one check-in interval on; the front hears of it before the signal', async (t) => {
+t.test('hung kill: a worker holding a request whose loop stops checking in, --timeout plus one check-in interval on; ' +
+  'the front hears of it before the signal', async (t) => {
   const h = harness(t, { timeout: 3000 })
   await started(h)
   const hung = []
@@ -325,7 +340,8 @@ t.test('hung kill: a worker holding a request whose loop stops checking in, --ti
   t.equal(h.pool.handles.get(1).lastExit.reason, 'timeout')
 })
 
-t.test('a request as long as it likes kills nothing while its worker checks in: two minutes at --timeout 3 s', async (t) => {
+t.test('a request as long as it likes kills nothing while its worker checks in: ' +
+  'two minutes at --timeout 3 s', async (t) => {
   const h = harness(t, { timeout: 3000 })
   await started(h)
   const worker = h.latest(1)
@@ -338,7 +354,8 @@ t.test('a request as long as it likes kills nothing while its worker checks in: 
   t.equal(h.pool.handles.get(1).state, 'busy', 'busy by its check-ins, all along')
 })
 
-t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, not on a period; a silent worker is killed at its deadline', async (t) => {
+t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, not on a period; ' +
+  'a silent worker is killed at its deadline', async (t) => {
   const h = harness(t, { workers: 2, heartbeatTimeout: 10000 })
   await started(h, 2)
   const ticks = countTicks(h.pool)
@@ -347,7 +364,8 @@ t.test('an idle pool ticks at its deadlines only: once per heartbeat timeout, no
     h.latest(2).checkIn()
     for (let i = 0; i < 10; i++) await h.advance(100)
   }
-  t.ok(ticks() >= 1 && ticks() <= 4, `${ticks()} ticks in 30 s of check-ins: each where a silence deadline was, none per check-in`)
+  t.ok(ticks() >= 1 && ticks() <= 4,
+    `${ticks()} ticks in 30 s of check-ins: each where a silence deadline was, none per check-in`)
   t.same([h.latest(1).signals, h.latest(2).signals], [[], []])
   const before = ticks()
   h.latest(2).checkIn() // its last word; worker 1 checks in on
@@ -390,7 +408,8 @@ t.test('check-ins are recorded without a tick; one that makes a worker due for r
   t.match(h.logs.find((l) => l.event === 'recycle'), { slot: 1, reason: 'max-requests', requests: 31 })
 })
 
-t.test('a deadline is decided on all the check-ins written before it: the timer\'s tick comes after the channels are read', async (t) => {
+t.test('a deadline is decided on all the check-ins written before it: the timer\'s tick comes after the channels are ' +
+  'read', async (t) => {
   const h = harness(t, { workers: 1, timeout: 400 }) // a check-in every 100 ms while active
   await started(h)
   const worker = h.latest(1)
@@ -408,7 +427,8 @@ t.test('a check-in behind other events waits its turn: a worker ready then busy 
   const h = harness(t, { workers: 1 })
   const starting = h.pool.start()
   await h.step()
-  h.latest(1).write(encode({ v: 1, type: 'ready' }) + encode({ v: 1, type: 'check-in', rss: 1, open: 1, answered: 0, active: true }))
+  h.latest(1).write(encode({ v: 1, type: 'ready' }) +
+    encode({ v: 1, type: 'check-in', rss: 1, open: 1, answered: 0, active: true }))
   await h.step()
   await starting
   t.equal(h.pool.handles.get(1).state, 'busy')
@@ -417,7 +437,8 @@ t.test('a check-in behind other events waits its turn: a worker ready then busy 
   t.same([h.pool.handles.get(1).state, h.pool.handles.get(1).requests], ['ready', 1])
 })
 
-t.test('a broken channel: garbage or an oversize frame kills the worker like a crash, whatever came before it', async (t) => {
+t.test('a broken channel: garbage or an oversize frame kills the worker like a crash, ' +
+  'whatever came before it', async (t) => {
   const h = harness(t)
   await started(h)
   const cases = [
@@ -430,7 +451,8 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
     child.write(bytes)
     await h.step()
     t.same(child.signals, ['SIGKILL'], `case ${i + 1}: killed`)
-    t.match(h.logs.filter((l) => l.event === 'channel-broken').at(-1), { level: 'error', slot: 1, pid: child.pid, problem }, 'one line says who and why')
+    t.match(h.logs.filter((l) => l.event === 'channel-broken').at(-1),
+      { level: 'error', slot: 1, pid: child.pid, problem }, 'one line says who and why')
     child.write('more garbage\n')
     await h.step()
     t.same(child.signals, ['SIGKILL'], 'what follows is dropped, not told again')
@@ -445,7 +467,8 @@ t.test('a broken channel: garbage or an oversize frame kills the worker like a c
   t.same(h.pool.handles.get(1).crashes, 3, 'each counted as a crash')
 })
 
-t.test('what a worker says of a request reaches the fronts at once, with no tick: a watched request\'s end, its awaiting word', async (t) => {
+t.test('what a worker says of a request reaches the fronts at once, with no tick: a watched request\'s end, ' +
+  'its awaiting word', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
   const c = h.front.context
@@ -486,7 +509,8 @@ t.test('--max-rss: an idle worker whose heartbeat reports too much is recycled w
   t.equal(h.sys.forks.length, 2, 'and replaced')
 })
 
-t.test('drain escalation: STOP once the fronts let go; a worker still holding requests gets SIGTERM at the graceful timeout, SIGKILL after --kill-timeout', async (t) => {
+t.test('drain escalation: STOP once the fronts let go; a worker still holding requests gets SIGTERM at the graceful ' +
+  'timeout, SIGKILL after --kill-timeout', async (t) => {
   const h = harness(t, { workers: 2, gracefulTimeout: 1000, killTimeout: 500 })
   await started(h, 2)
   h.latest(2).checkIn({ open: 1 })
@@ -544,7 +568,9 @@ t.test('reload: a canary first, then one code generation rolled out a batch at a
   t.equal(h.pool.reconciler.unavailableCount(), 1, 'one slot out of service at a time')
   await rollThrough(h, [1, 2], t)
   const result = await reloading
-  t.same(result.replaced, [{ slot: 1, oldPid: oldPids[0], newPid: h.latest(1).pid }, { slot: 2, oldPid: oldPids[1], newPid: h.latest(2).pid }])
+  t.same(result.replaced,
+    [{ slot: 1, oldPid: oldPids[0], newPid: h.latest(1).pid },
+      { slot: 2, oldPid: oldPids[1], newPid: h.latest(2).pid }])
 })
 
 t.test('reload: a canary that cannot boot fails the reload and touches no slot', async (t) => {
@@ -591,7 +617,8 @@ t.test('reload: a canary that breaks its channel is killed and fails the reload'
   t.match(h.logs.find((l) => l.event === 'channel-broken'), { level: 'error', pid: canary.pid, problem: /not JSON/ })
   canary.exit(null, 'SIGKILL')
   await h.step()
-  await t.rejects(reloading, { code: 'POOL_E_RELOAD_FAILED', message: /the new code broke the pool channel: a frame that is not JSON/ })
+  await t.rejects(reloading,
+    { code: 'POOL_E_RELOAD_FAILED', message: /the new code broke the pool channel: a frame that is not JSON/ })
   t.equal(h.pool.codeGeneration, 0, 'no slot touched')
 })
 
@@ -611,7 +638,8 @@ t.test('reload: a new worker that dies before ready stops the reload there', asy
   t.same(h.latest(2).sent, [], 'slot 2 keeps its old worker')
 })
 
-t.test('stop during a reload: the reload rejects STOPPING, its canary is killed once, the stop waits for it', async (t) => {
+t.test('stop during a reload: the reload rejects STOPPING, its canary is killed once, ' +
+  'the stop waits for it', async (t) => {
   const h = harness(t, { workers: 1 })
   await started(h)
   const reloading = reloadAssertedLater(h)
@@ -635,7 +663,8 @@ t.test('reload: a canary whose fork throws fails the reload at once', async (t) 
   const h = harness(t, { workers: 1 })
   await started(h)
   h.sys.failFork = (spec) => spec.slot === 0 ? { error: spawnError('EAGAIN', -11), sync: true } : null
-  await t.rejects(h.pool.reload(), { code: 'POOL_E_RELOAD_FAILED', message: /cannot start a process of the new code: spawn \/usr\/bin\/node EAGAIN/ })
+  await t.rejects(h.pool.reload(),
+    { code: 'POOL_E_RELOAD_FAILED', message: /cannot start a process of the new code: spawn \/usr\/bin\/node EAGAIN/ })
   h.sys.failFork = () => null
   const again = h.pool.reload()
   await h.step()
@@ -662,7 +691,8 @@ t.test('scale during a reload: the new slot starts with the new code; the reload
   t.same(replaced.map((r) => r.slot), [1, 2], 'slot 3 needed no replacing')
 })
 
-t.test('reloads asked while one runs: merged into one that follows it, every caller answered by the reload that covers it', async (t) => {
+t.test('reloads asked while one runs: merged into one that follows it, ' +
+  'every caller answered by the reload that covers it', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
   const canaries = () => h.sys.forks.filter((c) => c.slot === 0)
@@ -704,7 +734,8 @@ t.test('a merged reload runs even when the one before it fails; a stop answers i
   await h.step()
   await t.rejects(failing, { code: 'POOL_E_RELOAD_FAILED' })
   await h.step()
-  t.equal(h.sys.forks.filter((c) => c.slot === 0).length, 2, 'the next reload boots its own canary (a fix may have been deployed)')
+  t.equal(h.sys.forks.filter((c) => c.slot === 0).length, 2,
+    'the next reload boots its own canary (a fix may have been deployed)')
   const queuedAtStop = reloadAssertedLater(h)
   const stopped = h.pool.stop()
   await h.step()
@@ -746,7 +777,8 @@ t.test('commands act in the tick: stop() and kill() change nothing before it run
   t.equal(h.pool.phase, 'stopped')
 })
 
-t.test('a failed fork is no failed boot: logged with its errno, counted, retried with backoff, never given up', async (t) => {
+t.test('a failed fork is no failed boot: logged with its errno, counted, retried with backoff, ' +
+  'never given up', async (t) => {
   const h = harness(t, { workers: 2, maxBootFailures: 2 })
   await started(h, 2)
   const told = []
@@ -770,7 +802,8 @@ t.test('a failed fork is no failed boot: logged with its errno, counted, retried
   t.equal(lines.length, 6)
   t.match(lines[0], { level: 'error', slot: 1, code: 'EMFILE', errno: -24, delay: 150 })
   t.match(told[0], { slot: 1, state: 'dead', error: { code: 'EMFILE', errno: -24 } })
-  t.same(logs.filter((l) => l.event === 'give-up' || l.event === 'spawn'), [], 'no give-up, and no process claimed to be spawned')
+  t.same(logs.filter((l) => l.event === 'give-up' || l.event === 'spawn'), [],
+    'no give-up, and no process claimed to be spawned')
   const metrics = await h.pool.metrics.registry.getSingleMetricAsString('pool_failures_total')
   t.match(metrics, /pool_failures_total\{reason="worker_spawn_failed"\} 6/)
   await h.advance(Math.ceil(slot.respawnDelay))
@@ -845,18 +878,29 @@ t.test('the ceiling: min(8 × CPUs, free memory ÷ 128 MB), --max-workers over i
   t.equal(workerCeiling({}, { cpus: 2, memory: 22 * GB }).max, 16, 'CPUs bound it')
   t.equal(workerCeiling({}, { cpus: 64, memory: 1 * GB }).max, 8, 'memory bounds it')
   t.equal(workerCeiling({}, { cpus: 2, memory: 10 * 1024 * 1024 }).max, 1, 'never below 1')
-  t.match(workerCeiling({}, { cpus: 2, memory: 22 * GB }).why, 'the default ceiling of 16 (min(8 × 2 CPUs, 22528 MB free ÷ 128 MB))')
+  t.match(workerCeiling({}, { cpus: 2, memory: 22 * GB }).why,
+    'the default ceiling of 16 (min(8 × 2 CPUs, 22528 MB free ÷ 128 MB))')
   t.same(workerCeiling({ maxWorkers: 40 }, { cpus: 2, memory: 0 }), { max: 40, why: '--max-workers 40' })
   t.equal(workerCeiling({ maxWorkers: 0 }).max, Infinity)
-  t.throws(() => harness(t, { workers: 5, maxWorkers: 4 }), { code: 'POOL_E_BAD_OPTION', message: 'workers (-n) 5 is above --max-workers 4: lower -n, or raise --max-workers (0: no ceiling)' })
+  t.throws(() => harness(t, { workers: 5, maxWorkers: 4 }),
+    {
+      code: 'POOL_E_BAD_OPTION',
+      message: 'workers (-n) 5 is above --max-workers 4: lower -n, or raise --max-workers (0: no ceiling)'
+    })
   const h = harness(t, { workers: 2, maxWorkers: 3 })
   await started(h, 2)
-  await t.rejects(h.pool.scale(4), { code: 'POOL_E_BAD_OPTION', message: 'cannot scale to 4 workers: above --max-workers 3; start the pool with a higher --max-workers (0: no ceiling)' })
+  await t.rejects(h.pool.scale(4),
+    {
+      code: 'POOL_E_BAD_OPTION',
+      message: 'cannot scale to 4 workers: above --max-workers 3; start the pool with a higher --max-workers (0: ' +
+        'no ceiling)'
+    })
   t.equal(h.pool.target, 2)
   t.equal(h.sys.forks.length, 2, 'nothing forked')
 })
 
-t.test('1000 workers: a batch boots at a time; the control socket and a stop are answered while they boot', async (t) => {
+t.test('1000 workers: a batch boots at a time; the control socket and a stop are answered while they ' +
+  'boot', async (t) => {
   const N = 1000
   const h = harness(t, { workers: N, maxWorkers: 0, maxBooting: 8, workerPort: 20000 })
   const booting = () => h.pool.slots().filter((x) => x.state === 'booting').length
@@ -881,7 +925,8 @@ t.test('1000 workers: a batch boots at a time; the control socket and a stop are
   const status = await sendCommand(control.path, 'status', {}, { timeout: 10000 })
   t.equal(status.workers.length, N, 'the control socket answers while they boot')
   t.equal(status.phase, 'starting')
-  await t.rejects(sendCommand(control.path, 'scale', { workers: 2 }, { timeout: 10000 }), { code: 'POOL_E_NOT_STARTED' })
+  await t.rejects(sendCommand(control.path, 'scale', { workers: 2 }, { timeout: 10000 }),
+    { code: 'POOL_E_NOT_STARTED' })
 
   // Heartbeats by the thousand cost no tick; a tick over a thousand slots is linear (its time is
   // only a sanity bound).
@@ -917,7 +962,8 @@ t.test('an exit reaches the fronts at the exit event, before the tick, and once'
   t.equal(h.pool.handles.get(2).lastExit.reason, 'crashed')
 })
 
-t.test('a worker that says its listener closed: out of ready at once, drained, respawned with the crash backoff, told once', async (t) => {
+t.test('a worker that says its listener closed: out of ready at once, drained, respawned with the crash backoff, ' +
+  'told once', async (t) => {
   const h = harness(t, { workers: 2 })
   await started(h, 2)
   const told = []
@@ -930,9 +976,11 @@ t.test('a worker that says its listener closed: out of ready at once, drained, r
   t.equal(h.pool.handles.get(1).state, 'draining', 'no longer ready: /status and the agent do not count it')
   t.same(h.front.calls.filter((c) => c.startsWith('drain')), ['drain 1'], 'the fronts stop sending it work')
   t.match(old.sent, [{ type: 'stop' }], 'released by the fronts: asked to exit')
-  t.match(h.logs.filter((l) => l.event === 'listener-closed'), [{ level: 'error', slot: 1, pid: old.pid, by: 'worker' }], 'one log line')
+  t.match(h.logs.filter((l) => l.event === 'listener-closed'),
+    [{ level: 'error', slot: 1, pid: old.pid, by: 'worker' }], 'one log line')
   const metric = await h.pool.metrics.registry.getSingleMetric('pool_failures_total').get()
-  t.same(metric.values.filter((v) => v.labels.reason === 'worker_listener_closed').map((v) => v.value), [1], 'counted once')
+  t.same(metric.values.filter((v) => v.labels.reason === 'worker_listener_closed').map((v) => v.value), [1],
+    'counted once')
   old.exit(0)
   await h.step()
   const slot = h.pool.handles.get(1)
@@ -943,11 +991,13 @@ t.test('a worker that says its listener closed: out of ready at once, drained, r
   t.not(h.latest(1), old, 'replaced')
   h.latest(1).say('listener-closed', { error: { message: 'accept EMFILE', code: 'EMFILE' } })
   await h.step()
-  t.same(told[1], { slot: 1, by: 'worker', error: { message: 'accept EMFILE', code: 'EMFILE' } }, 'a server that failed: the same, with its error')
+  t.same(told[1], { slot: 1, by: 'worker', error: { message: 'accept EMFILE', code: 'EMFILE' } },
+    'a server that failed: the same, with its error')
   t.equal(h.pool.handles.get(2).state, 'ready', 'the other slot is untouched')
 })
 
-t.test('a front reporting a worker that refuses connections (its FrontContext): the worker is replaced; a report about an old process is ignored', async (t) => {
+t.test('a front reporting a worker that refuses connections (its FrontContext): the worker is replaced; ' +
+  'a report about an old process is ignored', async (t) => {
   const h = harness(t, { workers: 1 })
   await started(h)
   const old = h.latest(1)
@@ -966,7 +1016,8 @@ t.test('a front reporting a worker that refuses connections (its FrontContext): 
   t.not(h.latest(1), old, 'replaced')
 })
 
-t.test('a reload with streams open: each drained worker leaves its port and retires, its slot boots at once; the retiree is SIGTERMed at the graceful timeout; a stop waits for it', async (t) => {
+t.test('a reload with streams open: each drained worker leaves its port and retires, its slot boots at once; ' +
+  'the retiree is SIGTERMed at the graceful timeout; a stop waits for it', async (t) => {
   const h = harness(t, { workers: 2, gracefulTimeout: 10000, killTimeout: 500 })
   await started(h, 2)
   const old = [h.latest(1), h.latest(2)]
@@ -1023,9 +1074,11 @@ t.test('a step of the wall clock, ±60 s, moves no deadline: only the labels peo
     await h.advance(500)
   }
   t.same(h.latest(1).signals, [], '+60 s: the busy worker that checks in lives')
-  t.same(h.latest(2).signals, ['SIGKILL'], 'the one that stopped checking in is killed at --timeout + 500 ms of the pool\'s own clock')
+  t.same(h.latest(2).signals, ['SIGKILL'],
+    'the one that stopped checking in is killed at --timeout + 500 ms of the pool\'s own clock')
   const hung = h.logs.find((l) => l.event === 'hung')
-  t.ok(hung.slot === 2 && hung.ms >= 3501 && hung.ms <= 4000, `killed ${hung.ms} ms after its last check-in (this clock moves 500 ms a step)`)
+  t.ok(hung.slot === 2 && hung.ms >= 3501 && hung.ms <= 4000,
+    `killed ${hung.ms} ms after its last check-in (this clock moves 500 ms a step)`)
   h.sys.wall -= 120000
   const stopped = h.pool.stop()
   await h.step()

@@ -31,7 +31,15 @@ t.test('every new worker is warmed up before a front hears it is ready', async (
   const [workerPort] = await freePorts(3)
   const front = recordingFront()
   const states = []
-  const pool = new Pool({ app: APP, workers: 2, workerPort, logger: silent, warmup: ['/warm-a', '/warm-b'], warmupRequests: 3, fronts: [front] })
+  const pool = new Pool({
+    app: APP,
+    workers: 2,
+    workerPort,
+    logger: silent,
+    warmup: ['/warm-a', '/warm-b'],
+    warmupRequests: 3,
+    fronts: [front]
+  })
   pool.on('state', (w) => states.push(`${w.slot}:${w.from}→${w.state}`))
   t.teardown(() => pool.kill())
   await pool.start()
@@ -42,7 +50,9 @@ t.test('every new worker is warmed up before a front hears it is ready', async (
   for (const log of logs) {
     // The /log request itself is not recorded: at workerReady the worker had served exactly
     // its warm-up, in order, cycling through the paths.
-    t.same(log.seen, [{ url: '/warm-a', warmup: true }, { url: '/warm-b', warmup: true }, { url: '/warm-a', warmup: true }], `slot ${log.slot} pid ${log.pid}: warmed up, and nothing else, before ready`)
+    t.same(log.seen,
+      [{ url: '/warm-a', warmup: true }, { url: '/warm-b', warmup: true }, { url: '/warm-a', warmup: true }],
+      `slot ${log.slot} pid ${log.pid}: warmed up, and nothing else, before ready`)
   }
   t.ok(states.includes('1:booting→warming') && states.includes('1:warming→ready'), 'booting → warming → ready')
   // Slot 1's worker has served the recorder's /log and now /real: 2, not 2 + its 3 warm-ups.
@@ -53,7 +63,17 @@ t.test('every new worker is warmed up before a front hears it is ready', async (
 
 t.test('a warm-up that fails is a failed boot', async (t) => {
   const [workerPort] = await freePorts(2)
-  const pool = new Pool({ app: APP, workers: 1, workerPort, logger: silent, warmup: ['/warm'], warmupRequests: 2, maxBootFailures: 2, restartDelay: 10, env: { WARMUP_FAIL: '1' } })
+  const pool = new Pool({
+    app: APP,
+    workers: 1,
+    workerPort,
+    logger: silent,
+    warmup: ['/warm'],
+    warmupRequests: 2,
+    maxBootFailures: 2,
+    restartDelay: 10,
+    env: { WARMUP_FAIL: '1' }
+  })
   const exits = []
   pool.on('exit', (w) => exits.push(w.reason))
   t.teardown(() => pool.kill())
@@ -62,5 +82,6 @@ t.test('a warm-up that fails is a failed boot', async (t) => {
 })
 
 t.test('warm-up paths must be paths', async (t) => {
-  t.throws(() => new Pool({ app: APP, warmup: ['warm'] }), { code: codes.BAD_OPTION, message: 'warmup (--warmup) paths must start with / (got "warm")' })
+  t.throws(() => new Pool({ app: APP, warmup: ['warm'] }),
+    { code: codes.BAD_OPTION, message: 'warmup (--warmup) paths must start with / (got "warm")' })
 })

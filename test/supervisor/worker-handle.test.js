@@ -86,12 +86,14 @@ t.test('transitions: only along the table, each change reported once, state read
   checkIn(h, T0 + 3, { open: 0, answered: 1 })
   h.startDrain('stop', T0 + 4, 1000)
   h.exited(0, null, T0 + 5, { stopping: true })
-  t.same(changes, ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
+  t.same(changes,
+    ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
   t.throws(() => { h.state = 'ready' }, TypeError, 'state has no setter')
   for (const [from, tos] of Object.entries(TRANSITIONS)) t.notOk(tos.includes(from), `${from}: no change to itself`)
 })
 
-t.test('processes in the slot: a fork without a pid is not a process; restarts count the ones after the first', async (t) => {
+t.test('processes in the slot: a fork without a pid is not a process; ' +
+  'restarts count the ones after the first', async (t) => {
   const { h } = handle()
   h.attach(fakeChild(), T0)
   h.becameReady(T0)
@@ -121,7 +123,8 @@ t.test('deadlines: boot timeout, a stopped loop, an idle silence; each strictly 
     h.bootTimedOut()
     t.same(h.lastError, { message: 'not ready within 5000 ms (boot timeout)' })
   })
-  t.test('a worker holding requests whose loop stopped: --timeout plus a check-in interval after its last word', async (t) => {
+  t.test('a worker holding requests whose loop stopped: --timeout plus a check-in interval after its last ' +
+    'word', async (t) => {
     const { h } = readyHandle()
     t.equal(checkInInterval(POLICY), 500, 'a quarter of --timeout, at most 500 ms')
     checkIn(h, T0 + 10, { open: 1 })
@@ -249,14 +252,16 @@ t.test('escalation: SIGTERM at the graceful timeout, once; SIGKILL --kill-timeou
   carryOut(h, h.due(T0 + 1500))
   t.same(child.signals, ['SIGTERM', 'SIGKILL'])
   t.equal(h.due(T0 + 1550), null, 'nothing left to escalate')
-  t.same(h.exited(null, 'SIGKILL', T0 + 1600, { stopping: true }), { reason: 'stop-killed', planned: false, draining: 'stop', next: 'dead' })
+  t.same(h.exited(null, 'SIGKILL', T0 + 1600, { stopping: true }),
+    { reason: 'stop-killed', planned: false, draining: 'stop', next: 'dead' })
 })
 
 t.test('draining again only brings the deadlines closer, and keeps the first reason', async (t) => {
   const { h } = readyHandle()
   h.startDrain('reload', T0, 30000)
   t.equal(h.startDrain('stop', T0 + 100, 1000), false)
-  t.same({ reason: h.drain.reason, termAt: h.drain.termAt, killAt: h.drain.killAt }, { reason: 'reload', termAt: T0 + 1100, killAt: T0 + 1600 })
+  t.same({ reason: h.drain.reason, termAt: h.drain.termAt, killAt: h.drain.killAt },
+    { reason: 'reload', termAt: T0 + 1100, killAt: T0 + 1600 })
   h.startDrain('stop', T0 + 200, 60000)
   t.equal(h.drain.termAt, T0 + 1100, 'never later')
 })
@@ -264,9 +269,12 @@ t.test('draining again only brings the deadlines closer, and keeps the first rea
 t.test('what an exit was', async (t) => {
   const cases = [
     ['drained, exited 0', (h) => h.startDrain('recycle', T0, 1000), [0, null], { reason: 'recycle', planned: true }],
-    ['drained, SIGTERMed, ended by it', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [null, 'SIGTERM'], { reason: 'stop', planned: true }],
-    ['drained, SIGTERMed, its handler exited 1', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [1, null], { reason: 'stop', planned: true }],
-    ['drained, crashed before any signal', (h) => h.startDrain('reload', T0, 1000), [1, null], { reason: 'crashed', planned: false }],
+    ['drained, SIGTERMed, ended by it', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [null, 'SIGTERM'],
+      { reason: 'stop', planned: true }],
+    ['drained, SIGTERMed, its handler exited 1', (h) => { h.startDrain('stop', T0, 0); h.terminate() }, [1, null],
+      { reason: 'stop', planned: true }],
+    ['drained, crashed before any signal', (h) => h.startDrain('reload', T0, 1000), [1, null],
+      { reason: 'crashed', planned: false }],
     ['not drained, exited 0', () => {}, [0, null], { reason: 'crashed', planned: false }],
     ['killed as hung', (h) => h.kill('timeout'), [null, 'SIGKILL'], { reason: 'timeout', planned: false }]
   ]
@@ -304,7 +312,8 @@ t.test('backoff: ×factor per consecutive crash, capped; starts over after --hea
   t.equal(h.respawnDelay, 100, 'the crash count started over')
 })
 
-t.test('backoff: a process that answered a request respawns at once, however it ended; a request started is not one answered, nor is a warm-up', async (t) => {
+t.test('backoff: a process that answered a request respawns at once, however it ended; ' +
+  'a request started is not one answered, nor is a warm-up', async (t) => {
   const { h } = readyHandle()
   h.exited(1, null, T0 + 1, { stopping: false }) // a crash before it served: counted
   t.equal(h.crashes, 1)
@@ -347,7 +356,8 @@ t.test('backoff: a worker that served --healthy-after clears the count however i
 })
 
 t.test('due() only answers: asking, however often, changes nothing', async (t) => {
-  const fields = (h) => JSON.stringify(Object.entries(h).filter(([k]) => !['child', 'previousChild', 'policy', 'signalChild'].includes(k)))
+  const fields = (h) => JSON.stringify(Object.entries(h)
+    .filter(([k]) => !['child', 'previousChild', 'policy', 'signalChild'].includes(k)))
   const { h, child } = readyHandle()
   h.exited(1, null, T0 + 10, { stopping: false })
   h.attach(child, T0 + 200)
@@ -367,7 +377,8 @@ t.test('due() only answers: asking, however often, changes nothing', async (t) =
   t.same(child.sent, [])
 })
 
-t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slot up; a retry or a reload revives it', async (t) => {
+t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slot up; ' +
+  'a retry or a reload revives it', async (t) => {
   const { h, changes } = handle()
   let now = T0
   const nexts = []
@@ -394,7 +405,8 @@ t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slo
 
 t.test('an exit while the pool stops is no crash', async (t) => {
   const { h } = readyHandle()
-  t.same(h.exited(1, null, T0 + 5, { stopping: true }), { reason: 'crashed', planned: false, draining: null, next: 'dead' })
+  t.same(h.exited(1, null, T0 + 5, { stopping: true }),
+    { reason: 'crashed', planned: false, draining: null, next: 'dead' })
   t.equal(h.crashes, 0)
   t.equal(h.respawnAt, T0 + 5)
 })
@@ -450,14 +462,17 @@ t.test('what the supervisor records through the handle', async (t) => {
   t.equal(h.drain, null, 'released without a drain: nothing to release')
 })
 
-t.test('retiring: a drained process that left its port with requests open hands them over; the slot goes on', async (t) => {
+t.test('retiring: a drained process that left its port with requests open hands them over; ' +
+  'the slot goes on', async (t) => {
   const { h, child, changes } = readyHandle()
   checkIn(h, T0, { open: 3 })
   h.startDrain('reload', T0, 30000)
   h.released()
   carryOut(h, h.due(T0 + 10))
   const r = h.retired(T0 + 20)
-  t.same({ child: r.child === child, slot: r.slot, reason: r.reason, termAt: r.termAt, killAt: r.killAt }, { child: true, slot: 1, reason: 'reload', termAt: T0 + 30000, killAt: T0 + 30500 }, 'its drain\'s deadlines go with it')
+  t.same({ child: r.child === child, slot: r.slot, reason: r.reason, termAt: r.termAt, killAt: r.killAt },
+    { child: true, slot: 1, reason: 'reload', termAt: T0 + 30000, killAt: T0 + 30500 },
+    'its drain\'s deadlines go with it')
   t.equal(h.state, 'dead')
   t.equal(h.alive, false)
   t.equal(h.dueForRespawn(T0 + 20), true, 'the slot starts again at once')

@@ -38,12 +38,17 @@ t.test('requestedPort() reads every form of listen() as Node does', async (t) =>
   t.ok(forms.length >= 40, `${forms.length} forms run`)
   const expected = { port, any: 0, pipe: null, handle: null, throws: null }
   for (const { name, node, requested } of forms) {
-    t.equal(requested, expected[node], `listen${name}: Node ${node === 'port' ? 'binds PORT' : node === 'any' ? 'binds any port' : node === 'throws' ? 'refuses it' : `listens on a ${node}`}, the worker reads ${requested}`)
+    t.equal(requested, expected[node],
+      `listen${name}: ` +
+        'Node ' +
+        `${node === 'port' ? 'binds PORT' : node === 'any' ? 'binds any port' : node === 'throws' ? 'refuses it' : `listens on a ${node}`}, the worker reads ${requested}`)
   }
   // The forms this project met, named: if Node changed its mind, the table above would follow
   // it silently; these say what the docs promise.
   const byName = Object.fromEntries(forms.map((f) => [f.name, f.node]))
-  t.equal(byName['({ path: false, host, port }, cb) (SvelteKit)'], 'port', 'SvelteKit adapter-node\'s listen is a TCP listen on PORT')
+  t.equal(byName['({ path: false, host, port }, cb) (SvelteKit)'], 'port',
+    'SvelteKit adapter-node\'s listen is a TCP listen on PORT')
   t.equal(byName['({ path: PIPE, port }): the port wins'], 'port', 'a port beside a path wins')
-  t.equal(byName['({ path: PIPE, port: false }) (SvelteKit with SOCKET_PATH)'], 'pipe', 'SOCKET_PATH without PORT is a pipe')
+  t.equal(byName['({ path: PIPE, port: false }) (SvelteKit with SOCKET_PATH)'], 'pipe',
+    'SOCKET_PATH without PORT is a pipe')
 })

@@ -22,11 +22,13 @@ for (const shape of ['koa', 'fastify', 'hapi']) {
   })
 }
 
-const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback', 'parse-int-default',
+const FORMS = ['number', 'string', 'port-host', 'port-host-backlog', 'options', 'options-string', 'no-callback',
+  'parse-int-default',
   'path-false', 'path-and-port', 'port-backlog', 'options-backlog']
 
 t.test('an app that listens on $PORT itself is adopted, whatever form its listen() takes', async (t) => {
-  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'), { workers: FORMS.length, env: { LISTEN_FORMS: FORMS.join(',') } })
+  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'),
+    { workers: FORMS.length, env: { LISTEN_FORMS: FORMS.join(',') } })
   for (const [i, form] of FORMS.entries()) {
     const slot = i + 1
     // The side server starts in the app's listen() callback: ask until the app has seen it.
@@ -37,9 +39,11 @@ t.test('an app that listens on $PORT itself is adopted, whatever form its listen
     t.equal(seen.form, form)
     t.equal(seen.slot, String(slot))
     t.ok(seen.callback, `${form}: the app's listen() callback ran`)
-    t.same(seen.address, { address: '127.0.0.1', family: 'IPv4', port: p.ports[slot] }, `${form}: on the slot's port and the pool's host, whatever host the app asked for`)
+    t.same(seen.address, { address: '127.0.0.1', family: 'IPv4', port: p.ports[slot] },
+      `${form}: on the slot's port and the pool's host, whatever host the app asked for`)
     t.equal(seen.secondListen, 'EADDRINUSE', `${form}: a second server on the slot's port is refused, even on ::1`)
-    t.equal((await request(`http://127.0.0.1:${seen.side}/`)).body, 'side', `${form}: a server on another port is the app's own`)
+    t.equal((await request(`http://127.0.0.1:${seen.side}/`)).body, 'side',
+      `${form}: a server on another port is the app's own`)
   }
   await stopLeavingNothing(t, p)
 })
@@ -57,9 +61,13 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
 `
   })
   const [port] = await freePorts(1)
-  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 20000 })
+  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+    'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 20000 })
   t.equal(r.code, 1, 'exit 1')
-  t.equal(r.stderr, `pool: the app failed to boot in every slot (1 gave up): the app listens on the slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app\n`)
+  t.equal(r.stderr,
+    'pool: the app failed to boot in every slot (1 gave up): ' +
+      'the app listens on the ' +
+      `slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app\n`)
   const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
   t.notOk(events.includes('ready'), 'never reported ready')
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
@@ -67,13 +75,16 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
 
 t.test('an adopted server serves one request at a time', async (t) => {
   // K=1 given: the embedded balancer's default K (4) would let the guard run both.
-  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'), { workers: 1, args: ['--worker-concurrency', '1'] })
+  const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'),
+    { workers: 1, args: ['--worker-concurrency', '1'] })
   const both = await Promise.all([request(`${p.workerUrl(1)}/wait?ms=300`), request(`${p.workerUrl(1)}/wait?ms=300`)])
-  t.same(both.map((r) => JSON.parse(r.body).overlapped), [1, 1], 'straight to the worker, the second waited for the first')
+  t.same(both.map((r) => JSON.parse(r.body).overlapped), [1, 1],
+    'straight to the worker, the second waited for the first')
   await stopLeavingNothing(t, p)
 })
 
-t.test('reload under load of an app that reads PORT with a default (parseInt(PORT) || default): the canary gets a real port', async (t) => {
+t.test('reload under load of an app that reads PORT with a default (parseInt(PORT) || default): ' +
+  'the canary gets a real port', async (t) => {
   // Its default port is taken, as 3000 often is: a canary run with PORT=0 would fail there.
   const taken = net.createServer().listen(0, '127.0.0.1')
   await once(taken, 'listening')
@@ -89,9 +100,11 @@ t.test('a throw in the app\'s listen() callback is a failed boot shown with its 
     'app.js': "require('node:http').createServer().listen(process.env.PORT, () => { null.address() })\n"
   })
   const [port] = await freePorts(1)
-  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1'], { timeout: 20000 })
+  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+    'none', '--max-boot-failures', '1'], { timeout: 20000 })
   t.equal(r.code, 1)
-  t.match(r.stderr, /^pool: the app failed to boot in every slot \(1 gave up\); the app's error:\nTypeError: Cannot read properties of null/)
+  t.match(r.stderr,
+    /^pool: the app failed to boot in every slot \(1 gave up\); the app's error:\nTypeError: Cannot read properties of null/)
   t.match(r.stderr, /app\.js:1:/, 'where the app threw')
 })
 
@@ -102,9 +115,11 @@ t.test('an app that exports nothing and has nothing left to run fails at once, n
   const args = ['-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1']
   const idle = await runPool(['start', path.join(dir, 'idle.js'), ...args], { timeout: 20000 })
   t.equal(idle.code, 1)
-  t.match(idle.stderr, /^pool: the app failed to boot in every slot \(1 gave up\): the app exported an empty object \(nothing was assigned to module.exports\) and did not call listen\(\): .* or listen on process.env.PORT\n$/)
+  t.match(idle.stderr,
+    /^pool: the app failed to boot in every slot \(1 gave up\): the app exported an empty object \(nothing was assigned to module.exports\) and did not call listen\(\): .* or listen on process.env.PORT\n$/)
   const events = idle.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
-  t.ok(events.includes('boot-error') && !events.includes('boot-timeout'), 'it failed as it loaded, no boot waited for its timeout')
+  t.ok(events.includes('boot-error') && !events.includes('boot-timeout'),
+    'it failed as it loaded, no boot waited for its timeout')
 })
 
 t.test('an app that listens on a taken port of its own fails saying so, not blaming the slot\'s port', async (t) => {
@@ -114,7 +129,8 @@ t.test('an app that listens on a taken port of its own fails saying so, not blam
   const { port: fixed } = taken.address()
   const dir = t.testdir({ 'app.js': `require('node:http').createServer().listen(${fixed})\n` })
   const [port] = await freePorts(1)
-  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1'], { timeout: 20000 })
+  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+    'none', '--max-boot-failures', '1'], { timeout: 20000 })
   t.equal(r.code, 2, 'exit 2: a port in use is the operator\'s to free')
   t.equal(r.stderr, `pool: port ${fixed} is already in use (the app listens on it itself, not on PORT, ${port})\n`)
 })
@@ -126,19 +142,25 @@ t.test('an app that listens on a taken port of its own fails saying so, not blam
 const NOT_HTTP = {
   'an https server listening on PORT': {
     app: "require('node:https').createServer((req, res) => res.end('tls')).listen(process.env.PORT)\n",
-    says: 'a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: terminate TLS in front of the pool (nginx, HAProxy) and create it with http.createServer, or export the request handler'
+    says: 'a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: ' +
+      'terminate TLS in front of the pool (nginx, HAProxy) and create it with http.createServer, ' +
+      'or export the request handler'
   },
   'an exported https server': {
     app: "module.exports = require('node:https').createServer((req, res) => res.end('tls'))\n",
-    says: 'a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: terminate TLS in front of the pool (nginx, HAProxy) and create it with http.createServer, or export the request handler'
+    says: 'a TLS server (https.createServer, tls.createServer), and the balancer speaks plain HTTP to each worker: ' +
+      'terminate TLS in front of the pool (nginx, HAProxy) and create it with http.createServer, ' +
+      'or export the request handler'
   },
   'an HTTP/2 server listening on PORT': {
     app: "require('node:http2').createServer().listen(process.env.PORT)\n",
-    says: 'an HTTP/2 server (http2.createServer), and the balancer speaks HTTP/1.1 to each worker: create it with http.createServer, or export the request handler'
+    says: 'an HTTP/2 server (http2.createServer), and the balancer speaks HTTP/1.1 to each worker: ' +
+      'create it with http.createServer, or export the request handler'
   },
   'a net.Server listening on PORT': {
     app: "require('node:net').createServer((socket) => socket.end('raw\\n')).listen(process.env.PORT)\n",
-    says: 'a net.Server, not an HTTP server, and the balancer speaks HTTP/1.1 to each worker: create it with http.createServer, or export the request handler'
+    says: 'a net.Server, not an HTTP server, and the balancer speaks HTTP/1.1 to each worker: ' +
+      'create it with http.createServer, or export the request handler'
   }
 }
 
@@ -146,9 +168,11 @@ for (const [what, { app, says }] of Object.entries(NOT_HTTP)) {
   t.test(`${what}: the boot fails at once, saying why`, async (t) => {
     const dir = t.testdir({ 'app.js': app })
     const [port] = await freePorts(1)
-    const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 20000 })
+    const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '1', '--worker-port', String(port), '--balancer',
+      'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 20000 })
     t.equal(r.code, 1, 'exit 1')
-    t.equal(r.stderr, `pool: the app failed to boot in every slot (1 gave up): the app's server on PORT (${port}) is ${says}\n`)
+    t.equal(r.stderr,
+      `pool: the app failed to boot in every slot (1 gave up): the app's server on PORT (${port}) is ${says}\n`)
     const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
     t.ok(events.includes('boot-error'), 'a boot error')
     t.notOk(events.includes('ready'), 'never reported ready')
@@ -156,7 +180,8 @@ for (const [what, { app, says }] of Object.entries(NOT_HTTP)) {
   })
 }
 
-t.test('a port probe on PORT (a net.Server closed as it listens, as get-port does) is no server: the app then listening is adopted', async (t) => {
+t.test('a port probe on PORT (a net.Server closed as it listens, as get-port does) is no server: ' +
+  'the app then listening is adopted', async (t) => {
   const dir = t.testdir({
     'app.js': `const probe = require('node:net').createServer()
 probe.listen(process.env.PORT, () => probe.close(() => {
@@ -177,16 +202,21 @@ else require('node:http').createServer((req, res) => res.end('cluster worker')).
 `
   })
   const [port] = await freePorts(2)
-  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '2', '--worker-port', String(port), '--balancer', 'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 30000 })
+  const r = await runPool(['start', path.join(dir, 'app.js'), '-n', '2', '--worker-port', String(port), '--balancer',
+    'none', '--max-boot-failures', '1', '--boot-timeout', '10s'], { timeout: 30000 })
   t.equal(r.code, 1, 'exit 1')
-  t.equal(r.stderr, 'pool: the app failed to boot in every slot (2 gave up): the app uses cluster (cluster.fork()), and pool already runs 2 single-request workers, one process each: drop cluster.fork() and serve from this process (pool start -n sets how many)\n')
+  t.equal(r.stderr,
+    'pool: the app failed to boot in every slot (2 gave up): the app uses cluster (cluster.fork()), ' +
+      'and pool already runs 2 single-request workers, one process each: ' +
+      'drop cluster.fork() and serve from this process (pool start -n sets how many)\n')
   const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
 })
 
 // A child told POOL_CHANNEL_FD would take its own fd 3 (Node's IPC channel, in a fork) for the
 // pool channel, and one told POOL_APP would run the app again as a pool worker.
-t.test('processes the app starts inherit PORT, POOL_WORKER_ID, POOL_WORKERS and POOL_SUPERVISOR, none of the runtime\'s variables', async (t) => {
+t.test('processes the app starts inherit PORT, POOL_WORKER_ID, POOL_WORKERS and POOL_SUPERVISOR, ' +
+  'none of the runtime\'s variables', async (t) => {
   const dir = t.testdir({
     'app.js': `const { execFileSync, fork } = require('node:child_process')
 const seen = execFileSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(Object.keys(process.env).filter((k) => /^(POOL_|PORT$)/.test(k)).sort()))'], { encoding: 'utf8' })
@@ -209,8 +239,11 @@ require('node:http').createServer((req, res) => res.end(JSON.stringify({ seen: J
   }, { what: 'the process the app forked to end' })
   // POOL_TEST and POOL_TEST_RUN are the test helpers' own, in the pool's environment.
   const inherited = body.seen.filter((name) => name !== 'POOL_TEST' && name !== 'POOL_TEST_RUN')
-  t.same(inherited, ['POOL_SUPERVISOR', 'POOL_WORKERS', 'POOL_WORKER_ID', 'PORT'], 'not POOL_CHANNEL_FD, POOL_APP, POOL_WORKER_HOST, POOL_LOG_LEVEL, POOL_HEARTBEAT_INTERVAL, POOL_KILL_TIMEOUT; POOL_SUPERVISOR marks them as the pool\'s (lib/supervisor/leftovers.js)')
+  t.same(inherited, ['POOL_SUPERVISOR', 'POOL_WORKERS', 'POOL_WORKER_ID', 'PORT'],
+    'not POOL_CHANNEL_FD, POOL_APP, POOL_WORKER_HOST, POOL_LOG_LEVEL, POOL_HEARTBEAT_INTERVAL, POOL_KILL_TIMEOUT; ' +
+      'POOL_SUPERVISOR marks them as the pool\'s (lib/supervisor/leftovers.js)')
   t.equal(body.forked.code, 1, 'a copy of process.argv[1] (the pool\'s bootstrap) exits at once')
-  t.match(body.forked.stderr, /^pool: .*bootstrap\.js is the pool's worker, which only `pool start` runs: under pool, process\.argv\[1\] is this file, not the app/)
+  t.match(body.forked.stderr,
+    /^pool: .*bootstrap\.js is the pool's worker, which only `pool start` runs: under pool, process\.argv\[1\] is this file, not the app/)
   await stopLeavingNothing(t, p)
 })

@@ -21,20 +21,25 @@ const LAZY_EXPORTED = ['lib/errors.js']
 const LAZY_BUILTINS = ['os']
 
 for (const form of ['export', 'listen']) {
-  t.test(`a worker (the app ${form === 'listen' ? 'calls require(\'pool\').listen()' : 'exports a listener'}) loads only the protocol and the bottom layer`, async (t) => {
+  t.test(`a worker (the app ${form === 'listen' ? 'calls require(\'pool\').listen()' : 'exports a listener'}) loads ` +
+    'only the protocol and the bottom layer', async (t) => {
     const [port] = await freePorts(1)
-    const pool = startPool(['start', path.join(FIXTURES, 'loaded-modules.js'), '-n', '1', '--worker-port', String(port), '--balancer', 'none'], { env: { MODULES_FORM: form } })
+    const pool = startPool(['start', path.join(FIXTURES, 'loaded-modules.js'), '-n', '1', '--worker-port', String(port),
+      '--balancer', 'none'], { env: { MODULES_FORM: form } })
     t.teardown(() => pool.stop('SIGKILL'))
     await pool.waitLog((l) => l.event === 'started')
     const loaded = JSON.parse((await request(`http://127.0.0.1:${port}/`)).body)
-    t.ok(loaded.includes('lib/worker/runtime.js') && loaded.includes('lib/protocol/channel.js'), 'the list is the worker\'s own')
+    t.ok(loaded.includes('lib/worker/runtime.js') && loaded.includes('lib/protocol/channel.js'),
+      'the list is the worker\'s own')
     t.same(loaded.filter((file) => NEVER.test(file)), [], 'nothing of the supervisor, the fronts, the observers')
-    t.same(loaded.filter((file) => !ALLOWED.test(file)), [], 'only lib/worker/, lib/protocol/, lib/shared/ and lib/errors.js')
+    t.same(loaded.filter((file) => !ALLOWED.test(file)), [],
+      'only lib/worker/, lib/protocol/, lib/shared/ and lib/errors.js')
     const lazy = form === 'export' ? [...LAZY, ...LAZY_EXPORTED] : LAZY
     t.same(loaded.filter((file) => lazy.includes(file)), [], 'not what only the way out or an error needs')
     const builtins = JSON.parse((await request(`http://127.0.0.1:${port}/?builtins`)).body)
     t.ok(builtins.includes('http'), 'the list of Node.js modules is the worker\'s own')
-    t.same(builtins.filter((name) => /^(tls|_tls_|https|crypto)/.test(name)), [], 'no TLS: an HTTP app\'s worker does not pay for it (5 MB of RSS on Node.js 24)')
+    t.same(builtins.filter((name) => /^(tls|_tls_|https|crypto)/.test(name)), [],
+      'no TLS: an HTTP app\'s worker does not pay for it (5 MB of RSS on Node.js 24)')
     t.same(builtins.filter((name) => LAZY_BUILTINS.includes(name)), [], 'no node:os until a listen() is refused')
   })
 }

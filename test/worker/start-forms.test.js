@@ -13,7 +13,8 @@ const FORMS = {
 for (const [form, file] of Object.entries(FORMS)) {
   t.test(`form ${form}: N workers answer on their own ports`, async (t) => {
     const ports = await freePorts(3)
-    const pool = startPool(['start', path.join(FIXTURES, file), '-n', '3', '--worker-port', String(ports[0]), '--balancer', 'none'])
+    const pool = startPool(['start', path.join(FIXTURES, file), '-n', '3', '--worker-port', String(ports[0]),
+      '--balancer', 'none'])
     t.teardown(() => pool.stop('SIGKILL'))
     await pool.waitLog((l) => l.event === 'started')
     const seen = new Set()
@@ -33,16 +34,19 @@ for (const [form, file] of Object.entries(FORMS)) {
 
 t.test('workers get PORT, POOL_WORKER_ID and POOL_WORKERS', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '2', '--worker-port', String(ports[0]), '--balancer', 'none'])
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '2', '--worker-port', String(ports[0]),
+    '--balancer', 'none'])
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const body = JSON.parse((await request(`http://127.0.0.1:${ports[1]}/`)).body)
-  t.same({ slot: body.slot, workers: body.workers, port: body.port }, { slot: '2', workers: '2', port: String(ports[1]) })
+  t.same({ slot: body.slot, workers: body.workers, port: body.port },
+    { slot: '2', workers: '2', port: String(ports[1]) })
 })
 
 t.test('-n defaults to WEB_CONCURRENCY', async (t) => {
   const ports = await freePorts(2)
-  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '--worker-port', String(ports[0]), '--balancer', 'none'], { env: { WEB_CONCURRENCY: '2' } })
+  const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '--worker-port', String(ports[0]), '--balancer',
+    'none'], { env: { WEB_CONCURRENCY: '2' } })
   t.teardown(() => pool.stop('SIGKILL'))
   const started = await pool.waitLog((l) => l.event === 'started')
   t.equal(started.workers, 2)
@@ -51,7 +55,8 @@ t.test('-n defaults to WEB_CONCURRENCY', async (t) => {
 t.test('the same app file serves on PORT under plain node', async (t) => {
   const { spawn } = require('node:child_process')
   const [port] = await freePorts(1)
-  const child = spawn(process.execPath, [path.join(FIXTURES, 'handler.js')], { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' })
+  const child = spawn(process.execPath, [path.join(FIXTURES, 'handler.js')],
+    { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' })
   t.teardown(() => child.kill('SIGKILL'))
   const { waitFor } = require('../helpers')
   const res = await waitFor(() => request(`http://127.0.0.1:${port}/`), { what: 'plain node server' })

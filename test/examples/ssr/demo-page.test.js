@@ -19,7 +19,8 @@ t.test('the SSR demo page: every image and link it loads answers through the poo
   const ports = await freePorts(3)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-demo-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const pool = startPool(['start', path.join(ROOT, 'examples/ssr/server.js'), '-n', '2', '--port', String(ports[0]), '--worker-port', String(ports[1]), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'])
+  const pool = startPool(['start', path.join(ROOT, 'examples/ssr/server.js'), '-n', '2', '--port', String(ports[0]),
+    '--worker-port', String(ports[1]), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started', 30000)
   const front = `http://127.0.0.1:${ports[0]}`

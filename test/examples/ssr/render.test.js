@@ -35,7 +35,8 @@ t.test('the page is a whole HTML document', async (t) => {
   t.ok(defaultPage.startsWith('<!DOCTYPE html><html lang="en">'), 'starts with the doctype and the html element')
   t.ok(defaultPage.endsWith('</html>'), 'ends with the closing html element')
   t.match(defaultPage, /<title>All products \| Pool Provisions<\/title>/)
-  for (const part of ['site-header', 'breadcrumbs', 'filters', 'toolbar', 'product-grid', 'pagination', 'site-footer']) {
+  for (const part of ['site-header', 'breadcrumbs', 'filters', 'toolbar', 'product-grid', 'pagination',
+    'site-footer']) {
     t.ok(defaultPage.includes(`class="${part}"`), `has the ${part}`)
   }
 })
@@ -69,12 +70,14 @@ t.test('every generated product is on the page, escaped', async (t) => {
 t.test('the same seed gives the same page; another seed another page', async (t) => {
   const again = renderPage({ items: DEFAULT_ITEMS, seed: DEFAULT_SEED })
   t.ok(again === defaultPage, 'default page rendered twice is byte-identical')
-  t.equal(renderPage({ items: 50, seed: 7 }), renderPage({ items: 50, seed: 7 }), 'seed 7 rendered twice is byte-identical')
+  t.equal(renderPage({ items: 50, seed: 7 }), renderPage({ items: 50, seed: 7 }),
+    'seed 7 rendered twice is byte-identical')
   // Compared without the data script, which names the seed: the products themselves must differ.
   const markup = (seed) => renderPage({ items: 50, seed }).replace(DATA_SCRIPT, '')
   t.not(markup(8), markup(7), 'seed 8 renders other products than seed 7')
   // Products come from one stream, so a smaller page is a prefix of a larger one.
-  t.same(generateCatalogue({ items: 10, seed: 3 }).products, generateCatalogue({ items: 40, seed: 3 }).products.slice(0, 10))
+  t.same(generateCatalogue({ items: 10, seed: 3 }).products,
+    generateCatalogue({ items: 40, seed: 3 }).products.slice(0, 10))
 })
 
 t.test('the page carries its props, tens of KB of them, as safe JSON', async (t) => {

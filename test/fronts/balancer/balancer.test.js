@@ -12,10 +12,22 @@ const { createBalancer, OPTIONS } = require('../../../lib/fronts/balancer')
 
 t.test('options: defaults, bad values rejected', async (t) => {
   const b = createBalancer({})
-  t.match(b.options, { port: 9001, host: '127.0.0.1', maxconn: 1, balance: 'first', retries: 3, queueTimeout: 20000, maxBody: 10 * 1024 * 1024, pingPath: '/ping', sendTimeout: 60000 })
+  t.match(b.options,
+    {
+      port: 9001,
+      host: '127.0.0.1',
+      maxconn: 1,
+      balance: 'first',
+      retries: 3,
+      queueTimeout: 20000,
+      maxBody: 10 * 1024 * 1024,
+      pingPath: '/ping',
+      sendTimeout: 60000
+    })
   t.equal(b.options.maxQueue, 1024, 'max-queue bounded by default')
   t.notOk('statsPort' in OPTIONS, 'the stats listener is the pool\'s, not the balancer\'s')
-  for (const name of ['port', 'host', 'maxconn', 'balance', 'retries', 'queueTimeout', 'maxQueue', 'maxBody', 'pingPath']) {
+  for (const name of ['port', 'host', 'maxconn', 'balance', 'retries', 'queueTimeout', 'maxQueue', 'maxBody',
+    'pingPath']) {
     t.ok(OPTIONS[name] && OPTIONS[name].flag && OPTIONS[name].describe, `OPTIONS.${name} is described`)
   }
   t.throws(() => createBalancer({ maxconn: 0 }), { code: 'POOL_E_BAD_OPTION' })
@@ -31,7 +43,8 @@ t.test('a busy port is a PoolError naming it', async (t) => {
 
 t.test('maxconn 1 holds with far more concurrent requests than workers', async (t) => {
   const { workers, balancer } = await setup(t, 3)
-  const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => request(`${balancer.base}/sleep?ms=40&i=${i}`)))
+  const responses = await Promise.all(Array.from({ length: 24 },
+    (_, i) => request(`${balancer.base}/sleep?ms=40&i=${i}`)))
   t.same(responses.map((r) => r.status), Array(24).fill(200))
   let total = 0
   for (const w of workers) {
@@ -133,8 +146,10 @@ t.test('a client that hangs up while queued leaves the queue and never reaches a
   t.notOk(seen().some((r) => r.url.includes('abandoned')), 'the abandoned request was never forwarded')
   const metrics = (await request(`${balancer.statsBase}/metrics`)).body
   t.match(metrics, /pool_failures_total\{reason="client_aborted"\} 1/)
-  t.match(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?abandoned'), { status: 499, reason: 'client_aborted', leftAt: 'queued' }, 'the access log says where the client left')
-  t.notOk(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?after').leftAt, 'and says nothing of an answered one')
+  t.match(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?abandoned'),
+    { status: 499, reason: 'client_aborted', leftAt: 'queued' }, 'the access log says where the client left')
+  t.notOk(balancer.logs.find((l) => l.event === 'request' && l.url === '/sleep?after').leftAt,
+    'and says nothing of an answered one')
 })
 
 t.test('/ping is answered by the balancer, never by a worker', async (t) => {
@@ -148,7 +163,8 @@ t.test('/ping is answered by the balancer, never by a worker', async (t) => {
   t.equal((await request(`${noWorkers.balancer.base}/ping`)).status, 200, 'answered even with no worker ready')
 })
 
-t.test('an X-Request-Id from a peer outside --trust-proxy is replaced: the pool does not take a stranger\'s word for a request\'s name', async (t) => {
+t.test('an X-Request-Id from a peer outside --trust-proxy is replaced: the pool does not take a stranger\'s word for ' +
+  'a request\'s name', async (t) => {
   const { balancer } = await setup(t, 1, { trustProxy: 'none' })
   const seen = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Request-Id': 'abc-123' } })).body)
   t.match(seen.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'a fresh one')
@@ -156,7 +172,17 @@ t.test('an X-Request-Id from a peer outside --trust-proxy is replaced: the pool 
 
 t.test('headers: Host kept, X-Forwarded-*, X-Request-Id added (or kept) and logged, body re-framed', async (t) => {
   const { balancer } = await setup(t, 1)
-  const r = await request(`${balancer.base}/echo`, { method: 'POST', body: 'hello world', headers: { Host: 'shop.example', 'X-Forwarded-For': '203.0.113.7', Connection: 'keep-alive, X-Secret', 'X-Secret': 'hop' } })
+  const r = await request(`${balancer.base}/echo`,
+    {
+      method: 'POST',
+      body: 'hello world',
+      headers: {
+        Host: 'shop.example',
+        'X-Forwarded-For': '203.0.113.7',
+        Connection: 'keep-alive, X-Secret',
+        'X-Secret': 'hop'
+      }
+    })
   const seen = JSON.parse(r.body)
   t.equal(seen.headers.host, 'shop.example')
   t.equal(seen.headers['x-forwarded-for'], '203.0.113.7, 127.0.0.1')
@@ -165,13 +191,17 @@ t.test('headers: Host kept, X-Forwarded-*, X-Request-Id added (or kept) and logg
   t.equal(r.headers['x-request-id'], seen.headers['x-request-id'], 'the client sees the same id')
   t.equal(seen.headers['x-secret'], undefined, 'headers named in Connection are hop-by-hop')
   t.equal(seen.bodyLength, 11)
-  await waitFor(() => balancer.logs.find((l) => l.event === 'request' && l.id === seen.headers['x-request-id']), { what: 'the access log line with the id' })
+  await waitFor(() => balancer.logs.find((l) => l.event === 'request' && l.id === seen.headers['x-request-id']),
+    { what: 'the access log line with the id' })
 
-  const kept = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Request-Id': 'abc-123', 'X-Forwarded-Proto': 'https' } })).body)
+  const kept = JSON.parse((await request(`${balancer.base}/echo`,
+    { headers: { 'X-Request-Id': 'abc-123', 'X-Forwarded-Proto': 'https' } })).body)
   t.equal(kept.headers['x-request-id'], 'abc-123')
   t.equal(kept.headers['x-forwarded-proto'], 'https')
-  t.match(kept.headers['x-pool-request'], /^[\w-]+\.\d+$/, 'the exchange carries the pool\'s own id, beside the client\'s')
-  const forged = JSON.parse((await request(`${balancer.base}/echo`, { headers: { 'X-Pool-Request': 'forged.1', 'X-Pool-Stream': '1' } })).body)
+  t.match(kept.headers['x-pool-request'], /^[\w-]+\.\d+$/,
+    'the exchange carries the pool\'s own id, beside the client\'s')
+  const forged = JSON.parse((await request(`${balancer.base}/echo`,
+    { headers: { 'X-Pool-Request': 'forged.1', 'X-Pool-Stream': '1' } })).body)
   t.not(forged.headers['x-pool-request'], 'forged.1', 'a client\'s X-Pool-Request never reaches a worker')
   t.equal(forged.headers['x-pool-stream'], undefined, 'nor its X-Pool-Stream')
 
@@ -214,10 +244,17 @@ t.test('oversize body: 413, and the worker never sees it', async (t) => {
 t.test('metrics and status: queue, durations, per-worker state and counters, beside the pool\'s own', async (t) => {
   const { PoolMetrics } = require('../../../lib/observe/metrics')
   const { createFrontContext } = require('../../../lib/fronts/front')
-  const snapshots = [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 }, { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
+  const snapshots = [{ slot: 1, name: 'worker1', pid: 1, state: 'ready', restarts: 1 },
+    { slot: 2, name: 'worker2', pid: 2, state: 'ready', restarts: 0 }]
   // What a Pool gives its fronts (lib/fronts/front.js FrontContext), over stand-in snapshots.
   const metrics = new PoolMetrics(() => snapshots)
-  const context = createFrontContext({ logger: null, metrics, workers: () => snapshots, portOf: (slot) => 9000 + slot, target: () => 2 })
+  const context = createFrontContext({
+    logger: null,
+    metrics,
+    workers: () => snapshots,
+    portOf: (slot) => 9000 + slot,
+    target: () => 2
+  })
   const { workers, balancer } = await setup(t, 2, { queueTimeout: 1000 }, { context })
   metrics.spawned({ name: 'worker1', restarts: 0 })
   metrics.spawned({ name: 'worker1', restarts: 1 }) // a second start of slot 1: one restart
@@ -247,7 +284,8 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
   t.match(m, /pool_worker_restarts_total\{worker="worker1"\} 1/)
   t.match(m, /pool_failures_total\{reason="queue_timeout"\} 1/)
   t.match(m, /pool_failures_total\{reason="worker_hung"\} 1/, 'the pool\'s failures and the balancer\'s in one counter')
-  t.match(m, /pool_worker_process_state\{worker="worker1",slot="1",state="ready"\} 1/, 'the pool\'s own view of each slot')
+  t.match(m, /pool_worker_process_state\{worker="worker1",slot="1",state="ready"\} 1/,
+    'the pool\'s own view of each slot')
   t.match(m, /pool_worker_busy_seconds_count 7/)
 
   t.match(balancer.status(), {
@@ -262,7 +300,8 @@ t.test('metrics and status: queue, durations, per-worker state and counters, bes
       { slot: 2, name: 'worker2', state: 'ready', pid: workers[1].pid, requests: 1 }
     ]
   })
-  t.same(JSON.parse((await request(`${balancer.statsBase}/status`)).body), JSON.parse(JSON.stringify(balancer.status())), '/status serves the status given')
+  t.same(JSON.parse((await request(`${balancer.statsBase}/status`)).body),
+    JSON.parse(JSON.stringify(balancer.status())), '/status serves the status given')
   t.equal((await request(`${balancer.statsBase}/nothing`)).status, 404)
   t.match(balancer.logs.find((l) => l.event === 'balancer-listening'), { url: balancer.base })
 })
@@ -274,8 +313,10 @@ t.test('stopping, unwatched: the listener closes at once; what was queued and ru
   const queued = [request(`${balancer.base}/sleep?q=1`), request(`${balancer.base}/sleep?q=2`)]
   await waitFor(() => balancer.status().queue === 2)
   balancer.stopping()
-  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'unwatched' }, 'no health check asked: nobody to wait for')
-  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'a refused connection: a balancer in front sends elsewhere')
+  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'unwatched' },
+    'no health check asked: nobody to wait for')
+  await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' },
+    'a refused connection: a balancer in front sends elsewhere')
   let drained = false
   const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
   t.equal(drained, false)
@@ -286,7 +327,8 @@ t.test('stopping, unwatched: the listener closes at once; what was queued and ru
   await balancer.stop()
 })
 
-t.test('stopping: a connection accepted before the close whose request comes after it is served, not cut', async (t) => {
+t.test('stopping: a connection accepted before the close whose request comes after it is served, ' +
+  'not cut', async (t) => {
   const { workers, balancer } = await setup(t, 1)
   const socket = net.connect(new URL(balancer.base).port, '127.0.0.1')
   t.teardown(() => socket.destroy())
@@ -315,7 +357,8 @@ t.test('stopping, watched: the listener closes after --stop-announce even while 
   await waitFor(() => balancer.status().inFlight === 1)
   balancer.stopping()
   t.equal((await request(`${balancer.base}/ping`)).status, 503)
-  await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'announced'), { what: 'the close after the announce time' })
+  await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-closed' && l.why === 'announced'),
+    { what: 'the close after the announce time' })
   await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' })
   t.equal((await running).status, 200, 'the running request still finished')
 })
@@ -323,9 +366,13 @@ t.test('stopping, watched: the listener closes after --stop-announce even while 
 // Watched (a health check asked /ping before the stop, or an edge the pool's agent), the stop is
 // announced before anything changes for the requests: a front that has not heard yet keeps
 // sending, and what it sends must be served, not refused.
-for (const [watcher, asked] of [['a health check asked /ping', {}], ['an edge asked the agent', { agentAsked: () => true }]]) {
-  t.test(`stopping, watched (${watcher}): the workers serve as before until --stop-announce, then the listener closes`, async (t) => {
-    const context = asked.agentAsked ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked } : undefined
+for (const [watcher, asked] of [['a health check asked /ping', {}],
+  ['an edge asked the agent', { agentAsked: () => true }]]) {
+  t.test(`stopping, watched (${watcher}): the workers serve as before until --stop-announce, ` +
+    'then the listener closes', async (t) => {
+    const context = asked.agentAsked
+      ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked }
+      : undefined
     const { workers, balancer, seen } = await setup(t, 2, { stopAnnounce: 1500 }, { context })
     if (!asked.agentAsked) t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
     const stoppedAt = Date.now()
@@ -334,15 +381,18 @@ for (const [watcher, asked] of [['a health check asked /ping', {}], ['an edge as
     let drained = 0
     const drains = workers.map((w) => balancer.drain(snapshot(w)).then(() => { drained++ }))
     // What the front still sends during the announcement reaches both workers, as before.
-    const during = await Promise.all(Array.from({ length: 6 }, (_, i) => request(`${balancer.base}/sleep?ms=100&during=${i}`)))
+    const during = await Promise.all(Array.from({ length: 6 },
+      (_, i) => request(`${balancer.base}/sleep?ms=100&during=${i}`)))
     t.same(during.map((r) => r.status), Array(6).fill(200), 'served during the announcement')
-    t.same(new Set(seen().filter((r) => r.url.includes('during')).map((r) => r.port)), new Set(workers.map((w) => w.port)), 'by every worker: none was drained yet')
+    t.same(new Set(seen().filter((r) => r.url.includes('during')).map((r) => r.port)),
+      new Set(workers.map((w) => w.port)), 'by every worker: none was drained yet')
     t.equal(drained, 0, 'the stop\'s drains wait for the announcement')
     t.notOk(balancer.logs.some((l) => l.event === 'balancer-closed'), 'the listener is still open')
     await Promise.all(drains)
     t.ok(Date.now() - stoppedAt >= 1400, `the drains ended after --stop-announce (${Date.now() - stoppedAt} ms)`)
     t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'announced' })
-    await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' }, 'then refused: the front knows')
+    await t.rejects(request(`${balancer.base}/ping`, { timeout: 2000 }), { code: 'ECONNREFUSED' },
+      'then refused: the front knows')
   })
 }
 
@@ -351,7 +401,8 @@ t.test('stopping, watched: the listener closes at once when every worker is gone
   await request(`${balancer.base}/ping`)
   balancer.stopping()
   balancer.workerGone(snapshot(workers[0]))
-  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'no-worker' }, 'nothing can serve: a refused connection sends the request elsewhere')
+  t.match(balancer.logs.find((l) => l.event === 'balancer-closed'), { why: 'no-worker' },
+    'nothing can serve: a refused connection sends the request elsewhere')
 })
 
 t.test('drain (reload): the worker gets nothing new and drain resolves when it is idle', async (t) => {

@@ -74,12 +74,14 @@ const metric = (text, name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(t
 t.test('options: a finite queue and a body budget by default; a budget below --max-body is refused', async (t) => {
   const o = createBalancer({}).options
   t.equal(o.maxQueue, 1024, 'the queue is bounded by default')
-  t.equal(o.bodyBudget, Math.max(10 * MiB, Math.min(256 * MiB, Math.floor(availableMemory() / 16))), '1/16 of RAM, at most 256 MiB')
+  t.equal(o.bodyBudget, Math.max(10 * MiB, Math.min(256 * MiB, Math.floor(availableMemory() / 16))),
+    '1/16 of RAM, at most 256 MiB')
   t.ok(availableMemory() <= os.totalmem(), 'RAM: the machine\'s, or a container\'s limit')
   t.equal(defaultBodyBudget(10 * MiB, 64 * MiB), 10 * MiB, 'never below one body of --max-body')
   t.equal(defaultBodyBudget(MiB, 64 * 1024 * MiB), 256 * MiB, 'capped')
   t.equal(createBalancer({ maxBody: MiB, bodyBudget: 0 }).options.bodyBudget, 0, '0: no limit')
-  t.throws(() => createBalancer({ maxBody: 2 * MiB, bodyBudget: MiB }), { code: 'POOL_E_BAD_OPTION', message: /bodyBudget \(--body-budget\) must be at least maxBody/ })
+  t.throws(() => createBalancer({ maxBody: 2 * MiB, bodyBudget: MiB }),
+    { code: 'POOL_E_BAD_OPTION', message: /bodyBudget \(--body-budget\) must be at least maxBody/ })
   const [port] = await freePorts(1)
   const cli = await runPool(['start', APP, '-n', '1', '--port', String(port), '--body-budget', '1000'])
   t.equal(cli.code, 2, 'the CLI refuses it before anything starts')
@@ -87,22 +89,27 @@ t.test('options: a finite queue and a body budget by default; a budget below --m
   t.equal(cli.stderr.trim().split('\n').length, 1, 'in one line')
 })
 
-t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503, memory stays bounded and comes back', async (t) => {
+t.test('a burst of large POSTs behind busy workers: bodies past the budget get 503, ' +
+  'memory stays bounded and comes back', async (t) => {
   const BODY = 4 * MiB
   const BUDGET = 16 * MiB // four bodies
   const BURST = 64 // 256 MiB of bodies
   const [port, statsPort, workerPort] = await freePorts(4)
-  const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort), '--stats-port', String(statsPort),
-    '--log-format', 'json', '--access-log', 'false', '--queue-timeout', '60', '--max-body', String(BODY), '--body-budget', String(BUDGET)])
+  const pool = startPool(['start', APP, '-n', '2', '--port', String(port), '--worker-port', String(workerPort),
+    '--stats-port', String(statsPort),
+    '--log-format', 'json', '--access-log', 'false', '--queue-timeout', '60', '--max-body', String(BODY),
+    '--body-budget', String(BUDGET)])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${port}`
   const stats = `http://127.0.0.1:${statsPort}`
-  const external = async () => metric((await request(`${stats}/metrics`)).body, 'pool_supervisor_nodejs_external_memory_bytes')
+  const external = async () => metric((await request(`${stats}/metrics`)).body,
+    'pool_supervisor_nodejs_external_memory_bytes')
   const before = { rss: memoryOf(pool.pid).rss, external: await external() }
 
   // Both workers render for a while (Atomics.wait), so every POST must wait for one.
-  const renders = [request(`${base}/?ms=6000&r=1`, { timeout: 30000 }), request(`${base}/?ms=6000&r=2`, { timeout: 30000 })]
+  const renders = [request(`${base}/?ms=6000&r=1`, { timeout: 30000 }),
+    request(`${base}/?ms=6000&r=2`, { timeout: 30000 })]
   await waitFor(async () => (await json(`${stats}/status`)).front.inFlight === 2, { what: 'both workers busy' })
 
   const body = Buffer.alloc(BODY, 'b')
@@ -125,7 +132,8 @@ t.test('a burst of large POSTs behind busy workers: bodies past the budget get 5
   const turnedAway = got.filter((a) => a.status !== 200)
   t.equal(turnedAway.length, BURST - BUDGET / BODY)
   const answered503 = turnedAway.filter((a) => a.status === 503)
-  t.ok(answered503.length >= turnedAway.length * 0.9, `the others got 503 (${answered503.length} of ${turnedAway.length}; the rest saw the closed connection first)`)
+  t.ok(answered503.length >= turnedAway.length * 0.9,
+    `the others got 503 (${answered503.length} of ${turnedAway.length}; the rest saw the closed connection first)`)
   for (const a of answered503) t.equal(a.headers['retry-after'], '1', 'with Retry-After')
   await Promise.all(renders)
 
@@ -134,7 +142,9 @@ t.test('a burst of large POSTs behind busy workers: bodies past the budget get 5
   // itself once some 64 MiB of memory outside its heap has been allocated since the last one.
   // Without a budget the peak grows by every body of the burst.
   const peak = memoryOf(pool.pid).peak
-  t.ok(peak - before.rss < BUDGET + 128 * MiB, `peak RSS grew by ${Math.round((peak - before.rss) / MiB)} MiB for ${BURST * BODY / MiB} MiB of bodies (budget ${BUDGET / MiB} MiB)`)
+  t.ok(peak - before.rss < BUDGET + 128 * MiB,
+    `peak RSS grew by ${Math.round((peak - before.rss) / MiB)} MiB for ${BURST * BODY / MiB} MiB of bodies ` +
+      `(budget ${BUDGET / MiB} MiB)`)
 
   const status = await json(`${stats}/status`)
   t.equal(status.front.bodyBytes, 0, 'no body is held once the burst is over')
@@ -147,9 +157,12 @@ t.test('a burst of large POSTs behind busy workers: bodies past the budget get 5
   // The bodies' memory is given back once the burst is over, not kept until the next one: their
   // Buffers are collected (the supervisor's external memory is back where it was), and RSS
   // comes down by at least half of what the budget held.
-  await waitFor(async () => (await external()) < before.external + 4 * MiB, { timeout: 8000, what: 'the bodies\' Buffers collected' })
-  await waitFor(() => memoryOf(pool.pid).rss < peak - BUDGET / 2, { timeout: 8000, what: `RSS down from its peak of ${Math.round(peak / MiB)} MiB` })
-  t.pass(`RSS ${Math.round(memoryOf(pool.pid).rss / MiB)} MiB after the burst, ${Math.round(before.rss / MiB)} MiB before, ${Math.round(peak / MiB)} MiB at its peak`)
+  await waitFor(async () => (await external()) < before.external + 4 * MiB,
+    { timeout: 8000, what: 'the bodies\' Buffers collected' })
+  await waitFor(() => memoryOf(pool.pid).rss < peak - BUDGET / 2,
+    { timeout: 8000, what: `RSS down from its peak of ${Math.round(peak / MiB)} MiB` })
+  t.pass(`RSS ${Math.round(memoryOf(pool.pid).rss / MiB)} MiB after the burst, ` +
+    `${Math.round(before.rss / MiB)} MiB before, ${Math.round(peak / MiB)} MiB at its peak`)
 })
 
 t.test('a chunked body stops at the budget; Expect: 100-continue is not invited past it', async (t) => {
@@ -157,7 +170,8 @@ t.test('a chunked body stops at the budget; Expect: 100-continue is not invited 
   const hold = request(`${balancer.base}/sleep?ms=3000&hold`, { timeout: 20000 })
   await waitFor(() => balancer.status().inFlight === 1)
   // A queued body of 48 KiB holds most of the budget.
-  const queued = request(`${balancer.base}/echo?queued`, { method: 'POST', body: Buffer.alloc(48 * 1024, 'q'), timeout: 20000 })
+  const queued = request(`${balancer.base}/echo?queued`,
+    { method: 'POST', body: Buffer.alloc(48 * 1024, 'q'), timeout: 20000 })
   await waitFor(() => balancer.status().queue === 1 && balancer.status().bodyBytes === 48 * 1024)
 
   const chunked = await new Promise((resolve) => {
@@ -181,15 +195,19 @@ t.test('a chunked body stops at the budget; Expect: 100-continue is not invited 
   t.equal(chunked.headers.connection, 'close')
   t.equal(balancer.status().bodyBytes, 48 * 1024, 'what it had been given is given back')
 
-  const unasked = await headOnly(balancer.base, 'POST /echo?continue HTTP/1.1\r\nHost: x\r\nContent-Length: 32768\r\nExpect: 100-continue\r\n\r\n')
+  const unasked = await headOnly(balancer.base,
+    'POST /echo?continue HTTP/1.1\r\nHost: x\r\nContent-Length: 32768\r\nExpect: 100-continue\r\n\r\n')
   t.notMatch(unasked, /100 Continue/, 'a body that would not fit is not invited')
   t.match(unasked, /^HTTP\/1\.1 503 /)
-  const fits = await headOnly(balancer.base, 'POST /echo?fits HTTP/1.1\r\nHost: x\r\nContent-Length: 16384\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n' + 'f'.repeat(16384))
+  const fits = await headOnly(balancer.base,
+    'POST /echo?fits HTTP/1.1\r\nHost: x\r\nContent-Length: 16384\r\nExpect: 100-continue\r\nConnection: ' +
+      'close\r\n\r\n' + 'f'.repeat(16384))
   t.match(fits, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /, 'one that fits is invited, queued and served')
 
   t.equal((await queued).status, 200)
   await hold
-  t.same(seen().map((r) => r.url).sort(), ['/echo?fits', '/echo?queued', '/sleep?ms=3000&hold'], 'no worker saw a refused body')
+  t.same(seen().map((r) => r.url).sort(), ['/echo?fits', '/echo?queued', '/sleep?ms=3000&hold'],
+    'no worker saw a refused body')
   t.equal(balancer.status().bodyBytes, 0)
 })
 
@@ -198,7 +216,9 @@ t.test('clients that announce bodies and send nothing hold nothing: a small POST
   let announced = 0
   balancer.server.on('request', (req) => { if (req.url.startsWith('/echo?idle')) announced++ })
   // Twice the budget announced, not a byte of it sent.
-  const idle = Array.from({ length: 4 }, (_, i) => rawConnection(balancer.base, `POST /echo?idle=${i} HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\nConnection: close\r\n\r\n`))
+  const idle = Array.from({ length: 4 },
+    (_, i) => rawConnection(balancer.base,
+      `POST /echo?idle=${i} HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\nConnection: close\r\n\r\n`))
   t.teardown(() => { for (const c of idle) c.socket.destroy() })
   await waitFor(() => announced === idle.length, { what: 'every announced body arrived' })
   t.equal(balancer.status().bodyBytes, 0, 'an announced body holds nothing until its bytes come')
@@ -219,16 +239,22 @@ t.test('clients that announce bodies and send nothing hold nothing: a small POST
   await waitFor(() => balancer.status().bodyBytes === 0, { what: 'the stalled bodies given back' })
 })
 
-t.test('a body is refused at arrival when the budget has no room for it, and mid-upload when it would pass it', async (t) => {
+t.test('a body is refused at arrival when the budget has no room for it, ' +
+  'and mid-upload when it would pass it', async (t) => {
   const { balancer, seen } = await setup(t, 1, { maxBody: MiB, bodyBudget: MiB })
   const KiB = 1024
-  const a = rawConnection(balancer.base, `POST /echo?a HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\n\r\n` + 'a'.repeat(512 * KiB))
+  const a = rawConnection(balancer.base,
+    `POST /echo?a HTTP/1.1\r\nHost: x\r\nContent-Length: ${MiB}\r\n\r\n` + 'a'.repeat(512 * KiB))
   await waitFor(() => balancer.status().bodyBytes === 512 * KiB, { what: 'half of a held' })
-  const b = rawConnection(balancer.base, `POST /echo?b HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\nConnection: close\r\n\r\n` + 'b'.repeat(256 * KiB))
+  const b = rawConnection(balancer.base,
+    `POST /echo?b HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\nConnection: close\r\n\r\n` +
+      'b'.repeat(256 * KiB))
   await waitFor(() => balancer.status().bodyBytes === 768 * KiB, { what: 'half of b held' })
 
-  const noRoom = await headOnly(balancer.base, `POST /echo?c HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\n\r\n`)
-  t.match(noRoom, /^HTTP\/1\.1 503 [^]*\r\nRetry-After: 1\r\n[^]*--body-budget/i, 'more than the room left: 503 at arrival, unread')
+  const noRoom = await headOnly(balancer.base,
+    `POST /echo?c HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * KiB}\r\n\r\n`)
+  t.match(noRoom, /^HTTP\/1\.1 503 [^]*\r\nRetry-After: 1\r\n[^]*--body-budget/i,
+    'more than the room left: 503 at arrival, unread')
 
   a.socket.write('a'.repeat(384 * KiB)) // 512 + 256 + 384 KiB: past the budget
   const refused = await a.closed
@@ -252,11 +278,14 @@ t.test('bodies held by clients that leave (while sending, while queued) are give
   sending.on('error', () => {})
   sending.write(`POST /echo?half HTTP/1.1\r\nHost: x\r\nContent-Length: ${512 * 1024}\r\n\r\n` + 'h'.repeat(256 * 1024))
   // A whole 256 KiB body, queued behind the busy worker, whose client then leaves.
-  const queued = openRequest(`${balancer.base}/echo?queued`, { method: 'POST', headers: { 'Content-Length': 256 * 1024 }, body: Buffer.alloc(256 * 1024, 'w') })
-  await waitFor(() => balancer.status().bodyBytes === 512 * 1024 && balancer.status().queue === 1, { what: 'what both sent held' })
+  const queued = openRequest(`${balancer.base}/echo?queued`,
+    { method: 'POST', headers: { 'Content-Length': 256 * 1024 }, body: Buffer.alloc(256 * 1024, 'w') })
+  await waitFor(() => balancer.status().bodyBytes === 512 * 1024 && balancer.status().queue === 1,
+    { what: 'what both sent held' })
   sending.destroy()
   queued.req.destroy()
-  await waitFor(() => balancer.status().bodyBytes === 0 && balancer.status().queue === 0, { what: 'the budget given back' })
+  await waitFor(() => balancer.status().bodyBytes === 0 && balancer.status().queue === 0,
+    { what: 'the budget given back' })
   t.equal((await hold).status, 200)
   t.equal(balancer.status().bodyBytes, 0)
 })
@@ -279,14 +308,22 @@ t.test('the default --max-queue is enforced: the 1025th waiting request gets 503
   t.match(body, /^HTTP\/1\.1 503 [^]*max-queue/, 'a body that could not be queued is refused before it is read')
   t.equal(balancer.status().bodyBytes, 0, 'and holds nothing')
   for (const w of waiting) w.req.destroy()
-  await waitFor(() => balancer.status().queue === 0, { timeout: 30000, what: 'the queue emptied by the clients leaving' })
+  await waitFor(() => balancer.status().queue === 0,
+    { timeout: 30000, what: 'the queue emptied by the clients leaving' })
 })
 
-t.test('the reclaimer: one full collection per burst, once no body has been held for quietMs; never under steady traffic', async (t) => {
+t.test('the reclaimer: one full collection per burst, once no body has been held for quietMs; ' +
+  'never under steady traffic', async (t) => {
   let emptySince = null // a burst is on
   let garbage = 200
   let collections = 0
-  const r = new Reclaimer({ emptySince: () => emptySince, garbage: () => garbage, collect: () => { collections++; garbage = 0 }, minBytes: 100, quietMs: 60 })
+  const r = new Reclaimer({
+    emptySince: () => emptySince,
+    garbage: () => garbage,
+    collect: () => { collections++; garbage = 0 },
+    minBytes: 100,
+    quietMs: 60
+  })
   t.teardown(() => r.stop())
   r.onRelease(150)
   t.equal(r.timer, null, 'bodies are still held: nothing scheduled')

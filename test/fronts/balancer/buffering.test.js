@@ -34,7 +34,8 @@ function slowUpload (url, total, chunks, gapMs) {
 t.test('a slow upload does not hold the worker: the body is read before a worker is taken', async (t) => {
   const { balancer, seen } = await setup(t, 1)
   let uploadDone = false
-  const upload = slowUpload(`${balancer.base}/echo?upload`, 64 * 1024, 16, 100).then((r) => { uploadDone = true; return r })
+  const upload = slowUpload(`${balancer.base}/echo?upload`, 64 * 1024, 16, 100)
+    .then((r) => { uploadDone = true; return r })
   await waitFor(() => balancer.status().workers.length === 1)
   await new Promise((resolve) => setTimeout(resolve, 300))
   const quick = await request(`${balancer.base}/sleep?quick`)
@@ -54,7 +55,8 @@ t.test('a client that does not read does not hold the worker: the response is bu
   await waitFor(() => res, { what: 'the big response to start' })
   const quick = await request(`${balancer.base}/sleep?quick`)
   t.equal(quick.status, 200, 'the worker served another client meanwhile')
-  await waitFor(() => balancer.status().inFlight === 0, { what: 'the worker free: the balancer read it all, the client nothing' })
+  await waitFor(() => balancer.status().inFlight === 0,
+    { what: 'the worker free: the balancer read it all, the client nothing' })
   t.equal(balancer.status().inFlight, 0, 'and is free')
   let received = 0
   res.on('data', (c) => { received += c.length })
@@ -63,7 +65,8 @@ t.test('a client that does not read does not hold the worker: the response is bu
   t.equal(received, size * 1024, 'the slow reader still got it all')
 })
 
-t.test('--send-timeout: a client that stops reading is cut off, and a streamed response frees its worker', async (t) => {
+t.test('--send-timeout: a client that stops reading is cut off, ' +
+  'and a streamed response frees its worker', async (t) => {
   const { balancer } = await setup(t, 1, { maxResponseBuffer: 256 * 1024, sendTimeout: 1000 })
   let res
   const req = http.get(`${balancer.base}/big?kb=${12 * 1024}`, { agent: false }, (r) => { res = r; r.pause() })
@@ -72,14 +75,16 @@ t.test('--send-timeout: a client that stops reading is cut off, and a streamed r
   await waitFor(() => res, { what: 'the big response to start' })
   t.equal(balancer.status().inFlight, 1, 'streaming to a client that does not read holds the worker...')
   await waitFor(() => balancer.status().inFlight === 0, { timeout: 5000, what: 'the worker released' })
-  t.equal((await request(`${balancer.base}/sleep?after`)).status, 200, '...until the send timeout frees it for the next client')
+  t.equal((await request(`${balancer.base}/sleep?after`)).status, 200,
+    '...until the send timeout frees it for the next client')
   const metrics = (await request(`${balancer.statsBase}/metrics`)).body
   t.match(metrics, /pool_failures_total\{reason="client_send_timeout"\} 1/, 'counted in /metrics')
   // The stalled client, reading again, finds its response cut short: it was not sent in full.
   let received = 0
   res.on('data', (c) => { received += c.length })
   await new Promise((resolve) => { res.on('close', resolve); res.resume() })
-  t.ok(!res.complete && received < 12 * 1024 * 1024, `the cut-off client got ${received} of ${12 * 1024 * 1024} bytes, and no complete response`)
+  t.ok(!res.complete && received < 12 * 1024 * 1024,
+    `the cut-off client got ${received} of ${12 * 1024 * 1024} bytes, and no complete response`)
 })
 
 t.test('a response larger than the buffer streams through intact', async (t) => {
@@ -94,7 +99,8 @@ t.test('a response larger than the buffer streams through intact', async (t) => 
   t.equal(r.status, 200)
   t.equal(r.body.length, 2048 * 1024)
   t.equal(r.body.toString('latin1', 0, 26), 'abcdefghijklmnopqrstuvwxyz')
-  t.equal(r.body.toString('latin1', r.body.length - 26), Buffer.alloc(2048 * 1024, 'abcdefghijklmnopqrstuvwxyz').toString('latin1', 2048 * 1024 - 26))
+  t.equal(r.body.toString('latin1', r.body.length - 26),
+    Buffer.alloc(2048 * 1024, 'abcdefghijklmnopqrstuvwxyz').toString('latin1', 2048 * 1024 - 26))
   const head = await request(`${balancer.base}/big?kb=2048`, { method: 'HEAD' })
   t.equal(head.headers['content-length'], String(2048 * 1024))
   t.equal(head.body, '')
@@ -115,7 +121,8 @@ function raw (port, text, { timeout = 8000 } = {}) {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1')
     let data = ''
-    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`connection still open after ${timeout} ms`)) }, timeout)
+    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`connection still open after ${timeout} ms`)) },
+      timeout)
     socket.setEncoding('latin1')
     socket.on('data', (d) => { data += d })
     socket.on('error', () => {})

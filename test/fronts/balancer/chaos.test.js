@@ -36,7 +36,11 @@ function pick (rand, weighted) {
 function plan (rand, i) {
   const act = pick(rand, [['ok', 50], ['slow', 8], ['big', 12], ['malformed', 16], ['reset', 8], ['kill', 3]])
   const method = rand() < 0.6 ? 'GET' : 'POST'
-  const q = new URLSearchParams({ i: String(i), act: act === 'slow' ? 'ok' : act, ms: String(act === 'slow' ? 40 + Math.floor(rand() * 80) : Math.floor(rand() * 8)) })
+  const q = new URLSearchParams({
+    i: String(i),
+    act: act === 'slow' ? 'ok' : act,
+    ms: String(act === 'slow' ? 40 + Math.floor(rand() * 80) : Math.floor(rand() * 8))
+  })
   if (act === 'malformed') q.set('v', String(Math.floor(rand() * MALFORMED.length)))
   if (act === 'big') q.set('kb', String(pick(rand, [[16, 1], [200, 1], [600, 1], [1500, 1]])))
   return {
@@ -60,12 +64,14 @@ function expectedStatus (p) {
 // A valid head whose body the worker cuts short by closing: the balancer writes a response
 // through as it comes, so its client either sees it cut (an error, never a silently short body)
 // or, when the close was seen before the head went out, a 502.
-const cutShort = (p) => p.act === 'malformed' && /^HTTP\/1\.1 200 OK\r\nContent-Length: 10\r\n\r\nshort$/.test(MALFORMED[p.variant])
+const cutShort = (p) => p.act === 'malformed' &&
+  /^HTTP\/1\.1 200 OK\r\nContent-Length: 10\r\n\r\nshort$/.test(MALFORMED[p.variant])
 
 function send (base, p) {
   return new Promise((resolve) => {
     const body = p.method === 'POST' ? 'order=1' : undefined
-    const req = http.request(`${base}${p.path}`, { method: p.method, agent: false, headers: body ? { 'Content-Length': Buffer.byteLength(body) } : {} })
+    const req = http.request(`${base}${p.path}`,
+      { method: p.method, agent: false, headers: body ? { 'Content-Length': Buffer.byteLength(body) } : {} })
     const timer = setTimeout(() => req.destroy(new Error('client deadline')), 20000)
     const finish = (outcome) => { clearTimeout(timer); resolve(outcome) }
     req.on('response', (res) => {
@@ -92,7 +98,12 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   // Overload control off: each request's expected answer assumes it is served in the end, and
   // the kills and slow readers planned here leave fewer workers than queued requests for long
   // stretches, which overload control answers, as designed, with 503s (balancer-overload.test.js).
-  const front = createBalancer({ port, maxResponseBuffer: MAX_RESPONSE_BUFFER, accessLog: false, overloadControl: false })
+  const front = createBalancer({
+    port,
+    maxResponseBuffer: MAX_RESPONSE_BUFFER,
+    accessLog: false,
+    overloadControl: false
+  })
   const pool = new Pool({
     app: path.join(FIXTURES, 'chaos-app.js'),
     workers: WORKERS,
@@ -112,7 +123,11 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   pool.on('queued', (w) => {
     const q = w.running ? new URL(w.running.url, 'http://x').searchParams : new URLSearchParams()
     const raw = q.get('act') === 'malformed' ? MALFORMED[Number(q.get('v'))] : ''
-    queuedBehind.push({ act: q.get('act'), v: q.get('v'), valid: raw.startsWith('HTTP/1.1 204') || cutShort({ act: 'malformed', variant: Number(q.get('v')) }) })
+    queuedBehind.push({
+      act: q.get('act'),
+      v: q.get('v'),
+      valid: raw.startsWith('HTTP/1.1 204') || cutShort({ act: 'malformed', variant: Number(q.get('v')) })
+    })
   })
 
   let stuckSeen = 0
@@ -147,11 +162,13 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   await waitFor(() => {
     const s = front.status()
     // A bench (after a reset) ends by itself within a second.
-    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') && pool.workers().every((w) => w.state === 'ready')
+    return s.queue === 0 && s.inFlight === 0 && s.workers.every((w) => w.state === 'ready') &&
+      pool.workers().every((w) => w.state === 'ready')
   }, { timeout: 15000, what: 'the pool to settle' })
   const status = JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
   t.equal(status.queue, 0, '/status: the queue is empty')
-  t.same(status.front.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: every worker free, as the balancer sees it')
+  t.same(status.front.workers.map((w) => w.state), Array(WORKERS).fill('ready'),
+    '/status: every worker free, as the balancer sees it')
   t.same(status.workers.map((w) => w.state), Array(WORKERS).fill('ready'), '/status: and as the supervisor sees it')
   // Behind an answer that failed (malformed, cut, dropped), the balancer waits until the
   // supervisor hears the worker idle. The one exception: an app that writes a *valid* answer as

@@ -24,7 +24,14 @@ async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', 
   const ports = await freePorts(workers + 1)
   const lines = []
   const sink = new Writable({ write (chunk, enc, done) { for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l)); done() } })
-  const base = { app: APP, workers, workerPort: ports[1], logger: pino({ level: 'info' }, sink), workerConcurrency: concurrency, ...more }
+  const base = {
+    app: APP,
+    workers,
+    workerPort: ports[1],
+    logger: pino({ level: 'info' }, sink),
+    workerConcurrency: concurrency,
+    ...more
+  }
   const pool = new Pool(balancer === 'embedded' ? { ...base, balancer, port: ports[0], overloadControl: false } : base)
   t.teardown(() => pool.kill())
   await pool.start()
@@ -34,7 +41,8 @@ async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', 
 const json = (r) => JSON.parse(r.body)
 const accessOf = (lines, id) => lines.find((l) => l.event === 'request' && l.id === id)
 
-t.test('pages that await data: with K=4 one worker serves 4 of them in about one round, with K=1 in four', async (t) => {
+t.test('pages that await data: with K=4 one worker serves 4 of them in about one round, ' +
+  'with K=1 in four', async (t) => {
   const elapsed = {}
   for (const concurrency of [1, 4]) {
     const { pool, url } = await startPool(t, { concurrency })
@@ -43,11 +51,14 @@ t.test('pages that await data: with K=4 one worker serves 4 of them in about one
     elapsed[concurrency] = performance.now() - t0
     t.same(answers.map((r) => r.status), [200, 200, 200, 200], `K=${concurrency}: every page answered`)
     const held = answers.map((r) => json(r).heldAtStart).sort()
-    t.same(held, concurrency === 1 ? [1, 1, 1, 1] : [1, 2, 3, 4], `K=${concurrency}: the worker held ${held.join(', ')} requests as each began`)
+    t.same(held, concurrency === 1 ? [1, 1, 1, 1] : [1, 2, 3, 4],
+      `K=${concurrency}: the worker held ${held.join(', ')} requests as each began`)
     await pool.stop()
   }
   const ratio = elapsed[1] / elapsed[4]
-  t.ok(ratio > 2.5, `K=1 took ${ratio.toFixed(2)}× as long as K=4 (${Math.round(elapsed[1])} against ${Math.round(elapsed[4])} ms): the awaiting requests shared the worker`)
+  t.ok(ratio > 2.5,
+    `K=1 took ${ratio.toFixed(2)}× as long as K=4 (${Math.round(elapsed[1])} against ${Math.round(elapsed[4])} ms): ` +
+      'the awaiting requests shared the worker')
 })
 
 t.test('the default K: 16 behind the embedded balancer, 1 where no balancer of the pool sees the loop', async (t) => {
@@ -59,7 +70,8 @@ t.test('the default K: 16 behind the embedded balancer, 1 where no balancer of t
   t.equal(k({ balancer: 'haproxy', ...haproxy }), 1, 'HAProxy mode: HAProxy keeps maxconn 1 and cannot see the loop')
   t.equal(k({ balancer: 'none' }), 1, 'workers only')
   t.equal(k({}), 1, 'a library pool with fronts of its own, or none')
-  t.equal(k({ balancer: 'embedded', agentPort: 9100 }), 1, 'a fleet\'s host: the edge sends one request per ready worker')
+  t.equal(k({ balancer: 'embedded', agentPort: 9100 }), 1,
+    'a fleet\'s host: the edge sends one request per ready worker')
   t.equal(k({ balancer: 'embedded', workerConcurrency: 1 }), 1, 'K=1 given: today\'s rule')
   t.equal(k({ balancer: 'haproxy', ...haproxy, workerConcurrency: 3 }), 3, 'a K given is kept in any mode')
 
@@ -69,13 +81,15 @@ t.test('the default K: 16 behind the embedded balancer, 1 where no balancer of t
   const answers = await Promise.all(Array.from({ length: K + 1 }, () => request(`${embedded.url}/?wait=300`)))
   const held = answers.map((r) => json(r).heldAtStart)
   const upToK = Array.from({ length: K }, (_, i) => i + 1)
-  t.same(upToK.filter((n) => !held.includes(n)), [], `embedded: the worker held 1 to ${K} as they began (${held.join(', ')})`)
+  t.same(upToK.filter((n) => !held.includes(n)), [],
+    `embedded: the worker held 1 to ${K} as they began (${held.join(', ')})`)
   t.equal(json(await request(`${embedded.url}/stats`)).maxOpen, K, `never ${K + 1}: the last waited for a place`)
   t.equal(embedded.pool.workers()[0].concurrency, K, `the worker's snapshot says K=${K}`)
   await embedded.pool.stop()
   const alone = await startPool(t, { balancer: 'none' })
   await Promise.all([1, 2].map(() => request(`${alone.workerUrl}/?wait=200`)))
-  t.equal(json(await request(`${alone.workerUrl}/stats`)).maxOpen, 1, 'no balancer: the worker\'s guard ran one request at a time')
+  t.equal(json(await request(`${alone.workerUrl}/stats`)).maxOpen, 1,
+    'no balancer: the worker\'s guard ran one request at a time')
   t.equal(alone.pool.workers()[0].concurrency, 1)
 })
 
@@ -90,7 +104,8 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
   t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
   await waitFor(() => accessOf(lines, 'render-b'), { what: 'B\'s access log line' })
   const queued = accessOf(lines, 'render-b').queueMs
-  t.ok(queued >= 150, `B waited ${queued} ms in the balancer's queue while A rendered (A's render had some 300 ms left)`)
+  t.ok(queued >= 150,
+    `B waited ${queued} ms in the balancer's queue while A rendered (A's render had some 300 ms left)`)
 
   // C awaits data (the worker says so); D, which renders, is then let in beside it; E arrives
   // while D renders and waits in the queue again, though the worker holds two of its four.
@@ -102,15 +117,18 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
   const e = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'render-e' } })
   t.equal(json(await d).heldAtStart, 2, 'D was let in while C awaited its data')
   await waitFor(() => accessOf(lines, 'render-e'), { what: 'E\'s access log line' })
-  t.ok(accessOf(lines, 'render-d').queueMs < 50, `D waited ${accessOf(lines, 'render-d').queueMs} ms: the worker awaiting C took it at once`)
-  t.ok(accessOf(lines, 'render-e').queueMs >= 150, `E waited ${accessOf(lines, 'render-e').queueMs} ms in the queue while D rendered`)
+  t.ok(accessOf(lines, 'render-d').queueMs < 50,
+    `D waited ${accessOf(lines, 'render-d').queueMs} ms: the worker awaiting C took it at once`)
+  t.ok(accessOf(lines, 'render-e').queueMs >= 150,
+    `E waited ${accessOf(lines, 'render-e').queueMs} ms in the queue while D rendered`)
   t.equal(json(e).heldAtStart, 2, 'E began beside C only, once D was over')
   t.equal((await c).status, 200)
   const stats = json(await request(`${url}/stats`))
   t.equal(stats.overlaps, 0, 'no CPU section began while another ran')
 })
 
-t.test('a render the handler defers to the check phase (as React\'s streaming renderer does) is a render too: no second request meanwhile', async (t) => {
+t.test('a render the handler defers to the check phase (as React\'s streaming renderer does) is a render too: ' +
+  'no second request meanwhile', async (t) => {
   const { url, lines } = await startPool(t, { concurrency: 4 })
   const a = request(`${url}/?cpu=400&defer=1`, { headers: { 'x-request-id': 'deferred-a' } })
   await sleep(100)
@@ -118,11 +136,13 @@ t.test('a render the handler defers to the check phase (as React\'s streaming re
   t.equal((await a).status, 200)
   t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
   await waitFor(() => accessOf(lines, 'deferred-b'), { what: 'B\'s access log line' })
-  t.ok(accessOf(lines, 'deferred-b').queueMs >= 150, `B waited ${accessOf(lines, 'deferred-b').queueMs} ms in the balancer's queue while A rendered`)
+  t.ok(accessOf(lines, 'deferred-b').queueMs >= 150,
+    `B waited ${accessOf(lines, 'deferred-b').queueMs} ms in the balancer's queue while A rendered`)
   t.equal(json(await request(`${url}/stats`)).overlaps, 0, 'no CPU section began while another ran')
 })
 
-t.test('a render the app queues behind the worker\'s first look at its loop is a render too: work after the handler returned, or two hops away', async (t) => {
+t.test('a render the app queues behind the worker\'s first look at its loop is a render too: ' +
+  'work after the handler returned, or two hops away', async (t) => {
   // The rest of a streamed page rendered in a task of its own once the shell is written (from a
   // request's 'end' listener: after the handler returned), and a render two check-phase hops
   // away: each is queued behind a look taken once the handler returned, and a single look said
@@ -135,7 +155,8 @@ t.test('a render the app queues behind the worker\'s first look at its loop is a
     t.equal((await a).status, 200)
     t.equal(json(b).heldAtStart, 1, `${name}: B began once A was over`)
     await waitFor(() => accessOf(lines, `${name}-b`), { what: `${name}: B's access log line` })
-    t.ok(accessOf(lines, `${name}-b`).queueMs >= 150, `${name}: B waited ${accessOf(lines, `${name}-b`).queueMs} ms in the balancer's queue while A rendered`)
+    t.ok(accessOf(lines, `${name}-b`).queueMs >= 150,
+      `${name}: B waited ${accessOf(lines, `${name}-b`).queueMs} ms in the balancer's queue while A rendered`)
   }
   t.equal(json(await request(`${url}/stats`)).overlaps, 0, 'no CPU section began while another ran')
 })
@@ -159,7 +180,8 @@ t.test('the worker\'s own guard runs at most K at once, whoever sends the reques
   t.equal(pool.workers()[0].queued, 1, 'the third waited in the guard, and the supervisor heard of it')
 })
 
-t.test('a worker killed holding 3 awaiting requests: the GETs are replayed on its successor, the POST is answered 502, none is lost', async (t) => {
+t.test('a worker killed holding 3 awaiting requests: the GETs are replayed on its successor, ' +
+  'the POST is answered 502, none is lost', async (t) => {
   const { pool, url } = await startPool(t, { concurrency: 4 })
   const oldPid = pool.workers()[0].pid
   const sent = [
@@ -177,7 +199,8 @@ t.test('a worker killed holding 3 awaiting requests: the GETs are replayed on it
   t.equal(p3.status, 502, 'the POST, which may have run, is not replayed: its client hears the worker died')
 })
 
-t.test('WorkerSet: a word older than the latest request sent is old news; one sent before an answer counts after it', async (t) => {
+t.test('WorkerSet: a word older than the latest request sent is old news; ' +
+  'one sent before an answer counts after it', async (t) => {
   const set = new WorkerSet({ maxconn: 1, balance: 'first' })
   const r = set.add({ slot: 1, pid: 10, port: 1, concurrency: 3 })
   t.equal(r.cap, 3)
@@ -204,7 +227,8 @@ t.test('WorkerSet: a word older than the latest request sent is old news; one se
   r.take({ exchange: 'e.5' })
   r.headArrived(); r.headArrived(); r.headArrived()
   t.equal(r.renders, 0)
-  t.ok(set.canTake(r), 'every request it holds has its head: one more may go without a word (a stream, a page whose shell is out)')
+  t.ok(set.canTake(r),
+    'every request it holds has its head: one more may go without a word (a stream, a page whose shell is out)')
   r.take({ exchange: 'e.6', longLived: true })
   t.equal(r.renders, 0, 'a long-lived request takes no render place')
   t.ok(set.canTake(r), 'so a render may still go beside it')

@@ -12,7 +12,9 @@ const { Dispatcher } = require('../../../lib/fronts/balancer/dispatcher')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { CLASSES } = require('../../../lib/fronts/balancer/priority')
 const { waitFor } = require('../../helpers')
-const { SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize } = require('../../../bench/lib/dispatcher-sim')
+const {
+  SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize
+} = require('../../../bench/lib/dispatcher-sim')
 
 const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')
@@ -49,7 +51,8 @@ const job = (name, cls) => ({ name, req: { cls } })
 
 const stream = (name) => ({ name, req: {}, longLived: true })
 
-t.test('a long-lived request takes no render place: it goes at once beside queued renders, fewest open first; it waits only for open room', async (t) => {
+t.test('a long-lived request takes no render place: it goes at once beside queued renders, fewest open first; ' +
+  'it waits only for open room', async (t) => {
   const { d, workers, assigned, finish, check, record } = setup(t, { count: 2 })
   for (const r of workers.records) r.maxOpen = 3
   for (const name of ['a', 'b', 'c']) d.submit(job(name))
@@ -72,7 +75,8 @@ t.test('a long-lived request takes no render place: it goes at once beside queue
   check()
 })
 
-t.test('a replay (its worker died holding it) renders alone: on a worker holding nothing, which takes nothing else until its head', async (t) => {
+t.test('a replay (its worker died holding it) renders alone: on a worker holding nothing, ' +
+  'which takes nothing else until its head', async (t) => {
   const { d, assigned, finish, check, record, holding } = setup(t, { count: 2 })
   d.submit(job('a'))
   d.submit(stream('s'))
@@ -96,7 +100,8 @@ t.test('a replay (its worker died holding it) renders alone: on a worker holding
   check()
 })
 
-t.test('a replay that finds no worker holding nothing for 5 s goes to one rendering nothing, beside its streams', async (t) => {
+t.test('a replay that finds no worker holding nothing for 5 s goes to one rendering nothing, ' +
+  'beside its streams', async (t) => {
   const clock = new SimClock()
   const { d, assigned, check } = setup(t, { count: 2, clock })
   d.submit(stream('s1'))
@@ -326,7 +331,8 @@ t.test('clear (stop): every queued request leaves through the callback, every dr
 t.test('the dispatcher writes only fields a request declares (request.js)', async (t) => {
   const { BalancedRequest } = require('../../../lib/fronts/balancer/request')
   const { d, finish } = setup(t, { queueTimeout: 10000, priorityOf: () => NORMAL })
-  const make = (name) => Object.assign(new BalancedRequest({ method: 'GET', url: `/${name}`, headers: {} }, {}), { name })
+  const make = (name) => Object.assign(new BalancedRequest({ method: 'GET', url: `/${name}`, headers: {} }, {}),
+    { name })
   const requests = ['a', 'b', 'c'].map(make)
   const declared = Object.keys(requests[0]).sort()
   for (const r of requests) d.submit(r)
@@ -387,9 +393,11 @@ function learnPace (rig, n = 4, ms = 100) {
   rig.run(n * ms + 10)
 }
 
-const trace = (r) => r.log.filter(([what]) => what === 'served' || what === 'shed').map(([what, name]) => `${what} ${name}`)
+const trace = (r) => r.log.filter(([what]) => what === 'served' || what === 'shed')
+  .map(([what, name]) => `${what} ${name}`)
 
-t.test('overload: once the queue stands, the requests already waiting are served in arrival order, later ones newest first, and what can no longer be answered in time gets 503', async (t) => {
+t.test('overload: once the queue stands, the requests already waiting are served in arrival order, ' +
+  'later ones newest first, and what can no longer be answered in time gets 503', async (t) => {
   // One worker rendering 100 ms, clients that wait a second. Held 700 ms by one render, it is
   // sent a request every 50 ms: twice what it serves. o9 is the first request a FIFO would answer
   // after a second (o1..o8 ahead of it, 100 ms each, then its own render): the queue stands then.
@@ -407,7 +415,8 @@ t.test('overload: once the queue stands, the requests already waiting are served
     'served hold',
     // Those that were waiting: in arrival order, each one that a worker can no longer take in
     // time turned away just before (100 paces of 100 ms each: one every other request).
-    'served o1', 'served o2', 'served o3', 'shed o4', 'served o5', 'shed o6', 'served o7', 'shed o8', 'served o9', 'shed o10',
+    'served o1', 'served o2', 'served o3', 'shed o4', 'served o5', 'shed o6', 'served o7', 'shed o8', 'served o9',
+    'shed o10',
     // Those that came after: newest first, and again none answered late.
     'shed n1', 'served n6', 'shed n2', 'shed n3', 'served n5', 'served n4'
   ])
@@ -419,7 +428,8 @@ t.test('overload: once the queue stands, the requests already waiting are served
   t.equal(r.waiting.size, 0)
 })
 
-t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as with K=1, since each worker holds one request', async (t) => {
+t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as with K=1, ' +
+  'since each worker holds one request', async (t) => {
   // Workers admitted by CPU hold one request each while they render: the places that serve the
   // queue are the workers, not K per worker. Counted as K, a render would be taken for four
   // times its length, and requests a FIFO answers in time turned away.
@@ -440,7 +450,8 @@ t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as w
   t.same(runs[4].trace, runs[1].trace, 'the same requests served and turned away, in the same order')
 })
 
-t.test('overload: a redispatched request is served next while the queue stands too, before those that waited when it began to stand', async (t) => {
+t.test('overload: a redispatched request is served next while the queue stands too, ' +
+  'before those that waited when it began to stand', async (t) => {
   const clock = new SimClock()
   const { d, assigned, finish, record } = setup(t, { count: 1, clock, overload: { maxWait: 1000, interval: 400 } })
   // The pace: three requests of 100 ms queued on the worker.
@@ -458,14 +469,22 @@ t.test('overload: a redispatched request is served next while the queue stands t
   d.unbench(record(1))
   t.same(assigned.at(-1), ['x', 1], 'x first')
   finish('x')
-  t.same(assigned.at(-1), ['a1', 1], 'then the requests that were waiting when the queue began to stand, oldest first (not b2, the newest)')
+  t.same(assigned.at(-1), ['a1', 1],
+    'then the requests that were waiting when the queue began to stand, oldest first (not b2, the newest)')
 })
 
 t.test('overload: closed-loop clients never make the queue stand, however long their wait', async (t) => {
   // 20 clients on 2 workers rendering 200 ms: every request waits 1.8 s, far beyond the 500 ms
   // given as what clients wait. But each client sends its next request only once the last one is
   // answered: the queue never grows, and a FIFO serves everyone in turn.
-  const shape = { kind: 'closed', workers: 2, clients: 20, render: 'await', seconds: 20, options: { overloadMaxWait: 500 } }
+  const shape = {
+    kind: 'closed',
+    workers: 2,
+    clients: 20,
+    render: 'await',
+    seconds: 20,
+    options: { overloadMaxWait: 500 }
+  }
   const fifo = runShape(shape, { fifo: true })
   const def = runShape(shape)
   t.equal(def.stands, 0, 'the queue never stood')
@@ -492,7 +511,8 @@ t.test('overload: after an overload, the same pool serves closed-loop clients as
   t.ok(s.p99 <= 1400 + 1, `every request answered in its turn: p99 ${Math.round(s.p99)} ms, a FIFO's 1,400`)
 })
 
-t.test('overload: the requests left waiting do not keep the queue standing: it is a FIFO again once the workers keep up', async (t) => {
+t.test('overload: the requests left waiting do not keep the queue standing: ' +
+  'it is a FIFO again once the workers keep up', async (t) => {
   // Twice what the worker serves for 2 s; then half of it. Newest-first leaves requests waiting,
   // and each of them has waited long; but only how many arrive against how many are served, and
   // how long a FIFO would take, decide when the queue stops standing.
@@ -512,12 +532,14 @@ t.test('overload: the requests left waiting do not keep the queue standing: it i
   r.run(5000)
   const arrival = (name) => name[0] === 'a' ? 50 * (name.slice(1) - 1) : 2000 + 200 * (name.slice(1) - 1)
   const then = trace({ log: r.log.slice(from) })
-  const inOrder = left.concat(Array.from({ length: 15 }, (_, i) => `b${i + 1}`).filter((b) => arrival(b) > after + 2000)).sort((x, y) => arrival(x) - arrival(y))
+  const inOrder = left.concat(Array.from({ length: 15 }, (_, i) => `b${i + 1}`)
+    .filter((b) => arrival(b) > after + 2000)).sort((x, y) => arrival(x) - arrival(y))
   t.same(then, inOrder.map((name) => `served ${name}`), 'then every request in arrival order, none turned away')
   t.equal(r.d.overload[NORMAL].stands, 1, 'it stood once')
 })
 
-t.test('overload: clients that give up while they wait make the queue stand, whatever they are taken to wait', async (t) => {
+t.test('overload: clients that give up while they wait make the queue stand, ' +
+  'whatever they are taken to wait', async (t) => {
   // Clients that leave after 300 ms, on a worker rendering 100 ms, twice what it serves: a FIFO
   // answers them just before they leave, if at all. What clients wait is left to its default,
   // 100 paces: 10 s.
@@ -535,7 +557,8 @@ t.test('overload: clients that give up while they wait make the queue stand, wha
   t.equal(r.d.overload[NORMAL].stands, 1, 'it stood')
   const rendered = r.log.filter(([what, name]) => what === 'served' && name.startsWith('c'))
   const inTime = rendered.filter(([, name, at]) => at + 100 - jobs.find((j) => j.name === name).queuedAt <= 300)
-  t.ok(inTime.length >= 0.8 * rendered.length, `most of what the worker rendered reached its client in time (${inTime.length} of ${rendered.length})`)
+  t.ok(inTime.length >= 0.8 * rendered.length,
+    `most of what the worker rendered reached its client in time (${inTime.length} of ${rendered.length})`)
 })
 
 t.test('overload: while no worker is in rotation, nothing is judged', async (t) => {
@@ -565,12 +588,14 @@ t.test('overload: a burst of fast requests does not carry over into judging the 
   t.equal(r.d.limits.current().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
   for (let i = 0; i < 80; i++) r.submit(`slow${i}`, { ms: 200 })
   r.run(800)
-  t.ok(r.d.limits.current().maxWait >= 1500, `4 rounds of slow renders later: ${Math.round(r.d.limits.current().maxWait)} ms, already past the floor`)
+  t.ok(r.d.limits.current().maxWait >= 1500,
+    `4 rounds of slow renders later: ${Math.round(r.d.limits.current().maxWait)} ms, already past the floor`)
   r.run(4000)
   t.equal(r.d.limits.current().maxWait, 10000, '20 rounds later: 100 paces of 100 ms, nothing of the burst left')
 })
 
-t.test('overload: a shedding pass never turns away the last round, even when every request waited too long together', async (t) => {
+t.test('overload: a shedding pass never turns away the last round, ' +
+  'even when every request waited too long together', async (t) => {
   // Every worker held for 10 s while requests keep coming, until the queue stands; then the
   // clock jumps 2 s at once, as a late timer on a loaded machine sees it: every queued request
   // has waited too long. The requests one round of the workers serves next are kept, counting

@@ -46,7 +46,8 @@ function post (url, body, { chunked = false } = {}) {
 async function tries (url, body, { rounds, concurrency, chunked }) {
   const all = []
   for (let r = 0; r < rounds; r++) {
-    all.push(...await Promise.all(Array.from({ length: concurrency }, (_, i) => post(`${url}&r=${r}&i=${i}`, body, { chunked }))))
+    all.push(...await Promise.all(Array.from({ length: concurrency },
+      (_, i) => post(`${url}&r=${r}&i=${i}`, body, { chunked }))))
   }
   return all
 }
@@ -65,11 +66,16 @@ const tally = (answers) => {
 // reset never showed.
 async function startUploadPool (t, args) {
   const [port, statsPort, workerPort] = await freePorts(3)
-  const pool = startPool(['start', path.join(FIXTURES, 'upload-app.js'), '-n', '1', '--port', String(port), '--stats-port', String(statsPort),
+  const pool = startPool(['start', path.join(FIXTURES, 'upload-app.js'), '-n', '1', '--port', String(port),
+    '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--log-format', 'json', '--access-log', 'false', ...args])
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started')
-  return { base: `http://127.0.0.1:${port}`, port, status: async () => JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body) }
+  return {
+    base: `http://127.0.0.1:${port}`,
+    port,
+    status: async () => JSON.parse((await request(`http://127.0.0.1:${statsPort}/status`)).body)
+  }
 }
 
 // 16 MiB: still being sent when the answer comes (on main, 11 to 20 of 48 such tries got EPIPE
@@ -81,13 +87,15 @@ t.test('a body over --max-body: every client reads its 413, one at a time and 8 
   for (const [what, chunked] of [['announced', false], ['chunked', true]]) {
     for (const [rounds, concurrency] of [[24, 1], [3, 8]]) {
       const answers = await tries(`${pool.base}/?${what}=1`, LARGE, { rounds, concurrency, chunked })
-      t.same(tally(answers), { 413: rounds * concurrency }, `${what}, ${concurrency} at a time: ${rounds * concurrency} answers of 413`)
+      t.same(tally(answers), { 413: rounds * concurrency },
+        `${what}, ${concurrency} at a time: ${rounds * concurrency} answers of 413`)
     }
   }
   t.equal((await pool.status()).front.bodyBytes, 0, 'no body held')
 })
 
-t.test('a body over --body-budget: every client reads its 503 and Retry-After, one at a time and 8 at a time', async (t) => {
+t.test('a body over --body-budget: every client reads its 503 and Retry-After, ' +
+  'one at a time and 8 at a time', async (t) => {
   const pool = await startUploadPool(t, ['--max-body', String(16 * MiB), '--body-budget', String(16 * MiB)])
   // A stalled upload holds most of the budget: no large body has room on arrival.
   const stalled = net.connect(pool.port, '127.0.0.1')
@@ -126,7 +134,8 @@ t.test('the lingering is bounded: a client that sends nothing more, or sends wit
   const silent = raw(port, `POST /echo?silent HTTP/1.1\r\nHost: x\r\nContent-Length: ${8 * MiB}\r\n\r\n`)
   const quiet = await silent.closed
   t.match(quiet.got, /^HTTP\/1\.1 413 [^]*\r\nConnection: close\r\n/i, 'answered at once')
-  t.ok(quiet.ms >= LINGER_IDLE_MS / 2 && quiet.ms < LINGER_MS, `closed ${Math.round(quiet.ms)} ms later, after ${LINGER_IDLE_MS} ms without a byte`)
+  t.ok(quiet.ms >= LINGER_IDLE_MS / 2 && quiet.ms < LINGER_MS,
+    `closed ${Math.round(quiet.ms)} ms later, after ${LINGER_IDLE_MS} ms without a byte`)
 
   // Sends for ever: the balancer drops at most --max-body (1 MiB here) of it, then reads no
   // more, and closes once the idle bound has passed.
@@ -152,7 +161,9 @@ t.test('a request pipelined behind a refused body is never served', async (t) =>
   const { balancer, seen } = await setup(t, 1, { maxBody: 1000 })
   const port = Number(new URL(balancer.base).port)
   const body = 'b'.repeat(2000)
-  const c = raw(port, `POST /echo?refused HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}GET /echo?pipelined HTTP/1.1\r\nHost: x\r\n\r\n`)
+  const c = raw(port,
+    'POST /echo?refused ' +
+      `HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}GET /echo?pipelined HTTP/1.1\r\nHost: x\r\n\r\n`)
   const { got } = await c.closed
   t.match(got, /^HTTP\/1\.1 413 /)
   t.equal(got.match(/HTTP\/1\.1 /g).length, 1, 'one answer: the 413')

@@ -29,14 +29,16 @@ const DEADLINE_MS = 1500
 
 async function overloadRun (t, flags) {
   const [port, ...workerPorts] = await freePorts(1 + WORKERS)
-  const pool = startPool(['start', APP, '-n', String(WORKERS), '--port', String(port), '--worker-port', String(workerPorts[0]), ...flags])
+  const pool = startPool(['start', APP, '-n', String(WORKERS), '--port', String(port), '--worker-port',
+    String(workerPorts[0]), ...flags])
   t.teardown(() => pool.stop('SIGKILL'))
   const listening = await pool.waitLog((l) => l.event === 'balancer-listening')
   await pool.waitLog((l) => l.event === 'started', 30000)
   const base = `http://127.0.0.1:${port}`
   // A few renders first, as a pool in service has made: the queue's pace is then known.
   for (let i = 0; i < 3; i++) t.equal((await request(`${base}/block?ms=${RENDER_MS}`)).status, 200)
-  const counts = await openLoad(base, { rate: RATE, seconds: SECONDS, deadlineMs: DEADLINE_MS, path: (i) => `/block?ms=${RENDER_MS}&id=${i}` })
+  const counts = await openLoad(base,
+    { rate: RATE, seconds: SECONDS, deadlineMs: DEADLINE_MS, path: (i) => `/block?ms=${RENDER_MS}&id=${i}` })
   await pool.stop()
   // The access log: one line per request; those that reached a worker were rendered.
   const lines = pool.logs.filter((l) => l.event === 'request' && /&id=/.test(l.url))
@@ -45,7 +47,8 @@ async function overloadRun (t, flags) {
   return { overloadControl: listening.overloadControl, ...counts, rendered, shed }
 }
 
-t.test('under overload the default pool keeps answering within the clients\' deadline; without overload control it collapses', async (t) => {
+t.test('under overload the default pool keeps answering within the clients\' deadline; ' +
+  'without overload control it collapses', async (t) => {
   const protectedRun = await overloadRun(t, [])
   const fifo = await overloadRun(t, ['--no-overload-control'])
   const show = (r) => `${r.ok} in time of ${r.rendered} rendered (${r.sent} sent, ${r.turnedAway} turned away, ${r.gaveUp} gave up, ${r.failed} failed)`
@@ -59,7 +62,8 @@ t.test('under overload the default pool keeps answering within the clients\' dea
   }
   // Every render is a worker's capacity spent: with the protection most of it reaches a client
   // in time, without it most is spent on clients that leave before their answer comes.
-  t.ok(protectedRun.ok >= 0.75 * protectedRun.rendered, `default: most renders answered in time (${protectedRun.ok} of ${protectedRun.rendered})`)
+  t.ok(protectedRun.ok >= 0.75 * protectedRun.rendered,
+    `default: most renders answered in time (${protectedRun.ok} of ${protectedRun.rendered})`)
   t.ok(fifo.ok <= 0.6 * fifo.rendered, `FIFO: many renders too late (${fifo.ok} of ${fifo.rendered} in time)`)
   t.ok(protectedRun.ok >= 1.5 * fifo.ok, `default: ${protectedRun.ok} answered in time, FIFO ${fifo.ok}`)
   t.equal(fifo.shed, 0, 'a FIFO queue turns nothing away early')
@@ -76,12 +80,14 @@ t.test('overload control can be turned off in every way an option is given, and 
   ]
   for (const [name, flags, env, expected] of cases) {
     const [port, workerPort] = await freePorts(2)
-    const pool = startPool(['start', APP, '-n', '1', '--port', String(port), '--worker-port', String(workerPort), ...flags], { env })
+    const pool = startPool(['start', APP, '-n', '1', '--port', String(port), '--worker-port', String(workerPort),
+      ...flags], { env })
     const listening = await pool.waitLog((l) => l.event === 'balancer-listening')
     await pool.stop('SIGKILL')
     t.equal(listening.overloadControl, expected, `${name}: ${expected ? 'on' : 'off'}`)
   }
-  const library = (options) => assemblePool({ app: APP, balancer: 'embedded', ...options }).front.options.overloadControl
+  const library = (options) => assemblePool({ app: APP, balancer: 'embedded', ...options })
+    .front.options.overloadControl
   t.equal(library({}), true, 'library: on by default')
   t.equal(library({ overloadControl: false }), false, 'library: overloadControl: false')
 })

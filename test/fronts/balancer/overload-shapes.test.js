@@ -12,14 +12,17 @@ const { closedShapes, openShapes, mixedShapes } = require('../../../bench/lib/ov
 
 const both = (shape) => ({ fifo: runShape(shape, { fifo: true }), def: runShape(shape) })
 
-t.test('issue 26 as reported: 8 closed-loop clients on 2 workers whose pages await 200 ms of data, right after a burst of fast requests', async (t) => {
+t.test('issue 26 as reported: 8 closed-loop clients on 2 workers whose pages await 200 ms of data, ' +
+  'right after a burst of fast requests', async (t) => {
   const { fifo, def } = both({ kind: 'closed', workers: 2, clients: 8, render: 'await', seconds: 20 })
   t.equal(def.turnedAway, 0, 'nothing turned away (was 36 in 20 s)')
   t.equal(def.stands, 0, 'the queue never stood')
-  t.same([def.ok, def.p99], [fifo.ok, fifo.p99], `every request answered as a FIFO answers it (p99 ${Math.round(def.p99)} ms)`)
+  t.same([def.ok, def.p99], [fifo.ok, fifo.p99],
+    `every request answered as a FIFO answers it (p99 ${Math.round(def.p99)} ms)`)
 })
 
-t.test('closed-loop clients on 2 and 15 workers, renders on the CPU and pages awaiting data, after a burst of fast requests: not overload, however many', async (t) => {
+t.test('closed-loop clients on 2 and 15 workers, renders on the CPU and pages awaiting data, ' +
+  'after a burst of fast requests: not overload, however many', async (t) => {
   for (const shape of closedShapes({ seconds: 20 })) {
     const { fifo, def } = both(shape)
     t.equal(def.turnedAway, 0, `${shape.id}: nothing turned away`)
@@ -27,10 +30,12 @@ t.test('closed-loop clients on 2 and 15 workers, renders on the CPU and pages aw
   }
 })
 
-t.test('open loop, clients that wait 1 s: below capacity and in a peak a FIFO rides out, exactly a FIFO; in steady overload, capacity in time', async (t) => {
+t.test('open loop, clients that wait 1 s: below capacity and in a peak a FIFO rides out, exactly a FIFO; ' +
+  'in steady overload, capacity in time', async (t) => {
   for (const shape of [...openShapes(), ...mixedShapes()]) {
     const { fifo, def } = both(shape)
-    const figures = `defaults ${(def.share * 100).toFixed(0)}%, FIFO ${(fifo.share * 100).toFixed(0)}% of capacity in time`
+    const figures = `defaults ${(def.share * 100).toFixed(0)}%, FIFO ${(fifo.share * 100).toFixed(0)}% of capacity ` +
+      'in time'
     if (shape.load <= 1.2) {
       t.ok(def.share >= fifo.share, `${shape.id}: ${figures}`)
       if (fifo.gaveUp === 0) t.equal(def.turnedAway, 0, `${shape.id}: the FIFO answers everyone in time, so nothing is turned away`)
@@ -40,13 +45,25 @@ t.test('open loop, clients that wait 1 s: below capacity and in a peak a FIFO ri
   }
 })
 
-t.test('below capacity, clients that never give up: nothing turned away, and no request waits longer than with a FIFO', async (t) => {
+t.test('below capacity, clients that never give up: nothing turned away, ' +
+  'and no request waits longer than with a FIFO', async (t) => {
   for (const median of [30, 300]) {
     for (const workers of [1, 2, 15]) {
       for (const load of [0.5, 0.8, 0.9]) {
         const measure = 4000 * median * Math.exp(0.32) / workers / load / 1000
-        const { fifo, def } = both({ kind: 'open', workers, load, render: { median, sigma: 0.8 }, deadline: Infinity, warmup: 0, measure, burst: false })
-        t.ok(def.turnedAway === 0 && def.p99 <= fifo.p99, `${workers} workers, ${median} ms renders, ${load}× capacity: ${def.turnedAway} turned away, p99 ${Math.round(def.p99)} ms (FIFO ${Math.round(fifo.p99)})`)
+        const { fifo, def } = both({
+          kind: 'open',
+          workers,
+          load,
+          render: { median, sigma: 0.8 },
+          deadline: Infinity,
+          warmup: 0,
+          measure,
+          burst: false
+        })
+        t.ok(def.turnedAway === 0 && def.p99 <= fifo.p99,
+          `${workers} workers, ${median} ms renders, ${load}× capacity: ${def.turnedAway} turned away, ` +
+            `p99 ${Math.round(def.p99)} ms (FIFO ${Math.round(fifo.p99)})`)
       }
     }
   }

@@ -70,7 +70,15 @@ function summary (r) {
   if (r.foreign) return `threw ${r.foreign.stack}`
   if (!r.accepted) return 'refused'
   const { statusCode, statusMessage, rawHeaders, hasBody, dropLength } = r.head
-  return JSON.stringify({ statusCode, statusMessage, rawHeaders, hasBody, dropLength, body: r.body.toString('latin1'), reusable: r.reusable })
+  return JSON.stringify({
+    statusCode,
+    statusMessage,
+    rawHeaders,
+    hasBody,
+    dropLength,
+    body: r.body.toString('latin1'),
+    reusable: r.reusable
+  })
 }
 
 function splitsOf (bytes, rng, everyPosition) {
@@ -99,7 +107,8 @@ function writeHeadError (head) {
 }
 
 function describe (label, { index, text, method }, details) {
-  return `${label}: seed ${SEED} case ${index} (PARSER_DIFF_SEED=${SEED} PARSER_DIFF_CASE=${index}), ${method} ${JSON.stringify(text)}\n${details}`
+  return `${label}: seed ${SEED} case ${index} (PARSER_DIFF_SEED=${SEED} PARSER_DIFF_CASE=${index}), ` +
+    `${method} ${JSON.stringify(text)}\n${details}`
 }
 
 // Check our verdicts on one case, alone and against Node's. Returns the outcome's category,
@@ -128,8 +137,18 @@ function judge (c, node) {
     }
     return { failure: describe('accepted what Node refuses', c, `ours: ${expected}\nNode: ${node.error}`) }
   }
-  const theirs = JSON.stringify({ statusCode: node.statusCode, statusMessage: node.statusMessage, rawHeaders: node.rawHeaders, body: node.body.toString('latin1') })
-  const mine = JSON.stringify({ statusCode: whole.head.statusCode, statusMessage: whole.head.statusMessage, rawHeaders: whole.head.rawHeaders, body: whole.body.toString('latin1') })
+  const theirs = JSON.stringify({
+    statusCode: node.statusCode,
+    statusMessage: node.statusMessage,
+    rawHeaders: node.rawHeaders,
+    body: node.body.toString('latin1')
+  })
+  const mine = JSON.stringify({
+    statusCode: whole.head.statusCode,
+    statusMessage: whole.head.statusMessage,
+    rawHeaders: whole.head.rawHeaders,
+    body: whole.body.toString('latin1')
+  })
   if (mine !== theirs) return { failure: describe('read differently from Node', c, `ours: ${mine}\nNode: ${theirs}`) }
   // Node tripped over bytes after the response: we must not read them as the next one.
   if (node.errorAfter && whole.reusable) return { failure: describe('bytes after the response left the connection reusable', c, `Node: ${node.errorAfter}`) }

@@ -54,10 +54,12 @@ function refused (t, text, what, opts = {}) {
 const ok = (body = 'ok') => `Content-Length: ${body.length}\r\n\r\n${body}`
 
 t.test('Content-Length body, keep-alive, raw header spelling kept', async (t) => {
-  steps(t, 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\nhello', {}, (r, s) => {
+  steps(t, 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nSet-Cookie: a=1\r\nSet-Cookie: ' +
+    'b=2\r\n\r\nhello', {}, (r, s) => {
     t.equal(r.head.statusCode, 200, s)
     t.equal(r.head.statusMessage, 'OK')
-    t.same(r.head.rawHeaders, ['Content-Type', 'text/plain', 'Content-Length', '5', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2'])
+    t.same(r.head.rawHeaders,
+      ['Content-Type', 'text/plain', 'Content-Length', '5', 'Set-Cookie', 'a=1', 'Set-Cookie', 'b=2'])
     t.equal(r.body, 'hello')
     t.equal(r.complete, 1)
     t.equal(r.keepAlive, true)
@@ -66,7 +68,8 @@ t.test('Content-Length body, keep-alive, raw header spelling kept', async (t) =>
 })
 
 t.test('chunked body with extensions and trailers', async (t) => {
-  steps(t, 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: 1\r\n\r\n', {}, (r, s) => {
+  steps(t, 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: ' +
+    '1\r\n\r\n', {}, (r, s) => {
     t.equal(r.body, 'hello world', s)
     t.equal(r.complete, 1)
     t.equal(r.keepAlive, true)
@@ -82,10 +85,12 @@ t.test('no body: HEAD, 204, 304; interim 1xx skipped', async (t) => {
   t.equal(head.head.contentLength, 1000)
   t.equal(parse('HTTP/1.1 204 No Content\r\n\r\n').complete, 1)
   t.equal(parse('HTTP/1.1 304 Not Modified\r\nETag: "x"\r\n\r\n').complete, 1)
-  steps(t, 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok', {}, (r, s) => {
+  steps(t, 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: ' +
+    '</a.css>\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok', {}, (r, s) => {
     t.equal(r.head.statusCode, 201, s)
     t.equal(r.heads, 1, 'interim heads are not passed on as the response')
-    t.same(r.interim.map((h) => [h.statusCode, h.rawHeaders]), [[100, []], [103, ['Link', '</a.css>']]], 'but to onInterim, in order')
+    t.same(r.interim.map((h) => [h.statusCode, h.rawHeaders]), [[100, []], [103, ['Link', '</a.css>']]],
+      'but to onInterim, in order')
     t.equal(r.body, 'ok')
   })
 })
@@ -177,7 +182,8 @@ t.test('field values: VCHAR, obs-text, inner SP and HTAB; no control character',
   }
 })
 
-t.test('every byte in a reason or a value: refused, or accepted by res.writeHead (a control character used to crash the pool)', async (t) => {
+t.test('every byte in a reason or a value: refused, or accepted by res.writeHead ' +
+  '(a control character used to crash the pool)', async (t) => {
   let accepted = 0
   for (let byte = 0; byte < 256; byte++) {
     const c = String.fromCharCode(byte)
@@ -245,7 +251,8 @@ t.test('Transfer-Encoding: chunked last frames the body; otherwise the body runs
       t.equal(r.keepAlive, true)
     })
   }
-  t.equal(parse('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n').body, 'ok', 'over two fields')
+  t.equal(parse('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n')
+    .body, 'ok', 'over two fields')
   for (const te of ['gzip', 'chunked, gzip', 'identity', 'chunked;q=1']) {
     const r = parse(`HTTP/1.1 200 OK\r\nTransfer-Encoding: ${te}\r\n\r\n2\r\nok\r\n0\r\n\r\n`, { end: true })
     t.equal(r.body, '2\r\nok\r\n0\r\n\r\n', `${te}: read until close`)
@@ -264,7 +271,8 @@ t.test('Transfer-Encoding: chunked last frames the body; otherwise the body runs
 })
 
 t.test('Transfer-Encoding wins over Content-Length, and the connection is not reused', async (t) => {
-  steps(t, 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', {}, (r, s) => {
+  steps(t, 'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: ' +
+    'chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', {}, (r, s) => {
     t.equal(r.body, 'ok', s)
     t.equal(r.keepAlive, false)
     t.equal(r.head.keepAlive, false)
@@ -278,7 +286,8 @@ t.test('Transfer-Encoding wins over Content-Length, and the connection is not re
 })
 
 t.test('chunk-size lines: hex digits and token or quoted-string extensions, nothing else', async (t) => {
-  const lines = ['2', '02', '000000000002', 'A;b', '2;a=b', '2;a="x y"', '2;a="q\\"uote"', '2;a="caf\xe9"', '2;a;b=c;d="e"']
+  const lines = ['2', '02', '000000000002', 'A;b', '2;a=b', '2;a="x y"', '2;a="q\\"uote"', '2;a="caf\xe9"',
+    '2;a;b=c;d="e"']
   for (const line of lines) {
     const size = parseInt(line, 16)
     const data = 'x'.repeat(size)
@@ -306,7 +315,8 @@ t.test('chunk-size lines: hex digits and token or quoted-string extensions, noth
   }
   for (const [what, line] of Object.entries(bad)) refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${line}\r\nok\r\n0\r\n\r\n`, what)
   refused(t, 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxyz', 'chunk data not followed by CRLF')
-  refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(5000)}\r\nx\r\n0\r\n\r\n`, 'chunk-size line too long')
+  refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(5000)}\r\nx\r\n0\r\n\r\n`,
+    'chunk-size line too long')
 })
 
 t.test('trailer lines are checked like field lines, then dropped', async (t) => {
@@ -372,7 +382,8 @@ t.test('no-body responses: nothing after them is ever read as the next response'
     '204 with a chunked body': ['HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 'GET'],
     '304 with a body': ['HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\nhello', 'GET'],
     'HEAD answered with a body': ['HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello', 'HEAD'],
-    'HEAD answered with a whole second response': ['HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n', 'HEAD']
+    'HEAD answered with a whole second response': ['HTTP/1.1 200 OK\r\nContent-Length: ' +
+      '5\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n', 'HEAD']
   }
   for (const [what, [text, method]] of Object.entries(extra)) {
     const r = parse(text, { method })
@@ -399,7 +410,8 @@ t.test('the parser refuses bytes nobody asked for, and stays refused after an er
   t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 OK\r\n\r\n')), { code: codes.BAD_RESPONSE }, 'no expect()')
   parser.expect('GET')
   t.throws(() => parser.execute(Buffer.from('HTTP/1.1 200 O\x01K\r\n\r\n')), { code: codes.BAD_RESPONSE })
-  t.throws(() => parser.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${ok()}`)), { code: codes.BAD_RESPONSE }, 'no more after a refusal')
+  t.throws(() => parser.execute(Buffer.from(`HTTP/1.1 200 OK\r\n${ok()}`)), { code: codes.BAD_RESPONSE },
+    'no more after a refusal')
   t.throws(() => parser.end(), { code: codes.BAD_RESPONSE })
   t.equal(parser.inProgress, true)
   parser.expect('GET') // a new exchange (on a new connection, in the balancer)
@@ -413,7 +425,8 @@ t.test('size limits do not depend on how the bytes are cut', async (t) => {
     return start + 'a'.repeat(size - start.length) + '\r\n\r\n'
   }
   for (const step of [Infinity, 1000, 4093]) {
-    t.equal(parse(headOf(MAX_HEAD_BYTES), { step, end: true }).complete, 1, `a head of ${MAX_HEAD_BYTES} bytes, step ${step}`)
+    t.equal(parse(headOf(MAX_HEAD_BYTES), { step, end: true }).complete, 1,
+      `a head of ${MAX_HEAD_BYTES} bytes, step ${step}`)
     refused(t, headOf(MAX_HEAD_BYTES + 1), `a head of ${MAX_HEAD_BYTES + 1} bytes, step ${step}`, { step })
   }
   const chunkOf = (size) => `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(size - 2)}\r\nx\r\n0\r\n\r\n`
@@ -434,8 +447,12 @@ t.test('sizes and truncation', async (t) => {
 t.test('valid responses read the same cut at every position', async (t) => {
   const cases = [
     ['GET', 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nSet-Cookie: a=1\r\n\r\nhello'],
-    ['GET', 'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5;a="x;y"\r\nhello\r\nA\r\n0123456789\r\n0;z\r\nX-T: 1\r\n\r\n'],
-    ['GET', 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 201\r\nContent-Length: 2\r\n\r\nok'],
+    ['GET',
+      'HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, ' +
+        'chunked\r\n\r\n5;a="x;y"\r\nhello\r\nA\r\n0123456789\r\n0;z\r\nX-T: 1\r\n\r\n'],
+    ['GET',
+      'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: ' +
+        '</a.css>\r\n\r\nHTTP/1.1 201\r\nContent-Length: 2\r\n\r\nok'],
     ['GET', 'HTTP/1.0 200 OK\r\nX-A:\t caf\xe9 \r\n\r\nuntil \r\n\r\n the end'],
     ['HEAD', 'HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n'],
     ['GET', 'HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello']
@@ -470,7 +487,8 @@ t.test('a 101: the handler takes the socket when the request asked to upgrade; r
   }
   t.equal(upgraded[0].head.statusCode, 101)
   t.same(upgraded[0].head.rawHeaders, ['Upgrade', 'websocket', 'Connection', 'Upgrade'])
-  t.throws(() => parser.execute(Buffer.from('more')), /data after a protocol upgrade/, 'nothing more is parsed after it')
+  t.throws(() => parser.execute(Buffer.from('more')), /data after a protocol upgrade/,
+    'nothing more is parsed after it')
   const whole = new ResponseParser({ onUpgrade: (head, rest) => upgraded.push({ rest: rest.toString('latin1') }) })
   whole.expect('GET', true)
   whole.execute(Buffer.from(answer, 'latin1'))

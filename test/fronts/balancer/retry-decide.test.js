@@ -15,10 +15,17 @@ const redispatch = (why) => ({ action: 'redispatch', why })
 const answer = (reason) => ({ action: 'answer', reason })
 
 t.test('the table: each failure has a metric label, an answer with its HTTP status, a retry rule', async (t) => {
-  t.same(Object.keys(ATTEMPT_FAILURES).sort(), ['bad_response', 'broken_response', 'died', 'local', 'refused', 'timeout'])
+  t.same(Object.keys(ATTEMPT_FAILURES).sort(),
+    ['bad_response', 'broken_response', 'died', 'local', 'refused', 'timeout'])
   const expected = {
     refused: { metric: 'worker_refused', answer: 'worker_refused', status: 502, retry: 'any-method' },
-    died: { metric: 'worker_died', answer: 'worker_died', answerReplayed: 'worker_died_twice', status: 502, retry: 'replayable' },
+    died: {
+      metric: 'worker_died',
+      answer: 'worker_died',
+      answerReplayed: 'worker_died_twice',
+      status: 502,
+      retry: 'replayable'
+    },
     bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, retry: 'never' },
     broken_response: { metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never' },
     timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' },
@@ -34,19 +41,25 @@ t.test('the table: each failure has a metric label, an answer with its HTTP stat
 t.test('refused: any method, up to --retries redispatches', async (t) => {
   for (const method of ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']) {
     t.same(decide('refused', fresh(method), serving), redispatch('refused'), method)
-    t.same(decide('refused', fresh(method, { redispatches: 2 }), serving), redispatch('refused'), `${method}, the last retry`)
-    t.same(decide('refused', fresh(method, { redispatches: 3 }), serving), answer('worker_refused'), `${method}, retries used up`)
+    t.same(decide('refused', fresh(method, { redispatches: 2 }), serving), redispatch('refused'),
+      `${method}, the last retry`)
+    t.same(decide('refused', fresh(method, { redispatches: 3 }), serving), answer('worker_refused'),
+      `${method}, retries used up`)
   }
   t.same(decide('refused', fresh('POST'), { ...serving, retries: 0 }), answer('worker_refused'), '--retries 0')
-  t.same(decide('refused', fresh('GET', { replayed: true }), serving), redispatch('refused'), 'after a replay, a refusal still retries')
-  t.same(decide('refused', fresh('GET', { replayed: true, redispatches: 3 }), serving), answer('worker_refused'), 'and ends as a refusal')
+  t.same(decide('refused', fresh('GET', { replayed: true }), serving), redispatch('refused'),
+    'after a replay, a refusal still retries')
+  t.same(decide('refused', fresh('GET', { replayed: true, redispatches: 3 }), serving), answer('worker_refused'),
+    'and ends as a refusal')
 })
 
 t.test('died: GET and HEAD only, once', async (t) => {
   for (const method of ['GET', 'HEAD']) {
     t.same(decide('died', fresh(method), serving), redispatch('died'), method)
-    t.same(decide('died', fresh(method, { replayed: true }), serving), answer('worker_died_twice'), `${method}, died again`)
-    t.same(decide('died', fresh(method, { redispatches: 3 }), { ...serving, retries: 3 }), redispatch('died'), `${method}: --retries counts refusals only`)
+    t.same(decide('died', fresh(method, { replayed: true }), serving), answer('worker_died_twice'),
+      `${method}, died again`)
+    t.same(decide('died', fresh(method, { redispatches: 3 }), { ...serving, retries: 3 }), redispatch('died'),
+      `${method}: --retries counts refusals only`)
   }
   for (const method of ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
     t.same(decide('died', fresh(method), serving), answer('worker_died'), `${method} is never replayed`)
@@ -58,7 +71,8 @@ t.test('bad_response, broken_response, timeout: never retried, whatever the meth
     for (const method of ['GET', 'POST']) {
       t.same(decide(failure, fresh(method), serving), answer(ATTEMPT_FAILURES[failure].answer), `${failure} ${method}`)
     }
-    t.same(decide(failure, fresh('GET', { replayed: true }), serving), answer(ATTEMPT_FAILURES[failure].answer), `${failure} after a replay`)
+    t.same(decide(failure, fresh('GET', { replayed: true }), serving), answer(ATTEMPT_FAILURES[failure].answer),
+      `${failure} after a replay`)
   }
 })
 
@@ -67,7 +81,8 @@ t.test('nothing is retried for a client that has gone, or once the balancer is s
     const label = Object.keys(when)[0]
     t.same(decide('refused', fresh('GET'), { ...serving, ...when }), answer('worker_refused'), `refused, ${label}`)
     t.same(decide('died', fresh('GET'), { ...serving, ...when }), answer('worker_died'), `died, ${label}`)
-    t.same(decide('died', fresh('GET', { replayed: true }), { ...serving, ...when }), answer('worker_died_twice'), `died again, ${label}`)
+    t.same(decide('died', fresh('GET', { replayed: true }), { ...serving, ...when }), answer('worker_died_twice'),
+      `died again, ${label}`)
   }
 })
 

@@ -35,7 +35,8 @@ t.test('when every worker refuses, 502 after --retries redispatches', async (t) 
   const r = await request(`${balancer.base}/sleep`)
   t.equal(r.status, 502)
   t.match(r.body, /no worker accepted the connection/)
-  t.match((await request(`${balancer.statsBase}/metrics`)).body, /pool_failures_total\{reason="worker_refused"\} 3/, 'first try + 2 redispatches')
+  t.match((await request(`${balancer.statsBase}/metrics`)).body, /pool_failures_total\{reason="worker_refused"\} 3/,
+    'first try + 2 redispatches')
 })
 
 t.test('an idempotent request survives one worker dying with it', async (t) => {
@@ -61,9 +62,11 @@ async function crashWhileBusy (t, options) {
   await waitFor(() => balancer.status().inFlight === 2, { interval: 2, what: 'the hold on worker2' })
   const crash = async () => {
     for (const w of workers) release(w, 'x') // worker1 dies; on worker2, x will not wait
-    await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-redispatch'), { interval: 2, what: 'x redispatched' })
+    await waitFor(() => balancer.logs.some((l) => l.event === 'balancer-redispatch'),
+      { interval: 2, what: 'x redispatched' })
   }
-  const tagsOn = (w) => seen().filter((l) => l.pid === w.pid).map((l) => new URL(l.url, 'http://x').searchParams.get('tag'))
+  const tagsOn = (w) => seen().filter((l) => l.pid === w.pid)
+    .map((l) => new URL(l.url, 'http://x').searchParams.get('tag'))
   return { balancer, w2, x, hold, crash, freeWorker2: () => release(w2, 'hold'), tagsOn }
 }
 
@@ -77,14 +80,16 @@ t.test('a redispatched request is served before the requests that queued behind 
   }
   await crash()
   freeWorker2()
-  t.same([(await x).status, (await hold).status, ...(await Promise.all(queued)).map((r) => r.status)], [200, 200, 200, 200, 200])
+  t.same([(await x).status, (await hold).status, ...(await Promise.all(queued)).map((r) => r.status)],
+    [200, 200, 200, 200, 200])
   t.same(tagsOn(w2), ['hold', 'x', 'a', 'b', 'c'], 'x ahead of all three')
 })
 
 t.test('a redispatched request keeps the queue deadline it got on arrival', async (t) => {
   const QUEUE_TIMEOUT = 2000
   const run = async ({ beforeCrash }) => {
-    const { balancer, w2, x, hold, crash, freeWorker2, tagsOn } = await crashWhileBusy(t, { queueTimeout: QUEUE_TIMEOUT })
+    const { balancer, w2, x, hold, crash, freeWorker2, tagsOn } = await crashWhileBusy(t,
+      { queueTimeout: QUEUE_TIMEOUT })
     let answered = false
     x.then(() => { answered = true })
     await beforeCrash()
@@ -95,7 +100,8 @@ t.test('a redispatched request keeps the queue deadline it got on arrival', asyn
     freeWorker2()
     const answer = await x
     t.equal((await hold).status, 200)
-    const line = await waitFor(() => balancer.logs.find((l) => l.event === 'request' && l.url.includes('tag=x')), { what: 'x\'s access-log line' })
+    const line = await waitFor(() => balancer.logs.find((l) => l.event === 'request' && l.url.includes('tag=x')),
+      { what: 'x\'s access-log line' })
     return { answer, line, onWorker2: tagsOn(w2) }
   }
   // x spends longer than the queue timeout on worker1 (never queued): measured from its arrival,

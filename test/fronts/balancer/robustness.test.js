@@ -22,7 +22,8 @@ function settled (balancer) {
   return s.queue === 0 && s.inFlight === 0
 }
 
-t.test('a header value or reason phrase with a control character: 502 for that request, the pool lives on', async (t) => {
+t.test('a header value or reason phrase with a control character: 502 for that request, ' +
+  'the pool lives on', async (t) => {
   const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })
   const bad = [
     'HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nhi',
@@ -42,7 +43,8 @@ t.test('a header value or reason phrase with a control character: 502 for that r
   t.ok(settled(balancer))
 })
 
-t.test('a malformed header on a response too large to buffer (the streamed path): 502, the pool lives on', async (t) => {
+t.test('a malformed header on a response too large to buffer (the streamed path): 502, ' +
+  'the pool lives on', async (t) => {
   const { balancer } = await setup(t, 1, { maxResponseBuffer: 64 * 1024 }, { script: RAW_WORKER })
   const r = await request(`${balancer.base}/big?kb=512&bad=1`)
   t.equal(r.status, 502)
@@ -53,7 +55,8 @@ t.test('a malformed header on a response too large to buffer (the streamed path)
   t.ok(settled(balancer))
 })
 
-t.test('the queue never waits while a worker could take its head: resets bench every worker, the next GET is still served', async (t) => {
+t.test('the queue never waits while a worker could take its head: resets bench every worker, ' +
+  'the next GET is still served', async (t) => {
   const { balancer, logFile } = await setup(t, 2, { queueTimeout: 5000 }, { script: RAW_WORKER })
   const reset = await request(`${balancer.base}/reset`)
   t.equal(reset.status, 502, 'the GET was replayed once, and reset again')
@@ -64,13 +67,15 @@ t.test('the queue never waits while a worker could take its head: resets bench e
   t.notOk(balancer.dispatcher.stuck(), 'invariant: nothing waits while a worker is free')
 })
 
-t.test('--read-timeout: the request ends with 504 and its connection closes; the worker gets no request until it says that one ended', async (t) => {
+t.test('--read-timeout: the request ends with 504 and its connection closes; ' +
+  'the worker gets no request until it says that one ended', async (t) => {
   const watched = []
   const context = { watchRequest: (w, id) => { watched.push({ w, id }); return true } }
   const { balancer, logFile } = await setup(t, 1, { readTimeout: 200 }, { script: RAW_WORKER, context })
   const slow = await request(`${balancer.base}/ok?ms=1200&slow`)
   t.equal(slow.status, 504)
-  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].exchange }], 'the worker is asked to say when that request ends (its exchange)')
+  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].exchange }],
+    'the worker is asked to say when that request ends (its exchange)')
   t.equal(balancer.status().workers[0].state, 'busy', 'still held: its app may still be working on it')
   const next = openRequest(`${balancer.base}/ok?next`)
   await waitFor(() => balancer.status().queue === 1, { what: 'the next request queued' })
@@ -83,7 +88,8 @@ t.test('--read-timeout: the request ends with 504 and its connection closes; the
   t.ok(settled(balancer))
 })
 
-t.test('a failed exchange benches its worker before giving its place back: a queued POST never meets the dying worker', async (t) => {
+t.test('a failed exchange benches its worker before giving its place back: ' +
+  'a queued POST never meets the dying worker', async (t) => {
   const { balancer, logFile } = await setup(t, 2, { balance: 'first' }, { script: RAW_WORKER })
   // Worker 1 renders; worker 2 takes /die: it closes its port and resets the connection, as a
   // worker does in the moment before its exit reaches the supervisor.
@@ -98,7 +104,8 @@ t.test('a failed exchange benches its worker before giving its place back: a que
   t.equal((await queued.response).status, 200, 'the queued POST is served')
   t.equal((await slow.response).status, 200)
   t.equal(starts(logFile, '/ok?queued').length, 1, 'by the live worker, once')
-  t.notMatch(await metricsOf(balancer), /pool_failures_total\{reason="worker_refused"\} [1-9]/, 'and never sent to the worker that had closed its port')
+  t.notMatch(await metricsOf(balancer), /pool_failures_total\{reason="worker_refused"\} [1-9]/,
+    'and never sent to the worker that had closed its port')
 })
 
 t.test('a POST whose worker reset after reading its head is not replayed, however large its body', async (t) => {
@@ -127,7 +134,8 @@ t.test('a response with bytes after its end (a 204 with a body) cannot be read a
   t.equal(starts(logFile, '/ok?next').length, 1)
 })
 
-t.test('an unexpected throw in the balancer costs one request (500), is logged with its stack, and frees the worker', async (t) => {
+t.test('an unexpected throw in the balancer costs one request (500), is logged with its stack, ' +
+  'and frees the worker', async (t) => {
   const { balancer } = await setup(t, 1, {}, { script: RAW_WORKER })
   const { pipeline } = balancer // the request pipeline (pipeline.js) answers the client
   const original = pipeline.writeHead // passes the head of the worker's answer on
@@ -144,7 +152,8 @@ t.test('an unexpected throw in the balancer costs one request (500), is logged w
   t.match(await metricsOf(balancer), /pool_failures_total\{reason="internal_error"\} 1/)
 })
 
-t.test('a worker that resets in the middle of a streamed response: the client sees it cut, the worker is freed', async (t) => {
+t.test('a worker that resets in the middle of a streamed response: the client sees it cut, ' +
+  'the worker is freed', async (t) => {
   const { balancer } = await setup(t, 1, { maxResponseBuffer: 16 * 1024 }, { script: RAW_WORKER })
   const r = await new Promise((resolve) => {
     const socket = net.connect(Number(new URL(balancer.base).port), '127.0.0.1')
@@ -169,7 +178,8 @@ t.test('a throw in the bookkeeping of a release cannot keep the worker\'s place'
   }
   const r = await request(`${balancer.base}/ok?first`)
   t.equal(r.status, 500, 'that request is the one that pays')
-  t.equal((await request(`${balancer.base}/ok?second`)).status, 200, 'the worker was given back: the next request is served, not queued')
+  t.equal((await request(`${balancer.base}/ok?second`)).status, 200,
+    'the worker was given back: the next request is served, not queued')
   t.ok(settled(balancer))
 })
 
@@ -186,15 +196,25 @@ t.test('a worker whose app goes on after its answer failed gets no request until
   const appLog = path.join(dir, 'app.log')
   const [port, workerPort] = await freePorts(2)
   const front = createBalancer({ port, accessLog: false })
-  const pool = new Pool({ app: path.join(FIXTURES, 'fails-then-works.js'), workers: 1, workerPort, logger: pino({ level: 'silent' }), logLevel: 'silent', env: { APP_LOG: appLog }, fronts: [front] })
+  const pool = new Pool({
+    app: path.join(FIXTURES, 'fails-then-works.js'),
+    workers: 1,
+    workerPort,
+    logger: pino({ level: 'silent' }),
+    logLevel: 'silent',
+    env: { APP_LOG: appLog },
+    fronts: [front]
+  })
   t.teardown(() => pool.kill())
   let queued = 0
   pool.on('queued', () => queued++)
   await pool.start()
   // POSTs, never replayed: one run of each failing request, whatever its bytes got to.
   for (const failing of ['/cut', '/drop']) {
-    const first = request(`http://127.0.0.1:${port}${failing}`, { method: 'POST', body: 'x' }).catch((err) => ({ error: err.message }))
-    await waitFor(() => fs.existsSync(appLog) && fs.readFileSync(appLog, 'utf8').includes(failing), { what: `${failing} running` })
+    const first = request(`http://127.0.0.1:${port}${failing}`, { method: 'POST', body: 'x' })
+      .catch((err) => ({ error: err.message }))
+    await waitFor(() => fs.existsSync(appLog) && fs.readFileSync(appLog, 'utf8').includes(failing),
+      { what: `${failing} running` })
     const next = await request(`http://127.0.0.1:${port}/ok`)
     t.equal(next.status, 200, `after ${failing}: the next request is served`)
     const failed = await first
@@ -203,6 +223,8 @@ t.test('a worker whose app goes on after its answer failed gets no request until
   const read = () => fs.readFileSync(appLog, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
   await waitFor(() => read().length === 8, { what: 'the last request logged as ended' })
   const lines = read()
-  t.same(lines.map((l) => `${l.ev} ${l.url}`), ['start /cut', 'end /cut', 'start /ok', 'end /ok', 'start /drop', 'end /drop', 'start /ok', 'end /ok'], 'one request at a time, the next only once the app was done')
+  t.same(lines.map((l) => `${l.ev} ${l.url}`),
+    ['start /cut', 'end /cut', 'start /ok', 'end /ok', 'start /drop', 'end /drop', 'start /ok', 'end /ok'],
+    'one request at a time, the next only once the app was done')
   t.equal(queued, 0, 'no request reached the worker while it was busy')
 })

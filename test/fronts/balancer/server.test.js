@@ -9,7 +9,8 @@ const net = require('node:net')
 const http = require('node:http')
 const { createFrontServer } = require('../../../lib/fronts/balancer/server')
 
-const timerKey = (server) => Object.getOwnPropertySymbols(server).find((s) => s.description === 'http.server.connectionsCheckingInterval')
+const timerKey = (server) => Object.getOwnPropertySymbols(server)
+  .find((s) => s.description === 'http.server.connectionsCheckingInterval')
 
 // One request on a connection of its own, over once the connection has closed.
 function oneRequest (port) {
@@ -50,7 +51,8 @@ t.test('one timer for connections that come and go, stopped once none is open', 
   // Each stop takes a check (one a second) finding no connection open: on a slow machine the
   // timer may have stopped and started again between two connections, never once for each.
   const most = 1 + Math.floor((Date.now() - from) / 1000)
-  t.ok(started.length <= most && most < 20, `20 connections one after the other: ${started.length} timer(s) started (at most ${most})`)
+  t.ok(started.length <= most && most < 20,
+    `20 connections one after the other: ${started.length} timer(s) started (at most ${most})`)
   const until = Date.now() + 3000
   while (server[key] !== null && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 50))
   t.equal(server[key], null, 'stopped by the first check that found no connection open: an idle server sleeps')

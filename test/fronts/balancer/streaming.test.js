@@ -48,7 +48,8 @@ const headOf = (text) => text.slice(0, text.indexOf('\r\n\r\n'))
 const metricsOf = async (balancer) => (await request(`${balancer.statsBase}/metrics`)).body
 const logged = (logFile, ev) => readLog(logFile).filter((l) => l.ev === ev)
 
-t.test('a streamed page: the shell reaches the client before its late part exists, framed as the worker framed it', async (t) => {
+t.test('a streamed page: the shell reaches the client before its late part exists, ' +
+  'framed as the worker framed it', async (t) => {
   const { balancer, workers } = await setup(t, 1)
   for (const [framing, cl] of [['chunked', ''], ['Content-Length', '&cl=1']]) {
     const name = `late-${framing}`
@@ -56,7 +57,9 @@ t.test('a streamed page: the shell reaches the client before its late part exist
     await client.when('the shell', (text) => text.includes('<shell>' + 's'.repeat(4000)))
     const releasedAt = performance.now()
     t.notMatch(client.text, /<late>/, `${framing}: the shell came while the late part was not written yet`)
-    t.ok(client.firstByteAt < releasedAt, `${framing}: first byte ${Math.round(client.firstByteAt - client.sentAt)} ms after the request, before the late part was produced`)
+    t.ok(client.firstByteAt < releasedAt,
+      `${framing}: first byte ${Math.round(client.firstByteAt - client.sentAt)} ms after the request, ` +
+        'before the late part was produced')
     if (cl) t.match(headOf(client.text), /\r\nContent-Length: 5037\b/i, 'the worker\'s Content-Length is kept')
     else t.match(headOf(client.text), /\r\nTransfer-Encoding: chunked\b/i, 'a chunked page stays chunked')
     release(workers[0], name)
@@ -76,7 +79,8 @@ t.test('the worker is free once its streamed response ends, while its client sti
   t.teardown(() => req.destroy())
   await waitFor(() => logged(logFile, 'finished').length === 1, { what: 'the worker to send its last byte' })
   await waitFor(() => balancer.status().inFlight === 0, { what: 'the worker freed' })
-  t.equal((await request(`${balancer.base}/sleep?next`)).status, 200, 'and serving the next client while the first has read nothing')
+  t.equal((await request(`${balancer.base}/sleep?next`)).status, 200,
+    'and serving the next client while the first has read nothing')
   let received = 0
   res.on('data', (c) => { received += c.length })
   res.resume()
@@ -101,7 +105,8 @@ t.test('a client reading 500 KB at 100 KB/s: its worker is free long before it h
     if (read < allowed) client.socket.resume()
   }, 50)
   t.teardown(() => clearInterval(tick))
-  await waitFor(() => logged(logFile, 'finished').length === 1 && balancer.status().inFlight === 0, { what: 'the worker freed' })
+  await waitFor(() => logged(logFile, 'finished').length === 1 && balancer.status().inFlight === 0,
+    { what: 'the worker freed' })
   t.ok(read < 250 * 1000, `the worker was free when the client had read ${read} of 512000 bytes`)
   allowed = Infinity // the rest at full speed
   client.socket.resume()
@@ -122,22 +127,26 @@ t.test('the response budget: clients that read nothing hold at most the budget, 
   t.teardown(() => { for (const c of clients) c.socket.destroy() })
   await waitFor(() => budget.waiting.size === 3, { what: 'every relay waiting for room in the budget' })
   await sleep(300)
-  t.ok(peak <= BUDGET + 3 * READ_BYTES, `peak held ${peak} bytes: within the budget (${BUDGET}) and one read per response`)
+  t.ok(peak <= BUDGET + 3 * READ_BYTES,
+    `peak held ${peak} bytes: within the budget (${BUDGET}) and one read per response`)
   t.equal(balancer.status().responseBudget, BUDGET)
   t.equal(balancer.status().inFlight, 3, 'the workers wait for their clients rather than the balancer holding more')
   t.match(await metricsOf(balancer), new RegExp(`pool_response_budget_bytes ${BUDGET}\\b`))
   for (const c of clients) c.socket.destroy()
-  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0, { what: 'the clients gone: workers read to their end and freed, bytes given back' })
+  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0,
+    { what: 'the clients gone: workers read to their end and freed, bytes given back' })
   t.equal((await request(`${balancer.base}/sleep?after`)).status, 200)
 })
 
-t.test('--send-timeout: a client that takes nothing of a response read whole is cut off, and what it held is given back', async (t) => {
+t.test('--send-timeout: a client that takes nothing of a response read whole is cut off, ' +
+  'and what it held is given back', async (t) => {
   const { balancer } = await setup(t, 1, { maxResponseBuffer: 64 * MiB, sendTimeout: 800 })
   const client = rawGet(port(balancer), '/big?kb=24576', { read: false })
   t.teardown(() => client.socket.destroy())
   await waitFor(() => balancer.status().inFlight === 1, { what: 'the response under way' })
   await waitFor(() => balancer.status().inFlight === 0, { what: 'the worker done, the rest held for the client' })
-  await waitFor(async () => /pool_failures_total\{reason="client_send_timeout"\} 1/.test(await metricsOf(balancer)), { timeout: 5000, what: 'the client cut off for --send-timeout' })
+  await waitFor(async () => /pool_failures_total\{reason="client_send_timeout"\} 1/.test(await metricsOf(balancer)),
+    { timeout: 5000, what: 'the client cut off for --send-timeout' })
   await waitFor(() => balancer.status().responseBytes === 0, { what: 'what it held given back' })
   client.readNow()
   await client.closed
@@ -162,7 +171,8 @@ t.test('X-Accel-Buffering: no: no read-ahead, the worker waits for its client', 
   await sleep(600)
   t.equal(logged(logFile, 'finished').length, 0, 'the worker has not sent it all')
   t.equal(balancer.status().inFlight, 1, 'and is held by the client that does not read')
-  t.ok(balancer.status().responseBytes <= READ_BYTES + 64 * KiB, `the balancer holds no more than a read and the socket's share (${balancer.status().responseBytes} bytes)`)
+  t.ok(balancer.status().responseBytes <= READ_BYTES + 64 * KiB,
+    `the balancer holds no more than a read and the socket's share (${balancer.status().responseBytes} bytes)`)
   client.readNow()
   await client.closed
   t.notMatch(headOf(client.text), /X-Accel-Buffering/i, 'the header is the balancer\'s, not the client\'s')
@@ -170,7 +180,8 @@ t.test('X-Accel-Buffering: no: no read-ahead, the worker waits for its client', 
   t.equal(balancer.status().inFlight, 0)
 })
 
-t.test('X-Accel-Buffering: yes: stored whole, sent with its length; a worker that fails midway gets a 502', async (t) => {
+t.test('X-Accel-Buffering: yes: stored whole, sent with its length; ' +
+  'a worker that fails midway gets a 502', async (t) => {
   const { balancer, workers, logFile } = await setup(t, 1)
   const client = rawGet(port(balancer), '/stream?late=stored&xab=yes')
   await waitFor(() => logged(logFile, 'shell').length === 1, { what: 'the worker to write its shell' })
@@ -190,7 +201,9 @@ t.test('103 Early Hints reach the client before the response, and never an HTTP/
   const { balancer, workers } = await setup(t, 1)
   const client = rawGet(port(balancer), '/stream?hint=1&late=hinted')
   await client.when('the shell', (text) => text.includes('<shell>'))
-  t.match(client.text, /^HTTP\/1\.1 103 Early Hints\r\nLink: <\/app\.css>; rel=preload; as=style\r\n\r\nHTTP\/1\.1 200 /, 'the hints first, then the response')
+  t.match(client.text,
+    /^HTTP\/1\.1 103 Early Hints\r\nLink: <\/app\.css>; rel=preload; as=style\r\n\r\nHTTP\/1\.1 200 /,
+    'the hints first, then the response')
   release(workers[0], 'hinted')
   await client.closed
   const old = rawGet(port(balancer), '/stream?hint=1&gap=0', { version: '1.0' })
@@ -208,13 +221,17 @@ t.test('a page cut short by its worker after the shell: the client sees it cut, 
   t.match(client.text, /^HTTP\/1\.1 200 /)
   t.notMatch(client.text, /<late>/)
   t.match(await metricsOf(balancer), /pool_failures_total\{reason="worker_broken_response"\} 1/)
-  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0, { what: 'nothing held' })
+  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0,
+    { what: 'nothing held' })
 })
 
-t.test('X-Accel-Buffering: yes meets a full response budget: written through rather than waiting for ever', async (t) => {
+t.test('X-Accel-Buffering: yes meets a full response budget: ' +
+  'written through rather than waiting for ever', async (t) => {
   const { balancer } = await setup(t, 2, { responseBudget: MiB, maxResponseBuffer: 8 * MiB })
   // Two responses to be stored whole, each larger than the budget: neither could ever be.
-  const answers = await Promise.all([1, 2].map((i) => request(`${balancer.base}/pieces?kb=2048&n=32&xab=yes&i=${i}`, { timeout: 10000 })))
+  const answers = await Promise.all([1, 2].map((i) => request(`${balancer.base}/pieces?kb=2048&n=32&xab=yes&i=${i}`,
+    { timeout: 10000 })))
   t.same(answers.map((a) => [a.status, a.body.length]), [[200, 2 * MiB], [200, 2 * MiB]], 'both whole')
-  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0, { what: 'nothing held' })
+  await waitFor(() => balancer.status().inFlight === 0 && balancer.status().responseBytes === 0,
+    { what: 'nothing held' })
 })

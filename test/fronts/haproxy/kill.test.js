@@ -9,7 +9,9 @@ const { performance } = require('node:perf_hooks')
 const { sleep, waitFor, isAlive } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
 const { onPlatforms } = require('../../helpers/haproxy')
-const { startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp } = require('../../helpers/haproxy-pool')
+const {
+  startLabHaproxy, startHaproxyPool, statuses, servedBy, pidsBySlot, allUp
+} = require('../../helpers/haproxy-pool')
 
 // Poll worker<slot>'s status every ~2 ms until `done(status)`; resolves { status, ms } with ms
 // counted from `since` (performance.now()).
@@ -23,7 +25,8 @@ async function pollStatus (client, name, done, { since, timeout = 2000 }) {
   throw new Error(`${name} never reached the expected status within ${timeout} ms`)
 }
 
-onPlatforms(t, 'SIGKILL → MAINT before the respawn is ready, then UP with the new worker serving', async (t, platform) => {
+onPlatforms(t, 'SIGKILL → MAINT before the respawn is ready, ' +
+  'then UP with the new worker serving', async (t, platform) => {
   const lab = await startLabHaproxy(t, { platform, workers: 2 })
   // A worker that served is respawned at once when it is killed from outside (no backoff):
   // what must come first is MAINT, before the new process is ready and put back.
@@ -80,7 +83,8 @@ async function killUnderLoad (t, platform) {
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'all servers UP' })
   const watch = watchServerStates(lab.client)
   t.teardown(() => watch.stop())
-  const load = startLoad(lab.url, { concurrency: 12, maxMs: 20000, maxRequests: 20000, timeout: 10000, path: (i) => `/block?ms=20&id=${i}` })
+  const load = startLoad(lab.url,
+    { concurrency: 12, maxMs: 20000, maxRequests: 20000, timeout: 10000, path: (i) => `/block?ms=20&id=${i}` })
   t.teardown(() => load.stop())
   const killed = []
   for (let i = 0; i < 10; i++) {
@@ -97,7 +101,8 @@ async function killUnderLoad (t, platform) {
   const stats = await load.stop()
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'every server UP after the last kill' })
   const states = await watch.stop()
-  t.comment(`${killed.length} kills, ${stats.ok} ok, ${stats.failed} failed (${JSON.stringify(stats.statuses)}; ${[...new Set(stats.failures)].join('; ')})`)
+  t.comment(`${killed.length} kills, ${stats.ok} ok, ${stats.failed} failed (${JSON.stringify(stats.statuses)}; ` +
+    `${[...new Set(stats.failures)].join('; ')})`)
   t.ok(killed.length >= 8, `${killed.length} workers killed`)
   // Enough requests that "failed ≤ kills" means something: every kill landed on a busy pool.
   // (About 2,000 on an idle 2-core box, half that on a loaded one; throughput is the bench's job.)
@@ -112,18 +117,21 @@ async function killUnderLoad (t, platform) {
     // may show the MAINT already) and asked before the slot's next kill.
     const after = (states[`worker${slot}`] ?? []).filter((c) => c.answered >= at && c.asked < next).map((c) => c.state)
     const maint = after.indexOf('maint')
-    t.ok(maint >= 0 && after.indexOf('ready', maint) > maint, `kill ${i + 1}: in HAProxy, worker${slot} went MAINT, then UP (${after.join(' → ')})`)
+    t.ok(maint >= 0 && after.indexOf('ready', maint) > maint,
+      `kill ${i + 1}: in HAProxy, worker${slot} went MAINT, then UP (${after.join(' → ')})`)
   }
   const [front] = (await lab.client.showStat('pool_http')).filter((r) => r.svname === 'FRONTEND')
   const [back] = (await lab.client.showStat('pool')).filter((r) => r.svname === 'BACKEND')
-  t.comment(`HAProxy: frontend ${front.hrsp_2xx} 2xx, ${front.hrsp_5xx} 5xx; backend ${back.wredis} redispatched, ${back.wretr} retried, ${back.econ} connection errors, ${back.eresp} response errors`)
+  t.comment(`HAProxy: frontend ${front.hrsp_2xx} 2xx, ${front.hrsp_5xx} 5xx; backend ${back.wredis} redispatched, ` +
+    `${back.wretr} retried, ${back.econ} connection errors, ${back.eresp} response errors`)
   t.equal(front.hrsp_2xx, stats.ok, 'HAProxy counted every answer the clients got as a 2xx')
   t.equal(front.hrsp_5xx, stats.failed, 'and its 5xx are exactly the clients\' failures')
   t.equal(front.hrsp_5xx, stats.statuses[502] ?? 0, 'all of them 502s (the request running in a killed worker)')
 
   const maints = pool.logs.filter((l) => l.event === 'haproxy-maint' && killed.some((k) => k.pid === l.pid))
   t.equal(maints.length, killed.length, 'the pool set every killed worker MAINT')
-  t.comment(`MAINT latency under load (exit handled → reply): max ${Math.max(...maints.map((l) => l.ms))} ms, mean ${(maints.reduce((s, l) => s + l.ms, 0) / maints.length).toFixed(2)} ms`)
+  t.comment(`MAINT latency under load (exit handled → reply): max ${Math.max(...maints.map((l) => l.ms))} ms, ` +
+    `mean ${(maints.reduce((s, l) => s + l.ms, 0) / maints.length).toFixed(2)} ms`)
   return { killed: killed.length, failed: front.hrsp_5xx }
 }
 
@@ -132,5 +140,7 @@ onPlatforms(t, '12 clients, a worker SIGKILLed every second for 10 s: failed req
   // server, and the worker's listening socket, opened above the fds of its connections, makes
   // the next connect to a dying worker refused (and redispatched) rather than accepted.
   const { killed, failed } = await killUnderLoad(t, platform)
-  t.ok(failed <= killed, `${failed} requests failed in HAProxy's count ≤ ${killed} kills: only the request running in the killed worker is lost`)
+  t.ok(failed <= killed,
+    `${failed} requests failed in HAProxy's count ≤ ${killed} kills: only the request running in the killed worker ` +
+      'is lost')
 })

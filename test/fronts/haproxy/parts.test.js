@@ -26,7 +26,8 @@ t.test('a warning once per message, again after a while or once forgotten; debug
   warnings.warn('haproxy-error', 'refused', {})
   warnings.forget()
   warnings.warn('haproxy-error', 'refused', {})
-  t.same(lines.map((l) => `${l.level} ${l.message}`), ['warn down', 'debug down', 'warn refused', 'warn refused', 'warn refused'])
+  t.same(lines.map((l) => `${l.level} ${l.message}`),
+    ['warn down', 'debug down', 'warn refused', 'warn refused', 'warn refused'])
 })
 
 t.test('MAINT\'s latency: count, last, most', async (t) => {
@@ -48,9 +49,22 @@ t.test('each worker<k> server must send to slot k\'s port', async (t) => {
 })
 
 t.test('status() as every front says it: where, what is wrong, each server by slot', async (t) => {
-  const servers = { worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 1 }, worker2: { wanted: 'maint', seen: 'drain', up: false, sessions: 0 } }
-  const s = describeServers(servers, { backend: 'pool', socket: '/run/h.sock', reachable: false, lastError: { message: 'connect ENOENT' }, haproxyPid: 7, queue: 2 })
-  t.same([s.target, s.detail, s.problem], ['backend pool', 'via /run/h.sock (HAProxy pid 7)', 'unreachable: connect ENOENT'])
-  t.same(s.columns.map((c) => [c.title, c.values[1], c.values[2]]), [['WANTED', 'ready', 'maint'], ['HAPROXY', 'ready', 'drain (down)'], ['SESS', 1, 0]])
+  const servers = {
+    worker1: { wanted: 'ready', seen: 'ready', up: true, sessions: 1 },
+    worker2: { wanted: 'maint', seen: 'drain', up: false, sessions: 0 }
+  }
+  const s = describeServers(servers,
+    {
+      backend: 'pool',
+      socket: '/run/h.sock',
+      reachable: false,
+      lastError: { message: 'connect ENOENT' },
+      haproxyPid: 7,
+      queue: 2
+    })
+  t.same([s.target, s.detail, s.problem],
+    ['backend pool', 'via /run/h.sock (HAProxy pid 7)', 'unreachable: connect ENOENT'])
+  t.same(s.columns.map((c) => [c.title, c.values[1], c.values[2]]),
+    [['WANTED', 'ready', 'maint'], ['HAPROXY', 'ready', 'drain (down)'], ['SESS', 1, 0]])
   t.same(s.table.rows[1], ['worker2', 'maint', 'drain', { badge: 'DOWN', tone: 'bad' }, 0])
 })

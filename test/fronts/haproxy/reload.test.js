@@ -13,7 +13,8 @@ const { startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp } = requi
 // `pool CMD --control SOCK`, to completion, bounded.
 function control (args, lab) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args, '--control', path.join(lab.dir, 'control.sock')], { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [BIN, ...args, '--control', path.join(lab.dir, 'control.sock')],
+      { env: cleanEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     child.stderr.on('data', (d) => { out += d })
@@ -22,7 +23,8 @@ function control (args, lab) {
   })
 }
 
-onPlatforms(t, 'pool reload under load through HAProxy: zero failed requests, every pid replaced, DRAIN before stop', async (t, platform) => {
+onPlatforms(t, 'pool reload under load through HAProxy: zero failed requests, every pid replaced, ' +
+  'DRAIN before stop', async (t, platform) => {
   const lab = await startLabHaproxy(t, { platform, workers: 3 })
   const pool = await startHaproxyPool(t, lab, { workers: 3, args: ['--log-level', 'debug'] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'all servers UP' })
@@ -55,7 +57,8 @@ onPlatforms(t, 'pool reload under load through HAProxy: zero failed requests, ev
 onPlatforms(t, 'pool scale up and down under load through HAProxy: zero failed requests', async (t, platform) => {
   const lab = await startLabHaproxy(t, { platform, workers: 2, maxWorkers: 4 })
   await startHaproxyPool(t, lab, { workers: 2 })
-  await waitFor(async () => { const s = await statuses(lab.client); return s.worker1 === 'UP' && s.worker2 === 'UP' }, { timeout: 5000, what: 'two servers UP' })
+  await waitFor(async () => { const s = await statuses(lab.client); return s.worker1 === 'UP' && s.worker2 === 'UP' },
+    { timeout: 5000, what: 'two servers UP' })
   const load = startLoad(lab.url, { concurrency: 5, maxMs: 30000, path: (i) => `/block?ms=10&id=${i}` })
   t.teardown(() => load.stop())
   const up = await control(['scale', '4'], lab)
