@@ -60,6 +60,7 @@ onPlatforms(t, 'SIGKILL → MAINT before the respawn is ready, ' +
 function watchServerStates (client) {
   const changes = {}
   let stopped = false
+  let previous = null // when the sample before this one was asked
   const done = (async () => {
     while (!stopped) {
       const asked = performance.now()
@@ -67,8 +68,9 @@ function watchServerStates (client) {
       const answered = performance.now()
       for (const [name, { state }] of Object.entries(servers ?? {})) {
         const seen = (changes[name] ??= [])
-        if (seen.at(-1)?.state !== state) seen.push({ state, asked, answered })
+        if (seen.at(-1)?.state !== state) seen.push({ state, asked, answered, previous })
       }
+      if (servers) previous = asked
       await sleep(servers ? 2 : 20)
     }
   })()
@@ -115,10 +117,26 @@ async function killUnderLoad (t, platform) {
     const next = killed.slice(i + 1).find((k) => k.slot === slot)?.at ?? Infinity
     // A change belongs to this kill if its sample was answered after the kill (one asked before
     // may show the MAINT already) and asked before the slot's next kill.
-    const after = (states[`worker${slot}`] ?? []).filter((c) => c.answered >= at && c.asked < next).map((c) => c.state)
+    const changes = (states[`worker${slot}`] ?? []).filter((c) => c.answered >= at && c.asked < next)
+    const after = changes.map((c) => c.state)
     const maint = after.indexOf('maint')
-    t.ok(maint >= 0 && after.indexOf('ready', maint) > maint,
-      `kill ${i + 1}: in HAProxy, worker${slot} went MAINT, then UP (${after.join(' → ')})`)
+    // The sampler runs on this test's loop beside 12 clients: one of its round trips may outlast
+    // a MAINT (the replacement boots in ~150 ms). Then HAProxy is seen out (DOWN, by observe
+    // layer4) and UP again, the two samples further apart than the pool's MAINT lasted, and the
+    // pool's log says HAProxy acknowledged the MAINT (checked below for every kill).
+    const out = after.findIndex((s) => s === 'maint' || s === 'down')
+    const back = out >= 0 ? after.indexOf('ready', out) : -1
+    // The blind spot between the last sample that showed it out and the first that shows it UP:
+    // HAProxy answered each somewhere between its asking and its answer's arrival.
+    const gap = back > out ? changes[back].answered - changes[back].previous : 0
+    // How long the MAINT lasted, by the pool's log: from HAProxy's reply to the READY it sent.
+    const maintLine = pool.logs.find((l) => l.event === 'haproxy-maint' && l.pid === killed[i].pid)
+    const readyLine = maintLine && pool.logs.find((l) => l.event === 'haproxy-ready' && l.slot === slot && l.time >= maintLine.time)
+    const window = readyLine ? readyLine.time - readyLine.ms - maintLine.time : Infinity
+    const missed = maint < 0 && gap >= window
+    t.ok((maint >= 0 && after.indexOf('ready', maint) > maint) || missed,
+      `kill ${i + 1}: in HAProxy, worker${slot} went MAINT, then UP (${after.join(' → ')}` +
+      `${maint < 0 ? `; no sample within its ${window} ms MAINT: two ${Math.round(gap)} ms apart` : ''})`)
   }
   const [front] = (await lab.client.showStat('pool_http')).filter((r) => r.svname === 'FRONTEND')
   const [back] = (await lab.client.showStat('pool')).filter((r) => r.svname === 'BACKEND')
