@@ -183,7 +183,12 @@ function startPool (args, { env = {}, cwd = ROOT, stats = false } = {}) {
           child.stdoutText.split('\n').slice(-15).join('\n') + '\nstderr:\n' + child.stderrText.slice(-2000)))
       }, timeout)
       t.unref()
-      child.exited.then(() => { clearTimeout(t); if (waiters.delete(w)) reject(new Error('pool exited before the log line; stderr: ' + child.stderrText.slice(-2000))) })
+      child.exited.then(() => {
+        clearTimeout(t)
+        if (waiters.delete(w)) {
+          reject(new Error('pool exited before the log line; stderr: ' + child.stderrText.slice(-2000)))
+        }
+      })
     })
   }
   // Count the `ready` lines seen so far (one per worker that became ready).
@@ -241,13 +246,20 @@ function nodeAnyoneRuns () {
   fs.chmodSync(shared, 0o755)
   process.on('exit', () => fs.rmSync(shared, { recursive: true, force: true }))
   const target = path.join(shared, 'node')
-  try { fs.linkSync(process.execPath, target) } catch { fs.copyFileSync(process.execPath, target); fs.chmodSync(target, 0o755) }
+  try {
+    fs.linkSync(process.execPath, target)
+  } catch {
+    fs.copyFileSync(process.execPath, target)
+    fs.chmodSync(target, 0o755)
+  }
   return (nodeForOthers = target)
 }
 
 // Whether another user may enter every directory on the way to `file`.
 function othersMayReach (file) {
-  for (let dir = path.dirname(file); dir !== path.dirname(dir); dir = path.dirname(dir)) if ((fs.statSync(dir).mode & 0o001) === 0) return false
+  for (let dir = path.dirname(file); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+    if ((fs.statSync(dir).mode & 0o001) === 0) return false
+  }
   return true
 }
 

@@ -12,8 +12,9 @@ const pm2 = require('../../bench/lib/pm2')
 const alive = (pid) => { try { process.kill(pid, 0); return true } catch { return false } }
 const gone = (pids) => waitFor(() => pids.every((pid) => !alive(pid)), { timeout: 10000, what: 'processes gone' })
 
+const pm2Skip = pm2.available() ? false : 'pm2 is not installed (npm install: a devDependency)'
 t.test('PM2 cluster mode: serves, reloads every worker, ' +
-  'and leaves no daemon nor PM2_HOME', { skip: pm2.available() ? false : 'pm2 is not installed (npm install: a devDependency)' }, async (t) => {
+  'and leaves no daemon nor PM2_HOME', { skip: pm2Skip }, async (t) => {
   const front = await startFront('pm2', { workers: 2 })
   t.teardown(() => front.stop())
   const before = (await front.serving()).map((w) => w.pid)

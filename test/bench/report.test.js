@@ -76,7 +76,13 @@ t.test('the report shows intervals, set-aside runs, censored latencies and quick
     },
     views: ['ab'],
     closed: [
-      { view: 'ab', scenario: 'normal', connections: 13, front: 'embedded', runs: [run({ p99: 190 }), run({ p99: 200 }), run({ p99: 210 })] },
+      {
+        view: 'ab',
+        scenario: 'normal',
+        connections: 13,
+        front: 'embedded',
+        runs: [run({ p99: 190 }), run({ p99: 200 }), run({ p99: 210 })]
+      },
       {
         view: 'ab',
         scenario: 'kill',
@@ -257,7 +263,9 @@ t.test('the overload section: where a FIFO keeps up, on against off; closed-loop
     'the closed-loop verdict counts the shapes that keep the bounds')
   t.match(md, /\| 2 \| awaits data \| 13 \| 1400 \| 1400 \| 1\.00× \| 0 \| 0 \| 200 \|/)
   t.match(md, /\| 2 \| CPU \| 50 \| 2000 \| 1400 \| 1\.43× \| 3 \| 0 \| 100 \|/)
-  for (const chart of ['overload-goodput', 'overload-mixed', 'overload-closed']) t.ok(fs.existsSync(path.join(dir, 'charts', `${chart}.svg`)), chart)
+  for (const chart of ['overload-goodput', 'overload-mixed', 'overload-closed']) {
+    t.ok(fs.existsSync(path.join(dir, 'charts', `${chart}.svg`)), chart)
+  }
   const { summary } = require('../../bench/report/summary')
   t.match(summary(dir), /the defaults turned away 3 of 300 requests, with a p99 at most 1\.43× a FIFO's/)
 })

@@ -9,7 +9,9 @@ const path = require('node:path')
 const { buildReport } = require('../../bench/report')
 
 const kb = (rssKb) => ({ rssKb, pssKb: rssKb / 2, processes: [] })
-const page = (p99, failed = 0) => ({ requests: 200, ok: 200 - failed, failed, failedByKind: failed ? { timeout: failed } : {}, p50: p99 / 2, p99 })
+const page = (p99, failed = 0) => ({
+  requests: 200, ok: 200 - failed, failed, failedByKind: failed ? { timeout: failed } : {}, p50: p99 / 2, p99
+})
 
 // One run of a cell: `opened` of `asked` sockets, memory idle and held; at the active scale the
 // echo (`p99`), the page alone and beside, the throughput and, for the pool's fronts, a reload.
@@ -24,10 +26,34 @@ function wsRun (r) {
     end: { closed: opened, codes: { 1000: opened }, destroyed: 0 }
   }
   if (!active) return run
-  const echo = { targets: opened, sent: 10000, received: 10000, lost: 0, p50: 0.2, p90: 0.5, p99, p999: p99 + 1, max: p99 + 2, sendLagP99: 0.5, loopDelayP99: 0.4, open: opened }
+  const echo = {
+    targets: opened,
+    sent: 10000,
+    received: 10000,
+    lost: 0,
+    p50: 0.2,
+    p90: 0.5,
+    p99,
+    p999: p99 + 1,
+    max: p99 + 2,
+    sendLagP99: 0.5,
+    loopDelayP99: 0.4,
+    open: opened
+  }
   run.echo = echo
   run.render = { alone: page(40), beside: page(r.beside ?? 42, r.besideFailed), echo: { ...echo, p99: p99 + 1 } }
-  run.throughput = { sockets: 50, depth: 32, bytes: 64, messages: r.perSecond * 5, seconds: 5, perSecond: r.perSecond, lateOrLost: 0, clientCpu: 0.9, loopDelayP99: 1, serverCores: r.serverCores }
+  run.throughput = {
+    sockets: 50,
+    depth: 32,
+    bytes: 64,
+    messages: r.perSecond * 5,
+    seconds: 5,
+    perSecond: r.perSecond,
+    lateOrLost: 0,
+    clientCpu: 0.9,
+    loopDelayP99: 1,
+    serverCores: r.serverCores
+  }
   if (r.reload) run.reload = r.reload
   return run
 }
@@ -45,10 +71,32 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
   }
   const cells = [
     cell('direct', 1000, { asked: 1000, idleKb: 50000, heldKb: 60000, p99: 1, perSecond: 100000, serverCores: 0.5 }),
-    cell('embedded', 1000, { asked: 1000, idleKb: 200000, heldKb: 230000, p99: 1.5, perSecond: 80000, serverCores: 1.2, beside: 48, reload }),
+    cell('embedded', 1000, {
+      asked: 1000, idleKb: 200000, heldKb: 230000, p99: 1.5, perSecond: 80000, serverCores: 1.2, beside: 48, reload
+    }),
     cell('cluster', 1000, { asked: 1000, idleKb: 150000, heldKb: 170000, p99: 3, perSecond: 90000, serverCores: 0.8 }),
-    cell('haproxy', 1000, { asked: 1000, opened: 2, failed: { 503: 998 }, idleKb: 100000, heldKb: 101000, p99: 1, perSecond: 50000, serverCores: 0.5, besideFailed: 4, stepFailed: { throughputS: 'the client did not answer throughput within 37000 ms' } }),
-    cell('nginx-haproxy', 1000, { asked: 1000, opened: 0, failed: { 404: 1000 }, idleKb: 280000, heldKb: 290000, p99: 1, perSecond: 0, serverCores: null }),
+    cell('haproxy', 1000, {
+      asked: 1000,
+      opened: 2,
+      failed: { 503: 998 },
+      idleKb: 100000,
+      heldKb: 101000,
+      p99: 1,
+      perSecond: 50000,
+      serverCores: 0.5,
+      besideFailed: 4,
+      stepFailed: { throughputS: 'the client did not answer throughput within 37000 ms' }
+    }),
+    cell('nginx-haproxy', 1000, {
+      asked: 1000,
+      opened: 0,
+      failed: { 404: 1000 },
+      idleKb: 280000,
+      heldKb: 290000,
+      p99: 1,
+      perSecond: 0,
+      serverCores: null
+    }),
     cell('direct', 9000, { asked: 9000, idleKb: 50000, heldKb: 140000, active: false }),
     cell('embedded', 9000, { asked: 9000, idleKb: 200000, heldKb: 470000, active: false })
   ]
@@ -60,18 +108,42 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
     startedAt: '2026-01-01T00:00:00.000Z',
     source: { commit: 'abc1234', dirty: false, changedFiles: 0, changedPaths: [] },
     config: {
-      fronts: ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy'], scales: [1000, 10000], activeAt: 1000, workers: 2, openRate: 1000, settle: 2, rate: 1000, window: 10, renders: 200, renderMs: 20, renderClients: 2, tpSockets: 50, tpDepth: 32, tpBytes: 64, tpSeconds: 5, graceful: 10, reloadClients: 2, reloadPageMs: 2, runs: 1, nofile: 65536, fit: 1
+      fronts: ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy'],
+      scales: [1000, 10000],
+      activeAt: 1000,
+      workers: 2,
+      openRate: 1000,
+      settle: 2,
+      rate: 1000,
+      window: 10,
+      renders: 200,
+      renderMs: 20,
+      renderClients: 2,
+      tpSockets: 50,
+      tpDepth: 32,
+      tpBytes: 64,
+      tpSeconds: 5,
+      graceful: 10,
+      reloadClients: 2,
+      reloadPageMs: 2,
+      runs: 1,
+      nofile: 65536,
+      fit: 1
     },
     fronts: ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy'],
     skipped: [{ front: 'nginx-haproxy', scale: 9000, run: 0, reason: 'nginx exited before it was ready' }],
-    limits: { nofile: 20000, nofileWanted: 65536, notRaised: 'Operation not permitted', fitted: 9000, fittedFor: [10000] },
+    limits: {
+      nofile: 20000, nofileWanted: 65536, notRaised: 'Operation not permitted', fitted: 9000, fittedFor: [10000]
+    },
     app: 'bench/lib/ws-app.js',
     bin: 'bin/pool.js',
     cells
   }
   // A front that opened no socket echoed nothing and got nothing through.
   const none = cells.find((c) => c.front === 'nginx-haproxy').runs[0]
-  Object.assign(none.echo, { targets: 0, sent: 0, received: 0, p50: null, p90: null, p99: null, p999: null, max: null, sendLagP99: null })
+  Object.assign(none.echo, {
+    targets: 0, sent: 0, received: 0, p50: null, p90: null, p99: null, p999: null, max: null, sendLagP99: null
+  })
   Object.assign(none.throughput, { sockets: 0, messages: 0, perSecond: null, clientCpu: null })
   fs.writeFileSync(path.join(dir, 'websocket.json'), JSON.stringify(data))
   const out = path.join(dir, 'report.md')
@@ -108,7 +180,9 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
 t.test('memory against a plain process that grew by next to nothing: no ratio', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const held = (front, idleKb, heldKb) => ({ front, scale: 1000, runs: [wsRun({ asked: 1000, idleKb, heldKb, active: false })] })
+  const held = (front, idleKb, heldKb) => ({
+    front, scale: 1000, runs: [wsRun({ asked: 1000, idleKb, heldKb, active: false })]
+  })
   const data = {
     part: 'websocket',
     config: { activeAt: 1000, workers: 2, openRate: 1000, settle: 2, rate: 1000, window: 10, graceful: 10, runs: 1 },

@@ -25,8 +25,12 @@ t.test('exit codes: one table, matching what each throw site chose before', asyn
   t.equal(exit(codes.STOPPING), EXIT.USAGE, 'refused because the pool stops')
   t.equal(exit(codes.STOPPING, { appError: { message: 'the pool is stopping' }, replaced: [] }), EXIT.FAILURE,
     'a reload cut short by a stop')
-  for (const reason of ['missing', 'refused', 'denied', 'foreign']) t.equal(exit(codes.CONTROL_UNREACHABLE, { reason }), EXIT.USAGE, reason)
-  for (const reason of ['io', 'timeout', 'closed']) t.equal(exit(codes.CONTROL_UNREACHABLE, { reason }), EXIT.FAILURE, reason)
+  for (const reason of ['missing', 'refused', 'denied', 'foreign']) {
+    t.equal(exit(codes.CONTROL_UNREACHABLE, { reason }), EXIT.USAGE, reason)
+  }
+  for (const reason of ['io', 'timeout', 'closed']) {
+    t.equal(exit(codes.CONTROL_UNREACHABLE, { reason }), EXIT.FAILURE, reason)
+  }
   t.equal(exitCodeOf(new Error('a bug')), EXIT.FAILURE, 'anything else is an internal error')
   t.equal(exitCodeOf(poolError(codes.HAPROXY_SOCKET, 'x')), EXIT.USAGE)
 })
@@ -41,7 +45,12 @@ t.test('over the control socket: the code and the facts travel, the CLI maps the
   t.same(serializeError(poolError(codes.BOOT_FAILED, 'b')), { code: codes.BOOT_FAILED, message: 'b' },
     'no exit code on the wire')
   const cutShort = poolError(codes.STOPPING, 'the pool is stopping',
-    { details: { appError: { message: 'the pool is stopping', stack: 's' }, replaced: [{ slot: 1, oldPid: 10, newPid: 11 }] } })
+    {
+      details: {
+        appError: { message: 'the pool is stopping', stack: 's' },
+        replaced: [{ slot: 1, oldPid: 10, newPid: 11 }]
+      }
+    })
   const wire = JSON.parse(JSON.stringify(serializeError(cutShort)))
   t.same(wire.replaced, [{ slot: 1, oldPid: 10, newPid: 11 }], 'a reload that had begun says what it replaced')
   t.equal(exitCodeOf(deserializeError(wire)), EXIT.FAILURE,

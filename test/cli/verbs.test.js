@@ -201,7 +201,9 @@ t.test('pool recycle SLOT: the slot\'s worker is drained (its request finishes) 
   let recycling = true
   const results = []
   const client = async () => {
-    for (let i = 0; i < 500 && recycling; i++) results.push(await request(`${front}/wait?ms=20`).then((r) => r.status, (err) => err.message))
+    for (let i = 0; i < 500 && recycling; i++) {
+      results.push(await request(`${front}/wait?ms=20`).then((r) => r.status, (err) => err.message))
+    }
   }
   const clients = Array.from({ length: 4 }, client)
   const r = await cli(['recycle', '1', ...flags], env)

@@ -200,7 +200,10 @@ t.test('TMPDIR/pool-UID is refused unless it is a real directory of ours with mo
     ['another user owns it', OTHER, (dir) => fs.mkdirSync(dir, { mode: 0o700 }),
       `is owned by ${myName}, not by ${otherName}`],
     ['a symlink to a private dir', ME,
-      (dir, tmp) => { fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 }); fs.symlinkSync(path.join(tmp, 'elsewhere'), dir) }, 'is a symbolic link'],
+      (dir, tmp) => {
+        fs.mkdirSync(path.join(tmp, 'elsewhere'), { mode: 0o700 })
+        fs.symlinkSync(path.join(tmp, 'elsewhere'), dir)
+      }, 'is a symbolic link'],
     ['a file', ME, (dir) => fs.writeFileSync(dir, ''), 'is not a directory']
   ]
   for (const [what, uid, make, problem] of cases) {
@@ -349,7 +352,9 @@ t.test('a client that sends requests and never reads costs a bounded amount, the
   c.socket.pause() // never reads
   c.socket.write('{"id":1,"command":"status"}\n'.repeat(500))
   await waitFor(() => statusCalls > 0, { what: 'the first status' })
-  const connections = () => new Promise((resolve, reject) => server.server.getConnections((err, n) => err ? reject(err) : resolve(n)))
+  const connections = () => new Promise((resolve, reject) => {
+    server.server.getConnections((err, n) => err ? reject(err) : resolve(n))
+  })
   const cut = await waitFor(async () => (await connections()) === 0, { what: 'the pool to cut the client' })
     .then(() => true, () => false)
   t.ok(cut, 'the pool cut the client')
@@ -415,14 +420,23 @@ t.test('many connections cannot take the file descriptors the pool ' +
       'server'))})
     const status = () => {
       const fds = []
-      try { for (let i = 0; i < 10; i++) fds.push(fs.openSync('/dev/null', 'r')); return { opened: fds.length } } finally { fds.forEach((fd) => fs.closeSync(fd)) }
+      try {
+        for (let i = 0; i < 10; i++) fds.push(fs.openSync('/dev/null', 'r'))
+        return { opened: fds.length }
+      } finally {
+        fds.forEach((fd) => fs.closeSync(fd))
+      }
     }
-    createControlServer({ path: process.argv[1], maxConnections: 8, pool: { phase: 'running', status } }).then(() => console.log('listening'))`
+    createControlServer({ path: process.argv[1], maxConnections: 8, pool: { phase: 'running', status } })
+      .then(() => console.log('listening'))`
   const child = spawn('prlimit', ['--nofile=64:64', process.execPath, '-e', script, socketPath],
     { stdio: ['ignore', 'pipe', 'inherit'] })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   t.teardown(() => { child.kill('SIGKILL'); return exited })
-  await new Promise((resolve, reject) => { child.stdout.once('data', resolve); child.once('exit', () => reject(new Error('the server exited'))) })
+  await new Promise((resolve, reject) => {
+    child.stdout.once('data', resolve)
+    child.once('exit', () => reject(new Error('the server exited')))
+  })
 
   // 80 connections, each pinged in turn and kept open: those past the limit are closed.
   const clients = []

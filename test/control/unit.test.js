@@ -116,7 +116,10 @@ t.test('protocol: a client that half-closes after its request still gets a slow 
 t.test('protocol: errors carry code, message, exit code and the app\'s error', async (t) => {
   const appError = { message: 'boom at load', stack: 'Error: boom at load\n    at app.js:1:7' }
   const server = await serve(t, fakePool({
-    reload: async () => { throw poolError(codes.RELOAD_FAILED, 'reload aborted: the new code failed to boot: boom at load', { details: { appError } }) },
+    reload: async () => {
+      throw poolError(codes.RELOAD_FAILED, 'reload aborted: the new code failed to boot: boom at load',
+        { details: { appError } })
+    },
     scale: () => { throw poolError(codes.BAD_OPTION, 'scale needs a positive integer') } // synchronous throw
   }))
   const [reload, scale, unknown, notJson] = await exchange(server.path, [
@@ -261,7 +264,8 @@ t.test('formats', async (t) => {
   t.equal(formatDuration(185000), '3m05s')
   t.equal(formatDuration(3720000), '1h02m')
   t.equal(formatDuration(183600000), '2d03h')
-  t.equal(formatReload({ replaced: [{ slot: 1, oldPid: 100, newPid: 200 }, { slot: 2, oldPid: 101, newPid: 201 }], ms: 2300 }),
+  const replaced = [{ slot: 1, oldPid: 100, newPid: 200 }, { slot: 2, oldPid: 101, newPid: 201 }]
+  t.equal(formatReload({ replaced, ms: 2300 }),
     'reloaded 2 workers in 2.3 s: slot 1 pid 100 → 200, slot 2 pid 101 → 201\n')
   t.equal(formatScale({ from: 4, to: 6 }), 'scaled from 4 to 6 workers\n')
   const out = formatStatus({
@@ -272,7 +276,19 @@ t.test('formats', async (t) => {
     queue: 3,
     front: { type: 'embedded', url: 'http://127.0.0.1:9001' },
     workers: [
-      { slot: 1, pid: 11, port: 9002, state: 'busy', readyAt: 1, uptime: 65000, requests: 7, totalRequests: 9, restarts: 1, rss: 52428800, request: { method: 'GET', url: '/', age: 1500 } },
+      {
+        slot: 1,
+        pid: 11,
+        port: 9002,
+        state: 'busy',
+        readyAt: 1,
+        uptime: 65000,
+        requests: 7,
+        totalRequests: 9,
+        restarts: 1,
+        rss: 52428800,
+        request: { method: 'GET', url: '/', age: 1500 }
+      },
       {
         slot: 2,
         pid: 12,

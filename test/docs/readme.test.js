@@ -28,7 +28,9 @@ t.test('the README is a page, and every relative link in it and in docs/ leads s
       const [where, anchor] = target.split('#')
       const dest = where ? path.resolve(path.dirname(path.join(ROOT, file)), where) : path.join(ROOT, file)
       t.ok(fs.existsSync(dest), `${file}: link to ${target}: ${path.relative(ROOT, dest)} exists`)
-      if (anchor && dest.endsWith('.md') && fs.existsSync(dest)) t.ok(anchorsOf(dest).has(anchor), `${file}: link to ${target}: the heading #${anchor} exists`)
+      if (anchor && dest.endsWith('.md') && fs.existsSync(dest)) {
+        t.ok(anchorsOf(dest).has(anchor), `${file}: link to ${target}: the heading #${anchor} exists`)
+      }
     }
   }
 })

@@ -42,7 +42,9 @@ async function buildCopy (t) {
     env: cleanEnv({ NEXT_TELEMETRY_DISABLED: '1', NEXT_OUTPUT: 'standalone' }),
     timeout: BUILD_TIMEOUT
   })
-  if (build.code !== 0) throw new Error(`next build failed (${build.code ?? build.signal}):\n${build.output.slice(-3000)}`)
+  if (build.code !== 0) {
+    throw new Error(`next build failed (${build.code ?? build.signal}):\n${build.output.slice(-3000)}`)
+  }
   return dir
 }
 

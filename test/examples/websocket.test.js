@@ -95,7 +95,9 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
     page.on('pageerror', (err) => errors.push(err.message))
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()) })
     await page.goto(`${p.url}/`, { waitUntil: 'load', timeout: 20000 })
-    await page.waitForFunction(() => socket.connected && socket.io.engine.transport.name === 'websocket', null, { timeout: 15000 }) // eslint-disable-line no-undef
+    // eslint-disable-next-line no-undef
+    await page.waitForFunction(() => socket.connected && socket.io.engine.transport.name === 'websocket', null,
+      { timeout: 15000 })
     await page.waitForSelector('#status:has-text("over websocket")', { timeout: 5000 })
     return page
   }
@@ -119,7 +121,9 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
       .catch(() => {})
     const texts = await page.locator('#messages li .text').allInnerTexts()
     t.same(texts.sort(), ['page 0 says hi', 'page 1 says hi'], `page ${i} shows both messages`)
-    t.equal(await page.evaluate(() => socket.io.engine.transport.name), 'websocket', `page ${i}'s socket upgraded to a websocket`) // eslint-disable-line no-undef
+    // eslint-disable-next-line no-undef
+    t.equal(await page.evaluate(() => socket.io.engine.transport.name), 'websocket',
+      `page ${i}'s socket upgraded to a websocket`)
   }
   t.same(errors, [], 'no error in either page')
 
@@ -211,7 +215,11 @@ function redisMissing () {
 }
 
 function browserMissing () {
-  try { require.resolve('playwright-core') } catch { return 'playwright-core is not installed (a devDependency: npm install)' }
+  try {
+    require.resolve('playwright-core')
+  } catch {
+    return 'playwright-core is not installed (a devDependency: npm install)'
+  }
   if (!fs.existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium)`
   return false
 }

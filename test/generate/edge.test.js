@@ -25,7 +25,17 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
   const variants = {
     'two IPv4 hosts, defaults': { hosts: '10.0.0.11:9001,10.0.0.12:9001', agentPort: 9100 },
     'IPv6, a host name, users, stdout log, own intervals': {
-      hosts: '[2001:db8::5]:9001,localhost:9002,192.0.2.7:80', agentPort: 9100, workers: 8, agentInter: 250, checkInter: 1000, timeout: 45000, queueTimeout: 5000, retries: 2, user: 'nobody', group: 'nogroup', log: 'stdout'
+      hosts: '[2001:db8::5]:9001,localhost:9002,192.0.2.7:80',
+      agentPort: 9100,
+      workers: 8,
+      agentInter: 250,
+      checkInter: 1000,
+      timeout: 45000,
+      queueTimeout: 5000,
+      retries: 2,
+      user: 'nobody',
+      group: 'nogroup',
+      log: 'stdout'
     },
     'one host, no log, everything under a prefix': {
       hosts: '127.0.0.2:9001',
@@ -93,7 +103,9 @@ onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy
     /^ {4}server-template host 1-8 pool\.default\.svc\.cluster\.local:9001 resolvers fleet_dns init-addr none/m,
     '--max-hosts servers from the A records, on the given port')
   t.match(a, /^ {4}timeout resolve 2s$/m)
-  for (const status of ['timeout', 'refused', 'other', 'nx']) t.match(a, new RegExp(`^ {4}hold ${status} 10m$`, 'm'), `hold ${status}: --dns-hold`)
+  for (const status of ['timeout', 'refused', 'other', 'nx']) {
+    t.match(a, new RegExp(`^ {4}hold ${status} 10m$`, 'm'), `hold ${status}: --dns-hold`)
+  }
   t.match(a, /default-server maxconn 1 check .* agent-check agent-port 9100/,
     'each discovered host checked and agent-checked')
   t.notMatch(a, /^ {4}server host/m, 'no fixed server')
@@ -130,7 +142,14 @@ t.test('pool config edge prints the config; bad input is one line on stderr and 
     'web'])
   t.equal(good.code, 0, good.stderr)
   t.equal(good.stdout, edgeConfig({
-    hosts: '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001', agentPort: 9100, workers: 4, agentInter: 250, checkInter: 1000, timeout: 45000, queueTimeout: 5000, backend: 'web'
+    hosts: '10.0.0.11:9001,[2001:db8::5]:9001,web3.example:9001',
+    agentPort: 9100,
+    workers: 4,
+    agentInter: 250,
+    checkInter: 1000,
+    timeout: 45000,
+    queueTimeout: 5000,
+    backend: 'web'
   }), 'the CLI prints what edgeConfig() returns for the same options')
 
   const bad = [

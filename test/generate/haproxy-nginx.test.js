@@ -17,7 +17,8 @@ const {
   ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor
 } = require('../helpers')
 const {
-  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM, NGINX_WORKER_USER, IS_ROOT
+  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM,
+  NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
@@ -413,7 +414,9 @@ async function startHeaderPool (t, command, { user, env }) {
   })
   t.teardown(() => stopChild(child, 15000))
   let timer
-  const late = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(`pool not started in 30 s: ${output.slice(-2000)}`)), 30000) })
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`pool not started in 30 s: ${output.slice(-2000)}`)), 30000)
+  })
   await Promise.race([started, late]).finally(() => clearTimeout(timer))
   return child
 }
@@ -476,7 +479,10 @@ onPlatforms(t, 'the generated pair, started as its headers say, ' +
 
 // On the system's HAProxy and nginx only: Debian 13's are in the cache under the home of whoever
 // ran scripts/setup, which nobody may not enter, and the user they run as is not what changed.
-t.test('the same as an unprivileged user', { skip: IS_ROOT ? checkoutHiddenFromOthers() : 'run by an unprivileged user: the test above is this one' }, async (t) => {
+const unprivilegedSkip = IS_ROOT
+  ? checkoutHiddenFromOthers()
+  : 'run by an unprivileged user: the test above is this one'
+t.test('the same as an unprivileged user', { skip: unprivilegedSkip }, async (t) => {
   const { nginxMaster, nginxWorkers, haproxyPid, pool } = await pairAsHeadersSay(t, { user: NOBODY, platform: SYSTEM })
   t.same([haproxyPid, nginxMaster, ...nginxWorkers, pool.pid].map(uidOf),
     Array(3 + nginxWorkers.length).fill(NOBODY.uid), 'HAProxy, nginx and the pool all run as nobody')
@@ -558,7 +564,9 @@ async function startStreamingStack (t, platform) {
   const prefix = path.join(dir, 'nginx')
   fs.mkdirSync(prefix)
   await startNginx({
-    cfg: nginxConfig({ prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock') }),
+    cfg: nginxConfig({
+      prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock')
+    }),
     prefix,
     port: nginxPort,
     t,

@@ -24,7 +24,8 @@ const fs = require('node:fs')
 const cell = new Int32Array(new SharedArrayBuffer(4))
 module.exports = (req, res) => {
   const url = new URL(req.url, 'http://x')
-  fs.appendFileSync(process.env.HIT_LOG, JSON.stringify({ pid: process.pid, method: req.method, path: url.pathname }) + '\\n')
+  const hit = { pid: process.pid, method: req.method, path: url.pathname }
+  fs.appendFileSync(process.env.HIT_LOG, JSON.stringify(hit) + '\\n')
   if (url.pathname === '/kill') process.kill(process.pid, 'SIGKILL')
   if (url.pathname === '/hold') Atomics.wait(cell, 0, 0, Number(url.searchParams.get('ms')) || 0)
   req.resume()
@@ -99,7 +100,11 @@ onPlatforms(t, 'a refused connection is retried on another worker, for a POST to
   const seen = []
   const servers = []
   for (let i = 0; i < 2; i++) {
-    const server = http.createServer((req, res) => { seen.push(`${req.method} worker${i + 1}`); req.resume(); req.on('end', () => res.end('ok')) })
+    const server = http.createServer((req, res) => {
+      seen.push(`${req.method} worker${i + 1}`)
+      req.resume()
+      req.on('end', () => res.end('ok'))
+    })
     await new Promise((resolve) => server.listen(lab.workerPort + i, '127.0.0.1', resolve))
     t.teardown(() => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
     servers.push(server)

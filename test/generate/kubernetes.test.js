@@ -47,7 +47,9 @@ t.test('the YAML holds the objects, and each one passes the API\'s schema', asyn
     t.same(docs, JSON.parse(JSON.stringify(kubernetesObjects(input).objects)), 'the YAML reads back as the objects')
     t.same(docs.map((d) => `${d.kind}/${d.metadata.name}`),
       ['Service/ssr', 'Deployment/ssr', 'ConfigMap/ssr-edge', 'Deployment/ssr-edge', 'Service/ssr-edge'])
-    for (const doc of docs) t.doesNotThrow(() => new MODELS[doc.kind](doc).validate(), `${doc.kind}/${doc.metadata.name} is valid`)
+    for (const doc of docs) {
+      t.doesNotThrow(() => new MODELS[doc.kind](doc).validate(), `${doc.kind}/${doc.metadata.name} is valid`)
+    }
   }
   // The validator does refuse a broken object.
   const broken = kubernetesObjects(BASE).objects[1]

@@ -26,7 +26,8 @@ async function chat (t, url, n) {
   const upgraded = () => clients.filter((c) => c.connected && c.io.engine.transport.name === 'websocket').length
   await waitFor(() => upgraded() === n || errors.length > 0, { timeout: 20000, what: 'every client on a websocket' })
     .catch(() => {})
-  const pids = await Promise.all(clients.map((c, i) => c.connected ? c.timeout(5000).emitWithAck('chat', `hi ${i}`).catch(() => null) : null))
+  const pids = await Promise.all(clients.map((c, i) =>
+    c.connected ? c.timeout(5000).emitWithAck('chat', `hi ${i}`).catch(() => null) : null))
   return {
     upgraded: upgraded(),
     acked: pids.filter(Boolean).length,

@@ -150,7 +150,9 @@ t.test('socket activation: the socket unit holds the ports, the service requires
 
 t.test('systemd-analyze verify accepts the unit', async (t) => {
   const analyze = spawnSync('sh', ['-c', 'command -v systemd-analyze'], { encoding: 'utf8' }).stdout.trim()
-  if (!analyze) return t.skip('systemd-analyze is not installed (apt-get install systemd): the unit was not checked by systemd')
+  if (!analyze) {
+    return t.skip('systemd-analyze is not installed (apt-get install systemd): the unit was not checked by systemd')
+  }
   const dir = tempDir(t)
   fs.writeFileSync(path.join(dir, 'app.js'), 'module.exports = (req, res) => res.end()\n')
   const verify = (text) => {

@@ -83,8 +83,10 @@ async function rendersBeside (url, n) {
 // status line of the answer.
 function rawHandshake (port, { upgrade, connection }) {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.write(['GET /raw HTTP/1.1', 'Host: x', `Upgrade: ${upgrade}`, `Connection: ${connection}`,
-      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13', '', ''].join('\r\n')))
+    const socket = net.connect(port, '127.0.0.1', () => socket.write([
+      'GET /raw HTTP/1.1', 'Host: x', `Upgrade: ${upgrade}`, `Connection: ${connection}`,
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13', '', ''
+    ].join('\r\n')))
     let head = ''
     socket.setTimeout(5000, () => { socket.destroy(); resolve('no answer in 5 s') })
     socket.on('data', (d) => {

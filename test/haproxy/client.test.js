@@ -62,7 +62,8 @@ t.test('show stat CSV: quoted fields with commas, doubled quotes and newlines', 
     })
   t.equal(rows[1].scur, 3, 'numbers are numbers')
   t.equal(rows[1].check_desc, null, 'empty fields are null')
-  t.same(['no check', 'UP', 'UP 1/3', 'DRAIN', 'MAINT', 'MAINT (via pool/worker1)', 'DOWN', 'DOWN (agent)'].map(serverState),
+  const states = ['no check', 'UP', 'UP 1/3', 'DRAIN', 'MAINT', 'MAINT (via pool/worker1)', 'DOWN', 'DOWN (agent)']
+  t.same(states.map(serverState),
     ['ready', 'ready', 'ready', 'drain', 'maint', 'maint', 'down', 'down'])
 })
 
@@ -262,7 +263,10 @@ function clientAs (uid, socket) {
     child.stdout.on('data', (d) => { out += d })
     const timer = setTimeout(() => child.kill('SIGKILL'), 10000)
     child.on('exit',
-      () => { clearTimeout(timer); try { resolve(JSON.parse(out)) } catch (err) { reject(new Error(`child said: ${out}`)) } })
+      () => {
+        clearTimeout(timer)
+        try { resolve(JSON.parse(out)) } catch (err) { reject(new Error(`child said: ${out}`)) }
+      })
   })
 }
 
@@ -274,7 +278,9 @@ t.test('permission denied on the socket file → ' +
     workers: 1,
     // A second admin socket owned by `nobody`: proves that `nobody` can reach the directory
     // and that only the file's mode refuses the first one.
-    extraGlobal: ({ dir }) => IS_ROOT ? [`stats socket ${path.join(dir, 'nobody.sock')} mode 600 level admin user nobody`] : []
+    extraGlobal: ({ dir }) => IS_ROOT
+      ? [`stats socket ${path.join(dir, 'nobody.sock')} mode 600 level admin user nobody`]
+      : []
   })
   const socket = path.join(dir, 'haproxy-admin.sock')
   if (IS_ROOT) {

@@ -24,7 +24,9 @@ function cannotRun (name) {
   const deps = Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })
   for (const dep of deps) {
     const file = path.join(dir, 'node_modules', dep, 'package.json')
-    if (!fs.existsSync(file)) return `examples/frameworks/${name} is not installed (${dep} missing): scripts/setup installs it`
+    if (!fs.existsSync(file)) {
+      return `examples/frameworks/${name} is not installed (${dep} missing): scripts/setup installs it`
+    }
     const { version, engines } = JSON.parse(fs.readFileSync(file, 'utf8'))
     if (engines?.node && !satisfies(process.versions.node, engines.node)) {
       return `${dep} ${version} needs Node ${engines.node}, this is ${process.versions.node} ` +
@@ -53,7 +55,10 @@ async function buildOnce (name, { output, timeout = 240000 } = {}) {
     CI: 'true'
   })
   const r = await run('npm', ['run', 'build'], { cwd: dir, env, timeout })
-  if (r.code !== 0) throw new Error(`npm run build in examples/frameworks/${name} failed (${r.code ?? r.signal}):\n${r.output.slice(-3000)}`)
+  if (r.code !== 0) {
+    throw new Error(`npm run build in examples/frameworks/${name} failed (${r.code ?? r.signal}):\n` +
+      r.output.slice(-3000))
+  }
   fs.writeFileSync(stamp, hash)
   return { built: true, ms: Date.now() - started }
 }

@@ -116,8 +116,12 @@ class Network {
     this.destroyed = false
     this.problem = namespaceProblem(`${prefix}probe`)
     this.mode = this.problem ? 'loopback' : 'netns'
-    if (this.mode === 'netns') this.build(hosts)
-    else this.hosts = Array.from({ length: hosts }, (_, i) => ({ name: `h${i + 1}`, ns: null, address: `127.0.0.${i + 2}` }))
+    if (this.mode === 'netns') {
+      this.build(hosts)
+    } else {
+      this.hosts = Array.from({ length: hosts },
+        (_, i) => ({ name: `h${i + 1}`, ns: null, address: `127.0.0.${i + 2}` }))
+    }
     this.edge = this.mode === 'netns'
       ? { ns: `${prefix}-edge`, address: this.bridgeAddress }
       : { ns: null, address: '127.0.0.1' }

@@ -40,7 +40,11 @@ function pipeReader (t, { nonBlockingWriter = false } = {}) {
     start () { if (!timer) timer = setInterval(() => r.read(), 20) },
     stop () { clearInterval(timer); timer = null },
     // Every whole line so far, parsed where it is JSON.
-    records () { return r.text.split('\n').slice(0, -1).map((line) => { try { return JSON.parse(line) } catch { return { unparsed: line } } }) },
+    records () {
+      return r.text.split('\n').slice(0, -1).map((line) => {
+        try { return JSON.parse(line) } catch { return { unparsed: line } }
+      })
+    },
     closeWriter () { try { fs.closeSync(fd) } catch {} },
     // The reader goes away for good (`| head -1`): writes to the pipe fail with EPIPE.
     closeReader () {

@@ -92,12 +92,22 @@ function validResponse (rng) {
   const status = pick(rng, STATUSES)
   const reason = pick(rng, REASONS)
   let text = ''
-  if (chance(rng, 0.08)) text += pick(rng, ['HTTP/1.1 100 Continue\r\n\r\n', 'HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n', 'HTTP/1.1 102\r\n\r\n'])
+  if (chance(rng, 0.08)) {
+    text += pick(rng, [
+      'HTTP/1.1 100 Continue\r\n\r\n',
+      'HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n',
+      'HTTP/1.1 102\r\n\r\n'
+    ])
+  }
   text += `HTTP/${version} ${status}` + (reason === '' && chance(rng, 0.5) ? '' : ` ${reason}`) + '\r\n'
 
   const fields = []
-  for (let n = int(rng, 0, 8); n > 0; n--) fields.push([chance(rng, 0.7) ? pick(rng, NAMES) : token(rng), fieldValue(rng)])
-  if (chance(rng, 0.25)) fields.push(['Connection', pick(rng, ['close', 'keep-alive', 'Keep-Alive', 'close, x-foo', ' keep-alive '])])
+  for (let n = int(rng, 0, 8); n > 0; n--) {
+    fields.push([chance(rng, 0.7) ? pick(rng, NAMES) : token(rng), fieldValue(rng)])
+  }
+  if (chance(rng, 0.25)) {
+    fields.push(['Connection', pick(rng, ['close', 'keep-alive', 'Keep-Alive', 'close, x-foo', ' keep-alive '])])
+  }
 
   const noBody = method === 'HEAD' || status === 204 || status === 304
   const framing = pick(rng, ['length', 'length', 'chunked', 'chunked', 'close', 'other-coding'])
@@ -177,7 +187,9 @@ function replaceNth (rng, text, what, by) {
 function lineStarts (text) {
   const end = text.indexOf('\r\n\r\n')
   const starts = []
-  for (let i = text.indexOf('\r\n'); i >= 0 && (end < 0 || i <= end); i = text.indexOf('\r\n', i + 2)) starts.push(i + 2)
+  for (let i = text.indexOf('\r\n'); i >= 0 && (end < 0 || i <= end); i = text.indexOf('\r\n', i + 2)) {
+    starts.push(i + 2)
+  }
   return starts
 }
 

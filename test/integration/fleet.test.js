@@ -34,7 +34,8 @@ t.before(async () => {
   net = fleet.net
   pools = fleet.pools
   t.comment(net.mode === 'netns'
-    ? `hosts in network namespaces ${net.namespaces.join(', ')}: ${net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')}`
+    ? `hosts in network namespaces ${net.namespaces.join(', ')}: ` +
+      net.hosts.map((h) => `${h.name} ${h.address}`).join(', ')
     : `no network namespaces (${net.problem}): hosts on ${net.hosts.map((h) => h.address).join(', ')}`)
   const { front, agent, edge: edgePort, stats } = fleet.ports
   await Promise.all(net.hosts.map((h) => startHost(h, 2)))
@@ -60,7 +61,9 @@ t.test('steady state: every request answered, spread over the hosts, the queue h
   const load = startLoad({ maxMs: 3000 })
   const s = summary(await load.done)
   t.equal(s.failed, 0, `failed requests, of ${s.total} sent ${s.failures.join(', ')}`)
-  for (const h of net.hosts) t.ok(s.byHost[h.name] > s.total / 6, `${h.name} served its share: ${JSON.stringify(s.byHost)}`)
+  for (const h of net.hosts) {
+    t.ok(s.byHost[h.name] > s.total / 6, `${h.name} served its share: ${JSON.stringify(s.byHost)}`)
+  }
   const backend = (await client.showStat(BACKEND)).find((r) => r.svname === 'BACKEND')
   // A request the edge sent to a host whose workers were all busy would wait in that host's
   // queue for the rest of a render (10 ms or more); one sent to a free worker waits ~0 ms.
@@ -81,7 +84,8 @@ t.test('steady state: every request answered, spread over the hosts, the queue h
 function aroundOf (requests, r) {
   const from = r.time - r.ms
   return requests.filter((o) => o.time > from - 50 && o.time - o.ms < r.time)
-    .map((o) => `${(o.time - o.ms - from).toFixed(1)}..${(o.time - from).toFixed(1)} ${o.worker} ${o.url} q${o.queueMs} a${o.attempts}${o.reason ? ` ${o.reason}` : ''}`)
+    .map((o) => `${(o.time - o.ms - from).toFixed(1)}..${(o.time - from).toFixed(1)} ${o.worker} ${o.url} ` +
+      `q${o.queueMs} a${o.attempts}${o.reason ? ` ${o.reason}` : ''}`)
 }
 
 t.test('a host scales up: the edge\'s limit for it follows within about an agent interval', async (t) => {

@@ -17,7 +17,9 @@ const { tempDir } = require('../helpers/haproxy')
 const APP = path.join(FIXTURES, 'orphans.js')
 const problem = process.getuid?.() !== 0
   ? 'not root: unshare --pid needs CAP_SYS_ADMIN'
-  : spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status !== 0 ? 'unshare --pid --fork --mount-proc fails here' : null
+  : spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status !== 0
+    ? 'unshare --pid --fork --mount-proc fails here'
+    : null
 
 // `pool start APP …` as PID 1 of a new PID namespace. `direct`: run by node itself rather than
 // by the `pool` command. Resolves once the pool has started; `init` is PID 1's pid out here.

@@ -28,7 +28,9 @@ const missing = spawnSync(ACTIVATE, ['--version']).error ? `no ${ACTIVATE} (Debi
 // environment.
 const ENV_APP = `const render = require(${JSON.stringify(APP)})
 module.exports = (req, res) => req.url === '/env'
-  ? res.end(JSON.stringify({ LISTEN_FDS: process.env.LISTEN_FDS ?? null, NOTIFY_SOCKET: process.env.NOTIFY_SOCKET ?? null }))
+  ? res.end(JSON.stringify({
+      LISTEN_FDS: process.env.LISTEN_FDS ?? null, NOTIFY_SOCKET: process.env.NOTIFY_SOCKET ?? null
+    }))
   : render(req, res)
 `
 

@@ -90,7 +90,11 @@ onPlatforms(t, '--balancer haproxy, and nginx → HAProxy → pool', { nginx: tr
 const CHROMIUM = '/usr/bin/chromium'
 
 function browserMissing () {
-  try { require.resolve('playwright-core') } catch { return 'playwright-core is not installed (a devDependency: npm install)' }
+  try {
+    require.resolve('playwright-core')
+  } catch {
+    return 'playwright-core is not installed (a devDependency: npm install)'
+  }
   if (!fs.existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium)`
   return null
 }

@@ -63,7 +63,8 @@ t.test('an answer other than 101 is an ordinary response; a hang-up reaches the 
   t.ok(line.toWorker > 0 && line.toClient > 0, `bytes each way: ${line.toWorker} in, ${line.toClient} out`)
 })
 
-t.test('a handshake the app drops unanswered costs no worker; an answered one\'s connection closes though the client keeps it', async (t) => {
+t.test('a handshake the app drops unanswered costs no worker; ' +
+  'an answered one\'s connection closes though the client keeps it', async (t) => {
   const { pool, port, url } = await embeddedPool(t, ['--access-log'])
   for (let i = 0; i < 5; i++) {
     const answer = await rawHandshake(port, '/drop')
@@ -82,7 +83,8 @@ t.test('a handshake the app drops unanswered costs no worker; an answered one\'s
   socket.write('GET /reject HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
     'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')
   await new Promise((resolve) => socket.once('end', resolve)) // the answer, then the balancer's FIN
-  const held = () => spawnSync('ss', ['-tanpH', `( sport = :${port} and dport = :${socket.localPort} )`], { encoding: 'utf8' }).stdout
+  const held = () => spawnSync('ss', ['-tanpH', `( sport = :${port} and dport = :${socket.localPort} )`],
+    { encoding: 'utf8' }).stdout
   t.match(held(), /pid=/, 'the balancer holds the connection while the client may still close it')
   await sleep(6000) // past the balancer's 5 s linger
   t.notMatch(held(), /pid=/, 'then lets it go: no process of the pool holds it any more')

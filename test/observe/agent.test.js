@@ -43,7 +43,10 @@ t.test('agentReply: one rule per state of the pool', async (t) => {
     'stopping: drain, even with workers still ready')
   t.equal(agentReply({ phase: 'stopped', target: 2, reload: null, workers: [] }), 'drain #stopped', 'stopped: drain')
   const reload = { stage: 'replacing', pending: 2, active: [], replaced: 1 }
-  t.equal(agentReply({ phase: 'running', target: 4, reload, workers: workers('ready', 'draining', 'draining', 'booting') }),
+  const fewReady = {
+    phase: 'running', target: 4, reload, workers: workers('ready', 'draining', 'draining', 'booting')
+  }
+  t.equal(agentReply(fewReady),
     'up ready maxconn:1 #reloading: 1 of 4 ready',
     'reloading with fewer than half ready: still up, the limit follows, the reason says why')
   t.equal(agentReply({ phase: 'running', target: 4, reload, workers: workers('ready', 'busy', 'ready', 'draining') }),
@@ -102,7 +105,12 @@ t.test('a raw connection: exactly one line, then the agent closes', async (t) =>
 
 t.test('nothing a connection or the pool does takes the agent down', async (t) => {
   let broken = true
-  const pool = { status: () => { if (broken) throw new Error('status exploded'); return { phase: 'running', target: 1, reload: null, workers: workers('ready') } } }
+  const pool = {
+    status: () => {
+      if (broken) throw new Error('status exploded')
+      return { phase: 'running', target: 1, reload: null, workers: workers('ready') }
+    }
+  }
   const logger = capturingLogger()
   const agent = await startAgent(t, pool, { logger })
 

@@ -27,7 +27,11 @@ const SHOT_ERROR = '/tmp/status-page-error.png'
 
 // Why the browser tests cannot run here, or null.
 function browserMissing () {
-  try { require.resolve('playwright-core') } catch { return 'playwright-core is not installed (a devDependency: npm install)' }
+  try {
+    require.resolve('playwright-core')
+  } catch {
+    return 'playwright-core is not installed (a devDependency: npm install)'
+  }
   if (!fs.existsSync(CHROMIUM)) return `no Chromium at ${CHROMIUM} (apt-get install chromium)`
   return null
 }
@@ -75,7 +79,9 @@ function writeApp (dir) {
 const fs = require('node:fs')
 module.exports = (req, res) => {
   const url = new URL(req.url, 'http://x')
-  if (!url.searchParams.has('hold')) return setTimeout(() => res.end('done\\n'), Number(url.searchParams.get('ms')) || 0)
+  if (!url.searchParams.has('hold')) {
+    return setTimeout(() => res.end('done\\n'), Number(url.searchParams.get('ms')) || 0)
+  }
   const deadline = Date.now() + 20000
   const poll = setInterval(() => {
     if (!fs.existsSync(${JSON.stringify(release)}) && Date.now() < deadline) return
@@ -294,7 +300,9 @@ t.test('set data in the browser: CPU, the pool\'s own exit list, HAProxy, quanti
     ]
   })
   // 10 responses: 8 × 200 and 2 × 503, all between 100 and 250 ms, 2 s in all.
-  const buckets = (code, n) => [0.1, 0.25, 0.5].map((le) => `pool_request_duration_seconds_bucket{le="${le}",code="${code}"} ${le === 0.1 ? 0 : n}`).join('\n') +
+  const bucket = (le, code, n) =>
+    `pool_request_duration_seconds_bucket{le="${le}",code="${code}"} ${le === 0.1 ? 0 : n}`
+  const buckets = (code, n) => [0.1, 0.25, 0.5].map((le) => bucket(le, code, n)).join('\n') +
     `\npool_request_duration_seconds_bucket{le="+Inf",code="${code}"} ` +
     `${n}\npool_request_duration_seconds_sum{code="${code}"} ` +
     `${n / 5}\npool_request_duration_seconds_count{code="${code}"} ${n}\n`

@@ -49,7 +49,8 @@ t.test('cgroup v2 cpu.max: the lowest quota up the tree, in whole CPUs, at least
 })
 
 t.test('cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us', async (t) => {
-  const quota = (files, options = {}) => cgroupCpuQuota({ proc: fakeTree(t, { version: 1, own: '/docker/abc', files, ...options }) })
+  const quota = (files, options = {}) =>
+    cgroupCpuQuota({ proc: fakeTree(t, { version: 1, own: '/docker/abc', files, ...options }) })
   t.equal(quota({ 'docker/abc/cpu.cfs_quota_us': '200000', 'docker/abc/cpu.cfs_period_us': '100000' }), 2)
   t.equal(quota({ 'docker/abc/cpu.cfs_quota_us': '-1', 'docker/abc/cpu.cfs_period_us': '100000' }), null,
     '-1: no quota')

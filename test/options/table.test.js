@@ -21,7 +21,9 @@ t.test('a size: bytes, or k, m, g (with b, or KiB, MiB, GiB), each 1024, as ngin
     '2GiB': 2 * 1024 ** 3,
     '1.5k': 1536
   }
-  for (const [text, bytes] of Object.entries(sizes)) t.equal(parseSize(text, 'max-body'), bytes, `'${text}' is ${bytes} bytes`)
+  for (const [text, bytes] of Object.entries(sizes)) {
+    t.equal(parseSize(text, 'max-body'), bytes, `'${text}' is ${bytes} bytes`)
+  }
   t.equal(parseSize(4096, 'max-body'), 4096, 'a number is bytes')
   t.equal(parseSize('1048576', 'max-body'), 1048576, 'so is a bare number in text')
   for (const bad of ['', 'm', '-1', '1t', '1kbb', '1 m b', 'lots', '0x10', '1e3']) {

@@ -68,7 +68,9 @@ function pack () {
 const APP = `'use strict'
 const byName = require(${JSON.stringify(NAME)})
 const byAlias = require('pool')
-byName.listen((req, res) => res.end(JSON.stringify({ same: byName === byAlias, pid: process.pid, slot: process.env.POOL_WORKER_ID })))
+byName.listen((req, res) => {
+  res.end(JSON.stringify({ same: byName === byAlias, pid: process.pid, slot: process.env.POOL_WORKER_ID }))
+})
 `
 
 // The runtime dependencies' tree as this repository's package-lock.json has it: every entry they
@@ -88,7 +90,9 @@ function runtimeEntries () {
   for (const [from, needs] of pending) {
     for (const name of Object.keys(needs)) {
       const at = locate(from, name)
-      if (!at && needs === packages[from].dependencies) throw new Error(`package-lock.json has no ${name} for ${from || 'the root'}: run npm install`)
+      if (!at && needs === packages[from].dependencies) {
+        throw new Error(`package-lock.json has no ${name} for ${from || 'the root'}: run npm install`)
+      }
       if (!at || entries[at]) continue // an optional dependency or peer npm left out; one already taken
       const entry = packages[at]
       entries[at] = {
@@ -193,7 +197,9 @@ function loads (t, cwd, name) {
 // machine): the project under its npm name with `node16` resolution (package.json "exports"),
 // the alias with the classic `node` one ("types").
 function types (t, cwd, name, resolution) {
-  if (!fs.existsSync(TSC)) return t.skip('no TypeScript compiler in node_modules (npm ci installs it with the dev dependencies)')
+  if (!fs.existsSync(TSC)) {
+    return t.skip('no TypeScript compiler in node_modules (npm ci installs it with the dev dependencies)')
+  }
   const file = path.join(cwd, 'use.ts')
   fs.writeFileSync(file, `import { Pool, PoolOptions, listen } from ${JSON.stringify(name)}
 new Pool({ app: 'a.js', workerz: 2 })

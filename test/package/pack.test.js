@@ -155,7 +155,11 @@ function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cach
   stub('npm', `echo "npm $* (in \${PWD#${ROOT}})" >> ${log}`)
   if (sudo) stub('sudo', `echo "sudo" >> ${log}; exec "$@"`)
   stub('debootstrap', `echo "debootstrap $*" >> ${log}\n${FAKE_DEBOOTSTRAP}`)
-  for (const tool of ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv', 'cat', 'sed', 'chmod', 'readlink', 'head']) fs.symlinkSync(spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim(), path.join(dir, tool))
+  const tools = ['env', 'grep', 'dirname', 'uname', 'mkdir', 'rm', 'mv', 'cat', 'sed', 'chmod', 'readlink', 'head']
+  for (const tool of tools) {
+    const found = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim()
+    fs.symlinkSync(found, path.join(dir, tool))
+  }
   fs.symlinkSync(process.execPath, path.join(dir, 'node'))
   const r = spawnSync('/bin/bash', [path.join(ROOT, 'scripts', 'setup')],
     { env: { PATH: dir, HOME: dir }, encoding: 'utf8', timeout: 30000 })
@@ -177,7 +181,8 @@ function npmCalls (home, { cached = [] } = {}) {
   const examples = fs.readdirSync(path.join(ROOT, 'examples', 'frameworks'))
     .filter((name) => fs.existsSync(path.join(ROOT, 'examples', 'frameworks', name, 'package-lock.json'))).sort()
   return [
-    ...versions.map((v) => `npm install --prefix ${home}/.cache/pool-supervisor/node/${v}.partial --no-save --no-package-lock --no-audit --no-fund node-linux-${process.arch}@${v} (in )`),
+    ...versions.map((v) => `npm install --prefix ${home}/.cache/pool-supervisor/node/${v}.partial ` +
+      `--no-save --no-package-lock --no-audit --no-fund node-linux-${process.arch}@${v} (in )`),
     'npm ci --no-audit --no-fund (in )',
     ...examples.map((name) => `npm ci --no-audit --no-fund (in /examples/frameworks/${name})`)
   ]

@@ -57,7 +57,12 @@ const haproxy: PoolOptions = {
 ${literal(HAPROXY)}
 }
 const pool = new Pool(supervisor)
-pool.start().then((p) => { const s = p.status(); const n: number = s.queue; const stats: string | null = s.stats; return [n, stats, haproxy, codes.BAD_OPTION] })
+pool.start().then((p) => {
+  const s = p.status()
+  const n: number = s.queue
+  const stats: string | null = s.stats
+  return [n, stats, haproxy, codes.BAD_OPTION]
+})
 `
   const r = compile(t, source)
   t.ok(r.ok, 'compiles', { output: r.output })

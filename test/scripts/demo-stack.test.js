@@ -64,7 +64,9 @@ async function startDemo (t, args = []) {
 // Resolves { code, signal } once the script exited, within `timeout` ms.
 async function exitOf (demo, timeout = 60000) {
   let timer
-  const late = new Promise((resolve, reject) => { timer = setTimeout(() => reject(new Error(`demo-stack still running after ${timeout} ms`)), timeout) })
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`demo-stack still running after ${timeout} ms`)), timeout)
+  })
   return Promise.race([demo.exited, late]).finally(() => clearTimeout(timer))
 }
 

@@ -22,7 +22,11 @@ t.test('the output alone: never blocks, drops whole lines past its bound, ' +
   out.onDropped = (n) => { told.push(n); out.write(`{"note":"dropped","n":${n}}\n`) }
   reader.stop() // nobody reads, and the pipe is full
   let filled = 0
-  try { for (;;) filled += fs.writeSync(reader.fd, '{"fill":true}\n') } catch (err) { if (err.code !== 'EAGAIN') throw err }
+  try {
+    for (;;) filled += fs.writeSync(reader.fd, '{"fill":true}\n')
+  } catch (err) {
+    if (err.code !== 'EAGAIN') throw err
+  }
   t.ok(filled >= PIPE_BYTES / 2, `the pipe took ${filled} bytes before it was full`)
   const line = (i) => `{"i":${i},"pad":"${'x'.repeat(1000)}"}\n`
   const began = performance.now()

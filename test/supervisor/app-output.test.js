@@ -50,7 +50,8 @@ t.test('the splitter: a line longer than maxLine comes in marked parts', async (
   t.same(split([long + '\n'], { maxLine: 10 }), [
     ['abcdefghij', { part: 1, more: true }], ['abcdefghij', { part: 2, more: true }], ['xyz', { part: 3 }]
   ], 'parts 1..3, all but the last with more')
-  t.same(split([long.slice(0, 7), long.slice(7, 15), long.slice(15), '\nnext\n'], { maxLine: 10 }).map((x) => Array.isArray(x) ? x[0] : x),
+  const pieces = [long.slice(0, 7), long.slice(7, 15), long.slice(15), '\nnext\n']
+  t.same(split(pieces, { maxLine: 10 }).map((x) => Array.isArray(x) ? x[0] : x),
     ['abcdefghij', 'abcdefghij', 'xyz', 'next'],
     'the same when the long line arrives in pieces, and the next line is whole')
   t.same(split(['0123456789\n'], { maxLine: 10 }), ['0123456789'], 'exactly maxLine: not split')
@@ -343,7 +344,10 @@ t.test('a real pool (pretty): app lines prefixed with slot and pid, the access l
   const stamp = String.raw`^\[\d\d:\d\d:\d\d\.\d{3}\] `
   t.ok(lines.some((l) => new RegExp(`${stamp}INFO: \\[slot 1 pid ${pid}\\] hello from slot 1: é ✓ 😀$`).test(l)),
     'the app\'s line at load, prefixed')
-  for (let i = 0; i < 3; i++) t.ok(lines.some((l) => new RegExp(`${stamp}INFO: \\[slot 1 pid ${pid}\\] PRETTY ${i}$`).test(l)), `line PRETTY ${i}, prefixed`)
+  for (let i = 0; i < 3; i++) {
+    t.ok(lines.some((l) => new RegExp(`${stamp}INFO: \\[slot 1 pid ${pid}\\] PRETTY ${i}$`).test(l)),
+      `line PRETTY ${i}, prefixed`)
+  }
   t.ok(lines.some((l) => new RegExp(`${stamp}WARN: \\[slot 1 pid ${pid} stderr\\] PRETTY err 0$`).test(l)),
     'the stderr line, at WARN, marked')
   const at = lines.findIndex((l) => l.includes('INFO: GET /burst?n=3&tag=PRETTY 200 '))

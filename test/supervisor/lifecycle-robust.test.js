@@ -125,7 +125,12 @@ async function faultyPool (t, { env = {}, flags = [] } = {}) {
   const pool = startFaultyPool(['start', fixture('spawns-child.js'), '-n', '2', '--worker-port', String(ports[0]),
     '--balancer', 'none', '--stats-port', '0', ...flags],
   { CHILD_PID_FILE: file, ...env })
-  t.teardown(async () => { if (pool.exitCode === null && pool.signalCode === null) { pool.kill('SIGKILL'); await pool.exited } })
+  t.teardown(async () => {
+    if (pool.exitCode === null && pool.signalCode === null) {
+      pool.kill('SIGKILL')
+      await pool.exited
+    }
+  })
   await pool.waitLog((l) => l.event === 'started', 'the pool to start')
   const workers = pool.logs.filter((l) => l.event === 'ready').map((l) => l.pid)
   const helpers = [...helpersOf(file).values()]

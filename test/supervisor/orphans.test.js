@@ -54,7 +54,9 @@ function describe (pid) {
 }
 
 async function portsFree (t, ports) {
-  for (const port of ports) t.ok(await waitFor(() => canBind(port), { timeout: 5000, what: `port ${port} to be free` }), `port ${port} is free`)
+  for (const port of ports) {
+    t.ok(await waitFor(() => canBind(port), { timeout: 5000, what: `port ${port} to be free` }), `port ${port} is free`)
+  }
 }
 
 // The pool's mark of its supervisor as its workers carry it: "<pid>:<start time>".

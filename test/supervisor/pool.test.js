@@ -18,7 +18,9 @@ t.test('start, events, workers(), stop', async (t) => {
     timeout: 800
   })
   const seen = [] // busy and idle as the worker's check-ins see it: when a request arrives, then at the next
-  for (const e of ['spawn', 'ready', 'busy', 'idle', 'exit', 'hung', 'state', 'stopped']) pool.on(e, (w) => seen.push([e, w && w.slot]))
+  for (const e of ['spawn', 'ready', 'busy', 'idle', 'exit', 'hung', 'state', 'stopped']) {
+    pool.on(e, (w) => seen.push([e, w && w.slot]))
+  }
   t.teardown(() => pool.kill())
   await pool.start()
   const workers = pool.workers()

@@ -16,12 +16,16 @@ t.test('switch the current symlink, pool reload: every slot serves the new relea
   const current = path.join(dir, 'current')
   fs.symlinkSync(path.join('releases', 'a'), current)
   const p = await startAppPool(t, path.join(current, 'app.js'))
-  for (const slot of [1, 2]) t.equal((await request(p.workerUrl(slot))).body, 'release a', `slot ${slot} serves release a`)
+  for (const slot of [1, 2]) {
+    t.equal((await request(p.workerUrl(slot))).body, 'release a', `slot ${slot} serves release a`)
+  }
 
   // As `ln -sfn releases/b current.new && mv -T current.new current` does it: atomically.
   fs.symlinkSync(path.join('releases', 'b'), `${current}.new`)
   fs.renameSync(`${current}.new`, current)
   await reloadUnderLoad(t, p)
-  for (const slot of [1, 2]) t.equal((await request(p.workerUrl(slot))).body, 'release b', `slot ${slot} serves release b`)
+  for (const slot of [1, 2]) {
+    t.equal((await request(p.workerUrl(slot))).body, 'release b', `slot ${slot} serves release b`)
+  }
   await stopLeavingNothing(t, p)
 })

@@ -40,7 +40,10 @@ class FakeChild extends EventEmitter {
 
   say (type, fields = {}) { this.write(encode({ v: 1, type, ...fields })) }
   // A check-in (lib/worker/link.js): its loop came round holding `open`, having answered `answered`.
-  checkIn ({ open = 0, answered = 0, active = open > 0, rss = 1 } = {}) { this.say('check-in', { rss, open, answered, active }) }
+  checkIn ({ open = 0, answered = 0, active = open > 0, rss = 1 } = {}) {
+    this.say('check-in', { rss, open, answered, active })
+  }
+
   write (bytes) { this.stdio[3].push(bytes) }
 
   exit (code, signal = null) {
@@ -92,7 +95,9 @@ function harness (t, options = {}) {
   const logger = {}
   const child = (bindings) => {
     const log = { child: (more) => child({ ...bindings, ...more }) }
-    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) log[level] = (obj) => logs.push({ level, ...bindings, ...obj })
+    for (const level of ['trace', 'debug', 'info', 'warn', 'error', 'fatal']) {
+      log[level] = (obj) => logs.push({ level, ...bindings, ...obj })
+    }
     return log
   }
   Object.assign(logger, child({}))
@@ -122,7 +127,9 @@ function harness (t, options = {}) {
   t.teardown(async () => {
     const stopped = pool.kill()
     await step()
-    for (const c of sys.forks) if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
+    for (const c of sys.forks) {
+      if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.exit(null, 'SIGKILL')
+    }
     await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 1000))])
   })
   const step = async (n = 3) => { for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve)) }

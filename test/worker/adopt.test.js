@@ -38,10 +38,13 @@ t.test('requestedPort() reads every form of listen() as Node does', async (t) =>
   t.ok(forms.length >= 40, `${forms.length} forms run`)
   const expected = { port, any: 0, pipe: null, handle: null, throws: null }
   for (const { name, node, requested } of forms) {
+    const does = node === 'port'
+      ? 'binds PORT'
+      : node === 'any' ? 'binds any port' : node === 'throws' ? 'refuses it' : `listens on a ${node}`
     t.equal(requested, expected[node],
       `listen${name}: ` +
         'Node ' +
-        `${node === 'port' ? 'binds PORT' : node === 'any' ? 'binds any port' : node === 'throws' ? 'refuses it' : `listens on a ${node}`}, the worker reads ${requested}`)
+        `${does}, the worker reads ${requested}`)
   }
   // The forms this project met, named: if Node changed its mind, the table above would follow
   // it silently; these say what the docs promise.

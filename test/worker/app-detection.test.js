@@ -67,7 +67,9 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
   t.equal(r.stderr,
     'pool: the app failed to boot in every slot (1 gave up): ' +
       'the app listens on the ' +
-      `slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), which the pool cannot take over to serve one request at a time: listen on process.env.PORT as a port, or export the app\n`)
+      `slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), ` +
+      'which the pool cannot take over to serve one request at a time: ' +
+      'listen on process.env.PORT as a port, or export the app\n')
   const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
   t.notOk(events.includes('ready'), 'never reported ready')
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
@@ -219,9 +221,13 @@ t.test('processes the app starts inherit PORT, POOL_WORKER_ID, POOL_WORKERS and 
   'none of the runtime\'s variables', async (t) => {
   const dir = t.testdir({
     'app.js': `const { execFileSync, fork } = require('node:child_process')
-const seen = execFileSync(process.execPath, ['-e', 'process.stdout.write(JSON.stringify(Object.keys(process.env).filter((k) => /^(POOL_|PORT$)/.test(k)).sort()))'], { encoding: 'utf8' })
+const script = 'process.stdout.write(JSON.stringify(' +
+  'Object.keys(process.env).filter((k) => /^(POOL_|PORT$)/.test(k)).sort()))'
+const seen = execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })
 // Bounded: whatever the forked process is, it forks nothing more.
-const again = process.env.FORKED_AGAIN ? null : fork(process.argv[1], { env: { ...process.env, FORKED_AGAIN: '1' }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
+const again = process.env.FORKED_AGAIN
+  ? null
+  : fork(process.argv[1], { env: { ...process.env, FORKED_AGAIN: '1' }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] })
 let forked = null
 if (again) {
   let stderr = ''
@@ -229,7 +235,8 @@ if (again) {
   const timer = setTimeout(() => again.kill('SIGKILL'), 5000)
   again.on('close', (code, signal) => { clearTimeout(timer); forked = { code, signal, stderr } })
 }
-require('node:http').createServer((req, res) => res.end(JSON.stringify({ seen: JSON.parse(seen), forked }))).listen(process.env.PORT)
+require('node:http').createServer((req, res) => res.end(JSON.stringify({ seen: JSON.parse(seen), forked })))
+  .listen(process.env.PORT)
 `
   })
   const p = await startAppPool(t, path.join(dir, 'app.js'), { workers: 1 })

@@ -34,7 +34,9 @@ t.test('the SSR demo page: every image and link it loads answers through the poo
   const failed = []
   for (const url of fetched) {
     const res = await request(`${front}${url}`)
-    if (res.status !== 200 || res.headers['content-type'] !== 'image/svg+xml' || !res.body.startsWith('<svg ')) failed.push(`${url}: ${res.status} ${res.headers['content-type']}`)
+    if (res.status !== 200 || res.headers['content-type'] !== 'image/svg+xml' || !res.body.startsWith('<svg ')) {
+      failed.push(`${url}: ${res.status} ${res.headers['content-type']}`)
+    }
   }
   t.same(failed, [], `all ${fetched.length} answer 200 with an SVG picture`)
   const again = await request(`${front}${images[0]}`)

@@ -227,7 +227,8 @@ t.test('oversize body: 413, and the worker never sees it', async (t) => {
   t.equal(declared.status, 413)
   t.match(declared.body, /max-body/)
   const chunked = await new Promise((resolve, reject) => {
-    const req = require('node:http').request(`${balancer.base}/echo?chunked`, { method: 'POST', agent: false }, (res) => {
+    const options = { method: 'POST', agent: false }
+    const req = require('node:http').request(`${balancer.base}/echo?chunked`, options, (res) => {
       res.resume()
       res.on('end', () => resolve(res.statusCode))
     })
@@ -333,7 +334,9 @@ t.test('stopping: a connection accepted before the close whose request comes aft
   const socket = net.connect(new URL(balancer.base).port, '127.0.0.1')
   t.teardown(() => socket.destroy())
   await new Promise((resolve) => socket.once('connect', resolve))
-  const connections = () => new Promise((resolve, reject) => balancer.server.getConnections((err, n) => (err ? reject(err) : resolve(n))))
+  const connections = () => new Promise((resolve, reject) => {
+    balancer.server.getConnections((err, n) => (err ? reject(err) : resolve(n)))
+  })
   await waitFor(async () => (await connections()) === 1, { what: 'the balancer to accept the connection' })
   balancer.stopping()
   let drained = false
@@ -374,7 +377,9 @@ for (const [watcher, asked] of [['a health check asked /ping', {}],
       ? { logger: undefined, workers: () => [], agentAsked: asked.agentAsked }
       : undefined
     const { workers, balancer, seen } = await setup(t, 2, { stopAnnounce: 1500 }, { context })
-    if (!asked.agentAsked) t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
+    if (!asked.agentAsked) {
+      t.equal((await request(`${balancer.base}/ping`)).status, 200, 'the health check, before the stop')
+    }
     const stoppedAt = Date.now()
     balancer.stopping()
     t.equal((await request(`${balancer.base}/ping`)).status, 503, '/ping says the pool stops')

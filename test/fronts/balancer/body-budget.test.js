@@ -48,7 +48,8 @@ const headOnly = (base, head) => rawConnection(base, head).closed
 function post (url, body, { headers = {} } = {}) {
   return new Promise((resolve) => {
     let answered = false
-    const req = http.request(url, { method: 'POST', agent: false, headers: { 'Content-Length': body.length, ...headers } }, (res) => {
+    const options = { method: 'POST', agent: false, headers: { 'Content-Length': body.length, ...headers } }
+    const req = http.request(url, options, (res) => {
       answered = true
       let text = ''
       res.setEncoding('utf8')

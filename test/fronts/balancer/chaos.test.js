@@ -153,8 +153,9 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
     const o = outcomes[i]
     const want = expectedStatus(p)
     if (cutShort(p) && o.error !== undefined) continue
-    if (o.status !== want) wrong.push({ i, method: p.method, act: p.act, variant: p.variant, want, got: o.status ?? o.error })
-    else if (p.act === 'big' && o.length !== p.kb * 1024) wrong.push({ i, act: p.act, kb: p.kb, length: o.length })
+    if (o.status !== want) {
+      wrong.push({ i, method: p.method, act: p.act, variant: p.variant, want, got: o.status ?? o.error })
+    } else if (p.act === 'big' && o.length !== p.kb * 1024) wrong.push({ i, act: p.act, kb: p.kb, length: o.length })
   }
   t.same(wrong, [], 'every request that was not aborted got the answer its act calls for')
   t.equal(stuckSeen, 0, 'the queue never waited while a worker could take a request')

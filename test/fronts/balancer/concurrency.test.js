@@ -23,7 +23,12 @@ const APP = path.join(FIXTURES, 'awaits-data.js')
 async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', ...more }) {
   const ports = await freePorts(workers + 1)
   const lines = []
-  const sink = new Writable({ write (chunk, enc, done) { for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l)); done() } })
+  const sink = new Writable({
+    write (chunk, enc, done) {
+      for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l))
+      done()
+    }
+  })
   const base = {
     app: APP,
     workers,

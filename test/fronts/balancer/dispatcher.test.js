@@ -631,7 +631,9 @@ t.test('a replayed stream is no suspect: its worker keeps taking renders and str
   const workers = new WorkerSet({ maxconn: 1 })
   const a = workers.add({ slot: 1, pid: 1, port: 1 })
   const d = new Dispatcher({ workers, onAssign () {}, onTurnedAway () {} })
-  const replay = { name: 'replayed stream', req: {}, longLived: true, replayed: true, aloneUntil: null, priority: NORMAL }
+  const replay = {
+    name: 'replayed stream', req: {}, longLived: true, replayed: true, aloneUntil: null, priority: NORMAL
+  }
   t.equal(d.submit(replay), 'assigned', 'it goes at once, like any stream')
   t.equal(a.suspect, null, 'and marks nobody a suspect')
   const render = { name: 'render', req: {}, aloneUntil: null, priority: NORMAL }

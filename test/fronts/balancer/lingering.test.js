@@ -163,7 +163,8 @@ t.test('a request pipelined behind a refused body is never served', async (t) =>
   const body = 'b'.repeat(2000)
   const c = raw(port,
     'POST /echo?refused ' +
-      `HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}GET /echo?pipelined HTTP/1.1\r\nHost: x\r\n\r\n`)
+      `HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+      'GET /echo?pipelined HTTP/1.1\r\nHost: x\r\n\r\n')
   const { got } = await c.closed
   t.match(got, /^HTTP\/1\.1 413 /)
   t.equal(got.match(/HTTP\/1\.1 /g).length, 1, 'one answer: the 413')

@@ -51,7 +51,8 @@ t.test('under overload the default pool keeps answering within the clients\' dea
   'without overload control it collapses', async (t) => {
   const protectedRun = await overloadRun(t, [])
   const fifo = await overloadRun(t, ['--no-overload-control'])
-  const show = (r) => `${r.ok} in time of ${r.rendered} rendered (${r.sent} sent, ${r.turnedAway} turned away, ${r.gaveUp} gave up, ${r.failed} failed)`
+  const show = (r) => `${r.ok} in time of ${r.rendered} rendered ` +
+    `(${r.sent} sent, ${r.turnedAway} turned away, ${r.gaveUp} gave up, ${r.failed} failed)`
   t.comment(`default: ${show(protectedRun)}`)
   t.comment(`--no-overload-control: ${show(fifo)}`)
   t.equal(protectedRun.overloadControl, true, 'no flag: overload control is on')

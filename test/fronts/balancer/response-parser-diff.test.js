@@ -120,9 +120,15 @@ function judge (c, node) {
   const expected = summary(whole)
   for (const pieces of variants) {
     const r = ours(pieces, c.method)
-    if (r.foreign) return { failure: describe('threw something else than a ResponseParseError', c, `pieces ${pieces.map((p) => p.length)}: ${r.foreign.stack}`) }
+    if (r.foreign) {
+      const detail = `pieces ${pieces.map((p) => p.length)}: ${r.foreign.stack}`
+      return { failure: describe('threw something else than a ResponseParseError', c, detail) }
+    }
     const got = summary(r)
-    if (got !== expected) return { failure: describe('read differently depending on the pieces', c, `pieces ${pieces.map((p) => p.length)}:\n  ${got}\nwhole:\n  ${expected}`) }
+    if (got !== expected) {
+      const detail = `pieces ${pieces.map((p) => p.length)}:\n  ${got}\nwhole:\n  ${expected}`
+      return { failure: describe('read differently depending on the pieces', c, detail) }
+    }
   }
   if (!whole.accepted) return { category: node.accepted ? 'stricter' : 'both refuse' }
 
@@ -132,7 +138,9 @@ function judge (c, node) {
   if (!node.accepted) {
     const bothFramings = whole.head.sawContentLength && whole.head.transferEncoding !== undefined
     if (bothFramings && /Content-Length/.test(node.error) && /Transfer-Encoding/.test(node.error)) {
-      if (whole.reusable) return { failure: describe('Transfer-Encoding with Content-Length left the connection reusable', c, expected) }
+      if (whole.reusable) {
+        return { failure: describe('Transfer-Encoding with Content-Length left the connection reusable', c, expected) }
+      }
       return { category: 'Transfer-Encoding with Content-Length (deliberate)' }
     }
     return { failure: describe('accepted what Node refuses', c, `ours: ${expected}\nNode: ${node.error}`) }
@@ -151,7 +159,9 @@ function judge (c, node) {
   })
   if (mine !== theirs) return { failure: describe('read differently from Node', c, `ours: ${mine}\nNode: ${theirs}`) }
   // Node tripped over bytes after the response: we must not read them as the next one.
-  if (node.errorAfter && whole.reusable) return { failure: describe('bytes after the response left the connection reusable', c, `Node: ${node.errorAfter}`) }
+  if (node.errorAfter && whole.reusable) {
+    return { failure: describe('bytes after the response left the connection reusable', c, `Node: ${node.errorAfter}`) }
+  }
   return { category: 'same' }
 }
 
@@ -199,8 +209,9 @@ t.test('any bytes, in any pieces: a ResponseParseError or a response, never anot
     for (const pieces of splitsOf(bytes, c.rng, false)) {
       const r = ours(pieces, c.method)
       if (r.foreign) failures.push(describe('threw something else than a ResponseParseError', c, r.foreign.stack))
-      else if (summary(r) !== expected) failures.push(describe('read differently depending on the pieces', c, `${summary(r)}\nwhole: ${expected}`))
-      else continue
+      else if (summary(r) !== expected) {
+        failures.push(describe('read differently depending on the pieces', c, `${summary(r)}\nwhole: ${expected}`))
+      } else continue
       break
     }
     ran++
@@ -215,6 +226,8 @@ function crashCase (seed, index) {
   const rng = caseRng(seed, index)
   let { text, method } = validResponse(rng)
   for (let n = int(rng, 1, 8); n > 0; n--) text = mutate(rng, text)
-  if (int(rng, 0, 9) === 0) text = Array.from({ length: int(rng, 1, 200) }, () => String.fromCharCode(int(rng, 0, 255))).join('')
+  if (int(rng, 0, 9) === 0) {
+    text = Array.from({ length: int(rng, 1, 200) }, () => String.fromCharCode(int(rng, 0, 255))).join('')
+  }
   return { text, method, mutated: true, rng }
 }

@@ -267,7 +267,9 @@ t.test('Transfer-Encoding: chunked last frames the body; otherwise the body runs
     'HTAB after chunked (llhttp would not see chunked, HAProxy would)': 'Transfer-Encoding: chunked\t',
     'HTAB inside': 'Transfer-Encoding: gzip,\tchunked'
   }
-  for (const [what, field] of Object.entries(bad)) refused(t, `HTTP/1.1 200 OK\r\n${field}\r\n\r\n2\r\nok\r\n0\r\n\r\n`, what)
+  for (const [what, field] of Object.entries(bad)) {
+    refused(t, `HTTP/1.1 200 OK\r\n${field}\r\n\r\n2\r\nok\r\n0\r\n\r\n`, what)
+  }
 })
 
 t.test('Transfer-Encoding wins over Content-Length, and the connection is not reused', async (t) => {
@@ -313,7 +315,9 @@ t.test('chunk-size lines: hex digits and token or quoted-string extensions, noth
     'no size': '',
     'thirteen hex digits': '0000000000002'
   }
-  for (const [what, line] of Object.entries(bad)) refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${line}\r\nok\r\n0\r\n\r\n`, what)
+  for (const [what, line] of Object.entries(bad)) {
+    refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${line}\r\nok\r\n0\r\n\r\n`, what)
+  }
   refused(t, 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nxyz', 'chunk data not followed by CRLF')
   refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(5000)}\r\nx\r\n0\r\n\r\n`,
     'chunk-size line too long')
@@ -334,7 +338,9 @@ t.test('trailer lines are checked like field lines, then dropped', async (t) => 
     'Content-Length (llhttp refuses it)': 'Content-Length: 5',
     'Transfer-Encoding': 'Transfer-Encoding: chunked'
   }
-  for (const [what, lines] of Object.entries(bad)) refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n${lines}\r\n\r\n`, what)
+  for (const [what, lines] of Object.entries(bad)) {
+    refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n${lines}\r\n\r\n`, what)
+  }
   const many = `X-T: ${'a'.repeat(1000)}\r\n`.repeat(Math.ceil(MAX_HEAD_BYTES / 1000) + 1)
   refused(t, `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n${many}\r\n`, 'trailer section too large')
 })
@@ -429,7 +435,8 @@ t.test('size limits do not depend on how the bytes are cut', async (t) => {
       `a head of ${MAX_HEAD_BYTES} bytes, step ${step}`)
     refused(t, headOf(MAX_HEAD_BYTES + 1), `a head of ${MAX_HEAD_BYTES + 1} bytes, step ${step}`, { step })
   }
-  const chunkOf = (size) => `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(size - 2)}\r\nx\r\n0\r\n\r\n`
+  const chunkOf = (size) =>
+    `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;${'a'.repeat(size - 2)}\r\nx\r\n0\r\n\r\n`
   for (const step of [Infinity, 1, 100]) {
     t.equal(parse(chunkOf(4096), { step }).body, 'x', `a chunk-size line of 4096 bytes, step ${step}`)
     refused(t, chunkOf(4097), `a chunk-size line of 4097 bytes, step ${step}`, { step })
@@ -475,7 +482,9 @@ t.test('valid responses read the same cut at every position', async (t) => {
 
 t.test('a 101: the handler takes the socket when the request asked to upgrade; refused when it did not', async (t) => {
   const upgraded = []
-  const parser = new ResponseParser({ onUpgrade: (head, rest) => upgraded.push({ head, rest: rest.toString('latin1') }) })
+  const parser = new ResponseParser({
+    onUpgrade: (head, rest) => upgraded.push({ head, rest: rest.toString('latin1') })
+  })
   parser.expect('GET', true)
   const answer = 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello'
   for (let cut = 1; cut < answer.length; cut++) { // however the bytes are cut, one upgrade

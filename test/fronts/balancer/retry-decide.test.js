@@ -27,7 +27,9 @@ t.test('the table: each failure has a metric label, an answer with its HTTP stat
       retry: 'replayable'
     },
     bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, retry: 'never' },
-    broken_response: { metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never' },
+    broken_response: {
+      metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never'
+    },
     timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' },
     local: { metric: 'out_of_descriptors', answer: 'out_of_descriptors', status: 503, retry: 'any-method' }
   }

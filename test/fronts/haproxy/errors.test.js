@@ -57,7 +57,8 @@ onPlatforms(t, 'a backend without the servers the pool needs, or no such backend
   t.equal(line,
     'pool: ' +
       'HAProxy backend ' +
-      `'pool' (socket ${lab.socket}) has no servers 'worker3', 'worker4': the pool needs worker1..worker4 (4 servers); add them (\`pool config haproxy -n 4\` prints a matching config)`)
+      `'pool' (socket ${lab.socket}) has no servers 'worker3', 'worker4': ` +
+      'the pool needs worker1..worker4 (4 servers); add them (`pool config haproxy -n 4` prints a matching config)')
 
   const noBackend = await refusedStart(t,
     { workers: 2, lab, args: ['--haproxy-socket', lab.socket, '--haproxy-backend', 'ssr'] })

@@ -36,7 +36,10 @@ onPlatforms(t, 'HAProxy restarted: the pool re-asserts every server within a few
   t.ok(pool.logs.some((l) => (l.event === 'haproxy-restarted' && l.toPid === fresh.pid) ||
     l.event === 'haproxy-reachable'), 'the restart was noticed and logged')
 
-  const front = await waitFor(async () => { const s = (await labStatus(lab)).front; return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s }, {
+  const front = await waitFor(async () => {
+    const s = (await labStatus(lab)).front
+    return s.haproxyPid === fresh.pid && s.servers.worker1.seen === 'ready' && s
+  }, {
     timeout: 10000,
     what: 'status of the new HAProxy'
   })

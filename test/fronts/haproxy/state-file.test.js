@@ -34,7 +34,10 @@ onPlatforms(t, 'a HAProxy reload keeps ready workers in service: no 503, no wait
   const lab = await startLabHaproxy(t, { platform, workers: 2, stateFile: true, masterWorker: true })
   await startHaproxyPool(t, lab, { workers: 2, args: ['--haproxy-state-file', lab.stateFile, ...NO_CHECKS] })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
-  await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, {
+  await waitFor(() => {
+    const s = fileStates(lab.stateFile)
+    return s && s.worker1 === 'ready' && s.worker2 === 'ready'
+  }, {
     timeout: 3000,
     what: 'the file to say READY'
   })
@@ -146,7 +149,10 @@ onPlatforms(t, 'HAProxy down when a worker dies: the file is removed, ' +
     'a HAProxy started meanwhile has the dead worker MAINT (the config\'s disabled)')
   await waitFor(allUp(lab.client),
     { timeout: 15000, interval: 50, what: 'the pool to re-assert, the new worker1 included' })
-  await waitFor(() => { const s = fileStates(lab.stateFile); return s && s.worker1 === 'ready' && s.worker2 === 'ready' }, {
+  await waitFor(() => {
+    const s = fileStates(lab.stateFile)
+    return s && s.worker1 === 'ready' && s.worker2 === 'ready'
+  }, {
     timeout: 3000,
     what: 'the file written again'
   })
