@@ -131,7 +131,8 @@ async function killUnderLoad (t, platform) {
     const gap = back > out ? changes[back].answered - changes[back].previous : 0
     // How long the MAINT lasted, by the pool's log: from HAProxy's reply to the READY it sent.
     const maintLine = pool.logs.find((l) => l.event === 'haproxy-maint' && l.pid === killed[i].pid)
-    const readyLine = maintLine && pool.logs.find((l) => l.event === 'haproxy-ready' && l.slot === slot && l.time >= maintLine.time)
+    const readyLine = maintLine &&
+      pool.logs.find((l) => l.event === 'haproxy-ready' && l.slot === slot && l.time >= maintLine.time)
     const window = readyLine ? readyLine.time - readyLine.ms - maintLine.time : Infinity
     const missed = maint < 0 && gap >= window
     t.ok((maint >= 0 && after.indexOf('ready', maint) > maint) || missed,
