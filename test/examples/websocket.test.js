@@ -15,6 +15,9 @@ const WebSocket = require('ws')
 const { io } = require('socket.io-client')
 const { ROOT, freePort, waitFor, request, cleanEnv } = require('../helpers')
 const { startAppPool, stopLeavingNothing } = require('../helpers/app-pool')
+const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
+const { nginxConfig } = require('../../lib/generate/nginx')
 
 const WS_APP = path.join(ROOT, 'examples', 'websocket', 'server.js')
 const CHAT_APP = path.join(ROOT, 'examples', 'socketio-chat', 'server.js')
@@ -86,6 +89,27 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
   'over websockets', { skip: redisMissing() || browserMissing() }, async (t) => {
   const redisUrl = await startRedis(t)
   const p = await startAppPool(t, CHAT_APP, { env: { REDIS_URL: redisUrl } })
+  await chatInBrowser(t, p.url)
+  await stopLeavingNothing(t, p)
+})
+
+t.test('examples/socketio-chat in Chromium through nginx → HAProxy → pool', {
+  skip: redisMissing() || browserMissing()
+}, async (t) => {
+  const redisUrl = await startRedis(t)
+  const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
+  await startHaproxyPool(t, lab, { workers: 2, app: CHAT_APP, env: { REDIS_URL: redisUrl } })
+  const prefix = path.join(lab.dir, 'nginx')
+  fs.mkdirSync(prefix)
+  const port = await freePort()
+  const haproxySocket = path.join(lab.dir, 'haproxy-http.sock')
+  await startNginx({ cfg: nginxConfig({ prefix, host: '127.0.0.1', port, haproxySocket }), prefix, port, t })
+  await chatInBrowser(t, `http://127.0.0.1:${port}`)
+})
+
+// Two Chromium pages load the chat from `url`, on two workers: each sends a message, and each
+// shows both, over a socket upgraded to a websocket.
+async function chatInBrowser (t, url) {
   const browser = await require('playwright-core')
     .chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] })
   t.teardown(() => browser.close())
@@ -94,7 +118,7 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
     const page = await browser.newPage()
     page.on('pageerror', (err) => errors.push(err.message))
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()) })
-    await page.goto(`${p.url}/`, { waitUntil: 'load', timeout: 20000 })
+    await page.goto(`${url}/`, { waitUntil: 'load', timeout: 20000 })
     // eslint-disable-next-line no-undef
     await page.waitForFunction(() => socket.connected && socket.io.engine.transport.name === 'websocket', null,
       { timeout: 15000 })
@@ -103,8 +127,8 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
   }
   const workerOf = (page) => page.locator('#status').innerText()
   const pages = [await openPage(), await openPage()]
-  // The balancer sends a handshake to the worker with fewest open requests; a page's session
-  // holds one (its poll, then its tunnel): the second page almost always gets the other worker.
+  // A handshake goes to the worker with fewest open requests (HAProxy: leastconn); a page's
+  // session holds one (its poll, then its tunnel): the second page almost always gets the other.
   for (let tries = 0; tries < 5 && await workerOf(pages[0]) === await workerOf(pages[1]); tries++) {
     await pages[1].close()
     pages[1] = await openPage()
@@ -126,10 +150,8 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
       `page ${i}'s socket upgraded to a websocket`)
   }
   t.same(errors, [], 'no error in either page')
-
   await browser.close()
-  await stopLeavingNothing(t, p)
-})
+}
 
 t.test('both examples as plain processes, without pool', async (t) => {
   for (const [app, check] of [[WS_APP, echoOnce], [CHAT_APP, chatOnce]]) {
