@@ -307,10 +307,14 @@ class RequestPipeline {
       carried: { toClient: rest.length, toWorker: job.upgrade.length },
       onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
     })
-    // What only the exchange needed goes now: a tunnel may live for hours beside thousands.
+    // What only the exchange needed goes now, Node's request and response with it (the response
+    // has let the socket go; the tunnel's end reads only the job's own fields): a tunnel may live
+    // for hours beside thousands.
     job.attempt = null
     job.head = null
     job.upgrade = NO_BYTES
+    job.req = null
+    job.res = null
   }
 
   // Both sides of a tunnel have closed: its place on the worker goes back, and it is counted.

@@ -21,8 +21,8 @@
 class BalancedRequest {
   constructor (req, res) {
     // ---- the client's request, as it arrived
-    this.req = req // Node's IncomingMessage
-    this.res = res // Node's ServerResponse: the client's answer
+    this.req = req // Node's IncomingMessage (null once a tunnel: pipeline.js join)
+    this.res = res // Node's ServerResponse: the client's answer (null once a tunnel)
     this.id = null // X-Request-Id: a trusted peer's if it sent a usable one (pipeline.js, headers.js)
     this.method = req.method
     this.url = req.url
