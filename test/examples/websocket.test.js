@@ -8,9 +8,8 @@
 // (and checks it left nothing), its redis-server, its browser.
 const t = require('tap')
 const fs = require('node:fs')
-const net = require('node:net')
 const path = require('node:path')
-const { spawn, spawnSync } = require('node:child_process')
+const { spawn } = require('node:child_process')
 const WebSocket = require('ws')
 const { io } = require('socket.io-client')
 const { ROOT, freePort, waitFor, request, cleanEnv } = require('../helpers')
@@ -18,6 +17,7 @@ const { startAppPool, stopLeavingNothing } = require('../helpers/app-pool')
 const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { nginxConfig } = require('../../lib/generate/nginx')
+const { startRedis, redisMissing, canConnect } = require('../helpers/websockets')
 
 const WS_APP = path.join(ROOT, 'examples', 'websocket', 'server.js')
 const CHAT_APP = path.join(ROOT, 'examples', 'socketio-chat', 'server.js')
@@ -52,7 +52,7 @@ t.test('examples/websocket under pool start -n 2: 20 clients open, echo and get 
 
 t.test('examples/socketio-chat under pool start -n 2 with Redis: ' +
   '20 clients each get every message', { skip: redisMissing() }, async (t) => {
-  const redisUrl = await startRedis(t)
+  const { url: redisUrl } = await startRedis(t)
   const p = await startAppPool(t, CHAT_APP, { env: { REDIS_URL: redisUrl }, args: ['--access-log'] })
   const clients = Array.from({ length: CLIENTS }, () => io(p.url, { forceNew: true, reconnection: false }))
   t.teardown(() => clients.forEach((c) => c.close()))
@@ -87,7 +87,7 @@ t.test('examples/socketio-chat under pool start -n 2 with Redis: ' +
 
 t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
   'over websockets', { skip: redisMissing() || browserMissing() }, async (t) => {
-  const redisUrl = await startRedis(t)
+  const { url: redisUrl } = await startRedis(t)
   const p = await startAppPool(t, CHAT_APP, { env: { REDIS_URL: redisUrl } })
   await chatInBrowser(t, p.url)
   await stopLeavingNothing(t, p)
@@ -96,7 +96,7 @@ t.test('examples/socketio-chat in Chromium: two pages on two workers chat, ' +
 t.test('examples/socketio-chat in Chromium through nginx → HAProxy → pool', {
   skip: redisMissing() || browserMissing()
 }, async (t) => {
-  const redisUrl = await startRedis(t)
+  const { url: redisUrl } = await startRedis(t)
   const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER })
   await startHaproxyPool(t, lab, { workers: 2, app: CHAT_APP, env: { REDIS_URL: redisUrl } })
   const prefix = path.join(lab.dir, 'nginx')
@@ -204,36 +204,6 @@ async function chatOnce (t, url) {
   t.match(await c.timeout(5000).emitWithAck('chat', 'plain'), { ok: true }, 'Socket.IO: the message is accepted')
   t.match(await got, { text: 'plain', slot: null }, 'Socket.IO: and comes back, without Redis')
   c.close()
-}
-
-// A redis-server of this test's own on a free port, nothing saved; its URL.
-async function startRedis (t) {
-  const port = await freePort()
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-redis-'))
-  const redis = spawn('redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: 'ignore' })
-  const exited = new Promise((resolve) => redis.once('exit', resolve))
-  t.teardown(async () => {
-    redis.kill('SIGKILL')
-    await exited
-    fs.rmSync(dir, { recursive: true, force: true })
-  })
-  await waitFor(() => canConnect(port), { what: 'redis-server' })
-  return `redis://127.0.0.1:${port}`
-}
-
-function canConnect (port) {
-  return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true) })
-    s.on('error', () => resolve(false))
-  })
-}
-
-function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error
-    ? 'redis-server is not installed (scripts/setup installs it)'
-    : false
 }
 
 function browserMissing () {

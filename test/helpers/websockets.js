@@ -1,7 +1,13 @@
 'use strict'
 // WebSocket clients for the tunnel tests: many at once, each keeping what it saw.
 
+const fs = require('node:fs')
+const os = require('node:os')
+const net = require('node:net')
+const path = require('node:path')
+const { spawn, spawnSync } = require('node:child_process')
 const WebSocket = require('ws')
+const { freePort, waitFor } = require('../helpers')
 
 // Opens `n` websockets to url(i); resolves once each has opened, failed or `timeout` passed.
 // Each client: { ws, opened, hello, echoes, pushes, closed: code | null, error }.
@@ -81,4 +87,36 @@ function parsed (text) {
   try { return JSON.parse(text) ?? {} } catch { return {} }
 }
 
-module.exports = { openSockets, summary, echoAll, closeAll, appSaid, appLines }
+// A redis-server of the test's own on a free port, nothing saved, gone at the test's end:
+// { url, port }.
+async function startRedis (t) {
+  const port = await freePort()
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-redis-'))
+  const redis = spawn('redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' })
+  const exited = new Promise((resolve) => redis.once('exit', resolve))
+  t.teardown(async () => {
+    redis.kill('SIGKILL')
+    await exited
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  await waitFor(() => canConnect(port), { what: 'redis-server' })
+  return { url: `redis://127.0.0.1:${port}`, port }
+}
+
+function canConnect (port) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true) })
+    s.on('error', () => resolve(false))
+  })
+}
+
+// A test's skip reason when there is no redis-server, else false.
+function redisMissing () {
+  return spawnSync('redis-server', ['--version']).error
+    ? 'redis-server is not installed (scripts/setup installs it)'
+    : false
+}
+
+module.exports = { openSockets, summary, echoAll, closeAll, appSaid, appLines, startRedis, redisMissing, canConnect }

@@ -7,10 +7,12 @@
 const t = require('tap')
 const net = require('node:net')
 const path = require('node:path')
-const { spawn, spawnSync } = require('node:child_process')
+const { spawnSync } = require('node:child_process')
 const { io } = require('socket.io-client')
-const { FIXTURES, freePorts, freePort, request, startPool, poolStatus, waitFor, sleep } = require('../helpers')
-const { openSockets, summary, echoAll, closeAll, appSaid, appLines } = require('../helpers/websockets')
+const { FIXTURES, freePorts, request, startPool, poolStatus, waitFor, sleep } = require('../helpers')
+const {
+  openSockets, summary, echoAll, closeAll, appSaid, appLines, startRedis, redisMissing
+} = require('../helpers/websockets')
 
 const APP = path.join(FIXTURES, 'websocket.js')
 
@@ -118,11 +120,7 @@ t.test('a client that reads nothing holds back its worker\'s writes, not the bal
 
 t.test('Socket.IO with its default transports: 100 clients chat across two workers ' +
   '(Redis adapter)', { skip: redisMissing() }, async (t) => {
-  const redisPort = await freePort()
-  const redis = spawn('redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-  t.teardown(() => redis.kill('SIGKILL'))
-  await waitFor(() => canConnect(redisPort), { what: 'redis-server' })
+  const { port: redisPort } = await startRedis(t)
   const { pool, url } = await embeddedPool(t, [], { env: { REDIS_PORT: String(redisPort) } })
   await waitFor(() => appLines(pool, (l) => l.event === 'redis-adapter').length >= 2, { what: 'both workers on Redis' })
   const clients = Array.from({ length: 100 }, () => io(url, { reconnection: false, forceNew: true }))
@@ -158,17 +156,4 @@ function rawHandshake (port, target) {
     socket.write(`GET ${target} HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
       'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')
   })
-}
-
-function canConnect (port) {
-  return new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true) })
-    s.on('error', () => resolve(false))
-  })
-}
-
-function redisMissing () {
-  return spawnSync('redis-server', ['--version']).error
-    ? 'redis-server is not installed (scripts/setup installs it)'
-    : false
 }
