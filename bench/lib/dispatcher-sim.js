@@ -248,7 +248,7 @@ function runShape (shape, { fifo = false, lib, seed = 42, options = shape.option
 
 function standCount (pool) {
   const o = pool.dispatcher.overload
-  return o ? o.reduce((a, c) => a + (c.stands || 0), 0) : 0
+  return o ? o.byClass.reduce((a, c) => a + (c.stands || 0), 0) : 0
 }
 
 module.exports = { SimClock, simPool, sendRequest, closedLoop, openLoop, fastBurst, services, summarize, runShape }

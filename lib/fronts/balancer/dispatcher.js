@@ -19,13 +19,9 @@
 // rotation, the end of a bench (its own timer lifts it), a worker's word that its requests await
 // I/O, a replay's wait to render alone running out.
 //
-// With overload control (./overload.js), each class's queue is watched on its own
-// (a busy high class must not hide a low class that stands behind it): one that stands serves
-// the requests that were waiting when it began to stand in order, then the newest first, and
-// whoever in it can no longer be answered in time is turned away at once, but for the requests
-// one round of the workers serves next. The dispatcher counts what that is judged by: the
-// requests that arrive, are given to workers and are given up by their clients, and the gaps
-// between requests leaving the queue (the pace).
+// With overload control, a class's queue may stand: it then serves later arrivals newest first
+// and turns away whoever can no longer be answered in time. ./overload.js decides: the dispatcher
+// tells it what happens to the queue, and asks it which end to serve.
 
 // A worker that refused or reset a connection gets no request for this long, unless the
 // supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
@@ -45,7 +41,7 @@ const REAL_CLOCK = {
 
 const { ClassQueues, FifoQueue } = require('./queue')
 const { CLASSES, NORMAL } = require('./priority')
-const { OverloadControl, OverloadLimits, Pace, Flow } = require('./overload')
+const { Overload } = require('./overload')
 
 class Dispatcher {
   // onAssign(job, record): the job now owns one of record's places; it must call
@@ -69,21 +65,21 @@ class Dispatcher {
     this.onTurnedAway = onTurnedAway
     this.queue = new ClassQueues(CLASSES.length)
     this.streams = new FifoQueue() // long-lived requests waiting for room (see the top)
-    this.pace = new Pace()
-    this.busySince = null // when the queue last stopped being empty (null: it is empty)
-    this.lastTakenAt = null // when a worker last took a request from the queue
-    this.limits = overload
-      ? new OverloadLimits(overload, {
-        pace: () => this.pace.ms(this.workers.places()),
-        places: () => this.places(),
-        ceiling: queueTimeout > 0 ? queueTimeout : Infinity
+    this.overload = overload
+      ? new Overload({
+        given: overload,
+        ceiling: queueTimeout > 0 ? queueTimeout : Infinity,
+        queue: this.queue,
+        workers,
+        clock,
+        turnAway: (job) => this.turnAway(job, 'queue_shed'),
+        onShed: () => this.checkDrains()
       })
       : null
-    this.overload = overload ? CLASSES.map(() => new OverloadControl()) : null
-    this.newestFirst = (c) => this.servesNewest(c)
-    this.lastServed = (c) => this.lastServedOf(c)
-    this.overloadTimer = null
-    this.overloadTimerAt = Infinity
+    // Which end of a class is served next, and which request would be served last: the oldest
+    // and the newest, unless overload control says otherwise.
+    this.newestFirst = this.overload ? this.overload.newestFirst : () => false
+    this.lastServed = this.overload ? this.overload.lastServed : (c) => this.queue.classes[c].tail
     this.drains = new Set()
   }
 
@@ -95,14 +91,14 @@ class Dispatcher {
   submit (job) {
     this.classify(job)
     if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
-    this.count(job, 'arrived')
+    this.overload?.arrived(job)
     if (job.longLived || this.queue.length === 0) {
       const record = this.pick(job)
       if (record) { this.assign(job, record); return 'assigned' }
     }
     if (this.isFull() && (job.longLived || !this.makeRoom(job))) return 'full'
     this.enqueue(job, false)
-    this.police()
+    this.overload?.police()
     return 'queued'
   }
 
@@ -149,10 +145,10 @@ class Dispatcher {
       job.aloneUntil = this.clock.now() + REPLAY_ALONE_MS
       this.clock.setTimeout(() => this.pump(), REPLAY_ALONE_MS + 1).unref()
     }
-    this.count(job, 'arrived')
+    this.overload?.arrived(job)
     this.enqueue(job, true)
     this.pump()
-    this.police()
+    this.overload?.police()
   }
 
   enqueue (job, servedNext) {
@@ -161,10 +157,10 @@ class Dispatcher {
     job.queuedAt = now
     if (job.longLived) job.queueNode = servedNext ? this.streams.unshift(job) : this.streams.push(job)
     else {
-      if (this.queue.length === 0) this.busySince = now
       job.queueNode = servedNext
         ? this.queue.addNext(job, cls, this.newestFirst(cls))
         : this.queue.add(job, cls)
+      this.overload?.enqueued(now)
     }
     if (this.queueTimeout > 0) {
       job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
@@ -175,8 +171,7 @@ class Dispatcher {
     if (job.longLived) this.streams.remove(job.queueNode)
     else {
       this.queue.remove(job.queueNode)
-      if (this.queue.length === 0) this.busySince = null
-      if (this.overload && this.queue.classes[job.priority].length === 0) this.overload[job.priority].emptied()
+      this.overload?.left(job)
     }
     job.queueNode = null
     this.clock.clearTimeout(job.queueTimer)
@@ -199,13 +194,13 @@ class Dispatcher {
   cancel (job) {
     if (!job.queueNode) return false
     this.dequeue(job)
-    this.count(job, 'gaveUp')
+    this.overload?.gaveUp(job)
     this.checkDrains()
     return true
   }
 
   assign (job, record) {
-    this.count(job, 'served')
+    this.overload?.served(job)
     this.workers.take(record, job)
     job.rendering = !job.longLived
     this.onAssign(job, record)
@@ -249,195 +244,10 @@ class Dispatcher {
       const job = this.queue.next(this.newestFirst).item
       const record = this.pick(job)
       if (!record) break
-      this.taken()
+      this.overload?.taken()
       this.dequeue(job)
       this.assign(job, record)
     }
-  }
-
-  // ---- overload control (./overload.js) -------------------------------------------------------
-
-  // A worker takes a request from the queue: the gap since the last one is the pace, if the
-  // queue has not been empty meanwhile (so that every place was busy all along).
-  // Beside it, the requests the workers hold once this one is given (this one counted), where
-  // their places are not fixed (places()).
-  taken () {
-    const now = this.clock.now()
-    if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) {
-      this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.rendering() + 1 : null)
-    }
-    this.lastTakenAt = now
-  }
-
-  // The places that serve the queue, for overload control: a worker's maxconn; but a worker
-  // admitted by CPU (--worker-concurrency above 1) holds up to K while its requests await I/O and
-  // one while it renders, so there it is what the workers held on average while the queue waited
-  // (Little's law: a request holds its place a pace per place). Counting K for a worker that
-  // renders would take a render for K times its length, and turn away requests a FIFO answers
-  // in time. Until that is known, every place.
-  places () {
-    const places = this.workers.places()
-    if (this.workers.byCpu === 0 || places === 0) return places
-    return Math.min(places, this.pace.heldOn(places) ?? places)
-  }
-
-  // What overload control judges by, for the class of `job`: `what` is arrived, served or gaveUp.
-  count (job, what) {
-    if (!this.overload || job.longLived) return
-    this.overload[job.priority][what](this.clock.now(), this.limits.current())
-  }
-
-  // Decide, class by class, whether the queue stands; where it does, turn away whoever can no
-  // longer be answered in time. Runs after each arrival in the queue, and from a timer while the
-  // queue is not empty, so that a queue nobody leaves (every worker on a long render) is judged
-  // too, and a queue that stands goes back to FIFO once the workers keep up.
-  police () {
-    if (!this.overload || this.queue.length === 0) return
-    const now = this.clock.now()
-    const limits = this.limits.current()
-    let next = Infinity
-    let shed = false
-    for (let c = 0; c < CLASSES.length; c++) {
-      if (this.queue.classes[c].length === 0) continue
-      const beyond = this.beyondOneRound(c, limits.places)
-      const stood = this.overload[c].standing
-      // A queue that stood until now sheds what can no longer be answered in time before it is
-      // handed back to FIFO order, which would answer those first, and late.
-      if ((this.judge(c, now, limits) || stood) && beyond > 0) {
-        const late = this.tooLate(c, now, limits, beyond)
-        for (const job of late) this.turnAway(job, 'queue_shed')
-        if (late.length > 0) this.judge(c, now, limits)
-        shed = shed || late.length > 0
-      }
-      next = Math.min(next, this.nextJudgedAt(c, limits))
-    }
-    if (next < Infinity) this.armOverloadTimer(next)
-    if (shed) this.checkDrains()
-  }
-
-  // Whether the queue of class `c` stands now (OverloadControl.update, with what it is judged by).
-  judge (c, now, limits) {
-    const flow = Flow.total(this.overload.slice(0, c + 1).map((o) => o.flow), now, limits.window)
-    const judged = limits.render !== null && this.beyondOneRound(c, limits.places) > 0
-    const tooLong = judged && this.fifoTooLong(c, now, limits)
-    const late = tooLong || (judged && (this.oldestLate(c, now, limits) || flow.gaveUp >= limits.places))
-    return this.overload[c].update(now, { flow, round: limits.places, tooLong, late })
-  }
-
-  // Whether class `c` is served newest first now: while its queue stands, once the requests
-  // that were waiting when it began to stand are gone (served oldest first, as a FIFO would have
-  // served them, or turned away). A redispatched request put back in front is served next either
-  // way.
-  servesNewest (c) {
-    const head = this.queue.classes[c].head
-    return head !== null && this.overload?.[c].standing === true && !this.servedInOrder(c, head)
-  }
-
-  // Whether the queued `node` of class `c`, whose queue stands, is served in arrival order: it was
-  // waiting when the queue began to stand, or it was put back in front.
-  servedInOrder (c, node) {
-    return node.servedNext || arrivalOf(node.item) <= this.overload[c].since
-  }
-
-  // The node of class `c` (not empty) that would be served last: the newest, or while the queue
-  // stands, the oldest of those served newest first.
-  lastServedOf (c) {
-    const q = this.queue.classes[c]
-    if (!this.overload?.[c].standing) return q.tail
-    for (let node = q.head; node; node = node.next) if (!this.servedInOrder(c, node)) return node
-    return q.tail
-  }
-
-  // Whether a FIFO would answer the newest request of class `c` after `maxWait`: it has waited
-  // this long, the requests ahead of it leave one pace apart, then it renders. The queue's length
-  // decides, and the newest request's age, neither of which the order of service changes.
-  fifoTooLong (c, now, limits) {
-    const newest = this.newestArrival(c)
-    return newest !== null &&
-      now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
-  }
-
-  // Whether the longest-waiting request of class `c` can no longer be answered within `maxWait`.
-  oldestLate (c, now, limits) {
-    const oldest = this.oldestArrival(c)
-    return oldest !== null && now - oldest > lastStart(limits)
-  }
-
-  // The requests of class `c` that can no longer be answered within `maxWait` (lastStart), the
-  // longest waiting first, at most `max` of them. The class is walked from its oldest end and the
-  // walk stops at the first request young enough (those behind it are younger), except for
-  // redispatched requests put back in front, which may be younger than those behind them.
-  tooLate (c, now, limits, max) {
-    const late = []
-    for (let node = this.queue.classes[c].head; node && late.length < max; node = node.next) {
-      if (now - arrivalOf(node.item) > lastStart(limits)) late.push(node.item)
-      else if (!node.servedNext) break
-    }
-    return late
-  }
-
-  // When the judgment of class `c` may change with nothing arriving or leaving: its oldest
-  // request becomes late, or a slice of what the window counts (for it and the classes before
-  // it) is forgotten.
-  nextJudgedAt (c, limits) {
-    let at = Infinity
-    const oldest = this.oldestArrival(c)
-    if (oldest !== null && limits.render !== null) at = oldest + lastStart(limits)
-    const { window } = limits
-    for (let k = 0; k <= c; k++) at = Math.min(at, this.overload[k].flow.nextForgetAt(window))
-    return at
-  }
-
-  // How many requests of class `c` and of the classes ahead of it are more than one round of the
-  // workers serves. A queue that one round serves is not judged: its wait is the workers' own
-  // (long renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
-  // Nor does a shedding pass turn away more than that: requests that all waited too long together
-  // (a late timer, a burst) must not take the last round's with them.
-  beyondOneRound (c, places) {
-    return Math.max(0, this.queuedAhead(c) - places)
-  }
-
-  // How many requests of class `c` and of the classes served before it are queued.
-  queuedAhead (c) {
-    let n = 0
-    for (let k = 0; k <= c; k++) n += this.queue.classes[k].length
-    return n
-  }
-
-  // When the request of class `c` that arrived last arrived (null: none is queued). Redispatched
-  // requests, put back at the end served next, arrived before it.
-  newestArrival (c) {
-    let newest = null
-    for (let node = this.queue.classes[c].tail; node; node = node.prev) {
-      const at = arrivalOf(node.item)
-      if (newest === null || at > newest) newest = at
-      if (!node.servedNext) break
-    }
-    return newest
-  }
-
-  // When the longest-waiting request of class `c` arrived (null: none is queued).
-  oldestArrival (c) {
-    let oldest = null
-    for (let node = this.queue.classes[c].head; node; node = node.next) {
-      const at = arrivalOf(node.item)
-      if (oldest === null || at < oldest) oldest = at
-      if (!node.servedNext) break
-    }
-    return oldest
-  }
-
-  // One timer, at the earliest moment police() has something to do.
-  armOverloadTimer (at) {
-    if (this.overloadTimer && this.overloadTimerAt <= at) return
-    this.clock.clearTimeout(this.overloadTimer)
-    this.overloadTimerAt = at
-    this.overloadTimer = this.clock.setTimeout(() => {
-      this.overloadTimer = null
-      this.overloadTimerAt = Infinity
-      this.police()
-    }, Math.max(0, at - this.clock.now()) + 1) // +1: a timer may fire a fraction of a ms early
-    this.overloadTimer.unref()
   }
 
   // ---- workers ---------------------------------------------------------------------------------
@@ -489,8 +299,7 @@ class Dispatcher {
 
   // Stop: every queued job leaves through `fn`, every drain resolves.
   clear (fn) {
-    this.clock.clearTimeout(this.overloadTimer)
-    this.overloadTimer = null
+    this.overload?.stop()
     let node
     while ((node = this.streams.head ?? this.queue.next(() => false))) {
       this.dequeue(node.item)
@@ -499,18 +308,6 @@ class Dispatcher {
     for (const d of this.drains) d.resolve()
     this.drains.clear()
   }
-}
-
-// How long a request may have waited and still be answered within `maxWait`: if the next worker
-// to come free takes it (a pace from now) and its render is typical.
-function lastStart ({ maxWait, render, places }) {
-  return maxWait - render - render / places
-}
-
-// When a request's client began to wait for it: its arrival at the balancer (request.js), or,
-// for a request without one, when it was queued.
-function arrivalOf (job) {
-  return job.arrivedAt ?? job.queuedAt
 }
 
 module.exports = { Dispatcher, BENCH_AFTER_FAILURE_MS }

@@ -34,7 +34,11 @@
 // --queue-timeout, past which the balancer turns a request away itself. A pace is the time
 // between two requests leaving a busy queue (Pace); a typical render, a pace per place.
 //
-// This module holds the state and the decisions; the Dispatcher applies them.
+// Each class's queue is judged on its own (a busy high class must not hide a low class that
+// stands behind it), with the classes served before it. Overload (at the end) holds the state and
+// the decisions: the Dispatcher tells it what its queue does (the requests that arrive, are given
+// to workers, are given up by their clients, leave it: the gaps between them are the pace), asks
+// it which end of a class to serve, and lets it turn away whoever can no longer be answered in time.
 
 const MAX_WAIT_FLOOR_MS = 1000
 const MAX_WAIT_PACES = 100
@@ -235,4 +239,254 @@ class OverloadControl {
   }
 }
 
-module.exports = { OverloadControl, OverloadLimits, Pace, Flow }
+// Overload control of the Dispatcher's queue: the state above, per class (byClass) and for the
+// pool (the pace, the limits), and the judgment on it. The Dispatcher tells it what happens to
+// its queue, and asks it which end of a class to serve (newestFirst, lastServed: the callbacks of
+// ClassQueues) and, through police(), whom to turn away.
+class Overload {
+  // `given`: { interval, maxWait } (./options.js); `ceiling`: see OverloadLimits; `queue`: the
+  // Dispatcher's ClassQueues; `workers`: its WorkerSet; `clock`: its clock. `turnAway(job)`: the
+  // queued `job` leaves unserved (queue_shed); `onShed()`: a pass of police() turned some away.
+  constructor ({ given, ceiling, queue, workers, clock, turnAway, onShed }) {
+    this.queue = queue
+    this.workers = workers
+    this.clock = clock
+    this.turnAway = turnAway
+    this.onShed = onShed
+    this.pace = new Pace()
+    this.busySince = null // when the queue last stopped being empty (null: it is empty)
+    this.lastTakenAt = null // when a worker last took a request from the queue
+    this.limits = new OverloadLimits(given, {
+      pace: () => this.pace.ms(this.workers.places()),
+      places: () => this.places(),
+      ceiling
+    })
+    this.byClass = queue.classes.map(() => new OverloadControl())
+    this.newestFirst = (c) => this.servesNewest(c)
+    this.lastServed = (c) => this.lastServedOf(c)
+    this.timer = null
+    this.timerAt = Infinity
+  }
+
+  // ---- what happened --------------------------------------------------------------------------
+
+  // `job` arrived (a first arrival or a redispatch), was given to a worker, or was given up by
+  // its client while it waited. A long-lived request is not counted: its pace is not the renders'.
+  arrived (job) { this.count(job, 'arrived') }
+  served (job) { this.count(job, 'served') }
+  gaveUp (job) { this.count(job, 'gaveUp') }
+
+  count (job, what) {
+    if (!job.longLived) this.byClass[job.priority][what](this.clock.now(), this.limits.current())
+  }
+
+  // A request joined the queue (not a stream's FIFO): the first one makes it busy.
+  enqueued (now) {
+    if (this.queue.length === 1) this.busySince = now
+  }
+
+  // `job` left the queue: a class left empty is judged afresh.
+  left (job) {
+    if (this.queue.length === 0) this.busySince = null
+    if (this.queue.classes[job.priority].length === 0) this.byClass[job.priority].emptied()
+  }
+
+  // A worker takes a request from the queue: the gap since the last one is the pace, if the
+  // queue has not been empty meanwhile (so that every place was busy all along).
+  // Beside it, the requests the workers hold once this one is given (this one counted), where
+  // their places are not fixed (places()).
+  taken () {
+    const now = this.clock.now()
+    if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) {
+      this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.rendering() + 1 : null)
+    }
+    this.lastTakenAt = now
+  }
+
+  // The Dispatcher stops: no timer is left.
+  stop () {
+    this.clock.clearTimeout(this.timer)
+    this.timer = null
+  }
+
+  // ---- the judgment ---------------------------------------------------------------------------
+
+  // The places that serve the queue: a worker's maxconn; but a worker admitted by CPU
+  // (--worker-concurrency above 1) holds up to K while its requests await I/O and one while it
+  // renders, so there it is what the workers held on average while the queue waited (Little's
+  // law: a request holds its place a pace per place). Counting K for a worker that renders would
+  // take a render for K times its length, and turn away requests a FIFO answers in time. Until
+  // that is known, every place.
+  places () {
+    const places = this.workers.places()
+    if (this.workers.byCpu === 0 || places === 0) return places
+    return Math.min(places, this.pace.heldOn(places) ?? places)
+  }
+
+  // Decide, class by class, whether the queue stands; where it does, turn away whoever can no
+  // longer be answered in time. Runs after each arrival in the queue, and from a timer while the
+  // queue is not empty, so that a queue nobody leaves (every worker on a long render) is judged
+  // too, and a queue that stands goes back to FIFO once the workers keep up.
+  police () {
+    if (this.queue.length === 0) return
+    const now = this.clock.now()
+    const limits = this.limits.current()
+    let next = Infinity
+    let shed = false
+    for (let c = 0; c < this.byClass.length; c++) {
+      if (this.queue.classes[c].length === 0) continue
+      const beyond = this.beyondOneRound(c, limits.places)
+      const stood = this.byClass[c].standing
+      // A queue that stood until now sheds what can no longer be answered in time before it is
+      // handed back to FIFO order, which would answer those first, and late.
+      if ((this.judge(c, now, limits) || stood) && beyond > 0) {
+        const late = this.tooLate(c, now, limits, beyond)
+        for (const job of late) this.turnAway(job)
+        if (late.length > 0) this.judge(c, now, limits)
+        shed = shed || late.length > 0
+      }
+      next = Math.min(next, this.nextJudgedAt(c, limits))
+    }
+    if (next < Infinity) this.armTimer(next)
+    if (shed) this.onShed()
+  }
+
+  // Whether the queue of class `c` stands now (OverloadControl.update, with what it is judged by).
+  judge (c, now, limits) {
+    const flow = Flow.total(this.byClass.slice(0, c + 1).map((o) => o.flow), now, limits.window)
+    const judged = limits.render !== null && this.beyondOneRound(c, limits.places) > 0
+    const tooLong = judged && this.fifoTooLong(c, now, limits)
+    const late = tooLong || (judged && (this.oldestLate(c, now, limits) || flow.gaveUp >= limits.places))
+    return this.byClass[c].update(now, { flow, round: limits.places, tooLong, late })
+  }
+
+  // Whether class `c` is served newest first now: while its queue stands, once the requests
+  // that were waiting when it began to stand are gone (served oldest first, as a FIFO would have
+  // served them, or turned away). A redispatched request put back in front is served next either
+  // way.
+  servesNewest (c) {
+    const head = this.queue.classes[c].head
+    return head !== null && this.byClass[c].standing && !this.servedInOrder(c, head)
+  }
+
+  // Whether the queued `node` of class `c`, whose queue stands, is served in arrival order: it was
+  // waiting when the queue began to stand, or it was put back in front.
+  servedInOrder (c, node) {
+    return node.servedNext || arrivalOf(node.item) <= this.byClass[c].since
+  }
+
+  // The node of class `c` (not empty) that would be served last: the newest, or while the queue
+  // stands, the oldest of those served newest first.
+  lastServedOf (c) {
+    const q = this.queue.classes[c]
+    if (!this.byClass[c].standing) return q.tail
+    for (let node = q.head; node; node = node.next) if (!this.servedInOrder(c, node)) return node
+    return q.tail
+  }
+
+  // Whether a FIFO would answer the newest request of class `c` after `maxWait`: it has waited
+  // this long, the requests ahead of it leave one pace apart, then it renders. The queue's length
+  // decides, and the newest request's age, neither of which the order of service changes.
+  fifoTooLong (c, now, limits) {
+    const newest = this.newestArrival(c)
+    return newest !== null &&
+      now - newest + (this.queuedAhead(c) - 1) * limits.render / limits.places > lastStart(limits)
+  }
+
+  // Whether the longest-waiting request of class `c` can no longer be answered within `maxWait`.
+  oldestLate (c, now, limits) {
+    const oldest = this.oldestArrival(c)
+    return oldest !== null && now - oldest > lastStart(limits)
+  }
+
+  // The requests of class `c` that can no longer be answered within `maxWait` (lastStart), the
+  // longest waiting first, at most `max` of them. The class is walked from its oldest end and the
+  // walk stops at the first request young enough (those behind it are younger), except for
+  // redispatched requests put back in front, which may be younger than those behind them.
+  tooLate (c, now, limits, max) {
+    const late = []
+    for (let node = this.queue.classes[c].head; node && late.length < max; node = node.next) {
+      if (now - arrivalOf(node.item) > lastStart(limits)) late.push(node.item)
+      else if (!node.servedNext) break
+    }
+    return late
+  }
+
+  // When the judgment of class `c` may change with nothing arriving or leaving: its oldest
+  // request becomes late, or a slice of what the window counts (for it and the classes before
+  // it) is forgotten.
+  nextJudgedAt (c, limits) {
+    let at = Infinity
+    const oldest = this.oldestArrival(c)
+    if (oldest !== null && limits.render !== null) at = oldest + lastStart(limits)
+    const { window } = limits
+    for (let k = 0; k <= c; k++) at = Math.min(at, this.byClass[k].flow.nextForgetAt(window))
+    return at
+  }
+
+  // How many requests of class `c` and of the classes ahead of it are more than one round of the
+  // workers serves. A queue that one round serves is not judged: its wait is the workers' own
+  // (long renders, a restart), not too many arrivals, and turning it away would shorten nobody's.
+  // Nor does a shedding pass turn away more than that: requests that all waited too long together
+  // (a late timer, a burst) must not take the last round's with them.
+  beyondOneRound (c, places) {
+    return Math.max(0, this.queuedAhead(c) - places)
+  }
+
+  // How many requests of class `c` and of the classes served before it are queued.
+  queuedAhead (c) {
+    let n = 0
+    for (let k = 0; k <= c; k++) n += this.queue.classes[k].length
+    return n
+  }
+
+  // When the request of class `c` that arrived last arrived (null: none is queued). Redispatched
+  // requests, put back at the end served next, arrived before it.
+  newestArrival (c) {
+    let newest = null
+    for (let node = this.queue.classes[c].tail; node; node = node.prev) {
+      const at = arrivalOf(node.item)
+      if (newest === null || at > newest) newest = at
+      if (!node.servedNext) break
+    }
+    return newest
+  }
+
+  // When the longest-waiting request of class `c` arrived (null: none is queued).
+  oldestArrival (c) {
+    let oldest = null
+    for (let node = this.queue.classes[c].head; node; node = node.next) {
+      const at = arrivalOf(node.item)
+      if (oldest === null || at < oldest) oldest = at
+      if (!node.servedNext) break
+    }
+    return oldest
+  }
+
+  // One timer, at the earliest moment police() has something to do.
+  armTimer (at) {
+    if (this.timer && this.timerAt <= at) return
+    this.clock.clearTimeout(this.timer)
+    this.timerAt = at
+    this.timer = this.clock.setTimeout(() => {
+      this.timer = null
+      this.timerAt = Infinity
+      this.police()
+    }, Math.max(0, at - this.clock.now()) + 1) // +1: a timer may fire a fraction of a ms early
+    this.timer.unref()
+  }
+}
+
+// How long a request may have waited and still be answered within `maxWait`: if the next worker
+// to come free takes it (a pace from now) and its render is typical.
+function lastStart ({ maxWait, render, places }) {
+  return maxWait - render - render / places
+}
+
+// When a request's client began to wait for it: its arrival at the balancer (request.js), or,
+// for a request without one, when it was queued.
+function arrivalOf (job) {
+  return job.arrivedAt ?? job.queuedAt
+}
+
+module.exports = { Overload, OverloadControl, OverloadLimits, Pace, Flow }

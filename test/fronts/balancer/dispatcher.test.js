@@ -384,7 +384,8 @@ function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout 
   const run = (ms) => clock.run(clock.now() + ms)
   const served = () => log.filter(([what]) => what === 'served').map(([, name]) => name)
   const shed = () => log.filter(([what]) => what === 'shed').map(([, name]) => name)
-  return { d, clock, log, waiting, submit, arrive, run, served, shed, standing: () => d.overload[NORMAL].standing }
+  const standing = () => d.overload.byClass[NORMAL].standing
+  return { d, clock, log, waiting, submit, arrive, run, served, shed, standing }
 }
 
 // The rig's pace, learnt as a pool in service would: `n` requests of `ms` queued on one worker.
@@ -441,7 +442,7 @@ t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as w
     r.submit('hold2', { ms: 700 })
     r.arrive('o', 30, 25)
     r.run(600)
-    const limits = r.d.limits.current()
+    const limits = r.d.overload.limits.current()
     runs[concurrency] = { trace: (r.run(5000), trace(r)), places: limits.places, render: limits.render }
   }
   t.equal(runs[4].places, 2, 'K=4: the two workers are the places (each held one request)')
@@ -460,7 +461,7 @@ t.test('overload: a redispatched request is served next while the queue stands t
   const x = job('x')
   d.submit(x)
   let i = 0
-  while (!d.overload[NORMAL].standing) { clock.run(clock.now() + 50); d.submit(job(`a${++i}`)) }
+  while (!d.overload.byClass[NORMAL].standing) { clock.run(clock.now() + 50); d.submit(job(`a${++i}`)) }
   for (const name of ['b1', 'b2']) { clock.run(clock.now() + 50); d.submit(job(name)) }
   // The worker dies holding x: benched, its place given back, x back in the queue.
   d.bench(record(1))
@@ -501,13 +502,13 @@ t.test('overload: after an overload, the same pool serves closed-loop clients as
   const at = Array.from({ length: 240 }, (_, i) => i * 8000 / 240)
   openLoop(clock, pool, { at, ms: at.map(() => 200), deadline: 3000 })
   clock.run(12000)
-  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the overload made the queue stand')
+  t.equal(pool.dispatcher.overload.byClass[NORMAL].stands, 1, 'the overload made the queue stand')
   fastBurst(clock, pool)
   const requests = simClosedLoop(clock, pool, { clients: 13, seconds: 10, service: () => ({ ms: 200 }) })
   clock.run()
   const s = summarize(requests)
   t.equal(s.turnedAway, 0, 'nothing turned away')
-  t.equal(pool.dispatcher.overload[NORMAL].stands, 1, 'the queue did not stand again')
+  t.equal(pool.dispatcher.overload.byClass[NORMAL].stands, 1, 'the queue did not stand again')
   t.ok(s.p99 <= 1400 + 1, `every request answered in its turn: p99 ${Math.round(s.p99)} ms, a FIFO's 1,400`)
 })
 
@@ -535,7 +536,7 @@ t.test('overload: the requests left waiting do not keep the queue standing: ' +
   const inOrder = left.concat(Array.from({ length: 15 }, (_, i) => `b${i + 1}`)
     .filter((b) => arrival(b) > after + 2000)).sort((x, y) => arrival(x) - arrival(y))
   t.same(then, inOrder.map((name) => `served ${name}`), 'then every request in arrival order, none turned away')
-  t.equal(r.d.overload[NORMAL].stands, 1, 'it stood once')
+  t.equal(r.d.overload.byClass[NORMAL].stands, 1, 'it stood once')
 })
 
 t.test('overload: clients that give up while they wait make the queue stand, ' +
@@ -554,7 +555,7 @@ t.test('overload: clients that give up while they wait make the queue stand, ' +
     }, (i - 1) * 50)
   }
   r.run(4000)
-  t.equal(r.d.overload[NORMAL].stands, 1, 'it stood')
+  t.equal(r.d.overload.byClass[NORMAL].stands, 1, 'it stood')
   const rendered = r.log.filter(([what, name]) => what === 'served' && name.startsWith('c'))
   const inTime = rendered.filter(([, name, at]) => at + 100 - jobs.find((j) => j.name === name).queuedAt <= 300)
   t.ok(inTime.length >= 0.8 * rendered.length,
@@ -576,7 +577,7 @@ t.test('overload: while no worker is in rotation, nothing is judged', async (t) 
     }, 20 * i)
   }
   r.run(1000)
-  t.equal(r.d.overload[NORMAL].stands, 0, 'the queue never stood')
+  t.equal(r.d.overload.byClass[NORMAL].stands, 0, 'the queue never stood')
   t.same(r.shed(), [], 'nothing turned away')
 })
 
@@ -585,13 +586,14 @@ t.test('overload: a burst of fast requests does not carry over into judging the 
   const r = overloadRig(t, { count: 2 })
   for (let i = 0; i < 200; i++) r.submit(`fast${i}`, { ms: 1 })
   r.run(200)
-  t.equal(r.d.limits.current().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
+  t.equal(r.d.overload.limits.current().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
   for (let i = 0; i < 80; i++) r.submit(`slow${i}`, { ms: 200 })
   r.run(800)
-  t.ok(r.d.limits.current().maxWait >= 1500,
-    `4 rounds of slow renders later: ${Math.round(r.d.limits.current().maxWait)} ms, already past the floor`)
+  t.ok(r.d.overload.limits.current().maxWait >= 1500,
+    `4 rounds of slow renders later: ${Math.round(r.d.overload.limits.current().maxWait)} ms, already past the floor`)
   r.run(4000)
-  t.equal(r.d.limits.current().maxWait, 10000, '20 rounds later: 100 paces of 100 ms, nothing of the burst left')
+  t.equal(r.d.overload.limits.current().maxWait, 10000,
+    '20 rounds later: 100 paces of 100 ms, nothing of the burst left')
 })
 
 t.test('overload: a shedding pass never turns away the last round, ' +
@@ -607,11 +609,11 @@ t.test('overload: a shedding pass never turns away the last round, ' +
     for (const [i, name] of names.entries()) {
       r.submit(name, { cls: cls(i) })
       r.run(50)
-      if (r.d.overload.some((o) => o.standing)) break
+      if (r.d.overload.byClass.some((o) => o.standing)) break
     }
     t.ok(r.waiting.size > 2 * count, `the queue stands with ${r.waiting.size} requests`)
     r.clock.t += 2000
-    r.d.police()
+    r.d.overload.police()
     return r
   }
   const names = Array.from({ length: 30 }, (_, i) => `n${i + 1}`)

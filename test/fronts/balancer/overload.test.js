@@ -92,7 +92,7 @@ t.test('issue 26: closed-loop clients right after a burst of fast requests are s
   const stats = await load.stop()
   t.ok(stats.sent >= 16, `${stats.sent} pages asked for: the queue of 6 stood for rounds`)
   t.same(stats.failures, [], `every one of the ${stats.sent} pages answered 200`)
-  t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
+  t.same(balancer.dispatcher.overload.byClass.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
   t.equal(requestLines(balancer).filter((l) => l.reason === 'queue_shed').length, 0, 'nothing turned away')
 })
 
@@ -116,7 +116,7 @@ t.test('more arriving than the workers take: requests that can no longer be answ
   }
   await waitFor(() => requestLines(balancer).some((l) => l.reason === 'queue_shed'),
     { interval: 5, what: 'a request turned away' })
-  t.ok(balancer.dispatcher.overload[NORMAL].stands >= 1, 'the queue stood')
+  t.ok(balancer.dispatcher.overload.byClass[NORMAL].stands >= 1, 'the queue stood')
   release(worker, '1')
   const answers = [await hold, ...await Promise.all(sent)]
   const shed = answers.filter((r) => r.status === 503)
@@ -147,7 +147,7 @@ t.test('normal load: overload control at its defaults never finds the queue stan
     statuses.push(...rs.map((r) => r.status))
   }
   t.same(statuses, Array(60).fill(200))
-  t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'no class ever stood')
+  t.same(balancer.dispatcher.overload.byClass.map((o) => o.stands), [0, 0, 0], 'no class ever stood')
   t.equal(requestLines(balancer).filter((l) => l.reason).length, 0, 'nothing turned away')
 })
 
@@ -186,8 +186,8 @@ t.test('slow renders: at the defaults, a queue a few renders long is normal oper
     { hold: '/sleep?ms=300&tag=hold' })
   const statuses = [(await hold).status, ...(await Promise.all(queued)).map((r) => r.status)]
   t.same(statuses, Array(5).fill(200), 'all served, the last after waiting four renders')
-  t.same(balancer.dispatcher.overload.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
-  const { maxWait } = balancer.dispatcher.limits.current()
+  t.same(balancer.dispatcher.overload.byClass.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
+  const { maxWait } = balancer.dispatcher.overload.limits.current()
   t.ok(maxWait > 10 * 300 && Number.isFinite(maxWait),
     `the maximum wait scaled with the renders (${Math.round(maxWait)} ms)`)
 })
