@@ -54,4 +54,4 @@ class BodyHold {
   }
 }
 
-module.exports = { BodyBudget, defaultBodyBudget, availableMemory }
+module.exports = { BodyHold, BodyBudget, defaultBodyBudget, availableMemory }

@@ -5,7 +5,9 @@
 // holds await I/O; a request whose response has begun renders no more: workers.js). A request
 // goes straight to a free worker only when nobody is waiting, so the order of arrival is the
 // order of service, within each priority class (a higher class is always served first).
-// Whoever frees a place (release(), headArrived()) hands it the next queued request at once.
+// Whoever frees a place (release(), headArrived()) hands it to the next queued request once its
+// own callback has returned (a microtask later: handOff()), so that no request is written to a
+// worker from inside another exchange's socket callback.
 //
 // A long-lived request (a stream: ../../protocol/long-lived.js) takes no render place: it goes at
 // once to the worker in rotation holding fewest open requests, whatever renders wait, and waits
@@ -14,8 +16,8 @@
 //
 // The invariant, checked by the tests through stuck(): whenever requests wait, the one served
 // next cannot be given to any worker (a render finds no free place, a stream no open room, a
-// replay no worker to render it alone), in the queue and in the streams' FIFO. Every way a
-// worker becomes able to take one ends in pump(), in the same step: a release, a worker in
+// replay no worker to render it alone), in the queue and in the streams' FIFO, unless a hand-off
+// is due. Every way a worker becomes able to take one ends in pump() or a hand-off: a release, a worker in
 // rotation, the end of a bench (its own timer lifts it), a worker's word that its requests await
 // I/O, a replay's wait to render alone running out.
 //
@@ -36,7 +38,8 @@ const REPLAY_ALONE_MS = 5000
 const REAL_CLOCK = {
   now: () => performance.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (timer) => clearTimeout(timer)
+  clearTimeout: (timer) => clearTimeout(timer),
+  defer: (fn) => queueMicrotask(fn)
 }
 
 const { ClassQueues, FifoQueue } = require('./queue')
@@ -54,9 +57,15 @@ class Dispatcher {
   //   without it.
   // overload: { interval, maxWait } turns overload control on; a duration left undefined scales
   //   with the pool's pace (./overload.js).
-  // clock: { now, setTimeout, clearTimeout }, the process's own unless given.
-  constructor ({ workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway, clock = REAL_CLOCK }) {
+  // onError(err): a throw of the dispatcher's own in a hand-off, which no caller is left to catch.
+  // clock: { now, setTimeout, clearTimeout, defer }, the process's own unless given.
+  constructor ({
+    workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway, onError = rethrow, clock = REAL_CLOCK
+  }) {
     this.clock = clock
+    this.onError = onError
+    this.handOffsDue = 0 // hand-offs scheduled, not run yet
+    this.pumpDue = false
     this.workers = workers
     this.queueTimeout = queueTimeout
     this.maxQueue = maxQueue
@@ -147,8 +156,34 @@ class Dispatcher {
     }
     this.overload?.arrived(job)
     this.enqueue(job, true)
-    this.pump()
-    this.overload?.police()
+    this.handOff(() => {
+      this.pump()
+      this.overload?.police()
+    })
+  }
+
+  // Runs `fn` (a pump) once the callback under way has returned.
+  handOff (fn) {
+    this.handOffsDue++
+    this.clock.defer(() => {
+      this.handOffsDue--
+      try {
+        fn()
+      } catch (err) {
+        this.onError(err)
+      }
+    })
+  }
+
+  // One pending pump serves every place freed meanwhile.
+  pumpSoon () {
+    if (this.pumpDue) return
+    this.pumpDue = true
+    this.handOff(() => {
+      this.pumpDue = false
+      this.pump()
+      this.checkDrains()
+    })
   }
 
   enqueue (job, servedNext) {
@@ -212,21 +247,21 @@ class Dispatcher {
     this.pump()
   }
 
-  // `job`'s response began on `record`: its render place is free, the queue has it at once.
+  // `job`'s response began on `record`: its render place is free, the queue has it next.
   headArrived (record, job) {
     if (!job.rendering) return
     job.rendering = false
     record.headArrived(job)
-    this.pump()
+    this.pumpSoon()
     this.checkDrains()
   }
 
-  // `job` is over on `record`: its place is free again, the queue has it at once.
+  // `job` is over on `record`: its place is free again, the queue has it next.
   release (record, job) {
     this.workers.release(record, job, job.rendering)
     job.rendering = false
     this.workers.forgetIfDone(record)
-    this.pump()
+    this.pumpSoon()
     this.checkDrains()
   }
 
@@ -266,6 +301,7 @@ class Dispatcher {
 
   // True when the invariant above is broken: requests wait while a worker could take one.
   stuck () {
+    if (this.handOffsDue > 0) return false
     const cursor = this.workers.rrCursor // asking moves --balance rr's cursor: put it back
     const next = this.queue.next(this.newestFirst)
     const stuck = (next !== null && this.pick(next.item) !== undefined) ||
@@ -309,5 +345,7 @@ class Dispatcher {
     this.drains.clear()
   }
 }
+
+function rethrow (err) { throw err }
 
 module.exports = { Dispatcher, BENCH_AFTER_FAILURE_MS }

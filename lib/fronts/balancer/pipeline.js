@@ -85,6 +85,8 @@ class RequestPipeline {
       overload: options.overload,
       priorityOf: options.priorityOf,
       onAssign: (job, record) => this.onAssign(job, record),
+      onError: (err) => this.log.error({ event: 'balancer-internal-error', err },
+        `internal error in the balancer's queue: ${err && err.message}`),
       // queue_timeout, queue_shed (overload control) or queue_full (a higher class took its place)
       onTurnedAway: (job, reason) => this.safely(job, () => {
         this.account(job, { failure: reason })
@@ -258,18 +260,20 @@ class RequestPipeline {
   // Its render place is free from now (what follows the head awaits I/O, or is a stream); a
   // response the worker has already sent whole frees the worker first; one stored whole at the
   // app's request (X-Accel-Buffering: yes) goes out with its length.
+  // Returns the client's response to send it to, or null when it goes nowhere.
   onResponse (job, attempt) {
+    let res = null
     this.safely(job, () => {
       if (attempt.complete) this.release(job)
       else if (job.holding) this.dispatcher.headArrived(job.holding, job)
-      if (job.clientGone) return attempt.discard()
+      if (job.clientGone) return
       job.enter('responding')
-      if (!this.writeHead(job, attempt.head, { bodyLength: attempt.stored ? attempt.relay.received : undefined })) {
-        return attempt.discard()
-      }
+      const bodyLength = attempt.stored ? attempt.relay.received : undefined
+      if (!this.writeHead(job, attempt.head, { bodyLength })) return
       job.relay = attempt.relay
-      attempt.sendTo(job.res)
+      res = job.res
     })
+    return res
   }
 
   // The worker switched protocols: the client gets its 101, and the two sockets are joined until

@@ -20,7 +20,8 @@
 //                                         it already (attempt.relay.received bytes of body), and
 //                                         is free; attempt.stored: and it was held whole at the
 //                                         app's request (X-Accel-Buffering: yes). The owner
-//                                         calls sendTo(res) to send it, or discard().
+//                                         returns the ServerResponse to send it to (its head
+//                                         written), or null to drop it.
 //   owner.onAttemptFailed(job, attempt, failure, error)
 //                                         before the response began, instead of onResponse.
 //                                         failure: refused | died | bad_response |
@@ -33,7 +34,7 @@
 //                                         attempt.head is its head; the owner takes the socket
 //                                         (takeSocket()) and hears nothing more
 //   owner.onWorkerDone(job, attempt, failure)
-//                                         after sendTo() or discard(), once: the worker's side is
+//                                         once the response is sent or dropped, once: the worker's side is
 //                                         over, sent whole (failure null) or broken off
 //                                         (bad_response, broken_response, or timeout: the owner
 //                                         lets go).
@@ -96,7 +97,6 @@ class Attempt {
 
   onHead (head) {
     this.head = head
-    this.connection.heard(head)
     this.relay.mode = MODES[accelBuffering(head)] || 'ahead'
   }
 
@@ -111,9 +111,10 @@ class Attempt {
     if (this.owner.sessions?.learn(this.seen, this.record) !== false) this.seen = null
   }
 
+  // The connection decides on its reuse from the parser's word; the attempt only records.
   onComplete (keepAlive) {
     this.complete = true
-    this.connection.done(keepAlive)
+    this.keepAlive = keepAlive
   }
 
   onUpgrade (head, rest) {
@@ -189,9 +190,13 @@ class Attempt {
 
   // ---- the owner's side ---------------------------------------------------------------------
 
+  // The owner answers where the response goes: the client's response, or nowhere (dropped).
   begin () {
     this.settled = true
-    this.owner.onResponse(this.job, this)
+    const res = this.owner.onResponse(this.job, this)
+    if (this.answering) return // the owner let go, or discarded it on an error of its own
+    if (res) this.sendTo(res)
+    else this.discard()
   }
 
   fail (failure, error) {
@@ -229,7 +234,7 @@ class Attempt {
     if (this.outcome === undefined) this.outcome = 'let_go'
   }
 
-  // After onResponse: send it to `res`, whose head the owner has written.
+  // The response goes to `res`, whose head the owner has written.
   sendTo (res) {
     this.answering = true
     this.relay.attach(res)

@@ -15,7 +15,9 @@
 //                           connection or upgrading it is refused
 //   onHead(head)            the final response's head
 //   onBody(chunk)*          the body, de-chunked
-//   onComplete(keepAlive)   the response is over; keepAlive: the socket may carry another
+//   onComplete(keepAlive)   the response is over; keepAlive: the socket may carry another.
+//                           The parser's word: `completed` and `keepAlive` say the same to the
+//                           connection that reads it, which decides on reuse
 //   onUpgrade(head, rest)   instead of onHead, for a request that asked to upgrade (expect()):
 //                           a 101; `rest` is what followed its head, in the new protocol, and
 //                           the parser takes nothing more
@@ -93,6 +95,8 @@ class ResponseParser {
     this.remaining = 0
     this.trailerBytes = 0
     this.keepAlive = false
+    this.completed = false // a whole response was read (until the next expect())
+    this.head = null // the final response's head, once read
   }
 
   execute (chunk) {
@@ -144,6 +148,7 @@ class ResponseParser {
   complete (moreBytes) {
     if (moreBytes) this.keepAlive = false
     this.state = 'idle'
+    this.completed = true
     this.handlers.onComplete(this.keepAlive)
   }
 
@@ -173,6 +178,7 @@ class ResponseParser {
       return next // 100 Continue, 103 Early Hints: the real response follows
     }
     this.frame(head)
+    this.head = head
     this.handlers.onHead(head)
     return next
   }

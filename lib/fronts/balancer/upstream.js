@@ -25,8 +25,9 @@ class WorkerGoneError extends PoolError {
   constructor (message) { super(codes.WORKER_GONE, message) }
 }
 
-// One connection, carrying one attempt at a time. The attempt is told, besides the parser's
-// calls (onInterim, onHead, onBody, onComplete):
+// One connection, carrying one attempt at a time: socket → parser → attempt. The parser's word
+// on a whole response decides its reuse (exchangeDone). The attempt is told, besides the
+// parser's calls (onInterim, onHead, onBody, onComplete, which it only records):
 //   onReadEnd()              everything one read brought has been parsed: the attempt acts now,
 //                            outside the parser (whose throws mean "bad bytes from the worker")
 //   onFailed(failure, err)   the connection broke before the response was complete; failure
@@ -85,6 +86,7 @@ class Connection {
     } catch (err) {
       return this.refuseResponse(err)
     }
+    if (this.parser.completed) this.exchangeDone()
     attempt.onReadEnd()
   }
 
@@ -98,6 +100,7 @@ class Connection {
     } catch (err) {
       return this.socket.destroy(err)
     }
+    if (this.parser.completed) this.exchangeDone()
     attempt.onReadEnd()
   }
 
@@ -127,19 +130,18 @@ class Connection {
     return this.connected ? 'died' : 'refused'
   }
 
-  // The response is whole (from the parser, through the attempt): the connection is free for
-  // the next attempt, or closed.
-  done (keepAlive) {
+  // The parser read a whole response and said whether the connection may carry another: it is
+  // kept for a later attempt (a worker's `Keep-Alive: timeout=N` keeps it idle N - 1 s at most),
+  // or closed. The attempt hears of it after, in onReadEnd.
+  exchangeDone () {
+    const { keepAlive, head } = this.parser
+    this.parser.completed = false
     this.attempt = null
     this.parser.handlers = null
+    const hint = head ? keepAliveHint(head.rawHeaders) : 0
+    if (hint) this.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
     if (keepAlive && !this.closed) this.pool.keep(this)
     else this.socket.destroy()
-  }
-
-  // A worker's `Keep-Alive: timeout=N`: an idle connection is not reused past N - 1 s.
-  heard (head) {
-    const hint = keepAliveHint(head.rawHeaders)
-    if (hint) this.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
   }
 
   // The attempt is let go of before its response is whole: the connection goes (reset, so that
@@ -240,4 +242,4 @@ class ConnectionPool {
   }
 }
 
-module.exports = { ConnectionPool, WorkerGoneError, MAX_IDLE_MS }
+module.exports = { Connection, ConnectionPool, WorkerGoneError, MAX_IDLE_MS }

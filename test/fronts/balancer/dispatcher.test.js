@@ -41,13 +41,17 @@ function setup (t, { count = 1, maxconn = 1, balance = 'first', ...options } = {
     const { record, job } = holding.get(name)
     holding.delete(name)
     d.release(record, job)
+    return handedOff()
   }
   const check = () => t.notOk(d.stuck(), 'no request waits while a worker could take it')
   t.teardown(() => d.clear(() => {}))
-  return { d, workers, assigned, turnedAway, finish, check, holding, record: (slot) => workers.get(slot) }
+  return { d, handedOff, workers, assigned, turnedAway, finish, check, holding, record: (slot) => workers.get(slot) }
 }
 
 const job = (name, cls) => ({ name, req: { cls } })
+
+// A freed place is handed on once the callback that freed it has returned (a microtask later).
+const handedOff = () => new Promise((resolve) => setImmediate(resolve))
 
 const stream = (name) => ({ name, req: {}, longLived: true })
 
@@ -67,10 +71,10 @@ t.test('a long-lived request takes no render place: it goes at once beside queue
   t.equal(d.submit(stream('s5')), 'queued', 'every worker at its open bound (--worker-max-open): it waits')
   t.equal(d.queued, 2, 'the render and the stream')
   check()
-  finish('s1')
+  await finish('s1')
   t.same(assigned.at(-1), ['s5', 1], 'a stream that ends gives its open place to the waiting stream, not to the render')
   t.equal(d.queued, 1)
-  finish('a')
+  await finish('a')
   t.same(assigned.at(-1), ['c', 1], 'a render that ends gives its render place to the render')
   check()
 })
@@ -82,9 +86,10 @@ t.test('a replay (its worker died holding it) renders alone: on a worker holding
   d.submit(stream('s'))
   t.same(assigned, [['a', 1], ['s', 2]])
   d.requeue({ ...job('r'), replayed: true, aloneUntil: null, priority: NORMAL })
+  await handedOff()
   t.equal(d.queued, 1, 'worker 1 renders, worker 2 holds a stream: no worker holds nothing, the replay waits')
   check()
-  finish('a')
+  await finish('a')
   t.same(assigned.at(-1), ['r', 1], 'the first worker to hold nothing takes it')
   t.equal(record(1).suspect, holding.get('r').job)
   d.submit(job('b'))
@@ -95,6 +100,7 @@ t.test('a replay (its worker died holding it) renders alone: on a worker holding
   t.equal(d.queued, 1, 'the next render waits: one worker renders b, the other the replay, alone')
   check()
   d.headArrived(record(1), holding.get('r').job)
+  await handedOff()
   t.same(assigned.at(-1), ['c', 1], 'once the replay\'s head came, its worker takes the next')
   t.equal(record(1).suspect, null)
   check()
@@ -107,6 +113,7 @@ t.test('a replay that finds no worker holding nothing for 5 s goes to one render
   d.submit(stream('s1'))
   d.submit(stream('s2'))
   d.requeue({ ...job('r'), replayed: true, aloneUntil: null, priority: NORMAL })
+  await handedOff()
   clock.run(clock.now() + 4000)
   t.equal(d.queued, 1, 'still waiting after 4 s')
   check()
@@ -121,9 +128,25 @@ t.test('one queue, first come first served; whoever frees a worker hands it the 
   for (const name of ['b', 'c', 'd']) t.equal(d.submit(job(name)), 'queued', `${name} waits`)
   t.equal(d.queued, 3)
   check()
-  for (const name of ['a', 'b', 'c']) { finish(name); check() }
+  for (const name of ['a', 'b', 'c']) { await finish(name); check() }
   t.same(assigned.map(([name]) => name), ['a', 'b', 'c', 'd'], 'in order of arrival')
   t.equal(d.queued, 0)
+})
+
+t.test('a freed place is handed on once the callback that freed it has returned, once for all freed', async (t) => {
+  const { d, assigned, holding, handedOff, check } = setup(t, { count: 2 })
+  for (const name of ['a', 'b', 'c', 'd', 'e']) d.submit(job(name))
+  const a = holding.get('a')
+  const b = holding.get('b')
+  d.release(a.record, a.job)
+  d.release(b.record, b.job)
+  t.same(assigned.map(([name]) => name), ['a', 'b'], 'nothing is written from inside the releasing callback')
+  check() // not stuck: a hand-off is due
+  t.equal(d.handOffsDue, 1, 'one hand-off serves both freed places')
+  await handedOff()
+  t.same(assigned.map(([name]) => name), ['a', 'b', 'c', 'd'], 'then the next two, in order of arrival')
+  t.equal(d.handOffsDue, 0)
+  check()
 })
 
 t.test('a request goes straight to a free worker only when nobody waits', async (t) => {
@@ -132,7 +155,8 @@ t.test('a request goes straight to a free worker only when nobody waits', async 
   d.submit(job('b'))
   t.equal(d.submit(job('c')), 'queued')
   record(2).bench(null) // out of the choice, as after a refused connection
-  d.release(record(2), holding.get('b').job) // b's place back: the queue has no worker to take it while 2 is benched
+  d.release(record(2), holding.get('b').job)
+  await handedOff() // b's place back: the queue has no worker to take it while 2 is benched
   t.equal(d.queued, 1, 'c still waits')
   d.unbench(record(2))
   t.same(assigned.at(-1), ['c', 2], 'the end of a bench serves the queue in the same step')
@@ -146,7 +170,7 @@ t.test('maxconn: a worker takes that many requests at once, the rest queue', asy
   t.equal(d.submit(job('e')), 'queued')
   t.equal(record(1).inFlight, 2)
   t.equal(record(2).inFlight, 2)
-  finish('c')
+  await finish('c')
   t.same(assigned.at(-1), ['e', 2])
   t.equal(record(2).inFlight, 2, 'its place taken at once')
   check()
@@ -155,8 +179,8 @@ t.test('maxconn: a worker takes that many requests at once, the rest queue', asy
 t.test('balance rr: free workers in turn', async (t) => {
   const { d, assigned, finish } = setup(t, { count: 3, balance: 'rr' })
   for (const name of ['a', 'b', 'c']) d.submit(job(name))
-  finish('a')
-  finish('b')
+  await finish('a')
+  await finish('b')
   d.submit(job('d'))
   d.submit(job('e'))
   t.same(assigned.map(([, slot]) => slot), [1, 2, 3, 1, 2])
@@ -171,8 +195,8 @@ t.test('priority: a higher class is always served first, each class in order of 
   d.submit(job('normal2'))
   d.submit(job('high2', HIGH))
   d.submit(job('low2', LOW))
-  for (const [name] of assigned.slice()) finish(name)
-  while (d.queued > 0) { finish(assigned.at(-1)[0]); check() }
+  for (const [name] of assigned.slice()) await finish(name)
+  while (d.queued > 0) { await finish(assigned.at(-1)[0]); check() }
   t.same(assigned.map(([name]) => name), ['running', 'high1', 'high2', 'normal1', 'normal2', 'low1', 'low2'])
 })
 
@@ -191,8 +215,8 @@ t.test('a full queue refuses, unless a lower class gives way: the one that would
   t.equal(d.submit(job('high1', HIGH)), 'queued')
   t.same(turnedAway, [['low2', 'queue_full'], ['low1', 'queue_full']])
   t.equal(d.submit(job('normal2')), 'full', 'nothing below normal is left to give way')
-  finish('running')
-  finish('high1')
+  await finish('running')
+  await finish('high1')
   t.same(assigned.map(([name]) => name), ['running', 'high1', 'normal1'])
 })
 
@@ -213,7 +237,7 @@ t.test('the queue deadline: a request waiting past --queue-timeout is turned awa
   t.equal(d.queued, 0)
   const late = assigned.find(([name]) => name === 'late')
   t.notOk(late, 'never given a worker')
-  finish('running')
+  await finish('running')
   t.same(assigned.map(([name]) => name), ['running'])
 })
 
@@ -225,7 +249,7 @@ t.test('a cancelled request (its client left) leaves the queue and never reaches
   d.submit(job('next'))
   t.equal(d.cancel(gone), true)
   t.equal(d.cancel(gone), false, 'twice is harmless')
-  finish('running')
+  await finish('running')
   t.same(assigned.map(([name]) => name), ['running', 'next'])
   t.ok(gone.queueMs >= 0 && gone.queueTimer === null, 'its wait counted, its timer cleared')
 })
@@ -241,12 +265,13 @@ t.test('a redispatched request is served before the requests that queued behind 
   t.same(assigned, [['x', 1], ['y', 2]])
   // Worker 1 died holding x: benched, its place given back, and x comes back to the queue.
   d.bench(d.workers.get(1))
-  finish('x')
+  await finish('x')
   d.requeue(x)
+  await handedOff()
   check()
-  finish('y') // worker 2 serves the queue from here on
-  finish('high')
-  finish('x')
+  await finish('y') // worker 2 serves the queue from here on
+  await finish('high')
+  await finish('x')
   t.same(assigned.map(([name]) => name), ['x', 'y', 'high', 'x', 'a'], 'behind a higher class only; ahead of a and b')
 })
 
@@ -257,19 +282,21 @@ t.test('a redispatched request keeps the deadline it got on arrival', async (t) 
   const deadline = x.deadline
   d.submit(job('other'))
   await waitFor(() => turnedAway.length === 1, { interval: 5, what: 'other times out' })
-  finish('x') // x's attempt failed past its deadline
+  await finish('x') // x's attempt failed past its deadline
   d.submit(job('holder')) // takes the worker back
   d.requeue(x)
+  await handedOff()
   t.equal(x.deadline, deadline, 'not renewed')
   await waitFor(() => turnedAway.length === 2, { interval: 5, what: 'x turned away' })
   t.same(turnedAway, [['other', 'queue_timeout'], ['x', 'queue_timeout']])
   // Past its deadline, a redispatched request still goes to a worker that is free at once.
   const y = job('y')
-  finish('holder')
+  await finish('holder')
   d.submit(y)
   await waitFor(() => performance.now() > y.deadline, { interval: 5, what: 'y past its deadline' })
-  finish('y')
+  await finish('y')
   d.requeue(y)
+  await handedOff()
   t.same(assigned.at(-1), ['y', 1])
   t.equal(turnedAway.length, 2)
 })
@@ -283,7 +310,7 @@ t.test('a benched worker gets nothing until its bench ends; the supervisor can l
   t.equal(d.queued, 1)
   d.unbench(record(1)) // workerReady for the same process
   t.same(assigned.at(-1), ['b', 1])
-  finish('a')
+  await finish('a')
   check()
 })
 
@@ -293,11 +320,11 @@ t.test('drain: resolves once nothing is in flight; a stopping pool waits for the
   d.submit(job('b'))
   let drained = false
   const draining = d.drain(record(1), { untilQueueEmpty: true }).then(() => { drained = true })
-  finish('a')
+  await finish('a')
   await Promise.resolve()
   t.notOk(drained, 'b still queued: a stopping pool serves it')
   t.equal(record(1).inFlight, 1, 'with the draining worker')
-  finish('b')
+  await finish('b')
   await draining
   t.ok(record(1).draining)
 })
@@ -308,10 +335,10 @@ t.test('drain for a reload: the worker gets nothing new, the queue waits for ano
   d.submit(job('b'))
   d.submit(job('c'))
   const draining = d.drain(record(1), { untilQueueEmpty: false })
-  finish('a')
+  await finish('a')
   await draining
   t.equal(d.queued, 1, 'c is not given to the drained worker')
-  finish('b')
+  await finish('b')
   t.same(assigned.at(-1), ['c', 2])
 })
 
@@ -337,8 +364,9 @@ t.test('the dispatcher writes only fields a request declares (request.js)', asyn
   const declared = Object.keys(requests[0]).sort()
   for (const r of requests) d.submit(r)
   d.cancel(requests[2])
-  finish('a')
+  await finish('a')
   d.requeue(requests[0])
+  await handedOff()
   for (const r of requests) t.same(Object.keys(r).sort(), declared, r.name)
 })
 
@@ -457,7 +485,7 @@ t.test('overload: a redispatched request is served next while the queue stands t
   const { d, assigned, finish, record } = setup(t, { count: 1, clock, overload: { maxWait: 1000, interval: 400 } })
   // The pace: three requests of 100 ms queued on the worker.
   for (const name of ['w1', 'w2', 'w3']) d.submit(job(name))
-  for (const name of ['w1', 'w2', 'w3']) { clock.run(clock.now() + 100); finish(name) }
+  for (const name of ['w1', 'w2', 'w3']) { clock.run(clock.now() + 100); await finish(name) }
   const x = job('x')
   d.submit(x)
   let i = 0
@@ -465,11 +493,12 @@ t.test('overload: a redispatched request is served next while the queue stands t
   for (const name of ['b1', 'b2']) { clock.run(clock.now() + 50); d.submit(job(name)) }
   // The worker dies holding x: benched, its place given back, x back in the queue.
   d.bench(record(1))
-  finish('x')
+  await finish('x')
   d.requeue(x)
+  await handedOff()
   d.unbench(record(1))
   t.same(assigned.at(-1), ['x', 1], 'x first')
-  finish('x')
+  await finish('x')
   t.same(assigned.at(-1), ['a1', 1],
     'then the requests that were waiting when the queue began to stand, oldest first (not b2, the newest)')
 })
