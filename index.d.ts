@@ -20,9 +20,10 @@ export type Servable =
   | { listener: Server, initialize(): PromiseLike<unknown> }
 
 /**
- * Serve `target` one request at a time. Under `pool start` the pool's runtime binds the slot's
- * port and reports readiness to the supervisor; under plain `node app.js` it listens on
- * `$PORT` (default 3000).
+ * Serve `target` behind the pool's guard, which lets at most K requests render at once (until
+ * each one's response head is written). Under `pool start` K is `--worker-concurrency`, and the
+ * pool's runtime binds the slot's port and reports readiness to the supervisor; under plain
+ * `node app.js` K is 1 and it listens on `$PORT` (default 3000).
  */
 export function listen (target: Servable, options?: { port?: number, host?: string }): Server
 

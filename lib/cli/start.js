@@ -247,7 +247,7 @@ function workers (n) {
 module.exports = {
   command: 'start [app]',
   appArgs: 'use', // what follows `--`: passed on to the app
-  describe: 'start a pool of single-request workers for APP',
+  describe: 'start a pool of workers for APP, one render at a time in each',
   builder,
   handler
 }

@@ -60,7 +60,7 @@
  *   its series to `metrics.registry` and counts its failures in `metrics.failures` (label
  *   `reason`), rather than listening to the pool's events around this interface
  * @property {() => object[]} workers a fresh snapshot of every slot, as `pool.workers()` returns:
- *   the supervisor's word on a worker (its pid, its `state`: 'busy' while it runs a request)
+ *   the supervisor's word on a worker (its pid, its `state`: 'busy' while it holds requests)
  * @property {(slot: number) => number} portOf the port slot `slot`'s worker listens on
  * @property {() => number} target the number of slots the pool wants now
  * @property {(worker: { slot: number, pid: number }, detail?: { refusals?: number, front?: string }) => void} workerRefusing

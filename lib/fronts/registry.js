@@ -23,7 +23,7 @@ const { poolError, codes } = require('../errors')
 
 const FRONTS = {
   embedded: {
-    describe: 'the built-in balancer: one central queue, one request per worker',
+    describe: 'the built-in balancer: one central queue, one render at a time per worker',
     options: () => require('./balancer/options').OPTIONS,
     resolve: (options, pool) => require('./balancer/options').resolveBalancerOptions(options, pool),
     relays: true,

@@ -31,7 +31,7 @@ function defaultWorkers (env = process.env) {
 }
 
 // The default ceiling on the number of workers (-n, `pool scale`): min(CEILING_PER_CPU × CPUs,
-// free memory ÷ MEMORY_PER_WORKER), at least 1. Each worker serves one request at a time, so
+// free memory ÷ MEMORY_PER_WORKER), at least 1. Each worker renders one request at a time, so
 // past a few per core they only wait for the CPU (an app waiting on I/O is why it is 8, not 1),
 // and a Node worker with an app loaded holds some 50 to 150 MB. Free memory is what the kernel
 // says is available (MemAvailable), or the cgroup's memory limit when that is lower, read once

@@ -4,7 +4,7 @@
 // `server.start()`, Next's custom server, `.next/standalone/server.js`) runs unchanged: the
 // worker watches every listen() in its process, and the first server that listens on the slot's
 // port is taken over by the runtime, which listens with it as it would with an exported server
-// (its host, the one-request guard, low fds, ready), if it is one the pool can serve
+// (its host, the render guard, low fds, ready), if it is one the pool can serve
 // (servable.js). Any other listen() is the app's own.
 
 const net = require('node:net')

@@ -2,7 +2,7 @@
 
 // `require('pool').listen(serverOrHandler)`: under `pool start` the pool's runtime binds the
 // slot's port and reports readiness; run with plain `node app.js` it serves on $PORT (default
-// 3000), still one render at a time, so local debugging looks like production.
+// 3000), one request rendering at a time (the guard with K=1), so local debugging looks like production.
 
 const { currentRuntime } = require('./runtime')
 const { servingOf } = require('./servable')

@@ -87,7 +87,7 @@ class SlotServer {
   // is the app's: the worker takes it over (adopt() fails the boot if it is no HTTP/1.1 server).
   // Once it has one, the port is the pool's: another server asking for it gets EADDRINUSE, even
   // on another address (Fastify's second binding of `localhost`, on ::1), so that none serves
-  // beside the one-request guard.
+  // beside the render guard (guard.js).
   decideListen (server, args) {
     const port = requestedPort(args)
     if (port !== this.port) {
@@ -105,7 +105,7 @@ class SlotServer {
   }
 
   // Whatever an app listens with that is not a TCP listen on PORT (a handle, a file descriptor)
-  // must still not end up serving on the slot's port beside the one-request guard: such a server
+  // must still not end up serving on the slot's port beside the render guard: such a server
   // is closed as it starts listening, and the boot fails saying why.
   guardPassed (server) {
     server.once('listening', () => {
@@ -150,7 +150,7 @@ class SlotServer {
   }
 
   // Take `server` over and listen with it on the slot's port and host, whoever asked: the
-  // one-request guard, the timeouts the balancer needs, low fds, ready. `callback` is the app's
+  // render guard, the timeouts the balancer needs, low fds, ready. `callback` is the app's
   // own listen() callback, called once it listens, before the supervisor hears of it.
   adopt (server, callback = null) {
     const unservable = unservableError(server, this.port)
@@ -240,7 +240,7 @@ class SlotServer {
   }
 
   // The server closed (`err` absent), or failed: an error after listening is an accept that
-  // failed (out of file descriptors: a worker that serves one request at a time holds few, so
+  // failed (out of file descriptors: the connections a worker holds are bounded, so most likely
   // its app leaks them), or one the app emitted. Either way the worker is replaced rather than
   // left to refuse connections; handled here, so it is not thrown as an unhandled 'error'. Said
   // once; the worker's own close on a stop says nothing.

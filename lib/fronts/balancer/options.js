@@ -72,7 +72,8 @@ const OPTIONS = {
     choices: ['first', 'rr'],
     default: 'first',
     group: 'Balancer',
-    describe: 'first: lowest free slot (keeps a few workers hot); rr: rotate among free workers'
+    describe: 'Among the workers that may take a request (with K above 1, those holding nothing first): first: ' +
+      'the lowest slot (keeps a few workers hot); rr: rotate among them'
   },
   retries: {
     flag: 'retries',
