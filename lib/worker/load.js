@@ -39,7 +39,7 @@ function forbidCluster ({ workers, booting, failBoot }) {
   const cluster = require('node:cluster')
   cluster.fork = () => {
     const err =
-      appError(`the app uses cluster (cluster.fork()), and pool already runs ${workers || 'N'} single-request ` +
+      appError(`the app uses cluster (cluster.fork()), and pool already runs ${workers || 'N'} ` +
         `worker${workers === 1 ? '' : 's'}, one process each: drop cluster.fork() and serve from this process (pool ` +
         'start -n sets how many)')
     if (booting()) failBoot(err)

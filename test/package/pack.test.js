@@ -15,7 +15,7 @@ const pkg = require('../../package.json')
 const SHIPPED_FILES = ['package.json', 'README.md', 'LICENSE', 'index.js', 'index.d.ts', 'docs/architecture.md']
 // The manual ships beside the code, so the README's links work in node_modules too; the
 // benchmark report and its charts do not.
-const SHIPPED_DIRS = ['lib/', 'bin/', 'conf/', 'docs/guide/', 'docs/reference/']
+const SHIPPED_DIRS = ['lib/', 'bin/', 'conf/', 'docs/guide/', 'docs/reference/', 'docs/decisions/']
 // Development tools that live among the shipped sources but must not ship.
 const DEV_TOOLS = []
 

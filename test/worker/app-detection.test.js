@@ -68,7 +68,7 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
     'pool: the app failed to boot in every slot (1 gave up): ' +
       'the app listens on the ' +
       `slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), ` +
-      'which the pool cannot take over to serve one request at a time: ' +
+      'which the pool cannot take over to serve behind its render guard: ' +
       'listen on process.env.PORT as a port, or export the app\n')
   const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
   t.notOk(events.includes('ready'), 'never reported ready')
@@ -76,7 +76,7 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
 })
 
 t.test('an adopted server serves one request at a time', async (t) => {
-  // K=1 given: the embedded balancer's default K (4) would let the guard run both.
+  // K=1 given: the embedded balancer's default K (16) would let the guard run both.
   const p = await startAppPool(t, path.join(FIXTURES, 'listens-itself.js'),
     { workers: 1, args: ['--worker-concurrency', '1'] })
   const both = await Promise.all([request(`${p.workerUrl(1)}/wait?ms=300`), request(`${p.workerUrl(1)}/wait?ms=300`)])
@@ -209,7 +209,7 @@ else require('node:http').createServer((req, res) => res.end('cluster worker')).
   t.equal(r.code, 1, 'exit 1')
   t.equal(r.stderr,
     'pool: the app failed to boot in every slot (2 gave up): the app uses cluster (cluster.fork()), ' +
-      'and pool already runs 2 single-request workers, one process each: ' +
+      'and pool already runs 2 workers, one process each: ' +
       'drop cluster.fork() and serve from this process (pool start -n sets how many)\n')
   const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')

@@ -3,7 +3,7 @@
 // Matches requests to workers: one queue for the whole pool, at most `maxconn` requests rendering
 // per worker (with --worker-concurrency K above 1: at most K, and one more only while those it
 // holds await I/O; a request whose response has begun renders no more: workers.js). A request
-// goes straight to a free worker only when nobody is waiting, so the order of arrival is the
+// goes straight to a worker that may take it only when nobody is waiting, so the order of arrival is the
 // order of service, within each priority class (a higher class is always served first).
 // Whoever frees a place (release(), headArrived()) hands it to the next queued request once its
 // own callback has returned (a microtask later: handOff()), so that no request is written to a
@@ -265,7 +265,7 @@ class Dispatcher {
     this.checkDrains()
   }
 
-  // Give free workers to the queue, for as long as both last: the highest class first; within
+  // Give the queue the workers that may take a request, for as long as both last: the highest class first; within
   // it the oldest request, or the newest while that class's queue stands.
   pump () {
     while (this.streams.length > 0) {

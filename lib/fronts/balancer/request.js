@@ -3,7 +3,7 @@
 // One client request as the balancer carries it, and the stage it is at:
 //
 //   reading     its body is being read from the client (buffering, before any worker)
-//   queued      waiting for a free worker (in the Dispatcher's queue; again after a redispatch)
+//   queued      waiting for a worker that may take it (the Dispatcher's queue; again after a redispatch)
 //   on-worker   an attempt on a worker is running: written, waiting for or reading its answer
 //   responding  the worker's answer (or the balancer's own) is being sent to the client
 //   tunnel      a WebSocket: the worker said 101, bytes flow both ways (tunnel.js)
