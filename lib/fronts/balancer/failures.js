@@ -159,7 +159,7 @@ function mayReuseConnection (method) {
 // the replayable methods. Where it differs, and why:
 //   - One budget: HAProxy counts a replay as a retry. The pool's backend has `retries 1`
 //     (HAPROXY_RETRIES), so that a GET that kills every worker it reaches costs two workers, as
-//     here; with 3 it cost four (test/generate/haproxy-retries.test.js). The price: a refused
+//     here; with 3 it cost four (measured by hand; test/generate/haproxy-retries.test.js). The price: a refused
 //     connection is retried once, not --retries times. The edge's `retries` (its --retries) is
 //     one budget for both as well.
 //   - A replay needs the whole request in one buffer (tune.bufsize, 16 KB by default): a larger
@@ -167,7 +167,7 @@ function mayReuseConnection (method) {
 //   - The streams backends replay nothing (`replays: false`: conn-failure only): a socket or a
 //     stream may have been acted on, and an empty response there is most often an app refusing a
 //     WebSocket handshake (isDroppedHandshake). The embedded balancer tells a handshake from a
-//     stream, and replays a GET stream whose worker died before answering.
+//     stream, and replays a stream's GET whose worker died before answering, as any other GET.
 //   - The edge sends no response-timeout either: its hosts own the request's time.
 const HAPROXY_RETRIES = 1
 
