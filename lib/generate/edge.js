@@ -15,6 +15,7 @@ const {
   globalSection, statsSection, idleCloseOnResponse, websocketRules, tunnelLines, checkTunnelTimeout,
   OPTIONS: HAPROXY_OPTIONS
 } = require('./haproxy')
+const { haproxyRetryLines, replayableInWords } = require('../fronts/balancer/failures')
 
 const RESOLVERS = 'fleet_dns'
 // Debian 12's HAProxy 2.6 is built with MAX_THREADS=64 (haproxy -vv; Debian 13's 3.0 with 256).
@@ -480,15 +481,17 @@ function backendSection (o, t) {
     '    # without the option, three tries on that same host 1s apart, then a 503. leastconn gives',
     '    # a retry back to the same host only when no other has a free slot at that instant; a host',
     '    # that refuses is DOWN at once (observe layer4, below), and the request waits here instead.',
-    '    option redispatch 1',
-    `    retries ${o.retries}`,
-    '    # A host that closed the connection without an answer (its pool or machine went down) is',
-    '    # retried on another host too, but only for GET and HEAD: a POST may have been acted on.',
-    '    # No response-timeout: the hosts own the request timeout, and a request that ran out of time',
-    '    # would only run out of time again. A 5xx from a host is its answer and is passed on.',
-    '    # `retries` counts these retries as well.',
-    '    retry-on conn-failure empty-response',
-    '    http-request disable-l7-retry if !METH_GET !METH_HEAD',
+    ...haproxyRetryLines({
+      retries: o.retries,
+      replays: true,
+      comment: [
+        '    # A host that closed the connection without an answer (its pool or machine went down) is',
+        `    # retried on another host too, but only for ${replayableInWords()}: a POST may have been acted on.`,
+        '    # No response-timeout: the hosts own the request timeout, and a request that ran out of time',
+        '    # would only run out of time again. A 5xx from a host is its answer and is passed on.',
+        '    # `retries` counts these retries as well.'
+      ]
+    }),
     '    # Requests wait here, in the backend queue, while every host\'s slots are taken.',
     `    timeout queue ${duration(t.queue)}`,
     '    # A request goes to a host once its body is here (up to one buffer): a slow upload holds',
@@ -549,9 +552,7 @@ function streamsSection (o, t) {
     '    balance leastconn',
     '    # A host that refused the connection: the handshake goes to another. Nothing else is',
     '    # replayed: a socket may have been acted on.',
-    '    option redispatch 1',
-    `    retries ${o.retries}`,
-    '    retry-on conn-failure',
+    ...haproxyRetryLines({ retries: o.retries, replays: false }),
     `    timeout queue ${duration(t.queue)}`,
     '    option http-server-close',
     '    option http-no-delay',

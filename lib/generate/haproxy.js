@@ -10,6 +10,7 @@ const { poolError, codes } = require('../errors')
 const { parseRoutes, CLASSES } = require('../shared/priority')
 const { DEFAULT_BACKEND, serverName, streamsBackend } = require('../haproxy/names')
 const { STREAM_HEADER, streamRoutes } = require('../protocol/long-lived')
+const { haproxyRetryLines, replayableInWords, HAPROXY_RETRIES } = require('../fronts/balancer/failures')
 
 const DEFAULT_PREFIX = '/run/pool'
 const MAX_UNIX_PATH = 107 // sun_path is 108 bytes with its terminating NUL
@@ -541,9 +542,7 @@ function streamsSection (o, t) {
     '    balance leastconn',
     '    # A refused connection (a dead worker not yet MAINT) goes to another worker; nothing else',
     '    # is replayed: a stream may have been acted on.',
-    '    option redispatch 1',
-    '    retries 1',
-    '    retry-on conn-failure',
+    ...haproxyRetryLines({ replays: false }),
     `    timeout queue ${duration(t.queue)}`,
     `    http-request set-header ${STREAM_HEADER} 1`,
     '    # server-close ends the server connection after a response; a 101 makes it a tunnel',
@@ -616,26 +615,23 @@ const NO_DELAY_LINES = [
   '    option http-no-delay'
 ]
 
-// Retries as the embedded balancer makes them, as far as HAProxy 2.6 can; a test measures them
-// against the real HAProxy.
+// Retries as the embedded balancer makes them, as far as HAProxy 2.6 can (the rule, and where
+// HAProxy differs: lib/fronts/balancer/failures.js); a test measures them against the real HAProxy.
 const RETRY_LINES = [
   '    # Retries, each on another worker (`redispatch 1`):',
   '    #   conn-failure    the connection was refused (a dead worker not yet MAINT): nothing',
   '    #                   reached a worker, so any method is retried.',
   '    #   empty-response  the worker closed the connection without answering: it died holding',
-  '    #                   the request. Only GET and HEAD are sent again (disable-l7-retry below):',
+  `    #                   the request. Only ${replayableInWords()} are sent again (disable-l7-retry below):`,
   '    #                   anything else may have been acted on, and gets a 502.',
   '    # `retries` is one budget for both: HAProxy counts a replay as a retry, and tries a request',
-  '    # at most retries + 1 times. 1, so that a GET that kills every worker it reaches costs two',
+  `    # at most retries + 1 times. ${HAPROXY_RETRIES}, so that a GET that kills every worker it reaches costs two`,
   '    # workers (with 3 it cost four), as in the embedded balancer. The price: a refused connection',
   '    # is retried once, not three times; with the pool setting a dead worker MAINT within',
   '    # milliseconds and `observe` below, that one retry lands on a live worker.',
   '    # A replay needs the whole request in one buffer (tune.bufsize, 16 KB by default): a larger',
   '    # request is not replayed.',
-  '    option redispatch 1',
-  '    retries 1',
-  '    retry-on conn-failure empty-response',
-  '    http-request disable-l7-retry if !METH_GET !METH_HEAD'
+  ...haproxyRetryLines({ replays: true })
 ]
 
 // HAProxy's queue is ordered by class, then arrival: the embedded balancer's priority classes

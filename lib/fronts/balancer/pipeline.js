@@ -8,7 +8,7 @@
 //   admission   arrivalRefusal(): the one place a request is refused on arrival
 //   read        its body, bounded by --max-body and the body budget (buffering.js, body-budget.js)
 //   queue       the Dispatcher: one queue for the pool, maxconn per worker, classes, overload
-//   dispatch    an attempt on a worker (proxy.js); after a failure, retry.js decides
+//   dispatch    an attempt on a worker (proxy.js); after a failure, failures.js decides
 //   respond     the worker's answer, written through as it comes (proxy.js, relay.js), or the
 //               balancer's own (replies.js); a refused upload's connection lingers (lingering.js)
 //   tunnel      a WebSocket handshake is a long-lived request like a stream; after the worker's
@@ -18,8 +18,9 @@ const { Dispatcher } = require('./dispatcher')
 const { Attempt } = require('./proxy')
 const { SendClock } = require('./relay')
 const { RequestClock } = require('./request-clock')
-const { decide, mayReuseConnection } = require('./retry')
-const { failureOf, ATTEMPT_FAILURES } = require('./failures')
+const {
+  failureOf, ATTEMPT_FAILURES, decide, countRetry, isDroppedHandshake, mayReuseConnection
+} = require('./failures')
 const { refusalOf, targetOf } = require('./request-rules')
 const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
 const { BodyBudget } = require('./body-budget')
@@ -389,28 +390,24 @@ class RequestPipeline {
     this.safely(job, () => this.attemptFailed(job, attempt.record, attempt, failure, error))
   }
 
+  // What becomes of the attempt, its worker and the request: the table's row (failures.js).
   attemptFailed (job, record, attempt, failure, error) {
-    // An app closes a handshake it does not serve without a word (ws's noServer, Engine.IO's
-    // destroyUpgrade): its answer, passed on as a close; no worker's failure, nothing to replay.
-    if (job.upgrade !== null && failure === 'died') {
+    if (isDroppedHandshake(failure, job)) {
       job.reason = 'handshake_dropped'
       this.letGo(job, attempt, null)
       return job.res.destroy()
     }
-    this.account(job, { failure: failureOf(failure).metric })
+    const { metric, benchWorker, countsRefusal, reachedWorker } = failureOf(failure)
+    this.account(job, { failure: metric })
     if (failure === 'bad_response') this.logBadResponse(job, record, error)
-    // A worker that refused or reset the connection is benched before its place is given back,
-    // so that the release cannot hand it the next request. One whose request a limit ended may
-    // still be working on it: it keeps the place until it says the request ended, or dies.
-    if (failure === 'refused' || failure === 'died') this.dispatcher.bench(record)
-    if (failure === 'refused') this.noteRefusal(record, error)
-    if (failure === 'refused' || failure === 'local') this.release(job, { reached: false, failure })
-    else this.letGo(job, attempt, failure)
+    if (benchWorker) this.dispatcher.bench(record)
+    if (countsRefusal) this.noteRefusal(record, error)
+    if (reachedWorker) this.letGo(job, attempt, failure)
+    else this.release(job, { reached: false, failure })
     const decision = decide(failure, job,
       { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
     if (decision.action === 'answer') return this.fail(job, decision.reason)
-    if (decision.why === 'refused' || decision.why === 'local') job.redispatches++
-    else job.replayed = true
+    countRetry(job, decision.why)
     this.redispatch(job, record, decision.why, error)
   }
 

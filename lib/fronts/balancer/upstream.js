@@ -14,7 +14,7 @@ const { PoolError, codes } = require('../../errors')
 // (the pool's workers keep 65 s, Node's default is 5 s), so that a GET is rarely written on a
 // connection the worker is closing at that very moment (it would be retried, at a cost). A
 // shorter `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s. Other methods never
-// reuse a connection (retry's rule).
+// reuse a connection (failures.js mayReuseConnection).
 const MAX_IDLE_MS = 2000
 
 // A connect that failed for want of something of this process's own: no worker was reached,

@@ -26,7 +26,7 @@
 // REPLAY_ALONE_MS), and that worker is given nothing else until the suspect's response head comes
 // (or it ends). So the replays of one death
 // spread over the workers, one each, and a poison request kills its replay's worker with nobody
-// else on it; it is not replayed again (retry.js).
+// else on it; it is not replayed again (failures.js).
 //
 // A drained worker whose slot has a new process while streams are still open on it is retired:
 // out of rotation, kept until what it holds is over or its process is gone.

@@ -1,12 +1,13 @@
 'use strict'
 
-// retry.decide(), the one retry policy, row by row: every way an attempt fails (failures.js),
+// failures.js decide(), the one retry policy, row by row: every way an attempt fails (its table),
 // for a replayable and a non-replayable method, with the client gone, the balancer stopping,
 // the retries used up, a request already replayed. Pure: no socket, no worker.
 
 const t = require('tap')
-const { decide, mayReuseConnection } = require('../../../lib/fronts/balancer/retry')
-const { ATTEMPT_FAILURES, failureOf } = require('../../../lib/fronts/balancer/failures')
+const {
+  ATTEMPT_FAILURES, failureOf, decide, countRetry, isDroppedHandshake, mayReuseConnection
+} = require('../../../lib/fronts/balancer/failures')
 const { REASONS } = require('../../../lib/fronts/balancer/replies')
 
 const fresh = (method, more = {}) => ({ method, redispatches: 0, replayed: false, ...more })
@@ -14,30 +15,71 @@ const serving = { retries: 3, clientGone: false, stopping: false }
 const redispatch = (why) => ({ action: 'redispatch', why })
 const answer = (reason) => ({ action: 'answer', reason })
 
-t.test('the table: each failure has a metric label, an answer with its HTTP status, a retry rule', async (t) => {
+t.test('the table: each failure has a metric label, an answer with its HTTP status, a retry rule, what ' +
+  'becomes of its worker', async (t) => {
   t.same(Object.keys(ATTEMPT_FAILURES).sort(),
     ['bad_response', 'broken_response', 'died', 'local', 'refused', 'timeout'])
+  const nothingReached = { reachedWorker: false, retry: 'any-method', retryOn: 'conn-failure' }
+  const neverRetried = { reachedWorker: true, benchWorker: false, countsRefusal: false, retry: 'never', retryOn: null }
   const expected = {
-    refused: { metric: 'worker_refused', answer: 'worker_refused', status: 502, retry: 'any-method' },
+    refused: {
+      metric: 'worker_refused',
+      answer: 'worker_refused',
+      status: 502,
+      ...nothingReached,
+      benchWorker: true,
+      countsRefusal: true
+    },
     died: {
       metric: 'worker_died',
       answer: 'worker_died',
       answerReplayed: 'worker_died_twice',
       status: 502,
-      retry: 'replayable'
+      retry: 'replayable',
+      reachedWorker: true,
+      benchWorker: true,
+      countsRefusal: false,
+      retryOn: 'empty-response'
     },
-    bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, retry: 'never' },
+    bad_response: { metric: 'bad_response', answer: 'bad_response', status: 502, ...neverRetried },
     broken_response: {
-      metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, retry: 'never'
+      metric: 'worker_broken_response', answer: 'worker_broken_response', status: 502, ...neverRetried
     },
-    timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, retry: 'never' },
-    local: { metric: 'out_of_descriptors', answer: 'out_of_descriptors', status: 503, retry: 'any-method' }
+    timeout: { metric: 'worker_timeout', answer: 'worker_timeout', status: 504, ...neverRetried },
+    local: {
+      metric: 'out_of_descriptors',
+      answer: 'out_of_descriptors',
+      status: 503,
+      ...nothingReached,
+      benchWorker: false,
+      countsRefusal: false
+    }
   }
   for (const [failure, row] of Object.entries(expected)) {
     t.match(ATTEMPT_FAILURES[failure], row, failure)
     t.equal(REASONS[ATTEMPT_FAILURES[failure].answer].status, row.status, `${failure}: its reply's status`)
+    if (row.retryOn === null) t.type(ATTEMPT_FAILURES[failure].retryOnNot, 'string', `${failure}: why no retry-on`)
   }
   t.ok(Object.isFrozen(ATTEMPT_FAILURES) && Object.values(ATTEMPT_FAILURES).every(Object.isFrozen), 'read-only')
+})
+
+t.test('a redispatch counts where decide() reads it: refusals against --retries, a death as the replay',
+  async (t) => {
+    for (const failure of ['refused', 'local']) {
+      const request = fresh('POST')
+      countRetry(request, failure)
+      t.match(request, { redispatches: 1, replayed: false }, failure)
+    }
+    const request = fresh('GET')
+    countRetry(request, 'died')
+    t.match(request, { redispatches: 0, replayed: true }, 'died')
+    t.same(decide('died', request, serving), answer('worker_died_twice'), 'and is not replayed again')
+  })
+
+t.test('a WebSocket handshake closed without an answer is the app\'s answer, not a death', async (t) => {
+  t.equal(isDroppedHandshake('died', { upgrade: Buffer.alloc(0) }), true, 'a handshake')
+  t.equal(isDroppedHandshake('died', { upgrade: null }), false, 'a plain request')
+  t.equal(isDroppedHandshake('refused', { upgrade: Buffer.alloc(0) }), false, 'a refused handshake is redispatched')
 })
 
 t.test('refused: any method, up to --retries redispatches', async (t) => {
