@@ -405,8 +405,8 @@ class Pool extends EventEmitter {
   toldOfRequest (handle, child, message) {
     const w = child === handle.child ? { slot: handle.slot, pid: handle.pid } : this.retirees.get(child)?.worker()
     if (!w) return
-    if (message.type === msg.AWAITING) this.fronts.tell('workerAwaiting', w, { open: message.open, last: message.last })
-    else this.fronts.tell('workerRequestEnded', w, message.id)
+    if (message.type === msg.AWAITING) this.fronts.workerAwaiting(w, { open: message.open, last: message.last })
+    else this.fronts.workerRequestEnded(w, message.id)
   }
 
   checkedIn (handle, child, message) {
@@ -507,15 +507,15 @@ class Pool extends EventEmitter {
     this.timerAt = Infinity
   }
 
-  // One table per kind of subject (below the class): the pool's own commands, a reload's
-  // canary, a slot's worker.
+  // Each event goes to the handler of its subject: a reload's canary, a retiring process, the
+  // pool itself (its commands), a slot's worker.
   handleEvent (event, now) {
     if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
-    if (event.canary) return ON_CANARY[event.type](this, event, now)
+    if (event.canary) return this.onCanaryEvent(event.canary, event, now)
     const retiree = this.retirees.get(event.child)
-    if (retiree) return ON_RETIREE[event.type]?.(this, retiree, event, now)
+    if (retiree) return this.onRetireeEvent(retiree, event, now)
     const handle = event.handle
-    if (!handle) return ON_POOL[event.type](this, event, now)
+    if (!handle) return this.onCommand(event, now)
     // A child's last message may be read after its 'exit' (when a process its app started holds
     // the channel open): keep its boot error.
     const lateFromPrevious = event.child !== handle.child && event.child === handle.previousChild
@@ -524,7 +524,64 @@ class Pool extends EventEmitter {
     }
     // Events from a process that no longer holds the slot are history, not news.
     if (event.child !== handle.child) return
-    return ON_WORKER[event.type](this, handle, event, now)
+    return this.onWorkerEvent(handle, event, now)
+  }
+
+  onCommand (event, now) {
+    switch (event.type) {
+      case EVENT.STOP: return this.onStop(event.timeout)
+      case EVENT.KILL: return this.onKill(now)
+      default: throw unhandled(event, 'the pool')
+    }
+  }
+
+  onCanaryEvent (canary, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE: return canary.onMessage(event.message, now)
+      case EVENT.CHANNEL_BROKEN:
+        this.report.canaryChannelBroken(event.pid, event.problem)
+        return canary.onChannelBroken(event.problem)
+      case EVENT.EXIT:
+        canary.onExit(event.code, event.signal)
+        return this.canaryGone(canary)
+      case EVENT.SPAWN_ERROR:
+        canary.onSpawnError(event.error)
+        return this.canaryGone(canary)
+      default: throw unhandled(event, 'a canary')
+    }
+  }
+
+  // A retiring process still serves what it holds, and its exit ends it; nothing else of it matters.
+  onRetireeEvent (retiree, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE:
+        if (event.message.type === msg.AWAITING || event.message.type === msg.REQUEST_ENDED) {
+          this.toldOfRequest(event.handle, event.child, event.message)
+        }
+        return
+      case EVENT.CHANNEL_BROKEN: return retiree.kill()
+      case EVENT.EXIT:
+        this.retirees.delete(retiree.child)
+        this.fronts.workerGone(retiree.worker())
+        return this.report.retireeExited(retiree, event, now)
+    }
+  }
+
+  onWorkerEvent (handle, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE: return this.onMessage(handle, event.message, now)
+      case EVENT.CHANNEL_BROKEN: return this.onChannelBroken(handle, event.problem)
+      case EVENT.EXIT: return this.onExit(handle, event, now)
+      case EVENT.SPAWN_ERROR: return this.onSpawnError(handle, event.error, now)
+      case EVENT.WARMED:
+        handle.warmedUp(this.options.warmupRequests)
+        return this.onReady(handle, now)
+      case EVENT.WARMUP_FAILED: return this.onWarmupFailed(handle, event.error)
+      case EVENT.RELEASED: return handle.released()
+      case EVENT.RECYCLE: return handle.recycleWhenPossible('recycle') // the replace step drains it
+      case EVENT.REFUSING: return this.onListenerClosed(handle, { by: event.front, refusals: event.refusals }, now)
+      default: throw unhandled(event, 'a slot\'s worker')
+    }
   }
 
   // A reload's canary ended, however: it holds nothing the pool waits for any more.
@@ -572,7 +629,7 @@ class Pool extends EventEmitter {
   onReady (handle, now) {
     if (this.options.warmup.length > 0 && handle.beganWarmup()) return this.warmUp(handle, now)
     if (!handle.becameReady(now)) return
-    this.fronts.tell('workerReady', this.report.ready(handle, now))
+    this.fronts.workerReady(this.report.ready(handle, now))
     this.reloading?.slotReady(handle)
   }
 
@@ -670,7 +727,7 @@ class Pool extends EventEmitter {
   announceGone (handle) {
     if (handle.goneAnnounced) return
     handle.announcedGone()
-    this.fronts.tell('workerGone', handle.snapshot())
+    this.fronts.workerGone(handle.snapshot())
   }
 
   // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
@@ -684,7 +741,7 @@ class Pool extends EventEmitter {
   onStop (timeout) {
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
-    this.fronts.tell('stopping')
+    this.fronts.stopping()
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
     for (const handle of this.handles.values()) this.beginDrain(handle, { reason: 'stop', timeout })
@@ -926,58 +983,6 @@ class Pool extends EventEmitter {
   }
 }
 
-// What the tick does with each event (./events.js), by its subject.
-const ON_POOL = {
-  [EVENT.STOP]: (pool, e) => pool.onStop(e.timeout),
-  [EVENT.KILL]: (pool, e, now) => pool.onKill(now)
-}
-
-const ON_CANARY = {
-  [EVENT.MESSAGE]: (pool, e, now) => e.canary.onMessage(e.message, now),
-  [EVENT.CHANNEL_BROKEN]: (pool, e) => {
-    pool.report.canaryChannelBroken(e.pid, e.problem)
-    e.canary.onChannelBroken(e.problem)
-  },
-  [EVENT.EXIT]: (pool, e) => {
-    e.canary.onExit(e.code, e.signal)
-    pool.canaryGone(e.canary)
-  },
-  [EVENT.SPAWN_ERROR]: (pool, e) => {
-    e.canary.onSpawnError(e.error)
-    pool.canaryGone(e.canary)
-  }
-}
-
-const ON_WORKER = {
-  [EVENT.MESSAGE]: (pool, handle, e, now) => pool.onMessage(handle, e.message, now),
-  [EVENT.CHANNEL_BROKEN]: (pool, handle, e) => pool.onChannelBroken(handle, e.problem),
-  [EVENT.EXIT]: (pool, handle, e, now) => pool.onExit(handle, e, now),
-  [EVENT.SPAWN_ERROR]: (pool, handle, e, now) => pool.onSpawnError(handle, e.error, now),
-  [EVENT.WARMED]: (pool, handle, e, now) => {
-    handle.warmedUp(pool.options.warmupRequests)
-    return pool.onReady(handle, now)
-  },
-  [EVENT.WARMUP_FAILED]: (pool, handle, e) => pool.onWarmupFailed(handle, e.error),
-  [EVENT.RELEASED]: (pool, handle) => handle.released(),
-  [EVENT.RECYCLE]: (pool, handle) => handle.recycleWhenPossible('recycle'), // the replace step drains it
-  [EVENT.REFUSING]: (pool, handle, e, now) => pool.onListenerClosed(handle, { by: e.front, refusals: e.refusals }, now)
-}
-
-// A retiring process's: it still serves what it holds, and its exit ends it.
-const ON_RETIREE = {
-  [EVENT.MESSAGE]: (pool, r, e) => {
-    if (e.message.type === msg.AWAITING || e.message.type === msg.REQUEST_ENDED) {
-      pool.toldOfRequest(e.handle, e.child, e.message)
-    }
-  },
-  [EVENT.CHANNEL_BROKEN]: (pool, r) => r.kill(),
-  [EVENT.EXIT]: (pool, r, e, now) => {
-    pool.retirees.delete(r.child)
-    pool.fronts.tell('workerGone', r.worker())
-    pool.report.retireeExited(r, e, now)
-  }
-}
-
 // A reload asked while one runs, before it begins: how many callers wait for it, and the promise
 // each of them is answered with once it has run (`follow`).
 class QueuedReload {
@@ -994,6 +999,11 @@ class QueuedReload {
   follow (outcome) { outcome.then(this.resolve, this.reject) }
 }
 
+// An event its subject has no handler for: a bug of whoever enqueued it.
+function unhandled (event, subject) {
+  return new Error(`no handler for a '${event.type}' event about ${subject}`)
+}
+
 function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
-module.exports = { Pool, ON_POOL, ON_CANARY, ON_WORKER }
+module.exports = { Pool }
