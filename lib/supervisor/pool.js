@@ -87,9 +87,9 @@ class Pool extends EventEmitter {
       workers: () => this.workers(),
       portOf: (slot) => this.portOf(slot),
       target: () => this.target,
-      workerRefusing: (w, detail) => this.workerRefusing(w, detail),
+      workerRefusing: (worker, detail) => this.workerRefusing(worker, detail),
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0,
-      watchRequest: (w, id) => this.watchRequest(w, id)
+      watchRequest: (worker, id) => this.watchRequest(worker, id)
     })
     this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
     // Stats and agent: the pool's own ports, every mode.
@@ -330,7 +330,7 @@ class Pool extends EventEmitter {
         : null,
       workers: this.measuredWorkers(),
       // Drained processes that left their slot and still finish what they hold.
-      retiring: [...this.retirees.values()].map((r) => r.status(this.now())),
+      retiring: [...this.retirees.values()].map((retiree) => retiree.status(this.now())),
       recentExits: this.recentExits.slice()
     }
   }
@@ -345,13 +345,13 @@ class Pool extends EventEmitter {
     }))
   }
 
-  // An event source, for fronts (their FrontContext's workerRefusing): `w`, a snapshot the front
-  // was given, refused `refusals` connections in a row while the pool counts it ready. Its app may
-  // have closed its listener without a word (the runtime reports the closes it can see itself):
-  // the worker is replaced as if it had said so.
-  workerRefusing (w, { refusals, front = 'a front' } = {}) {
-    const handle = this.handles.get(w?.slot)
-    if (!handle || !handle.child || handle.pid !== w.pid) return
+  // An event source, for fronts (their FrontContext's workerRefusing): `worker`, a snapshot the
+  // front was given, refused `refusals` connections in a row while the pool counts it ready. Its
+  // app may have closed its listener without a word (the runtime reports the closes it can see
+  // itself): the worker is replaced as if it had said so.
+  workerRefusing (worker, { refusals, front = 'a front' } = {}) {
+    const handle = this.handles.get(worker?.slot)
+    if (!handle || !handle.child || handle.pid !== worker.pid) return
     this.enqueue({ type: EVENT.REFUSING, handle, child: handle.child, refusals, front })
   }
 
@@ -359,16 +359,16 @@ class Pool extends EventEmitter {
   // `id`, while the app may still be working on it: the worker is asked to say when that request
   // has ended (REQUEST_ENDED, told to the fronts as workerRequestEnded). False when it cannot be
   // asked (its process is gone, or the slot's process is another).
-  watchRequest (w, id) {
-    const handle = this.handleOf(w)
+  watchRequest (worker, id) {
+    const handle = this.handleOf(worker)
     if (!handle || typeof id !== 'string') return false
     return handle.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))
   }
 
   // The handle of the process a front speaks of, while it still holds its slot.
-  handleOf (w) {
-    const handle = this.handles.get(w?.slot)
-    return handle && handle.child !== null && handle.pid === w.pid ? handle : undefined
+  handleOf (worker) {
+    const handle = this.handles.get(worker?.slot)
+    return handle && handle.child !== null && handle.pid === worker.pid ? handle : undefined
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }
@@ -403,10 +403,10 @@ class Pool extends EventEmitter {
   // request a front asked about has ended (REQUEST_ENDED). From a retiring process too: a front
   // still holds its streams.
   toldOfRequest (handle, child, message) {
-    const w = child === handle.child ? { slot: handle.slot, pid: handle.pid } : this.retirees.get(child)?.worker()
-    if (!w) return
-    if (message.type === msg.AWAITING) this.fronts.workerAwaiting(w, { open: message.open, last: message.last })
-    else this.fronts.workerRequestEnded(w, message.id)
+    const worker = child === handle.child ? { slot: handle.slot, pid: handle.pid } : this.retirees.get(child)?.worker()
+    if (!worker) return
+    if (message.type === msg.AWAITING) this.fronts.workerAwaiting(worker, { open: message.open, last: message.last })
+    else this.fronts.workerRequestEnded(worker, message.id)
   }
 
   checkedIn (handle, child, message) {
@@ -458,7 +458,7 @@ class Pool extends EventEmitter {
       for (const event of batch) this.handleEvent(event, now)
     }
     for (const handle of this.handles.values()) this.carryOut(handle, handle.due(now), now)
-    for (const r of this.retirees.values()) if (r.carryOut(now, this.report)) this.noteSignalled()
+    for (const retiree of this.retirees.values()) if (retiree.carryOut(now, this.report)) this.noteSignalled()
     this.remnants.sweep(now)
     this.advanceReload(now)
     if (this.life.is('starting', 'running')) {
@@ -476,7 +476,7 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     if (this.life.is('stopped')) return
     let at = Math.min(this.remnants.nextSweep(now), this.reloading?.canary?.deadline() ?? Infinity)
-    for (const r of this.retirees.values()) at = Math.min(at, r.nextDeadline())
+    for (const retiree of this.retirees.values()) at = Math.min(at, retiree.nextDeadline())
     for (const handle of this.handles.values()) {
       if (handle.due(now)) return this.wake()
       const deadline = handle.nextDeadline()
@@ -745,7 +745,7 @@ class Pool extends EventEmitter {
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
     for (const handle of this.handles.values()) this.beginDrain(handle, { reason: 'stop', timeout })
-    for (const r of this.retirees.values()) r.hurry(this.now() + timeout, this.options.killTimeout)
+    for (const retiree of this.retirees.values()) retiree.hurry(this.now() + timeout, this.options.killTimeout)
   }
 
   onKill (now) {
@@ -755,8 +755,8 @@ class Pool extends EventEmitter {
       this.announceGone(handle)
       handle.kill('pool-killed')
     }
-    for (const c of this.canaries) c.kill()
-    for (const r of this.retirees.values()) { this.unclean = true; r.kill() }
+    for (const canary of this.canaries) canary.kill()
+    for (const retiree of this.retirees.values()) { this.unclean = true; retiree.kill() }
     this.remnants.killAll(now)
   }
 
@@ -780,25 +780,25 @@ class Pool extends EventEmitter {
   // done when every wanted slot runs the new code and is ready; failed when the canary fails, a
   // worker of the new code dies before ready (the books say so), or the pool stops.
   advanceReload (now) {
-    const r = this.reloading
-    if (!r) return
+    const reload = this.reloading
+    if (!reload) return
     if (!this.life.is('running')) {
-      return this.endReload(r, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
+      return this.endReload(reload, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
     }
-    if (r.failure) return this.endReload(r, now, { error: r.failure })
-    if (r.stage === 'canary') {
-      const verdict = r.canary ? r.canary.check(now) : this.startCanary(r, now)
+    if (reload.failure) return this.endReload(reload, now, { error: reload.failure })
+    if (reload.stage === 'canary') {
+      const verdict = reload.canary ? reload.canary.check(now) : this.startCanary(reload, now)
       if (verdict === 'booting') return
-      r.canary?.kill() // ready or failed, it served its purpose
-      if (verdict !== 'ready') return this.endReload(r, now, { error: verdict.failed })
-      this.rollOut(r, now)
+      reload.canary?.kill() // ready or failed, it served its purpose
+      if (verdict !== 'ready') return this.endReload(reload, now, { error: verdict.failed })
+      this.rollOut(reload, now)
     }
-    const rolledOut = (handle) => handle.codeGeneration >= r.codeGeneration && handle.ready
-    if (this.wanted().every(rolledOut)) this.endReload(r, now)
+    const rolledOut = (handle) => handle.codeGeneration >= reload.codeGeneration && handle.ready
+    if (this.wanted().every(rolledOut)) this.endReload(reload, now)
   }
 
-  rollOut (r, now) {
-    r.roll(++this.codeGeneration)
+  rollOut (reload, now) {
+    reload.roll(++this.codeGeneration)
     // The new code boots: slots given up on the old code, or waiting out a crash backoff, get
     // another chance with it, now.
     for (const handle of this.wanted()) {
@@ -810,16 +810,16 @@ class Pool extends EventEmitter {
 
   // The reload merged while this one ran begins now, whatever this one's outcome: its callers
   // may have deployed a fix. A stopping pool answers them as it answered this one.
-  endReload (r, now, { error, code } = {}) {
+  endReload (reload, now, { error, code } = {}) {
     this.reloading = null
-    r.canary?.kill()
-    if (error) r.abort(error, code)
-    else r.finish(now)
+    reload.canary?.kill()
+    if (error) reload.abort(error, code)
+    else reload.finish(now)
     const next = this.nextReload
     this.nextReload = null
     if (!next) return
     if (this.life.is('running')) next.follow(this.beginReload().done)
-    else next.follow(r.done)
+    else next.follow(reload.done)
   }
 
   // ── the wanted set: the Reconciler decides, through this view; the pool acts ──────────────
@@ -950,7 +950,7 @@ class Pool extends EventEmitter {
   }
 
   bootFailure () {
-    const handle = this.slots().find((x) => x.lastError) || {}
+    const handle = this.slots().find((candidate) => candidate.lastError) || {}
     const appError = handle.lastError || { message: 'workers exited before becoming ready' }
     const headline = `the app failed to boot in every slot (${this.target} gave up)`
     return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { details: { headline, appError } })
