@@ -674,7 +674,7 @@ class Pool extends EventEmitter {
     const pid = handle.pid
     const wasReady = handle.readyAt !== null
     this.announceGone(handle)
-    const outcome = handle.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
+    const outcome = handle.exited(code, signal, now, { poolStopping: this.life.is('stopping', 'stopped') })
     const view = this.report.exited(handle, pid, { code, signal, ...outcome }, now)
     this.recentExits.unshift({
       slot: handle.slot,
