@@ -153,18 +153,17 @@ class WorkerReport {
     if (action.reason !== 'timeout' && action.reason !== 'heartbeat') {
       return log.warn({ event: 'kill', pid }, `worker ${handle.slot} still running after SIGTERM; SIGKILL`)
     }
-    const r = handle.request
+    const request = handle.request
     const fields = {
       event: 'hung',
       reason: action.reason,
       pid,
       ms: action.ms,
       open: handle.open,
-      ...(r ? { method: r.method, url: r.url } : {})
+      ...(request ? { method: request.method, url: request.url } : {})
     }
-    const holding = r
-      ? ` running ${r.method} ${r.url}${handle.open > 1 ? ` and ${plural(handle.open - 1, 'more request')}` : ''}`
-      : ''
+    const more = handle.open > 1 ? ` and ${plural(handle.open - 1, 'more request')}` : ''
+    const holding = request ? ` running ${request.method} ${request.url}${more}` : ''
     if (action.reason === 'timeout') {
       log.error(fields,
         `worker ${handle.slot} (pid ${pid})${holding}: its event loop has not come round for ${action.ms} ms ` +
@@ -185,29 +184,31 @@ class WorkerReport {
       'the slot starts again while it finishes them')
   }
 
-  retireeSignalled (r, signal) {
-    const log = this.logger.child({ slot: r.slot })
+  retireeSignalled (retiree, signal) {
+    const log = this.logger.child({ slot: retiree.slot })
     const when = signal === 'SIGTERM' ? 'at the graceful timeout' : 'after SIGTERM'
-    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: r.pid, retiring: true },
-      `retiring worker ${r.slot} (pid ${r.pid}) still holds requests or tunnels ${when}; ${signal}`)
+    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: retiree.pid, retiring: true },
+      `retiring worker ${retiree.slot} (pid ${retiree.pid}) still holds requests or tunnels ${when}; ${signal}`)
   }
 
   // As a drained worker's exit (worker-handle.js exitReason): its own end, or the SIGTERM's.
-  retireeExited (r, { code, signal }) {
-    const planned = !r.killed && (r.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null)
-    const reason = planned ? r.reason : r.killed ? `${r.reason}-killed` : 'crashed'
+  retireeExited (retiree, { code, signal }) {
+    const endedAsAsked = retiree.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null
+    const planned = !retiree.killed && endedAsAsked
+    const reason = planned ? retiree.reason : retiree.killed ? `${retiree.reason}-killed` : 'crashed'
     const line = {
       event: 'exit',
-      pid: r.pid,
+      pid: retiree.pid,
       code,
       signal,
       reason,
       retiring: true,
-      ...(planned ? {} : { draining: r.reason })
+      ...(planned ? {} : { draining: retiree.reason })
     }
-    const log = this.logger.child({ slot: r.slot })
-    if (planned) log.info(line, `retiring worker ${r.slot} (pid ${r.pid}) stopped`)
-    else log.warn(line, `retiring worker ${r.slot} (pid ${r.pid}) exited (${signal || `code ${code}`}, ${reason})`)
+    const log = this.logger.child({ slot: retiree.slot })
+    const who = `retiring worker ${retiree.slot} (pid ${retiree.pid})`
+    if (planned) log.info(line, `${who} stopped`)
+    else log.warn(line, `${who} exited (${signal || `code ${code}`}, ${reason})`)
   }
 
   // The worker's channel carried something that is not a frame; it is
