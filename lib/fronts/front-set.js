@@ -18,11 +18,21 @@ class FrontSet {
     this.order = new StartedInOrder(this.list, { startOne: (front) => front.start(context), startBound: START_BOUND })
   }
 
-  // Sync hooks (workerReady, workerGone, stopping): every front is told, whatever one throws.
-  tell (hook, ...args) {
+  // The sync hooks (front.js says what each means): every front is told, whatever one throws.
+  workerReady (worker) { this.tellEach('workerReady', (front) => front.workerReady?.(worker)) }
+  workerAwaiting (worker, held) { this.tellEach('workerAwaiting', (front) => front.workerAwaiting?.(worker, held)) }
+  workerRequestEnded (worker, id) {
+    this.tellEach('workerRequestEnded', (front) => front.workerRequestEnded?.(worker, id))
+  }
+
+  workerGone (worker) { this.tellEach('workerGone', (front) => front.workerGone?.(worker)) }
+  stopping () { this.tellEach('stopping', (front) => front.stopping?.()) }
+
+  // `tell(front)` for each front in turn; what one throws is logged as its failure in `hook`.
+  tellEach (hook, tell) {
     for (const front of this.list) {
       try {
-        front[hook]?.(...args)
+        tell(front)
       } catch (err) {
         this.logger.error({ event: 'front-error', front: front.name, hook, err },
           `front ${front.name} failed in ${hook}(): ${err.message}`)

@@ -1,7 +1,7 @@
 'use strict'
 
 // The events of the supervisor's loop. Each source records what happened as one of these and
-// wakes the loop; the tick handles them in order (Pool#handleEvent, one table per kind of
+// wakes the loop; the tick handles them in order (Pool#handleEvent, one handler per kind of
 // subject). An event about a slot's process carries its `handle` and `child`; about a reload's
 // canary, its `canary` and `child`; the pool's own commands carry neither.
 

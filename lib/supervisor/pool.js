@@ -87,9 +87,9 @@ class Pool extends EventEmitter {
       workers: () => this.workers(),
       portOf: (slot) => this.portOf(slot),
       target: () => this.target,
-      workerRefusing: (w, detail) => this.workerRefusing(w, detail),
+      workerRefusing: (worker, detail) => this.workerRefusing(worker, detail),
       agentAsked: () => (this.listeners.agent?.asked ?? 0) > 0,
-      watchRequest: (w, id) => this.watchRequest(w, id)
+      watchRequest: (worker, id) => this.watchRequest(worker, id)
     })
     this.fronts = new FrontSet(config.createFronts(this.logger), frontContext)
     // Stats and agent: the pool's own ports, every mode.
@@ -191,7 +191,7 @@ class Pool extends EventEmitter {
 
   workers () {
     const now = this.now()
-    return this.slots().map((h) => h.snapshot(now))
+    return this.slots().map((handle) => handle.snapshot(now))
   }
 
   // Replace every worker with one running the code now on disk, without failing a request.
@@ -246,7 +246,8 @@ class Pool extends EventEmitter {
     await this.until(() => {
       if (this.target !== n) return true // a later scale took over; it reports its own outcome
       const slots = this.slots()
-      return slots.length === n && slots.every((h) => h.slot <= n && (h.ready || h.state === 'given-up'))
+      return slots.length === n &&
+        slots.every((handle) => handle.slot <= n && (handle.ready || handle.state === 'given-up'))
     })
     if (this.target !== n) throw poolError(codes.BUSY, `scaling to ${n} was superseded by a scale to ${this.target}`)
     return { from, to: n }
@@ -257,21 +258,21 @@ class Pool extends EventEmitter {
   // Resolves once the slot's new worker is ready.
   async recycle (slot) {
     this.life.assertRunning('recycle')
-    const h = this.recyclable(slot)
-    const { pid: oldPid, incarnation } = h
+    const handle = this.recyclable(slot)
+    const { pid: oldPid, incarnation } = handle
     const began = this.now()
-    this.enqueue({ type: EVENT.RECYCLE, handle: h, child: h.child })
-    const replaced = () => h.incarnation > incarnation && h.ready
-    await this.until(() => replaced() || h.state === 'given-up' || this.handles.get(slot) !== h)
-    if (this.handles.get(slot) !== h) {
+    this.enqueue({ type: EVENT.RECYCLE, handle, child: handle.child })
+    const replaced = () => handle.incarnation > incarnation && handle.ready
+    await this.until(() => replaced() || handle.state === 'given-up' || this.handles.get(slot) !== handle)
+    if (this.handles.get(slot) !== handle) {
       throw poolError(codes.BUSY, `slot ${slot} was removed by a scale-down before its new worker was ready`)
     }
     if (!replaced()) {
       throw poolError(codes.BOOT_FAILED,
         `slot ${slot}'s new worker failed to boot and the slot gave ` +
-          `up: ${h.lastError?.message ?? 'it exited before becoming ready'}`)
+          `up: ${handle.lastError?.message ?? 'it exited before becoming ready'}`)
     }
-    return { slot, oldPid, newPid: h.pid, ms: this.now() - began }
+    return { slot, oldPid, newPid: handle.pid, ms: this.now() - began }
   }
 
   // The handle of `slot` when it has a serving worker to recycle; a PoolError saying why not.
@@ -279,19 +280,19 @@ class Pool extends EventEmitter {
     if (!Number.isInteger(slot) || slot < 1) {
       throw poolError(codes.BAD_OPTION, `recycle needs a slot number, a positive integer (got ${JSON.stringify(slot)})`)
     }
-    const h = this.handles.get(slot)
-    if (!h || slot > this.target) {
+    const handle = this.handles.get(slot)
+    if (!handle || slot > this.target) {
       throw poolError(codes.BAD_OPTION, `there is no slot ${slot}: the pool's slots are 1-${this.target}`)
     }
-    if (h.state === 'given-up') {
+    if (handle.state === 'given-up') {
       throw poolError(codes.BAD_OPTION,
         `slot ${slot} has given up (its workers kept failing to boot): there is no worker to recycle (it tries again ` +
           'after --given-up-retry, or on pool reload)')
     }
-    if (!h.ready) {
-      throw poolError(codes.BUSY, `slot ${slot} is ${h.state}, not serving: there is no worker to recycle now`)
+    if (!handle.ready) {
+      throw poolError(codes.BUSY, `slot ${slot} is ${handle.state}, not serving: there is no worker to recycle now`)
     }
-    return h
+    return handle
   }
 
   // New slots' ports must be free now, or the answer would be "scaled" and the slot give up. One
@@ -313,7 +314,8 @@ class Pool extends EventEmitter {
   status () {
     const { front, queue } = this.fronts.status()
     const outdated = this.reloading
-      ? this.wanted().filter((h) => h.codeGeneration < (this.reloading.codeGeneration ?? Infinity) && !h.drain).length
+      ? this.wanted().filter((handle) =>
+        handle.codeGeneration < (this.reloading.codeGeneration ?? Infinity) && !handle.drain).length
       : 0
     return {
       pid: process.pid,
@@ -328,7 +330,7 @@ class Pool extends EventEmitter {
         : null,
       workers: this.measuredWorkers(),
       // Drained processes that left their slot and still finish what they hold.
-      retiring: [...this.retirees.values()].map((r) => r.status(this.now())),
+      retiring: [...this.retirees.values()].map((retiree) => retiree.status(this.now())),
       recentExits: this.recentExits.slice()
     }
   }
@@ -337,36 +339,36 @@ class Pool extends EventEmitter {
   // status page, /metrics), read from /proc when asked for.
   measuredWorkers () {
     const now = this.now()
-    return this.slots().map((h) => ({
-      ...h.snapshot(now),
-      cpu: h.alive && this.system.cpuTime ? this.system.cpuTime(h.pid) : null
+    return this.slots().map((handle) => ({
+      ...handle.snapshot(now),
+      cpu: handle.alive && this.system.cpuTime ? this.system.cpuTime(handle.pid) : null
     }))
   }
 
-  // An event source, for fronts (their FrontContext's workerRefusing): `w`, a snapshot the front
-  // was given, refused `refusals` connections in a row while the pool counts it ready. Its app may
-  // have closed its listener without a word (the runtime reports the closes it can see itself):
-  // the worker is replaced as if it had said so.
-  workerRefusing (w, { refusals, front = 'a front' } = {}) {
-    const h = this.handles.get(w?.slot)
-    if (!h || !h.child || h.pid !== w.pid) return
-    this.enqueue({ type: EVENT.REFUSING, handle: h, child: h.child, refusals, front })
+  // An event source, for fronts (their FrontContext's workerRefusing): `worker`, a snapshot the
+  // front was given, refused `refusals` connections in a row while the pool counts it ready. Its
+  // app may have closed its listener without a word (the runtime reports the closes it can see
+  // itself): the worker is replaced as if it had said so.
+  workerRefusing (worker, { refusals, front = 'a front' } = {}) {
+    const handle = this.handles.get(worker?.slot)
+    if (!handle || !handle.child || handle.pid !== worker.pid) return
+    this.enqueue({ type: EVENT.REFUSING, handle, child: handle.child, refusals, front })
   }
 
   // A front (its FrontContext watchRequest) stopped reading the worker's answer to the request
   // `id`, while the app may still be working on it: the worker is asked to say when that request
   // has ended (REQUEST_ENDED, told to the fronts as workerRequestEnded). False when it cannot be
   // asked (its process is gone, or the slot's process is another).
-  watchRequest (w, id) {
-    const h = this.handleOf(w)
-    if (!h || typeof id !== 'string') return false
-    return h.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))
+  watchRequest (worker, id) {
+    const handle = this.handleOf(worker)
+    if (!handle || typeof id !== 'string') return false
+    return handle.send(msg.message(msg.WATCH_REQUEST, { id: id.slice(0, msg.MAX_ID) }))
   }
 
   // The handle of the process a front speaks of, while it still holds its slot.
-  handleOf (w) {
-    const h = this.handles.get(w?.slot)
-    return h && h.child !== null && h.pid === w.pid ? h : undefined
+  handleOf (worker) {
+    const handle = this.handles.get(worker?.slot)
+    return handle && handle.child !== null && handle.pid === worker.pid ? handle : undefined
   }
 
   portOf (slot) { return this.options.workerPort + slot - 1 }
@@ -400,27 +402,27 @@ class Pool extends EventEmitter {
   // With --worker-concurrency above 1, every request the worker holds awaits I/O (AWAITING); or a
   // request a front asked about has ended (REQUEST_ENDED). From a retiring process too: a front
   // still holds its streams.
-  toldOfRequest (h, child, message) {
-    const w = child === h.child ? { slot: h.slot, pid: h.pid } : this.retirees.get(child)?.worker()
-    if (!w) return
-    if (message.type === msg.AWAITING) this.fronts.tell('workerAwaiting', w, { open: message.open, last: message.last })
-    else this.fronts.tell('workerRequestEnded', w, message.id)
+  toldOfRequest (handle, child, message) {
+    const worker = child === handle.child ? { slot: handle.slot, pid: handle.pid } : this.retirees.get(child)?.worker()
+    if (!worker) return
+    if (message.type === msg.AWAITING) this.fronts.workerAwaiting(worker, { open: message.open, last: message.last })
+    else this.fronts.workerRequestEnded(worker, message.id)
   }
 
-  checkedIn (h, child, message) {
-    if (child !== h.child) return // from a process that no longer holds the slot
-    this.news(h, (now) => this.onMessage(h, message, now))
+  checkedIn (handle, child, message) {
+    if (child !== handle.child) return // from a process that no longer holds the slot
+    this.news(handle, (now) => this.onMessage(handle, message, now))
   }
 
   // A check-in the tick need not wait for: `record(now)` tells its handle. The rest of the tick
   // runs only if that changed what it decides: a process now due for recycling, or something of
   // the handle's due now. Otherwise at most the timer moves closer, to the handle's new deadline.
-  news (h, record) {
+  news (handle, record) {
     const now = this.now()
-    const recycleDue = h.recycleDue
+    const recycleDue = handle.recycleDue
     record(now)
-    if (h.recycleDue !== recycleDue || h.due(now)) this.wake()
-    else this.armTimer(h.nextDeadline())
+    if (handle.recycleDue !== recycleDue || handle.due(now)) this.wake()
+    else this.armTimer(handle.nextDeadline())
   }
 
   wake () {
@@ -439,8 +441,8 @@ class Pool extends EventEmitter {
   // The exception to "events only enqueue": a slot's process exited, and the fronts hear it now,
   // from the exit event itself (watchChild says why). Only if that process
   // still holds the slot; the tick handles the exit as usual and its announceGone does nothing.
-  announceExit (h, child) {
-    if (h.child === child) this.announceGone(h)
+  announceExit (handle, child) {
+    if (handle.child === child) this.announceGone(handle)
   }
 
   // ── the loop ──────────────────────────────────────────────────────────────────────────────
@@ -455,8 +457,8 @@ class Pool extends EventEmitter {
       this.events = []
       for (const event of batch) this.handleEvent(event, now)
     }
-    for (const h of this.handles.values()) this.carryOut(h, h.due(now), now)
-    for (const r of this.retirees.values()) if (r.carryOut(now, this.report)) this.noteSignalled()
+    for (const handle of this.handles.values()) this.carryOut(handle, handle.due(now), now)
+    for (const retiree of this.retirees.values()) if (retiree.carryOut(now, this.report)) this.noteSignalled()
     this.remnants.sweep(now)
     this.advanceReload(now)
     if (this.life.is('starting', 'running')) {
@@ -474,10 +476,10 @@ class Pool extends EventEmitter {
     this.disarmTimer()
     if (this.life.is('stopped')) return
     let at = Math.min(this.remnants.nextSweep(now), this.reloading?.canary?.deadline() ?? Infinity)
-    for (const r of this.retirees.values()) at = Math.min(at, r.nextDeadline())
-    for (const h of this.handles.values()) {
-      if (h.due(now)) return this.wake()
-      const deadline = h.nextDeadline()
+    for (const retiree of this.retirees.values()) at = Math.min(at, retiree.nextDeadline())
+    for (const handle of this.handles.values()) {
+      if (handle.due(now)) return this.wake()
+      const deadline = handle.nextDeadline()
       if (deadline > now && deadline < at) at = deadline
     }
     this.armTimer(at)
@@ -505,23 +507,81 @@ class Pool extends EventEmitter {
     this.timerAt = Infinity
   }
 
-  // One table per kind of subject (below the class): the pool's own commands, a reload's
-  // canary, a slot's worker.
+  // Each event goes to the handler of its subject: a reload's canary, a retiring process, the
+  // pool itself (its commands), a slot's worker.
   handleEvent (event, now) {
     if (event.remnant) this.remnants.add(event.remnant, { who: event.who, slot: event.slot, pid: event.pid }, now)
-    if (event.canary) return ON_CANARY[event.type](this, event, now)
+    if (event.canary) return this.onCanaryEvent(event.canary, event, now)
     const retiree = this.retirees.get(event.child)
-    if (retiree) return ON_RETIREE[event.type]?.(this, retiree, event, now)
-    const h = event.handle
-    if (!h) return ON_POOL[event.type](this, event, now)
+    if (retiree) return this.onRetireeEvent(retiree, event, now)
+    const handle = event.handle
+    if (!handle) return this.onCommand(event, now)
     // A child's last message may be read after its 'exit' (when a process its app started holds
     // the channel open): keep its boot error.
-    if (event.child !== h.child && event.child === h.previousChild && event.message?.type === msg.BOOT_ERROR) {
-      return this.onBootError(h, event.message.error)
+    const lateFromPrevious = event.child !== handle.child && event.child === handle.previousChild
+    if (lateFromPrevious && event.message?.type === msg.BOOT_ERROR) {
+      return this.onBootError(handle, event.message.error)
     }
     // Events from a process that no longer holds the slot are history, not news.
-    if (event.child !== h.child) return
-    return ON_WORKER[event.type](this, h, event, now)
+    if (event.child !== handle.child) return
+    return this.onWorkerEvent(handle, event, now)
+  }
+
+  onCommand (event, now) {
+    switch (event.type) {
+      case EVENT.STOP: return this.onStop(event.timeout)
+      case EVENT.KILL: return this.onKill(now)
+      default: throw unhandled(event, 'the pool')
+    }
+  }
+
+  onCanaryEvent (canary, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE: return canary.onMessage(event.message, now)
+      case EVENT.CHANNEL_BROKEN:
+        this.report.canaryChannelBroken(event.pid, event.problem)
+        return canary.onChannelBroken(event.problem)
+      case EVENT.EXIT:
+        canary.onExit(event.code, event.signal)
+        return this.canaryGone(canary)
+      case EVENT.SPAWN_ERROR:
+        canary.onSpawnError(event.error)
+        return this.canaryGone(canary)
+      default: throw unhandled(event, 'a canary')
+    }
+  }
+
+  // A retiring process still serves what it holds, and its exit ends it; nothing else of it matters.
+  onRetireeEvent (retiree, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE:
+        if (event.message.type === msg.AWAITING || event.message.type === msg.REQUEST_ENDED) {
+          this.toldOfRequest(event.handle, event.child, event.message)
+        }
+        return
+      case EVENT.CHANNEL_BROKEN: return retiree.kill()
+      case EVENT.EXIT:
+        this.retirees.delete(retiree.child)
+        this.fronts.workerGone(retiree.worker())
+        return this.report.retireeExited(retiree, event, now)
+    }
+  }
+
+  onWorkerEvent (handle, event, now) {
+    switch (event.type) {
+      case EVENT.MESSAGE: return this.onMessage(handle, event.message, now)
+      case EVENT.CHANNEL_BROKEN: return this.onChannelBroken(handle, event.problem)
+      case EVENT.EXIT: return this.onExit(handle, event, now)
+      case EVENT.SPAWN_ERROR: return this.onSpawnError(handle, event.error, now)
+      case EVENT.WARMED:
+        handle.warmedUp(this.options.warmupRequests)
+        return this.onReady(handle, now)
+      case EVENT.WARMUP_FAILED: return this.onWarmupFailed(handle, event.error)
+      case EVENT.RELEASED: return handle.released()
+      case EVENT.RECYCLE: return handle.recycleWhenPossible('recycle') // the replace step drains it
+      case EVENT.REFUSING: return this.onListenerClosed(handle, { by: event.front, refusals: event.refusals }, now)
+      default: throw unhandled(event, 'a slot\'s worker')
+    }
   }
 
   // A reload's canary ended, however: it holds nothing the pool waits for any more.
@@ -529,16 +589,16 @@ class Pool extends EventEmitter {
     this.canaries.delete(canary)
   }
 
-  onMessage (h, m, now) {
-    h.heard(now)
+  onMessage (handle, m, now) {
+    handle.heard(now)
     switch (m.type) {
-      case msg.READY: h.measured(m.rss); return this.onReady(h, now)
-      case msg.CHECK_IN: return h.checkedIn(m, now)
-      case msg.QUEUED: h.requestQueued(); return this.report.queued(h, now, m.waiting, m.running)
-      case msg.BOOT_ERROR: return this.onBootError(h, m.error)
-      case msg.LISTENER_CLOSED: return this.onListenerClosed(h, { by: 'worker', error: m.error }, now)
-      case msg.LEFT_PORT: return this.onLeftPort(h, m, now)
-      case msg.AWAITING: case msg.REQUEST_ENDED: return this.toldOfRequest(h, h.child, m)
+      case msg.READY: handle.measured(m.rss); return this.onReady(handle, now)
+      case msg.CHECK_IN: return handle.checkedIn(m, now)
+      case msg.QUEUED: handle.requestQueued(); return this.report.queued(handle, now, m.waiting, m.running)
+      case msg.BOOT_ERROR: return this.onBootError(handle, m.error)
+      case msg.LISTENER_CLOSED: return this.onListenerClosed(handle, { by: 'worker', error: m.error }, now)
+      case msg.LEFT_PORT: return this.onLeftPort(handle, m, now)
+      case msg.AWAITING: case msg.REQUEST_ENDED: return this.toldOfRequest(handle, handle.child, m)
     }
   }
 
@@ -547,11 +607,11 @@ class Pool extends EventEmitter {
   // process retires: it finishes them outside the slot, within its drain's deadlines, and the
   // slot's next process boots now instead of after the longest stream. A stop or a scale-down
   // has no next process: the worker stays in its slot until it exits.
-  onLeftPort (h, { open, tunnels }, now) {
-    if (!h.drain || open + tunnels === 0 || !this.life.is('running') || h.slot > this.target) return
-    const retiree = new Retiree(h.retired(now), { signal: this.system.signal })
+  onLeftPort (handle, { open, tunnels }, now) {
+    if (!handle.drain || open + tunnels === 0 || !this.life.is('running') || handle.slot > this.target) return
+    const retiree = new Retiree(handle.retired(now), { signal: this.system.signal })
     this.retirees.set(retiree.child, retiree)
-    this.report.retired(h, retiree, { open, tunnels })
+    this.report.retired(handle, retiree, { open, tunnels })
   }
 
   // The worker's port refuses connections while its process lives on, heartbeating: it said so
@@ -559,66 +619,66 @@ class Pool extends EventEmitter {
   // it leaves 'ready' now, and is drained and replaced at once, outside the replace step's batch
   // budget; its slot respawns with the crash backoff (worker-handle.js). Once per process: a
   // worker already draining is on its way out anyway.
-  onListenerClosed (h, cause, now) {
-    if (h.drain) return
-    this.report.listenerClosed(h, cause, now)
-    this.beginDrain(h, { reason: 'listener-closed' })
+  onListenerClosed (handle, cause, now) {
+    if (handle.drain) return
+    this.report.listenerClosed(handle, cause, now)
+    this.beginDrain(handle, { reason: 'listener-closed' })
   }
 
   // The worker listens; with --warmup, it is ready once warmed up ('warmed' comes back here).
-  onReady (h, now) {
-    if (this.options.warmup.length > 0 && h.beganWarmup()) return this.warmUp(h, now)
-    if (!h.becameReady(now)) return
-    this.fronts.tell('workerReady', this.report.ready(h, now))
-    this.reloading?.slotReady(h)
+  onReady (handle, now) {
+    if (this.options.warmup.length > 0 && handle.beganWarmup()) return this.warmUp(handle, now)
+    if (!handle.becameReady(now)) return
+    this.fronts.workerReady(this.report.ready(handle, now))
+    this.reloading?.slotReady(handle)
   }
 
-  warmUp (h, now) {
+  warmUp (handle, now) {
     const { warmup: paths, warmupRequests: count, timeout } = this.options
-    this.report.warming(h, now)
-    const done = (type, error) => this.enqueue({ type, handle: h, child: h.child, error })
-    this.system.warmUp({ host: h.host, port: h.port, paths, count, timeout }).then(() => done(EVENT.WARMED),
+    this.report.warming(handle, now)
+    const done = (type, error) => this.enqueue({ type, handle, child: handle.child, error })
+    this.system.warmUp({ host: handle.host, port: handle.port, paths, count, timeout }).then(() => done(EVENT.WARMED),
       (err) => done(EVENT.WARMUP_FAILED, err))
   }
 
   // A failed warm-up is a failed boot: the process goes, the slot tries again (with backoff).
-  onWarmupFailed (h, err) {
-    h.warmupFailed(err)
-    this.report.bootError(h, h.lastError)
-    this.announceGone(h)
-    h.kill('warmup-failed')
+  onWarmupFailed (handle, err) {
+    handle.warmupFailed(err)
+    this.report.bootError(handle, handle.lastError)
+    this.announceGone(handle)
+    handle.kill('warmup-failed')
   }
 
   // What came on the worker's channel was not a frame (garbage, or more than a frame may hold):
   // the app broke the channel, and a worker that cannot be heard cannot be supervised. It is
   // killed and its slot respawns with backoff, like a crash.
-  onChannelBroken (h, problem) {
-    this.report.channelBroken(h, problem)
-    h.brokeChannel(problem)
-    this.announceGone(h)
-    h.kill('channel-broken')
+  onChannelBroken (handle, problem) {
+    this.report.channelBroken(handle, problem)
+    handle.brokeChannel(problem)
+    this.announceGone(handle)
+    handle.kill('channel-broken')
   }
 
   // A port in use fails a start (something else holds it); once running, it is the system's
   // doing (a port taken a moment while its worker was down), not the app's: the slot tries again
   // with its backoff, as after a failed fork, and is never given up for it.
-  onBootError (h, error) {
-    h.reportedBootError(error)
-    this.report.bootError(h, error)
+  onBootError (handle, error) {
+    handle.reportedBootError(error)
+    this.report.bootError(handle, error)
     if (error.code !== 'EADDRINUSE') return
     if (this.life.is('starting')) this.fail(poolError(codes.PORT_IN_USE, error.message))
-    else h.portTaken()
+    else handle.portTaken()
   }
 
-  onExit (h, { code, signal }, now) {
-    const pid = h.pid
-    const wasReady = h.readyAt !== null
-    this.announceGone(h)
-    const outcome = h.exited(code, signal, now, { stopping: this.life.is('stopping', 'stopped') })
-    const view = this.report.exited(h, pid, { code, signal, ...outcome }, now)
+  onExit (handle, { code, signal }, now) {
+    const pid = handle.pid
+    const wasReady = handle.readyAt !== null
+    this.announceGone(handle)
+    const outcome = handle.exited(code, signal, now, { poolStopping: this.life.is('stopping', 'stopped') })
+    const view = this.report.exited(handle, pid, { code, signal, ...outcome }, now)
     this.recentExits.unshift({
-      slot: h.slot,
-      name: h.name,
+      slot: handle.slot,
+      name: handle.name,
       pid,
       code,
       signal,
@@ -627,47 +687,47 @@ class Pool extends EventEmitter {
       at: this.wall(now)
     })
     this.recentExits.length = Math.min(this.recentExits.length, RECENT_EXITS)
-    if (!wasReady && !outcome.draining && outcome.next !== 'dead' && !outcome.portTaken) this.bootFailed(h, view)
-    if (outcome.next === 'given-up') this.report.gaveUp(h)
-    if (outcome.next === 'respawn') this.report.respawnScheduled(h)
+    if (!wasReady && !outcome.draining && outcome.next !== 'dead' && !outcome.portTaken) this.bootFailed(handle, view)
+    if (outcome.next === 'given-up') this.report.gaveUp(handle)
+    if (outcome.next === 'respawn') this.report.respawnScheduled(handle)
   }
 
   // The fork failed (thrown by fork(), or the child's 'error' without a pid): nothing the app
   // did. No boot failure is counted: the slot tries again with its backoff, however often.
-  onSpawnError (h, err, now) {
-    h.spawnFailed({
+  onSpawnError (handle, err, now) {
+    handle.spawnFailed({
       message: `cannot fork a worker process: ${err.message}`,
       code: err.code,
       errno: err.errno,
       syscall: err.syscall
     }, now)
-    this.report.spawnError(h, err)
+    this.report.spawnError(handle, err)
   }
 
-  bootFailed (h, view) {
-    this.report.bootFailed(h, view)
-    this.reloading?.workerFailedBoot(h) // the reload ends there if it rolls out h's code
+  bootFailed (handle, view) {
+    this.report.bootFailed(handle, view)
+    this.reloading?.workerFailedBoot(handle) // the reload ends there if it rolls out its code
   }
 
   // What a handle says is overdue, done in the order the world needs: fronts hear of a worker
   // going before the signal, so no new request races it.
-  carryOut (h, action, now) {
+  carryOut (handle, action, now) {
     if (!action) return
-    if (action.do === 'stop') return h.askToStop(msg.message(msg.STOP, { reason: h.drain.reason }))
-    this.report.overdue(h, action, now)
+    if (action.do === 'stop') return handle.askToStop(msg.message(msg.STOP, { reason: handle.drain.reason }))
+    this.report.overdue(handle, action, now)
     if (action.do === 'term' || action.reason.endsWith('-killed')) this.noteSignalled()
-    if (action.reason === 'boot-timeout') h.bootTimedOut()
-    this.announceGone(h)
-    if (action.do === 'term') h.terminate()
-    else h.kill(action.reason)
+    if (action.reason === 'boot-timeout') handle.bootTimedOut()
+    this.announceGone(handle)
+    if (action.do === 'term') handle.terminate()
+    else handle.kill(action.reason)
   }
 
   // The fronts hear once per process that it is gone: from its exit event (announceExit), or
   // from the tick, before a kill's signal or on the exit's handling, whichever comes first.
-  announceGone (h) {
-    if (h.goneAnnounced) return
-    h.announcedGone()
-    this.fronts.tell('workerGone', h.snapshot())
+  announceGone (handle) {
+    if (handle.goneAnnounced) return
+    handle.announcedGone()
+    this.fronts.workerGone(handle.snapshot())
   }
 
   // "Unclean" describes a stop: a reload or recycling that had to signal a worker earlier on
@@ -681,36 +741,36 @@ class Pool extends EventEmitter {
   onStop (timeout) {
     this.logger.info({ event: 'stopping', timeout }, 'stopping: finishing running requests')
     this.emit('stopping')
-    this.fronts.tell('stopping')
+    this.fronts.stopping()
     // A worker already draining (reload, scale-down) keeps its reason, with the stop's deadlines
     // if they come sooner.
-    for (const h of this.handles.values()) this.beginDrain(h, { reason: 'stop', timeout })
-    for (const r of this.retirees.values()) r.hurry(this.now() + timeout, this.options.killTimeout)
+    for (const handle of this.handles.values()) this.beginDrain(handle, { reason: 'stop', timeout })
+    for (const retiree of this.retirees.values()) retiree.hurry(this.now() + timeout, this.options.killTimeout)
   }
 
   onKill (now) {
-    for (const h of this.handles.values()) {
-      if (!h.alive) continue
+    for (const handle of this.handles.values()) {
+      if (!handle.alive) continue
       this.unclean = true
-      this.announceGone(h)
-      h.kill('pool-killed')
+      this.announceGone(handle)
+      handle.kill('pool-killed')
     }
-    for (const c of this.canaries) c.kill()
-    for (const r of this.retirees.values()) { this.unclean = true; r.kill() }
+    for (const canary of this.canaries) canary.kill()
+    for (const retiree of this.retirees.values()) { this.unclean = true; retiree.kill() }
     this.remnants.killAll(now)
   }
 
   // ── draining: the one path for stop, reload, scale-down and recycling ─────────────────────
 
-  beginDrain (h, { reason, timeout = this.options.gracefulTimeout }) {
-    if (!h.alive) return
+  beginDrain (handle, { reason, timeout = this.options.gracefulTimeout }) {
+    if (!handle.alive) return
     const now = this.now()
-    const serving = h.ready
-    if (!h.startDrain(reason, now, timeout)) return
-    const view = this.report.draining(h, reason, now)
+    const serving = handle.ready
+    if (!handle.startDrain(reason, now, timeout)) return
+    const view = this.report.draining(handle, reason, now)
     if (!serving) return
-    const child = h.child
-    this.fronts.drain(view).then(() => this.enqueue({ type: EVENT.RELEASED, handle: h, child }))
+    const child = handle.child
+    this.fronts.drain(view).then(() => this.enqueue({ type: EVENT.RELEASED, handle, child }))
   }
 
   // ── a reload: every step and its end, decided here, once per tick ──────────────────────────
@@ -720,51 +780,52 @@ class Pool extends EventEmitter {
   // done when every wanted slot runs the new code and is ready; failed when the canary fails, a
   // worker of the new code dies before ready (the books say so), or the pool stops.
   advanceReload (now) {
-    const r = this.reloading
-    if (!r) return
+    const reload = this.reloading
+    if (!reload) return
     if (!this.life.is('running')) {
-      return this.endReload(r, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
+      return this.endReload(reload, now, { error: { message: 'the pool is stopping' }, code: codes.STOPPING })
     }
-    if (r.failure) return this.endReload(r, now, { error: r.failure })
-    if (r.stage === 'canary') {
-      const verdict = r.canary ? r.canary.check(now) : this.startCanary(r, now)
+    if (reload.failure) return this.endReload(reload, now, { error: reload.failure })
+    if (reload.stage === 'canary') {
+      const verdict = reload.canary ? reload.canary.check(now) : this.startCanary(reload, now)
       if (verdict === 'booting') return
-      r.canary?.kill() // ready or failed, it served its purpose
-      if (verdict !== 'ready') return this.endReload(r, now, { error: verdict.failed })
-      this.rollOut(r, now)
+      reload.canary?.kill() // ready or failed, it served its purpose
+      if (verdict !== 'ready') return this.endReload(reload, now, { error: verdict.failed })
+      this.rollOut(reload, now)
     }
-    if (this.wanted().every((h) => h.codeGeneration >= r.codeGeneration && h.ready)) this.endReload(r, now)
+    const rolledOut = (handle) => handle.codeGeneration >= reload.codeGeneration && handle.ready
+    if (this.wanted().every(rolledOut)) this.endReload(reload, now)
   }
 
-  rollOut (r, now) {
-    r.roll(++this.codeGeneration)
+  rollOut (reload, now) {
+    reload.roll(++this.codeGeneration)
     // The new code boots: slots given up on the old code, or waiting out a crash backoff, get
     // another chance with it, now.
-    for (const h of this.wanted()) {
-      if (h.state !== 'given-up' && !h.waitingToRespawn(now)) continue
-      h.revive(now)
-      this.report.revived(h)
+    for (const handle of this.wanted()) {
+      if (handle.state !== 'given-up' && !handle.waitingToRespawn(now)) continue
+      handle.revive(now)
+      this.report.revived(handle)
     }
   }
 
   // The reload merged while this one ran begins now, whatever this one's outcome: its callers
   // may have deployed a fix. A stopping pool answers them as it answered this one.
-  endReload (r, now, { error, code } = {}) {
+  endReload (reload, now, { error, code } = {}) {
     this.reloading = null
-    r.canary?.kill()
-    if (error) r.abort(error, code)
-    else r.finish(now)
+    reload.canary?.kill()
+    if (error) reload.abort(error, code)
+    else reload.finish(now)
     const next = this.nextReload
     this.nextReload = null
     if (!next) return
     if (this.life.is('running')) next.follow(this.beginReload().done)
-    else next.follow(r.done)
+    else next.follow(reload.done)
   }
 
   // ── the wanted set: the Reconciler decides, through this view; the pool acts ──────────────
 
   slots () { return [...this.handles.values()].sort((a, b) => a.slot - b.slot) }
-  wanted () { return this.slots().filter((h) => h.slot <= this.target) }
+  wanted () { return this.slots().filter((handle) => handle.slot <= this.target) }
 
   // What the Reconciler sees and may do (each is described at the top of reconcile.js).
   reconcilerView () {
@@ -777,51 +838,53 @@ class Pool extends EventEmitter {
       get reloadBatch () { return pool.options.reloadBatch },
       get maxBooting () { return pool.options.maxBooting },
       addSlot: (slot) => this.addSlot(slot),
-      removeSlot: (h) => { this.handles.delete(h.slot); this.report.removed(h) },
-      spawn: (h, now) => this.spawn(h, now),
-      drain: (h, reason) => this.beginDrain(h, { reason }),
-      replace: (h, reason) => {
-        if (reason === 'reload') this.reloading.draining(h)
-        else this.report.recycling(h, reason)
-        this.beginDrain(h, { reason })
+      removeSlot: (handle) => { this.handles.delete(handle.slot); this.report.removed(handle) },
+      spawn: (handle, now) => this.spawn(handle, now),
+      drain: (handle, reason) => this.beginDrain(handle, { reason }),
+      replace: (handle, reason) => {
+        if (reason === 'reload') this.reloading.draining(handle)
+        else this.report.recycling(handle, reason)
+        this.beginDrain(handle, { reason })
       },
-      retry: (h, now) => { h.revive(now); this.report.retrying(h) }
+      retry: (handle, now) => { handle.revive(now); this.report.retrying(handle) }
     }
   }
 
   addSlot (slot) {
-    // A snapshot only for someone listening: busy and ready change with the check-ins.
-    const onState = (handle, from) => {
-      const event = handle.state === 'busy' ? 'busy' : from === 'busy' && handle.state === 'ready' ? 'idle' : null
-      if (event && this.listenerCount(event) > 0) this.emit(event, handle.snapshot())
-      if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from })
-    }
-    const h = new WorkerHandle({
+    const handle = new WorkerHandle({
       slot,
       host: this.options.workerHost,
       port: this.portOf(slot),
       policy: this.options,
       signal: this.system.signal,
-      onState,
+      onState: (changed, from) => this.announceState(changed, from),
       clock: this.clock
     })
-    this.handles.set(slot, h)
-    return h
+    this.handles.set(slot, handle)
+    return handle
+  }
+
+  // A snapshot only for someone listening: busy and ready change with the check-ins.
+  announceState (handle, from) {
+    const event = handle.state === 'busy' ? 'busy' : from === 'busy' && handle.state === 'ready' ? 'idle' : null
+    if (event && this.listenerCount(event) > 0) this.emit(event, handle.snapshot())
+    if (this.listenerCount('state') > 0) this.emit('state', { ...handle.snapshot(), from })
   }
 
   // ── processes: forked through SYSTEM, only from the tick ──────────────────────────────────
 
-  spawn (h, now) {
+  spawn (handle, now) {
     let child
     try {
-      child = this.fork({ slot: h.slot, host: h.host, port: h.port }, { handle: h, who: `worker ${h.slot}` })
+      const { slot, host, port } = handle
+      child = this.fork({ slot, host, port }, { handle, who: `worker ${slot}` })
     } catch (err) {
       // fork() throws for some spawn errors (ENOMEM): the slot tries again, the supervisor lives.
-      return this.onSpawnError(h, err, now)
+      return this.onSpawnError(handle, err, now)
     }
-    h.attach(child, now, { codeGeneration: this.codeGeneration })
+    handle.attach(child, now, { codeGeneration: this.codeGeneration })
     // Without a pid the fork failed; why comes as the child's 'error' (a 'spawn-error' event).
-    if (child.pid !== undefined) this.report.spawned(h, now)
+    if (child.pid !== undefined) this.report.spawned(handle, now)
   }
 
   // The reload's canary: 'booting', or { failed } when fork() threw (a fork that fails later is
@@ -869,25 +932,26 @@ class Pool extends EventEmitter {
     const handles = this.slots()
     if (this.life.is('starting', 'running')) {
       const wanted = this.wanted()
-      if (wanted.length > 0 && wanted.every((h) => h.state === 'given-up')) return this.fail(this.bootFailure())
+      const givenUp = wanted.length > 0 && wanted.every((handle) => handle.state === 'given-up')
+      if (givenUp) return this.fail(this.bootFailure())
     }
     if (this.life.is('starting') && handles.length >= this.target &&
-      handles.every((h) => h.ready || h.state === 'given-up')) {
-      const ready = handles.filter((h) => h.ready).length
+      handles.every((handle) => handle.ready || handle.state === 'given-up')) {
+      const ready = handles.filter((handle) => handle.ready).length
       this.logger.info({ event: 'started', ready, workers: this.target, ms: now - this.startedAt },
         `${ready}/${this.target} workers ready`)
       this.life.running(this)
     }
     this.life.settle()
-    if (this.life.is('stopping') && handles.every((h) => !h.alive) && this.canaries.size === 0 &&
+    if (this.life.is('stopping') && handles.every((handle) => !handle.alive) && this.canaries.size === 0 &&
       this.retirees.size === 0 && this.remnants.size === 0) {
       this.finishStop()
     }
   }
 
   bootFailure () {
-    const h = this.slots().find((x) => x.lastError) || {}
-    const appError = h.lastError || { message: 'workers exited before becoming ready' }
+    const handle = this.slots().find((candidate) => candidate.lastError) || {}
+    const appError = handle.lastError || { message: 'workers exited before becoming ready' }
     const headline = `the app failed to boot in every slot (${this.target} gave up)`
     return poolError(codes.BOOT_FAILED, `${headline}: ${appError.message}`, { details: { headline, appError } })
   }
@@ -919,55 +983,6 @@ class Pool extends EventEmitter {
   }
 }
 
-// What the tick does with each event (./events.js), by its subject.
-const ON_POOL = {
-  [EVENT.STOP]: (pool, e) => pool.onStop(e.timeout),
-  [EVENT.KILL]: (pool, e, now) => pool.onKill(now)
-}
-
-const ON_CANARY = {
-  [EVENT.MESSAGE]: (pool, e, now) => e.canary.onMessage(e.message, now),
-  [EVENT.CHANNEL_BROKEN]: (pool, e) => {
-    pool.report.canaryChannelBroken(e.pid, e.problem)
-    e.canary.onChannelBroken(e.problem)
-  },
-  [EVENT.EXIT]: (pool, e) => {
-    e.canary.onExit(e.code, e.signal)
-    pool.canaryGone(e.canary)
-  },
-  [EVENT.SPAWN_ERROR]: (pool, e) => {
-    e.canary.onSpawnError(e.error)
-    pool.canaryGone(e.canary)
-  }
-}
-
-const ON_WORKER = {
-  [EVENT.MESSAGE]: (pool, h, e, now) => pool.onMessage(h, e.message, now),
-  [EVENT.CHANNEL_BROKEN]: (pool, h, e) => pool.onChannelBroken(h, e.problem),
-  [EVENT.EXIT]: (pool, h, e, now) => pool.onExit(h, e, now),
-  [EVENT.SPAWN_ERROR]: (pool, h, e, now) => pool.onSpawnError(h, e.error, now),
-  [EVENT.WARMED]: (pool, h, e, now) => { h.warmedUp(pool.options.warmupRequests); return pool.onReady(h, now) },
-  [EVENT.WARMUP_FAILED]: (pool, h, e) => pool.onWarmupFailed(h, e.error),
-  [EVENT.RELEASED]: (pool, h) => h.released(),
-  [EVENT.RECYCLE]: (pool, h) => h.recycleWhenPossible('recycle'), // the replace step drains it
-  [EVENT.REFUSING]: (pool, h, e, now) => pool.onListenerClosed(h, { by: e.front, refusals: e.refusals }, now)
-}
-
-// A retiring process's: it still serves what it holds, and its exit ends it.
-const ON_RETIREE = {
-  [EVENT.MESSAGE]: (pool, r, e) => {
-    if (e.message.type === msg.AWAITING || e.message.type === msg.REQUEST_ENDED) {
-      pool.toldOfRequest(e.handle, e.child, e.message)
-    }
-  },
-  [EVENT.CHANNEL_BROKEN]: (pool, r) => r.kill(),
-  [EVENT.EXIT]: (pool, r, e, now) => {
-    pool.retirees.delete(r.child)
-    pool.fronts.tell('workerGone', r.worker())
-    pool.report.retireeExited(r, e, now)
-  }
-}
-
 // A reload asked while one runs, before it begins: how many callers wait for it, and the promise
 // each of them is answered with once it has run (`follow`).
 class QueuedReload {
@@ -984,6 +999,11 @@ class QueuedReload {
   follow (outcome) { outcome.then(this.resolve, this.reject) }
 }
 
+// An event its subject has no handler for: a bug of whoever enqueued it.
+function unhandled (event, subject) {
+  return new Error(`no handler for a '${event.type}' event about ${subject}`)
+}
+
 function plural (n, word) { return `${n} ${word}${n === 1 ? '' : 's'}` }
 
-module.exports = { Pool, ON_POOL, ON_CANARY, ON_WORKER }
+module.exports = { Pool }

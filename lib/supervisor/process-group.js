@@ -128,13 +128,14 @@ class Remnants {
   }
 
   sweep (now) {
-    for (const r of this.pending) {
-      if (r.gone) { this.pending.delete(r); continue }
-      if (!r.killSent && now >= r.killAt) this.kill(r, now, `still running ${this.killTimeout} ms after SIGTERM`)
-      else if (now >= r.giveUpAt) {
-        this.pending.delete(r)
-        this.logger.error({ event: 'leftovers-stuck', ...r.fields },
-          `processes left by ${r.who} survive SIGKILL; no longer waiting for them`)
+    for (const remnant of this.pending) {
+      if (remnant.gone) { this.pending.delete(remnant); continue }
+      if (!remnant.killSent && now >= remnant.killAt) {
+        this.kill(remnant, now, `still running ${this.killTimeout} ms after SIGTERM`)
+      } else if (now >= remnant.giveUpAt) {
+        this.pending.delete(remnant)
+        this.logger.error({ event: 'leftovers-stuck', ...remnant.fields },
+          `processes left by ${remnant.who} survive SIGKILL; no longer waiting for them`)
       }
     }
   }
@@ -144,14 +145,15 @@ class Remnants {
   nextSweep (now) { return this.pending.size > 0 ? now + SWEEP_EVERY : Infinity }
 
   killAll (now) {
-    for (const r of this.pending) if (!r.killSent) this.kill(r, now, 'the pool is killed')
+    for (const remnant of this.pending) if (!remnant.killSent) this.kill(remnant, now, 'the pool is killed')
   }
 
-  kill (r, now, why) {
-    r.killSent = true
-    r.giveUpAt = now + KILL_GRACE
-    r.signal('SIGKILL')
-    this.logger.warn({ event: 'leftovers-killed', ...r.fields }, `processes left by ${r.who}: ${why}; SIGKILL`)
+  kill (remnant, now, why) {
+    remnant.killSent = true
+    remnant.giveUpAt = now + KILL_GRACE
+    remnant.signal('SIGKILL')
+    this.logger.warn({ event: 'leftovers-killed', ...remnant.fields },
+      `processes left by ${remnant.who}: ${why}; SIGKILL`)
   }
 }
 

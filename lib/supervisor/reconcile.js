@@ -7,18 +7,18 @@
 //
 // It decides; the pool acts. Its whole view of the pool is `view`:
 //
-//   handles            Map slot → WorkerHandle, read only here (slots come and go by the actions)
-//   wanted()           the handles of slots 1..target, in slot order
-//   target             how many slots are wanted
-//   rollingOut         the code generation a reload is rolling out, or null
-//   reloadBatch        wanted slots that may be out of service at once for replacing
-//   maxBooting         processes booting at once at most
-//   addSlot(slot)      → a new handle for `slot`, dead, due to spawn now
-//   removeSlot(h)      the slot (above the target, its process gone) is no more
-//   spawn(h, now)      fork a process for the slot (or record why the fork failed)
-//   drain(h, reason)   take the worker out of service: the one drain path
-//   replace(h, reason) drain it to replace it: 'reload', or a recycling reason (h.recycleDue)
-//   retry(h, now)      a given-up slot starts over (--given-up-retry has passed)
+//   handles                 Map slot → WorkerHandle, read only here (slots come and go by the actions)
+//   wanted()                the handles of slots 1..target, in slot order
+//   target                  how many slots are wanted
+//   rollingOut              the code generation a reload is rolling out, or null
+//   reloadBatch             wanted slots that may be out of service at once for replacing
+//   maxBooting              processes booting at once at most
+//   addSlot(slot)           → a new handle for `slot`, dead, due to spawn now
+//   removeSlot(handle)      the slot (above the target, its process gone) is no more
+//   spawn(handle, now)      fork a process for the slot (or record why the fork failed)
+//   drain(handle, reason)   take the worker out of service: the one drain path
+//   replace(handle, reason) drain it to replace it: 'reload', or a recycling reason (handle.recycleDue)
+//   retry(handle, now)      a given-up slot starts over (--given-up-retry has passed)
 //
 // Only the tick calls it, and only while the pool starts or runs.
 
@@ -31,7 +31,7 @@ class Reconciler {
   // Replacements start only while this is below the batch size, which is what keeps capacity at
   // workers − batch or more.
   unavailableCount () {
-    return this.view.wanted().filter((h) => !h.ready && h.state !== 'given-up').length
+    return this.view.wanted().filter((handle) => !handle.ready && handle.state !== 'given-up').length
   }
 
   // Returns how many wanted slots have no process now (what the descriptor reserve keeps
@@ -39,10 +39,10 @@ class Reconciler {
   // while the pool starts).
   reconcile (now, { replace }) {
     const view = this.view
-    for (const h of [...view.handles.values()].sort((a, b) => a.slot - b.slot)) {
-      if (h.slot <= view.target) continue
-      if (h.alive) view.drain(h, 'scale-down')
-      else view.removeSlot(h)
+    for (const handle of [...view.handles.values()].sort((a, b) => a.slot - b.slot)) {
+      if (handle.slot <= view.target) continue
+      if (handle.alive) view.drain(handle, 'scale-down')
+      else view.removeSlot(handle)
     }
     if (replace) this.replaceOutdated()
     return this.respawn(now)
@@ -54,16 +54,18 @@ class Reconciler {
   respawn (now) {
     const view = this.view
     let booting = 0
-    for (const h of view.handles.values()) if (h.alive && (h.state === 'booting' || h.state === 'warming')) booting++
+    for (const handle of view.handles.values()) {
+      if (handle.alive && (handle.state === 'booting' || handle.state === 'warming')) booting++
+    }
     let missing = 0
     for (let slot = 1; slot <= view.target; slot++) {
-      const h = view.handles.get(slot) ?? view.addSlot(slot)
-      if (h.dueForRetry(now)) view.retry(h, now)
-      if (h.dueForRespawn(now) && booting < view.maxBooting) {
-        view.spawn(h, now)
-        if (h.alive) booting++
+      const handle = view.handles.get(slot) ?? view.addSlot(slot)
+      if (handle.dueForRetry(now)) view.retry(handle, now)
+      if (handle.dueForRespawn(now) && booting < view.maxBooting) {
+        view.spawn(handle, now)
+        if (handle.alive) booting++
       }
-      if (!h.alive) missing++
+      if (!handle.alive) missing++
     }
     return missing
   }
@@ -77,11 +79,11 @@ class Reconciler {
     const view = this.view
     const rolling = view.rollingOut
     let unavailable = this.unavailableCount() // counted once, then kept up to date: one pass
-    for (const h of view.wanted()) {
-      const reason = rolling !== null && h.codeGeneration < rolling ? 'reload' : h.recycleDue
-      if (!reason || h.drain || !h.ready) continue
+    for (const handle of view.wanted()) {
+      const reason = rolling !== null && handle.codeGeneration < rolling ? 'reload' : handle.recycleDue
+      if (!reason || handle.drain || !handle.ready) continue
       if (unavailable >= view.reloadBatch) return
-      view.replace(h, reason)
+      view.replace(handle, reason)
       unavailable++
     }
   }

@@ -42,23 +42,23 @@ class Reload {
       'new code boots; replacing workers one batch at a time')
   }
 
-  draining (h) { this.oldPids.set(h.slot, h.pid) }
+  draining (handle) { this.oldPids.set(handle.slot, handle.pid) }
 
   // A worker of the new code is ready: if this reload drained its slot, it is replaced.
-  slotReady (h) {
-    const oldPid = this.oldPids.get(h.slot)
-    if (oldPid === undefined || h.codeGeneration !== this.codeGeneration) return
-    this.oldPids.delete(h.slot)
-    this.replaced.push({ slot: h.slot, oldPid, newPid: h.pid })
-    this.logger.info({ event: 'reloaded-slot', slot: h.slot, oldPid, pid: h.pid, port: h.port },
-      `slot ${h.slot} reloaded: pid ${oldPid} → ${h.pid}`)
+  slotReady (handle) {
+    const oldPid = this.oldPids.get(handle.slot)
+    if (oldPid === undefined || handle.codeGeneration !== this.codeGeneration) return
+    this.oldPids.delete(handle.slot)
+    this.replaced.push({ slot: handle.slot, oldPid, newPid: handle.pid })
+    this.logger.info({ event: 'reloaded-slot', slot: handle.slot, oldPid, pid: handle.pid, port: handle.port },
+      `slot ${handle.slot} reloaded: pid ${oldPid} → ${handle.pid}`)
   }
 
   // A worker died before ready: if it ran the new code, the reload fails (the first such death
   // is the one told).
-  workerFailedBoot (h) {
-    if (!this.rolling || h.codeGeneration !== this.codeGeneration || this.failure) return
-    this.failure = h.lastError || { message: `slot ${h.slot}'s new worker exited before becoming ready` }
+  workerFailedBoot (handle) {
+    if (!this.rolling || handle.codeGeneration !== this.codeGeneration || this.failure) return
+    this.failure = handle.lastError || { message: `slot ${handle.slot}'s new worker exited before becoming ready` }
   }
 
   finish (now) {

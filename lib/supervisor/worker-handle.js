@@ -357,7 +357,7 @@ class WorkerHandle {
   // exit while the pool stops. Except a drain for a closed listener: that process failed, and
   // its slot respawns as after a crash, so an app that closes its server at every start is not
   // forked again in a tight loop.
-  exited (code, signal, now, { stopping }) {
+  exited (code, signal, now, { poolStopping }) {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
     const wasReady = this.readyAt !== null
@@ -369,7 +369,7 @@ class WorkerHandle {
     this.tunnels = 0
     this.request = null
     const outcome = { reason, planned, draining, next: 'dead' }
-    if (stopping || (draining && draining !== 'listener-closed')) {
+    if (poolStopping || (draining && draining !== 'listener-closed')) {
       this.respawnAt = now
       this.transition('dead')
       return outcome

@@ -22,195 +22,201 @@ class WorkerReport {
     this.bootErrorsSeen = new Map() // app error message → times seen, so a crash loop logs it once
   }
 
-  of (h) {
-    let log = this.children.get(h.slot)
+  of (handle) {
+    let log = this.children.get(handle.slot)
     if (!log) {
-      log = this.logger.child({ slot: h.slot, port: h.port })
-      this.children.set(h.slot, log)
+      log = this.logger.child({ slot: handle.slot, port: handle.port })
+      this.children.set(handle.slot, log)
     }
     return log
   }
 
-  spawned (h, now) {
-    this.of(h).info({ event: 'spawn', pid: h.pid, restarts: h.restarts }, `worker ${h.slot} spawned`)
-    this.metrics.spawned(h)
-    this.emit('spawn', h.snapshot(now))
+  spawned (handle, now) {
+    this.of(handle).info({ event: 'spawn', pid: handle.pid, restarts: handle.restarts },
+      `worker ${handle.slot} spawned`)
+    this.metrics.spawned(handle)
+    this.emit('spawn', handle.snapshot(now))
   }
 
   // The fork failed: the errno's name and meaning, and when the slot tries again.
-  spawnError (h, err) {
-    const delay = Math.round(h.respawnDelay)
+  spawnError (handle, err) {
+    const delay = Math.round(handle.respawnDelay)
     const code = err.code ?? null
     const meaning = typeof err.errno === 'number' ? getSystemErrorMap().get(err.errno)?.[1] : null
-    const times = h.spawnErrors > 1 ? ` (${h.spawnErrors} times in a row)` : ''
-    this.of(h).error({
+    const times = handle.spawnErrors > 1 ? ` (${handle.spawnErrors} times in a row)` : ''
+    this.of(handle).error({
       event: 'spawn-error',
       code,
       errno: err.errno ?? null,
       syscall: err.syscall ?? null,
       delay,
-      times: h.spawnErrors,
+      times: handle.spawnErrors,
       err: brief(err)
     },
-      `worker ${h.slot} could not be forked: ${code ?? err.message}${meaning ? ` (${meaning})` : ''}${times}; trying ` +
-        `again in ${delay} ms`)
+      `worker ${handle.slot} could not be forked: ${code ?? err.message}${meaning ? ` (${meaning})` : ''}${times}; ` +
+        `trying again in ${delay} ms`)
     this.metrics.failed('worker_spawn_failed')
     this.emit('spawn-error', {
-      ...h.snapshot(),
+      ...handle.snapshot(),
       error: { message: err.message, code, errno: err.errno ?? null, syscall: err.syscall ?? null }
     })
   }
 
   // Returns the snapshot told, for the fronts to hear the same.
-  ready (h, now) {
-    const view = h.snapshot(now)
-    this.of(h).info({ event: 'ready', pid: h.pid, bootMs: now - h.spawnedAt }, `worker ${h.slot} ready`)
+  ready (handle, now) {
+    const view = handle.snapshot(now)
+    this.of(handle).info({ event: 'ready', pid: handle.pid, bootMs: now - handle.spawnedAt },
+      `worker ${handle.slot} ready`)
     this.emit('ready', view)
     return view
   }
 
-  warming (h, now) {
+  warming (handle, now) {
     const { warmup, warmupRequests } = this.options
-    this.of(h).info({ event: 'warming', pid: h.pid, bootMs: now - h.spawnedAt, requests: warmupRequests },
-      `worker ${h.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
+    const line = { event: 'warming', pid: handle.pid, bootMs: now - handle.spawnedAt, requests: warmupRequests }
+    this.of(handle).info(line,
+      `worker ${handle.slot} listening; warming up with ${warmupRequests} requests to ${warmup.join(', ')}`)
   }
 
   // A request found every render place of the worker taken (a front misconfigured: it should
   // never). `running`: the request it started last, as it says ({ method, url }).
-  queued (h, now, waiting, running) { this.emit('queued', { ...h.snapshot(now), waiting, running: running ?? null }) }
+  queued (handle, now, waiting, running) {
+    this.emit('queued', { ...handle.snapshot(now), waiting, running: running ?? null })
+  }
 
   // The app's stack once; the crash loop that follows repeats only the short line, at debug.
-  bootError (h, error) {
+  bootError (handle, error) {
     const seen = this.bootErrorsSeen.get(error.message) || 0
     this.bootErrorsSeen.set(error.message, seen + 1)
     if (seen === 0) {
-      this.of(h).error({ event: 'boot-error', pid: h.pid, err: error },
-        `worker ${h.slot} failed to boot: ${error.message}`)
+      this.of(handle).error({ event: 'boot-error', pid: handle.pid, err: error },
+        `worker ${handle.slot} failed to boot: ${error.message}`)
     } else {
-      this.of(h).debug({ event: 'boot-error', pid: h.pid, err: brief(error) },
-        `worker ${h.slot} failed to boot again (seen ${seen + 1} times)`)
+      this.of(handle).debug({ event: 'boot-error', pid: handle.pid, err: brief(error) },
+        `worker ${handle.slot} failed to boot again (seen ${seen + 1} times)`)
     }
   }
 
   // Returns the snapshot told, with how the process ended.
-  exited (h, pid, { code, signal, reason, planned, draining }, now) {
+  exited (handle, pid, { code, signal, reason, planned, draining }, now) {
     const line = { event: 'exit', pid, code, signal, reason }
     const how = `${signal || `code ${code}`}, ${reason}`
-    if (planned) this.of(h).info(line, `worker ${h.slot} stopped`)
+    if (planned) this.of(handle).info(line, `worker ${handle.slot} stopped`)
     else if (draining) {
-      this.of(h).warn({ ...line, draining },
-        `worker ${h.slot} exited (${how}) while draining for ${draining}`)
-    } else this.of(h).warn(line, `worker ${h.slot} exited (${how})`)
-    const view = { ...h.snapshot(now), code, signal, reason, ...(draining && !planned ? { draining } : {}) }
+      this.of(handle).warn({ ...line, draining },
+        `worker ${handle.slot} exited (${how}) while draining for ${draining}`)
+    } else this.of(handle).warn(line, `worker ${handle.slot} exited (${how})`)
+    const view = { ...handle.snapshot(now), code, signal, reason, ...(draining && !planned ? { draining } : {}) }
     this.emit('exit', view)
     return view
   }
 
-  bootFailed (h, exitView) {
+  bootFailed (handle, exitView) {
     this.metrics.failed('worker_boot_failed')
-    this.emit('boot-failed', { ...exitView, error: h.lastError })
+    this.emit('boot-failed', { ...exitView, error: handle.lastError })
   }
 
   // Delay 0: the process had proved healthy (worker-handle.js provedHealthy), so no crash loop.
-  respawnScheduled (h) {
-    const delay = Math.round(h.respawnDelay)
-    this.of(h).info({ event: 'respawn-scheduled', delay, crashes: h.crashes },
+  respawnScheduled (handle) {
+    const delay = Math.round(handle.respawnDelay)
+    this.of(handle).info({ event: 'respawn-scheduled', delay, crashes: handle.crashes },
       delay === 0
-        ? `worker ${h.slot} respawns now (it had served: not a crash loop)`
-        : `worker ${h.slot} respawns in ${delay} ms`)
+        ? `worker ${handle.slot} respawns now (it had served: not a crash loop)`
+        : `worker ${handle.slot} respawns in ${delay} ms`)
   }
 
-  gaveUp (h) {
-    const error = h.lastError || { message: `exited ${h.bootFailures} times before becoming ready` }
-    this.of(h).error({ event: 'give-up', failures: h.bootFailures, err: brief(error) },
-      `slot ${h.slot} given up after ${h.bootFailures} failed boots in a row`)
+  gaveUp (handle) {
+    const error = handle.lastError || { message: `exited ${handle.bootFailures} times before becoming ready` }
+    this.of(handle).error({ event: 'give-up', failures: handle.bootFailures, err: brief(error) },
+      `slot ${handle.slot} given up after ${handle.bootFailures} failed boots in a row`)
     this.metrics.failed('worker_gave_up')
-    this.emit('give-up', { ...h.snapshot(), error })
+    this.emit('give-up', { ...handle.snapshot(), error })
   }
 
   // What the handle said was overdue (WorkerHandle.due), as the supervisor carries it out.
-  overdue (h, action, now) {
+  overdue (handle, action, now) {
     if (action.reason === 'timeout' || action.reason === 'heartbeat') {
       this.metrics.failed('worker_hung')
-      this.emit('hung', { ...h.snapshot(now), reason: action.reason })
+      this.emit('hung', { ...handle.snapshot(now), reason: action.reason })
     }
-    const log = this.of(h)
-    const pid = h.pid
+    const log = this.of(handle)
+    const pid = handle.pid
     if (action.do === 'term') {
-      const tunnels = h.tunnels > 0 ? ` (${plural(h.tunnels, 'tunnel')} open)` : ''
-      const line = { event: 'terminate', pid, open: h.open, tunnels: h.tunnels }
-      return log.warn(line, `worker ${h.slot} still busy at the graceful timeout${tunnels}; SIGTERM`)
+      const tunnels = handle.tunnels > 0 ? ` (${plural(handle.tunnels, 'tunnel')} open)` : ''
+      const line = { event: 'terminate', pid, open: handle.open, tunnels: handle.tunnels }
+      return log.warn(line, `worker ${handle.slot} still busy at the graceful timeout${tunnels}; SIGTERM`)
     }
     if (action.reason === 'boot-timeout') {
       return log.error({ event: 'boot-timeout', pid, ms: action.ms },
-        `worker ${h.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
+        `worker ${handle.slot} not ready within ${this.options.bootTimeout} ms; killing it`)
     }
     if (action.reason !== 'timeout' && action.reason !== 'heartbeat') {
-      return log.warn({ event: 'kill', pid }, `worker ${h.slot} still running after SIGTERM; SIGKILL`)
+      return log.warn({ event: 'kill', pid }, `worker ${handle.slot} still running after SIGTERM; SIGKILL`)
     }
-    const r = h.request
+    const request = handle.request
     const fields = {
       event: 'hung',
       reason: action.reason,
       pid,
       ms: action.ms,
-      open: h.open,
-      ...(r ? { method: r.method, url: r.url } : {})
+      open: handle.open,
+      ...(request ? { method: request.method, url: request.url } : {})
     }
-    const holding = r
-      ? ` running ${r.method} ${r.url}${h.open > 1 ? ` and ${plural(h.open - 1, 'more request')}` : ''}`
-      : ''
+    const more = handle.open > 1 ? ` and ${plural(handle.open - 1, 'more request')}` : ''
+    const holding = request ? ` running ${request.method} ${request.url}${more}` : ''
     if (action.reason === 'timeout') {
       log.error(fields,
-        `worker ${h.slot} (pid ${pid})${holding}: its event loop has not come round for ${action.ms} ms ` +
+        `worker ${handle.slot} (pid ${pid})${holding}: its event loop has not come round for ${action.ms} ms ` +
           `(--timeout ${this.options.timeout} ms); killing it`)
     } else {
       log.error(fields,
-        `worker ${h.slot} (pid ${pid}) has not checked in for ${action.ms} ms ` +
+        `worker ${handle.slot} (pid ${pid}) has not checked in for ${action.ms} ms ` +
           `(--heartbeat-timeout ${this.options.heartbeatTimeout} ms); killing it`)
     }
   }
 
   // A drained process left its slot with `open` requests and `tunnels` (retiree.js).
-  retired (h, r, { open, tunnels = 0 }) {
+  retired (handle, retiree, { open, tunnels = 0 }) {
     const requests = open > 0 || tunnels === 0 ? plural(open, 'request') : null
-    const held = [requests, tunnels > 0 ? plural(tunnels, 'tunnel') : null]
-    const line = { event: 'retiring', pid: r.pid, reason: r.reason, open, tunnels }
-    this.of(h).info(line, `worker ${h.slot} (pid ${r.pid}) left its port with ${held.filter(Boolean).join(' and ')} ` +
-      'open; the slot starts again while it finishes them')
+    const held = [requests, tunnels > 0 ? plural(tunnels, 'tunnel') : null].filter(Boolean).join(' and ')
+    const line = { event: 'retiring', pid: retiree.pid, reason: retiree.reason, open, tunnels }
+    this.of(handle).info(line, `worker ${handle.slot} (pid ${retiree.pid}) left its port with ${held} open; ` +
+      'the slot starts again while it finishes them')
   }
 
-  retireeSignalled (r, signal) {
-    const log = this.logger.child({ slot: r.slot })
+  retireeSignalled (retiree, signal) {
+    const log = this.logger.child({ slot: retiree.slot })
     const when = signal === 'SIGTERM' ? 'at the graceful timeout' : 'after SIGTERM'
-    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: r.pid, retiring: true },
-      `retiring worker ${r.slot} (pid ${r.pid}) still holds requests or tunnels ${when}; ${signal}`)
+    log.warn({ event: signal === 'SIGTERM' ? 'terminate' : 'kill', pid: retiree.pid, retiring: true },
+      `retiring worker ${retiree.slot} (pid ${retiree.pid}) still holds requests or tunnels ${when}; ${signal}`)
   }
 
   // As a drained worker's exit (worker-handle.js exitReason): its own end, or the SIGTERM's.
-  retireeExited (r, { code, signal }) {
-    const planned = !r.killed && (r.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null)
-    const reason = planned ? r.reason : r.killed ? `${r.reason}-killed` : 'crashed'
+  retireeExited (retiree, { code, signal }) {
+    const endedAsAsked = retiree.termSent ? signal === null || signal === 'SIGTERM' : code === 0 && signal === null
+    const planned = !retiree.killed && endedAsAsked
+    const reason = planned ? retiree.reason : retiree.killed ? `${retiree.reason}-killed` : 'crashed'
     const line = {
       event: 'exit',
-      pid: r.pid,
+      pid: retiree.pid,
       code,
       signal,
       reason,
       retiring: true,
-      ...(planned ? {} : { draining: r.reason })
+      ...(planned ? {} : { draining: retiree.reason })
     }
-    const log = this.logger.child({ slot: r.slot })
-    if (planned) log.info(line, `retiring worker ${r.slot} (pid ${r.pid}) stopped`)
-    else log.warn(line, `retiring worker ${r.slot} (pid ${r.pid}) exited (${signal || `code ${code}`}, ${reason})`)
+    const log = this.logger.child({ slot: retiree.slot })
+    const who = `retiring worker ${retiree.slot} (pid ${retiree.pid})`
+    if (planned) log.info(line, `${who} stopped`)
+    else log.warn(line, `${who} exited (${signal || `code ${code}`}, ${reason})`)
   }
 
   // The worker's channel carried something that is not a frame; it is
   // killed.
-  channelBroken (h, problem) {
+  channelBroken (handle, problem) {
     this.metrics.failed('worker_channel_broken')
-    this.of(h).error({ event: 'channel-broken', pid: h.pid, problem },
-      `worker ${h.slot} (pid ${h.pid}) broke the pool channel: ${problem}; killing it`)
+    this.of(handle).error({ event: 'channel-broken', pid: handle.pid, problem },
+      `worker ${handle.slot} (pid ${handle.pid}) broke the pool channel: ${problem}; killing it`)
   }
 
   canaryChannelBroken (pid, problem) {
@@ -221,42 +227,42 @@ class WorkerReport {
 
   // The worker's port refuses connections while it lives (Pool.onListenerClosed). cause: { by:
   // 'worker' or the front that found out, error (its server failed), refusals (the front's count) }.
-  listenerClosed (h, { by, error, refusals }, now) {
+  listenerClosed (handle, { by, error, refusals }, now) {
     const how = error
       ? `its server failed: ${error.message}`
       : by === 'worker'
         ? 'the app closed its server'
         : `${refusals} connections in a row refused (seen by the ${by} front)`
-    this.of(h).error({ event: 'listener-closed', pid: h.pid, by, err: error || undefined, refusals },
-      `worker ${h.slot} (pid ${h.pid}) no longer accepts connections: ${how}; replacing it`)
+    this.of(handle).error({ event: 'listener-closed', pid: handle.pid, by, err: error || undefined, refusals },
+      `worker ${handle.slot} (pid ${handle.pid}) no longer accepts connections: ${how}; replacing it`)
     this.metrics.failed('worker_listener_closed')
-    this.emit('listener-closed', { ...h.snapshot(now), by, error: error || null, refusals: refusals ?? null })
+    this.emit('listener-closed', { ...handle.snapshot(now), by, error: error || null, refusals: refusals ?? null })
   }
 
-  draining (h, reason, now) {
-    this.of(h).info({ event: 'draining', reason, pid: h.pid }, `worker ${h.slot} draining (${reason})`)
-    const view = h.snapshot(now)
+  draining (handle, reason, now) {
+    this.of(handle).info({ event: 'draining', reason, pid: handle.pid }, `worker ${handle.slot} draining (${reason})`)
+    const view = handle.snapshot(now)
     this.emit('draining', { ...view, reason })
     return view
   }
 
-  recycling (h, reason) {
-    this.of(h).info({ event: 'recycle', reason, pid: h.pid, requests: h.requests, rss: h.rss },
-      `recycling worker ${h.slot} (${reason === 'recycle' ? 'asked' : reason})`)
+  recycling (handle, reason) {
+    this.of(handle).info({ event: 'recycle', reason, pid: handle.pid, requests: handle.requests, rss: handle.rss },
+      `recycling worker ${handle.slot} (${reason === 'recycle' ? 'asked' : reason})`)
   }
 
-  revived (h) { this.of(h).info({ event: 'revive' }, `slot ${h.slot} tries again with the new code`) }
-  retrying (h) {
+  revived (handle) { this.of(handle).info({ event: 'revive' }, `slot ${handle.slot} tries again with the new code`) }
+  retrying (handle) {
     const after = this.options.givenUpRetry
-    this.of(h).info({ event: 'given-up-retry', after },
-      `slot ${h.slot} tries again, ${Math.round(after / 1000)} s after it was given up (--given-up-retry)`)
-    this.emit('given-up-retry', h.snapshot())
+    this.of(handle).info({ event: 'given-up-retry', after },
+      `slot ${handle.slot} tries again, ${Math.round(after / 1000)} s after it was given up (--given-up-retry)`)
+    this.emit('given-up-retry', handle.snapshot())
   }
 
-  removed (h) {
-    this.of(h).info({ event: 'removed' }, `slot ${h.slot} removed`)
-    this.children.delete(h.slot)
-    this.emit('removed', h.snapshot())
+  removed (handle) {
+    this.of(handle).info({ event: 'removed' }, `slot ${handle.slot} removed`)
+    this.children.delete(handle.slot)
+    this.emit('removed', handle.snapshot())
   }
 }
 

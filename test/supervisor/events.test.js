@@ -7,18 +7,39 @@
 const t = require('tap')
 const { EventEmitter } = require('node:events')
 const { EVENT, CHILD_EVENTS } = require('../../lib/supervisor/events')
-const { ON_POOL, ON_CANARY, ON_WORKER } = require('../../lib/supervisor/pool')
+const { Pool } = require('../../lib/supervisor/pool')
 const { watchChild } = require('../../lib/supervisor/spawn')
+
+// Stands for anything a handler reads or calls (the pool, its parts, the subject, the event's
+// fields): every property is it, every call returns it.
+const anything = new Proxy(function () {}, {
+  get: (target, key) => key === Symbol.toPrimitive ? undefined : anything,
+  apply: () => anything
+})
+
+// Whether the pool's handler `name` takes an event of `type` (its subject's handler throws for
+// an event it has no case for).
+function handles (name, type) {
+  const event = new Proxy({ type }, { get: (e, key) => key in e ? e[key] : anything })
+  const subject = name === 'onCommand' ? [] : [anything]
+  try {
+    Pool.prototype[name].call(anything, ...subject, event, 0)
+    return true
+  } catch (err) {
+    if (!/no handler for/.test(err.message)) throw err
+    return false
+  }
+}
 
 t.test('every event of the table is handled, for each subject it can be about', async (t) => {
   for (const type of CHILD_EVENTS) {
-    t.type(ON_WORKER[type], 'function', `${type}: a slot's worker`)
-    t.type(ON_CANARY[type], 'function', `${type}: a canary`)
+    t.ok(handles('onWorkerEvent', type), `${type}: a slot's worker`)
+    t.ok(handles('onCanaryEvent', type), `${type}: a canary`)
   }
-  for (const type of Object.values(EVENT)) t.ok(ON_POOL[type] || ON_WORKER[type], `${type} has a handler`)
-  for (const table of [ON_POOL, ON_CANARY, ON_WORKER]) {
-    for (const type of Object.keys(table)) t.ok(Object.values(EVENT).includes(type), `${type} is in the table`)
+  for (const type of Object.values(EVENT)) {
+    t.ok(handles('onCommand', type) || handles('onWorkerEvent', type), `${type} has a handler`)
   }
+  t.notOk(handles('onWorkerEvent', 'no-such-event'), 'an event of no case is refused, not dropped')
 })
 
 // A child without pipes: its exit and a failed fork, as watchChild tells the loop.
@@ -47,7 +68,7 @@ t.test('a worker\'s warm-up over: its handle is told how many warm-up requests i
   const calls = []
   const handle = { warmedUp: (count) => calls.push(['warmedUp', count]) }
   const pool = { options: { warmupRequests: 3 }, onReady: (h, now) => calls.push(['onReady', h === handle, now]) }
-  ON_WORKER[EVENT.WARMED](pool, handle, { type: EVENT.WARMED }, 1234)
+  Pool.prototype.onWorkerEvent.call(pool, handle, { type: EVENT.WARMED }, 1234)
   t.same(calls, [['warmedUp', 3], ['onReady', true, 1234]],
     'the count first (its ends may be heard after ready), then ready')
 })

@@ -85,7 +85,7 @@ t.test('transitions: only along the table, each change reported once, state read
   checkIn(h, T0 + 3, { open: 1 })
   checkIn(h, T0 + 3, { open: 0, answered: 1 })
   h.startDrain('stop', T0 + 4, 1000)
-  h.exited(0, null, T0 + 5, { stopping: true })
+  h.exited(0, null, T0 + 5, { poolStopping: true })
   t.same(changes,
     ['dead→booting', 'booting→warming', 'warming→ready', 'ready→busy', 'busy→ready', 'ready→draining', 'draining→dead'])
   t.throws(() => { h.state = 'ready' }, TypeError, 'state has no setter')
@@ -99,7 +99,7 @@ t.test('processes in the slot: a fork without a pid is not a process; ' +
   h.becameReady(T0)
   t.equal(h.incarnation, 1)
   t.equal(h.restarts, 0)
-  h.exited(1, null, T0 + 1, { stopping: false })
+  h.exited(1, null, T0 + 1, { poolStopping: false })
   h.attach(fakeChild({ failed: true }), T0 + 200)
   h.spawnFailed({ message: 'EMFILE' }, T0 + 200)
   t.equal(h.incarnation, 1, 'the failed fork ran nothing')
@@ -166,7 +166,7 @@ t.test('deadlines: boot timeout, a stopped loop, an idle silence; each strictly 
     carryOut(h, h.due(T0 + 10001))
     t.same(child.signals, ['SIGKILL'])
     t.equal(h.due(T0 + 20000), null)
-    t.equal(h.exited(null, 'SIGKILL', T0 + 20001, { stopping: false }).reason, 'heartbeat')
+    t.equal(h.exited(null, 'SIGKILL', T0 + 20001, { poolStopping: false }).reason, 'heartbeat')
   })
 })
 
@@ -196,18 +196,18 @@ t.test('nextDeadline: the first instant due() answers, in every state; what move
   t.equal(dueAt(h, 'kill timeout'), 7500, 'SIGTERM sent: SIGKILL next')
   carryOut(h, h.due(T0 + 7500))
   t.equal(h.nextDeadline(), Infinity, 'killed: nothing left to time')
-  h.exited(null, 'SIGKILL', T0 + 7600, { stopping: false })
+  h.exited(null, 'SIGKILL', T0 + 7600, { poolStopping: false })
   t.equal(h.nextDeadline(), h.respawnAt, 'dead: its respawn')
   t.ok(h.dueForRespawn(h.nextDeadline()) && !h.dueForRespawn(h.nextDeadline() - 1))
   const { h: failing } = handle({ maxBootFailures: 1 })
   failing.attach(fakeChild(), T0)
-  failing.exited(1, null, T0 + 10, { stopping: false })
+  failing.exited(1, null, T0 + 10, { poolStopping: false })
   t.equal(failing.state, 'given-up')
   t.equal(failing.nextDeadline() - T0, 60010, 'given up: --given-up-retry after')
   t.ok(failing.dueForRetry(failing.nextDeadline()) && !failing.dueForRetry(failing.nextDeadline() - 1))
   const { h: never } = handle({ maxBootFailures: 1, givenUpRetry: 0 })
   never.attach(fakeChild(), T0)
-  never.exited(1, null, T0 + 10, { stopping: false })
+  never.exited(1, null, T0 + 10, { poolStopping: false })
   t.equal(never.nextDeadline(), Infinity, '--given-up-retry 0: no time runs')
 })
 
@@ -229,7 +229,7 @@ t.test('drain: STOP once the fronts let go, whatever the worker still holds (it 
   h.released()
   carryOut(h, h.due(T0 + 200))
   t.same(child.sent.map((m) => m.type), ['stop'], 'its two requests go on; it takes no new one')
-  const exit = h.exited(0, null, T0 + 300, { stopping: false })
+  const exit = h.exited(0, null, T0 + 300, { poolStopping: false })
   t.same(exit, { reason: 'scale-down', planned: true, draining: 'scale-down', next: 'dead' })
   t.equal(h.respawnAt, T0 + 300, 'the slot goes on at once: no crash backoff')
 })
@@ -252,7 +252,7 @@ t.test('escalation: SIGTERM at the graceful timeout, once; SIGKILL --kill-timeou
   carryOut(h, h.due(T0 + 1500))
   t.same(child.signals, ['SIGTERM', 'SIGKILL'])
   t.equal(h.due(T0 + 1550), null, 'nothing left to escalate')
-  t.same(h.exited(null, 'SIGKILL', T0 + 1600, { stopping: true }),
+  t.same(h.exited(null, 'SIGKILL', T0 + 1600, { poolStopping: true }),
     { reason: 'stop-killed', planned: false, draining: 'stop', next: 'dead' })
 })
 
@@ -293,7 +293,7 @@ t.test('backoff: ×factor per consecutive crash, capped; starts over after --hea
   const delays = []
   let now = T0
   for (let i = 0; i < 12; i++) {
-    h.exited(1, null, now, { stopping: false })
+    h.exited(1, null, now, { poolStopping: false })
     delays.push(h.respawnDelay)
     t.equal(h.dueForRespawn(now + h.respawnDelay - 1), false)
     t.equal(h.dueForRespawn(now + h.respawnDelay), true)
@@ -303,24 +303,24 @@ t.test('backoff: ×factor per consecutive crash, capped; starts over after --hea
   }
   t.same(delays, delays.map((_, i) => Math.min(100 * 1.5 ** i, 15000)))
   now += 30000
-  h.exited(1, null, now, { stopping: false })
+  h.exited(1, null, now, { poolStopping: false })
   t.equal(h.respawnDelay, 0, 'up --healthy-after: no crash loop, respawned at once')
   t.equal(h.dueForRespawn(now), true)
   h.attach(fakeChild(), now)
   h.becameReady(now)
-  h.exited(1, null, now + 10, { stopping: false })
+  h.exited(1, null, now + 10, { poolStopping: false })
   t.equal(h.respawnDelay, 100, 'the crash count started over')
 })
 
 t.test('backoff: a process that answered a request respawns at once, however it ended; ' +
   'a request started is not one answered, nor is a warm-up', async (t) => {
   const { h } = readyHandle()
-  h.exited(1, null, T0 + 1, { stopping: false }) // a crash before it served: counted
+  h.exited(1, null, T0 + 1, { poolStopping: false }) // a crash before it served: counted
   t.equal(h.crashes, 1)
   h.attach(fakeChild(), T0 + 100)
   h.becameReady(T0 + 110)
   checkIn(h, T0 + 11, { open: 0, answered: 1 })
-  const next = h.exited(null, 'SIGKILL', T0 + 12, { stopping: false })
+  const next = h.exited(null, 'SIGKILL', T0 + 12, { poolStopping: false })
   t.equal(next.next, 'respawn')
   t.equal(next.reason, 'crashed', 'still an unplanned exit')
   t.equal(h.respawnDelay, 0, 'killed from outside after it served: at once')
@@ -330,7 +330,7 @@ t.test('backoff: a process that answered a request respawns at once, however it 
   h.attach(fakeChild(), T0 + 20)
   h.becameReady(T0 + 20)
   checkIn(h, T0 + 21, { open: 1 })
-  h.exited(1, null, T0 + 22, { stopping: false }) // died on its first request
+  h.exited(1, null, T0 + 22, { poolStopping: false }) // died on its first request
   t.equal(h.respawnDelay, 100, 'a request that killed it is no request answered: backoff')
 
   h.attach(fakeChild(), T0 + 200)
@@ -338,20 +338,20 @@ t.test('backoff: a process that answered a request respawns at once, however it 
   h.warmedUp(1)
   checkIn(h, T0 + 250, { open: 0, answered: 1 }) // its warm-up
   h.becameReady(T0 + 300)
-  h.exited(1, null, T0 + 301, { stopping: false })
+  h.exited(1, null, T0 + 301, { poolStopping: false })
   t.equal(h.respawnDelay, 150, 'warm-up requests answered are no proof: backoff grows')
 })
 
 t.test('backoff: a worker that served --healthy-after clears the count however it ends', async (t) => {
   const { h } = readyHandle()
-  h.exited(1, null, T0 + 10, { stopping: false }) // crash 1
+  h.exited(1, null, T0 + 10, { poolStopping: false }) // crash 1
   h.attach(fakeChild(), T0 + 200)
   h.becameReady(T0 + 300)
   h.startDrain('reload', T0 + 40000, 1000) // healthy long enough, then replaced
-  h.exited(0, null, T0 + 40001, { stopping: false })
+  h.exited(0, null, T0 + 40001, { poolStopping: false })
   h.attach(fakeChild(), T0 + 40001)
   h.becameReady(T0 + 40100)
-  h.exited(1, null, T0 + 40200, { stopping: false })
+  h.exited(1, null, T0 + 40200, { poolStopping: false })
   t.equal(h.respawnDelay, 100, 'its first crash, not its second')
 })
 
@@ -359,7 +359,7 @@ t.test('due() only answers: asking, however often, changes nothing', async (t) =
   const fields = (h) => JSON.stringify(Object.entries(h)
     .filter(([k]) => !['child', 'previousChild', 'policy', 'signalChild'].includes(k)))
   const { h, child } = readyHandle()
-  h.exited(1, null, T0 + 10, { stopping: false })
+  h.exited(1, null, T0 + 10, { poolStopping: false })
   h.attach(child, T0 + 200)
   h.becameReady(T0 + 300)
   h.heard(T0 + 40000)
@@ -384,7 +384,7 @@ t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slo
   const nexts = []
   for (let i = 0; i < 3; i++) {
     h.attach(fakeChild(), now)
-    nexts.push(h.exited(1, null, now + 10, { stopping: false }).next)
+    nexts.push(h.exited(1, null, now + 10, { poolStopping: false }).next)
     now += 10 + h.respawnDelay
   }
   t.same(nexts, ['respawn', 'respawn', 'given-up'])
@@ -399,13 +399,13 @@ t.test('crash-loop breaker: --max-boot-failures deaths before ready give the slo
   t.equal(h.dueForRespawn(now), true, 'at once')
   const { h: never } = handle({ givenUpRetry: 0, maxBootFailures: 1 })
   never.attach(fakeChild(), T0)
-  never.exited(1, null, T0, { stopping: false })
+  never.exited(1, null, T0, { poolStopping: false })
   t.equal(never.dueForRetry(T0 + 1e12), false, '--given-up-retry 0: only a reload')
 })
 
 t.test('an exit while the pool stops is no crash', async (t) => {
   const { h } = readyHandle()
-  t.same(h.exited(1, null, T0 + 5, { stopping: true }),
+  t.same(h.exited(1, null, T0 + 5, { poolStopping: true }),
     { reason: 'crashed', planned: false, draining: null, next: 'dead' })
   t.equal(h.crashes, 0)
   t.equal(h.respawnAt, T0 + 5)
@@ -493,7 +493,7 @@ t.test('tunnels: counted as the check-ins say, never busy nor active; the next p
   h.checkedIn({ rss: 1, open: 0, answered: 0, active: false }, T0 + 200)
   t.equal(h.tunnels, 0, 'a check-in without tunnels says none')
   h.checkedIn({ rss: 1, open: 0, tunnels: 5, tunnelsOpened: 65, answered: 0, active: false }, T0 + 300)
-  h.exited(null, 'SIGKILL', T0 + 400, { stopping: false })
+  h.exited(null, 'SIGKILL', T0 + 400, { poolStopping: false })
   t.equal(h.snapshot(T0 + 400).tunnels, 0, 'gone with its process')
   h.attach(fakeChild(), T0 + 500)
   t.same([h.tunnels, h.tunnelsOpened], [0, 0])
