@@ -1,8 +1,8 @@
 'use strict'
 
-// `pool config haproxy`: a complete haproxy.cfg for a pool of single-request workers, meant to
-// be driven by `pool start --balancer haproxy`. The text explains itself in comments because
-// operators read haproxy.cfg, not this file.
+// `pool config haproxy`: a complete haproxy.cfg for a pool whose workers HAProxy gives one request
+// at a time (maxconn 1), meant to be driven by `pool start --balancer haproxy`. The text explains
+// itself in comments because operators read haproxy.cfg, not this file.
 
 const path = require('node:path')
 const { resolveOptions, OPTIONS: POOL_OPTIONS } = require('../options/table')
@@ -71,7 +71,7 @@ const OPTIONS = {
     choices: ['first', 'static-rr'],
     default: 'first',
     group: 'HAProxy',
-    describe: 'first: fill the lowest free worker; static-rr: strict rotation'
+    describe: 'first: fill the lowest worker with room; static-rr: strict rotation'
   },
   queueTimeout: {
     flag: 'queue-timeout',

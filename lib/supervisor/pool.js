@@ -438,7 +438,8 @@ class Pool extends EventEmitter {
     return waiting
   }
 
-  // The exception to "events only enqueue": a slot's process exited, and the fronts hear it now,
+  // One of the three exceptions to "events only enqueue" (with toldOfRequest and a check-in's
+  // news): a slot's process exited, and the fronts hear it now,
   // from the exit event itself (watchChild says why). Only if that process
   // still holds the slot; the tick handles the exit as usual and its announceGone does nothing.
   announceExit (handle, child) {

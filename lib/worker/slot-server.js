@@ -116,8 +116,8 @@ class SlotServer {
       server.close()
       const err =
         appError(`the app listens on the slot's port (${this.port}) through a handle or a file descriptor ` +
-          '(listen(handle), listen({ fd })), which the pool cannot take over to serve behind its render guard: listen ' +
-          'on process.env.PORT as a port, or export the app')
+          '(listen(handle), listen({ fd })), which the pool cannot take over to serve behind its render guard: ' +
+          'listen on process.env.PORT as a port, or export the app')
       if (this.booted()) this.logger().error({ event: 'unguarded-listener', err }, err.message)
       else this.failBoot(err)
     })
