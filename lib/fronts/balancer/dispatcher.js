@@ -101,7 +101,8 @@ class Dispatcher {
     this.classify(job)
     if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
     this.overload?.arrived(job)
-    if (job.longLived || this.queue.length === 0) {
+    // Straight to a worker only past nobody: a place freed for a hand-off still due is the queue's.
+    if (job.longLived ? this.streams.length === 0 : this.queue.length === 0) {
       const record = this.pick(job)
       if (record) { this.assign(job, record); return 'assigned' }
     }

@@ -149,6 +149,29 @@ t.test('a freed place is handed on once the callback that freed it has returned,
   check()
 })
 
+t.test('a place freed for a hand-off still due is the queue\'s: an arrival meanwhile waits its turn', async (t) => {
+  const { d, assigned, holding, handedOff } = setup(t, { count: 1 })
+  d.workers.records[0].maxOpen = 1
+  d.submit(stream('s1'))
+  t.equal(d.submit(stream('s2')), 'queued', 's2 waits for open room')
+  const s1 = holding.get('s1')
+  d.release(s1.record, s1.job)
+  t.equal(d.submit(stream('s3')), 'queued', 's3, arriving before the hand-off, does not take s2\'s room')
+  await handedOff()
+  t.same(assigned.map(([name]) => name), ['s1', 's2'], 'the room went to the stream that waited')
+})
+
+t.test('a render arriving before a hand-off waits behind the one queued', async (t) => {
+  const { d, assigned, holding, handedOff } = setup(t, { count: 1 })
+  d.submit(job('r1'))
+  d.submit(job('r2'))
+  const r1 = holding.get('r1')
+  d.release(r1.record, r1.job)
+  t.equal(d.submit(job('r3')), 'queued', 'r3 does not take the place freed for r2')
+  await handedOff()
+  t.same(assigned.map(([name]) => name), ['r1', 'r2'])
+})
+
 t.test('a request goes straight to a free worker only when nobody waits', async (t) => {
   const { d, assigned, record, check, holding } = setup(t, { count: 2 })
   d.submit(job('a'))
