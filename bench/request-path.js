@@ -28,7 +28,7 @@ const WARM = 20
 // ---- the wrapping ------------------------------------------------------------------------------
 
 const stack = [] // { object, module } of the traced calls under way
-const trace = { on: false, calls: 0, hops: 0, objects: new Set(), modules: new Set(), maxDepth: 0, reentrant: 0, kinds: new Set() }
+const trace = { on: false, chains: { in: new Set(), out: new Set() }, names: new Map(), calls: 0, hops: 0, objects: new Set(), modules: new Set(), maxDepth: 0, reentrant: 0, kinds: new Set() }
 const reentrantWrites = []
 let inWorkerRead = 0 // depth of Connection.onData frames on the stack
 
@@ -41,6 +41,7 @@ function wrap (fn, name, module) {
       const caller = stack.at(-1)
       if (!caller || caller.object !== object || object === null) trace.hops++
       trace.modules.add(module)
+      trace.names.set(name, (trace.names.get(name) || 0) + 1)
       if (object) {
         trace.objects.add(object)
         // Called back: the callee is below on the stack, under a caller that is another object.
@@ -55,6 +56,10 @@ function wrap (fn, name, module) {
     const reading = name === 'Connection.onData'
     if (reading) inWorkerRead++
     if (name === 'Connection.send' && inWorkerRead > 0 && trace.on) reentrantWrites.push(stack.map((f) => f.name))
+    if (trace.on && (name === 'Connection.send' || name === 'ResponseRelay.write')) {
+      const chain = trace.chains[name === 'Connection.send' ? 'in' : 'out']
+      for (const frame of stack) if (frame.object) chain.add(frame.object.constructor.name)
+    }
     try {
       return fn.apply(this, args)
     } finally {
@@ -124,7 +129,7 @@ async function main () {
   for (let i = 0; i < WARM; i++) await Promise.all([get(base + '/'), get(base + '/')])
 
   const start = () => Object.assign(trace,
-    { on: true, calls: 0, hops: 0, objects: new Set(), modules: new Set(), maxDepth: 0, reentrant: 0, kinds: new Set() })
+    { on: true, chains: { in: new Set(), out: new Set() }, names: new Map(), calls: 0, hops: 0, objects: new Set(), modules: new Set(), maxDepth: 0, reentrant: 0, kinds: new Set() })
   const snap = () => ({
     objects: trace.objects.size,
     classes: [...new Set([...trace.objects].map((o) => o.constructor.name))].sort(),
@@ -133,7 +138,11 @@ async function main () {
     hops: trace.hops,
     maxDepth: trace.maxDepth,
     callsBackUp: trace.reentrant,
-    callBackKinds: [...trace.kinds]
+    callBackKinds: [...trace.kinds],
+    // The objects on the stack as the request is written to the worker, and as its response is
+    // written to the client: the steps that carry it, rather than those they consult.
+    steps: { in: [...trace.chains.in], out: [...trace.chains.out] },
+    called: Object.fromEntries(trace.names)
   })
   const phases = {}
   start()
@@ -152,6 +161,9 @@ async function main () {
   console.log(`one GET: ${a.objects} objects of ${a.classes.length} classes, ${a.modules} modules, ${a.calls} calls (${a.hops} between objects or modules), ` +
     `stack ${a.maxDepth} deep, ${a.callsBackUp} calls back up (${a.callBackKinds.length} kinds)`)
   console.log(`  classes: ${a.classes.join(', ')}`)
+  const steps = new Set([...a.steps.in, ...a.steps.out])
+  console.log(`  ${steps.size} of them carry it: to the worker ${a.steps.in.join(' → ')}; ` +
+    `to the client ${a.steps.out.join(' → ')}`)
   if (a.callBackKinds.length) console.log(`  back up: ${a.callBackKinds.join('; ')}`)
   console.log(`two GETs on one worker, the second handed the first's place: ${phases.handOff.reentrantWrites} ` +
     'request written from inside a response\'s socket callback')
