@@ -104,7 +104,7 @@ Module.prototype.require = function (id) {
 const WORKER_APP = `
   require('node:http').createServer((req, res) => {
     req.resume()
-    setTimeout(() => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 3 }); res.end('ok\\n') }, 20)
+    setTimeout(() => { res.writeHead(200, { 'content-type': 'text/plain', 'content-length': 3 }); res.end('ok\\n') }, 100)
   }).listen(0, '127.0.0.1', function () { process.stdout.write(this.address().port + '\\n') })
 `
 
@@ -153,7 +153,12 @@ async function main () {
   start()
   await Promise.all([get(base + '/'), get(base + '/')])
   trace.on = false
-  phases.handOff = { reentrantWrites: reentrantWrites.length, stack: reentrantWrites[0]?.join(' > ') ?? null }
+  phases.handOff = {
+    sends: trace.names.get('Connection.send') ?? 0, // both requests went to the worker...
+    queued: trace.names.get('Dispatcher.enqueue') ?? 0, // ...the second after waiting in the queue
+    reentrantWrites: reentrantWrites.length,
+    stack: reentrantWrites[0]?.join(' > ') ?? null
+  }
   await balancer.stop()
   worker.kill()
   if (json) return console.log(JSON.stringify(phases, null, 2))

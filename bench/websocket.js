@@ -5,7 +5,7 @@
 // second one client core gets through, what an HTTP page's p99 becomes beside a thousand
 // sockets that echo, and what a reload with a thousand tunnels open does.
 //
-//   node bench/websocket.js [--quick] [--fronts direct,embedded,cluster,haproxy,nginx-haproxy]
+//   node bench/websocket.js [--quick] [--fronts direct,relay,embedded,cluster,haproxy,nginx-haproxy]
 //                           [--scales 1000,10000] [--activeAt 1000] [--workers 2] [--openRate 1000]
 //                           [--settle 2] [--rate 1000] [--window 10] [--renders 200] [--renderMs 20]
 //                           [--renderClients 2] [--tpSockets 50] [--tpDepth 32] [--tpBytes 64]
@@ -41,7 +41,8 @@
 //                closes, so it is not reloaded here
 // Then the client closes every socket left (1000) and the front is stopped.
 // Fronts, each with `workers` workers (the pool with its defaults and its access log on):
-// direct (the app as one plain process, no front: the baseline), `pool start` (embedded),
+// direct (the app as one plain process, no front: the baseline), relay (that process behind a
+// minimal TCP relay, bench/lib/tcp-relay.js: the floor of one extra hop), `pool start` (embedded),
 // Node's cluster (round-robin: fine for WebSockets, which need no stickiness unless Socket.IO
 // starts with long-polling), `pool start --balancer haproxy` with the generated config, and
 // nginx from the generated config in front of that HAProxy (both route `Upgrade: websocket` to
@@ -68,7 +69,8 @@ const { BIN, ROOT } = require('./lib/pool-process')
 const { openFilesLimit, raiseOpenFiles, ephemeralPorts, descriptorsNeeded, SPARE_FDS } = require('./lib/limits')
 
 const APP = path.join(__dirname, 'lib', 'ws-app.js')
-const FRONTS = ['direct', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy']
+const RELAY = path.join(__dirname, 'lib', 'tcp-relay.js')
+const FRONTS = ['direct', 'relay', 'embedded', 'cluster', 'haproxy', 'nginx-haproxy']
 const POOL_FRONTS = ['embedded', 'haproxy', 'nginx-haproxy']
 const defaults = {
   fronts: FRONTS,
@@ -112,6 +114,18 @@ async function startWsFront (name, args) {
     const child = spawnTracked(process.execPath, [APP], { env: { ...process.env, PORT: String(port) } })
     await waitForPort(port)
     return { url: `http://127.0.0.1:${port}`, roots: () => [child.pid], reload: null, stop: () => stop(child) }
+  }
+  if (name === 'relay') {
+    const [port, appPort] = await freePorts(2)
+    const app = spawnTracked(process.execPath, [APP], { env: { ...process.env, PORT: String(appPort) } })
+    const relay = spawnTracked(process.execPath, [RELAY, String(port), String(appPort)])
+    await Promise.all([waitForPort(appPort), waitForPort(port)])
+    return {
+      url: `http://127.0.0.1:${port}`,
+      roots: () => [app.pid, relay.pid],
+      reload: null,
+      async stop () { await stop(relay); await stop(app) }
+    }
   }
   const kind = name === 'nginx-haproxy' ? 'haproxy' : name
   const pool = POOL_FRONTS.includes(name) ? { poolArgs: ['--graceful-timeout', `${args.graceful}s`], bin: args.bin } : {}
@@ -366,7 +380,7 @@ async function main (args) {
   const names = []
   for (const name of args.fronts) {
     const nginx = () => unavailable('haproxy') ?? (has(NGINX) ? null : `${NGINX} not found`)
-    const why = name === 'direct' ? null : name === 'nginx-haproxy' ? nginx() : unavailable(name)
+    const why = name === 'direct' || name === 'relay' ? null : name === 'nginx-haproxy' ? nginx() : unavailable(name)
     if (why) skipped.push({ front: name, reason: why })
     else names.push(name)
   }

@@ -27,7 +27,7 @@ function raiseOpenFiles (want) {
 // Descriptors the busiest process of a front holds with `connections` open: a relay (the
 // embedded balancer, HAProxy, an nginx worker) two a connection, a worker one for each of its
 // share, plus some spare.
-const RELAYS = ['embedded', 'haproxy', 'nginx-haproxy']
+const RELAYS = ['relay', 'embedded', 'haproxy', 'nginx-haproxy']
 const SPARE_FDS = 200
 function descriptorsNeeded (front, connections, workers) {
   if (RELAYS.includes(front)) return 2 * connections + SPARE_FDS

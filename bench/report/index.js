@@ -879,7 +879,9 @@ function wsHow (data) {
   return [
     `${c.workers} workers per front (the pool with its defaults, its access log on, \`--graceful-timeout ${c.graceful}s\`;`,
     'Node\'s cluster round-robin, which WebSockets need no more than that: only Socket.IO\'s long-polling start needs',
-    `sticky sessions); "direct" is the app as one plain \`node\` process, no front. The app (\`${data.app}\`, the \`ws\``,
+    'sticky sessions); "direct" is the app as one plain `node` process, no front, and "relay" that process behind a',
+    'minimal TCP relay of Node\'s (`bench/lib/tcp-relay.js`, `pipe()` both ways: what one extra hop costs at least).',
+    `The app (\`${data.app}\`, the \`ws\``,
     'library without permessage-deflate) sends every message back as it came. The clients, a process of their own',
     `(one event loop: one client core), hold a connection per socket, opened at ${int(c.openRate)} a second.`,
     '*Handshake*: from the client\'s request to its `open`. *Memory*: VmRSS and Pss of every serving process (the',

@@ -8,6 +8,7 @@ const SERIES = [
   ['ideal', 'ideal central queue', '#222222'],
   ['direct', 'direct (no front)', '#8c8c8c'],
   ['minimal', 'minimal Node balancer (the floor)', '#7f7f7f'],
+  ['relay', 'minimal TCP relay (one hop\'s floor)', '#a6a6a6'],
   ['pool-worker', 'a pool worker, its own port', '#bcbd22'],
   ['embedded', 'embedded balancer', '#1f77b4'],
   ['embedded-k1', 'embedded, --worker-concurrency 1', '#9edae5'],

@@ -101,8 +101,9 @@ class Dispatcher {
     this.classify(job)
     if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
     this.overload?.arrived(job)
-    // Straight to a worker only past nobody: a place freed for a hand-off still due is the queue's.
-    if (job.longLived ? this.streams.length === 0 : this.queue.length === 0) {
+    // A place freed for a hand-off still due is the queue's: it is handed on first.
+    if (this.handOffsDue > 0) this.pump()
+    if (job.longLived || this.queue.length === 0) {
       const record = this.pick(job)
       if (record) { this.assign(job, record); return 'assigned' }
     }
@@ -182,8 +183,11 @@ class Dispatcher {
     this.pumpDue = true
     this.handOff(() => {
       this.pumpDue = false
-      this.pump()
-      this.checkDrains()
+      try {
+        this.pump()
+      } finally {
+        this.checkDrains()
+      }
     })
   }
 

@@ -277,6 +277,11 @@ class RequestPipeline {
     return res
   }
 
+  // Sending the response began and threw: the balancer's own error, which costs this request.
+  onSendError (job, attempt, err) {
+    this.internalError(job, err)
+  }
+
   // The worker switched protocols: the client gets its 101, and the two sockets are joined until
   // either side closes. The request keeps its open place on the worker (it holds no render
   // place) for the tunnel's life.

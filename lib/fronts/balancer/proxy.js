@@ -22,6 +22,7 @@
 //                                         app's request (X-Accel-Buffering: yes). The owner
 //                                         returns the ServerResponse to send it to (its head
 //                                         written), or null to drop it.
+//   owner.onSendError(job, attempt, err)  sending it threw (an error of the balancer's own)
 //   owner.onAttemptFailed(job, attempt, failure, error)
 //                                         before the response began, instead of onResponse.
 //                                         failure: refused | died | bad_response |
@@ -54,7 +55,7 @@ class RequestLimitError extends PoolError {
 }
 
 // The owner of an attempt it let go of: nothing more is told.
-const LET_GO = { onInterim () {}, onResponse () {}, onAttemptFailed () {}, onWorkerDone () {} }
+const LET_GO = { onInterim () {}, onResponse () {}, onSendError () {}, onAttemptFailed () {}, onWorkerDone () {} }
 
 // X-Accel-Buffering → the relay's mode.
 const MODES = { no: 'no', yes: 'store' }
@@ -195,8 +196,12 @@ class Attempt {
     this.settled = true
     const res = this.owner.onResponse(this.job, this)
     if (this.answering) return // the owner let go, or discarded it on an error of its own
-    if (res) this.sendTo(res)
-    else this.discard()
+    try {
+      if (res) this.sendTo(res)
+      else this.discard()
+    } catch (err) {
+      this.owner.onSendError(this.job, this, err)
+    }
   }
 
   fail (failure, error) {

@@ -17,8 +17,11 @@ t.test('no re-entrant write; the handler calls nothing back in its connection', 
       (err, stdout) => err ? reject(err) : resolve(stdout))
   })
   const path = JSON.parse(out)
+  t.ok(path.alone.called['Connection.onData'] > 0 && path.alone.called['Connection.send'] > 0,
+    'the worker connection\'s reads and writes were traced')
+  t.equal(path.handOff.sends, 2, 'both requests went to the worker')
+  t.ok(path.handOff.queued >= 1, 'the second waited in the queue for the first one\'s place')
   t.equal(path.handOff.reentrantWrites, 0, 'the queued request is written outside the first response\'s read')
-  t.ok(path.alone.calls > 0 && path.alone.objects > 0, 'the path was traced')
   for (const kind of path.alone.callBackKinds) {
     t.notMatch(kind, /→ (Connection|ConnectionPool)\./, `no call back into the worker connection (${kind})`)
     t.notMatch(kind, /→ Attempt\./, `no call back into the attempt (${kind})`)
