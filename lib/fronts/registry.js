@@ -1,22 +1,11 @@
 'use strict'
 
-// The fronts `pool start --balancer X` can put before the workers. Each entry says all that the
-// rest of the pool needs to know of its front, so that nothing outside fronts/ names one:
-//
-//   describe     one line for --help
-//   options()    its option table (in the schema's format)
-//   resolve(o, pool)  its options with their defaults, checked, or a PoolError (BAD_OPTION);
-//                builds nothing, opens nothing (`pool`: the pool's own options, resolved)
-//   relays       whether it relays each request itself, and so times it (--read-timeout,
-//                --max-request-time); where the front does not, the worker does
-//   listens      where its table says it listens for clients, { port, host } (option names), if
-//                it does: that port is one of the pool's own (checked against the workers',
-//                naming the control socket, below the stats port)
-//   failures()   the pool_failures_total reasons it counts, [{ reason, describe }]
-//   create(resolved, { logger })  the Front itself, from resolved options
-//
-// Modules load lazily: `--balancer none` never pays for the balancer, and the CLI can list every
-// flag for --help.
+// The fronts `--balancer X` can choose; each entry is all the pool knows of its front, so nothing outside
+// fronts/ names one. Modules load lazily (`none` never loads the balancer):
+//   describe; options() (its option table); resolve(o, pool) → resolved options or a PoolError (BAD_OPTION),
+//   opening nothing; relays: it times each request itself (--read-timeout, --max-request-time), else the worker
+//   does; listens: { port, host } option names of its client listener, a pool port; failures(): its
+//   pool_failures_total reasons [{ reason, describe }]; create(resolved, { logger }) → the Front.
 
 const { NoFront } = require('./front')
 const { poolError, codes } = require('../errors')
@@ -51,10 +40,9 @@ const FRONTS = {
   }
 }
 
-// What `pool start` puts in front of the workers when nothing says otherwise.
 const DEFAULT_FRONT = 'embedded'
 
-// The fronts whose modules are here (a trimmed install may lack one).
+// A trimmed install may lack a front's modules.
 function available () {
   return Object.keys(FRONTS).filter((name) => {
     try {
@@ -67,20 +55,18 @@ function available () {
   })
 }
 
-// The default front if it is here, else none.
 function defaultFront () {
   return available().includes(DEFAULT_FRONT) ? DEFAULT_FRONT : 'none'
 }
 
-// The registry entry of front `name`; a PoolError (BAD_OPTION) naming the fronts there are.
+// Throws a PoolError (BAD_OPTION) naming the fronts there are.
 function frontNamed (name) {
   if (typeof name === 'string' && Object.hasOwn(FRONTS, name)) return FRONTS[name]
   throw poolError(codes.BAD_OPTION,
     `balancer must be one of ${Object.keys(FRONTS).join(', ')} (got ${JSON.stringify(name)})`)
 }
 
-// Where front `name` listens for clients, from its options as given (defaults filled):
-// { name, flag, port, host }, or null for a front that listens on nothing of the pool's.
+// → { name, flag, port, host } from the options given (defaults filled), or null.
 function listenerOf (name, options = {}) {
   const { listens } = frontNamed(name)
   if (!listens) return null
@@ -94,8 +80,8 @@ function listenerOf (name, options = {}) {
   }
 }
 
-// The option of the port the fronts that listen take (--port): { key, spec }, or null. By it,
-// and by --worker-port otherwise, a pool's control socket is named.
+// → { key, spec } of the listening fronts' port option (--port), or null; it (else --worker-port) names
+// the control socket.
 function listenerPortOption () {
   for (const name of available()) {
     const { listens } = FRONTS[name]
@@ -104,7 +90,7 @@ function listenerPortOption () {
   return null
 }
 
-// Every front's pool_failures_total reasons, by front, for the metric's help text.
+// For the metric's help text.
 function frontFailures () {
   const out = {}
   for (const name of available()) out[name] = FRONTS[name].failures()

@@ -1,41 +1,22 @@
 'use strict'
 
-// What a worker prints (the app's console.log and console.error, the stack of an uncaught
-// error), as log records of the pool: each line of the worker's stdout or stderr becomes one
-// record tagged with the worker's slot and pid, so that the pool's stdout stays one JSON record
-// per line and every line says whose it is.
-//
-// The record (JSON form; the pretty form is one line, "[slot 2 pid 4242] text"):
-//   { level, time, slot, port, event: 'app-log', stream: 'stdout' | 'stderr', pid, msg,
-//     part?, more? }
-// stdout lines at info (30), stderr lines at warn (40). A line longer than MAX_LINE characters
-// comes as consecutive records `part` 1, 2, … of the same pid and stream; all but the last have
-// `more: true`. The slot of a reload's canary is 0.
-//
-// A line the worker runtime's own logger wrote (already a pool record: JSON with this worker's
-// pid and slot) goes out as it is, not wrapped (rendered readably in pretty mode).
-//
-// Lines of one stream of one worker come out once each and in order. Between a worker's stdout
-// and its stderr there is no order to keep: they are two pipes.
-//
-// Nothing piles up here, and nothing waits for the pool's own output: each chunk read (at most a
-// pipe's worth) is split and handed to the logger before the next is read, and the logger's
-// output takes it at once, into its bounded buffer or dropped and counted when that is full.
-// So the worker's pipe is always read, whoever reads the pool's stdout; only a partial line
-// waits here, bounded by MAX_LINE.
+// Each line a worker prints becomes one pool record, so the pool's stdout stays one JSON record per line:
+//   { level, time, slot, port, event: 'app-log', stream: 'stdout' | 'stderr', pid, msg, part?, more? }
+// stdout at info, stderr at warn; a line over MAX_LINE comes as `part` 1, 2, … (`more: true` but the last).
+// A line already a record of this worker's runtime goes out unwrapped. Order is kept per stream only.
+// Each chunk is handed to the logger before the next read, so the pipe is always drained; only a partial
+// line waits here.
 
 const { StringDecoder } = require('node:string_decoder')
 const pino = require('pino')
 
 const MAX_LINE = 16 * 1024
 const LEVEL_OF = { stdout: 'info', stderr: 'warn' }
-// pino writes `level` first: a cheap test before parsing a line that might be a pool record.
+// pino writes `level` first: a cheap test before parsing.
 const POOL_RECORD_START = '{"level":'
 
-// Chunks in (Buffers or strings), lines out: onLine(text, split) where split is null for a whole
-// line, or { part, more } for a piece of a line longer than maxLine. UTF-8 sequences split
-// across chunks are decoded whole; a trailing '\r' is dropped; end() flushes an unterminated
-// last line.
+// Chunks in, onLine(text, split) out: split is null for a whole line, else { part, more? }. UTF-8 split across
+// chunks is decoded whole; a trailing '\r' is dropped; end() flushes an unterminated last line.
 class LineSplitter {
   constructor ({ onLine, maxLine = MAX_LINE }) {
     if (!(maxLine >= 2)) throw new RangeError('maxLine must be at least 2')
@@ -95,8 +76,7 @@ function safeCut (text, n) {
   return code >= 0xd800 && code <= 0xdbff ? n - 1 : n
 }
 
-// Reads the child's stdout and stderr (forked with 'pipe' for both) into `logger`'s records.
-// Returns { done }: a promise settled when both streams have ended and their last lines are out.
+// → { done }: settles once both streams ended and their last lines are out.
 function captureOutput (child, { logger, slot, port, maxLine = MAX_LINE }) {
   const pid = child.pid
   const log = typeof logger.child === 'function' ? logger.child({ slot, port }) : bound(logger, { slot, port })
@@ -120,15 +100,13 @@ function captureOutput (child, { logger, slot, port, maxLine = MAX_LINE }) {
   return { done }
 }
 
-// A logger without child(): the fields go into each record.
 function bound (logger, fields) {
   const log = {}
   for (const level of Object.values(LEVEL_OF)) log[level] = (obj, text) => logger[level]({ ...fields, ...obj }, text)
   return log
 }
 
-// A line the worker's runtime logged is written to the logger's destination as it is. Returns
-// false when `line` is not one (the caller wraps it as app output).
+// Writes a line the worker's runtime logged as it is; false when it is not one.
 function passThrough (logger, line, { pid, slot }) {
   if (!line.startsWith(POOL_RECORD_START)) return false
   let record

@@ -1,10 +1,7 @@
 'use strict'
 
-// The first step of a reload: one process of the new code boots on an ephemeral port, outside
-// every slot and front. If it cannot become ready, the reload stops there and every old worker
-// keeps serving: a deploy of broken code costs no capacity at all. The canary only watches one
-// process; the supervisor forks it, routes its events here, asks `check` each tick, and kills
-// it once the answer is in.
+// A reload's first step: one process of the new code on an ephemeral port, outside every slot and front, so
+// broken code costs no capacity. The supervisor forks it, routes its events here, asks `check`, then kills it.
 
 class Canary {
   constructor ({ now, bootTimeout, signal }) {
@@ -30,8 +27,7 @@ class Canary {
 
   onExit (code, signal) { this.exit = { code, signal } }
 
-  // The new code broke the pool channel: it cannot be supervised, so it
-  // failed.
+  // It cannot be supervised: failed.
   onChannelBroken (problem) {
     this.error = this.error || { message: `the new code broke the pool channel: ${problem}` }
     this.kill()
@@ -43,8 +39,7 @@ class Canary {
     this.exit = { code: null, signal: null }
   }
 
-  // 'booting', 'ready', or { failed: { message, stack } }. Only a question: ready or failed, the
-  // tick kills it (it served its purpose).
+  // 'booting', 'ready', or { failed: { message, stack } }; a question only.
   check (now) {
     if (this.readyAt !== null) return 'ready'
     if (this.exit) {

@@ -1,23 +1,11 @@
 'use strict'
 
-// What a pool that is gone left running: ended by its reaper the moment its supervisor dies
-// (findOrphans), and by the next pool on the same ports before it binds
-// them (endLeftovers), for what escaped the reaper: a reaper killed with its supervisor, a
-// process started after its sweep.
-//
-// How they are found (Linux, /proc): every worker is forked with POOL_SUPERVISOR="<pid>:<start
-// time>" of its supervisor and PORT=<its slot's port> in its environment, which the app's
-// processes inherit unless the app gives them another environment. A process so marked whose
-// supervisor no longer runs (no process has that pid with that start time, so a reused pid does
-// not count), with a PORT among this pool's worker ports, belongs to a pool that is gone from
-// these ports. Then every process marked by that same dead supervisor is a leftover, and so is
-// every process in the session of one: a worker's session holds the app's processes even when
-// they were given another environment, and a marked process still in it keeps the session's
-// number from being reused. A session whose leader still runs unmarked (a terminal's shell
-// that somehow got the mark) is never touched, nor is this process's own session.
-//
-// They get SIGTERM, and SIGKILL `killTimeout` ms later if still there (endProcesses). The pool
-// says so in one log line, and starts.
+// What a gone pool left running: ended by its reaper when its supervisor dies (findOrphans), and by the next
+// pool on the same ports before it binds them (endLeftovers). Workers carry POOL_SUPERVISOR="<pid>:<start time>"
+// and PORT, inherited by the app's processes: one whose supervisor no longer runs (pid and start time, so reuse
+// does not count), on one of our ports, marks that supervisor gone. Its leftovers: every process it marked and
+// every process in the session of one, but never a session led by an unmarked process, nor our own.
+// SIGTERM, then SIGKILL `killTimeout` ms later (endProcesses); one log line.
 
 const fs = require('node:fs')
 const { readStat } = require('../shared/proc')
@@ -28,21 +16,19 @@ const KILL_WAIT = 1000 // ms the SIGKILLed have to be gone before the pool goes 
 
 let ownMark = null
 
-// This process's mark, "<pid>:<start time>", for the workers it forks.
 function supervisorMark () {
   if (ownMark === null) ownMark = `${process.pid}:${readStat(process.pid)?.startTime ?? ''}`
   return ownMark
 }
 
-// The supervisor a mark names still runs (a zombie, dead but not yet reaped, does not).
+// A zombie does not run.
 function supervisorRuns (mark) {
   const [pid, startTime] = mark.split(':')
   const stat = readStat(Number(pid))
   return stat !== null && stat.state !== 'Z' && stat.startTime === startTime
 }
 
-// { supervisor, port } from a process's environment, or null when it carries no mark (or is
-// not ours to read: another user's).
+// → { supervisor, port }, or null: no mark, or not ours to read.
 function markOf (pid) {
   let text
   try { text = fs.readFileSync(`/proc/${pid}/environ`, 'latin1') } catch { return null }
@@ -56,7 +42,7 @@ function markOf (pid) {
   return supervisor ? { supervisor, port } : null
 }
 
-// Every live process: { pid, startTime, session }, or null without /proc.
+// → [{ pid, startTime, session }] but ours, or null without /proc.
 function processes () {
   let names
   try { names = fs.readdirSync('/proc') } catch { return null }
@@ -70,9 +56,7 @@ function processes () {
   return list
 }
 
-// Every live process but this one and its session's, and those of them carrying a mark not this
-// process's own: { all, marked: [{ pid, startTime, session, supervisor, port }] }, or null
-// without /proc.
+// → { all, marked } outside our session, marked: those with another supervisor's mark; null without /proc.
 function scan () {
   const all = processes()
   const own = readStat(process.pid)
@@ -98,15 +82,12 @@ function findLeftovers ({ ports }) {
   return leftoversOf(gone, seen)
 }
 
-// What the supervisor marked `mark` left: its reaper's sweep once that supervisor is gone (known
-// by its end of a pipe closing: it need not be reaped yet). Same shape as findLeftovers.
+// The reaper's sweep once supervisor `mark` is gone (its pipe closed; it may not be reaped yet).
 function findOrphans ({ mark }) {
   const seen = scan()
   return seen === null ? NOTHING : leftoversOf(new Set([mark]), seen)
 }
 
-// Every process marked by a supervisor in `gone`, and every process in the session of one, but
-// a session whose leader runs unmarked, or marked by another.
 function leftoversOf (gone, { all, marked }) {
   if (gone.size === 0) return NOTHING
   const byPid = new Map(all.map((p) => [p.pid, p]))
@@ -122,16 +103,14 @@ function leftoversOf (gone, { all, marked }) {
   return { found, supervisors: [...gone].map((mark) => Number(mark.split(':')[0])) }
 }
 
-// Signals `p` only if it is still the process found (same start time): its pid may have been
-// freed and reused meanwhile.
+// Only if still the process found (same start time): its pid may have been reused.
 function signalFound (p, sig) {
   const stat = readStat(p.pid)
   if (!stat || stat.state === 'Z' || stat.startTime !== p.startTime) return false
   try { process.kill(p.pid, sig); return true } catch { return false }
 }
 
-// Gone means its files are closed, so its ports free: a zombie whose other threads are still
-// exiting (a Node process has several) may still hold them.
+// Gone means its ports are free: a zombie whose other threads still exit may hold them.
 function stillThere (found) {
   return found.filter((p) => {
     const stat = readStat(p.pid)
@@ -151,8 +130,7 @@ function threadsLeft (pid) {
   })
 }
 
-// SIGTERM to each process found, SIGKILL `killTimeout` ms later to what is still there; resolves
-// once they are gone (or KILL_WAIT after the SIGKILL): { ended: [pids], killed: [pids] }.
+// Resolves once gone (or KILL_WAIT after the SIGKILL): { ended: [pids], killed: [pids] }.
 async function endProcesses (found, { killTimeout }) {
   const ended = found.filter((p) => signalFound(p, 'SIGTERM'))
   let left = stillThere(ended)
@@ -167,8 +145,7 @@ async function endProcesses (found, { killTimeout }) {
   return { ended: ended.map((p) => p.pid), killed: killed.map((p) => p.pid) }
 }
 
-// Finds and ends the leftovers on `ports`; logs one line when there were any. Resolves
-// { ended: [pids], killed: [pids], supervisors: [pids] }.
+// Resolves { ended, killed, supervisors } (pids).
 async function endLeftovers ({ ports, killTimeout, logger }) {
   const { found, supervisors } = findLeftovers({ ports })
   if (found.length === 0) return { ended: [], killed: [], supervisors }
@@ -188,9 +165,7 @@ function range (ports) {
 
 function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
 
-// Every process still running that a supervisor no longer running forked, or that inherited
-// its mark: [{ pid, startTime, supervisor, port }]. The suite checks with it, after its last
-// test, that no pool left anything behind (test/no-leftovers.js).
+// Processes marked by a supervisor no longer running, for test/no-leftovers.js.
 function orphansOfDeadSupervisors () {
   const all = processes() ?? []
   return all.map((p) => ({ ...p, ...markOf(p.pid) })).filter((p) => p.supervisor && !supervisorRuns(p.supervisor))

@@ -1,22 +1,11 @@
 'use strict'
 
-// Workers and the processes the app starts. Every worker is forked detached, so it leads its own
-// session and process group (both numbered by its pid), and whatever the app spawns without
-// `detached: true` joins that group. Signalling the group (kill(-pgid)) reaches those children
-// too. A child may make a group of its own inside the worker's session (coreutils `timeout`
-// does, and a shell with job control puts each job in one): the group signal misses it, so it
-// is signalled by its pid, found in /proc as a member of the worker's session (a "stray").
-// Children the app spawns with `detached: true` start a session of their own: out of reach.
-//
-// The danger is pid reuse. Once a group or session is empty, the kernel may give its number to a
-// new process, which may lead a group of its own, and kill(-pgid) would then hit a stranger. The
-// kernel frees a number only when no process uses it as its pid, group or session id, hence:
-// - Until Node has reaped the worker, its pid, so its group's and session's number, cannot be
-//   reused: signalling them is safe (signalWorker).
-// - Once the worker is reaped, what is left of its session is a Remnant: the processes found in
-//   it right at the reap. The number stays taken while one of them lives on in the session, so
-//   every signal is sent only after checking that one does, in the same synchronous step: the
-//   window left is the few microseconds between that check and kill(2).
+// Signalling a worker and what its app started. Workers are forked detached: each leads a session and group
+// numbered by its pid, so kill(-pgid) reaches the app's children; those in a group of their own inside the
+// session (`timeout`, shell jobs) are "strays", signalled by pid via /proc. `detached: true` ones are out of reach.
+// Pid reuse: the kernel frees a number only once no process uses it as pid, group or session id. Before the
+// reap the worker pins it (signalWorker); after, a Remnant signals only after checking, in the same step, that
+// a process seen at the reap still lives in the session.
 
 const { readStat, sessionMembers } = require('../shared/proc')
 
@@ -31,8 +20,7 @@ function signalGroup (pgid, sig) {
   try { process.kill(-pgid, sig); return true } catch { return false }
 }
 
-// `child` is a worker's ChildProcess. Its whole session while it is not reaped, else nothing: its
-// exit is being handled, and its session, if anything is left of it, is a Remnant's business.
+// Signals a worker's (ChildProcess) whole session while it is unreaped; after that, a Remnant's business.
 function signalWorker (child, sig) {
   if (child.exitCode !== null || child.signalCode !== null) return false
   const sent = signalGroup(child.pid, sig)
@@ -41,9 +29,7 @@ function signalWorker (child, sig) {
   try { return child.kill(sig) } catch { return false }
 }
 
-// The processes of session `sid` outside its leader's group, each by its pid, checked just
-// before (same start time, still in the session). The caller knows the number is still the
-// session's (its leader is unreaped, or a Remnant is pinned).
+// Session `sid`'s processes outside its leader's group, each rechecked first. The caller knows `sid` is pinned.
 function signalStrays (sid, sig) {
   for (const [pid, startTime] of sessionMembers(sid) ?? []) {
     const stat = readStat(pid)
@@ -54,7 +40,6 @@ function signalStrays (sid, sig) {
   }
 }
 
-// What is left of a worker's session after the worker itself exited.
 class Remnant {
   constructor (pgid, members) {
     this.pgid = pgid
@@ -64,8 +49,7 @@ class Remnant {
     this.giveUpAt = Infinity
   }
 
-  // One process seen at the reap (same pid, same start time) still lives in the worker's session,
-  // so the number of the worker's group and session is still taken by the worker's processes.
+  // A process seen at the reap (same pid and start time) still lives in the session: the number is still ours.
   get pinned () {
     for (const [pid, startTime] of this.members) {
       const stat = readStat(pid)
@@ -81,15 +65,12 @@ class Remnant {
     return true
   }
 
-  // Zombies wait for their new parent (init) to reap them; they run nothing and count as gone.
-  // A session no longer pinned may be a stranger's by now: gone, as far as we may know.
+  // Zombies count as gone; an unpinned session may be a stranger's by now.
   get gone () { return !this.pinned }
 }
 
-// Called from the worker's 'exit' listener, in the same step as Node's reap of it, so that the
-// processes found in its session are its leftovers. They are sent SIGTERM at once; the Remnant
-// returned (null when nothing is left) lets the supervisor SIGKILL them later. Without /proc
-// (not Linux) the SIGTERM to the group is all we can safely do.
+// Call from the worker's 'exit' listener (same step as the reap): SIGTERMs the session's leftovers and returns
+// their Remnant, or null. Without /proc only the group's SIGTERM is safe.
 function captureRemnant (pgid) {
   try {
     if (!isGroupId(pgid)) return null
@@ -104,9 +85,8 @@ function captureRemnant (pgid) {
   }
 }
 
-// The remnants the pool still waits for: SIGKILL at --kill-timeout after their SIGTERM, and
-// forgotten once gone, or KILL_GRACE after the SIGKILL if something survives even that (a
-// process stuck in the kernel), so that nothing here can keep a stop from finishing.
+// Remnants awaited: SIGKILL --kill-timeout after SIGTERM, forgotten once gone or KILL_GRACE after the SIGKILL
+// (a process stuck in the kernel must not hold up a stop).
 class Remnants {
   constructor ({ logger, killTimeout }) {
     this.logger = logger
@@ -140,8 +120,7 @@ class Remnants {
     }
   }
 
-  // When the tick should sweep next: remnants are not our children, so only a look tells that
-  // they are gone.
+  // Remnants are not our children: only a look tells they are gone.
   nextSweep (now) { return this.pending.size > 0 ? now + SWEEP_EVERY : Infinity }
 
   killAll (now) {

@@ -1,25 +1,11 @@
 'use strict'
 
-// Nothing outlives a killed supervisor: one small process per pool, its reaper, ends what the
-// supervisor leaves running the moment the supervisor is gone, even a worker whose event loop
-// is stuck for good (a render in an endless loop, a synchronous wait), which can notice nothing
-// by itself. The reaper holds one end of a pipe whose other end only the supervisor holds: when
-// the supervisor dies, however (SIGKILL, the OOM killer, a crash), the kernel closes its end and
-// the reaper reads the end of the stream at once. It then does what the next pool on the same
-// ports would do at its start (findOrphans), for its own supervisor only: every
-// process carrying that supervisor's mark (the workers, a reload's canary, the app's processes
-// that kept the environment) and every process in a worker's session gets SIGTERM, and whatever
-// is left --kill-timeout later SIGKILL, each checked by its start time before it is signalled.
-//
-// It waits on that one read and nothing else: no timer, no thread, asleep until the end. It runs
-// in a session of its own (a terminal's Ctrl-C, or a signal to the supervisor's process group,
-// does not reach it), from `/` (a removed working directory is no obstacle), with the code it
-// needs loaded from the start (the pool's files may be gone by the time it needs them). A
-// stopped pool ends it first; a reaper that dies while its pool runs is started again.
-//
-// Cost: one Node process per pool, asleep (about 40 MB resident, of which some 6 MB its own: the
-// rest is the node binary's pages, shared with the supervisor and the workers); per worker,
-// nothing.
+// Nothing outlives a killed supervisor, not even a worker stuck for good: each pool has a reaper process
+// holding a pipe whose other end only the supervisor holds. However the supervisor dies, the kernel closes its
+// end; the reaper reads the end and ends what that supervisor marked (findOrphans, endProcesses). It waits on
+// that read alone (no timer), in its own session (no Ctrl-C), from `/`, its code loaded up front (the pool's
+// files may be gone). A stopped pool ends it; one that dies while its pool runs is restarted.
+// Cost: one sleeping Node process per pool (~6 MB of its own), nothing per worker.
 
 const path = require('node:path')
 const { spawn } = require('node:child_process')
@@ -27,7 +13,6 @@ const { MARK } = require('./leftovers')
 
 const RESTART_DELAY = 1000 // ms before a reaper that died while its pool runs is started again
 const QUIET = 60000 // ms: a reaper failing again within this is said at debug, not warn
-// What the reaper is told by its environment (and the supervisor's mark, MARK).
 const ENV = {
   killTimeout: 'POOL_REAPER_KILL_TIMEOUT',
   logLevel: 'POOL_REAPER_LOG_LEVEL',
@@ -37,7 +22,7 @@ const ENV = {
 // ── in the supervisor ─────────────────────────────────────────────────────────────────────────
 
 class Reaper {
-  // mark: the supervisor's (supervisorMark); logger: the pool's.
+  // mark: supervisorMark().
   constructor ({ mark, killTimeout, logLevel = 'info', logFormat = 'auto', logger }) {
     this.settings = { mark, killTimeout, logLevel, logFormat }
     this.logger = logger
@@ -77,7 +62,6 @@ class Reaper {
     return this
   }
 
-  // While the pool runs, a pool without a reaper loses a guarantee: said, and mended.
   failed (what, err) {
     const now = performance.now()
     const level = now - this.lastFailure > QUIET ? 'warn' : 'debug'
@@ -90,7 +74,7 @@ class Reaper {
     this.restart.unref()
   }
 
-  // The pool stopped, every worker gone: the reaper has nothing to wait for.
+  // Once every worker is gone.
   stop () {
     this.stopped = true
     clearTimeout(this.restart)
@@ -113,7 +97,6 @@ function spawnReaper ({ mark, killTimeout, logLevel, logFormat }) {
   return spawn(process.execPath, [__filename], {
     cwd: path.parse(__dirname).root,
     detached: true,
-    // Its stdin is the pipe; what it says goes where the pool's own lines go.
     stdio: ['pipe', 'inherit', 'inherit'],
     env
   })
@@ -148,10 +131,8 @@ function main (env = process.env) {
   process.stdin.on('error', sweep)
 }
 
-// One warn line, as the pool's logger writes them (JSON, or rendered for a person), written to
-// fd 1 itself. Never through process.stdout: the reaper's fd 1 is the supervisor's, one open
-// pipe or terminal shared by both, and making that stream would make it non-blocking for the
-// supervisor too, whose logger then sleeps at every full pipe.
+// One warn line, as the pool's logger would write it, straight to fd 1: never process.stdout, which would make
+// the fd it shares with the supervisor non-blocking for the supervisor too.
 const WARN = 40
 const LEVELS = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity }
 

@@ -1,16 +1,9 @@
 'use strict'
 
-// The bookkeeping of one rolling reload: its stages, which slots it replaced, its outcome. It
-// acts on nothing and decides nothing; the supervisor's tick does (Pool#advanceReload, the one
-// place a reload moves on and ends):
-//
-//   canary   one process of the new code boots outside every slot (a Canary). If
-//            it cannot become ready, the reload fails and no slot is touched.
-//   rolling  the canary was ready: the pool's code generation goes up, and the tick's replace
-//            step drains every worker of an older code generation, `reloadBatch` at a time,
-//            through the same path as recycling. A drained slot respawns at once, with the new
-//            code. Done when every wanted slot runs the new code and is ready; failed if a
-//            process of the new code dies before ready (`failure`).
+// One rolling reload's bookkeeping; Pool#advanceReload decides. Stages (docs/decisions/0015):
+//   canary   a Canary of the new code boots outside every slot; not ready: the reload fails, no slot touched.
+//   rolling  the code generation goes up and the replace step drains older workers `reloadBatch` at a time.
+//            Done when every wanted slot is ready on the new code; failed if one dies before ready.
 
 const { poolError, codes } = require('../errors')
 
@@ -21,7 +14,7 @@ class Reload {
     this.stage = 'canary' // → rolling → done | aborted
     this.canary = null
     this.codeGeneration = null // the code generation it rolls out, once the canary was ready
-    this.failure = null // why it must fail, once a worker of its code failed to boot
+    this.failure = null // once a worker of its code failed to boot
     this.oldPids = new Map() // slot → pid of the process drained for this reload
     this.replaced = [] // { slot, oldPid, newPid }
     this.done = new Promise((resolve, reject) => { this.resolve = resolve; this.reject = reject })
@@ -54,8 +47,7 @@ class Reload {
       `slot ${handle.slot} reloaded: pid ${oldPid} → ${handle.pid}`)
   }
 
-  // A worker died before ready: if it ran the new code, the reload fails (the first such death
-  // is the one told).
+  // The first worker of the new code to die before ready fails the reload.
   workerFailedBoot (handle) {
     if (!this.rolling || handle.codeGeneration !== this.codeGeneration || this.failure) return
     this.failure = handle.lastError || { message: `slot ${handle.slot}'s new worker exited before becoming ready` }

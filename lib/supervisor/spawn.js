@@ -1,10 +1,7 @@
 'use strict'
 
-// What the supervisor needs from the operating system to run workers: the app's path, free
-// ports, forking a worker (the bootstrap, in a session and process group of its own, with the
-// slot's environment and the user's node flags, its output captured as log records), its
-// events, signalling it, and the clock and its timer. `SYSTEM` is all of it in one object, so
-// that tests can drive the supervisor with a fake one.
+// What the supervisor needs from the OS: the app's path, free ports, forking and watching and signalling
+// workers, the clock and its timer. `SYSTEM` bundles it so tests can drive the supervisor with a fake one.
 
 const childProcess = require('node:child_process')
 const fs = require('node:fs')
@@ -23,14 +20,10 @@ const { EVENT } = require('./events')
 const { checkInInterval } = require('./worker-handle')
 
 const BOOTSTRAP = path.join(__dirname, '..', 'worker', 'bootstrap.js')
-// The embedded balancer accepts requests under Node's default 16 KiB header limit and forwards
-// them with headers of its own (X-Forwarded-For, X-Request-Id...): a worker must accept more.
+// The balancer accepts Node's default 16 KiB of headers and adds its own: a worker must accept more.
 const HEADER_LIMIT = '--max-http-header-size=32768'
 
-// `slot` and `port` are the handle's (0 for a reload's canary), `workers` the pool's target.
-// The worker's stdout and stderr are pipes read by the supervisor (captureOutput):
-// what the app prints reaches the pool's log (`logger`, the supervisor's) as records tagged with
-// slot and pid, not raw text between the JSON lines.
+// `slot` 0 is a reload's canary; `workers` the pool's target. The app's output becomes log records (captureOutput).
 function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
   const child = spawnWorker({ options: o, app, workers, slot, host, port })
   captureOutput(child, { logger, slot, port })
@@ -39,22 +32,17 @@ function forkWorker ({ options: o, logger, app, workers, slot, host, port }) {
 
 function spawnWorker ({ options: o, app, workers, slot, host, port }) {
   const env = { ...process.env, ...o.env }
-  // Node's own IPC channel is never set up in a worker (through it the app could break the
-  // supervisor), even when the options' env names one.
+  // Never Node's own IPC channel: through it the app could break the supervisor.
   delete env.NODE_CHANNEL_FD
   delete env.NODE_CHANNEL_SERIALIZATION_MODE
   const execArgv = withHeaderLimit(o.execArgv || process.execArgv.filter((a) => !a.startsWith('--inspect')), env)
   return spawnReleasingPipes(process.execPath, [...execArgv, BOOTSTRAP, ...(o.args || [])], {
-    // Without a `cwd` the worker inherits the supervisor's working directory, even one removed
-    // since the pool started (an old release's directory cleaned up by a deploy): a path to it,
-    // process.cwd()'s, would fail every respawn with ENOENT.
+    // Inherited, not process.cwd()'s path: a deploy may have removed it (ENOENT on every respawn).
     cwd: o.cwd || undefined,
-    // stdout and stderr for the app's output, and the pool channel at fd CHANNEL_FD.
+    // The app's output, and the pool channel at fd CHANNEL_FD.
     stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    // Own session and process group: a terminal's Ctrl-C reaches the supervisor only, which
-    // then stops the workers gracefully instead of every worker dying mid-request at once; and
-    // the supervisor can signal a worker together with the processes its app started
-    // (signalWorker).
+    // Own session and group: Ctrl-C reaches the supervisor only (a graceful stop), and signalWorker reaches
+    // the app's processes too.
     detached: true,
     env: {
       ...env,
@@ -64,29 +52,21 @@ function spawnWorker ({ options: o, app, workers, slot, host, port }) {
       POOL_WORKER_HOST: host,
       POOL_APP: app,
       POOL_LOG_LEVEL: o.logLevel,
-      // How often it checks in, idle and while it holds requests (worker-handle.js).
       POOL_HEARTBEAT_INTERVAL: String(o.heartbeatInterval),
       POOL_CHECK_IN_INTERVAL: String(checkInInterval(o)),
-      // How many requests its guard renders at once (--worker-concurrency), and the limits on each
-      // request it enforces itself (where no front of the pool's relays them): "read,total" ms.
+      // Limits it enforces where no front relays requests: "read,total" ms.
       POOL_WORKER_CONCURRENCY: String(o.workerConcurrency ?? 1),
       POOL_REQUEST_LIMITS: `${o.workerLimits?.read ?? 0},${o.workerLimits?.total ?? 0}`,
       [channel.CHANNEL_ENV]: String(channel.CHANNEL_FD),
       POOL_KILL_TIMEOUT: String(o.killTimeout),
-      // Who forked it: by it the pool's reaper finds what this process left running once it is
-      // gone, and so does a later pool (endLeftovers).
+      // Who forked it: how the reaper, or a later pool (endLeftovers), finds what it left running.
       [MARK]: supervisorMark()
     }
   })
 }
 
-// child_process.spawn() makes a handle for each stdio pipe before it forks, and a fork that
-// fails with EMFILE or ENFILE returns before any stream is made of them, never closing them
-// (Node 20): three handles lost per failed fork (memory, no descriptor), while a slot out
-// of descriptors retries as long as that lasts. They are only in the options Node hands its
-// ChildProcess's spawn(): seen on the way in (synchronously: nothing else runs meanwhile), and
-// closed when the fork failed that way. Should Node close them itself one day, closing a closed
-// handle does nothing.
+// A fork failing with EMFILE/ENFILE leaks the stdio pipes' handles (Node 20), and such a slot retries for as
+// long as that lasts. Catch them on their way into ChildProcess#spawn (synchronous) and close them.
 function spawnReleasingPipes (file, args, options) {
   const { ChildProcess } = childProcess
   const spawnChild = ChildProcess.prototype.spawn
@@ -112,7 +92,7 @@ function closePipeHandles (stdio) {
   }
 }
 
-// The pool's header limit, unless the user chose one (in execArgv or in NODE_OPTIONS).
+// Unless the user chose one (execArgv or NODE_OPTIONS).
 function withHeaderLimit (execArgv, env) {
   const flags = [...execArgv, ...String(env.NODE_OPTIONS || '').split(/\s+/)]
   return flags.some((a) => a.startsWith('--max-http-header-size')) ? execArgv : [...execArgv, HEADER_LIMIT]
@@ -133,10 +113,8 @@ function resolveApp (app, cwd = process.cwd()) {
   return throughSymlinks(file, resolved)
 }
 
-// require.resolve() follows symlinks, and the app's path must not: a deploy that points a
-// `current` symlink at a new release and then reloads must get the new release. So the path
-// the workers load keeps the links the user gave (`current/server.js`, not the release it points
-// to today), and each new worker follows them when it loads the app.
+// require.resolve() follows symlinks; keep the user's (`current/server.js`) so a reload after a deploy that
+// repoints `current` loads the new release.
 function throughSymlinks (file, resolved) {
   for (let dir = file; ; dir = path.dirname(dir)) {
     let real
@@ -161,9 +139,8 @@ function bindError (port, host) {
   })
 }
 
-// Every slot's port must be free before its first worker is forked (at start, and for the slots
-// a scale-up adds). `slots[i]` is the slot of `ports[i]` (default: 1, 2, ...). `ours(slot)`: the
-// port is taken by the pool's own worker by now (another scale got there first): not an error.
+// Each slot's port must be free before its first fork. `slots[i]` is `ports[i]`'s slot (default 1, 2, ...);
+// `ours(slot)`: the pool's own worker took it meanwhile (another scale), not an error.
 async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i) => i + 1), ours = () => false }) {
   for (const [i, port] of ports.entries()) {
     const err = await system.bindError(port, host)
@@ -175,17 +152,14 @@ async function checkWorkerPorts (system, { host, ports, slots = ports.map((_, i)
   }
 }
 
-// A child's events, as events of the supervisor's loop (./events.js): `enqueue({ type, handle |
-// canary, child, ... })`, the same types for a slot's worker and a reload's canary. What the app
-// sends is checked at this door: a frame that breaks the pool channel's framing is one `channel-broken` event (the loop
-// kills the process), a message the loop cannot use (messages.parseWorkerMessage) is dropped.
-// `onGone()`: called at the reap, for the fronts (below).
+// A worker's or canary's events, as loop events (./events.js) via `enqueue`. A broken frame is one
+// `channel-broken` (the loop kills it); an unusable message is dropped. `onGone()`: at the reap, for the fronts.
 function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue, onGone }) {
   const base = { handle, canary, child }
   const end = channel.supervisorEnd(child)
   if (end) {
     channel.readFrames(end, {
-      // Thousands a second under load: no more made per message than the event itself.
+      // Hot path: nothing allocated per message beyond the event.
       onMessage: (raw) => {
         const message = msg.parseWorkerMessage(raw)
         if (message) enqueue({ handle, canary, child, type: EVENT.MESSAGE, message })
@@ -193,16 +167,9 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
       onError: (problem) => enqueue({ ...base, type: EVENT.CHANNEL_BROKEN, problem, pid: child.pid })
     })
   }
-  // The one event source that acts, twice, right at the reap. First, while the group's number
-  // is surely the worker's, what is left of its group gets its SIGTERM
-  // (captureRemnant). Then the fronts hear that the worker is gone (onGone: out
-  // of the balancer's rotation, MAINT in HAProxy): to a front a dead worker looks like the free
-  // one, and until it hears, every request it holds goes there and is refused, so this must not
-  // wait for the worker's output to be read or for the tick (measured in bench/death-notice.js).
-  // It only takes the worker out of rotation; the tick still does everything else, and its own
-  // announcement of the same exit does nothing (Pool.announceGone is once per process). The exit
-  // is told once the worker's last lines and messages are read (afterOutputRead):
-  // its `exit` line comes after them, and the pool's `stopped` after every worker's output.
+  // Acts at the reap, not at the tick: SIGTERM the remnant while its number is surely ours, then onGone, since
+  // a front sends every request to a dead worker (it looks free) until told (bench/death-notice.js).
+  // The exit event waits for the worker's last output, so its `exit` line comes after it.
   child.on('exit', (code, signal) => {
     const exit = {
       ...base,
@@ -220,15 +187,11 @@ function watchChild (child, { handle, canary, who, slot, captureRemnant, enqueue
       enqueue(exit)
     })
   })
-  // A fork that failed (EMFILE, ENFILE, EAGAIN) emits 'error' and no 'exit': no process ever
-  // ran, so this is no exit, and nothing the app did.
+  // A failed fork (EMFILE, ENFILE, EAGAIN): 'error', no 'exit', no process.
   child.on('error', (error) => { if (child.pid === undefined) enqueue({ ...base, type: EVENT.SPAWN_ERROR, error }) })
 }
 
-// A worker's stdout, stderr and channel close when it exits, unless a process its app started
-// still holds them (it got its SIGTERM at the reap, above): then the exit is told after
-// OUTPUT_GRACE ms all the same, and that process's last lines come after it, tagged with the
-// worker's pid.
+// A process the app started may hold the worker's pipes open: the exit is told after OUTPUT_GRACE ms anyway.
 const OUTPUT_GRACE = 200
 
 function afterOutputRead (child, fn) {
@@ -254,7 +217,7 @@ const SYSTEM = Object.freeze({
   cpuTime,
   bindError,
   endLeftovers,
-  // The pool's reaper, started: { stop() }.
+  // → { stop() }
   startReaper: ({ killTimeout, logLevel, logFormat, logger }) => new Reaper({
     mark: supervisorMark(),
     killTimeout,
@@ -262,8 +225,7 @@ const SYSTEM = Object.freeze({
     logFormat,
     logger
   }).start(),
-  // The pool's clock is monotonic: a step of the wall clock (NTP, a VM resumed) moves no
-  // deadline. The wall clock only labels instants for people. Whole ms, as the deadlines are.
+  // Monotonic whole ms: a wall clock step moves no deadline (docs/decisions/0004); wallClock only labels.
   now: () => Math.floor(performance.now()),
   wallClock: () => Date.now(),
   setTimer: (fn, ms) => setTimeout(fn, ms),

@@ -1,34 +1,13 @@
 'use strict'
 
-// One object per slot: which process holds the slot, in which state, until when, and what
-// happens when that time comes. The policy of a worker's life is the handle's own: the deadline
-// of each state, the drain's STOP → SIGTERM → SIGKILL escalation, what an exit was, and when the
-// slot may start again. The supervisor tells the handle what happened
-// through methods named for it (attach, heard, checkedIn, released, retired, exited…) and never
-// writes its fields; it asks what is due (`due`, a question only) and acts on the answer where
-// other parties are concerned (fronts hear of a kill before the signal, events, logs), recording
-// what it did through the handle again (kill, terminate, askToStop). It never re-implements the
-// policy.
-//
-// States and the only changes allowed between them; each change is reported to `onState` once,
-// and `state` cannot be written from outside:
-//
-//   from       to                                   on
-//   dead       booting                              a process is forked for the slot
-//   booting    ready                                the worker listens (message 'ready')
-//   booting    warming → ready                      with --warmup: it listens, then answered
-//                                                   its warm-up requests
-//   ready      busy ⇄ ready                         its check-in says it holds requests, or none
-//   booting, warming, ready, busy  draining         stop, reload, scale-down, recycling, a
-//                                                   listener that closed (the port refuses)
-//   any live   dead                                 the process exited, or its fork failed
-//                                                   (respawn at `respawnAt`)
-//   draining   dead                                 it left the slot's port with requests still
-//                                                   open (retired: it finishes them outside the
-//                                                   slot, which respawns)
-//   booting, warming  given-up                      it exited before ready, the last allowed time
-//   given-up   dead                                 a reload revives the slot with new code, or
-//                                                   --given-up-retry has passed
+// One object per slot: its process, state and deadlines, and the policy of a worker's life (each state's
+// deadline, the drain's STOP → SIGTERM → SIGKILL, what an exit was, when the slot may start again). The pool
+// tells it what happened (attach, heard, checkedIn, released, retired, exited…), never writes its fields, asks
+// `due`, and records what it did (kill, terminate, askToStop). Each state change is told to `onState` once:
+//   dead → booting (forked) → [warming (--warmup) →] ready ⇄ busy (check-ins: requests held or none)
+//   booting, warming, ready, busy → draining (stop, reload, scale-down, recycling, listener closed)
+//   any live → dead (exited or fork failed; respawn at `respawnAt`); draining → dead also when retired
+//   booting, warming → given-up (the last allowed boot failure) → dead (reload or --given-up-retry)
 
 const { signalWorker } = require('./process-group')
 const channel = require('../protocol/channel')
@@ -43,19 +22,15 @@ const TRANSITIONS = Object.freeze({
   'given-up': ['dead']
 })
 
-// Exit reasons: 'crashed', 'boot-failed' (exited before ready), a kill reason ('timeout' (its
-// loop stopped while it was active: it held requests, or had just now) and 'heartbeat' (it went
-// silent while idle) for a hung worker, 'boot-timeout', 'warmup-failed', 'channel-broken' (it broke
-// the pool channel's framing), 'pool-killed', '<drain>-killed'), or, for a
-// drained process that ended as asked, the drain's reason ('stop', 'reload', 'scale-down',
-// 'max-requests', 'max-rss', 'recycle', 'listener-closed').
+// Exit reasons: 'crashed', 'boot-failed', a kill reason ('timeout': loop stuck while active; 'heartbeat':
+// silent while idle; 'boot-timeout', 'warmup-failed', 'channel-broken', 'pool-killed', '<drain>-killed'), or
+// for a drained process that ended as asked, the drain's reason.
 
 class WorkerHandle {
   #state = 'dead'
   #onState
 
-  // policy: the pool's options (timeouts, restart backoff, recycling limits). clock: the pool's,
-  // { now() monotonic ms, wall(at) → epoch ms }, for snapshots.
+  // policy: the pool's options. clock: { now() monotonic ms, wall(at) → epoch ms }, for snapshots.
   constructor ({ slot, host, port, policy, onState = () => {}, signal = signalWorker, clock = MONOTONIC }) {
     this.slot = slot
     this.name = `worker${slot}`
@@ -113,8 +88,7 @@ class WorkerHandle {
 
   // ── a process's life ─────────────────────────────────────────────────────────────────────
 
-  // A fork that failed hands back a child without a pid, its 'error' to follow (spawnFailed):
-  // no process started, so none is counted.
+  // A failed fork hands back a child without a pid (spawnFailed follows): not counted.
   attach (child, now, { codeGeneration = 0 } = {}) {
     if (child.pid !== undefined) {
       this.incarnation++
@@ -145,20 +119,19 @@ class WorkerHandle {
     this.transition('booting')
   }
 
-  // The worker listens and its warm-up begins (--warmup). Returns true when this began it.
+  // → true when this began the warm-up.
   beganWarmup () {
     if (this.#state !== 'booting') return false
     this.transition('warming')
     return true
   }
 
-  // Its `count` warm-up requests were answered: the worker's own count of what it answered
-  // includes them, and --max-requests does not.
+  // The worker's count of answers includes its warm-ups; --max-requests does not.
   warmedUp (count) {
     if (this.#state === 'warming') this.warmups = count
   }
 
-  // Returns true when this made the worker ready (a late or repeated 'ready' does nothing).
+  // → true when this made it ready (a late or repeated 'ready' does nothing).
   becameReady (now) {
     if (this.#state !== 'booting' && this.#state !== 'warming') return false
     this.readyAt = now
@@ -167,8 +140,6 @@ class WorkerHandle {
     return true
   }
 
-  // A check-in: its event loop came round, holding `open` requests and `tunnels`, having answered
-  // `answered` since it started. Past --max-requests the process is due for recycling.
   checkedIn ({ rss, open, tunnels = 0, tunnelsOpened = 0, answered, active, request }, now) {
     this.heard(now)
     this.active = active
@@ -187,8 +158,7 @@ class WorkerHandle {
     else if (this.#state === 'busy' && open === 0) this.transition('ready')
   }
 
-  // The process's resident memory, as a check-in reported it (null: not measured). A serving
-  // process past --max-rss is due for recycling, busy or idle.
+  // null: not measured.
   measured (rss) {
     if (rss === null || rss === undefined) return
     this.rss = rss
@@ -196,45 +166,37 @@ class WorkerHandle {
     if (this.ready && this.recycleDue === null && maxRss > 0 && rss > maxRss * 1024 * 1024) this.recycleDue = 'max-rss'
   }
 
-  // Asked for (`pool recycle SLOT`): this process is due for replacing, as past --max-requests.
+  // `pool recycle SLOT`.
   recycleWhenPossible (reason) {
     if (this.alive && !this.recycleDue) this.recycleDue = reason
   }
 
-  // The worker said something: its loop came round. Its silence counts from the last word.
   heard (now) { this.lastSeen = now }
 
-  // A request found every render place of the worker taken (message 'queued').
   requestQueued () { this.queued++ }
 
-  // Every front has finished with the draining worker: nothing more will reach it, and it may be
-  // asked to leave the port (it finishes what it holds first).
+  // Every front let go of the draining worker: it may be asked to leave the port.
   released () { if (this.drain) this.drain.released = true }
 
-  // The fronts were told this process is gone (before its signal, or at its exit): once is enough.
   announcedGone () { this.goneAnnounced = true }
 
-  // Why the process failed to boot, as far as anyone knows: the app's own error (message
-  // 'boot-error') wins; what the supervisor saw only fills in when the app said nothing.
+  // Why the boot failed: the app's own 'boot-error' wins over what the supervisor saw.
   reportedBootError (error) { this.lastError = error }
   warmupFailed (error) { this.lastError = { message: `warm-up failed: ${error.message}` } }
   brokeChannel (problem) {
     if (this.readyAt === null) this.lastError = this.lastError || { message: `broke the pool channel: ${problem}` }
   }
 
-  // The process could not listen: its port was taken (EADDRINUSE) by someone else for a moment.
+  // EADDRINUSE: not the app's failure.
   portTaken () { this.portInUse = true }
 
   bootTimedOut () {
     this.lastError = this.lastError || { message: `not ready within ${this.policy.bootTimeout} ms (boot timeout)` }
   }
 
-  // What is overdue now, for the supervisor to carry out, or null. Only a question: the answer is
-  // carried out by the tick, which records it here (kill, terminate, askToStop):
-  //   { do: 'kill', reason, ms }   boot-timeout, timeout (its loop stopped while it held
-  //                                requests), heartbeat (it went silent idle), '<drain>-killed'
-  //   { do: 'stop' }               the fronts let go of the drained worker: ask it to leave
-  //   { do: 'term' }               the drain's graceful time is up: SIGTERM
+  // What is overdue, or null; a question only (the tick acts, then calls kill, terminate or askToStop):
+  //   { do: 'kill', reason, ms } boot-timeout, timeout, heartbeat, '<drain>-killed'
+  //   { do: 'stop' } the fronts let go of the drained worker: ask it to leave; { do: 'term' } SIGTERM
   due (now) {
     if (!this.alive) return null
     if (this.killReason === null) {
@@ -251,11 +213,8 @@ class WorkerHandle {
     return null
   }
 
-  // The first instant at which, time passing and nothing else happening, `due` has an answer or
-  // the slot may start again (dueForRespawn, dueForRetry); Infinity when no time runs. A question
-  // too: the supervisor's tick runs at the earliest of its handles', and
-  // whatever moves a deadline (a check-in, any word from the worker) only needs to ask again.
-  // What no clock decides (the fronts letting go of a drained worker) is not in it.
+  // When `due`, dueForRespawn or dueForRetry next has an answer by time alone (Infinity: never); the tick
+  // runs at the earliest of its handles'. Fronts letting go of a drain are no deadline.
   nextDeadline () {
     if (!this.alive) {
       if (this.#state === 'dead') return this.respawnAt
@@ -269,11 +228,8 @@ class WorkerHandle {
     return at
   }
 
-  // When the current process runs out of time, each the first whole ms strictly past its limit:
-  // its boot (the warm-up included: ready in time means warmed up in time), and its silence. A
-  // worker that never became ready is still loading, drained or not: the boot timeout covers it.
-  // Silence is judged by its last check-in: active, its loop has not come round for --timeout
-  // (one check-in interval is the most it can have turned unseen); idle, --heartbeat-timeout.
+  // First whole ms past each limit. The boot timeout covers the warm-up, drained or not. Silence: active at
+  // its last check-in, --timeout plus one check-in interval; idle, --heartbeat-timeout.
   bootEndsAt () {
     return this.#state === 'booting' || this.#state === 'warming'
       ? this.spawnedAt + this.policy.bootTimeout + 1
@@ -286,7 +242,7 @@ class WorkerHandle {
     return this.lastSeen + 1 + (this.active ? p.timeout + checkInInterval(p) : p.heartbeatTimeout)
   }
 
-  // The signals (to the worker's whole process group).
+  // Signals go to the worker's whole session (signalWorker).
   kill (reason) {
     if (!this.alive) return
     this.killReason = this.killReason || reason
@@ -300,7 +256,6 @@ class WorkerHandle {
 
   signal (sig) { return this.child !== null && this.signalChild(this.child, sig) }
 
-  // The drained worker holds nothing any more: ask it, once, to exit.
   askToStop (message) {
     this.drain.stopSent = true
     return this.send(message)
@@ -310,9 +265,7 @@ class WorkerHandle {
     return this.child !== null && channel.sendFrame(channel.supervisorEnd(this.child), message)
   }
 
-  // Take the process out of service: it stops at `timeout`'s end at the latest, SIGTERM then,
-  // SIGKILL `killTimeout` later. Draining again (a stop during a reload's drain) only brings
-  // those deadlines closer. Returns whether this began a drain.
+  // SIGTERM at `timeout`, SIGKILL killTimeout later; draining again only brings those closer. → began one.
   startDrain (reason, now, timeout) {
     const termAt = now + timeout
     const killTimeout = this.policy.killTimeout
@@ -328,9 +281,8 @@ class WorkerHandle {
     return true
   }
 
-  // The drained process left the slot's port with requests still open: it finishes them outside
-  // the slot (the pool's Retiree, with this drain's deadlines), and the slot starts again now, or
-  // after the crash backoff for a closed listener (see exited). Returns what the Retiree takes.
+  // It left the port with requests open: → what the Retiree takes (drain deadlines included). The slot
+  // respawns now, or after the crash backoff for a closed listener.
   retired (now) {
     const retiree = {
       child: this.child,
@@ -350,13 +302,8 @@ class WorkerHandle {
     return retiree
   }
 
-  // The process exited. Classifies the exit, sets the slot's next step, and returns what the
-  // supervisor reports: { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }.
-  // A process that was draining was going away anyway: however it ended, its slot goes on as the
-  // drain meant (replaced, removed, or left dead by a stop) with no crash backoff; so does any
-  // exit while the pool stops. Except a drain for a closed listener: that process failed, and
-  // its slot respawns as after a crash, so an app that closes its server at every start is not
-  // forked again in a tight loop.
+  // → { reason, planned, draining, next: 'dead' | 'respawn' | 'given-up' }. A draining process (or any while the
+  // pool stops) goes with no backoff, except for a closed listener: that one failed, and backs off.
   exited (code, signal, now, { poolStopping }) {
     const { reason, planned } = this.exitReason(code, signal)
     const draining = this.drain?.reason ?? null
@@ -384,18 +331,13 @@ class WorkerHandle {
     return { ...outcome, next: 'respawn' }
   }
 
-  // Backoff guards against crash loops: an app that cannot boot, or that dies at once. A process
-  // that became ready and answered a request (warm-up aside), or stayed up --healthy-after, was
-  // neither: whatever ended it (the OOM killer, an operator's kill -9, a crash on one request),
-  // its slot respawns at once and its crash count starts over.
+  // Ready and answered a request, or up --healthy-after: no crash loop, so respawn at once, count reset.
   provedHealthy (now) {
     if (this.readyAt === null) return false
     return this.requests > 0 || now - this.readyAt >= this.policy.healthyAfter
   }
 
-  // The fork failed (thrown, or the child's 'error' without a pid): out of descriptors (EMFILE,
-  // ENFILE), of processes (EAGAIN) or of memory (ENOMEM). The system's failure, not the app's:
-  // it counts toward no crash-loop breaker, and the slot tries again after its backoff.
+  // EMFILE, ENFILE, EAGAIN, ENOMEM: the system's failure, so no crash-loop breaker; retried after the backoff.
   spawnFailed (error, now) {
     this.lastError = error
     this.spawnErrors++
@@ -404,7 +346,7 @@ class WorkerHandle {
     this.scheduleRespawn(now)
   }
 
-  // One more failure before ready; true when that is one too many (--max-boot-failures).
+  // → true at --max-boot-failures.
   failedBoot (now) {
     this.bootFailures++
     if (this.bootFailures < this.policy.maxBootFailures) return false
@@ -413,9 +355,7 @@ class WorkerHandle {
     return true
   }
 
-  // Why the current process ended. A drained process may end with code 0, or, once the pool has
-  // sent it SIGTERM, by that signal or with any code its SIGTERM handler chose: the drain's own
-  // end. Any other end is a crash (or a failed boot), drain or not.
+  // A drain's own end: code 0, or after our SIGTERM that signal or any code. Anything else is a crash.
   exitReason (code, signal) {
     if (this.killReason) return { reason: this.killReason, planned: false }
     const d = this.drain
@@ -430,8 +370,7 @@ class WorkerHandle {
     this.transition('dead')
   }
 
-  // Backoff per slot: --restart-delay × --restart-factor per consecutive crash, capped at
-  // --restart-max-delay; the count starts over once a process proved healthy (exited).
+  // --restart-delay × --restart-factor per consecutive crash, capped at --restart-max-delay.
   scheduleRespawn (now) {
     const p = this.policy
     this.crashes++
@@ -440,8 +379,7 @@ class WorkerHandle {
     this.transition('dead')
   }
 
-  // New code, or --given-up-retry later: a given-up slot, or one waiting out its backoff, starts
-  // over, at once.
+  // New code, or --given-up-retry: start over at once, given up or backing off.
   revive (now) {
     this.bootFailures = 0
     this.crashes = 0
@@ -453,8 +391,7 @@ class WorkerHandle {
   dueForRespawn (now) { return this.#state === 'dead' && !this.alive && now >= this.respawnAt }
   waitingToRespawn (now) { return this.#state === 'dead' && !this.alive && now < this.respawnAt }
 
-  // What made the slot fail may have been outside the app (a database down, a full disk): a
-  // given-up slot tries again --given-up-retry after it gave up (0: only a reload revives it).
+  // The cause may be outside the app (a database down); 0: only a reload revives it.
   dueForRetry (now) {
     const after = this.policy.givenUpRetry
     return this.#state === 'given-up' && after > 0 && now >= this.givenUpAt + after
@@ -466,8 +403,7 @@ class WorkerHandle {
     this.child = null
   }
 
-  // What fronts, events, `pool status` and metrics see: plain data, no process object, its instants
-  // in epoch ms (the handle keeps them on the pool's monotonic clock).
+  // Plain data for fronts, events, status and metrics; instants in epoch ms.
   snapshot (now = this.clock.now()) {
     const wall = this.clock.wall
     return {
@@ -502,9 +438,8 @@ const MONOTONIC = {
   wall: (at) => Date.now() - (Math.floor(performance.now()) - at)
 }
 
-// How often a worker holding requests checks in (the worker's POOL_CHECK_IN_INTERVAL): at most
-// this much is added to --timeout before a stuck loop is seen. A quarter of --timeout, at most
-// half a second.
+// How often a worker holding requests checks in (POOL_CHECK_IN_INTERVAL): added to --timeout before a stuck
+// loop is seen.
 const CHECK_IN_MAX = 500
 function checkInInterval ({ timeout }) {
   return Math.max(10, Math.min(CHECK_IN_MAX, Math.floor(timeout / 4)))

@@ -1,13 +1,11 @@
 'use strict'
 
-// Waiting for HAProxy to let go of a server set DRAIN: `show stat` every DRAIN_POLL_INTERVAL ms
-// until the server holds no session (scur) and no queued request (qcur).
+// Polls `show stat` until a DRAIN server holds no session (scur) nor queued request (qcur).
 
 const DRAIN_POLL_INTERVAL = 50 // ms
 
-// Resolves true once drained; false when the wait ends otherwise: the plan for the server moved
-// on (`current()` false: its worker exited, MAINT; the front stopped), or HAProxy could not be
-// asked (`onError(err)` is told). `reader`: a HaproxyClient.
+// → true once drained; false when `current()` turns false (MAINT, the front stopped) or HAProxy cannot be
+// asked (`onError(err)`). `reader`: a HaproxyClient.
 async function untilDrained ({ reader, backend, name, current, onError }) {
   while (current()) {
     let row
@@ -17,8 +15,7 @@ async function untilDrained ({ reader, backend, name, current, onError }) {
       onError(err)
       return false
     }
-    // The plan may have changed while `show stat` was on its way (the worker exited, MAINT; and
-    // its replacement may already be READY): this answer is no longer about this drain.
+    // The plan changed while `show stat` was on its way: the answer may be about a replacement.
     if (!current()) return false
     if (!row || (row.scur === 0 && !row.qcur)) return true
     await sleep(DRAIN_POLL_INTERVAL)

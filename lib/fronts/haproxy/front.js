@@ -1,24 +1,12 @@
 'use strict'
 
-// HAProxy as the pool's front (`pool start --balancer haproxy`): HAProxy owns the listener and
-// the queue; the pool tells it, over the runtime API, which servers may be given requests.
-//
-//   worker ready       → set server BE/worker<slot> state ready (and in BE_streams, the
-//                        long-lived requests' backend over the same workers, when the config
-//                        has one: every state below goes to both)
-//   worker exits       → state maint, at once (before the respawn): a dead server has no
-//                        sessions, so to HAProxy it is always the free one, and every queued
-//                        request would be sent to it, refused and failed
-//   graceful stop      → state drain, wait for HAProxy's scur/qcur of that server to reach 0,
-//                        then state maint; only then is the worker told to stop
-//   HAProxy reloaded   → it forgot all of the above, unless --haproxy-state-file kept it for
-//   or restarted         the new process (./state-file.js); the periodic check re-asserts what
-//                        differs from the wanted states (./servers.js)
-//   HAProxy down       → warn, retry with backoff, keep the workers serving on their ports
-//
-// This module is the adapter: the hooks the supervisor calls (the Front interface), each told
-// to the reconciler (./servers.js), which holds the wanted states and the check; the drain's
-// wait (./drain.js), the ports check (./ports.js) and status() (./status.js) are their own.
+// HAProxy as the front (`--balancer haproxy`): HAProxy owns the listener and the queue; the pool sets server
+// states over the runtime API (each also in BE_streams, the long-lived requests' backend, when configured):
+//   worker ready → READY; exits → MAINT at once (a dead server looks free to HAProxy, so the queue would go to it)
+//   graceful stop → DRAIN, wait for scur/qcur 0, MAINT, then the worker is told to stop
+//   HAProxy reloaded → --haproxy-state-file (./state-file.js) and the periodic check (./servers.js) restore them
+//   HAProxy down → warn, retry with backoff, workers keep serving on their ports
+// The Front adapter; the wanted states and the check are ./servers.js's.
 
 const { performance } = require('node:perf_hooks')
 const { serverName, slotOfServer, streamsBackend } = require('../../haproxy/names')
@@ -69,7 +57,7 @@ class HaproxyFront {
     if (context?.metrics) addHaproxyMetrics(this.states, context.metrics.registry)
     const n = this.opts.workers ?? context?.target()
     const { reader } = this.states
-    // verify: the backend, worker1..N and level admin; each failure is a coded one-line error.
+    // The backend, worker1..N and level admin; each failure a coded one-line error.
     await reader.verify(this.backend, serverNames(n))
     const state = await reader.serversState(this.backend)
     const info = await reader.info()
@@ -92,8 +80,7 @@ class HaproxyFront {
         `over ${this.socket}`)
   }
 
-  // The long-lived requests' backend (`pool config haproxy` writes one), or null when the config
-  // has none. It must hold the same servers on the same ports: else it is an error, named.
+  // The long-lived requests' backend, or null; it must hold the same servers on the same ports.
   async streamsBackendOf (owned) {
     const name = streamsBackend(this.backend)
     let state
@@ -123,17 +110,13 @@ class HaproxyFront {
     })
   }
 
-  // Sync and fast: the command goes into this server's own queue (normally empty) and its
-  // connection is opened a microtask later, before the event loop turns; nothing else the pool
-  // does (checks, drain polls, other servers) can delay it. The call comes from the worker's
-  // exit event itself, or before the signal of a kill by the pool; the latency logged is from
-  // the call to HAProxy's reply (bench/death-notice.js measures from the SIGKILL).
+  // Sync: the command goes to this server's own queue, connected a microtask later, so nothing else the pool
+  // does can delay it. Latency logged: call to HAProxy's reply (bench/death-notice.js: from the SIGKILL).
   workerGone (w) {
-    // A retired process left its server long ago: the slot's new process serves there now.
+    // A retired process left its server long ago: the slot's new process serves there.
     if (w.retired) return
     const name = nameOf(w)
-    // A drained server was set MAINT before its worker was told to stop; if that command
-    // failed, the periodic check re-asserts it, since MAINT is what the pool wants.
+    // Already MAINT after its drain (if that failed, the check re-asserts it).
     if (this.states.record(name).wanted === 'maint') return
     const startedAt = performance.now()
     this.states.want(name, 'maint').then((r) => {
@@ -145,9 +128,8 @@ class HaproxyFront {
     })
   }
 
-  // DRAIN, then wait until HAProxy holds no session and no queued request for that server.
-  // The supervisor bounds the wait with its graceful timeout; a change of plan for the server
-  // (it exited: MAINT) or stop() ends the wait too. A stop's drains wait for its announcement.
+  // DRAIN, then wait for no session nor queued request; bounded by the pool's graceful timeout, ended by a MAINT
+  // or stop(). A stop's drains wait for its announcement.
   async drain (w) {
     if (this.announced) await this.announced
     const name = nameOf(w)
@@ -174,9 +156,7 @@ class HaproxyFront {
     await this.maintAfterDrain(name, w)
   }
 
-  // A drained worker is told to stop only after this lands. Set after its exit instead, MAINT
-  // would leave a moment when the server is still DRAIN but its port refuses connections, and
-  // a health check in it marks the server DOWN and logs an outage that is not one.
+  // Before the worker stops: a DRAIN server whose port refuses would fail a health check, a false outage.
   async maintAfterDrain (name, w) {
     const startedAt = performance.now()
     const r = await this.states.want(name, 'maint')
@@ -192,10 +172,8 @@ class HaproxyFront {
     }
   }
 
-  // The pool stops. An edge that asks the pool's agent (--agent-port) hears `drain` at its next
-  // check; until it has had time to (--stop-announce), the servers stay READY and serve what
-  // the edge still sends, which DRAIN would leave queued here with no server to take it. Then
-  // the stop's drains go on. Nothing watched: nobody to wait for.
+  // If an edge asks the agent (--agent-port), servers stay READY --stop-announce ms while it hears `drain`:
+  // DRAIN would strand what the edge still sends in HAProxy's queue.
   stopping () {
     if (!this.context?.agentAsked?.() || !(this.opts.stopAnnounce > 0)) return
     this.announced = new Promise((resolve) => {
@@ -206,20 +184,16 @@ class HaproxyFront {
       `stopping: the servers stay READY for ${this.opts.stopAnnounce} ms while the agent tells the edge`)
   }
 
-  // Every worker has exited, so every server was set MAINT. Let the last of those commands
-  // land before the process exits (each is bounded by --haproxy-timeout), then stop checking.
+  // Every server is MAINT by now: let the last commands land (each bounded by --haproxy-timeout).
   async stop () {
     clearTimeout(this.announceTimer)
     this.endAnnouncement?.()
     await this.states.stop(this.opts.haproxyTimeout * 2)
-    // With the pool gone, a HAProxy reload must take everything from its config again: every
-    // worker `disabled`, and the ports the config says (a state file would carry the old ones
-    // over a config that changed them).
+    // A later HAProxy reload must take states and ports from its config again.
     const { stateFile } = this.states
     if (stateFile) await Promise.race([stateFile.remove(), sleep(this.opts.haproxyTimeout * 2)])
   }
 
-  // `pool scale n`: refuse before anything changes when HAProxy has no server for a new slot.
   async checkScale (n) {
     const { reader } = this.states
     const state = await reader.verify(this.backend, serverNames(n)).then(() => reader.serversState(this.backend))
@@ -252,7 +226,7 @@ class HaproxyFront {
       lastError: s.lastError,
       haproxyPid: known.haproxyPid,
       checkedAt: s.checkedAt,
-      // Requests waiting in HAProxy's backend queue at the last check (HAProxy owns the queue).
+      // HAProxy's backend queue at the last check.
       queue: s.queue,
       maintLatency: this.maintLatency.toJSON(),
       stateFile: s.stateFile ? { file: s.stateFile.file, error: s.stateFile.lastError } : null,

@@ -1,24 +1,11 @@
 'use strict'
 
-// `pool start --haproxy-state-file PATH`: keep PATH holding HAProxy's own `show servers state`
-// dump of the pool's backend, rewritten after every state the pool sets.
-//
-// A HAProxy reload or restart reads the config again, where every worker server is `disabled`:
-// without this file each one is MAINT in the new process, and HAProxy answers 503 until the
-// pool's next check re-asserts READY (up to --haproxy-check-interval). With
-// `server-state-file PATH` and `load-server-state-from-file global` in its config (`pool config
-// haproxy --state-file PATH`), the new process starts with the states the pool last set.
-// Verified on HAProxy 2.6.12: READY and DRAIN come back as dumped, over a config `disabled`.
-//
-// The pool writes the file itself, so no reload hook (and no socat) has to dump it first. It is
-// replaced atomically (write to a temporary file beside it, then rename): HAProxy never reads
-// half a file.
-//
-// The file is only there while it is known to be right. It is removed when HAProxy did not take
-// a state (a worker died while HAProxy was down: the file would still say READY), when a write
-// fails, and at a clean stop: HAProxy then falls back to its config, every worker `disabled`,
-// which is always safe. At a stop this also matters for ports: HAProxy takes each server's port
-// from the file too, so a file left behind would carry old ports over a regenerated config.
+// `--haproxy-state-file PATH`: keeps PATH holding HAProxy's `show servers state` dump of the backend, rewritten
+// after every state the pool sets, so a HAProxy reload (`load-server-state-from-file global`, written by
+// `pool config haproxy --state-file`) starts with them rather than every server `disabled` until the next check
+// (verified on 2.6.12). Replaced atomically (temporary file, rename). Present only while known right: removed
+// when HAProxy missed a state, a write failed, and at a clean stop (the file would carry old ports over a
+// regenerated config).
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -38,8 +25,7 @@ class StateFile {
     this.lastError = null
   }
 
-  // At start: the first save must work, or the operator learns at the first HAProxy reload
-  // that the file was never written. Throws a one-line PoolError.
+  // At start, so a bad path fails now, not at the first HAProxy reload. Throws a one-line PoolError.
   async saveOrThrow () {
     try {
       await this._write(await this._dump())
@@ -55,10 +41,7 @@ class StateFile {
     this.saving = this._saveLoop().finally(() => { this.saving = null })
   }
 
-  // HAProxy did not take a state the pool asked for (it is down or restarting): what the file
-  // says may be wrong now, READY for a worker that died, say. Without the file a HAProxy that
-  // starts meanwhile falls back to the config's `disabled`, which is safe; the next state
-  // HAProxy takes writes it again.
+  // HAProxy missed a state: the file may say READY for a dead worker. None falls back to `disabled`, safe.
   invalidate () {
     this.generation++
     this._unlink()
@@ -84,7 +67,7 @@ class StateFile {
         const text = await this._dump()
         if (generation !== this.generation) continue // invalidated while HAProxy answered
         await this._write(text)
-        // Invalidated while it was written: take it back (a later change writes a fresh one).
+        // Invalidated while written: take it back.
         if (generation !== this.generation) { await this._unlink(); continue }
         if (this.lastError) {
           this.logger.info({ event: 'haproxy-state-file-ok', file: this.file },
@@ -92,7 +75,7 @@ class StateFile {
         }
         this.lastError = null
       } catch (err) {
-        // An older file would still say what was true before: better none (see invalidate).
+        // Better no file than a stale one.
         await this._unlink()
         const why = reason(err)
         if (this.lastError !== why) {
