@@ -1,12 +1,8 @@
 'use strict'
 
-// One control command: connect, send, await the answer. Failures are PoolErrors with a stable
-// code; `details.reason` says what happened to the connection so callers (the server's "is
-// this socket stale?" probe) can tell a dead socket from a live one that refused.
-//
-// Only a socket owned by the user running the command is talked to, root included: another
-// user's process listening there could answer anything ("stopped (clean)" for a pool that
-// still runs), so its answer would not be the pool's.
+// One control command: connect, send, await the answer. Failures are PoolErrors whose `details.reason` lets
+// the server's stale-socket probe tell a dead socket from a live one. Only a socket owned by our user is
+// talked to, root included: another user's process could answer anything.
 
 const net = require('node:net')
 const { poolError, codes } = require('../errors')
@@ -31,7 +27,7 @@ function connectionError (socketPath, err) {
     { cause: err, details: { reason: 'io' } })
 }
 
-// The error for a socket file owned by another user than `uid`, or null (ours, or no file).
+// Null when the socket is ours, or absent.
 function foreignOwnerError (socketPath, uid) {
   const owner = ownerOf(socketPath)
   if (owner === null || owner === uid) return null
@@ -43,11 +39,8 @@ function foreignOwnerError (socketPath, uid) {
     { details: { reason: 'foreign', owner } })
 }
 
-// Resolves the command's result or rejects a PoolError: the pool's own error (err.remote) or a
-// connection error. `timeout` (ms, 0 or Infinity: none) bounds the whole exchange; reload and
-// stop have no natural bound, so their callers pass a long one. With `waitForClose`, resolves
-// only once the pool has closed the connection too: after `stop`, that is the pool exiting.
-// `uid`: the user whose socket is trusted (./path.js).
+// The command's result, or a PoolError: the pool's own (err.remote) or the connection's. `timeout` (ms, 0 or
+// Infinity: none) bounds the whole exchange. `waitForClose`: resolve once the pool hangs up (after stop: exits).
 function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitForClose = false, uid = myUid() } = {}) {
   return new Promise((resolve, reject) => {
     const foreign = foreignOwnerError(socketPath, uid)
@@ -66,7 +59,6 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
     }
     const timer = timeout > 0 && timeout < Infinity
       ? setTimeout(() => {
-        // The answer came but the pool is slow to exit: the answer is still the outcome.
         if (answered) return finish(null, answered.result)
         finish(poolError(codes.CONTROL_UNREACHABLE,
           `no answer to '${command}' from the pool on control socket ${socketPath} within ${formatMs(timeout)}`,
@@ -81,8 +73,7 @@ function sendCommand (socketPath, command, args = {}, { timeout = 10000, waitFor
         return finish(poolError(codes.CONTROL_UNREACHABLE,
           `control socket ${socketPath} answered something that is not a JSON object`, { details: { reason: 'io' } }))
       }
-      // An error without an id is about the connection itself (a line too long, a client
-      // idle too long): the pool hangs up after it, so it is the answer too.
+      // An error with id null is about the connection, closed after it: the answer too.
       const aboutConnection = reply.id === null && reply.ok === false
       if (reply.id !== id && !aboutConnection) return
       if (!reply.ok) return finish(deserializeError(reply.error || {}))

@@ -1,21 +1,10 @@
 'use strict'
 
-// One client's connection to the control socket: reads request lines, runs them through the
-// server's `handle`, writes the answers. Any local process of the pool's user can connect and
-// send anything, so whatever a connection holds is bounded, and none can stall the others:
-//
-// - A line longer than MAX_LINE: one error answer, then the connection is closed. Nothing
-//   more is read from it.
-// - At most `maxPending` commands of one connection run at once. Further lines wait, and
-//   while they wait nothing more is read, so a client pipelining thousands of requests is
-//   served in turn and the kernel holds back the rest.
-// - No command starts while the socket's write buffer is full: a `status` answer is a
-//   thousand times the size of its request, and a client that never reads would otherwise
-//   fill the pool's memory with answers.
-// - `idleTimeout` without a complete request line while no command runs (bytes without a
-//   newline, nothing at all, or lines held back because the client does not read): one error
-//   answer if it fits, then the connection is closed. A connection waiting for a long
-//   `reload` is not idle.
+// One client's connection to the control socket: request lines through the server's `handle`, answers
+// back. Any local process of the pool's user may connect, so all it holds is bounded: a line over MAX_LINE
+// closes it; at most `maxPending` commands run, and nothing more is read while lines wait; no command
+// starts while the write buffer is full (a client that never reads); `idleTimeout` without a complete
+// line while no command runs closes it. Each close follows one error answer, if it fits.
 
 const { encode, LineReader, MAX_LINE, serializeError, badRequest } = require('./protocol')
 
@@ -23,7 +12,7 @@ const IDLE_TIMEOUT = 10000 // ms without a complete request line while no comman
 const MAX_PENDING = 8 // commands of one connection running at once
 
 class ControlConnection {
-  // handle(line) → Promise of the answer message; it never rejects.
+  // handle(line) → Promise of the answer message.
   constructor (socket, handle, { idleTimeout = IDLE_TIMEOUT, maxPending = MAX_PENDING, maxLine = MAX_LINE } = {}) {
     this.socket = socket
     this.handle = handle
@@ -31,8 +20,8 @@ class ControlConnection {
     this.maxPending = maxPending
     this.waiting = [] // complete lines not started yet
     this.pending = 0 // commands started and not answered yet
-    this.clientDone = false // the client shut its side: hang up after the last answer
-    this.closing = false // the server is closing: start nothing more, hang up after the last answer
+    this.clientDone = false // the client shut its side
+    this.closing = false // the server is closing: start nothing more
     this.idleTimer = null
     this.reader = new LineReader((line) => this.waiting.push(line), { maxLine })
 
@@ -59,7 +48,7 @@ class ControlConnection {
     this.pump()
   }
 
-  // Start what may start; read more only once every line read so far has started.
+  // Reads more only once every line read so far has started.
   pump () {
     while (this.waiting.length > 0 && this.pending < this.maxPending && !this.socket.writableNeedDrain &&
       !this.closing && !this.closed) {
@@ -91,15 +80,13 @@ class ControlConnection {
     try {
       text = encode(message)
     } catch (err) {
-      // A result that is not JSON (a cycle, a BigInt) is a bug in the pool: an error answer,
-      // not a crash of the pool. Ids are checked scalars (./protocol.js), safe to echo.
+      // A result that is not JSON (a cycle, a BigInt) is our bug: an error answer, not a crash.
       text = encode({ id: message.id ?? null, ok: false, error: serializeError(err) })
     }
     this.socket.write(text)
   }
 
-  // An answer about the connection itself (id null), then close. The answer is written only
-  // if the buffer has room: a client that does not read gets the close alone.
+  // An answer with id null, if the buffer has room, then close.
   hangUp (err) {
     if (this.closed) return
     this.waiting = []
@@ -121,8 +108,7 @@ class ControlConnection {
     this.idleTimer = null
   }
 
-  // The server is closing: answer the commands already running (the `stop` that led here),
-  // start no other, then hang up.
+  // Answers the commands already running (the `stop` that led here), then hangs up.
   end () {
     this.closing = true
     this.waiting = []

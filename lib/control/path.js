@@ -1,31 +1,11 @@
 'use strict'
 
-// Where a pool's control socket lives when `--control` is not given, and who may be trusted
-// there.
-//
-// The name carries the pool's "front port", so two pools on one host get two sockets:
-// - a front that listens for clients itself (the embedded balancer): its `--port` (default
-//   9001), the port clients use;
-// - any other (none, HAProxy): the port of slot 1 (`--worker-port`, default 9002). The pool
-//   owns no front port then (HAProxy's listener belongs to HAProxy), but it does own its
-//   worker ports, and two pools can never share slot 1's port, so the name is unique among
-//   pools that can run at the same time.
-// `pool status|reload|scale|stop --port P` computes the same name, so the operator passes the
-// same port they passed to `pool start` (the worker port for none/haproxy).
-//
-// The directory must be one no other user can write to: in a shared one (/tmp) another user
-// could plant a socket first, and `pool start` would refuse to start while `pool stop` talked
-// to the impostor. So it is $XDG_RUNTIME_DIR when that is set and private (per-user by spec,
-// checked anyway), else our own directory in the temp dir, TMP/pool-UID, mode 0700, made by
-// `pool start` and refused if it exists but is not ours alone (the way tmux keeps
-// /tmp/tmux-UID). A client looks in both, because the pool and the operator's shell do not
-// always share an environment (systemd units often have no XDG_RUNTIME_DIR).
-//
-// The same rule holds for root: a socket or directory owned by another user is not trusted,
-// since that user's process could answer anything.
-//
-// "Our" uid is process.geteuid() unless a caller passes `uid`: the checks take it as an
-// argument so that a test can make a file it owns count as another user's, without root.
+// Where the control socket lives without `--control`, and who is trusted there. Its name carries the front
+// port (the balancer's --port, else slot 1's --worker-port), unique among running pools; clients compute it
+// from the same --port. The directory must be writable by us alone (in /tmp another user could plant an
+// impostor): a private $XDG_RUNTIME_DIR, else TMP/pool-UID, 0700, as tmux does. Clients look in both (systemd
+// units often lack XDG_RUNTIME_DIR). Another user's socket or directory is never trusted, even by root.
+// `uid` parameters let a test make its own file count as another user's.
 
 const fs = require('node:fs')
 const path = require('node:path')
@@ -34,7 +14,6 @@ const { poolError, codes } = require('../errors')
 // sun_path is 108 bytes on Linux (104 on macOS) including the final NUL.
 const MAX_SOCKET_PATH = process.platform === 'linux' ? 107 : 103
 
-// `listener`: where the pool's front listens for clients ({ port }), or null.
 function frontPortOf ({ listener, workerPort }) {
   return listener ? listener.port : workerPort
 }
@@ -47,7 +26,6 @@ function myUid () {
   return process.geteuid()
 }
 
-// The name /etc/passwd gives `uid`, or null.
 function userName (uid) {
   try {
     for (const line of fs.readFileSync('/etc/passwd', 'utf8').split('\n')) {
@@ -58,13 +36,13 @@ function userName (uid) {
   return null
 }
 
-// "user nobody (uid 65534)", or "uid 1234" for a uid without a name.
+// "user nobody (uid 65534)", or "uid 1234".
 function describeUser (uid) {
   const name = userName(uid)
   return name ? `user ${name} (uid ${uid})` : `uid ${uid}`
 }
 
-// os.tmpdir()'s rule on POSIX, read from `env` so that a caller (a test) can pass its own.
+// os.tmpdir()'s rule on POSIX, from a given `env`.
 function tempRoot (env) {
   return path.resolve(env.TMPDIR || env.TMP || env.TEMP || '/tmp')
 }
@@ -73,8 +51,7 @@ function privateTempDir (env, uid = myUid()) {
   return path.join(tempRoot(env), `pool-${uid}`)
 }
 
-// $XDG_RUNTIME_DIR, resolved, when it is set, ours, and writable by nobody else; else null
-// (then the private temp dir is used: a session without a proper runtime dir is common).
+// $XDG_RUNTIME_DIR when set, ours, and writable by nobody else; else null.
 function runtimeDir (env, uid = myUid()) {
   const dir = env.XDG_RUNTIME_DIR
   if (!dir || !path.isAbsolute(dir)) return null
@@ -88,9 +65,8 @@ function runtimeDir (env, uid = myUid()) {
   }
 }
 
-// What is wrong with `dir` as our private directory (a phrase to follow its name), or null
-// when it is a real directory, ours, with no permission for group or others. lstat: a
-// symlink planted in the temp dir must not lead us elsewhere.
+// What is wrong with `dir` as our private directory (a phrase after its name), or null. lstat: a planted
+// symlink must not lead us elsewhere.
 function privateDirProblem (dir, uid = myUid()) {
   const st = fs.lstatSync(dir)
   if (st.isSymbolicLink()) return 'is a symbolic link'
@@ -107,8 +83,7 @@ function badDirError (dir, problem) {
     `control socket directory ${dir} ${problem}; refusing to use it (remove it, or pass --control PATH)`)
 }
 
-// true when `dir` is our private directory, false when it does not exist; throws when it
-// exists and is not private.
+// false when `dir` does not exist; throws when it is not private.
 function checkPrivateDir (dir, uid = myUid()) {
   let problem
   try { problem = privateDirProblem(dir, uid) } catch (err) {
@@ -119,8 +94,7 @@ function checkPrivateDir (dir, uid = myUid()) {
   return true
 }
 
-// The private temp dir, made 0700 if missing (chmod as well: the umask may have taken bits
-// the owner needs), checked if it was there.
+// Made 0700 if missing (chmod too: the umask may take bits), checked either way.
 function ensurePrivateDir (dir, uid = myUid()) {
   try {
     fs.mkdirSync(dir, { mode: 0o700 })
@@ -134,14 +108,12 @@ function ensurePrivateDir (dir, uid = myUid()) {
   return dir
 }
 
-// The path `pool start` binds when no --control is given.
 function defaultControlPath (frontPort, env = process.env, uid = myUid()) {
   const dir = runtimeDir(env, uid) ?? ensurePrivateDir(privateTempDir(env, uid), uid)
   return path.join(dir, socketName(frontPort))
 }
 
-// The path a client connects to: --control as given, else the first default that exists
-// (else the preferred one, so the error names where the pool would be).
+// --control, else the first default that exists, else the preferred one (for the error to name).
 function clientControlPath ({ control, frontPort, env = process.env, uid = myUid() }) {
   if (control) return path.resolve(control)
   const runtime = runtimeDir(env, uid)
@@ -153,8 +125,7 @@ function clientControlPath ({ control, frontPort, env = process.env, uid = myUid
   return inRuntime || inTemp
 }
 
-// The uid owning the file at `socketPath` (the socket itself: connect follows symlinks), or
-// null when it cannot be known (no file, no access: connecting then fails and says why).
+// stat, not lstat: connect follows symlinks. Null when unknown (connecting then says why).
 function ownerOf (socketPath) {
   try {
     return fs.statSync(socketPath).uid
@@ -163,9 +134,8 @@ function ownerOf (socketPath) {
   }
 }
 
-// Our pools' sockets in the default directories: named in "no pool is running" errors so an
-// operator who forgot --port sees which ports have a pool. A temp dir that is not private is
-// skipped (the command itself reports it), and so is another user's socket.
+// Our sockets in the default directories, for "no pool is running" errors to name their ports; a
+// non-private temp dir and another user's socket are skipped.
 function otherControlSockets (env = process.env) {
   const temp = privateTempDir(env)
   const dirs = [runtimeDir(env), isPrivateDir(temp) ? temp : null].filter(Boolean)

@@ -1,39 +1,25 @@
 'use strict'
 
-// The control protocol: newline-delimited JSON over a unix socket. One request per line, one
-// response per request, matched by `id` (a string, a number or null); a connection may carry
-// several requests and each is answered when it finishes (a `status` is answered while a
-// `reload` on the same connection still runs).
-//
+// The control protocol: newline-delimited JSON over a unix socket, one response per request matched by
+// `id` (string, number or null), each answered when it finishes (a status while a reload still runs).
 //   → { "id": 1, "command": "scale", "args": { "workers": 6 } }
 //   ← { "id": 1, "ok": true, "result": { "from": 4, "to": 6 } }
-//   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...",
-//        "appError": { "message": "...", "stack": "..." }, "replaced": [] } }
-//
-// An error says what happened (its code, and the facts the CLI's exit code depends on: `replaced`
-// when a reload had begun), never an exit code: that is the CLI's policy. Pools before this
-// change sent `exitCode`; the CLI still honours it.
-//
-// Commands: status, reload, scale { workers }, recycle { slot }, stop, and ping (→ { pid,
-// phase }: the cheap "is a pool alive here" probe used before claiming a socket).
-//
-// An error with `"id": null` can also be about the connection itself (a line too long, no
-// request for too long): the pool closes the connection right after it (./connection.js).
+//   ← { "id": 1, "ok": false, "error": { "code": "POOL_E_RELOAD_FAILED", "message": "...", "replaced": [] } }
+// An error carries facts (`replaced`, `appError`), never an exit code (the CLI's policy; older pools sent
+// `exitCode`). ping → { pid, phase } probes for a live pool. An error with id null is about the connection,
+// closed right after it.
 
 const { poolError, codes } = require('../errors')
 
 const COMMANDS = Object.freeze(['status', 'reload', 'scale', 'recycle', 'stop', 'ping'])
-// A request is a few dozen bytes and a status answer a few hundred per worker: a line this long
-// is not the protocol.
+// Far above any request or status answer: a longer line is not the protocol.
 const MAX_LINE = 1024 * 1024
 
 function encode (message) {
   return JSON.stringify(message) + '\n'
 }
 
-// Splits a text stream into lines; calls onLine(text) for each complete one. A line longer
-// than maxLine throws, and what was buffered is dropped: the caller hangs up, as the stream
-// has stopped being the protocol.
+// Calls onLine(text) for each complete line; one longer than maxLine drops the buffer and throws.
 class LineReader {
   constructor (onLine, { maxLine = MAX_LINE } = {}) {
     this.onLine = onLine
@@ -44,7 +30,6 @@ class LineReader {
   push (chunk) {
     let start = 0
     let end
-    // Only the new chunk is searched: a long partial line is not scanned again on every push.
     while ((end = chunk.indexOf('\n', start)) >= 0) {
       const line = this.buffer + chunk.slice(start, end)
       this.buffer = ''
@@ -63,7 +48,6 @@ class LineReader {
   }
 }
 
-// An Error (usually a PoolError) as the `error` member of a response.
 function serializeError (err) {
   const out = {
     code: typeof err?.code === 'string' && err.code.startsWith('POOL_E') ? err.code : codes.INTERNAL,
@@ -74,19 +58,17 @@ function serializeError (err) {
     out.appError = { message: appError.message, stack: appError.stack }
     if (err.details.headline) out.headline = err.details.headline
   }
-  // A reload that had begun: the slots it replaced before it ended.
   if (Array.isArray(err?.details?.replaced)) out.replaced = err.details.replaced
   return out
 }
 
-// The `error` member of a response, back into a PoolError the CLI can print with printError.
 function deserializeError (error) {
   const details = {}
   if (error.appError) Object.assign(details, { headline: error.headline || error.message, appError: error.appError })
   if (Array.isArray(error.replaced)) details.replaced = error.replaced
   const err = poolError(error.code || codes.INTERNAL, error.message || 'the pool reported an error without a message',
     { details: Object.keys(details).length ? details : undefined })
-  // An older pool chose the exit code itself: kept (exitCodeOf).
+  // An older pool's exit code, kept (exitCodeOf).
   if (Number.isInteger(error.exitCode) && error.exitCode > 0) {
     Object.defineProperty(err, 'exitCode', { value: error.exitCode, enumerable: true })
   }
@@ -98,10 +80,8 @@ function badRequest (message) {
   return poolError(codes.BAD_OPTION, `bad control request: ${message}`)
 }
 
-// Parses and checks one request line. Returns { id, command, args } or throws badRequest, with
-// `id` attached when the line had a valid one (so the error response can carry it).
-// The id is echoed in the answer, so it must be a scalar: an id nested 100,000 arrays deep
-// parses, but JSON.stringify overflows the stack on it.
+// { id, command, args }, or throws badRequest (with `requestId` once the id is valid). The id must be a
+// scalar: echoed, a deeply nested one would overflow JSON.stringify's stack.
 function parseRequest (line) {
   let req
   try { req = JSON.parse(line) } catch { throw badRequest('not JSON') }
@@ -119,7 +99,6 @@ function parseRequest (line) {
   return { id, command: req.command, args }
 }
 
-// A client's unknown command, quoted short enough for one line.
 function describeCommand (command) {
   if (typeof command !== 'string') {
     return command === undefined ? '(none)' : `of type ${Array.isArray(command) ? 'array' : typeof command}`

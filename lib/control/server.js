@@ -1,18 +1,9 @@
 'use strict'
 
-// The control socket a running pool answers `pool status|reload|scale|recycle|stop` on (protocol in
-// ./protocol.js). It is claimed before any worker starts, so a second `pool start` on the same
-// socket refuses before it touches a port.
-//
-// Mode 0600 without a window: the socket is bound inside a fresh 0700 directory (nobody else
-// can even reach it there), chmod-ed to 0600, then hard-linked to its real name. link(2) fails
-// if the name exists, so two pools starting at once cannot both win the name, and an owner
-// check (dev/ino) on close keeps a pool from unlinking a socket that is no longer its own.
-// A socket already at the path that belongs to another user is neither probed nor removed.
-//
-// What one client connection may hold is bounded in ./connection.js; how many connections
-// may be open at once, here (each costs the pool a file descriptor, which its workers and
-// balancer need too).
+// The control socket a running pool answers on, claimed before any worker starts (a second `pool start`
+// refuses before touching a port). Mode 0600 without a window: bound in a fresh 0700 directory, chmod-ed,
+// then hard-linked to its name (link(2) fails if the name exists: one of two racing pools wins); dev/ino
+// checked before unlinking it. Another user's socket is neither probed nor removed.
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -25,16 +16,11 @@ const { sendCommand } = require('./client')
 const { guardAccept } = require('../net/descriptors')
 
 const PROBE_TIMEOUT = 2000 // ms a live pool has to answer `ping` before its socket counts as taken anyway
-// ms close() waits for the commands in flight (the `stop` that caused it) to be answered and
-// their clients to hang up, before it cuts them
-const CLOSE_GRACE = 4000
-// Open at once; more are closed as soon as accepted. Each costs a descriptor (within the
-// descriptor budget) and at most a request line; one waiting for a reload costs nothing
-// else, and a deploy script may fan out to many.
+const CLOSE_GRACE = 4000 // ms close() waits for the commands in flight to be answered before it cuts them
+// Open at once (each costs a descriptor); a deploy script may fan out to many.
 const MAX_CONNECTIONS = 128
 
-// What each command does to the pool. Methods may throw synchronously (a pool that is not
-// running) or reject; either becomes an error response.
+// A throw or a rejection becomes an error response.
 const HANDLERS = {
   ping: (pool) => ({ pid: process.pid, phase: pool.phase }),
   status: (pool) => pool.status(),
@@ -45,21 +31,17 @@ const HANDLERS = {
 }
 
 class ControlServer {
-  // `connection`: limits of one connection ({ idleTimeout, maxPending, maxLine }, see
-  // ./connection.js); tests pass small ones. `uid`: the user whose socket at the path may be
-  // probed and replaced (./path.js).
+  // `connection`: { idleTimeout, maxPending, maxLine } (./connection.js). `uid`: whose socket may be replaced.
   constructor ({ path: socketPath, pool, logger, maxConnections = MAX_CONNECTIONS, connection = {}, uid = myUid() }) {
     this.path = path.resolve(socketPath)
     this.uid = uid
     this.pool = pool
     this.logger = logger
     this.connectionLimits = connection
-    // Half-open: a client may send its request and shut its side (`echo ... | socat`), and
-    // still get the answer of a reload that takes a minute.
+    // Half-open: `echo ... | socat` shuts its side and still gets a long reload's answer.
     this.server = net.createServer({ allowHalfOpen: true }, (socket) => this.onConnection(socket))
     this.server.maxConnections = maxConnections
-    // Out of descriptors, a connection is refused (or a failed accept logged) rather than the pool
-    // dying; the control socket may use the supervisor's own share of descriptors.
+    // Out of descriptors, refused rather than fatal; it may use the supervisor's own share.
     guardAccept(this.server,
       { name: 'control socket', logger, priority: true, onRefused: () => pool?.metrics?.failed('out_of_descriptors') })
     this.connections = new Set()
@@ -111,8 +93,7 @@ class ControlServer {
     }
   }
 
-  // Nothing at the path, or a socket nobody listens on (a pool that was SIGKILLed): fine, the
-  // latter is removed. A live pool, or anything we cannot judge, is refused.
+  // Removes a socket nobody listens on (a SIGKILLed pool); refuses a live pool or what it cannot judge.
   async ensureFree () {
     let st
     try { st = fs.lstatSync(this.path) } catch (err) {
@@ -156,8 +137,7 @@ class ControlServer {
     socket.on('close', () => this.connections.delete(connection))
   }
 
-  // The answer to one request line. Never rejects, never throws: whatever the line holds
-  // becomes an error answer.
+  // Never rejects: whatever the line holds becomes an error answer.
   respond (line) {
     let id = null
     return Promise.resolve()
@@ -176,16 +156,14 @@ class ControlServer {
 
   logCommand ({ command, args }) {
     if (command === 'ping' || command === 'status') return
-    // Only what the command uses, and only a plain number: the rest of `args` is the client's
-    // to fill, with anything up to a megabyte.
+    // Only a plain number: the rest of `args` may be a megabyte of anything.
     const logged = command === 'scale' && typeof args.workers === 'number'
       ? { workers: args.workers }
       : command === 'recycle' && typeof args.slot === 'number' ? { slot: args.slot } : {}
     this.logger?.info({ event: 'control-command', command, args: logged }, `control: ${command}`)
   }
 
-  // Stop listening and remove the socket file, answer what is in flight (the `stop` that led
-  // here is answered after the pool stopped), then hang up. Idempotent.
+  // Removes the file, answers what is in flight (the `stop` that led here), then hangs up. Idempotent.
   close () {
     if (this.closing) return this.closing
     this.closing = (async () => {

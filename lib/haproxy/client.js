@@ -1,12 +1,7 @@
 'use strict'
 
-// A client for HAProxy's runtime API (the `stats socket`).
-//
-// One command per connection: connect, write `cmd\n`, read until HAProxy closes. It costs about
-// 0.3 ms on loopback and has no session to keep alive, so HAProxy's `stats timeout`, a reload or
-// a restart never leaves us holding a dead connection. Commands run one at a time, in the order
-// they were asked for, so `drain` then `maint` (or `maint` then `ready`) for a server can never be
-// applied by HAProxy in the opposite order.
+// A client for HAProxy's runtime API (the `stats socket`): one command per connection (no session to go
+// stale across a reload), one at a time in order, so `drain` then `maint` never apply reversed.
 
 const net = require('node:net')
 const { poolError, codes } = require('../errors')
@@ -14,8 +9,7 @@ const { parseStat, serverState } = require('./stat')
 const { parseServersState } = require('./servers-state')
 
 const STATES = ['ready', 'drain', 'maint']
-// Proxy and server names as HAProxy accepts them. Checking them also keeps `;` and newlines,
-// which would start another command, out of what we send.
+// Names as HAProxy accepts them; this also keeps `;` and newlines (another command) out.
 const NAME = /^[A-Za-z0-9_.:-]+$/
 const TCP_ADDRESS = /^(?:ipv4@|tcp@)?(\[[^\]]+\]|[^/:@]+):(\d+)$/
 
@@ -87,8 +81,7 @@ class HaproxyClient {
     this._checkReply(reply, { backend: backends[0], server, cmd: cmds.join('; ') })
   }
 
-  // Every `show stat` row of one proxy (its FRONTEND/BACKEND rows and its servers), or of all
-  // proxies without an argument.
+  // `show stat` rows of one proxy, or of all without an argument.
   async showStat (backend) {
     if (backend !== undefined) checkName('backend', backend)
     const cmd = backend === undefined ? 'show stat' : `show stat ${backend} -1 -1`
@@ -97,9 +90,7 @@ class HaproxyClient {
     return parseStat(reply)
   }
 
-  // svname → { admin: 'maint'|'drain'|'ready', op, adminBits, addr, port } from `show servers
-  // state`: what `set server ... state` left behind, which `show stat` cannot tell apart from a
-  // failed health check.
+  // svname → { admin: 'maint'|'drain'|'ready', op, adminBits, addr, port } (servers-state.js).
   async serversState (backend) {
     checkName('backend', backend)
     const cmd = `show servers state ${backend}`

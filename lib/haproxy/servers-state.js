@@ -1,26 +1,19 @@
 'use strict'
 
-// `show servers state BACKEND`: each server's administrative state as HAProxy holds it.
-//
-// `show stat`'s status column cannot tell what the pool asked for: a server set DRAIN or READY
-// whose health check fails reads `DOWN` either way. `srv_admin_state` is the bit field that
-// `set server ... state` changes, so comparing it with the wanted state is exact. Verified on
-// HAProxy 2.6: `disabled` in the config → 5 (FMAINT|CMAINT); `state ready` → 4; `state drain`
-// → 12 (CMAINT|FDRAIN); `state maint` → 5. CMAINT only remembers the config's `disabled`.
+// `show servers state BACKEND`: `srv_admin_state`, the bits `set server ... state` changes (`show stat` reads
+// DOWN for drain and ready alike under a failing check). HAProxy 2.6: `disabled` 5, then ready 4, drain 12, maint 5.
 
 const ADMIN = Object.freeze({ FMAINT: 0x01, IMAINT: 0x02, CMAINT: 0x04, FDRAIN: 0x08, IDRAIN: 0x10, RMAINT: 0x20 })
 const OP_STATES = ['stopped', 'starting', 'running', 'stopping']
 
-// The state `set server ... state X` leaves behind: 'maint', 'drain' or 'ready'. Only the
-// forced bits count; inherited (IMAINT via `track`) or DNS (RMAINT) maintenance is not ours.
+// Only the forced bits count: IMAINT (`track`) and RMAINT (DNS) are not ours.
 function adminStateName (bits) {
   if (bits & ADMIN.FMAINT) return 'maint'
   if (bits & ADMIN.FDRAIN) return 'drain'
   return 'ready'
 }
 
-// Reply text → { serverName: { admin, op, adminBits, addr, port } }. Returns null when the text
-// is not a servers-state dump (an error message), for the caller to report.
+// → { serverName: { admin, op, adminBits, addr, port } }, or null for an error reply.
 function parseServersState (text) {
   const lines = text.split('\n')
   const headerAt = lines.findIndex((l) => l.startsWith('# be_id '))

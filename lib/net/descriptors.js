@@ -1,31 +1,19 @@
 'use strict'
 
-// File descriptors: the one resource the pool's clients can take away from its workers. Every
-// connection a listener accepts holds one, while forking a worker needs eight at its peak (its
-// stdout, stderr and IPC pipes, both ends until the child has them, and libuv's exec-error pipe)
-// and keeps three. Under a low `ulimit -n`, idle clients that fill the table leave nothing to
-// fork with, and every respawn fails with EMFILE. So each listener of the pool (the embedded
-// balancer's front, the stats listener, the agent, the control socket) accepts a connection only
-// while the descriptors open plus a reserve for the workers stay within the process's limit;
-// past it a new connection is closed at once, and the refusal is logged (once per
-// REFUSAL_LOG_MS) and counted in pool_failures_total{reason="out_of_descriptors"}.
-//
-// The reserve is FORK_PEAK plus HOUSEKEEPING (the supervisor's own needs: /proc reads, a
-// reload's canary, the control socket), plus PER_WORKER for each wanted slot that has no process
-// right now: the descriptors a worker freed when it exited belong to its next process, not to
-// the next client. The control socket may use HOUSEKEEPING: an operator can still reach a pool
-// whose clients took every descriptor they may.
+// File descriptors, which idle clients could take from the workers (a fork needs FORK_PEAK): each listener
+// of the pool admits a connection only while those open plus a reserve fit the limit, else closes it
+// (logged, counted as out_of_descriptors). Reserve: FORK_PEAK + HOUSEKEEPING (the control socket may use
+// it) + PER_WORKER per wanted slot without a process.
 
 const fs = require('node:fs')
 
 const FORK_PEAK = 8
 const HOUSEKEEPING = 16
 const PER_WORKER = 4 // kept open for a running worker: stdout, stderr, IPC, one connection to it
-const REMEASURE_MS = 1000 // the open count is read again at least this often, and whenever tight
+const REMEASURE_MS = 1000 // the open count is read again this often, and whenever tight
 const REFUSAL_LOG_MS = 10000
 
-// The process's soft limit on open files (RLIMIT_NOFILE; Node raises it to the hard limit at
-// start), or Infinity where /proc cannot tell.
+// RLIMIT_NOFILE's soft limit, or Infinity where /proc cannot tell.
 function descriptorLimit () {
   try {
     const line = fs.readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'))
@@ -36,7 +24,7 @@ function descriptorLimit () {
   }
 }
 
-// Descriptors open now (the directory read itself holds one), or null where /proc cannot tell.
+// Less the one the read holds; null where /proc cannot tell.
 function openDescriptors () {
   try {
     return fs.readdirSync('/proc/self/fd').length - 1
@@ -46,8 +34,7 @@ function openDescriptors () {
 }
 
 class DescriptorBudget {
-  // limit(): the process's limit, read again with each count (`prlimit` can change it while
-  // the pool runs); count(): the descriptors open now.
+  // limit() is read again with each count: `prlimit` can change it.
   constructor ({ limit = descriptorLimit, count = openDescriptors, now = () => performance.now() } = {}) {
     this.readLimit = limit
     this.limit = limit()
@@ -58,26 +45,21 @@ class DescriptorBudget {
     this.countedAt = -Infinity
   }
 
-  // Keeps descriptors for the workers to come of one owner (a pool) until the function returned
-  // is called: PER_WORKER for each, `missing()` read again at every admission.
+  // PER_WORKER for each of `missing()` (read at every admission) until the function returned is called.
   reserveForWorkers (missing) {
     const own = () => missing() // one entry per call, even for the same function
     this.missingWorkers.add(own)
     return () => { this.missingWorkers.delete(own) }
   }
 
-  // `priority`: the control socket's connections, which may use the housekeeping part.
   reserve ({ priority = false } = {}) {
     let missing = 0
     for (const count of this.missingWorkers) missing += count() || 0
     return FORK_PEAK + (priority ? 0 : HOUSEKEEPING) + PER_WORKER * missing
   }
 
-  // May the connection just accepted (its descriptor already open) be kept? Counting reads
-  // /proc, so between counts each admitted connection is added to the last count; connections
-  // that closed since make that estimate high, never low, and a tight one is counted again.
-  // `more`: descriptors the connection will need besides its own (the embedded balancer's
-  // connection to a worker for each request it carries), kept free too.
+  // May the connection just accepted be kept? Between /proc counts the estimate grows by each admission
+  // (high, never low). `more`: descriptors it will need besides its own, kept free too.
   admit ({ priority = false, more = 0 } = {}) {
     if (this.limit === Infinity) return true
     const reserve = this.reserve({ priority }) + more
@@ -87,8 +69,7 @@ class DescriptorBudget {
     return false
   }
 
-  // Whether `n` more descriptors may be opened now, the reserve kept (asked before the balancer
-  // connects to a worker: past it the request waits for one, rather than fail its connect).
+  // Asked before the balancer connects to a worker: past it the request waits rather than fail.
   hasRoom (n = 1) {
     if (this.limit === Infinity) return true
     const reserve = this.reserve()
@@ -96,11 +77,9 @@ class DescriptorBudget {
     return this.open + n + reserve <= this.limit
   }
 
-  // A descriptor was opened outside an accept (a connection to a worker): the estimate follows.
   opened () { if (this.open !== null) this.open++ }
 
-  // Counts again when the estimate is old or `needed` more would not fit by it. Returns whether
-  // it counted; where /proc cannot tell, the estimate is 0 from then on.
+  // Counts again when old or `needed` would not fit; returns whether it counted.
   measureIfTight (needed) {
     const now = this.now()
     if (this.open !== null && now - this.countedAt < REMEASURE_MS && this.open + needed <= this.limit) return false
@@ -111,24 +90,15 @@ class DescriptorBudget {
     return open !== null
   }
 
-  // What a refusal line says.
   describe () {
     return { open: this.open, limit: this.limit, reserve: this.reserve() }
   }
 }
 
-// One budget per process: descriptors are the process's, whoever opens them.
 const budget = new DescriptorBudget()
 
-// Makes `server` refuse connections that would eat the workers' reserve, and survive a failed
-// accept. Node (libuv) keeps one spare descriptor for a full table: it accepts what waits and
-// closes it at once, so clients see a closed connection rather than a hang, and no error
-// reaches us. Should that spare be gone too, the failed accept arrives here as an 'error' from
-// `accept`: it is logged, and idle keep-alive connections are let go so that the next accept has
-// a descriptor (libuv tries again at once). `name` names the listener in the log;
-// `onRefused()` counts a refusal in the owner's metrics. Call it once the server has its
-// connection handler (http.Server's own, or the one given to net.createServer): a refused
-// connection reaches no handler. `priority`: see reserve(). `more()`: see admit().
+// Makes `server` refuse connections that would eat the reserve, and survive a failed accept (EMFILE past
+// libuv's spare fd: logged, idle connections closed). Call it once the server has its connection handler.
 function guardAccept (server, {
   name, logger, onRefused = () => {}, priority = false, more = () => 0, descriptors = budget
 }) {
@@ -161,7 +131,6 @@ function guardAccept (server, {
   return server
 }
 
-// A line said at most once per `interval`, naming how many times it happened since.
 class RateLimitedLine {
   constructor (logger, interval, now = () => performance.now()) {
     this.logger = logger

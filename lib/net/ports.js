@@ -1,10 +1,7 @@
 'use strict'
 
-// The kernel's ephemeral ports: the range it hands out as source ports of outgoing connections
-// (net.ipv4.ip_local_port_range), less those reserved (net.ipv4.ip_local_reserved_ports). A
-// worker's port there can be taken by any connection the host makes (the balancer's own to the
-// workers, a client of the app's) in the moment its worker is down, and the respawn then cannot
-// listen; a listening port is never handed out, so only the workers' ports are at risk.
+// The kernel's ephemeral ports (ip_local_port_range less ip_local_reserved_ports): a worker's port there
+// may be taken as a source port while its worker is down, and the respawn cannot listen.
 
 const fs = require('node:fs')
 
@@ -15,7 +12,6 @@ function read (file) {
   try { return fs.readFileSync(file, 'utf8').trim() } catch { return null }
 }
 
-// { low, high }, or null where /proc cannot tell.
 function ephemeralRange (text = read(RANGE)) {
   const [low, high] = String(text ?? '').split(/\s+/).map(Number)
   return Number.isInteger(low) && Number.isInteger(high) && low <= high ? { low, high } : null

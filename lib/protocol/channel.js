@@ -1,13 +1,8 @@
 'use strict'
 
-// The pool channel: how a worker and its supervisor talk, framed here for both sides (what the
-// messages say is the protocol's). Not Node's 'ipc' channel: the app runs in the worker
-// and can write anything to any fd it has, and Node's channel parser throws in the parent on bytes
-// that are not JSON and buffers a line without end in full. This one is an extra stdio pipe (on
-// Unix a socketpair, so one fd carries both directions) at fd CHANNEL_FD in the worker, named
-// by $POOL_CHANNEL_FD, carrying newline-delimited JSON frames of at most MAX_FRAME bytes. What
-// breaks the framing (a frame that is not JSON, or too long) is reported once, never thrown,
-// and the reader then drops everything: it never holds more than MAX_FRAME bytes plus one read.
+// The pool channel's framing (docs/decisions/0014-worker-channel.md): newline-delimited JSON of at most
+// MAX_FRAME bytes over a socketpair at fd CHANNEL_FD ($POOL_CHANNEL_FD), not Node's 'ipc'. Broken framing
+// is reported once, never thrown, and all after it dropped.
 
 const net = require('node:net')
 
@@ -17,8 +12,7 @@ const MAX_FRAME = 1024 * 1024 // bytes, newline included; a pool message is a fe
 const NEWLINE = 0x0a
 const PREVIEW = 60 // characters of a bad frame quoted in the report
 
-// One message as a frame. JSON.stringify escapes every newline inside strings, so the only
-// newline is the frame's end.
+// JSON.stringify escapes newlines in strings: the only one is the frame's end.
 function encode (message) {
   const frame = JSON.stringify(message) + '\n'
   const size = Buffer.byteLength(frame)
@@ -29,8 +23,7 @@ function encode (message) {
   return frame
 }
 
-// Splits a byte stream into parsed frames. onFrame(value) for each; onError(problem) once, at
-// the first frame that is not JSON or exceeds maxFrame, after which every byte is dropped.
+// onFrame(value) for each; onError(problem) once, at the first bad frame, after which all is dropped.
 class FrameReader {
   constructor ({ onFrame, onError, maxFrame = MAX_FRAME }) {
     this.onFrame = onFrame
@@ -80,10 +73,8 @@ class FrameReader {
   }
 }
 
-// Reads `stream`'s frames: onMessage(value) for each, onError(problem) once when the framing
-// breaks. From then on what comes is read and dropped (the peer is about to be dealt with), so
-// that the stream still ends when the peer does. A channel errors (ECONNRESET, EPIPE) only as its
-// peer goes, and its 'close' follows: no error of it may escape as an uncaught exception.
+// onMessage(value) for each, onError(problem) once; then read and dropped, so the stream still ends.
+// Its errors (ECONNRESET, EPIPE: the peer went) are swallowed; 'close' follows.
 function readFrames (stream, { onMessage, onError }) {
   const reader = new FrameReader({ onFrame: onMessage, onError })
   stream.on('data', (chunk) => { if (!reader.broken) reader.push(chunk) })
@@ -91,8 +82,7 @@ function readFrames (stream, { onMessage, onError }) {
   return reader
 }
 
-// Writes `message` as a frame; false when the channel is gone. `done` (optional) is called once
-// the frame is handed to the system, or the write failed.
+// False when the channel is gone. `done()` once the frame is handed to the system, or the write failed.
 function sendFrame (stream, message, done) {
   if (!stream || stream.destroyed || !stream.writable) return false
   stream.write(encode(message), done)

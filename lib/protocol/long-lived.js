@@ -1,11 +1,7 @@
 'use strict'
 
-// Which requests are long-lived, as every front decides it before a worker is chosen (a stream
-// cannot be told from a page until its answer comes): those whose client accepts
-// text/event-stream (server-sent events), and those under a prefix of --stream-routes (an AI
-// chat route, long polls). A front sends them on with STREAM_HEADER, so that the worker's guard
-// gives them no render place; a client cannot send the header itself (fronts drop it), though it
-// can meet the rules: such a request skips the render queue, bounded by --worker-max-open.
+// Long-lived requests, told before a worker is chosen: Accept text/event-stream, or a --stream-routes
+// prefix. Fronts mark them with STREAM_HEADER (dropping a client's own) and the guard gives them no render place.
 
 const STREAM_HEADER = 'X-Pool-Stream'
 const EVENT_STREAM = 'text/event-stream'
@@ -20,9 +16,7 @@ function streamRoutes (text) {
   return routes
 }
 
-// Whether `req` ({ url, headers }, its target in origin form) is long-lived: HAProxy's
-// `req.hdr(accept) -m sub text/event-stream` and `path_beg` on each route, as the generated
-// config says it.
+// As the generated HAProxy config's `req.hdr(accept) -m sub text/event-stream` and `path_beg`.
 function isLongLived (req, routes) {
   const accept = req.headers.accept
   if (typeof accept === 'string' && accept.includes(EVENT_STREAM)) return true
@@ -32,7 +26,6 @@ function isLongLived (req, routes) {
   return routes.some((r) => path.startsWith(r))
 }
 
-// In the worker: whether a front declared the request long-lived.
 function declaredLongLived (headers) {
   return headers['x-pool-stream'] === '1'
 }

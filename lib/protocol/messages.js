@@ -1,8 +1,7 @@
 'use strict'
 
-// The vocabulary between the supervisor and its workers, in one place so both sides agree (how
-// messages travel: the pool channel). Every message is a small
-// plain object with a `type` and the protocol version `v`.
+// The messages between the supervisor and its workers (carried by channel.js): plain objects with a
+// `type` and the protocol version `v`.
 
 const VERSION = 1
 
@@ -10,23 +9,16 @@ const VERSION = 1
 const READY = 'ready' //           { port, rss }            listening, may take requests
 const BOOT_ERROR = 'boot-error' // { error: { message, stack, code } }  the app failed to load or listen
 const CHECK_IN = 'check-in' //     { rss, open, tunnels, tunnelsOpened, answered, active, request }  its event
-//                                 loop came round: every --heartbeat-interval idle, more often
-//                                 while `active` (it holds requests): `open` held now, `tunnels`
-//                                 upgraded connections open now (WebSockets: never `active`),
-//                                 `tunnelsOpened` since it started, `answered` ended since it
-//                                 started, `request` the one open longest ({ method, url, age })
+//                                 loop came round; `request`: the one open longest ({ method, url, age })
 const QUEUED = 'queued' //         { waiting, running }     a request found every render place taken
 const LISTENER_CLOSED = 'listener-closed' // { error? }  after ready: its server no longer listens (closed, or failed)
-const LEFT_PORT = 'left-port' //   { open, tunnels }        asked to stop, it closed its listener: the port is
-//                                                       free; it exits once its `open` requests and its
-//                                                       `tunnels` end
+const LEFT_PORT = 'left-port' //   { open, tunnels }        stopping, it freed the port; exits once these end
 const REQUEST_ENDED = 'request-ended' // { id }          the request watched (WATCH_REQUEST) ended, or was not there
 const AWAITING = 'awaiting' //     { open, last }           --worker-concurrency > 1: the `open` requests it holds all
 //                                 await I/O; `last`: the exchange (X-Pool-Request) of the one started last
 
 // supervisor → worker
-const STOP = 'stop' //             { reason }               take no new connection, finish what is open, exit 0;
-//                                                       `reason`: the drain's (DRAIN_REASONS)
+const STOP = 'stop' //             { reason }               finish what is open, exit 0 (DRAIN_REASONS)
 const WATCH_REQUEST = 'watch-request' // { id }          say when the request of this exchange (X-Pool-Request) ends
 
 // Why a worker drains, as STOP says it to the app (draining.js); anything else is read as none.
@@ -41,9 +33,8 @@ function isPoolMessage (msg) {
   return msg !== null && typeof msg === 'object' && msg.v === VERSION && typeof msg.type === 'string'
 }
 
-// A worker's message as the supervisor may trust it, or null. The app runs in the worker and
-// can write well-framed messages to the channel itself, so every field is checked and copied,
-// never used as sent: a message the supervisor cannot use is dropped, not a reason to throw.
+// A worker's message as the supervisor may trust it, or null: the app can write to the channel itself, so
+// every field is checked and copied.
 const MAX_TEXT = 8192
 const MAX_STACK = 65536
 const MAX_URL = 1024 // a request's URL in a check-in: for people to read
@@ -100,8 +91,7 @@ function parseWorkerMessage (m) {
   return fields && { v: VERSION, type: m.type, ...fields }
 }
 
-// Errors cross the channel as plain data, cut to what the supervisor keeps, so that the message
-// always fits in a frame.
+// Cut to what the supervisor keeps, so the message always fits in a frame.
 function serializeError (err) {
   if (!(err instanceof Error)) return { message: asText(err, MAX_TEXT), stack: asText(err, MAX_STACK) }
   return {

@@ -1,34 +1,12 @@
 'use strict'
 
-// Where the supervisor's log lines go: its stdout, written asynchronously through a buffer of
-// at most `maxBytes`. Serving never waits for whoever reads the logs:
-//
-// - Each line is appended to the buffer; sonic-boom writes the buffer out with write(2) on
-//   libuv's thread pool, never on the event loop, a batch at a time: once `batchBytes` have
-//   gathered, or `batchMs` after the first line of a batch, whichever comes first. A line costs
-//   the event loop a copy into the buffer, not a system call: the access log's line per request
-//   included. A reader that keeps up gets every line, in order, at most `batchMs` late.
-// - A reader that stops (a pipe left full by `| (sleep 600)`, a stuck log shipper): sonic-boom
-//   tries the write again every 100 ms; the buffer grows to `maxBytes`, then each further line
-//   is dropped whole and counted (`dropped`, the metric pool_log_lines_dropped_total). As soon
-//   as the reader takes lines again, `onDropped(n)` is told how many were dropped since it was
-//   last told, at most once a second (one due sooner comes when the second is over, writes or
-//   not), so a gap in the log is never silent. A note that finds no room is dropped and counted
-//   like a line, and told with them by the next one: the notes add up to the metric.
-// - A reader gone for good (EPIPE) or an output that fails otherwise: every line from then on
-//   is dropped and counted; nothing is retried.
-// - At the end, `flush(timeout)` writes out the buffer and waits (bounded) for it to be taken,
-//   and the process's 'exit' writes what is still buffered synchronously, for at most
-//   `exitFlushMs`. What the reader has not taken by then is lost; on SIGKILL everything still
-//   buffered is.
-//
-// Writes never wait for the reader: a write the reader cannot take fails at once (EAGAIN, tried
-// again later) instead of holding a thread of the pool (other work needs them: file reads, DNS
-// lookups) or, at the exit, the process. For a pipe, that takes a description of the pipe of its
-// own, opened anew and non-blocking: O_NONBLOCK belongs to the description, which the pipe's
-// original fd shares with every process that inherited it, and a Node.js process clears it on
-// the stdio it inherited when it exits (the reaper, which writes to the same fd 1, does at every
-// stop), after which a write to a full pipe would wait for the reader for ever.
+// The supervisor's stdout, written asynchronously (sonic-boom, in batches of `batchBytes` or after `batchMs`)
+// through a buffer of at most `maxBytes`: serving never waits for the log's reader. A reader that stops
+// fills the buffer, then lines are dropped whole and counted (pool_log_lines_dropped_total); once it reads
+// again `onDropped(n)` says how many, at most once a second. After an output error (EPIPE) every line is
+// dropped. At 'exit' the buffer is written synchronously for at most `exitFlushMs`.
+// Writes are non-blocking (EAGAIN, retried), on a pipe through a description of our own: O_NONBLOCK is the
+// shared description's, and an exiting Node child (the reaper) clears it on its inherited stdio.
 
 const fs = require('node:fs')
 const SonicBoom = require('sonic-boom')
@@ -37,7 +15,7 @@ const DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 const BATCH_BYTES = 8192 // a write starts once this much is buffered (below sonic-boom's 16 KiB per write)...
 const BATCH_MS = 50 // ...or this long after the first line of a batch
 const EXIT_FLUSH_MS = 2000 // the longest the process's exit waits for a reader that does not read
-const TELL_EVERY_MS = 1000 // the fewest milliseconds between two notes of dropped lines
+const TELL_EVERY_MS = 1000 // between two notes of dropped lines, at least
 
 class LogOutput {
   constructor ({
@@ -51,16 +29,16 @@ class LogOutput {
     this.dropped = 0 // lines dropped since the start
     this.untold = 0 // of which onDropped has not been told yet
     this.toldAt = -Infinity
-    this.tellTimer = null // a note due once TELL_EVERY_MS since the last one have passed
+    this.tellTimer = null
     this.onDropped = () => {} // set by the logger: it writes the note
     this.pending = 0 // bytes taken and not written yet
     this.batchTimer = null
     this.whenWritten = new Set() // flush()es waiting for `pending` to reach 0
     this.failure = null // the error that ended the output (EPIPE: nobody reads any more)
-    this.exitDeadline = null // while the exit flush runs: when it gives up on a reader that does not read
+    this.exitDeadline = null // while the exit flush runs: when it gives up
     this.ownFd = ownNonBlockingFd(fd)
     if (this.ownFd === null) makeNonBlocking(fd)
-    // Buffers, not strings: appending a line then costs no rescan of the chunk it joins.
+    // Buffers, not strings: appending costs no rescan of the chunk.
     this.boom = new SonicBoom({
       fd: this.ownFd ?? fd,
       sync: false,
@@ -90,8 +68,7 @@ class LogOutput {
     return true
   }
 
-  // What is buffered below batchBytes goes out batchMs later (sonic-boom leaves it waiting for
-  // more). Unref'd: a process that ends by itself writes it at its exit (flushSync).
+  // Below batchBytes sonic-boom waits for more. Unref'd: flushSync writes it at the exit.
   armBatch () {
     if (this.batchTimer !== null) return
     this.batchTimer = setTimeout(() => { this.batchTimer = null; this.boom.flush() }, this.batchMs)
@@ -118,9 +95,7 @@ class LogOutput {
     for (const done of this.whenWritten) done(false)
   }
 
-  // The reader took lines again: say how many were dropped meanwhile, now or, within a second of
-  // the last note, once that second is over: the buffer may be written out by then, and no
-  // later write would tell.
+  // Now, or once TELL_EVERY_MS since the last note is over (by timer: no later write may come).
   tellDropped () {
     if (this.untold === 0 || this.failure) return
     const now = this.now()
@@ -130,10 +105,7 @@ class LogOutput {
     const dropped = this.dropped
     this.untold = 0
     this.onDropped(n)
-    // The note is a line like any other: longer than most, it did not fit where a line was just
-    // dropped (a write that freed less than it, the timer with the buffer full), and was dropped
-    // and counted too. Those lines are not told yet: the next write out tells them, the note's own
-    // among them, so that the notes add up to the metric.
+    // The note itself was dropped: its lines (and it) are told by the next, so notes add up to the metric.
     if (this.dropped !== dropped) this.untold += n
     else this.toldAt = now
   }
@@ -144,8 +116,7 @@ class LogOutput {
     this.tellTimer.unref()
   }
 
-  // Writes out what is buffered; resolves true once all of it is written, false when `timeout`
-  // ms pass first or the output failed. Dropped lines not yet told of are told first.
+  // Resolves true once all is written, false after `timeout` ms or on failure. Untold drops are told first.
   flush (timeout) {
     if (this.untold > 0 && !this.failure) { this.toldAt = -Infinity; this.tellDropped() }
     if (this.idle || this.failure) return Promise.resolve(!this.failure)
@@ -156,14 +127,12 @@ class LogOutput {
         this.whenWritten.delete(done)
         resolve(flushed)
       }
-      // A reader that did not read within `timeout` is not waited for again at the exit.
       const timer = setTimeout(() => { this.exitFlushMs = 0; done(false) }, timeout)
       this.whenWritten.add(done)
     })
   }
 
-  // At the process's exit: what is still buffered, written synchronously, for at most
-  // exitFlushMs of a reader that does not read. Never throws (it runs in an 'exit' listener).
+  // Never throws: it runs in an 'exit' listener.
   flushSync () {
     process.removeListener('exit', this.exitFlush)
     if (this.idle || this.failure || this.boom.destroyed) return
@@ -172,7 +141,6 @@ class LogOutput {
     try { this.boom.flushSync() } catch {}
   }
 
-  // No more lines (tests): the exit no longer flushes this output.
   close () {
     clearTimeout(this.batchTimer)
     clearTimeout(this.tellTimer)
@@ -180,9 +148,7 @@ class LogOutput {
   }
 }
 
-// The process's stdout, one LogOutput for every logger that writes there (several pools in one
-// process): one buffer, so that their lines never interleave within a line, and one exit flush.
-// The first one made sets the buffer's size.
+// One LogOutput for every logger on stdout, so lines never interleave; the first sets the size.
 let stdout = null
 
 function stdoutOutput ({ maxBytes } = {}) {
@@ -190,9 +156,7 @@ function stdoutOutput ({ maxBytes } = {}) {
   return stdout
 }
 
-// A pipe on `fd`: a descriptor of our own for it, non-blocking (/proc/self/fd reopens the pipe
-// itself, not a path). Null for anything else (a file needs none: a write to it never waits for
-// a reader; a terminal or a socket cannot be reopened so) or where /proc is not there.
+// A non-blocking fd of our own for a pipe (/proc/self/fd reopens the pipe itself); null for anything else.
 function ownNonBlockingFd (fd) {
   try {
     if (!fs.fstatSync(fd).isFIFO()) return null
@@ -202,9 +166,7 @@ function ownNonBlockingFd (fd) {
   }
 }
 
-// A terminal or a socket on the descriptor (or a pipe where /proc is missing): Node's handle for
-// it can set O_NONBLOCK, on the shared description; set again before the exit's flush, since a
-// child that shared it may have cleared it by then. A file needs none.
+// A terminal or socket: O_NONBLOCK on the shared description, through Node's handle (set again at exit).
 function makeNonBlocking (fd) {
   const stream = fd === 1 ? process.stdout : fd === 2 ? process.stderr : null
   const handle = stream?._handle

@@ -10,23 +10,15 @@ function wantsPretty (format, stream = process.stdout) {
   return Boolean(stream.isTTY)
 }
 
-// No `pid` in the supervisor's base: a line about a worker carries that worker's pid, once (a
-// second `pid` key would be dropped by JSON parsers, which keep the last). The supervisor's pid
-// is on its `starting` line (`supervisorPid`) and in `pool status`.
-// `destination` (JSON only): where the lines go instead of the supervisor's stdout (a worker
-// writes through its process.stdout). Without it the lines go to the process's stdout through
-// its LogOutput: asynchronous, at most `bufferBytes`
-// held for a reader that does not keep up, the rest dropped and counted; the logger's `output`.
-// A line written straight to the logger's destination (a worker's own line, as the supervisor
-// reads it) is rendered like the logger's own in pretty mode.
+// No `pid` in the supervisor's base: a worker's line carries its own, once. `destination` (JSON only) replaces stdout's
+// LogOutput (`bufferBytes`, exposed as the logger's `output`).
 function createLogger ({ level = 'info', format = 'auto', base = null, destination = null, bufferBytes } = {}) {
   const options = { level, base }
   if (destination) return pino(options, destination)
   const output = stdoutOutput({ maxBytes: bufferBytes })
   const render = wantsPretty(format) ? createPrettyRenderer({ colorize: Boolean(process.stdout.isTTY) }) : null
   const logger = pino(options, render ? { write: (line) => output.write(render(line)) } : output)
-  // The note goes through the logger (its level, its format); it is a warning so that a
-  // --log-level that filters it is the user's own choice.
+  // A warning: only a --log-level the user chose filters it.
   output.onDropped = (n) => logger.warn({ event: 'log-dropped', dropped: n, total: output.dropped },
     `${n} log line${n === 1 ? '' : 's'} dropped: whatever reads the pool's stdout did not keep up and the log buffer ` +
       '(--log-buffer) was full')
@@ -34,14 +26,11 @@ function createLogger ({ level = 'info', format = 'auto', base = null, destinati
   return logger
 }
 
-// The LogOutput under a logger made by createLogger, or null (a logger of the user's own).
 function logOutputOf (logger) {
   return logger?.output instanceof LogOutput ? logger.output : null
 }
 
-// Returns render(jsonLine) → the text to print. Most records print as pino-pretty prints them
-// (the message, then the fields indented below). Two kinds come many at a time and read best as
-// one line each: the access log (`request`) and the app's own output (`app-log`).
+// render(jsonLine) → text: pino-pretty's, but one line each for `request` and `app-log` records.
 function createPrettyRenderer ({ colorize = false } = {}) {
   const full = require('pino-pretty').prettyFactory({ colorize, ignore: 'hostname', translateTime: 'HH:MM:ss.l' })
   return (line) => {
@@ -54,10 +43,9 @@ function createPrettyRenderer ({ colorize = false } = {}) {
 }
 
 const ONE_LINE = {
-  // "GET /page 200 12ms id=… queueMs=0.3 worker=w1 attempts=1": the message, then every field it
-  // does not already say, so that fields added to the access log later still show.
+  // "GET /page 200 12ms id=… queueMs=0.3 worker=w1": every field the message does not say.
   request: (r) => [r.msg, compactFields(r, REQUEST_SAID)].filter(Boolean).join(' '),
-  // "[slot 2 pid 4242] what the app printed"; stderr and the pieces of a split line say so.
+  // "[slot 2 pid 4242] what the app printed"
   'app-log': (r) => {
     const tags = [`slot ${r.slot}`, `pid ${r.pid}`]
     if (r.stream === 'stderr') tags.push('stderr')
@@ -78,8 +66,7 @@ function compactFields (record, skip) {
   return parts.join(' ')
 }
 
-// A value that cannot break the line: plain words as they are, anything else as JSON (which
-// escapes newlines).
+// Plain words as they are, else JSON (which escapes newlines).
 function compactValue (value) {
   if (typeof value === 'number' || typeof value === 'boolean') return String(value)
   if (typeof value === 'string' && /^[\w.:/?&=%+@,~-]+$/.test(value)) return value

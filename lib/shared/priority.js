@@ -1,20 +1,17 @@
 'use strict'
 
-// Priority classes, as the pool's options write them: the names of the classes in serving
-// order, and --priority-routes, `PREFIX=CLASS,...`. Read by the embedded balancer, which serves
-// a higher class always before a lower one, and by `pool config haproxy`, which writes the same
-// rules for HAProxy's `http-request set-priority-class`.
+// Priority classes and --priority-routes (`PREFIX=CLASS,...`), for the embedded balancer and for the
+// generated HAProxy `http-request set-priority-class`.
 
 const CLASSES = ['high', 'normal', 'low'] // index = serving order
 const NORMAL = CLASSES.indexOf('normal')
 
-// The index of a class by its name (any case, spaces around), or -1.
 function classIndex (name) {
   return CLASSES.indexOf(String(name).trim().toLowerCase())
 }
 
 // '/health=high,/static/=high,/api/report=low' → [{ prefix, cls }], longest prefix first.
-// Throws a plain Error naming what is wrong; the caller makes it a PoolError.
+// Throws a plain Error; the caller makes it a PoolError.
 function parseRoutes (text) {
   const rules = []
   for (const part of String(text).split(',')) {

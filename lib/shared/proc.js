@@ -1,13 +1,10 @@
 'use strict'
 
-// What Linux's /proc tells of a process: its state, group, session and start time, the CPU time
-// it used, and the members of a session. A pid alone may be reused; a pid with its start time
-// names one process. Every function returns null where /proc cannot tell (not Linux, the
-// process gone).
+// What /proc tells of a process; a pid with its start time names one process. Null where /proc cannot tell.
 
 const fs = require('node:fs')
 
-// /proc/<pid>/stat: { state, pgrp, session, startTime } or null when the process is gone.
+// { state, pgrp, session, startTime }
 function readStat (pid) {
   let text
   try { text = fs.readFileSync(`/proc/${pid}/stat`, 'latin1') } catch { return null }
@@ -15,9 +12,7 @@ function readStat (pid) {
   return { state: f[0], pgrp: Number(f[2]), session: Number(f[3]), startTime: f[19] }
 }
 
-// The CPU time `pid` has used so far, { user, system } in microseconds, with `at` (ms) when it
-// was read; null without /proc or once the process is gone. Read from /proc rather than reported
-// by the worker: a worker blocked in a render sends nothing, which is when its CPU matters.
+// { user, system } in µs, `at` in ms. From /proc: a worker blocked in a render reports nothing.
 const TICKS_PER_SECOND = 100 // USER_HZ: 100 on every Linux architecture Node runs on
 
 function cpuTime (pid, now = performance.now()) {
@@ -28,7 +23,7 @@ function cpuTime (pid, now = performance.now()) {
   return { user: toMicros(f[11]), system: toMicros(f[12]), at: now }
 }
 
-// Live (non-zombie) processes of session `sid`: Map pid → start time. null without /proc.
+// Live (non-zombie) processes of session `sid`: Map pid → start time.
 function sessionMembers (sid) {
   let names
   try { names = fs.readdirSync('/proc') } catch { return null }

@@ -1,31 +1,21 @@
 'use strict'
 
-// The processes the app started, seen from inside the worker: every process of the worker's
-// session but the worker itself. The worker leads its session (the supervisor forks it
-// detached); whatever the app starts without `detached: true` stays in it, even one
-// that makes a process group of its own (coreutils `timeout`, a shell's job control). While the
-// worker lives, the session's number is its pid and cannot be anybody else's, so whatever is
-// found in it is the app's.
-//
-// A worker ends them itself before it leaves: when its drain is over, and when its supervisor is
-// gone and its loop still runs. It cannot leave that to the supervisor, which may itself be
-// gone by then: a supervisor SIGKILLed during a reload left behind the app's processes of every
-// worker that had finished its drain and exited, trusting the supervisor with them.
+// The app's processes: every member of the worker's session (it leads one, forked detached) but itself,
+// process groups included. The worker ends them itself: its supervisor may be gone (SIGKILLed in a reload).
 
 const { sessionMembers, readStat } = require('../shared/proc')
 
 const POLL = 50 // ms between looks at what is left
 const KILL_WAIT = 1000 // ms the SIGKILLed have to be gone before we stop waiting for them
 
-// pid → start time. null without /proc (not Linux).
+// pid → start time; null without /proc.
 function appProcesses () {
   const members = sessionMembers(process.pid)
   if (members !== null) members.delete(process.pid)
   return members
 }
 
-// Signals `pid` only if it is still the process seen (same start time, still in our session):
-// a pid freed meanwhile may already be a stranger's.
+// Only if still the process seen: a pid freed meanwhile may be a stranger's.
 function signalMember (pid, startTime, sig) {
   const stat = readStat(pid)
   if (!stat || stat.startTime !== startTime || stat.session !== process.pid || stat.state === 'Z') return false
@@ -38,16 +28,14 @@ function signalAll (members, sig) {
   return signalled
 }
 
-// `sig` to each at once; synchronous, for a worker leaving in a hurry (process 'exit': a crash,
-// the app's own process.exit()).
+// Synchronous, for process 'exit'.
 function signalAppProcesses (sig) {
   const members = appProcesses()
   return members ? signalAll(members, sig) : []
 }
 
-// SIGTERM to every process of the app (and to any it starts meanwhile); SIGKILL to whatever is
-// left `grace` ms later. Resolves as soon as none is left: { terminated: [pids], killed: [pids] },
-// both empty when there was nothing to end.
+// SIGTERM to each (and to any started meanwhile), SIGKILL to what is left after `grace` ms.
+// Resolves once none is left: { terminated: [pids], killed: [pids] }.
 async function endAppProcesses ({ grace }) {
   const termed = new Map() // pid → start time
   const terminated = []
@@ -63,8 +51,7 @@ async function endAppProcesses ({ grace }) {
     left = appProcesses()
   }
   const killed = left ? signalAll(left, 'SIGKILL') : []
-  // What got SIGKILL goes within moments; waiting for it keeps "the worker exited" meaning "the
-  // app's processes are gone", and a process stuck in the kernel cannot hold us for long.
+  // So that "the worker exited" means "the app's processes are gone"; bounded for one stuck in the kernel.
   const until = performance.now() + KILL_WAIT
   while (killed.length > 0 && appProcesses().size > 0 && performance.now() < until) await sleep(POLL)
   return { terminated, killed }

@@ -1,20 +1,15 @@
 'use strict'
 
-// How a worker leaves: the app's processes go first, and the worker's output is written out
-// before the process exits.
+// How a worker leaves: the app's processes go first, its output is written out, then it exits.
 
-// The app's processes (app-processes.js, and the /proc reading under it) are looked for only on
-// the way out: loaded then, not by every idle worker. A worker out of file descriptors can load
-// it no more than it can read /proc: it then finds nothing to end, as it would have anyway.
+// app-processes.js is loaded only on the way out; a worker out of fds finds nothing to end.
 const NOTHING_TO_END = { signalAppProcesses: () => [], endAppProcesses: async () => ({ terminated: [], killed: [] }) }
 
 function appProcesses () {
   try { return require('./app-processes') } catch { return NOTHING_TO_END }
 }
 
-// stdout and stderr are pipes to the supervisor, and a write the pipe cannot take at once waits
-// in this process: process.exit() would drop it. Leave once both have written out what they
-// hold, or after OUTPUT_WAIT ms if the supervisor is not reading (the pool is stopping anyway).
+// process.exit() would drop what stdout/stderr (pipes) still hold: wait for it, at most OUTPUT_WAIT ms.
 const OUTPUT_WAIT = 1000
 
 function afterOutput (fn) {
@@ -31,19 +26,14 @@ function exitAfterOutput (code) {
   afterOutput(() => process.exit(code))
 }
 
-// Leaving in a hurry (a crash, the app's own process.exit()): the app's processes get SIGTERM on
-// the way out, and the supervisor SIGKILLs what ignores it; with the supervisor gone
-// (`supervisorGone()`), SIGKILL at once.
-// stdout and stderr are pipes the supervisor reads: a write failing there (EPIPE) means it is
-// gone. Thrown, that error would end this worker on the spot, in the middle of ending the app's
-// processes, and leave one that ignores SIGTERM running.
+// On 'exit' the app's processes get SIGTERM (SIGKILL with the supervisor gone). EPIPE on stdout/stderr is
+// ignored: thrown, it would end the worker midway and leave a process that ignores SIGTERM running.
 function prepareForExit ({ supervisorGone }) {
   process.on('exit', () => appProcesses().signalAppProcesses(supervisorGone() ? 'SIGKILL' : 'SIGTERM'))
   for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {})
 }
 
-// The end of a drain: the app's processes go first, and the worker exits once they are gone
-// (left to the supervisor, they would outlive it if it died meanwhile).
+// The end of a drain: exits once the app's processes are gone.
 async function leave ({ grace, logger }) {
   const {
     terminated,
@@ -60,7 +50,6 @@ async function leave ({ grace, logger }) {
   exitAfterOutput(0)
 }
 
-// The process that forked this worker is no longer its parent (when a pool forked it).
 function parentGone (supervisorPid) {
   return supervisorPid !== null && process.ppid !== supervisorPid
 }

@@ -1,26 +1,15 @@
 'use strict'
 
-// The in-process guard: a pool worker renders at most `concurrency` requests at once (K,
-// --worker-concurrency), even when whatever is in front gets it wrong (a misconfigured maxconn, a
-// client on the port directly). A request holds one of those render places from its start until
-// its response head is written (or it ends): what follows the head (a stream of tokens, server-
-// sent events) awaits I/O and holds no place, so a worker with a thousand streams open still
-// takes a render. A request that finds every place taken waits here, first in first out.
-//
-// With K above 1 the guard also says when the worker may take one more: once a request began or
-// ended, it looks at each check phase (setImmediate) until the loop has come round QUIET_LOOKS
-// times in a row with nothing long run between two looks; then every request it holds awaits
-// I/O. A single look would run before work the app queued behind it (React renders its shell in
-// a setImmediate). It says so once per change (onAwaiting).
-//
-// hooks: onArrive(req) a request came in; onStart(req) one started; onEnd(req) one ended;
-// onQueued(waiting, lastStartedReq); onIdle() once nothing is open or waiting; with K > 1,
-// onAwaiting(open, lastReq).
+// The in-process guard: at most `concurrency` (K) requests render at once, whatever the front does. A
+// request holds a render place until its response head is written (what follows awaits I/O); others wait
+// here, FIFO. With K > 1 it says when every request held awaits I/O: after QUIET_LOOKS quiet check phases
+// in a row (one look would run before what the app queued behind it, such as React's shell).
+// hooks: onArrive(req), onStart(req), onEnd(req), onQueued(waiting, lastStartedReq), onIdle() once nothing
+// is open or waiting, and with K > 1 onAwaiting(open, lastReq), once per change.
 
 const { declaredLongLived } = require('../protocol/long-lived')
 
-// A turn of the loop between two looks no longer than this ran no render; this many such turns in
-// a row let whatever the app queued behind a look show itself.
+// A turn between two looks no longer than this ran no render.
 const QUIET_MS = 1
 const QUIET_LOOKS = 2
 
@@ -63,8 +52,7 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
     setImmediate(look)
   }
 
-  // While a look is pending the loop does not wait for I/O, so from one look to the next it runs
-  // one turn. A long turn ran something on the CPU (a render): count again.
+  // One turn from look to look (a pending look keeps the loop from waiting); a long one rendered.
   function look () {
     lookQueued = false
     if (open.size === 0 || said) return
@@ -106,8 +94,7 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
     }
     if (holding) watchHead(res, letGo)
     res.once('finish', end)
-    // The client left before the response was complete. An async handler may still be working
-    // on it: its place is kept until that work settles.
+    // The client left; an async handler may still work on it: the place is kept until it settles.
     res.once('close', () => {
       if (handlerWork.length === 0) return end()
       Promise.allSettled(handlerWork).then(end)
@@ -158,15 +145,12 @@ function guardRequests (server, hooks = {}, { concurrency = 1 } = {}) {
   }
 }
 
-// A request a front declared long-lived (the embedded balancer, HAProxy's streams backend: a
-// client cannot send the header itself) holds no render place.
+// A request a front declared long-lived holds no render place.
 function holdsPlace (req) {
   return !declaredLongLived(req.headers)
 }
 
-// Calls `fn` once the response's head has been written: every way Node writes one (write(),
-// end(), flushHeaders() without it) goes through writeHead. Left in place afterwards, since
-// middleware may have wrapped ours in turn.
+// Every way Node writes a head goes through writeHead. Left in place: middleware may have wrapped ours.
 function watchHead (res, fn) {
   const writeHead = res.writeHead
   res.writeHead = function writeHeadSeen (...args) {

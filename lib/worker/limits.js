@@ -1,18 +1,13 @@
 'use strict'
 
-// The limits on one response that the worker itself enforces where no front of the pool's relays
-// it: --read-timeout (`read`: the longest the app may leave its response without a new byte while
-// its client takes what it was sent) with --balancer none, and --max-request-time (`total`: the
-// longest a response may last) with none and behind HAProxy, whose `timeout server` is the read
-// limit there. Either ends that request alone: 504 when nothing was sent yet, the response cut
-// otherwise; the app sees its response's 'close'; the worker and its other requests go on. One
-// sweep timer for every open request, running only while some are open.
+// Limits the worker enforces on one response where no front does: --read-timeout (`read`, with --balancer
+// none) and --max-request-time (`total`, also behind HAProxy). Either ends that request alone: 504 before
+// its head, cut after. One sweep timer, running only while requests are open.
 
 const SWEEP_MAX_MS = 1000
 
 class RequestLimits {
-  // limits: { read, total } in ms (0: none). open(): the guard's open requests, { req, res,
-  // startedAt }. onCut(req, which): told for each request a limit ended ('read' or 'total').
+  // { read, total } in ms (0: none). open(): the guard's { req, res, startedAt }. onCut(req, 'read'|'total').
   constructor ({ read, total }, { open, onCut = () => {} }) {
     this.read = read
     this.total = total
@@ -25,7 +20,6 @@ class RequestLimits {
 
   get enabled () { return this.read > 0 || this.total > 0 }
 
-  // A request began: the sweep runs while any is open.
   watch () {
     if (!this.enabled || this.timer !== null) return
     this.timer = setTimeout(() => this.sweep(), this.period)
@@ -44,8 +38,7 @@ class RequestLimits {
     if (any) this.watch()
   }
 
-  // 'total', 'read' or null. The read clock runs only while the socket has nothing left to send:
-  // a client that does not take what it was sent is the send timeout's business, not the app's.
+  // The read clock runs only while the socket has nothing left to send: a slow client is not the app's fault.
   overdue (res, startedAt, now) {
     if (this.total > 0 && now - startedAt >= this.total) return 'total'
     if (this.read === 0) return null
@@ -61,9 +54,7 @@ class RequestLimits {
     return now - seen.at >= this.read ? 'read' : null
   }
 
-  // The response is destroyed either way, so that the app sees it close unfinished (its request's
-  // signal aborts); before its head, the client first gets a 504 of the worker's own, written on
-  // the connection itself.
+  // Destroyed either way, so the app sees it close; before its head, a 504 is written on the socket first.
   cut (req, res, which) {
     this.onCut(req, which)
     const socket = res.socket

@@ -1,21 +1,13 @@
 'use strict'
 
-// The worker's link to its supervisor: the pool channel's worker end. Over it the worker reports
-// (ready, its check-ins, a listener that closed, the end of a request it was asked to watch) and
-// hears two things: stop, and which request to watch. Its close is how the worker knows its
-// supervisor is gone, however it died.
-//
-// A check-in says the event loop came round: the supervisor takes a worker that stops checking
-// in for hung, however long its requests last (a loop stuck on one render stops them all). Idle,
-// the worker checks in every --heartbeat-interval; while it is active (it holds requests, or held
-// one within that interval) every `activeInterval`, so that a stuck loop is seen within --timeout
-// plus that; a request that finds it holding nothing makes it check in at once.
+// The pool channel's worker end: it reports (ready, check-ins, a closed listener, a watched request's
+// end) and hears stop and watch; its close means the supervisor is gone. A check-in says the loop came
+// round: every heartbeatInterval idle, every activeInterval while it holds (or lately held) requests.
 
 const msg = require('../protocol/messages')
 const channel = require('../protocol/channel')
 
 class SupervisorLink {
-  // `logger()`: the worker's logger, made when first asked for.
   constructor ({ heartbeatInterval, activeInterval, logger }) {
     this.heartbeatInterval = heartbeatInterval
     this.activeInterval = Math.min(activeInterval, heartbeatInterval)
@@ -29,10 +21,8 @@ class SupervisorLink {
     this.lastRequestAt = -Infinity
   }
 
-  // onStop(reason): the supervisor asks the worker to finish and leave (reason: the drain's, or
-  // null). onWatch(id): to say when the request of that exchange (X-Pool-Request) has ended.
-  // onGone(): the channel closed. beforeCheckIn(): a look at the worker's own state before each
-  // check-in goes. counts(): { open, answered, oldest, tunnels, tunnelsOpened }.
+  // onStop(reason or null), onWatch(X-Pool-Request id), onGone() on close, beforeCheckIn(),
+  // counts(): { open, answered, oldest, tunnels, tunnelsOpened }.
   open ({ onStop, onWatch, onGone, beforeCheckIn, counts }) {
     this.channel = channel.workerEnd()
     if (!this.channel) return
@@ -42,7 +32,7 @@ class SupervisorLink {
         if (m.type === msg.STOP) onStop(msg.drainReason(m.reason))
         else if (m.type === msg.WATCH_REQUEST && typeof m.id === 'string') onWatch(m.id)
       },
-      onError: () => {} // the supervisor frames what it sends: nothing to do but ignore it
+      onError: () => {}
     })
     // A worker whose loop is stuck for good cannot hear the close: the pool's reaper ends it.
     this.channel.on('close', onGone)
@@ -51,19 +41,15 @@ class SupervisorLink {
     this.schedule()
   }
 
-  // A request came in: an idle worker checks in at once, so that the supervisor times its loop
-  // as a busy one's from now on.
-  // A request came in: one that finds the worker holding nothing, as it last said, makes it check
-  // in at once, so that the supervisor times its loop as a busy one's (and knows the request)
-  // from now on. At most one more check-in per interval: the next says it holds one.
+  // One that finds the worker holding nothing, as it last said, checks in at once: the supervisor then
+  // times its loop as a busy one's.
   requestArrived (req) {
     this.lastRequestAt = performance.now()
     if (this.saidOpen > 0 || !this.channel) return
     this.checkIn(req)
   }
 
-  // `arriving`: a request that came in and is not counted yet (it starts right after). With the
-  // counts goes the request open longest (the one it is likeliest stuck on), for people to read.
+  // `arriving`: a request not counted yet. The oldest open request goes along, for people to read.
   checkIn (arriving = null) {
     this.beforeCheckIn()
     const counts = this.counts()
@@ -80,7 +66,6 @@ class SupervisorLink {
     this.schedule()
   }
 
-  // Each check-in wakes this process, and only under a supervisor.
   schedule () {
     clearTimeout(this.timer)
     this.timer = setTimeout(() => this.checkIn(), this.active ? this.activeInterval : this.heartbeatInterval)
@@ -91,14 +76,13 @@ class SupervisorLink {
   send (type, fields, done) {
     try {
       return channel.sendFrame(this.channel, msg.message(type, fields), done)
-    } catch (err) { // a message too large for a frame: a bug of ours, not a reason to crash
+    } catch (err) { // a message too large for a frame: our bug, no reason to crash
       this.logger().error({ event: 'channel-send-failed', err }, err.message)
       return false
     }
   }
 
-  // Whether the channel keeps the process alive: not while the worker waits to see whether the
-  // app still has work in progress (an empty event loop means no listen() can come).
+  // Unref'd while the worker waits to see whether the app still has work in progress.
   hold () { this.channel?.ref() }
   letGo () { this.channel?.unref() }
 }

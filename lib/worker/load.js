@@ -15,11 +15,8 @@ async function loadModule (file) {
   }
 }
 
-// The module exported nothing to serve: the app may still listen, through pool's listen() or
-// on PORT itself, after asynchronous set-up (Next's prepare(), hapi's start()). The worker
-// waits as long as the app has work in progress, bounded by the supervisor's boot timeout.
-// Once its event loop is empty (the link does not count), no listen() can come any more: the
-// boot fails at once, saying what the module exported. `hint()` is called once if it takes long.
+// Nothing exported to serve: the app may still listen after async set-up. Once the event loop is empty
+// (the link unref'd), no listen() can come: the boot fails. `hint()` is called once after 5 s.
 function awaitListen (app, { link, claimed, failBoot, hint }) {
   link.letGo()
   process.on('beforeExit', () => {
@@ -31,10 +28,8 @@ function awaitListen (app, { link, claimed, failBoot, hint }) {
   timer.unref()
 }
 
-// cluster.fork() would fork this worker's bootstrap (process.argv[1]) again, a process the
-// supervisor never hears from, and the worker would wait for a listen() that never comes. The
-// pool is the cluster: the app says so at once, in its boot failure, or as a throw once ready.
-// `booting()`: whether the boot is still under way (the failure is then the boot's).
+// cluster.fork() would fork the bootstrap again, unheard of by the supervisor: it fails the boot while
+// `booting()`, and throws.
 function forbidCluster ({ workers, booting, failBoot }) {
   const cluster = require('node:cluster')
   cluster.fork = () => {

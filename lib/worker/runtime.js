@@ -1,11 +1,7 @@
 'use strict'
 
-// A worker process's life under a pool: boot the app, serve it on the slot's port, leave when
-// the supervisor says so or is gone. The worker only reports; the supervisor decides, because a
-// worker whose event loop is blocked cannot decide anything. This module holds the worker's
-// state (booting, ready, stopping) and ties together its parts, one job each: the environment
-// the supervisor set, the link to the supervisor, loading the app, the server on the slot's
-// port (its tunnels: tunnels.js), telling the app it drains (draining.js), and leaving.
+// A worker's life under a pool: boot the app, serve it on the slot's port, leave when told or orphaned. The
+// worker only reports; the supervisor decides (a blocked loop cannot). Holds the state and ties the parts.
 
 const msg = require('../protocol/messages')
 const { readEnvironment, forgetRuntimeVariables } = require('./environment')
@@ -55,11 +51,8 @@ class WorkerRuntime {
     })
   }
 
-  // JSON lines, which the supervisor reading this worker's stdout passes on as they are or
-  // renders readably. Through process.stdout, the stream console.log writes to: one queue, so a
-  // line of ours never lands inside one of the app's, and never blocks this process when the
-  // pipe is full (a write to fd 1 directly would do both). Made, and pino loaded, at the first
-  // line: most workers never write one, and pino would cost each some 7 MB.
+  // JSON lines through process.stdout, console.log's queue, so they never land inside the app's lines.
+  // Made at the first line: pino would cost each worker some 7 MB.
   get logger () {
     this.log ??= require('../shared/logger').createLogger({
       level: this.env.logLevel,
@@ -108,7 +101,6 @@ class WorkerRuntime {
       { link: this.link, claimed, failBoot: this.onBootFailure, hint: () => this.slotServer.hintWaiting() })
   }
 
-  // What pool's listen() hands over, in this worker: an app, served on the slot's port.
   serve (target) {
     return this.slotServer.serve(target)
   }
@@ -170,10 +162,8 @@ class WorkerRuntime {
     if (!appListens('SIGTERM')) said.then(() => reraise('SIGTERM', this.onTerm))
   }
 
-  // The supervisor died without stopping us (SIGKILL, say): the port is let go at once, the
-  // running request with it, and the worker leaves as at the end of a drain, the app's
-  // processes first. The pool's reaper is at the same work: its signals are the same, and this
-  // process is among those it ends.
+  // The supervisor died without stopping us: the port and running requests go at once, then the worker
+  // leaves as after a drain (the pool's reaper, doing the same, ends this process too).
   orphaned () {
     this.stopping = true
     this.slotServer.close()

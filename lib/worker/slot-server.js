@@ -1,10 +1,7 @@
 'use strict'
 
-// The server on the slot's port: which of the app's listen() calls the worker takes over, how it
-// listens with that server (the in-process guard, the limits no front enforces, the timeouts the
-// balancer needs, low fds), and what it reports of it to the supervisor (a listener that closed,
-// the end of a request it was asked to watch; its requests' and tunnels' counts go with each
-// check-in).
+// The server on the slot's port: which listen() the worker takes over, how it listens with it (guard, limits,
+// timeouts, low fds), and what it reports (a closed listener, a watched request's end, counts).
 
 const fs = require('node:fs')
 const net = require('node:net')
@@ -16,10 +13,8 @@ const { interceptListen, requestedPort } = require('./adopt')
 const { Tunnels } = require('./tunnels')
 
 class SlotServer {
-  // `link`: the supervisor's. `logger()`: the worker's. `concurrency`: requests rendered at once
-  // (--worker-concurrency); `limits`: { read, total } (limits.js). The runtime's side:
-  // `failBoot(err)`, `booted()` and `stopping()` (its state), `onReady()` once the server
-  // listens, `onDrained()` once nothing is open or waits, `onTunnels(open)` as tunnels open and close.
+  // `limits`: { read, total } (limits.js). `onReady(port)` once it listens, `onDrained()` once nothing is
+  // open or waits, `onTunnels(open)` as tunnels open and close.
   constructor ({
     slot, port, host, concurrency = 1, limits = { read: 0, total: 0 }, link, logger,
     failBoot, booted, stopping, onReady, onDrained, onTunnels = () => {}
@@ -38,10 +33,10 @@ class SlotServer {
     this.onDrained = onDrained
     this.server = null // the server on the slot's port, once taken
     this.preparing = null // an app's server while the app gets ready to serve (Fastify's ready())
-    this.otherPorts = new Set() // ports the app listened on that are not the slot's: the waiting hint names them
+    this.otherPorts = new Set() // other ports the app listened on, for the waiting hint
     this.listen = net.Server.prototype.listen // the original, once interceptListen has replaced it
     this.guard = null
-    this.listenerReported = false // told the supervisor that the server no longer listens
+    this.listenerReported = false
     this.tunnels = new Tunnels({
       onChange: (open) => {
         onTunnels(open)
@@ -50,7 +45,6 @@ class SlotServer {
     })
   }
 
-  // From now on every listen() in the process asks decideListen() first.
   intercept () {
     this.listen = interceptListen({
       decide: (server, args) => this.decideListen(server, args),
@@ -58,20 +52,16 @@ class SlotServer {
     })
   }
 
-  // Whether the worker has its server, or is getting one ready.
   get claimed () { return this.server !== null || this.preparing !== null }
 
   // Whether a request runs or waits, or a tunnel is open.
   get busy () { return this.tunnels.open > 0 || (this.guard !== null && (this.guard.busy || this.guard.waiting > 0)) }
 
-  // A stopping worker leaves once nothing is open any more.
   drainedSoon () {
     if (this.stopping() && !this.busy) setImmediate(this.onDrained)
   }
 
-  // A reload's canary has no slot and is forked with PORT=0. It takes a free port of its own, so
-  // that an app reading PORT (`parseInt(process.env.PORT) || 3000`, as Next's standalone server
-  // does) listens where the worker adopts it, not on its default.
+  // A reload's canary (PORT=0) takes a free port, so that `parseInt(process.env.PORT) || 3000` finds it.
   async pickPort () {
     const probe = net.createServer()
     await new Promise((resolve, reject) => {
@@ -83,11 +73,8 @@ class SlotServer {
     process.env.PORT = String(this.port)
   }
 
-  // Every listen() in the worker asks here first. The first server to listen on the slot's port
-  // is the app's: the worker takes it over (adopt() fails the boot if it is no HTTP/1.1 server).
-  // Once it has one, the port is the pool's: another server asking for it gets EADDRINUSE, even
-  // on another address (Fastify's second binding of `localhost`, on ::1), so that none serves
-  // beside the render guard (guard.js).
+  // The first server on the slot's port is adopted; later ones get EADDRINUSE, even on another address
+  // (Fastify's second `localhost` binding, on ::1), so that none serves beside the render guard.
   decideListen (server, args) {
     const port = requestedPort(args)
     if (port !== this.port) {
@@ -104,9 +91,7 @@ class SlotServer {
     return 'adopt'
   }
 
-  // Whatever an app listens with that is not a TCP listen on PORT (a handle, a file descriptor)
-  // must still not end up serving on the slot's port beside the render guard: such a server
-  // is closed as it starts listening, and the boot fails saying why.
+  // A server that reaches the slot's port another way (a handle, an fd) is closed, and the boot fails.
   guardPassed (server) {
     server.once('listening', () => {
       const address = server.address()
@@ -123,17 +108,15 @@ class SlotServer {
     })
   }
 
-  // A port probe (get-port, detect-port) checks that PORT is free with a net.Server it closes in
-  // its listening callback: it may. One still listening once its callbacks have run is the app's
-  // server, and speaks no HTTP: the boot fails at once rather than at --boot-timeout.
+  // A port probe (get-port) closes its net.Server in its listening callback; one still listening after
+  // is the app's and speaks no HTTP: the boot fails at once, not at --boot-timeout.
   failUnlessProbe (server) {
     server.once('listening', () => setImmediate(() => {
       if (server.listening) this.failBoot(unservableError(server, this.port))
     }))
   }
 
-  // An app handed over by the module's export or pool's listen(): its server, listened with as
-  // soon as the app is ready to serve.
+  // An app exported or passed to pool's listen(): listened with once it is ready.
   serve (target) {
     if (this.claimed) {
       throw new Error('listen() was called twice in one worker, or after the app listened on PORT itself')
@@ -143,15 +126,12 @@ class SlotServer {
     this.preparing = server
     new Promise((resolve) => resolve(prepare())).then(() => {
       this.preparing = null
-      // The app may have listened on PORT itself meanwhile: then that server is the one.
       if (this.server === null) this.adopt(server)
     }, (err) => this.failBoot(err))
     return server
   }
 
-  // Take `server` over and listen with it on the slot's port and host, whoever asked: the
-  // render guard, the timeouts the balancer needs, low fds, ready. `callback` is the app's
-  // own listen() callback, called once it listens, before the supervisor hears of it.
+  // Listens with `server` on the slot's port and host. `callback`, the app's own, runs before onReady.
   adopt (server, callback = null) {
     const unservable = unservableError(server, this.port)
     if (unservable) {
@@ -180,9 +160,7 @@ class SlotServer {
         this.logger().warn({ event: 'request-queued', waiting },
           `a request found every render place taken; ${waiting} waiting in-process (${this.concurrency} at a time)`)
       },
-      // Every request it holds awaits I/O: the balancer may give it another. `last` names the
-      // request started last, so that a word sent before the balancer's next request arrived is
-      // known as old news.
+      // Every request held awaits I/O; `last` lets the balancer tell old news.
       onAwaiting: (open, last) => this.link.send(msg.AWAITING, { open, last: idOf(last) })
     }, { concurrency: this.concurrency })
     // Outlive the balancer's idle keep-alive sockets so it rarely reuses one being closed.
@@ -191,7 +169,7 @@ class SlotServer {
     server.on('error', (err) => this.booted() ? this.reportListenerClosed(err) : this.failBoot(err))
     this.tunnels.track(server)
     this.watchListener(server)
-    this.link.hold() // the app's wait let go of it; from now on the server keeps the worker alive anyway
+    this.link.hold() // awaitListen let go of it
     const reserved = reserveLowFds()
     server.once('listening', () => releaseFds(reserved))
     const args = [{ port: this.port, host: this.host }]
@@ -201,7 +179,6 @@ class SlotServer {
     return server
   }
 
-  // What each check-in says of the requests and tunnels.
   counts () {
     const tunnels = this.tunnels.counts()
     if (!this.guard) return { open: 0, answered: 0, oldest: null, ...tunnels }
@@ -212,18 +189,14 @@ class SlotServer {
     return { open: this.guard.open, answered: this.guard.answered, oldest, ...tunnels }
   }
 
-  // The supervisor asks when the request of this exchange (X-Pool-Request) ends (its front gave up reading
-  // the answer while the app may still run it): said at once if it is not here.
+  // Says when the request of this X-Pool-Request id ends; at once if it is not here.
   watch (id) {
     const said = () => this.link.send(msg.REQUEST_ENDED, { id })
     if (!this.guard || !this.guard.whenEnded(id, said)) said()
   }
 
-  // After ready, a server that no longer listens leaves a worker that heartbeats, looks ready,
-  // and refuses every connection: the supervisor must hear of it, and replaces the worker. Node
-  // emits 'close' only once every open connection has ended (the balancer keeps some alive for
-  // a minute), while the port refuses connections from the moment close() is called: so close()
-  // itself is watched, and each check-in looks at `listening`, for a close that went round it.
+  // A worker whose server stopped listening looks ready and refuses everything. Node's 'close' waits for
+  // every connection, so close() itself is watched, and each check-in looks at `listening` too.
   watchListener (server) {
     const close = server.close
     const slotServer = this
@@ -239,18 +212,14 @@ class SlotServer {
     if (this.booted() && this.server && !this.server.listening) this.reportListenerClosed()
   }
 
-  // The server closed (`err` absent), or failed: an error after listening is an accept that
-  // failed (out of file descriptors: the connections a worker holds are bounded, so most likely
-  // its app leaks them), or one the app emitted. Either way the worker is replaced rather than
-  // left to refuse connections; handled here, so it is not thrown as an unhandled 'error'. Said
-  // once; the worker's own close on a stop says nothing.
+  // Closed (no `err`) or failed after listening (an accept out of fds: the app likely leaks them): the
+  // supervisor replaces the worker. Said once, never on a stop.
   reportListenerClosed (err) {
     if (this.stopping() || this.listenerReported) return
     this.listenerReported = true
     this.link.send(msg.LISTENER_CLOSED, err ? { error: msg.serializeError(err) } : {})
   }
 
-  // The app has not listened after a while: say what the worker waits for.
   hintWaiting () {
     const ports = [...this.otherPorts]
     const message = ports.length > 0
@@ -260,8 +229,6 @@ class SlotServer {
     this.logger().warn({ event: 'waiting-for-listen', ports }, message)
   }
 
-  // EADDRINUSE, said for the slot's port or one the app chose itself: a fixed port, say, which
-  // only one worker can have.
   describePortInUse (err) {
     if (err.port === undefined || err.port === this.port) {
       return `port ${this.port} (slot ${this.slot}) is already in use`
@@ -269,8 +236,7 @@ class SlotServer {
     return `port ${err.port} is already in use (the app listens on it itself, not on PORT, ${this.port})`
   }
 
-  // New connections are refused from now on (the port is free for the slot's next process); those
-  // idle are closed. The supervisor hears it, and how many requests and tunnels are still open.
+  // Frees the port for the slot's next process, closes idle connections, and says what is still open.
   stopListening () {
     this.server.close()
     this.server.closeIdleConnections()
@@ -278,28 +244,21 @@ class SlotServer {
     this.link.send(msg.LEFT_PORT, { open, tunnels })
   }
 
-  // The port is let go at once, and every connection with it.
   close () {
     this.server?.close()
     this.server?.closeAllConnections()
   }
 
-  // Every connection goes, a running request's with it.
   closeAll () {
     this.server?.closeAllConnections()
   }
 }
 
-// When a worker is SIGKILLed, the kernel releases its files last-opened-fd first. If the
-// listening socket has a higher fd than the connection of the request dying with the worker, it
-// is released first: the balancer's next connect is refused and redispatched at once, instead of
-// being accepted into the backlog of a process that is already dead and failing after the
-// request was sent. Holding a few low fds while the listener is created puts it above the
-// connections accepted later. Measured with HAProxy (bench/haproxy-kill.js): 1.0 instead of
-// 1.3 failed requests per kill.
+// A SIGKILLed process's fds close highest first: a listener above its connections closes first, so the
+// balancer's next connect is refused and redispatched rather than lost in a dead backlog (1.0 vs 1.3
+// failed requests per kill with HAProxy).
 const RESERVED_FDS = 16
 
-// The exchange a request came in (X-Pool-Request: the embedded balancer's id of it).
 function idOf (req) {
   const id = req.headers['x-pool-request']
   return typeof id === 'string' ? id.slice(0, msg.MAX_ID) : ''
