@@ -22,7 +22,7 @@ function isLingering (socket) {
   return lingering.has(socket)
 }
 
-  // `res` carries the whole answer, not ended yet: ended at the first bound.
+// `res` carries the whole answer, not ended yet: ended at the first bound.
 function lingerThenClose (req, res, { maxBytes, ms = LINGER_MS, idleMs = LINGER_IDLE_MS }) {
   lingering.add(req.socket)
   let bytes = 0

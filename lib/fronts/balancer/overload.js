@@ -206,7 +206,6 @@ class Overload {
     this.timerAt = Infinity
   }
 
-
   // Counts for the flow; a long-lived request is not counted (its pace is not the renders').
   arrived (job) { this.count(job, 'arrived') }
   served (job) { this.count(job, 'served') }
@@ -238,7 +237,6 @@ class Overload {
     this.clock.clearTimeout(this.timer)
     this.timer = null
   }
-
 
   // A worker's maxconn; with --worker-concurrency above 1, what the workers held on average while
   // the queue waited (Little's law; counting K for a rendering worker would shed in-time requests).
