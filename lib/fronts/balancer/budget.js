@@ -1,21 +1,16 @@
 'use strict'
 
-// Bytes the balancer holds in memory against a limit, over all requests: what the body budget
-// (body-budget.js) and the response budget (response-budget.js) have in common. Each counts the
-// bytes held now and knows since when none are, which the reclaimer reads (reclaim.js) to give
-// a burst's memory back once it is over.
+// Bytes held against a limit over all requests: the base of the body and response budgets.
 
 const os = require('node:os')
 
 const MB = 1024 * 1024
 
-// The default limit of each: 1/16 of the memory this process may use, at most 256 MiB, and never
-// less than what one request may need (its `minimum`).
+// Default limit: 1/16 of available memory, at most 256 MiB, at least `minimum`.
 const DEFAULT_SHARE_OF_RAM = 1 / 16
 const DEFAULT_CAP = 256 * MB
 
-// The memory this process may use: the machine's, or less in a container whose cgroup limits
-// it (process.constrainedMemory() says "no limit" with 0, or with a huge number).
+// The machine's memory, or a smaller cgroup limit (constrainedMemory(): 0 or huge for none).
 function availableMemory () {
   const total = os.totalmem()
   const constrained = typeof process.constrainedMemory === 'function' ? process.constrainedMemory() : 0
@@ -27,8 +22,7 @@ function defaultBudget (minimum, memory = availableMemory()) {
 }
 
 class Budget {
-  // limit: bytes; 0 means no limit (the bytes are still counted). onRelease(bytes): bytes were
-  // given back (reclaim.js listens, and asks emptySince how long nothing has been held).
+  // limit: bytes, 0 for none (still counted). onRelease(bytes): reclaim.js listens.
   constructor (limit, { onRelease = () => {} } = {}) {
     this.limit = limit
     this.held = 0
@@ -36,7 +30,6 @@ class Budget {
     this.onRelease = onRelease
   }
 
-  // Whether `bytes` more fit now.
   fits (bytes) {
     return this.limit === 0 || this.held + bytes <= this.limit
   }

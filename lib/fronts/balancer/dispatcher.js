@@ -1,40 +1,20 @@
 'use strict'
 
-// Matches requests to workers: one queue for the whole pool, at most `maxconn` requests rendering
-// per worker (with --worker-concurrency K above 1: at most K, and one more only while those it
-// holds await I/O; a request whose response has begun renders no more: workers.js). A request
-// goes straight to a worker that may take it only when nobody is waiting, so the order of arrival is the
-// order of service, within each priority class (a higher class is always served first).
-// Whoever frees a place (release(), headArrived()) hands it to the next queued request once its
-// own callback has returned (a microtask later: handOff()), so that no request is written to a
-// worker from inside another exchange's socket callback.
-//
-// A long-lived request (a stream: ../../protocol/long-lived.js) takes no render place: it goes at
-// once to the worker in rotation holding fewest open requests, whatever renders wait, and waits
-// only while none has room for one more open request (--worker-max-open, --max-open), in a FIFO
-// of its own. Overload control neither counts nor sheds it: its pace is not the renders'.
-//
-// The invariant, checked by the tests through stuck(): whenever requests wait, the one served
-// next cannot be given to any worker (a render finds no free place, a stream no open room, a
-// replay no worker to render it alone), in the queue and in the streams' FIFO, unless a hand-off
-// is due. Every way a worker becomes able to take one ends in pump() or a hand-off: a release, a worker in
-// rotation, the end of a bench (its own timer lifts it), a worker's word that its requests await
-// I/O, a replay's wait to render alone running out.
-//
-// With overload control, a class's queue may stand: it then serves later arrivals newest first
-// and turns away whoever can no longer be answered in time. ./overload.js decides: the dispatcher
-// tells it what happens to the queue, and asks it which end to serve.
+// Matches requests to workers: one queue for the pool, served in arrival order within each
+// priority class (a higher class first); a request goes straight to a worker only when nobody
+// waits. A freed place (release(), headArrived()) goes to the next request a microtask later
+// (handOff()), never from inside another exchange's socket callback. Streams (long-lived) take no
+// render place: they go to the worker holding fewest open, waiting in a FIFO of their own only for
+// open room, and overload control (./overload.js) ignores them.
+// Invariant (tests: stuck()): while requests wait, the next one can be given to no worker, unless
+// a hand-off is due; every way a worker becomes able to take one ends in pump() or a hand-off.
 
-// A worker that refused or reset a connection gets no request for this long, unless the
-// supervisor reports it ready again sooner: the supervisor's word on a dying worker may be a few
-// milliseconds behind the socket's.
+// A worker that refused or reset a connection gets nothing this long, unless reported ready sooner.
 const BENCH_AFTER_FAILURE_MS = 1000
-// A request replayed after its worker died waits this long at most for a worker holding nothing
-// (the dead one's successor, one whose streams ended); then one rendering nothing will do, its
-// streams beside it (workers.js, suspects).
+// A replay waits this long at most for a worker holding nothing, then takes one rendering nothing.
 const REPLAY_ALONE_MS = 5000
 
-// The time and the timers: the process's own, or a simulated clock's (bench/lib/dispatcher-sim.js).
+// The process's clock, or a simulated one (bench/lib/dispatcher-sim.js).
 const REAL_CLOCK = {
   now: () => performance.now(),
   setTimeout: (fn, ms) => setTimeout(fn, ms),
@@ -47,18 +27,10 @@ const { CLASSES, NORMAL } = require('./priority')
 const { Overload } = require('./overload')
 
 class Dispatcher {
-  // onAssign(job, record): the job now owns one of record's places; it must call
-  //   release(record, job) exactly once when done with it (headArrived(record, job) before, when
-  //   its response begins).
-  // onTurnedAway(job, reason): the job has left the queue unserved, for `reason`: queue_timeout
-  //   (it waited past its deadline), queue_shed (the queue stands and it waited too long), or
-  //   queue_full (the queue was full and a request of a higher class took its place).
-  // priorityOf(req): the request's class (an index into CLASSES); every request is normal
-  //   without it.
-  // overload: { interval, maxWait } turns overload control on; a duration left undefined scales
-  //   with the pool's pace (./overload.js).
-  // onError(err): a throw of the dispatcher's own in a hand-off, which no caller is left to catch.
-  // clock: { now, setTimeout, clearTimeout, defer }, the process's own unless given.
+  // onAssign(job, record): the job owns one of record's places and must call release(record, job)
+  //   once (headArrived before, when its response begins). onTurnedAway(job, reason): it left the
+  //   queue unserved: queue_timeout, queue_shed or queue_full (a higher class took its place).
+  // overload: { interval, maxWait } turns overload control on. onError(err): a hand-off's throw.
   constructor ({
     workers, queueTimeout, maxQueue, overload, priorityOf, onAssign, onTurnedAway, onError = rethrow, clock = REAL_CLOCK
   }) {
@@ -85,8 +57,6 @@ class Dispatcher {
         onShed: () => this.checkDrains()
       })
       : null
-    // Which end of a class is served next, and which request would be served last: the oldest
-    // and the newest, unless overload control says otherwise.
     this.newestFirst = this.overload ? this.overload.newestFirst : () => false
     this.lastServed = this.overload ? this.overload.lastServed : (c) => this.queue.classes[c].tail
     this.drains = new Set()
@@ -94,9 +64,8 @@ class Dispatcher {
 
   get queued () { return this.queue.length + this.streams.length }
 
-  // Returns 'assigned', 'queued', or 'full' (the caller answers 503; the job was not kept).
-  // The queue deadline starts here, whether the job waits or goes straight to a worker, and it
-  // is kept if the job comes back after a redispatch: its client has been waiting since.
+  // 'assigned', 'queued', or 'full' (the caller answers 503). The queue deadline starts here and is
+  // kept across redispatches: the client has waited since.
   submit (job) {
     this.classify(job)
     if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
@@ -121,7 +90,6 @@ class Dispatcher {
     return this.maxQueue !== undefined && this.queued >= this.maxQueue
   }
 
-  // The worker `job` would go to now, if any: a replay renders alone (workers.js, suspects).
   pick (job) {
     if (job.pinned && this.workers.mayServe(job.pinned)) return job.pinned
     if (job.replayed && !job.longLived) {
@@ -130,8 +98,7 @@ class Dispatcher {
     return job.longLived ? this.workers.pickForStream() : this.workers.pickFree()
   }
 
-  // Whether submit(job) would take `job` now, without changing anything: asked before a
-  // request's body is read, so that a full queue refuses the body unread.
+  // Whether submit(job) would take it now, changing nothing: asked before the body is read.
   wouldTake (job) {
     this.classify(job)
     if (job.longLived) return !this.isFull() || this.workers.pickForStream() !== undefined
@@ -139,8 +106,7 @@ class Dispatcher {
     return !this.isFull() || this.queue.lastBelow(job.priority, this.lastServed) !== null
   }
 
-  // A full queue still takes a request of a higher class than some queued one: the lower one
-  // that would be served last gives way.
+  // A full queue takes a higher class's request: the lower one served last gives way.
   makeRoom (job) {
     const node = this.queue.lastBelow(job.priority, this.lastServed)
     if (!node) return false
@@ -148,9 +114,7 @@ class Dispatcher {
     return true
   }
 
-  // A request that must try another worker (redispatch) goes back to where its class is served
-  // next: it has waited longer than anyone behind it. Its queue deadline still runs from arrival
-  // (submit): past it, the request is turned away unless a worker is free at once.
+  // A redispatched request goes where its class is served next; its deadline still runs from arrival.
   requeue (job) {
     if (job.replayed && job.aloneUntil === null) {
       job.aloneUntil = this.clock.now() + REPLAY_ALONE_MS
@@ -164,7 +128,6 @@ class Dispatcher {
     })
   }
 
-  // Runs `fn` (a pump) once the callback under way has returned.
   handOff (fn) {
     this.handOffsDue++
     this.clock.defer(() => {
@@ -177,7 +140,6 @@ class Dispatcher {
     })
   }
 
-  // One pending pump serves every place freed meanwhile.
   pumpSoon () {
     if (this.pumpDue) return
     this.pumpDue = true
@@ -230,7 +192,6 @@ class Dispatcher {
     this.onTurnedAway(job, reason)
   }
 
-  // The client went away: a queued job leaves without ever reaching a worker.
   cancel (job) {
     if (!job.queueNode) return false
     this.dequeue(job)
@@ -246,13 +207,11 @@ class Dispatcher {
     this.onAssign(job, record)
   }
 
-  // `record` said every request it holds awaits I/O: it may take one more.
   awaiting (record, open, last) {
     record.awaiting(open, last)
     this.pump()
   }
 
-  // `job`'s response began on `record`: its render place is free, the queue has it next.
   headArrived (record, job) {
     if (!job.rendering) return
     job.rendering = false
@@ -261,7 +220,6 @@ class Dispatcher {
     this.checkDrains()
   }
 
-  // `job` is over on `record`: its place is free again, the queue has it next.
   release (record, job) {
     this.workers.release(record, job, job.rendering)
     job.rendering = false
@@ -270,8 +228,7 @@ class Dispatcher {
     this.checkDrains()
   }
 
-  // Give the queue the workers that may take a request, for as long as both last: the highest class first; within
-  // it the oldest request, or the newest while that class's queue stands.
+  // Highest class first; within it the oldest, or the newest while that class's queue stands.
   pump () {
     while (this.streams.length > 0) {
       const job = this.streams.head.item
@@ -290,10 +247,7 @@ class Dispatcher {
     }
   }
 
-  // ---- workers ---------------------------------------------------------------------------------
-
-  // Take `record` out of the choice for a moment. Called before the failed attempt's release,
-  // so that the release cannot hand it the next request.
+  // Called before the failed attempt's release, so that the release cannot hand it the next request.
   bench (record) {
     const timer = this.clock.setTimeout(() => this.unbench(record), BENCH_AFTER_FAILURE_MS)
     timer.unref()
@@ -304,7 +258,6 @@ class Dispatcher {
     if (record.unbench()) this.pump()
   }
 
-  // True when the invariant above is broken: requests wait while a worker could take one.
   stuck () {
     if (this.handOffsDue > 0) return false
     const cursor = this.workers.rrCursor // asking moves --balance rr's cursor: put it back
@@ -315,10 +268,8 @@ class Dispatcher {
     return stuck
   }
 
-  // Resolve once nothing `record` was given still renders (what is left is long-lived: responses
-  // under way) and, with `untilQueueEmpty` (the pool is stopping), once nothing is left in the
-  // queue either. Until then a stopping pool's workers keep serving the queue; a reloading one's
-  // drained worker gets nothing new.
+  // Resolves once nothing given to `record` still renders and, with `untilQueueEmpty` (stopping),
+  // the queue is empty too. A reloading pool's drained worker gets nothing new meanwhile.
   drain (record, { untilQueueEmpty }) {
     if (!untilQueueEmpty) record.drain()
     return new Promise((resolve) => {
@@ -338,7 +289,6 @@ class Dispatcher {
     }
   }
 
-  // Stop: every queued job leaves through `fn`, every drain resolves.
   clear (fn) {
     this.overload?.stop()
     let node

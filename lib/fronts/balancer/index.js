@@ -1,12 +1,7 @@
 'use strict'
 
-// The embedded balancer, the default front of `pool start` (`--balancer embedded`).
-//
-//   const { createBalancer, OPTIONS } = require('./lib/fronts/balancer')
-//   const front = createBalancer({ port: 9001 }, { logger })   // a Front
-//
-// OPTIONS is its part of the options table (in its format); createBalancer fills the
-// defaults and validates, throwing a PoolError (POOL_E_BAD_OPTION) on bad input.
+// The embedded balancer, the default front of `pool start` (`--balancer embedded`). OPTIONS is its
+// part of the options table; createBalancer fills defaults and throws POOL_E_BAD_OPTION on bad input.
 
 const { OPTIONS, resolveBalancerOptions } = require('./options')
 const { EmbeddedBalancer } = require('./balancer')

@@ -1,23 +1,11 @@
 'use strict'
 
-// How the connection of a request answered before its body was read closes (413 over
-// --max-body, 503 over --body-budget or a full queue): as nginx's lingering close does. Closing
-// at once while the body still arrives makes the kernel reset the connection, and a reset can
-// destroy the answer in the client's socket before the client has read it: Node's http client
-// then sees EPIPE or ECONNRESET instead of the 413 or the 503 and its Retry-After.
-//
-// So the answer is written whole (it says Connection: close), and the balancer then reads and
-// drops whatever the client still sends, until the body has ended or the client has gone, and
-// within these bounds:
-//   LINGER_MS        5 s in all
-//   LINGER_IDLE_MS   1 s without a byte closes it
-//   lingerBytes()    --max-body, at least 1 MiB, is read and dropped at most: never more than an
-//                    accepted body would have cost, and none of it kept (nothing is held on the
-//                    body budget). Past it the balancer stops reading: TCP holds the client's
-//                    sending back (no reset while it may still be reading the answer), and the
-//                    connection closes LINGER_IDLE_MS later.
-// Then the answer is ended and Node closes the connection. Requests a client pipelines behind
-// the body are never served (isLingering).
+// Closing the connection of a request answered before its body was read (413, 503), as nginx's
+// lingering close: closing at once would make the kernel reset it and could destroy the unread
+// answer (the client sees EPIPE/ECONNRESET). So the answer (Connection: close) is written, then
+// what the client sends is dropped until the body ends, the client goes, LINGER_MS passes, or
+// LINGER_IDLE_MS passes without a byte; past lingerBytes() reading stops (TCP holds the client
+// back) and the idle bound closes it. Requests pipelined behind are never served (isLingering).
 
 const MiB = 1024 * 1024
 const LINGER_MS = 5000
@@ -34,7 +22,7 @@ function isLingering (socket) {
   return lingering.has(socket)
 }
 
-// `res` carries the whole answer, not ended yet; it is ended at the first bound.
+// `res` carries the whole answer, not ended yet: ended at the first bound.
 function lingerThenClose (req, res, { maxBytes, ms = LINGER_MS, idleMs = LINGER_IDLE_MS }) {
   lingering.add(req.socket)
   let bytes = 0
@@ -42,7 +30,6 @@ function lingerThenClose (req, res, { maxBytes, ms = LINGER_MS, idleMs = LINGER_
     bytes += chunk.length
     idle.refresh()
     if (bytes <= maxBytes) return
-    // Enough dropped: read no more, and close once the idle bound has passed.
     req.removeListener('data', onData)
     req.pause()
   }

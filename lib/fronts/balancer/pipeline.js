@@ -1,18 +1,10 @@
 'use strict'
 
-// The embedded balancer's request pipeline: everything that happens to one client request, from
-// its arrival to its answer. The front adapter (balancer.js) owns the listener, the hooks the
-// supervisor calls and the metrics wiring; it hands every request to onRequest() and reads the
-// queue (dispatcher.js) and the body budget from here.
-//
-//   admission   arrivalRefusal(): the one place a request is refused on arrival
-//   read        its body, bounded by --max-body and the body budget (buffering.js, body-budget.js)
-//   queue       the Dispatcher: one queue for the pool, maxconn per worker, classes, overload
-//   dispatch    an attempt on a worker (proxy.js); after a failure, failures.js decides
-//   respond     the worker's answer, written through as it comes (proxy.js, relay.js), or the
-//               balancer's own (replies.js); a refused upload's connection lingers (lingering.js)
-//   tunnel      a WebSocket handshake is a long-lived request like a stream; after the worker's
-//               101 its two sockets are joined (tunnel.js) until either side closes
+// The embedded balancer's request pipeline: one client request from arrival to answer. The adapter
+// (balancer.js) owns the listener, the supervisor's hooks and metrics, and hands requests to
+// onRequest(). Stages: admission (arrivalRefusal), body (buffering.js), queue (dispatcher.js),
+// attempt (proxy.js; failures.js after a failure), answer (relay.js or replies.js; lingering.js),
+// tunnel (tunnel.js, after a WebSocket 101).
 
 const { Dispatcher } = require('./dispatcher')
 const { Attempt } = require('./proxy')
@@ -38,35 +30,27 @@ const { Tunnel } = require('./tunnel')
 const { Sessions, engineRequest } = require('./sessions')
 const { ServerResponse } = require('node:http')
 
-// The answer to a body the balancer stopped reading (buffering.js), by the error's code.
 const BODY_REFUSALS = {
   [codes.BODY_TOO_LARGE]: 'body_too_large',
   [codes.BODY_OVER_BUDGET]: 'body_budget'
 }
 
-// Refusals for a limit of the balancer's (replies.js), rather than for what the request is.
+// Refusals for a limit of the balancer's, counted, rather than for what the request is.
 const LIMITS = new Set(['body_too_large', 'body_budget', 'queue_full'])
 
-// What the redispatch line says happened, by failure.
 const REDISPATCHED = {
   refused: (name) => `${name} refused it`,
   local: (name) => `the balancer could not connect to ${name} (out of descriptors)`,
   died: (name) => `${name} died holding it`
 }
 
-// Connections to one worker refused in a row (none established in between) before the supervisor
-// hears that the worker refuses (noteRefusal). With the bench after each refusal, that is two
-// seconds or more of refusals: far longer than a dying worker refuses before it is out of rotation.
+// Refusals in a row before the supervisor hears the worker refuses (with the bench: ≥ 2 s of them).
 const REFUSALS_BEFORE_REPORT = 3
 
 class RequestPipeline {
-  // options: the balancer's, resolved (options.js). log: its logger.
-  // workers: the WorkerSet (workers.js); slots: the SlotStats (slots.js), both the adapter's.
-  // metrics(): the BalancerMetrics of now (the adapter replaces them when it joins a pool).
-  // isStopping(), isStopped(): the front's phase (the adapter's hooks decide it): stopping, /ping
-  //   answers 503 and answers close their connection; stopped, nothing more is taken or retried.
-  // reportRefusing(worker, { refusals }): tells the supervisor a worker refuses connections
-  //   (FrontContext workerRefusing); false when nobody could be told.
+  // metrics(): the BalancerMetrics of now. isStopping(): /ping answers 503, answers close their
+  //   connection; isStopped(): nothing more taken or retried. reportRefusing(worker, { refusals }):
+  //   FrontContext workerRefusing, false when nobody could be told.
   constructor ({ options, log, workers, slots, metrics, isStopping, isStopped, reportRefusing }) {
     this.options = options
     this.log = log
@@ -74,8 +58,7 @@ class RequestPipeline {
     this.currentMetrics = metrics
     this.isStopping = isStopping
     this.isStopped = isStopped
-    // Asks a worker to say when the request `id` ends (the FrontContext's watchRequest, set by
-    // the adapter): false when nobody can be asked (the balancer used alone).
+    // The FrontContext's watchRequest, set by the adapter; false when nobody can be asked.
     this.watchRequest = () => false
     this.reportRefusing = reportRefusing
     this.accessLog = options.accessLog ? accessLogger(log) : null
@@ -88,14 +71,11 @@ class RequestPipeline {
       onAssign: (job, record) => this.onAssign(job, record),
       onError: (err) => this.log.error({ event: 'balancer-internal-error', err },
         `internal error in the balancer's queue: ${err && err.message}`),
-      // queue_timeout, queue_shed (overload control) or queue_full (a higher class took its place)
       onTurnedAway: (job, reason) => this.safely(job, () => {
         this.account(job, { failure: reason })
         this.fail(job, reason)
       })
     })
-    // Request bodies and responses held over all requests, and their memory given back after
-    // a burst.
     this.reclaimer = new Reclaimer({
       emptySince: () => this.emptySince(),
       minBytes: worthReclaiming(options.bodyBudget)
@@ -108,7 +88,6 @@ class RequestPipeline {
       ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' }))
       : null
     const requestClock = RequestClock.of({ read: options.readTimeout, total: options.maxRequestTime })
-    // What every attempt is given, on a kept-alive connection (a GET or HEAD) or a new one.
     const attempt = {
       maxResponseBuffer: options.maxResponseBuffer,
       budget: this.responseBudget,
@@ -121,7 +100,6 @@ class RequestPipeline {
     this.tunnelCounts = { opened: 0, toWorker: 0, toClient: 0 } // over the balancer's life, ended ones' bytes
   }
 
-  // Since when neither bodies nor responses are held (performance.now()), or null while some are.
   emptySince () {
     const bodies = this.bodyBudget.emptySince
     const responses = this.responseBudget.emptySince
@@ -130,25 +108,16 @@ class RequestPipeline {
 
   get metrics () { return this.currentMetrics() }
 
-  // The front stops: every queued request is answered 503 (stopping); bodies are no longer
-  // reclaimed.
   stop () {
     this.reclaimer.stop()
     this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
     for (const job of this.tunnels) job.tunnel.close('stop')
   }
 
-  // ---- a request's life -------------------------------------------------------------------
-  //
-  // arrives (onRequest) → admitted or refused (arrivalRefusal) → body read → queued or assigned
-  // (admit) → attempt on a worker (onAssign) → its response sent on as it comes (onResponse),
-  // or the attempt failed (onAttemptFailed): redispatched, or answered by the balancer → the
-  // worker's side is over (onWorkerDone) → the client's connection is done with it
-  // (onClientClose). Every entry point from outside (the HTTP server, timers, the attempts)
-  // runs through `safely`, so an unexpected throw costs that one request.
+  // ---- a request's life: onRequest → arrivalRefusal → body → admit → onAssign → onResponse or
+  // onAttemptFailed → onWorkerDone → onClientClose. Every outside entry runs through `safely`.
 
   onRequest (req, res, { expectsContinue = false } = {}) {
-    // Pipelined behind a refused upload, on a connection that is closing: never served.
     if (isLingering(req.socket)) return
     reconcileTarget(req)
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
@@ -162,8 +131,7 @@ class RequestPipeline {
     this.safely(job, () => this.accept(job, expectsContinue))
   }
 
-  // A WebSocket handshake (server.js routes only those here): a request with no body, long-lived,
-  // answered on its bare socket until the worker's 101 makes it a tunnel (onUpgrade).
+  // A WebSocket handshake: long-lived, no body, answered on its bare socket until a 101.
   onHandshake (req, socket, head) {
     socket.on('error', () => {}) // Node took its own listeners off; the response or tunnel has others
     reconcileTarget(req)
@@ -177,8 +145,7 @@ class RequestPipeline {
     this.safely(job, () => this.accept(job, false))
   }
 
-  // A Socket.IO request waits for data (a long poll) or carries a session: long-lived, and sent to
-  // the worker holding its session.
+  // A Socket.IO request is long-lived, and goes to the worker holding its session.
   stick (job) {
     job.session = engineRequest(job.url)
     if (job.session === null) return
@@ -186,7 +153,6 @@ class RequestPipeline {
     if (job.session !== 'open') job.pinned = this.sessions.workerOf(job.session) ?? null
   }
 
-  // `Expect: 100-continue`: the body is invited only once the request is admitted.
   onCheckContinue (req, res) {
     this.onRequest(req, res, { expectsContinue: true })
   }
@@ -206,11 +172,8 @@ class RequestPipeline {
     }))
   }
 
-  // Whether a request may come in, decided in one place, once its head has arrived and before
-  // a byte of its body is read, so that a refused body is never buffered. Returns the reason
-  // (replies.js) it is refused for, or null. A body whose announced length has no room on the
-  // body budget now is refused; one admitted holds its bytes there as they arrive (readBody),
-  // and is refused with body_budget when the next ones do not fit.
+  // The one arrival decision, before a byte of the body is read: the replies.js reason, or null. A
+  // body announcing more than the body budget's room now is refused.
   arrivalRefusal (job) {
     const { req } = job
     if (this.isStopped()) return 'stopping'
@@ -230,15 +193,13 @@ class RequestPipeline {
     if (this.dispatcher.submit(job) === 'full') this.refuse(job, 'queue_full')
   }
 
-  // A request turned away by one of the balancer's limits is counted in pool_failures_total; one
-  // the rules refuse (request-rules.js), or that arrives as the pool stops, is not.
+  // Only the balancer's limits count in pool_failures_total, not rules or stopping.
   refuse (job, reason) {
     if (LIMITS.has(reason)) this.account(job, { failure: reason })
     this.fail(job, reason)
   }
 
-  // Called from inside the dispatcher's pump (on behalf of whichever request freed the worker):
-  // everything here runs in this request's own boundary.
+  // Runs inside the dispatcher's pump, for whichever request freed the worker: hence `safely`.
   onAssign (job, record) {
     job.holding = record
     job.assignedAt = performance.now()
@@ -255,13 +216,10 @@ class RequestPipeline {
     })
   }
 
-  // ---- what an attempt tells (proxy.js) ----------------------------------------------------
+  // ---- what an attempt tells (proxy.js)
 
-  // The worker's response begins: its head goes to the client at once, and its body as it comes.
-  // Its render place is free from now (what follows the head awaits I/O, or is a stream); a
-  // response the worker has already sent whole frees the worker first; one stored whole at the
-  // app's request (X-Accel-Buffering: yes) goes out with its length.
-  // Returns the client's response to send it to, or null when it goes nowhere.
+  // The response begins: its head goes out now, its body as it comes (stored whole with its length
+  // under X-Accel-Buffering: yes). Returns the client's response, or null when it goes nowhere.
   onResponse (job, attempt) {
     let res = null
     this.safely(job, () => {
@@ -277,14 +235,12 @@ class RequestPipeline {
     return res
   }
 
-  // Sending the response began and threw: the balancer's own error, which costs this request.
+  // Sending the response threw: the balancer's own error, which costs this request.
   onSendError (job, attempt, err) {
     this.internalError(job, err)
   }
 
-  // The worker switched protocols: the client gets its 101, and the two sockets are joined until
-  // either side closes. The request keeps its open place on the worker (it holds no render
-  // place) for the tunnel's life.
+  // A 101: the client gets it, and the sockets are joined; the request keeps its open place.
   onUpgrade (job, attempt) {
     this.safely(job, () => {
       const { socket: worker, rest } = attempt.takeSocket()
@@ -317,9 +273,7 @@ class RequestPipeline {
       carried: { toClient: rest.length, toWorker: job.upgrade.length },
       onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
     })
-    // What only the exchange needed goes now, Node's request and response with it (the response
-    // has let the socket go; the tunnel's end reads only the job's own fields): a tunnel may live
-    // for hours beside thousands.
+    // Drop what only the exchange needed: a tunnel may live for hours beside thousands.
     job.attempt = null
     job.head = null
     job.upgrade = NO_BYTES
@@ -327,7 +281,7 @@ class RequestPipeline {
     job.res = null
   }
 
-  // Both sides of a tunnel have closed: its place on the worker goes back, and it is counted.
+  // Both sides closed: the worker's place goes back.
   onTunnelEnd (job, tunnel) {
     this.tunnels.delete(job)
     this.release(job)
@@ -350,32 +304,25 @@ class RequestPipeline {
         `out, closed by ${tunnel.closedBy}`)
   }
 
-  // Bytes carried by tunnels, open ones included.
   tunnelBytes () {
     let { toWorker, toClient } = this.tunnelCounts
     for (const job of this.tunnels) { toWorker += job.tunnel.toWorker; toClient += job.tunnel.toClient }
     return { toWorker, toClient }
   }
 
-  // The worker's side of a response is over: it sent its last byte (failure null), or the
-  // response broke off after it began (or a limit cut it), and the client sees it cut short
-  // (never a silently short response). A worker the request no longer needs is given back; when
-  // its answer broke off (its app may still be running the request), once the worker says it is
-  // done with it.
+  // The worker's side is over: whole (failure null), or broken off and the client sees it cut short.
+  // Its place is given back; after a break, once the worker says the request ended.
   onWorkerDone (job, attempt, failure) {
     this.safely(job, () => {
       if (failure === null) return this.release(job)
       this.account(job, { failure: failureOf(failure).metric })
-      // Its access-log line says why it was cut: the pool's stop ended its worker, or the failure.
       job.reason = this.isStopping() && attempt.record.gone ? 'stopping' : failureOf(failure).answer
       job.res.destroy()
       this.letGo(job, attempt, failure)
     })
   }
 
-  // A 1xx from the worker (103 Early Hints) goes to the client at once, before the response,
-  // unless the client speaks HTTP/1.0, which must never get one (RFC 9110 §15.2). A hint Node
-  // refuses to write is dropped: it is only a hint.
+  // A 103 goes to the client at once, but never to HTTP/1.0 (RFC 9110 §15.2); one Node refuses is dropped.
   onInterim (job, attempt, head) {
     this.safely(job, () => {
       const { req, res } = job
@@ -395,7 +342,6 @@ class RequestPipeline {
     this.safely(job, () => this.attemptFailed(job, attempt.record, attempt, failure, error))
   }
 
-  // What becomes of the attempt, its worker and the request: the table's row (failures.js).
   attemptFailed (job, record, attempt, failure, error) {
     if (isDroppedHandshake(failure, job)) {
       job.reason = 'handshake_dropped'
@@ -416,16 +362,14 @@ class RequestPipeline {
     this.redispatch(job, record, decision.why, error)
   }
 
-  // ---- the worker's place ------------------------------------------------------------------
+  // ---- the worker's place
 
-  // Give back the worker's place, once per attempt, and let the queue have it (`reached` false:
-  // the request never reached the worker, whose connection was refused). The place goes back
-  // first and the bookkeeping last: nothing that throws can keep the place.
+  // Give the place back, once per attempt (`reached` false: refused); the place before the counts,
+  // so that nothing that throws can keep it.
   release (job, { reached = true, failure = reached ? null : 'refused' } = {}) {
     const record = job.holding
     if (!record) return
     job.holding = null
-    // A tunnel's worker was busy with its handshake, not with its life.
     const busyMs = (job.tunnel ? job.tunnel.openedAt : performance.now()) - job.assignedAt
     try {
       this.dispatcher.release(record, job)
@@ -434,10 +378,8 @@ class RequestPipeline {
     }
   }
 
-  // The balancer is done with the exchange before the app may be (its client left, a limit ended
-  // it, the answer broke or was malformed): the attempt lets go, closing its connection so that
-  // the app sees its response close, and the worker's place is given back once the worker says
-  // the request has ended (its handler settled), or is gone. Without a pool to ask, at once.
+  // Done before the app may be: the attempt closes its connection (the app sees its response close),
+  // and the place is given back once the worker says the request ended. Without a pool, at once.
   letGo (job, attempt, failure) {
     const record = attempt.record
     attempt.letGo()
@@ -451,8 +393,7 @@ class RequestPipeline {
     }))
   }
 
-  // Passes the worker's status and headers on. Node refuses some that our parser accepts
-  // (a status it cannot send, say): that is the worker's bad response, not a crash.
+  // Node refuses some heads our parser accepts: that is the worker's bad response, not a crash.
   writeHead (job, head, { bodyLength } = {}) {
     try {
       job.res.writeHead(head.statusCode, head.statusMessage || undefined,
@@ -464,12 +405,8 @@ class RequestPipeline {
     }
   }
 
-  // A worker whose port refuses connections (ECONNREFUSED: nothing listens) while the supervisor
-  // counts it ready: its app closed its listener without the runtime seeing it, say. Benching
-  // alone would try it again every second for ever, and with every worker like that every
-  // request would get a 502. After REFUSALS_BEFORE_REPORT in a row the supervisor hears of it,
-  // once per process, and replaces the worker (FrontContext.workerRefusing). A dying worker never
-  // gets that far: its exit takes it out of rotation within milliseconds.
+  // ECONNREFUSED while the supervisor counts it ready (its app closed its listener): benching alone
+  // would retry it for ever, so after REFUSALS_BEFORE_REPORT the supervisor replaces it, once.
   noteRefusal (record, error) {
     if (error?.code !== 'ECONNREFUSED') return // our own failure (EMFILE...) says nothing of the worker
     const refusals = record.refused()
@@ -499,10 +436,7 @@ class RequestPipeline {
     this.dispatcher.requeue(job)
   }
 
-  // Answer with the balancer's own error for `reason` (see replies.js). An answer given before
-  // the body was read closes the connection, after a lingering close (lingering.js): the rest of
-  // the body is read and dropped, within bounds, so that the client reads the answer rather than
-  // a reset.
+  // The balancer's own answer (replies.js); before the body was read, with a lingering close.
   fail (job, reason) {
     job.reason = reason
     if (job.clientGone) return
@@ -528,9 +462,8 @@ class RequestPipeline {
     }
   }
 
-  // The error boundary of the data path: a throw in the balancer's own code costs the request it
-  // happened for (500, or a cut connection once the response has started), never the process,
-  // and never the worker's place: a worker still working on the request keeps it until done.
+  // The data path's error boundary: a throw costs its request (500 or a cut), never the process or
+  // the place of a worker still working on it.
   safely (job, fn) {
     try {
       fn()
@@ -552,15 +485,12 @@ class RequestPipeline {
       if (job.res.headersSent) job.res.destroy()
       else this.fail(job, 'internal_error')
     } catch {
-      // Nothing more can be done for this request (not even, maybe, a log line); the process
-      // must not follow it.
+      // Nothing more can be done for this request; the process must not follow it.
       try { job.res.destroy() } catch {}
     }
   }
 
-  // Every request ends here, answered or abandoned. A client that leaves before its answer is
-  // whole is passed on: the worker's connection for its request closes (the app sees its response
-  // close, as behind nginx), whether the app renders or streams.
+  // Every request ends here. A client leaving early is passed on: the worker's connection closes.
   onClientClose (job) {
     job.relay?.onClose()
     const finished = job.res.writableFinished || job.lingering
@@ -574,22 +504,16 @@ class RequestPipeline {
       }
     }
     job.enter('done')
-    // A response cut after its head went out is logged with that head's status, and its reason;
-    // one the client left is 499, as nginx logs it.
+    // A cut response is logged with its head's status; one the client left is 499, as nginx.
     const cut = !finished && job.res.headersSent && job.reason !== 'client_aborted'
     this.account(job, { status: finished || cut ? job.res.statusCode : 499, ms: performance.now() - job.arrivedAt })
   }
 
-  // ---- counts ------------------------------------------------------------------------------
+  // ---- counts
 
-  // Every count the balancer keeps, in one place. `outcome` is one of:
-  //   { worker, busyMs, failure }  an attempt gave its worker's place back (or left it to the app
-  //                                still running it): the slot's requests, busy time and
-  //                                failures (a timeout is the app's slowness, not its failure)
-  //   { failure, slot? }           a reason of pool_failures_total (`slot`: counted against it)
-  //   { redispatch }               the request goes to another worker, for this reason
-  //   { status, ms }               the request is over: its queue wait, duration, access log
-  // (`job` is null for a failure no request is left to carry: a client cut off by the send clock.)
+  // Every count, in one place. `outcome`: { worker, busyMs, failure } (a place given back: the slot's
+  // counts), { failure, slot? } (pool_failures_total), { redispatch }, or { status, ms } (over:
+  // queue wait, duration, access log). `job` is null for a client cut off by the send clock.
   account (job, outcome) {
     const metrics = this.metrics
     if (outcome.worker) {
@@ -612,8 +536,7 @@ class RequestPipeline {
   }
 }
 
-// An answer written on the bare socket of a WebSocket handshake (Node gives no response for it):
-// the balancer's refusals, or the worker's answer other than a 101; the connection closes after.
+// An answer on a handshake's bare socket (refusals, or a worker's non-101); the connection closes.
 function responseOn (req, socket) {
   const res = new ServerResponse(req)
   res.shouldKeepAlive = false
@@ -628,13 +551,11 @@ function responseOn (req, socket) {
 }
 
 const NO_BYTES = Buffer.alloc(0)
-// After an answer on a handshake's bare socket (no HTTP server times it any more), the client has
-// this long to close its side.
+// How long a handshake's client has, after an answer on its bare socket, to close its side.
 const LINGER_AFTER_ANSWER_MS = 5000
 
-// A target in absolute form names the host (RFC 9112 §3.2.2): from here on the request is in
-// origin form, its Host the target's authority, as nginx passes it on. One the front does not
-// serve stays as it came, and arrivalRefusal refuses it.
+// An absolute-form target names the host (RFC 9112 §3.2.2): origin form from here, as nginx; one not
+// served is left for arrivalRefusal.
 function reconcileTarget (req) {
   if (req.url.startsWith('/')) return
   const target = targetOf(req)

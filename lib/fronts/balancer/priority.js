@@ -1,16 +1,9 @@
 'use strict'
 
-// A request's priority class: which queue it waits in. A higher class is always served before a
-// lower one, so health checks and cheap pages are never stuck behind a queue of renders. What a
-// class cannot do is take a worker from a render already running: it waits for the next worker
-// to come free.
-//
-// A request's class comes from, in this order:
-//   --priority-header NAME   the header's value (high, normal or low), only from a peer in
-//                            --trust-proxy: anyone else could send `high` and jump the queue;
-//   --priority-routes RULES  `PREFIX=CLASS,...`: the longest path prefix that matches;
-//   otherwise normal.
-// HAProxy's `http-request set-priority-class` is the same idea, with numbers.
+// A request's priority class: a higher class is always served first, but never takes a worker from
+// a running render. The class comes from --priority-header (high/normal/low, only from a
+// --trust-proxy peer, or anyone could jump the queue), else the longest matching --priority-routes
+// prefix, else normal. Like HAProxy's `http-request set-priority-class`.
 
 const { CLASSES, NORMAL, classIndex, parseRoutes } = require('../../shared/priority')
 const { trustsPeerOf } = require('./trust')
@@ -20,7 +13,6 @@ function pathOf (url) {
   return q < 0 ? url : url.slice(0, q)
 }
 
-// (req) → class index. Without a header or rules, every request is normal.
 function classifier ({ header, routes, isTrustedPeer }) {
   const name = header ? header.toLowerCase() : null
   const rules = routes ? parseRoutes(routes) : []
@@ -41,5 +33,4 @@ function classifier ({ header, routes, isTrustedPeer }) {
   }
 }
 
-// The classes themselves and their grammar are the pool's, shared with `pool config haproxy`.
 module.exports = { CLASSES, NORMAL, classifier, parseRoutes }

@@ -1,44 +1,16 @@
 'use strict'
 
-// One attempt to forward a buffered request to one worker, and the worker's response on its way
-// to the client. The attempt is the response parser's handler (upstream.js: socket → parser →
-// attempt): the parser's calls only record what came, and the attempt acts once the read that
-// brought it is parsed (onReadEnd), outside the parser, whose throws mean "bad bytes from the
-// worker". The body goes into the attempt's relay (relay.js), which writes it through to the
-// client and keeps reading the worker ahead of a slower client, so that the worker is free once
-// its response ends. The app chooses otherwise with X-Accel-Buffering (headers.js): `no`, no
-// read-ahead; `yes`, store and forward.
-//
-// The attempt tells its owner (the pipeline) what happens, each call with the request (`job`)
-// and the attempt:
-//   owner.onInterim(job, attempt, head)   a 1xx before the response (103 Early Hints); any
-//                                         number of times
-//   owner.onResponse(job, attempt)        the response begins, once: attempt.head is its head,
-//                                         with every byte of the read that brought it parsed
-//                                         (so a malformed body in that read fails the attempt
-//                                         instead); attempt.complete: the worker has sent all of
-//                                         it already (attempt.relay.received bytes of body), and
-//                                         is free; attempt.stored: and it was held whole at the
-//                                         app's request (X-Accel-Buffering: yes). The owner
-//                                         returns the ServerResponse to send it to (its head
-//                                         written), or null to drop it.
-//   owner.onSendError(job, attempt, err)  sending it threw (an error of the balancer's own)
-//   owner.onAttemptFailed(job, attempt, failure, error)
-//                                         before the response began, instead of onResponse.
-//                                         failure: refused | died | bad_response |
-//                                         broken_response | timeout (the failure table's). After
-//                                         'timeout' (a limit of the request clock's) the app may
-//                                         still be working on the request: the owner lets go
-//                                         (letGo()), which closes the connection so that the app
-//                                         sees its response close.
-//   owner.onUpgrade(job, attempt)         a WebSocket handshake's 101, instead of onResponse:
-//                                         attempt.head is its head; the owner takes the socket
-//                                         (takeSocket()) and hears nothing more
-//   owner.onWorkerDone(job, attempt, failure)
-//                                         once the response is sent or dropped, once: the worker's side is
-//                                         over, sent whole (failure null) or broken off
-//                                         (bad_response, broken_response, or timeout: the owner
-//                                         lets go).
+// One attempt to forward a buffered request to one worker, and the response on its way to the
+// client. It is the response parser's handler (upstream.js): parser calls only record; the attempt
+// acts at the end of each read (onReadEnd), outside the parser, whose throws mean bad worker bytes.
+// The body goes through its relay (relay.js), read ahead of a slow client unless X-Accel-Buffering
+// says `no` (no read-ahead) or `yes` (store and forward). The owner (the pipeline) hears, with
+// (job, attempt): onInterim(head) for each 1xx; onResponse once, with attempt.head (its whole read
+// parsed), .complete, .stored, returning the ServerResponse to send to or null to drop it
+// (onSendError(err) if sending it throws);
+// onAttemptFailed(failure, error) instead, before the response began (after 'timeout' the owner
+// letGo()es so the app sees its response close); onUpgrade for a 101 (then takeSocket(), and
+// nothing more); onWorkerDone(failure) once, when the worker's side is over (failure null: whole).
 
 const { ResponseRelay } = require('./relay')
 const { accelBuffering, attemptHead } = require('./headers')
@@ -54,14 +26,11 @@ class RequestLimitError extends PoolError {
   }
 }
 
-// The owner of an attempt it let go of: nothing more is told.
 const LET_GO = { onInterim () {}, onResponse () {}, onSendError () {}, onAttemptFailed () {}, onWorkerDone () {} }
 
-// X-Accel-Buffering → the relay's mode.
 const MODES = { no: 'no', yes: 'store' }
 
-// What an attempt knows of the worker's response, as it goes: the head came, and then the
-// response ended (whole) or broke off.
+// What an attempt knows of the worker's response: its head, then whole or broken off.
 class Attempt {
   // options: { maxResponseBuffer, reuse, budget (ResponseBudget), sendClock, requestClock }.
   constructor (owner, job, record, options) {
@@ -90,7 +59,7 @@ class Attempt {
 
   get stored () { return this.complete && this.relay.mode === 'store' }
 
-  // ---- the parser's calls: recorded, acted on at the end of the read ----------------------
+  // ---- the parser's calls: recorded, acted on at the end of the read
 
   onInterim (head) {
     if (!this.settled) (this.interims ??= []).push(head)
@@ -112,7 +81,6 @@ class Attempt {
     if (this.owner.sessions?.learn(this.seen, this.record) !== false) this.seen = null
   }
 
-  // The connection decides on its reuse from the parser's word; the attempt only records.
   onComplete (keepAlive) {
     this.complete = true
     this.keepAlive = keepAlive
@@ -123,10 +91,9 @@ class Attempt {
     this.upgraded = rest
   }
 
-  // ---- the connection's calls ---------------------------------------------------------------
+  // ---- the connection's calls
 
-  // Everything one read brought is parsed: the response begins once its head is here (unless
-  // it is being stored whole), what came goes out as one piece, and a response now whole ends.
+  // A read is parsed: the response begins once its head is here (unless stored whole).
   onReadEnd () {
     if (this.upgraded !== null) return this.switched()
     if (this.readSince !== null) this.readSince = performance.now()
@@ -151,7 +118,6 @@ class Attempt {
     this.owner.onUpgrade(this.job, this)
   }
 
-  // After onUpgrade: the worker's socket, and the bytes it sent after the 101.
   takeSocket () {
     const rest = this.upgraded
     this.upgraded = Buffer.alloc(0)
@@ -164,9 +130,7 @@ class Attempt {
     for (const head of heads) if (!this.settled) this.owner.onInterim(this.job, this, head)
   }
 
-  // Stored (X-Accel-Buffering: yes) until it is whole, unless it passes the limit, or the
-  // response budget would hold it back: stored responses waiting for room that only their own
-  // clients could free would wait for ever.
+  // Stored whole unless past the limit or held back by the budget (only its own client could free it).
   storing () {
     return this.relay.mode === 'store' && this.relay.received <= this.limit &&
       !this.relay.budget.overShare(this.relay.held)
@@ -178,7 +142,7 @@ class Attempt {
     this.over(failure)
   }
 
-  // Back-pressure from the relay: the worker's reads, and the read clock with them.
+  // Back-pressure from the relay: pauses the worker's reads and the read clock.
   pause () {
     this.readSince = null
     this.connection.pause(this)
@@ -189,9 +153,8 @@ class Attempt {
     this.connection.resume(this)
   }
 
-  // ---- the owner's side ---------------------------------------------------------------------
+  // ---- the owner's side
 
-  // The owner answers where the response goes: the client's response, or nowhere (dropped).
   begin () {
     this.settled = true
     const res = this.owner.onResponse(this.job, this)
@@ -209,8 +172,7 @@ class Attempt {
     this.owner.onAttemptFailed(this.job, this, failure, error)
   }
 
-  // A limit of the request clock's: before the response began, the attempt fails ('timeout');
-  // after, the worker's side is over, broken off. Either way the owner lets go.
+  // A request clock limit: the attempt fails ('timeout') or, once begun, breaks off.
   timedOut (which, ms) {
     if (this.outcome !== undefined) return
     this.relay.drop()
@@ -218,7 +180,7 @@ class Attempt {
     this.over('timeout')
   }
 
-  // The worker's side is over; the owner hears it once it answered (sendTo or discard).
+  // The owner hears it once it answered (sendTo or discard).
   over (failure) {
     if (this.outcome !== undefined) return
     this.outcome = failure
@@ -226,9 +188,8 @@ class Attempt {
     if (this.answering) this.owner.onWorkerDone(this.job, this, failure)
   }
 
-  // The owner is done with this exchange before the worker is (its client left, a limit ended it,
-  // the response broke): the connection closes, so the app sees its response close (its request
-  // signal aborts, an LLM call stops), and the owner hears nothing more.
+  // The owner is done before the worker: the connection closes, so the app sees its response close
+  // (its request signal aborts), and the owner hears nothing more.
   letGo () {
     this.owner = LET_GO
     this.settled = true
@@ -239,16 +200,13 @@ class Attempt {
     if (this.outcome === undefined) this.outcome = 'let_go'
   }
 
-  // The response goes to `res`, whose head the owner has written.
   sendTo (res) {
     this.answering = true
     this.relay.attach(res)
     if (this.outcome !== undefined) this.owner.onWorkerDone(this.job, this, this.outcome)
   }
 
-  // After onAttemptFailed with 'timeout', after onResponse when it cannot be sent (the client
-  // left, its head was refused), or on an error of the balancer's own: drop what the worker
-  // sends; onWorkerDone once it is finished with it.
+  // Drop what the worker sends (after 'timeout', an unsendable response, an error of the balancer's).
   discard () {
     this.settled = true
     this.answering = true

@@ -1,27 +1,14 @@
 'use strict'
 
-// One response on its way from a worker to its client (proxy.js feeds it what the worker
-// sends): the bytes held between the two, written through as they come, and the worker paused
-// when the client falls too far behind.
-//
-// Modes, from the app's X-Accel-Buffering (headers.js accelBuffering):
-//   'ahead'  no header: write-through with read-ahead. Each read goes to the client at once;
-//            what the client has not taken yet is held, up to `limit` (--max-response-buffer)
-//            for this response and while the budget (--response-budget) has room, so the worker
-//            finishes at its own pace, not the client's. Past `limit` the worker is paused until
-//            the client has taken half of it; past the budget, until it has room again.
-//   'no'     no read-ahead: the worker is paused whenever the client's socket is full (Node's
-//            high-water mark), and resumed when it drains.
-//   'store'  store and forward: nothing goes out until the whole response is held, or until it
-//            passes `limit` or meets a full budget; then it goes on as 'ahead'.
-//
-// Held bytes (read, not yet taken by the client's socket) are counted on the budget as they are
-// read, and given back as the client's socket takes them (each write's callback), or all at
-// once when the client goes. --send-timeout: a client that takes none of the bytes written for
-// it for that long is cut off. As with nginx's send_timeout, the clock runs only while something
-// waits to be sent (a worker slow to render the next part of a page never cuts its client), and
-// progress is seen per write: at most one read of the worker's, 64 KiB. One SendClock watches
-// every response with bytes waiting (rather than a timer per response).
+// One response on its way from a worker to its client (proxy.js feeds it). Modes, from the app's
+// X-Accel-Buffering: 'ahead' (none): each read goes out at once and what the client has not taken
+// is held, up to `limit` (--max-response-buffer) and the budget's room, so the worker finishes at
+// its own pace; past `limit` the worker pauses until half is taken, past the budget until there is
+// room. 'no': the worker pauses whenever the client's socket is full. 'store': nothing goes out
+// until the response is whole, past `limit` or at a full budget; then as 'ahead'. Held bytes are
+// counted on the budget as read and given back as each write completes, or when the client goes.
+// --send-timeout (nginx's send_timeout): a client taking nothing for that long, while bytes wait
+// for it, is cut off; one SendClock watches every response.
 
 const { READ_BYTES } = require('./response-budget')
 
@@ -214,10 +201,8 @@ class ResponseRelay {
   }
 }
 
-// --send-timeout for every response of a balancer: the responses with bytes waiting for their
-// client, and one timer, running only while there are some, that cuts off each client that
-// took nothing for `timeout` ms. A client is cut off between `timeout` and `timeout` plus a
-// quarter of it (at most a second) after its last progress.
+// --send-timeout for every response: one timer, running only while bytes wait, cuts off each client
+// that took nothing for `timeout` ms (within a quarter of it more, at most a second).
 class SendClock {
   // timeout: ms (> 0). onTimeout(): a client was cut off for it.
   constructor (timeout, onTimeout) {

@@ -1,18 +1,12 @@
 'use strict'
 
-// The limits on each exchange with a worker, as the balancer relays it: --read-timeout, the
-// longest a worker may leave its response without a byte (before the head, or between two reads)
-// while the balancer is reading it, and --max-request-time, the longest the exchange may last at
-// all (0: each off). As with nginx's proxy_read_timeout, the read clock runs only while the
-// balancer wants the worker's bytes: not while it holds off a worker for a slow client (that is
-// --send-timeout's, relay.js). One sweep timer watches every attempt (a timer each would cost
-// 10,000 streams 10,000 timers), running only while some are watched; an attempt is ended between
-// its limit and a quarter of it later (at most a second).
+// --read-timeout (no worker byte while the balancer wants some: not while it holds off for a slow
+// client, as nginx's proxy_read_timeout) and --max-request-time (0: off). One sweep timer for all
+// attempts, run only while some are watched; an attempt ends within a quarter limit (≤ 1 s) past it.
 
 const SWEEP_MAX_MS = 1000
 
 class RequestClock {
-  // read, total: ms (0: none).
   constructor ({ read, total }) {
     this.read = read
     this.total = total
@@ -22,7 +16,6 @@ class RequestClock {
     this.timer = null
   }
 
-  // A clock for these limits, or null when both are off.
   static of (limits) {
     return limits.read > 0 || limits.total > 0 ? new RequestClock(limits) : null
   }

@@ -1,27 +1,19 @@
 'use strict'
 
-// What the front refuses before a request may take a place in the queue, beyond what Node's
-// strict HTTP parser already refuses (malformed syntax, conflicting lengths, oversized heads:
-// 400 or 431; and, decided by probes of each, folded header lines, a bare LF ending a line, a
-// version other than HTTP/1.0 and 1.1: 400). Each answer is the front's own; none of these
-// requests reaches a worker. And where a request names its target in absolute form, the target
-// decides which host is meant (RFC 9112 §3.2.2), not its Host header (targetOf).
+// What the front refuses before a request may queue, beyond Node's strict parser (400/431); none of
+// these reaches a worker. An absolute-form target decides the host, not Host (RFC 9112 §3.2.2).
 
-// The reason (one of replies.js's) a request is refused for, or null if it may go on.
+// The replies.js reason a request is refused for, or null.
 function refusalOf (req) {
   if (countHeader(req.rawHeaders, 'host') > 1) return 'duplicate_host'
-  // A Host with no authority in it, for a target that has one (every http target): RFC 9112 §3.2.
   const host = req.headers.host
   if (host !== undefined && !AUTHORITY.test(host) && !isAbsolute(req.url)) return 'invalid_host'
   if (targetOf(req) === null) return 'invalid_target'
-  // Chunked is the one transfer coding a request may carry here (anything else, "identity,
-  // chunked" included, is one the front does not implement: 501, as nginx answers).
+  // Chunked is the only coding served (others, "identity, chunked" included: 501, as nginx).
   const coding = req.headers['transfer-encoding']
   if (coding !== undefined && String(coding).trim().toLowerCase() !== 'chunked') return 'transfer_coding'
-  // A WebSocket handshake goes to the 'upgrade' path (isWebSocketUpgrade, tunnel.js); one that
-  // reaches a request here is malformed (not a GET, no Connection: upgrade), or this Node.js
-  // cannot route upgrades by protocol. Other upgrades (h2c) are ignored, as RFC 9110 §7.8
-  // allows: the header is hop-by-hop and dropped, and the request is served over HTTP/1.1.
+  // A WebSocket handshake reaching here is malformed or this Node cannot route upgrades. Other
+  // upgrades (h2c) are ignored, as RFC 9110 §7.8 allows.
   if (!req.upgrade && upgradesTo(req, 'websocket')) {
     return req.socket.server?.upgradesWebSockets ? 'bad_upgrade' : 'websocket'
   }
@@ -43,10 +35,8 @@ const ABSOLUTE = /^[a-z][a-z0-9+.-]*:/i
 
 function isAbsolute (url) { return ABSOLUTE.test(url) }
 
-// The request's target as the worker is given it: { url: path and query, host }. In absolute
-// form (`GET http://shop.example/a HTTP/1.1`) the target's authority is the host, whatever Host
-// says, and the worker gets the origin form, as nginx passes it on. null: a target the front
-// does not serve (another scheme, no authority, an unparsable one).
+// { url: path and query, host } as the worker gets it: for an absolute form, its authority and
+// origin form, as nginx does. null: a target not served.
 function targetOf (req) {
   if (!isAbsolute(req.url)) return { url: req.url, host: req.headers.host }
   if (!/^https?:\/\/[^/\\]/i.test(req.url)) return null // the URL parser would mend `http:///x` into a host

@@ -1,26 +1,11 @@
 'use strict'
 
-// One client request as the balancer carries it, and the stage it is at:
-//
-//   reading     its body is being read from the client (buffering, before any worker)
-//   queued      waiting for a worker that may take it (the Dispatcher's queue; again after a redispatch)
-//   on-worker   an attempt on a worker is running: written, waiting for or reading its answer
-//   responding  the worker's answer (or the balancer's own) is being sent to the client
-//   tunnel      a WebSocket: the worker said 101, bytes flow both ways (tunnel.js)
-//   done        the client's connection is finished with it, answered or not
-//
-// The stage a request was at when its client went away is in its access-log line.
-//
-// Its body's bytes are held (and counted on the body budget, body-budget.js) as they arrive,
-// until it is responding or done: from then on it is never sent to a worker again.
-
-// Every field a request carries is declared here, with who writes it: the balancer
-// (pipeline.js), the Dispatcher (dispatcher.js, queue.js) while it is queued, the body reader
-// (buffering.js, body-budget.js). Nothing else is added to a request on the way. (The pool, told
-// of it, reads its method, url and id.)
+// One client request as the balancer carries it. Stages: reading (its body, before any worker),
+// queued, on-worker, responding, tunnel (WebSocket after 101), done; the stage the client left in
+// is logged. Body bytes are held on the body budget until responding or done (never resent then).
+// Every field is declared here; nothing else is added on the way.
 class BalancedRequest {
   constructor (req, res) {
-    // ---- the client's request, as it arrived
     this.req = req // Node's IncomingMessage (null once a tunnel: pipeline.js join)
     this.res = res // Node's ServerResponse: the client's answer (null once a tunnel)
     this.id = null // X-Request-Id: a trusted peer's if it sent a usable one (pipeline.js, headers.js)
@@ -29,11 +14,9 @@ class BalancedRequest {
     this.arrivedAt = performance.now() // the access log's total time counts from here
     this.stage = 'reading' // see the stages above; changed only through enter()
 
-    // ---- its body (buffering.js, body-budget.js)
     this.body = null // the whole body once read (a Buffer), null without one or once dropped
     this.bodyHold = null // its bytes on the body budget, from admission until dropBody()
 
-    // ---- in the queue (dispatcher.js)
     this.priority = undefined // its class (priority.js), decided once, at its first admission
     this.deadline = undefined // performance.now() past which it is turned away while queued (--queue-timeout)
     this.queuedAt = 0 // when it last entered the queue
@@ -42,7 +25,6 @@ class BalancedRequest {
     this.queueMs = 0 // time spent queued, over every time it was
     this.firstWaitMs = 0 // time it waited before its first worker
 
-    // ---- on a worker (pipeline.js, proxy.js)
     this.head = null // the request line and headers for the worker, built once (headers.js)
     this.record = null // the worker (workers.js WorkerRecord) of the latest attempt
     this.holding = null // the worker whose place this request holds now, until released
@@ -57,13 +39,11 @@ class BalancedRequest {
     this.replayed = false // after a worker died holding it (a GET or HEAD is replayed once)
     this.aloneUntil = null // replayed: until when it waits for a worker holding nothing (dispatcher.js)
 
-    // ---- a WebSocket handshake (pipeline.js, tunnel.js)
     this.upgrade = null // the bytes the client sent after its head, for the worker after the 101
     this.tunnel = null // once the worker switched protocols: the Tunnel, until it ends
     this.session = null // a Socket.IO request (sessions.js): 'open' for a handshake, else its session id
     this.pinned = null // the worker holding its session, if known
 
-    // ---- how it ended
     this.clientGone = false // the client's connection closed before its answer was finished
     this.goneAt = null // the stage it was at when the client left
     this.reason = null // why the balancer answered it itself (replies.js), or why it ended unanswered

@@ -1,58 +1,24 @@
 'use strict'
 
-// An incremental, strict parser for the HTTP/1.1 responses a worker sends back. The balancer
-// talks to its workers over plain keep-alive sockets rather than http.request or http-proxy:
-// measured on the same run, a 0 ms request through a minimal http.request proxy took 0.50-0.57
-// ms against 0.31-0.36 ms through a socket-based one; at ρ 0.8 the balancer built on
-// http.request held each worker 2.0-2.1 ms past its service time, this one 1.6 ms (runs a few
-// minutes apart on a shared 2-CPU machine). http-proxy adds another
-// ~0.6 ms (the `http-proxy` row of bench/results/balancer.md). It also tells exactly whether a
-// request was written when a connection fails, which decides whether it may be redispatched.
-//
-// Feed it with execute(chunk) and end() (at EOF); it calls, in order:
-//   onInterim(head)*        each 1xx interim response (103 Early Hints), once checked, to
-//                           handlers that have it: one with framing fields, closing the
-//                           connection or upgrading it is refused
-//   onHead(head)            the final response's head
-//   onBody(chunk)*          the body, de-chunked
-//   onComplete(keepAlive)   the response is over; keepAlive: the socket may carry another.
-//                           The parser's word: `completed` and `keepAlive` say the same to the
-//                           connection that reads it, which decides on reuse
-//   onUpgrade(head, rest)   instead of onHead, for a request that asked to upgrade (expect()):
-//                           a 101; `rest` is what followed its head, in the new protocol, and
-//                           the parser takes nothing more
-// and throws a ResponseParseError on anything malformed; after that it refuses every call.
-//
-// head: { statusCode, statusMessage, rawHeaders: [name, value, ...] (the worker's spelling,
-//   values without surrounding whitespace), keepAlive (as known once the head is read; the
-//   onComplete argument is final), hasBody (false for HEAD, 204, 304), contentLength (the
-//   Content-Length value; undefined if there is none, if Transfer-Encoding overrides it, or on
-//   a 204; kept for HEAD and 304, where it tells the size a GET would have), sawContentLength,
-//   transferEncoding (the joined values, or undefined), dropLength (true: the worker's
-//   Content-Length must not be passed on, on a 204 or overridden by Transfer-Encoding) }
-//
-// What passes is what the balancer can hand to the client unchanged: everything here is also
-// accepted by Node's own parser (llhttp) and by res.writeHead, and where RFC 9112 leaves a
-// choice the stricter of llhttp and HAProxy is followed
-// (test/fronts/balancer/response-parser-diff.test.js compares it with llhttp on generated
-// responses):
-// - lines end in CRLF; a bare CR or LF anywhere in a head, chunk-size or trailer line is refused
-//   (llhttp refuses them too; HAProxy takes a bare LF as a line end).
-// - status line: `HTTP/1.0` or `HTTP/1.1`, one SP, a code 100-599, then SP and a reason of
-//   HTAB / SP / VCHAR / obs-text, or nothing at all (`HTTP/1.1 200` is taken, as both do).
-// - field lines: a token, a colon at once (no whitespace before it), a value of HTAB / SP /
-//   VCHAR / obs-text; no NUL, DEL or other control character; no obs-fold.
-// - Content-Length: digits only, one field (even two equal ones, or `5, 5`, are refused, as
-//   llhttp does; HAProxy would merge equal ones). Transfer-Encoding: no empty element, chunked
-//   at most once (as HAProxy); chunked last frames the body, any other last coding means the
-//   body runs until the worker closes (as both do for a response). With Content-Length too,
-//   or on HTTP/1.0, Transfer-Encoding wins and the connection is not reused (RFC 9112 §6.1,
-//   §6.3; HAProxy does the same, llhttp refuses the pair).
-// - chunk-size lines: hex digits, then only `;name` or `;name=value` extensions (token or
-//   quoted-string), no whitespace (llhttp); trailer lines as field lines, and no
-//   Content-Length or Transfer-Encoding among them.
-// - bytes after the end of a response are never parsed: the response completes with
-//   keepAlive false and they go with the connection (HAProxy drops such a server connection).
+// An incremental, strict parser for the HTTP/1.1 responses of workers, spoken to over plain
+// sockets (why: docs/decisions/0013-socket-level-proxy.md). Feed it execute(chunk) and end() (EOF);
+// it calls onInterim(head)* (checked 1xx), onHead(head), onBody(chunk)* (de-chunked),
+// onComplete(keepAlive), or onUpgrade(head, rest) for a 101 to an upgrade (expect()), then takes
+// nothing more. It throws ResponseParseError on anything malformed, and refuses every call after.
+// head: { statusCode, statusMessage, rawHeaders (values trimmed), keepAlive (final in onComplete),
+//   hasBody (false for HEAD, 204, 304), contentLength (undefined if absent, overridden by
+//   Transfer-Encoding, or on a 204), sawContentLength, transferEncoding, dropLength (do not pass
+//   Content-Length on) }.
+// What passes can go to the client unchanged: llhttp and res.writeHead accept it, and where RFC 9112
+// leaves a choice the stricter of llhttp and HAProxy wins (response-parser-diff.test.js):
+// - CRLF only: a bare CR or LF in a head, chunk-size or trailer line is refused.
+// - status line `HTTP/1.[01] NNN` (100-599), then SP and a reason, or nothing.
+// - field lines: token, colon at once, no control characters, no obs-fold.
+// - one Content-Length of digits (equal duplicates refused, as llhttp). Transfer-Encoding: no empty
+//   element, chunked at most once; chunked last frames the body, else it runs to close. With
+//   Content-Length or on HTTP/1.0 it wins and the connection is not reused (RFC 9112 §6.1, §6.3).
+// - chunk-size: hex, then only token/quoted-string extensions; trailers as field lines, no framing.
+// - bytes after a response are never parsed: keepAlive false, dropped with the connection.
 
 const { PoolError, codes } = require('../../errors')
 
@@ -61,9 +27,8 @@ const MAX_CHUNK_LINE_BYTES = 4096
 const CRLF = Buffer.from('\r\n')
 const HEAD_END = Buffer.from('\r\n\r\n')
 
-// In a latin1 string every character is at most \xff, so "not a control character" is exactly
-// the field-content alphabet (RFC 9110 §5.5): HTAB, SP, VCHAR, obs-text. The head is read line
-// by line with sticky (/y) expressions, each line ending in CRLF or at the end of the head.
+// In latin1, "not a control character" is exactly field-content (RFC 9110 §5.5). Sticky (/y)
+// expressions read the head line by line.
 const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+"
 const STATUS_LINE = /HTTP\/1\.([01]) ([1-5]\d\d)(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?(?:\r\n|$)/y
 // The value group starts on a non-blank so that the leading blanks are matched one way only.
@@ -85,8 +50,7 @@ class ResponseParser {
     this.state = 'idle'
   }
 
-  // Expect a response to a request with this method (a HEAD response has no body), and one that
-  // may switch protocols when the request asked to `upgrade`.
+  // Expect a response to `method` (HEAD: no body), one that may be a 101 if `upgrade`.
   expect (method, upgrade = false) {
     this.state = 'head'
     this.isHead = method === 'HEAD'
@@ -131,7 +95,6 @@ class ResponseParser {
     }
   }
 
-  // The worker closed its side.
   end () {
     if (this.state === 'eof') return this.complete(false)
     if (this.state !== 'idle') {
@@ -142,9 +105,7 @@ class ResponseParser {
 
   get inProgress () { return this.state !== 'idle' }
 
-  // Bytes after the end of the response (a body sent with a HEAD or 204 answer, a
-  // Content-Length shorter than the body...) are never read as the next response: they are
-  // dropped with the connection.
+  // Bytes after the response (a body on HEAD or 204, a short Content-Length) go with the connection.
   complete (moreBytes) {
     if (moreBytes) this.keepAlive = false
     this.state = 'idle'
@@ -152,9 +113,8 @@ class ResponseParser {
     this.handlers.onComplete(this.keepAlive)
   }
 
-  // Keep the bytes of an unfinished line or head for the next chunk. `room`: how long the
-  // finished one may be, without its terminator (of which all but the last byte may be here
-  // already); so where the bytes are cut never changes what is refused.
+  // Keep an unfinished line for the next chunk. `room`: its longest, terminator excluded, so where
+  // the bytes are cut never changes what is refused.
   stash (data, at, room, terminator, what) {
     if (data.length - at > room + terminator - 1) throw new ResponseParseError(`${what} too long`)
     this.pending = data.subarray(at)
@@ -183,7 +143,7 @@ class ResponseParser {
     return next
   }
 
-  // Decide how the body is delimited (RFC 9112 §6.3) and whether the connection may be reused.
+  // Body delimiting (RFC 9112 §6.3) and connection reuse.
   frame (head) {
     const { statusCode } = head
     let keepAlive = head.keepAlive
@@ -196,7 +156,6 @@ class ResponseParser {
       state = head.contentLength === 0 ? 'done' : 'length'
     }
     if (statusCode === 204) {
-      // A 204 that announces a body: what follows it must not be read as the next response.
       if (head.transferEncoding !== undefined || head.contentLength > 0) keepAlive = false
       head.contentLength = undefined
       head.dropLength = true // RFC 9110 §8.6: never sent with a 204
@@ -236,7 +195,6 @@ class ResponseParser {
     return at + 2
   }
 
-  // Trailer fields are checked and dropped; an empty line ends the message.
   readTrailers (data, at) {
     const eol = data.indexOf(CRLF, at)
     if (eol < 0) return this.stash(data, at, MAX_HEAD_BYTES - this.trailerBytes, 2, 'trailer section')
@@ -251,7 +209,6 @@ class ResponseParser {
   }
 }
 
-// The head without its final CRLFCRLF, as latin1 text: one character per byte.
 function parseHead (text) {
   STATUS_LINE.lastIndex = 0
   const status = STATUS_LINE.exec(text)
@@ -286,8 +243,7 @@ function parseHead (text) {
     if (tokens.includes('close')) head.keepAlive = false
     else if (tokens.includes('keep-alive')) head.keepAlive = true
   }
-  // RFC 9112 §6.1, §6.3: Transfer-Encoding with Content-Length, or in an HTTP/1.0 message, is
-  // how request smuggling and response splitting start: read this one, then close.
+  // TE with Content-Length, or on HTTP/1.0, is how smuggling starts (RFC 9112 §6.1, §6.3): then close.
   if (head.transferEncoding !== undefined && (head.sawContentLength || status[1] === '0')) head.keepAlive = false
   return head
 }
@@ -300,15 +256,13 @@ function readContentLength (head, raw) {
   head.sawContentLength = true
 }
 
-// llhttp does not take `chunked` followed by a tab as chunked, HAProxy does: a tab anywhere in
-// the value is refused rather than read one way or the other.
+// A tab anywhere in Transfer-Encoding is refused (llhttp and HAProxy read `chunked\t` differently).
 function readTransferEncoding (head, raw, value) {
   if (raw.includes('\t')) throw new ResponseParseError(`tab in Transfer-Encoding ${quote(raw)}`)
   head.transferEncoding = head.transferEncoding === undefined ? value : `${head.transferEncoding}, ${value}`
 }
 
-// Only the last transfer coding decides (RFC 9112 §6.3): the body of a response whose last
-// coding is not chunked runs until the connection closes.
+// Only the last coding decides (RFC 9112 §6.3).
 function lastCodingIsChunked (transferEncoding) {
   const codings = listElements(transferEncoding)
   let chunked = 0
@@ -320,9 +274,7 @@ function lastCodingIsChunked (transferEncoding) {
   return codings[codings.length - 1] === 'chunked'
 }
 
-// A 1xx response has no body and is followed by the final one on the same connection (RFC
-// 9110 §15.2): framing fields on it (which RFC 9110 §8.6 and RFC 9112 §6.1 forbid) or a close
-// (which llhttp then applies) make the rest of the stream ambiguous.
+// A 1xx with framing fields (RFC 9110 §8.6, RFC 9112 §6.1) or a close makes the stream ambiguous.
 function checkInterim (head) {
   if (head.statusCode === 101) throw new ResponseParseError('a 101 to a request that asked for no upgrade')
   if (head.sawContentLength || head.transferEncoding !== undefined) {
@@ -336,11 +288,10 @@ function checkTrailerLine (line) {
   const field = FIELD_LINE.exec(line)
   if (!field) throw new ResponseParseError(`bad trailer line ${quote(line)}`)
   const name = field[1].toLowerCase()
-  // Framing fields in trailers (RFC 9110 §6.5.1) could only confuse a later reader.
+  // Framing fields in trailers (RFC 9110 §6.5.1).
   if (name === 'content-length' || name === 'transfer-encoding') throw new ResponseParseError(`${field[1]} in trailers`)
 }
 
-// A comma-separated list, lowercased, its elements without surrounding blanks.
 function listElements (value) {
   return value.toLowerCase().split(',').map(trimBlanks)
 }
@@ -360,7 +311,6 @@ function trimTrailingBlanks (s) {
 
 function isBlank (c) { return c === 32 || c === 9 }
 
-// For error messages: the start of the offending text, control characters escaped.
 function quote (text) { return JSON.stringify(text.slice(0, 60)) }
 
 function quoteLine (text, at) {

@@ -1,26 +1,18 @@
 'use strict'
 
-// Socket.IO sessions (Engine.IO, its transport): with its default transports a client opens a
-// session with a long-polling GET, goes on polling and posting with the session's id in the
-// query (`sid`), then upgrades to a WebSocket with the same id. Only the worker that opened the
-// session knows it: every other answers 400 "Session ID unknown". The balancer learns which
-// worker opened it from the handshake's answer (`0{"sid":"…"`), and sends every later request
-// naming that id there. Engine.IO requests are long-lived (a poll waits for data up to its
-// pingInterval): they hold no render place.
+// Socket.IO (Engine.IO) sessions: only the worker that opened a session knows its `sid` (others
+// answer 400), so the balancer learns the worker from the handshake's answer (`0{"sid":"…"`) and
+// sends every later request naming that sid there. Engine.IO requests are long-lived.
 
-// Sessions remembered at most; past it the least recently used is forgotten (its next request
-// goes to any worker, whose 400 makes the client open a new session).
+// Past this, the least recently used session is forgotten (a 400 then makes the client reopen).
 const MAX_SESSIONS = 100000
-// The handshake's answer names its id in its first bytes; no more of it is looked at.
 const SNIFF_BYTES = 256
 const SID_IN_ANSWER = /"sid":"([\w\-.~]{1,64})"/
 const SID_IN_QUERY = /[?&]sid=([\w\-.~%]{1,96})(?:&|$)/
-// Engine.IO's own parameters, by their exact names: its protocol version and a transport it has.
 const ENGINE_QUERY = /[?&]EIO=[34](?:&|$)/
 const TRANSPORT = /[?&]transport=(?:polling|websocket|webtransport)(?:&|$)/
 
-// What an Engine.IO request is: null for any other request, 'open' for a handshake (no sid),
-// or its session id.
+// null for a non-Engine.IO request, 'open' for a handshake, else its session id.
 function engineRequest (url) {
   const q = url.indexOf('?')
   if (q < 0) return null
@@ -38,7 +30,6 @@ class Sessions {
 
   get size () { return this.workers.size }
 
-  // The worker holding session `sid`, if it is still there.
   workerOf (sid) {
     const record = this.workers.get(sid)
     if (record === undefined) return undefined
@@ -48,8 +39,7 @@ class Sessions {
     return record
   }
 
-  // The first bytes of a handshake's answer from `record`: its session id, if they name it.
-  // Returns true once there is nothing more to look for.
+  // Learns the sid from a handshake answer's first bytes; true once nothing more is to be found.
   learn (seen, record) {
     const text = seen.toString('latin1', 0, Math.min(seen.length, SNIFF_BYTES))
     const sid = SID_IN_ANSWER.exec(text)
@@ -60,7 +50,6 @@ class Sessions {
     return sid !== null || seen.length >= SNIFF_BYTES
   }
 
-  // A worker left: its sessions went with it.
   forget (record) {
     for (const [sid, r] of this.workers) if (r === record) this.workers.delete(sid)
   }

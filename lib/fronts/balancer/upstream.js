@@ -1,40 +1,28 @@
 'use strict'
 
-// Keep-alive connections from the balancer to one worker. Plain sockets: a request goes out in a
-// single write, and its response is read by the strict parser, whose handler is the attempt that
-// sent the request: socket → parser → attempt. When something fails, the connection says how far
-// the attempt got (`failureOf`), which is what the retry rules decide on.
+// Keep-alive connections from the balancer to one worker, over plain sockets: socket → parser →
+// attempt. A failure says how far the attempt got (`failureOf`), which the retry rules decide on.
 
 const net = require('node:net')
 const { budget: descriptors } = require('../../net/descriptors')
 const { ResponseParser } = require('./response-parser')
 const { PoolError, codes } = require('../../errors')
 
-// Idle connections older than this are not reused: well within any server's keep-alive timeout
-// (the pool's workers keep 65 s, Node's default is 5 s), so that a GET is rarely written on a
-// connection the worker is closing at that very moment (it would be retried, at a cost). A
-// shorter `Keep-Alive: timeout=N` from the worker lowers it to N - 1 s. Other methods never
-// reuse a connection (failures.js mayReuseConnection).
+// Idle connections older than this are not reused, well within any keep-alive timeout (workers
+// keep 65 s, Node's default is 5 s), or lowered to N − 1 s by a worker's `Keep-Alive: timeout=N`.
 const MAX_IDLE_MS = 2000
 
-// A connect that failed for want of something of this process's own: no worker was reached,
-// and the failure is no worker's ('local': failures.js).
+// A connect that failed for want of this process's own resources: 'local' (failures.js).
 const LOCAL_ERRORS = new Set(['EMFILE', 'ENFILE', 'ENOBUFS', 'ENOMEM', 'EADDRNOTAVAIL'])
 
 class WorkerGoneError extends PoolError {
   constructor (message) { super(codes.WORKER_GONE, message) }
 }
 
-// One connection, carrying one attempt at a time: socket → parser → attempt. The parser's word
-// on a whole response decides its reuse (exchangeDone). The attempt is told, besides the
-// parser's calls (onInterim, onHead, onBody, onComplete, which it only records):
-//   onReadEnd()              everything one read brought has been parsed: the attempt acts now,
-//                            outside the parser (whose throws mean "bad bytes from the worker")
-//   onFailed(failure, err)   the connection broke before the response was complete; failure
-//                            (failures.js): 'refused' (never established: the worker saw
-//                            nothing), 'died' (established, closed or reset before any byte of
-//                            a response), 'bad_response' (bytes that are not a valid response),
-//                            'broken_response' (a valid response broke off midway)
+// One connection, one attempt at a time; the parser's word on a whole response decides reuse
+// (exchangeDone). Besides the parser's calls the attempt hears onReadEnd() (one read parsed: act
+// now, outside the parser) and onFailed(failure, err) before the response is complete: 'refused'
+// (never established), 'died' (closed before a response byte), 'bad_response', 'broken_response'.
 class Connection {
   constructor (pool) {
     this.pool = pool

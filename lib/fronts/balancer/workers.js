@@ -1,35 +1,14 @@
 'use strict'
 
-// The balancer's view of the workers: which may be given a request now, and how many each is
-// serving. The supervisor is the source of truth (workerReady / workerGone); a refused or reset
-// connection only benches a worker briefly, because the supervisor's word on it may be a few
-// milliseconds behind the socket's. Refusals in a row are counted, for the supervisor to hear of
-// a worker that refuses while it lives (pipeline.js noteRefusal). A record changes only through
-// its own methods.
-//
-// A request holds one of its worker's render places from the moment it is sent until its
-// response head arrives (or it ends): what comes after the head (a stream of tokens, server-sent
-// events) awaits I/O and holds no place, only an open request, bounded by `maxOpen` per worker
-// (and in all by the WorkerSet). A worker forked with --worker-concurrency K above 1 (its
-// snapshot's `concurrency`) is admitted by CPU: K render places, and one more request only while
-// none of those it holds renders: every one has its response head here (a response under way,
-// as the worker's own guard counts it), or the worker said they all await I/O (awaiting()) and
-// nothing was sent to it since: a request just sent runs on its CPU until its head comes or the
-// worker says otherwise. The word names the request the worker started last, so one sent before
-// the balancer's latest request is old news. (A head alone admits the next without a word: a
-// stream's, or a page's whose shell is out, comes a round trip sooner than the word, and a worker
-// opening hundreds of streams a second, its loop busy writing tokens, may not be quiet enough
-// to say it.)
-//
-// A request replayed after its worker died (a suspect: it may be what killed it) renders alone: it
-// goes only to a worker holding nothing (after a while, one rendering nothing: dispatcher.js
-// REPLAY_ALONE_MS), and that worker is given nothing else until the suspect's response head comes
-// (or it ends). So the replays of one death
-// spread over the workers, one each, and a poison request kills its replay's worker with nobody
-// else on it; it is not replayed again (failures.js).
-//
-// A drained worker whose slot has a new process while streams are still open on it is retired:
-// out of rotation, kept until what it holds is over or its process is gone.
+// The balancer's view of the workers: which may take a request now, and what each holds. The
+// supervisor is the truth (workerReady / workerGone); a refused or reset connection only benches a
+// worker briefly. A request holds a render place from sending until its response head (what follows
+// awaits I/O: an open request, bounded by `maxOpen`). A worker with --worker-concurrency K above 1
+// is admitted by CPU: K places, and one more only while none it holds renders (every head is here,
+// or its latest word, naming the last request sent, says all await I/O). A replayed request (a
+// suspect: it may have killed its worker) renders alone on a worker holding nothing (dispatcher.js
+// REPLAY_ALONE_MS), which takes nothing else until its head. A drained worker whose slot has a new
+// process while it holds streams is retired: out of rotation until what it holds is over.
 
 const { ConnectionPool, WorkerGoneError } = require('./upstream')
 const { budget: descriptors } = require('../../net/descriptors')
@@ -67,9 +46,7 @@ class WorkerRecord {
     })
   }
 
-  // In the pool's words (a worker handle's states), seen from the balancer: dead once out of
-  // rotation, ready when it may be given a request, and `benched`, the one state of the
-  // balancer's own: ready, but given nothing for a moment after a refused or reset connection.
+  // The pool's worker states, plus `benched`: ready, but given nothing just after a refusal or reset.
   state () {
     if (this.gone) return 'dead'
     if (this.draining) return 'draining'
@@ -78,10 +55,9 @@ class WorkerRecord {
     return 'ready'
   }
 
-  // ---- its places (the Dispatcher's) -------------------------------------------------------
+  // ---- its places (the Dispatcher's)
 
-  // A long-lived request (a stream) takes no render place; the worker's word must still name it
-  // (it is the latest the worker started).
+  // A stream takes no render place, but is still the latest the worker's word must name.
   take (job) {
     this.inFlight++
     if (!job.longLived) this.renders++
@@ -89,13 +65,12 @@ class WorkerRecord {
     if (job.replayed && !job.longLived) this.suspect = job // a stream renders nothing to be alone for
   }
 
-  // A request's response head came: its render place is free, the request stays open.
   headArrived (job) {
     this.renders--
     if (this.suspect === job) this.suspect = null
   }
 
-  // A request is over. `rendering`: it still held its render place (no head came).
+  // `rendering`: it still held its render place.
   release (job, rendering) {
     this.inFlight--
     if (rendering) this.renders--
@@ -108,25 +83,20 @@ class WorkerRecord {
     this.saidLast = last
   }
 
-  // Whether every request it holds awaits I/O, as far as the worker has said: its word counts
-  // the latest request given to it, and no fewer than render here (those whose head has not come:
-  // they are surely still open there; one whose response is still being read may have ended in
-  // the worker, its last bytes waiting here for a slow client).
+  // Whether every request it holds awaits I/O, per its word: naming the latest request sent, and
+  // counting no fewer than render here.
   get onlyAwaiting () {
     return this.lastSent !== null && this.saidLast === this.lastSent.exchange && this.saidOpen >= this.renders
   }
 
-  // A request's answer was let go of while its app may still run it: its place is kept until the
-  // worker says the request ended, or the worker is gone. `id`: its exchange (X-Pool-Request).
-  // `ask()` asks the worker (the pool's
-  // watchRequest): false when it cannot be asked, and then null is returned, else a promise.
+  // Its answer let go while the app may still run it: the place is kept until the worker says it
+  // ended or is gone. `ask()`: false if the worker cannot be asked (then null), else a promise.
   abandon (id, ask) {
     if (this.gone || !ask()) return null
     this.abandoned++
     return new Promise((resolve) => this.watched.set(id, [...(this.watched.get(id) ?? []), resolve]))
   }
 
-  // The worker says the request `id` has ended (or was never there).
   requestEnded (id) {
     const waiting = this.watched.get(id)
     if (!waiting) return
@@ -137,7 +107,6 @@ class WorkerRecord {
 
   drain () { this.draining = true }
 
-  // Given nothing until unbenched (the Dispatcher's timer, or the supervisor's word).
   bench (timer) {
     clearTimeout(this.benchTimer)
     this.benched = true
@@ -152,14 +121,12 @@ class WorkerRecord {
     return was
   }
 
-  // ---- refusals (pipeline.js noteRefusal) ------------------------------------------------------
+  // ---- refusals (pipeline.js noteRefusal)
 
-  // One more connection refused in a row; returns how many.
   refused () { return ++this.refusedInARow }
   reportedRefusing (told) { this.refusingReported = told }
 
-  // Stop talking to this worker: its process is gone or going. What is in flight fails now
-  // (and may be redispatched) rather than when the socket notices.
+  // Its process is gone or going: what is in flight fails now (maybe redispatched), not later.
   close (reason) {
     this.gone = true
     clearTimeout(this.benchTimer)
@@ -203,7 +170,6 @@ class WorkerSet {
     return record
   }
 
-  // Out of rotation, kept for what it holds.
   retire (record) {
     this.records.splice(this.records.indexOf(record), 1)
     if (record.byCpu) this.byCpu--
@@ -211,8 +177,7 @@ class WorkerSet {
     this.retired.add(record)
   }
 
-  // Returns the removed record, or undefined if `slot` (with that pid, when both are known)
-  // was not in rotation or retired.
+  // The removed record, or undefined if `slot` (with that pid, when known) is not held.
   remove (slot, pid, reason) {
     const record = this.find(slot, pid)
     if (!record) return undefined
@@ -226,7 +191,6 @@ class WorkerSet {
     return record
   }
 
-  // A retired record whose last request is over has nothing left to keep it.
   forgetIfDone (record) {
     if (!record.retired || record.inFlight > 0) return
     this.retired.delete(record)
@@ -243,13 +207,11 @@ class WorkerSet {
     if (!record.gone) this.open--
   }
 
-  // Whether `record` is in rotation, free of a suspect, and under its open bound.
   available (record) {
     return !record.draining && !record.benched && record.suspect === null && record.inFlight < record.maxOpen
   }
 
-  // Whether the worker holding a request's session may take it: even draining or retired (what
-  // it holds is there), while it has room.
+  // The worker of a request's session may take it even draining or retired, while it has room.
   mayServe (record) {
     if (record.gone || record.benched || record.suspect !== null) return false
     return record.inFlight < record.maxOpen && this.hasRoom()
@@ -260,20 +222,15 @@ class WorkerSet {
     return record.renders === 0 || !record.byCpu || record.onlyAwaiting
   }
 
-  // The worker a replayed request (a suspect) goes to, so that it renders alone (see the top): one
-  // holding nothing; with `besideStreams` (it has waited long enough), else one rendering
-  // nothing, holding fewest open.
+  // A worker for a suspect, holding nothing; with `besideStreams` (waited long), one rendering nothing.
   pickForSuspect ({ besideStreams = false } = {}) {
     if (!this.hasRoom()) return undefined
     const alone = (r) => this.available(r) && r.renders === 0
     return this.pickBy((r) => r.inFlight === 0 && alone(r)) || (besideStreams ? this.fewest(alone) : undefined)
   }
 
-  // The worker the next request goes to, or undefined if none can take one now (or the open
-  // requests of all are at their bound): by --balance among workers of K 1. Among workers
-  // admitted by CPU, one that holds nothing comes first; then, among
-  // those rendering nothing (only streams open), the one holding fewest, so that streams spread
-  // and no worker's loop carries them all; then any that may take one.
+  // The next request's worker (undefined: none now): by --balance; with CPU-admitted workers, one
+  // holding nothing first, then the fewest-holding among those rendering nothing (streams spread).
   pickFree () {
     if (!this.hasRoom()) return undefined
     if (this.byCpu === 0) return this.pickBy((r) => this.canTake(r))
@@ -282,8 +239,7 @@ class WorkerSet {
       this.pickBy((r) => this.canTake(r))
   }
 
-  // The worker a long-lived request goes to: one rendering nothing first, then any, holding
-  // fewest open requests (HAProxy's leastconn), among those with room for one more.
+  // A stream's worker: fewest open (HAProxy's leastconn), preferring those rendering nothing.
   pickForStream () {
     if (!this.hasRoom()) return undefined
     return this.fewest((r) => r.renders === 0 && this.available(r)) || this.fewest((r) => this.available(r))
@@ -308,22 +264,20 @@ class WorkerSet {
     return undefined
   }
 
-  // Whether some worker could take a request now (pickFree without moving the rr cursor).
   anyFree () {
     return this.hasRoom() && this.records.some((r) => this.canTake(r))
   }
 
-  // Room for one more open request: under --max-open, and a descriptor for its connection to a
-  // worker with the pool's reserve kept (past it a request waits for one rather than fail).
+  // Under --max-open, with a descriptor left beyond the pool's reserve (else the request waits).
   hasRoom () {
     if (this.open >= this.maxOpenTotal) return false
     if (descriptors.hasRoom(1)) return true
-    // Idle connections kept for reuse give theirs back first.
+    // Idle kept-alive connections give theirs back first.
     for (const r of this.records) r.connections.closeIdle()
     return false
   }
 
-  // How many requests the workers in rotation can render at once (a benched one is back soon).
+  // Render places of the workers in rotation (a benched one is back soon).
   places () {
     let n = 0
     for (let i = 0; i < this.records.length; i++) if (!this.records[i].draining) n += this.records[i].cap
@@ -336,7 +290,6 @@ class WorkerSet {
     return n
   }
 
-  // Requests holding render places now, for overload control's pace.
   rendering () {
     let n = 0
     for (const r of this.records) n += r.renders
