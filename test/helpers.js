@@ -73,6 +73,19 @@ async function freePorts (count = 1) {
 
 async function freePort () { return (await freePorts(1))[0] }
 
+// The path of test/fixtures/NAME.
+function fixture (name) { return path.join(FIXTURES, name) }
+
+// A fresh directory removed at `t`'s teardown. `openToOthers`: mode 0755 instead of 0700, so that
+// processes running as another user (nginx's workers, a client dropped to 'nobody') reach what is
+// inside, as in production.
+function tempDir (t, prefix = 'pool-test-', { openToOthers = false } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  if (openToOthers) fs.chmodSync(dir, 0o755)
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
 function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
 
 // Poll `fn` until it returns a truthy value or `timeout` ms pass.
@@ -278,6 +291,8 @@ module.exports = {
   ROOT,
   BIN,
   FIXTURES,
+  fixture,
+  tempDir,
   freePorts,
   freePort,
   canBind,

@@ -3,9 +3,8 @@
 const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
-const os = require('node:os')
 const path = require('node:path')
-const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus } = require('../helpers')
+const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus, tempDir } = require('../helpers')
 
 const app = path.join(FIXTURES, 'handler.js')
 
@@ -64,8 +63,7 @@ t.test('a removed option: refused with what became of it, wherever it is set', a
   const env = await runPool(['start', app], { env: { POOL_OVERLOAD_TARGET: '1s' } })
   t.equal(env.code, 2)
   t.match(env.stderr, said, 'as a POOL_* variable: refused, not ignored')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-removed-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-removed-')
   const file = path.join(dir, 'pool.json')
   fs.writeFileSync(file, JSON.stringify({ overloadTarget: 100 }))
   const config = await runPool(['start', app, '--config', file])

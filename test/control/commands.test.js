@@ -3,18 +3,11 @@
 // socket in a fresh temp dir.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const {
-  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind
+  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind, tempDir
 } = require('../helpers')
 const { sendCommand } = require('../../lib/control/client')
-
-function tempDir (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
 
 // A started pool with its control socket. `embedded` puts the balancer on the first port.
 // With `xdg`, no --control: the default path, in that directory as $XDG_RUNTIME_DIR.

@@ -18,9 +18,9 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { FIXTURES, freePorts, request, runPool, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, runPool, waitFor, tempDir } = require('../helpers')
 const {
-  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
 } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { startLoad } = require('../helpers/load')
@@ -106,7 +106,7 @@ const sum = (servers, field) => Object.values(servers).reduce((n, s) => n + s[fi
 const wsUrl = (httpUrl) => httpUrl.replace(/^http/, 'ws')
 
 t.test('the configs say it, and haproxy -c and nginx -t accept them', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const cfg = haproxyConfig({ workers: 2 })
   const frontend = /^frontend pool_http\n((?: {4}[^\n]*\n)*)/m.exec(cfg)[1]
   t.match(frontend,
@@ -373,7 +373,7 @@ async function startFakeHost (t, port, agentPort) {
 }
 
 t.test('the edge: sockets go to a host beside the slot its agent gives it', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const [port, statsPort, hostPort, agentPort] = await freePorts(4)
   await startFakeHost(t, hostPort, agentPort)
   const cfg = edgeConfig({

@@ -12,6 +12,7 @@ const { fork } = require('node:child_process')
 const { freePorts, request, waitFor } = require('../helpers')
 const { createBalancer } = require('../../lib/fronts/balancer')
 const { StatsListener } = require('../../lib/observe/stats-listener')
+const { tempDir } = require('.')
 
 const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
 // A worker that answers with raw bytes, resets, and logs overlapping requests.
@@ -89,8 +90,7 @@ async function startBalancer (t, options = {}, { context } = {}) {
 }
 
 function tmpLog (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-balancer-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-balancer-')
   return path.join(dir, 'requests.log')
 }
 

@@ -9,8 +9,8 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor } = require('../helpers')
-const { SYSTEM, tempDir } = require('./haproxy')
+const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor, tempDir } = require('../helpers')
+const { SYSTEM } = require('./haproxy')
 const { createNetwork } = require('./netns')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 
@@ -150,7 +150,7 @@ class Fleet {
 // A fleet of `hosts` hosts, removed at `t`'s teardown; its edge runs `platform`'s haproxy.
 async function createFleet (t, { hosts, platform = SYSTEM }) {
   const net = createNetwork({ hosts, t })
-  const dir = tempDir(t, 'pool-fleet-')
+  const dir = tempDir(t, 'pool-fleet-', { openToOthers: true })
   const [front, agent, edge, stats, worker] = await freePorts(8)
   return new Fleet({ net, dir, ports: { front, agent, edge, stats, worker }, platform })
 }

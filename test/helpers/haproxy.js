@@ -23,15 +23,6 @@ const IS_ROOT = process.getuid?.() === 0
 // As root, nginx's workers run as 'nobody': sockets they must reach are handed to that user.
 const NGINX_WORKER_USER = IS_ROOT ? 'nobody' : undefined
 
-// A temp directory removed at teardown. 0755 so that processes running as another user (nginx's
-// workers, a client dropped to 'nobody') can reach what is inside, as in production.
-function tempDir (t, label = 'pool-haproxy-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), label))
-  fs.chmodSync(dir, 0o755)
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
-
 // Stop a child for sure: SIGTERM, then SIGKILL after `grace` ms; resolves once it exited.
 function stopChild (child, grace = 3000) {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
@@ -196,7 +187,6 @@ module.exports = {
   SYSTEM,
   platforms,
   onPlatforms,
-  tempDir,
   stopChild,
   checkHaproxyConfig,
   checkNginxConfig,

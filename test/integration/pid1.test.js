@@ -11,8 +11,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor } = require('../helpers')
-const { tempDir } = require('../helpers/haproxy')
+const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
 
 const APP = path.join(FIXTURES, 'orphans.js')
 const problem = process.getuid?.() !== 0
@@ -24,7 +23,7 @@ const problem = process.getuid?.() !== 0
 // `pool start APP …` as PID 1 of a new PID namespace. `direct`: run by node itself rather than
 // by the `pool` command. Resolves once the pool has started; `init` is PID 1's pid out here.
 async function startAsPid1 (t, { direct = false, app = APP } = {}) {
-  const dir = tempDir(t, 'pool-pid1-')
+  const dir = tempDir(t, 'pool-pid1-', { openToOthers: true })
   const [port, workerPort] = await freePorts(3)
   const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port),
     '--stats-port', '0',

@@ -13,8 +13,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor } = require('../helpers')
-const { tempDir } = require('../helpers/haproxy')
+const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
 const { stopChild } = require('../helpers/netns')
 
 const ACTIVATE = '/usr/bin/systemd-socket-activate'
@@ -51,7 +50,7 @@ function watched (child) {
 
 t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connection and fails no ' +
   'request', { skip: missing }, async (t) => {
-  const dir = tempDir(t, 'pool-activation-')
+  const dir = tempDir(t, 'pool-activation-', { openToOthers: true })
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)
   const [port, statsPort, workerPort] = await freePorts(6)
@@ -119,7 +118,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
 
 t.test('Type=notify: READY=1 once the workers are ready, STATUS=, ' +
   'STOPPING=1 on SIGTERM', { skip: missing }, async (t) => {
-  const dir = tempDir(t, 'pool-notify-')
+  const dir = tempDir(t, 'pool-notify-', { openToOthers: true })
   const socket = path.join(dir, 'notify.sock')
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)

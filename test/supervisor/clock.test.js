@@ -6,16 +6,14 @@
 // alive past --timeout.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor, tempDir } = require('../helpers')
 
 const FAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 const skip = !fs.existsSync(FAKETIME) && `${FAKETIME} is missing (scripts/setup installs Debian's faketime)`
 
 t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { skip }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-clock-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-clock-')
   const offset = path.join(dir, 'offset')
   fs.writeFileSync(offset, '+0\n')
   const step = (to) => fs.writeFileSync(offset, `${to}\n`)

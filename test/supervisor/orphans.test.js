@@ -8,7 +8,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const {
-  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy
+  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy, tempDir
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
@@ -223,8 +223,7 @@ t.test('the directory the pool started in is removed: a crashed worker is replac
   // A deploy that cleans up an old release's directory under a running pool. The new worker
   // inherits the removed directory and boots; the reaper runs from / and needs no thread (Node
   // cannot start one in a process whose working directory is gone).
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-cwd-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-cwd-')
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)

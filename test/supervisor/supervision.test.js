@@ -3,9 +3,8 @@
 // boot timeout, and the in-worker one-request-at-a-time guard.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus, tempDir } = require('../helpers')
 
 function fixture (name) { return path.join(FIXTURES, name) }
 
@@ -27,8 +26,7 @@ t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
 })
 
 t.test('respawn backoff grows per consecutive crash and resets after healthy uptime', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-backoff-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-backoff-')
   const ports = await freePorts(1)
   const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]),
     '--balancer', 'none',
@@ -164,8 +162,7 @@ t.test('a client that leaves mid-request does not let the next request run besid
 })
 
 t.test('a handler that throws crashes its worker without starting the request queued behind it', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-throw-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-throw-')
   const requestLog = path.join(dir, 'requests')
   const ports = await freePorts(1)
   const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]),

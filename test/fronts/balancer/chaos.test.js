@@ -10,13 +10,12 @@
 
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const http = require('node:http')
 const pino = require('pino')
 const { Pool } = require('../../..')
 const { createBalancer } = require('../../../lib/fronts/balancer')
-const { FIXTURES, freePorts, request, waitFor } = require('../../helpers')
+const { FIXTURES, freePorts, request, waitFor, tempDir } = require('../../helpers')
 const { MALFORMED } = require('../../fixtures/chaos-app')
 const { rng: prng } = require('../../../bench/lib/schedule') // mulberry32, seeded
 
@@ -91,8 +90,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   const seed = Number(process.env.CHAOS_SEED) || Math.floor(Math.random() * 2 ** 31)
   t.comment(`CHAOS_SEED=${seed}`)
   const rand = prng(seed)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-chaos-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-chaos-')
   const log = path.join(dir, 'requests.log')
   const [port, statsPort, workerPort] = await freePorts(2 + WORKERS)
   // Overload control off: each request's expected answer assumes it is served in the end, and

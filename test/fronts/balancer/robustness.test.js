@@ -9,7 +9,7 @@
 
 const t = require('tap')
 const net = require('node:net')
-const { request, waitFor } = require('../../helpers')
+const { request, waitFor, tempDir } = require('../../helpers')
 const { setup, readLog, openRequest, RAW_WORKER } = require('../../helpers/balancer')
 
 const raw = (text) => Buffer.from(text, 'latin1').toString('base64url')
@@ -185,14 +185,12 @@ t.test('a throw in the bookkeeping of a release cannot keep the worker\'s place'
 
 t.test('a worker whose app goes on after its answer failed gets no request until it is idle', async (t) => {
   const fs = require('node:fs')
-  const os = require('node:os')
   const path = require('node:path')
   const pino = require('pino')
   const { Pool } = require('../../..')
   const { createBalancer } = require('../../../lib/fronts/balancer')
   const { FIXTURES, freePorts } = require('../../helpers')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-idle-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-idle-')
   const appLog = path.join(dir, 'app.log')
   const [port, workerPort] = await freePorts(2)
   const front = createBalancer({ port, accessLog: false })
