@@ -3,14 +3,11 @@
 // uncaught error in the supervisor stops the workers and exits 1, and a worker accepts the
 // header block the balancer may hand it.
 const t = require('tap')
-const path = require('node:path')
 const { spawn } = require('node:child_process')
 const {
-  BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy
+  BIN, ROOT, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy, fixture
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
-
-function fixture (name) { return path.join(FIXTURES, name) }
 
 async function readyWorkers (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })

@@ -8,11 +8,9 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const {
-  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy, tempDir
+  cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy, tempDir, fixture
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
-
-function fixture (name) { return path.join(FIXTURES, name) }
 
 // A pool of spawns-child.js workers on fresh ports, each with one helper process, all of them
 // killed at the test's end whatever happens.

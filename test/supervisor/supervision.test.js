@@ -4,9 +4,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus, tempDir } = require('../helpers')
-
-function fixture (name) { return path.join(FIXTURES, name) }
+const { freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus, tempDir, fixture } = require('../helpers')
 
 t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
   const ports = await freePorts(2)
