@@ -147,6 +147,16 @@ function statsOff (args, stats) {
     : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
 }
 
+// Each non-empty line of `text`, parsed as JSON; a line that is not JSON throws.
+function parseJsonLines (text) {
+  return text.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line))
+}
+
+// parseJsonLines of `file`'s content; [] when there is no such file (nothing logged yet).
+function readJsonLines (file) {
+  return fs.existsSync(file) ? parseJsonLines(fs.readFileSync(file, 'utf8')) : []
+}
+
 // Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.
 function onJsonLines (stream, onRecord) {
   let buf = ''
@@ -287,6 +297,8 @@ module.exports = {
   nodeAnyoneRuns,
   checkoutHiddenFromOthers,
   onJsonLines,
+  parseJsonLines,
+  readJsonLines,
   cleanEnv,
   ROOT,
   BIN,

@@ -4,7 +4,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
-const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus, tempDir } = require('../helpers')
+const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus, tempDir, parseJsonLines } = require('../helpers')
 
 const app = path.join(FIXTURES, 'handler.js')
 
@@ -221,7 +221,7 @@ for (const [name, source, exported] of [
       new RegExp('^pool: ' +
         'the app failed to boot in every slot ' +
         `\\(1 gave up\\): the app exported ${exported} and did not call listen\\(\\): export a request listener`))
-    const logs = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    const logs = parseJsonLines(r.stdout)
     t.equal(logs.filter((l) => l.event === 'boot-timeout').length, 0, 'no boot waited for its timeout')
     t.match(logs.find((l) => l.event === 'give-up'), { slot: 1, failures: 2 },
       'two quick failed boots, then the slot gave up')

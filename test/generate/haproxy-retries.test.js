@@ -12,7 +12,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
-const { request, sleep, waitFor } = require('../helpers')
+const { request, sleep, waitFor, readJsonLines } = require('../helpers')
 const { onPlatforms } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
@@ -42,7 +42,7 @@ async function startStack (t, { workers, edit, platform }) {
   fs.writeFileSync(hitLog, '')
   const pool = await startHaproxyPool(t, lab, { workers, app, env: { HIT_LOG: hitLog } })
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'every server UP' })
-  const hits = () => fs.readFileSync(hitLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const hits = () => readJsonLines(hitLog)
   const killedWorkers = () => pool.logs.filter((l) => l.event === 'exit' && l.signal === 'SIGKILL').map((l) => l.pid)
   return { lab, pool, hits, killedWorkers }
 }

@@ -6,7 +6,7 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { tempDir } = require('.')
+const { tempDir } = require('../helpers')
 
 function pidFile (t) {
   const dir = tempDir(t, 'pool-helpers-')

@@ -15,10 +15,10 @@ const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
 const { stopChild } = require('../helpers/netns')
+const { loadResults, LOAD } = require('../helpers/fleet')
 
 const ACTIVATE = '/usr/bin/systemd-socket-activate'
 const APP = path.join(FIXTURES, 'fleet-app.js')
-const LOAD = path.join(FIXTURES, 'fleet-load.js')
 const MANAGER = path.join(FIXTURES, 'service-manager.js')
 const RECEIVER = path.join(FIXTURES, 'notify-receiver.js')
 const missing = spawnSync(ACTIVATE, ['--version']).error ? `no ${ACTIVATE} (Debian's systemd package)` : null
@@ -87,10 +87,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   let out = ''
   load.stdout.setEncoding('utf8').on('data', (d) => { out += d })
   t.teardown(() => stopChild(load))
-  const results = new Promise((resolve) => load.once('exit', () => {
-    const line = out.split('\n').find((l) => l.includes('"event":"done"'))
-    resolve(line ? JSON.parse(line).requests.map(([start, end, status, host]) => ({ start, end, status, host })) : [])
-  }))
+  const results = new Promise((resolve) => load.once('exit', () => resolve(loadResults(out) ?? [])))
   await sleep(700)
   const restarts = []
   for (let i = 1; i <= 2; i++) {

@@ -5,7 +5,7 @@
 const t = require('tap')
 const { spawn } = require('node:child_process')
 const {
-  BIN, ROOT, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy, fixture
+  BIN, ROOT, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy, fixture, onJsonLines
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
 
@@ -100,14 +100,7 @@ function startFaultyPool (args, env) {
   })
   child.logs = []
   child.stderrText = ''
-  let buf = ''
-  child.stdout.setEncoding('utf8')
-  child.stdout.on('data', (d) => {
-    buf += d
-    const lines = buf.split('\n')
-    buf = lines.pop()
-    for (const line of lines) { try { child.logs.push(JSON.parse(line)) } catch {} }
-  })
+  onJsonLines(child.stdout, (rec) => child.logs.push(rec))
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (d) => { child.stderrText += d })
   child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))

@@ -9,13 +9,12 @@
 // non-idempotent request ran at most once. The seed is printed; CHAOS_SEED=N replays a run.
 
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
 const http = require('node:http')
 const pino = require('pino')
 const { Pool } = require('../../..')
 const { createBalancer } = require('../../../lib/fronts/balancer')
-const { FIXTURES, freePorts, request, waitFor, tempDir } = require('../../helpers')
+const { FIXTURES, freePorts, request, waitFor, tempDir, readJsonLines } = require('../../helpers')
 const { MALFORMED } = require('../../fixtures/chaos-app')
 const { rng: prng } = require('../../../bench/lib/schedule') // mulberry32, seeded
 
@@ -178,7 +177,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   // place, while the guard, which sees heads written through the response, holds it until then.
   t.same(queuedBehind.filter((q) => !q.valid), [], 'no request ever reached a worker still busy with a failed answer')
 
-  const ran = fs.readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+  const ran = readJsonLines(log)
   const runs = new Map()
   for (const r of ran) runs.set(r.id, [...(runs.get(r.id) || []), r])
   const posts = [...runs.values()].filter((list) => list[0].method === 'POST' && list.length > 1)

@@ -11,7 +11,7 @@ const path = require('node:path')
 const { Writable } = require('node:stream')
 const pino = require('pino')
 const { Pool } = require('../../..')
-const { FIXTURES, freePorts, request, waitFor, sleep } = require('../../helpers')
+const { FIXTURES, freePorts, request, waitFor, sleep, parseJsonLines } = require('../../helpers')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { assemblePool } = require('../../../lib/config/pool')
 const { EMBEDDED_CONCURRENCY } = require('../../../lib/options/table')
@@ -25,7 +25,7 @@ async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', 
   const lines = []
   const sink = new Writable({
     write (chunk, enc, done) {
-      for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l))
+      lines.push(...parseJsonLines(chunk.toString()))
       done()
     }
   })

@@ -12,8 +12,8 @@
 const t = require('tap')
 const net = require('node:net')
 const http = require('node:http')
-const { request, waitFor, sleep } = require('../../helpers')
-const { setup, release, readLog } = require('../../helpers/balancer')
+const { request, waitFor, sleep, readJsonLines } = require('../../helpers')
+const { setup, release } = require('../../helpers/balancer')
 const { READ_BYTES } = require('../../../lib/fronts/balancer/response-budget')
 
 const KiB = 1024
@@ -46,7 +46,7 @@ function rawGet (port, path, { version = '1.1', read = true } = {}) {
 const port = (balancer) => Number(new URL(balancer.base).port)
 const headOf = (text) => text.slice(0, text.indexOf('\r\n\r\n'))
 const metricsOf = async (balancer) => (await request(`${balancer.statsBase}/metrics`)).body
-const logged = (logFile, ev) => readLog(logFile).filter((l) => l.ev === ev)
+const logged = (logFile, ev) => readJsonLines(logFile).filter((l) => l.ev === ev)
 
 t.test('a streamed page: the shell reaches the client before its late part exists, ' +
   'framed as the worker framed it', async (t) => {
