@@ -472,7 +472,7 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     client.on('error', () => {})
     const reply = new Promise((resolve) => client.once('data', (d) => resolve(String(d).split('\r\n')[0])))
     client.write('POST /work?ms=0 HTTP/1.1\r\nHost: edge\r\nContent-Length: 10\r\n\r\nabcde')
-    await sleep(300)
+    await sleep(300) // time for the request to go on, were it to
     t.equal(host2.served, 0, 'half the body sent: no host has the request yet')
     client.write('fghij')
     t.equal(await reply, 'HTTP/1.1 200 OK')

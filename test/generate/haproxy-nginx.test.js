@@ -304,7 +304,7 @@ async function abortRunningRequest (t, edit, platform) {
   const a = send('A')
   await waitFor(() => servers[0].requests.length === 1, { what: 'A at the worker' })
   send('B')
-  await sleep(150)
+  await sleep(150) // B waits while A runs
   a.end() // the client goes away (FIN), as nginx does when its client leaves
   await waitFor(() => servers[0].requests.length === 2, { timeout: 5000, what: 'B at the worker' })
   return { bArrivedAfter: servers[0].requests[1].at - started, maxInFlight: servers[0].maxInFlight }

@@ -45,7 +45,7 @@ t.test('the embedded balancer: 1,000 streams three times --timeout long on two w
   // with its first event, 100 ms in, holds a render place until then, as a page awaiting data.
   const streams = manyStreams(1000, (i) => `${url}/stream?ms=3000&every=100&id=s${i}`, { headers: SSE })
   await waitFor(async () => (await request(`${url}/`)).status === 200, { what: 'the pool answering' })
-  await sleep(500) // the streams under way
+  await waitFor(() => streams.answered === 1000, { what: 'the 1,000 streams under way' })
   const began = performance.now()
   const render = await request(`${url}/render?ms=50`, { timeout: 10000 })
   const renderMs = performance.now() - began
@@ -99,7 +99,7 @@ t.test('the embedded balancer: a reload with 50 streams open ends within --grace
   const { child: pool, url, port } = await embeddedPool(t, ['--graceful-timeout', '8s', '--timeout', '1s'])
   const short = manyStreams(25, (i) => `${url}/stream?ms=2500&every=100&id=short${i}`)
   const long = manyStreams(25, (i) => `${url}/stream?ms=60000&every=100&id=long${i}`)
-  await sleep(500)
+  await waitFor(() => short.answered + long.answered === 50, { what: 'the 50 streams under way' })
   const began = performance.now()
   const reload = await runPool(['reload', '--port', String(port)], { timeout: 30000 })
   const reloadMs = performance.now() - began
@@ -125,7 +125,7 @@ onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of th
   const pool = await startHaproxyPool(t, lab, { app: APP, args: ['--timeout', '1s', '--read-timeout', '2s'] })
   await waitFor(allUp(lab.client), { timeout: 10000, what: 'both servers UP' })
   const streams = manyStreams(300, (i) => `${lab.url}/stream?ms=3000&every=100&id=h${i}`, { headers: SSE })
-  await sleep(500)
+  await waitFor(() => streams.answered === 300, { what: 'the 300 streams under way' })
   const renders = await Promise.all([1, 2, 3, 4].map(() => request(`${lab.url}/render?ms=50`, { timeout: 10000 })))
   t.same(renders.map((r) => r.status), [200, 200, 200, 200], 'renders beside them: each worker\'s render slot is free')
   t.same(tally(await streams), { 200: 300, done: 300, cut: 0 }, 'every stream complete: none cut, none 503')
@@ -209,7 +209,7 @@ t.test('the embedded balancer: clients that read nothing fill the response budge
     return socket
   })
   t.teardown(() => { for (const s of stalled) s.destroy() })
-  await sleep(1500)
+  await sleep(1500) // the stalled answers fill every buffer on their way
   const beside = await pages(2000)
   t.ok(beside >= alone / 2, `${beside} pages of 500 KB in 2 s beside them, ${alone} alone: they kept their pace`)
   t.same(killed(pool), [], 'no worker killed: a worker held by a client that does not read is not hung')

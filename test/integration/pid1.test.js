@@ -72,7 +72,7 @@ function childrenOf (pid) {
 async function leaveOrphans (pool) {
   for (let i = 0; i < 3; i++) await request(`${pool.base}/orphan`)
   const adopted = pool.children().filter((c) => c.comm === 'sleep').length
-  await sleep(1000)
+  await sleep(1000) // time for the orphans to end and be reaped
   return { adopted, zombies: pool.children().filter((c) => c.state === 'Z') }
 }
 
@@ -85,7 +85,7 @@ t.test('pool start as PID 1 reaps orphans and stops gracefully on SIGTERM: exit 
   t.notOk(pool.child.logs.some((l) => l.event === 'pid1-no-reaper'),
     'no warning: the pool runs under the shell that reaps')
   const running = request(`${pool.base}/sleep?ms=800`)
-  await sleep(200)
+  await sleep(200) // the request under way
   process.kill(pool.init, 'SIGTERM')
   t.equal((await running).status, 200, 'the running request finished')
   t.same(await pool.child.exited, { code: 0, signal: null }, 'PID 1 exited 0: a clean stop')

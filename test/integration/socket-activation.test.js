@@ -61,7 +61,9 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER,
       BIN, ...poolArgs],
     { env: cleanEnv({ FLEET_HOST: 'activated' }), stdio: ['ignore', 'pipe', 'pipe'] }))
-  await sleep(200)
+  // Seen by `ss`: a connection, or a bind to try the port, would race systemd-socket-activate.
+  await waitFor(() => spawnSync('ss', ['-Hltn', `( sport = :${port} )`], { encoding: 'utf8' }).stdout.trim() !== '',
+    { timeout: 5000, what: 'systemd-socket-activate to listen' })
   // systemd-socket-activate execs the manager at the first connection; that request waits in the
   // backlog until the pool has started, and is answered.
   const first = await request(`http://127.0.0.1:${port}/?ms=1`, { timeout: 20000 })
@@ -88,7 +90,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   load.stdout.setEncoding('utf8').on('data', (d) => { out += d })
   t.teardown(() => stopChild(load))
   const results = new Promise((resolve) => load.once('exit', () => resolve(loadResults(out) ?? [])))
-  await sleep(700)
+  await sleep(700) // the load under way
   const restarts = []
   for (let i = 1; i <= 2; i++) {
     const from = manager.lines.length
@@ -99,7 +101,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     await manager.until((l) => l.event === 'started', `the pool after restart ${i} to start`,
       { from: manager.lines.indexOf(exited) })
     restarts.push({ at, ms: Date.now() - at })
-    await sleep(500)
+    await sleep(500) // the load goes on on the new pool
   }
   load.kill('SIGTERM')
   const requests = await results

@@ -27,7 +27,7 @@ t.test('200 websockets on two workers open, echo and get pushes; renders beside 
   const clients = await openSockets(200, (i) => `${ws}/ws?id=c${i}`)
   t.teardown(() => closeAll(clients))
   await echoAll(clients)
-  await sleep(300) // a few pushes
+  await waitFor(() => clients.every((c) => c.pushes > 0), { what: 'a push to every client' }).catch(() => {})
   t.same(summary(clients), { opened: 200, echoed: 200, pushed: 200, closes: {} }, 'every tunnel open, both ways')
   t.equal(new Set(clients.map((c) => c.hello)).size, 2, 'spread over both workers')
   const renders = await Promise.all(Array.from({ length: 20 },
@@ -82,7 +82,8 @@ t.test('a handshake the app drops unanswered costs no worker; ' +
   const held = () => spawnSync('ss', ['-tanpH', `( sport = :${port} and dport = :${socket.localPort} )`],
     { encoding: 'utf8' }).stdout
   t.match(held(), /pid=/, 'the balancer holds the connection while the client may still close it')
-  await sleep(6000) // past the balancer's 5 s linger
+  await waitFor(() => !/pid=/.test(held()), { timeout: 10000, what: 'the end of the balancer\'s 5 s linger' })
+    .catch(() => {})
   t.notMatch(held(), /pid=/, 'then lets it go: no process of the pool holds it any more')
 })
 
@@ -106,7 +107,7 @@ t.test('a client that reads nothing holds back its worker\'s writes, not the bal
   reader.ws._socket.pause() // reads nothing from now on
   reader.ws.send('flood 64')
   const flooded = await appSaid(pool, (l) => l.event === 'flooded' && l.id === 'stalled')
-  await sleep(500)
+  await sleep(500) // time for the balancer to take in what the client does not read, were it to
   t.ok(flooded.buffered > 32 * 1024 * 1024,
     `64 MB sent: ${Math.round(flooded.buffered / 1048576)} MB wait in the app's socket, not in the balancer`)
   t.equal((await poolStatus(['--port', String(port)])).front.responseBytes, 0, 'and none on the response budget')

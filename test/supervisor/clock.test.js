@@ -35,7 +35,7 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   // +60 s while four requests await their data (two per worker) and a stream runs.
   const waiting = [1, 2, 3, 4].map((i) => request(`http://127.0.0.1:${port}/wait?ms=3000&id=w${i}`))
   const stream = request(`http://127.0.0.1:${port}/stream?ms=3000&every=100`)
-  await sleep(1000)
+  await sleep(1000) // the step must come while the requests and the stream are under way
   step('+60s')
   const answers = await Promise.all([...waiting, stream])
   t.same(answers.map((a) => a.status), [200, 200, 200, 200, 200], 'every request answered')

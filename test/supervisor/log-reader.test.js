@@ -124,7 +124,7 @@ t.test('pool start | a reader that stops and comes back: nothing lost, ' +
   reader.stop()
   t.equal((await request(`${p.url}/burst?n=3000&tag=last`)).status, 200)
   p.child.kill('SIGTERM')
-  await sleep(500)
+  await sleep(500) // the reader stays away while the pool stops: the stop must wait for it
   reader.start()
   t.same(await p.child.exited, { code: 0, signal: null })
   reader.read()
@@ -144,7 +144,7 @@ t.test('pool start | a reader that stops, and a bug in the supervisor: ' +
   const { failed } = await load(p.url, { count: 200, path: (i) => `/burst?n=2&tag=r${i}` })
   t.same(failed, [], 'no request failed or timed out while nobody read the logs')
   p.child.kill('SIGUSR2') // an uncaught error in the supervisor: it stops its workers and exits 1
-  await sleep(500)
+  await sleep(500) // the reader stays away meanwhile: the fatal line must wait for it
   reader.start()
   t.same(await p.child.exited, { code: 1, signal: null })
   reader.read()

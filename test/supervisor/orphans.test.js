@@ -94,7 +94,7 @@ t.test('a supervisor SIGKILLed 0.3 s into a reload\'s drain leaves no worker and
     { workers: 4, env: { CHILD_IGNORES_TERM: '1' }, flags: ['--reload-batch', '2'] })
   pool.kill('SIGHUP')
   await pool.waitLog((l) => l.event === 'draining')
-  await sleep(300)
+  await sleep(300) // into the drain, as the test says
   pool.kill('SIGKILL')
   await pool.exited
   const everyone = processesOf(file)
