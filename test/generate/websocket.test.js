@@ -5,7 +5,7 @@
 // only render slot, and closes a tunnel after --tunnel-timeout of silence; nginx passes the
 // handshake on from a location of its own and keeps its keepalive to HAProxy for every other
 // request; the edge sends sockets to its hosts beside the slots its agents count. Real haproxy
-// 2.6, nginx 1.22 and `pool start --balancer haproxy` with test/fixtures/ws-echo.js.
+// 2.6, nginx 1.22 and `pool start --balancer haproxy` with test/fixtures/websocket.js.
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -25,11 +25,11 @@ const {
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { startLoad } = require('../helpers/load')
 
-const WS_APP = path.join(FIXTURES, 'ws-echo.js')
+const WS_APP = path.join(FIXTURES, 'websocket.js')
 
 // A WebSocket to `url`. The record fills in as the socket lives: opened (its 101 came within
-// `handshake` ms), each echo (ws-echo.js answers `echo:<pid>:<message>`), the pushes counted
-// (`push:<pid>:<n>`), the pids that spoke, and the close code. Closed at the test's end.
+// `handshake` ms), the pid that said hello (websocket.js says `hello <pid>`), each echo (`echo
+// <message>`), the pushes counted (`push`), and the close code. Closed at the test's end.
 function openSocket (t, url, { handshake = 5000 } = {}) {
   const s = { opened: false, error: null, closeCode: null, closedAt: null, echoes: [], pushes: 0, pids: new Set() }
   const ws = new WebSocket(url, { handshakeTimeout: handshake })
@@ -40,9 +40,9 @@ function openSocket (t, url, { handshake = 5000 } = {}) {
     ws.once('close', (code) => { s.closeCode = code; s.closedAt = performance.now(); resolve(s) })
   })
   ws.on('message', (data) => {
-    const [kind, pid, rest] = String(data).split(':')
-    s.pids.add(pid)
-    if (kind === 'echo') s.echoes.push(rest)
+    const [kind, rest] = String(data).split(/ (.*)/s)
+    if (kind === 'hello') s.pids.add(rest)
+    else if (kind === 'echo') s.echoes.push(rest)
     else s.pushes++
   })
   t.teardown(() => ws.terminate())
@@ -73,7 +73,7 @@ async function rendersBeside (url, n) {
   const out = []
   for (let i = 0; i < n; i++) {
     const started = performance.now()
-    const r = await request(`${url}/wait?ms=50&i=${i}`, { timeout: 5000 }).catch((err) => ({ status: err.message }))
+    const r = await request(`${url}/render?ms=50&i=${i}`, { timeout: 5000 }).catch((err) => ({ status: err.message }))
     out.push({ status: r.status, ms: performance.now() - started })
   }
   return out
@@ -221,7 +221,7 @@ t.test('HAProxy mode, -n 2: 20 sockets at once, each echoes and is pushed to, ' 
   // While both workers render, HAProxy hands a handshake to a worker at once: it waits for no
   // render slot. The worker answers it when its loop is free, once the render is done: a socket
   // shares its worker's loop with the renders.
-  const busy = [request(`${lab.url}/wait?ms=1500&busy=1`), request(`${lab.url}/wait?ms=1500&busy=2`)]
+  const busy = [request(`${lab.url}/render?ms=1500&busy=1`), request(`${lab.url}/render?ms=1500&busy=2`)]
   await waitFor(async () => sum(await rows(lab.client, 'pool'), 'scur') === 2, { what: 'both workers rendering' })
   const during = openSocket(t, `${wsUrl(lab.url)}/during`)
   await waitFor(async () => sum(await rows(lab.client, 'pool_streams'), 'scur') === 21,
@@ -325,7 +325,7 @@ t.test('pool reload with sockets open: no request fails, the reload ends within 
   const sockets = await openSockets(t, 6, (i) => `${wsUrl(lab.url)}/r${i}`)
   t.equal(sockets.filter((s) => s.opened).length, 6, 'six sockets open')
   const load = startLoad(lab.url,
-    { concurrency: 2, maxRequests: 5000, maxMs: 60000, timeout: 20000, path: (i) => `/wait?ms=20&i=${i}` })
+    { concurrency: 2, maxRequests: 5000, maxMs: 60000, timeout: 20000, path: (i) => `/render?ms=20&i=${i}` })
   let took
   try {
     await waitFor(() => load.stats.ok >= 10, { timeout: 10000, what: 'the load to get answers' })
