@@ -6,11 +6,9 @@
 // `tee` would; an app that prints on every request, and the access log on.
 
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { BIN, FIXTURES, cleanEnv, freePorts, request, waitFor, sleep } = require('../helpers')
+const { BIN, FIXTURES, cleanEnv, freePorts, request, waitFor, sleep, tempDir } = require('../helpers')
 const { pipeReader } = require('../helpers/pipe-reader')
 
 const APP = path.join(FIXTURES, 'app-output.js')
@@ -18,7 +16,7 @@ const APP = path.join(FIXTURES, 'app-output.js')
 // `preload`: a module the supervisor loads first (`node -r`).
 async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}) {
   const [port, statsPort, workerPort] = await freePorts(2 + workers)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-log-reader-ctl-'))
+  const dir = tempDir(t, 'pool-log-reader-ctl-')
   const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers),
     '--port', String(port), '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json', ...args],
@@ -29,7 +27,6 @@ async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}
     reader.start() // a pool blocked on its output must be able to go
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await child.exited
-    fs.rmSync(dir, { recursive: true, force: true })
   })
   reader.start()
   await waitFor(() => reader.records().some((l) => l.event === 'started'),
