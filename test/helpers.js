@@ -103,6 +103,16 @@ async function waitFor (fn, { timeout = 10000, interval = 20, what = 'condition'
     (last instanceof Error ? `: ${last.message}` : ''))
 }
 
+// Stop `child` for sure: `signal`, then SIGKILL after `grace` ms; resolves once it exited.
+function stopChild (child, { signal = 'SIGTERM', grace = 5000 } = {}) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), grace)
+    child.once('exit', () => { clearTimeout(timer); resolve() })
+    child.kill(signal)
+  })
+}
+
 // One HTTP request with a hard time bound. Resolves { status, headers, body } or rejects.
 function request (url, { method = 'GET', headers = {}, body, timeout = 10000, agent = false } = {}) {
   return new Promise((resolve, reject) => {
@@ -310,6 +320,7 @@ module.exports = {
   canBind,
   sleep,
   waitFor,
+  stopChild,
   request,
   isAlive,
   startPool,

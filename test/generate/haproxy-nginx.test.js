@@ -14,10 +14,11 @@ const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
 const {
-  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor, tempDir
+  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor, tempDir,
+  stopChild
 } = require('../helpers')
 const {
-  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM,
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, onPlatforms, SYSTEM,
   NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
@@ -412,7 +413,7 @@ async function startHeaderPool (t, command, { user, env }) {
     child.stderr.on('data', add)
     child.once('exit', (code) => reject(new Error(`pool exited with ${code}: ${output.slice(-2000)}`)))
   })
-  t.teardown(() => stopChild(child, 15000))
+  t.teardown(() => stopChild(child, { grace: 15000 }))
   let timer
   const late = new Promise((resolve, reject) => {
     timer = setTimeout(() => reject(new Error(`pool not started in 30 s: ${output.slice(-2000)}`)), 30000)

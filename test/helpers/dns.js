@@ -8,8 +8,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { waitFor } = require('../helpers')
-const { stopChild } = require('./netns')
+const { waitFor, stopChild } = require('../helpers')
 
 const DNSMASQ = process.env.DNSMASQ || '/usr/sbin/dnsmasq'
 

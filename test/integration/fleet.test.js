@@ -12,8 +12,7 @@
 
 const t = require('tap')
 const path = require('node:path')
-const { runPool, isAlive, sleep, poolStatus, waitFor } = require('../helpers')
-const { stopChild } = require('../helpers/netns')
+const { runPool, isAlive, sleep, poolStatus, waitFor, stopChild } = require('../helpers')
 const { createFleet, summary } = require('../helpers/fleet')
 const { edgeConfig } = require('../../lib/generate/edge')
 

@@ -13,8 +13,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
-const { stopChild } = require('../helpers/netns')
+const {
+  FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir, stopChild
+} = require('../helpers')
 const { loadResults, LOAD } = require('../helpers/fleet')
 
 const ACTIVATE = '/usr/bin/systemd-socket-activate'
