@@ -259,11 +259,11 @@ async function poolStatus (target) {
   return JSON.parse(r.stdout)
 }
 
-// Until the supervisor of the pool whose slot 1 listens on `workerPort` has heard a request
-// start (the worker's `busy`), seen over its control socket: a signal sent earlier would find
-// every worker idle.
-async function untilBusy (workerPort, what = 'the supervisor to see the request') {
-  await waitFor(async () => (await poolStatus(['--port', String(workerPort)])).workers.some((w) => w.state === 'busy'),
+// Until the supervisor of the pool on `port` (its balancer's, or slot 1's without one) has heard
+// a request start (the worker's `busy`), seen over its default control socket: a signal sent
+// earlier would find every worker idle.
+async function untilBusy (port, what = 'the supervisor to see the request') {
+  await waitFor(async () => (await poolStatus(['--port', String(port)])).workers.some((w) => w.state === 'busy'),
     { timeout: 5000, what })
 }
 
