@@ -351,13 +351,15 @@ t.test('pool reload with sockets open: no request fails, the reload ends within 
   t.comment(`the sockets after the reload: ${JSON.stringify(codes)} (close codes, or still open)`)
 })
 
-// A host as the edge sees it: /ping, an agent that gives it one slot, and WebSockets.
+// A host as the edge sees it: /ping, an agent that gives it one slot, and WebSockets that talk
+// as websocket.js's do.
 async function startFakeHost (t, port, agentPort) {
   const server = http.createServer((req, res) => res.end(req.url === '/ping' ? 'pong\n' : 'page\n'))
   const sockets = new WebSocket.Server({ server })
   sockets.on('connection', (ws) => {
-    const timer = setInterval(() => ws.send('push:host:1'), 100)
-    ws.on('message', (data) => ws.send(`echo:host:${data}`))
+    ws.send('hello host')
+    const timer = setInterval(() => ws.send('push'), 100)
+    ws.on('message', (data) => ws.send(`echo ${data}`))
     ws.on('close', () => clearInterval(timer))
   })
   // HAProxy ends each agent check with a reset.
