@@ -73,6 +73,19 @@ async function freePorts (count = 1) {
 
 async function freePort () { return (await freePorts(1))[0] }
 
+// The path of test/fixtures/NAME.
+function fixture (name) { return path.join(FIXTURES, name) }
+
+// A fresh directory removed at `t`'s teardown. `openToOthers`: mode 0755 instead of 0700, so that
+// processes running as another user (nginx's workers, a client dropped to 'nobody') reach what is
+// inside, as in production.
+function tempDir (t, prefix = 'pool-test-', { openToOthers = false } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  if (openToOthers) fs.chmodSync(dir, 0o755)
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
 function sleep (ms) { return new Promise((resolve) => setTimeout(resolve, ms)) }
 
 // Poll `fn` until it returns a truthy value or `timeout` ms pass.
@@ -88,6 +101,16 @@ async function waitFor (fn, { timeout = 10000, interval = 20, what = 'condition'
   }
   throw new Error(`timed out after ${timeout} ms waiting for ${what}` +
     (last instanceof Error ? `: ${last.message}` : ''))
+}
+
+// Stop `child` for sure: `signal`, then SIGKILL after `grace` ms; resolves once it exited.
+function stopChild (child, { signal = 'SIGTERM', grace = 5000 } = {}) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), grace)
+    child.once('exit', () => { clearTimeout(timer); resolve() })
+    child.kill(signal)
+  })
 }
 
 // One HTTP request with a hard time bound. Resolves { status, headers, body } or rejects.
@@ -132,6 +155,16 @@ function statsOff (args, stats) {
   return dashes < 0
     ? [...args, '--stats-port', '0']
     : [...args.slice(0, dashes), '--stats-port', '0', ...args.slice(dashes)]
+}
+
+// Each non-empty line of `text`, parsed as JSON; a line that is not JSON throws.
+function parseJsonLines (text) {
+  return text.split('\n').filter((line) => line.trim()).map((line) => JSON.parse(line))
+}
+
+// parseJsonLines of `file`'s content; [] when there is no such file (nothing logged yet).
+function readJsonLines (file) {
+  return fs.existsSync(file) ? parseJsonLines(fs.readFileSync(file, 'utf8')) : []
 }
 
 // Each JSON line of `stream` (a pool's stdout), parsed; other lines are skipped.
@@ -226,11 +259,11 @@ async function poolStatus (target) {
   return JSON.parse(r.stdout)
 }
 
-// Until the supervisor of the pool whose slot 1 listens on `workerPort` has heard a request
-// start (the worker's `busy`), seen over its control socket: a signal sent earlier would find
-// every worker idle.
-async function untilBusy (workerPort, what = 'the supervisor to see the request') {
-  await waitFor(async () => (await poolStatus(['--port', String(workerPort)])).workers.some((w) => w.state === 'busy'),
+// Until the supervisor of the pool on `port` (its balancer's, or slot 1's without one) has heard
+// a request start (the worker's `busy`), seen over its default control socket: a signal sent
+// earlier would find every worker idle.
+async function untilBusy (port, what = 'the supervisor to see the request') {
+  await waitFor(async () => (await poolStatus(['--port', String(port)])).workers.some((w) => w.state === 'busy'),
     { timeout: 5000, what })
 }
 
@@ -274,15 +307,20 @@ module.exports = {
   nodeAnyoneRuns,
   checkoutHiddenFromOthers,
   onJsonLines,
+  parseJsonLines,
+  readJsonLines,
   cleanEnv,
   ROOT,
   BIN,
   FIXTURES,
+  fixture,
+  tempDir,
   freePorts,
   freePort,
   canBind,
   sleep,
   waitFor,
+  stopChild,
   request,
   isAlive,
   startPool,

@@ -4,10 +4,10 @@
 // and earlier result formats marked as such.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { bootstrap, interval, keptRuns, LAG_LIMIT_MS } = require('../../bench/lib/stats')
 const { buildReport } = require('../../bench/report')
+const { tempDir } = require('../helpers')
 
 t.test('bootstrap: the median of the runs with an interval around it, the same each time', async (t) => {
   const a = bootstrap([10, 12, 11, 30, 9])
@@ -50,8 +50,7 @@ function run (over) {
 }
 
 t.test('the report shows intervals, set-aside runs, censored latencies and quick runs', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-report-')
   const matrix = {
     part: 'matrix',
     version: 2,
@@ -116,8 +115,7 @@ t.test('the report shows intervals, set-aside runs, censored latencies and quick
 })
 
 t.test('the committed results of earlier formats still make a report', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-report-')
   const out = path.join(dir, 'report.md')
   const results = path.join(__dirname, '..', '..', 'bench', 'results')
   await buildReport({
@@ -131,8 +129,7 @@ t.test('the committed results of earlier formats still make a report', async (t)
 })
 
 t.test('the fleet section reports DNS discovery: join times and what a departure cost', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-report-')
   const cell = (edge, model) => ({
     rho: 0.8,
     edge,
@@ -162,8 +159,7 @@ t.test("README's measured figures come from the results, written between its mar
   const text = summary(results)
   t.match(text, /p99 latency against the ideal central queue's: [\d.]+× with the embedded balancer/)
   t.match(text, /\(\[the matrix\]\(docs\/benchmarks\.md#the-operators-matrix\)\)/)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-readme-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-readme-')
   const file = path.join(dir, 'README.md')
   fs.writeFileSync(file, `# x\n\nbefore\n${START}\n- an old figure\n${END}\nafter\n`)
   t.equal(writeSummary(results, file), true)
@@ -175,8 +171,7 @@ t.test("README's measured figures come from the results, written between its mar
 
 t.test('the overload section: where a FIFO keeps up, on against off; closed-loop clients shape by shape, ' +
   'against the issue\'s bounds', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-report-')
   const open = (over) => ({
     offered: 430,
     capacity: 360,
@@ -272,8 +267,7 @@ t.test('the overload section: where a FIFO keeps up, on against off; closed-loop
 
 t.test('the soak: before and after side by side, reloads asked / answered / run, ' +
   'and a note when their lengths differ', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-report-')
   const counts = {
     requests: 1000,
     ok: 990,
@@ -341,8 +335,7 @@ t.test('the soak: before and after side by side, reloads asked / answered / run,
 })
 
 t.test('the HAProxy parts name the HAProxy each configuration ran', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-report-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-report-')
   const kill = (id, haproxy) => ({
     id,
     haproxy,

@@ -4,9 +4,9 @@
 // issue's bounds met or not.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { buildReport } = require('../../bench/report')
+const { tempDir } = require('../helpers')
 
 const kb = (rssKb) => ({ rssKb, pssKb: rssKb / 2, processes: [] })
 
@@ -27,8 +27,7 @@ function streamsRun (r) {
 }
 
 t.test('the streams section: a table per scale, the CPU-bound page, and the bounds', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-streams-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-streams-')
   const page = (p99) => ({ requests: 200, ok: 200, failed: 0, p50: p99 / 2, p99 })
   const render = (alone, beside) => ({ alone: page(alone), beside: page(beside) })
   const cell = (front, scale, run, extra = {}) => (
@@ -81,8 +80,7 @@ t.test('the streams section: a table per scale, the CPU-bound page, and the boun
 })
 
 t.test('no streams results: the section says how to get them', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-streams-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-streams-')
   const out = path.join(dir, 'report.md')
   await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
   const md = fs.readFileSync(out, 'utf8')

@@ -4,9 +4,9 @@
 // an HTTP page beside the echo, a reload's closes, a front that failed, and the issue's bounds.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { buildReport } = require('../../bench/report')
+const { tempDir } = require('../helpers')
 
 const kb = (rssKb) => ({ rssKb, pssKb: rssKb / 2, processes: [] })
 const page = (p99, failed = 0) => ({
@@ -59,8 +59,7 @@ function wsRun (r) {
 }
 
 t.test('the websocket section: tunnels held, echo, throughput, page beside, reload, and the bounds', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-websocket-')
   const cell = (front, scale, run) => ({ front, scale, descriptors: 2 * scale + 200, runs: [wsRun(run)] })
   const reload = {
     ms: 800,
@@ -178,8 +177,7 @@ t.test('the websocket section: tunnels held, echo, throughput, page beside, relo
 })
 
 t.test('memory against a plain process that grew by next to nothing: no ratio', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-websocket-')
   const held = (front, idleKb, heldKb) => ({
     front, scale: 1000, runs: [wsRun({ asked: 1000, idleKb, heldKb, active: false })]
   })
@@ -202,8 +200,7 @@ t.test('memory against a plain process that grew by next to nothing: no ratio', 
 })
 
 t.test('no websocket results: the section says how to get them', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-bench-websocket-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-bench-websocket-')
   const out = path.join(dir, 'report.md')
   await buildReport({ resultsDir: dir, outFile: out, chartsDir: path.join(dir, 'charts'), run: null })
   const md = fs.readFileSync(out, 'utf8')

@@ -3,9 +3,8 @@
 const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
-const os = require('node:os')
 const path = require('node:path')
-const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus } = require('../helpers')
+const { canBind, FIXTURES, freePorts, runPool, startPool, poolStatus, tempDir, parseJsonLines } = require('../helpers')
 
 const app = path.join(FIXTURES, 'handler.js')
 
@@ -64,8 +63,7 @@ t.test('a removed option: refused with what became of it, wherever it is set', a
   const env = await runPool(['start', app], { env: { POOL_OVERLOAD_TARGET: '1s' } })
   t.equal(env.code, 2)
   t.match(env.stderr, said, 'as a POOL_* variable: refused, not ignored')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-removed-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-removed-')
   const file = path.join(dir, 'pool.json')
   fs.writeFileSync(file, JSON.stringify({ overloadTarget: 100 }))
   const config = await runPool(['start', app, '--config', file])
@@ -223,7 +221,7 @@ for (const [name, source, exported] of [
       new RegExp('^pool: ' +
         'the app failed to boot in every slot ' +
         `\\(1 gave up\\): the app exported ${exported} and did not call listen\\(\\): export a request listener`))
-    const logs = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    const logs = parseJsonLines(r.stdout)
     t.equal(logs.filter((l) => l.event === 'boot-timeout').length, 0, 'no boot waited for its timeout')
     t.match(logs.find((l) => l.event === 'give-up'), { slot: 1, failures: 2 },
       'two quick failed boots, then the slot gave up')

@@ -6,7 +6,9 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { BIN, FIXTURES, cleanEnv, freePorts, startPool, runPool, request, sleep, waitFor } = require('../helpers')
+const {
+  BIN, FIXTURES, cleanEnv, freePorts, startPool, runPool, request, sleep, waitFor, tempDir
+} = require('../helpers')
 const { formatStatus, rates } = require('../../lib/control/format')
 const { Screen } = require('../../lib/cli/output')
 const { HaproxyFront } = require('../../lib/fronts/haproxy/front')
@@ -184,8 +186,7 @@ t.test('pool status --watch: a pool that takes the connection and hangs up unans
   // As a pool closing its control socket at the end of a stop can: the watch asks again before
   // it tells, and what it tells does not depend on which of the two moments its request met.
   const ports = await freePorts(1)
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-watch-gone-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-watch-gone-')
   const control = path.join(dir, 'pool.sock')
   const pool = startPool(['start', path.join(FIXTURES, 'handler.js'), '-n', '1', '--worker-port', String(ports[0]),
     '--balancer', 'none', '--control', control])

@@ -4,16 +4,9 @@
 // SLOT`. Each against real `bin/pool.js` processes.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { FIXTURES, freePorts, request, startPool, runPool, waitFor, isAlive } = require('../helpers')
-
-function tempDir (t, prefix = 'pool-verbs-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+const { FIXTURES, freePorts, request, startPool, runPool, waitFor, isAlive, tempDir } = require('../helpers')
 
 // Where the default control sockets of a test's pools go, and nothing else's: $XDG_RUNTIME_DIR
 // and $TMPDIR (for $TMPDIR/pool-UID) both fresh, so `pool ls` sees this test's pools only.

@@ -3,18 +3,11 @@
 // socket in a fresh temp dir.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const {
-  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, sleep, canBind
+  FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, isAlive, canBind, tempDir
 } = require('../helpers')
 const { sendCommand } = require('../../lib/control/client')
-
-function tempDir (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
 
 // A started pool with its control socket. `embedded` puts the balancer on the first port.
 // With `xdg`, no --control: the default path, in that directory as $XDG_RUNTIME_DIR.
@@ -51,9 +44,12 @@ t.test('pool status: a row per slot with every field, then the queue and the fro
   const busy = request(`${p.frontUrl}/wait?ms=6000`) // ...and now runs one, past the CLI calls below
   t.teardown(() => busy.catch(() => {}))
   const before = await statusJson(p.control)
-  await waitFor(async () => (await statusJson(p.control)).workers.some((w) => w.state === 'busy' && w.request && w.rss),
-    { what: 'a busy worker with its RSS known' })
-  await sleep(300)
+  // What the table shows known: the running request, every RSS, the finished request counted.
+  await waitFor(async () => {
+    const { workers } = await statusJson(p.control)
+    return workers.some((w) => w.state === 'busy' && w.request) && workers.every((w) => w.rss) &&
+      workers.reduce((n, w) => n + (w.requests ?? 0), 0) === 1
+  }, { what: 'a busy worker, every RSS known and the finished request counted' })
   const r = await cli(['status', '--control', p.control])
   t.equal(r.code, 0)
   t.equal(r.stderr, '')

@@ -15,7 +15,7 @@ const { defaultControlPath, clientControlPath, describeUser } = require('../../l
 const { MAX_LINE } = require('../../lib/control/protocol')
 const { codes } = require('../../lib/errors')
 const { exitCodeOf } = require('../../lib/cli/exit-codes')
-const { FIXTURES, freePorts, startPool, runPool, waitFor, isAlive } = require('../helpers')
+const { FIXTURES, freePorts, startPool, runPool, waitFor, isAlive, tempDir } = require('../helpers')
 
 const NOBODY = 65534
 const ME = process.geteuid()
@@ -29,12 +29,6 @@ const asOther = { NODE_OPTIONS: `--require ${path.join(FIXTURES, 'as-uid.js')}`,
 const asRoot = ME === 0
   ? {}
   : { skip: 'needs root, to chown files to another user (the cases above make them foreign without root)' }
-
-function tempDir (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-sec-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
 
 // A process on `socketPath` that answers every line the way a pool answers a clean `stop`: a
 // client that talks to it would believe it. Counts its connections. `owner`: chown the socket

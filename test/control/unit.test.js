@@ -4,7 +4,6 @@
 const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
-const os = require('node:os')
 const path = require('node:path')
 const { ControlServer, createControlServer } = require('../../lib/control/server')
 const { sendCommand } = require('../../lib/control/client')
@@ -13,12 +12,7 @@ const { listenerOf } = require('../../lib/fronts/registry')
 const { formatDuration, formatStatus, formatReload, formatScale } = require('../../lib/control/format')
 const { poolError, codes } = require('../../lib/errors')
 const { exitCodeOf } = require('../../lib/cli/exit-codes')
-
-function tempDir (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ctl-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+const { tempDir } = require('../helpers')
 
 // A stand-in for Pool with the methods the control server calls.
 function fakePool (overrides = {}) {

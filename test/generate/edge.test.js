@@ -14,14 +14,14 @@ const http = require('node:http')
 const path = require('node:path')
 const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { freePorts, request, runPool, sleep, waitFor } = require('../helpers')
-const { tempDir, checkHaproxyConfig, startHaproxy, onPlatforms } = require('../helpers/haproxy')
+const { freePorts, request, runPool, sleep, waitFor, tempDir } = require('../helpers')
+const { checkHaproxyConfig, startHaproxy, onPlatforms } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
 
 const BACKEND = 'fleet'
 
 onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const variants = {
     'two IPv4 hosts, defaults': { hosts: '10.0.0.11:9001,10.0.0.12:9001', agentPort: 9100 },
     'IPv6, a host name, users, stdout log, own intervals': {
@@ -78,7 +78,7 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
 })
 
 onPlatforms(t, '--discover: hosts found by DNS (A or SRV records), which haproxy -c accepts', async (t, platform) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const variants = {
     'A records, own name servers': {
       discover: 'pool.default.svc.cluster.local:9001',
@@ -232,7 +232,7 @@ async function startFakeHost (t, address, { port, agentPort }) {
 // The generated edge, `platform`'s HAProxy, in front of two fake hosts, on loopback ports, in a
 // temp dir.
 async function startFleet (t, { workers, platform }) {
-  const dir = tempDir(t, 'pool-edge-')
+  const dir = tempDir(t, 'pool-edge-', { openToOthers: true })
   const [port, statsPort, hostsPort, agentPort] = await freePorts(4)
   const hosts = [
     await startFakeHost(t, '127.0.0.2', { port: hostsPort, agentPort }),
@@ -472,7 +472,7 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
     client.on('error', () => {})
     const reply = new Promise((resolve) => client.once('data', (d) => resolve(String(d).split('\r\n')[0])))
     client.write('POST /work?ms=0 HTTP/1.1\r\nHost: edge\r\nContent-Length: 10\r\n\r\nabcde')
-    await sleep(300)
+    await sleep(300) // time for the request to go on, were it to
     t.equal(host2.served, 0, 'half the body sent: no host has the request yet')
     client.write('fghij')
     t.equal(await reply, 'HTTP/1.1 200 OK')
@@ -485,7 +485,7 @@ onPlatforms(t, 'the generated edge, live, in front of two hosts', async (t, plat
 })
 
 onPlatforms(t, 'a streamed page passes the edge as the host writes it (option http-no-delay)', async (t, platform) => {
-  const dir = tempDir(t, 'pool-edge-')
+  const dir = tempDir(t, 'pool-edge-', { openToOthers: true })
   const [port, statsPort, hostPort, agentPort] = await freePorts(4)
   const writes = await startStreamingWorker(t, hostPort)
   // The host's agent port is closed: an agent that does not answer leaves the host as it is.

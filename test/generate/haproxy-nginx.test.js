@@ -14,10 +14,11 @@ const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
 const {
-  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor
+  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor, tempDir,
+  stopChild
 } = require('../helpers')
 const {
-  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, stopChild, onPlatforms, SYSTEM,
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, onPlatforms, SYSTEM,
   NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
@@ -47,7 +48,7 @@ async function startWorker (t, port, { render = 0, body = () => `worker on ${por
 }
 
 onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const variants = {
     defaults: { workers: 15 },
     'static-rr, spares, users': {
@@ -104,7 +105,7 @@ onPlatforms(t, 'haproxy -c accepts the generated config', async (t, platform) =>
 
 onPlatforms(t, 'nginx -t accepts the generated config, ' +
   'every path under the prefix', { nginx: true }, async (t, platform) => {
-  const prefix = tempDir(t, 'pool-nginx-')
+  const prefix = tempDir(t, 'pool-nginx-', { openToOthers: true })
   const cfg = nginxConfig({ prefix, port: 8080, haproxySocket: path.join(prefix, 'haproxy-http.sock') })
   writeFile(prefix, 'nginx.conf', cfg)
   const { ok, output } = checkNginxConfig(prefix, { platform })
@@ -195,7 +196,7 @@ async function startGenerated (t, {
   options = {},
   platform
 } = {}) {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPorts = ports.slice(2)
@@ -304,7 +305,7 @@ async function abortRunningRequest (t, edit, platform) {
   const a = send('A')
   await waitFor(() => servers[0].requests.length === 1, { what: 'A at the worker' })
   send('B')
-  await sleep(150)
+  await sleep(150) // B waits while A runs
   a.end() // the client goes away (FIN), as nginx does when its client leaves
   await waitFor(() => servers[0].requests.length === 2, { timeout: 5000, what: 'B at the worker' })
   return { bArrivedAfter: servers[0].requests[1].at - started, maxInFlight: servers[0].maxInFlight }
@@ -412,7 +413,7 @@ async function startHeaderPool (t, command, { user, env }) {
     child.stderr.on('data', add)
     child.once('exit', (code) => reject(new Error(`pool exited with ${code}: ${output.slice(-2000)}`)))
   })
-  t.teardown(() => stopChild(child, 15000))
+  t.teardown(() => stopChild(child, { grace: 15000 }))
   let timer
   const late = new Promise((resolve, reject) => {
     timer = setTimeout(() => reject(new Error(`pool not started in 30 s: ${output.slice(-2000)}`)), 30000)
@@ -425,7 +426,7 @@ async function startHeaderPool (t, command, { user, env }) {
 // exactly as the headers say (as `user`, or as whoever runs the test), and fetch the SSR demo
 // through nginx → HAProxy → pool.
 async function pairAsHeadersSay (t, { user = {}, platform }) {
-  const dir = tempDir(t, 'pool-pair-')
+  const dir = tempDir(t, 'pool-pair-', { openToOthers: true })
   // workerPort − 2, left free, is where the pool puts its own /status by default.
   const [port, statsPort, nginxPort, , , workerPort] = await freePorts(7)
   const haproxy = await runPool(['config', 'haproxy', '-n', '2', '--prefix', dir, '--port', String(port),
@@ -547,7 +548,7 @@ onPlatforms(t, 'overload: a request that finds --max-queue waiting gets 503 at o
 // HAProxy from the generated config with one streaming worker, ready, and nginx from the
 // generated config in front of its unix socket.
 async function startStreamingStack (t, platform) {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const [port, statsPort, workerPort, nginxPort] = await freePorts(4)
   const cfg = haproxyConfig({
     workers: 1,

@@ -17,8 +17,8 @@ const { Deployment } = require('kubernetes-models/apps/v1')
 const { Service, ConfigMap } = require('kubernetes-models/v1')
 const { kubernetesConfig, kubernetesObjects, terminationGraceSeconds } = require('../../lib/generate/kubernetes')
 const { startTables } = require('../../lib/cli/start-flags')
-const { runPool, ROOT } = require('../helpers')
-const { tempDir, checkHaproxyConfig, onPlatforms } = require('../helpers/haproxy')
+const { runPool, ROOT, tempDir } = require('../helpers')
+const { checkHaproxyConfig, onPlatforms } = require('../helpers/haproxy')
 
 const MODELS = { Deployment, Service, ConfigMap }
 const BASE = { image: 'registry.example/ssr:1.4.2', name: 'ssr', namespace: 'web' }
@@ -58,7 +58,7 @@ t.test('the YAML holds the objects, and each one passes the API\'s schema', asyn
 })
 
 t.test('no field the API does not know (TypeScript\'s excess-property check against kubernetes-types)', async (t) => {
-  const dir = tempDir(t, 'pool-k8s-types-')
+  const dir = tempDir(t, 'pool-k8s-types-', { openToOthers: true })
   // The objects as generated, and once more with a field misspelt: one compiler run for both.
   const { objects } = kubernetesObjects(BASE)
   const typo = JSON.parse(JSON.stringify(objects))
@@ -124,7 +124,7 @@ t.test('the pods: pool start with its agent, /ping as readiness, ' +
     'the edge finds the pods by their SRV records')
   t.match(cfg, /agent-check agent-port 9100/)
   t.match(cfg, /^ {4}parse-resolv-conf$/m, 'through the pod\'s resolver (kube-dns)')
-  const dir = tempDir(t, 'pool-k8s-')
+  const dir = tempDir(t, 'pool-k8s-', { openToOthers: true })
   fs.writeFileSync(path.join(dir, 'haproxy.cfg'), cfg)
   onPlatforms(t, 'haproxy -c accepts the edge\'s config', async (t, platform) => {
     const { ok, output } = checkHaproxyConfig(path.join(dir, 'haproxy.cfg'), { platform })

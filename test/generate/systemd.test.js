@@ -3,13 +3,12 @@
 // (`systemd-analyze verify`, where installed), and its ExecStart/ExecReload run for real.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { systemdConfig, systemdSocketConfig, OPTIONS } = require('../../lib/generate/systemd')
 const { OPTIONS: POOL_OPTIONS } = require('../../lib/options/table')
 const { toYargs } = require('../../lib/cli/flags')
-const { FIXTURES, ROOT, cleanEnv, freePorts, request, waitFor, isAlive } = require('../helpers')
+const { FIXTURES, ROOT, cleanEnv, freePorts, request, waitFor, isAlive, tempDir } = require('../helpers')
 
 const HAPROXY_ARGS = '-n 15 --balancer haproxy --haproxy-socket /run/pool/haproxy-admin.sock --haproxy-backend pool'
 
@@ -29,12 +28,6 @@ function parseUnit (text) {
 }
 
 const words = (command) => command.split(' ')
-
-function tempDir (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-systemd-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
 
 t.test('the unit: sections, keys and the commands systemd runs', async (t) => {
   const text = systemdConfig({

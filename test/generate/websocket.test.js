@@ -5,7 +5,7 @@
 // only render slot, and closes a tunnel after --tunnel-timeout of silence; nginx passes the
 // handshake on from a location of its own and keeps its keepalive to HAProxy for every other
 // request; the edge sends sockets to its hosts beside the slots its agents count. Real haproxy
-// 2.6, nginx 1.22 and `pool start --balancer haproxy` with test/fixtures/ws-echo.js.
+// 2.6, nginx 1.22 and `pool start --balancer haproxy` with test/fixtures/websocket.js.
 
 const t = require('tap')
 const fs = require('node:fs')
@@ -18,18 +18,18 @@ const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { nginxConfig } = require('../../lib/generate/nginx')
 const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { FIXTURES, freePorts, request, runPool, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, runPool, waitFor, tempDir } = require('../helpers')
 const {
-  tempDir, checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
 } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { startLoad } = require('../helpers/load')
 
-const WS_APP = path.join(FIXTURES, 'ws-echo.js')
+const WS_APP = path.join(FIXTURES, 'websocket.js')
 
 // A WebSocket to `url`. The record fills in as the socket lives: opened (its 101 came within
-// `handshake` ms), each echo (ws-echo.js answers `echo:<pid>:<message>`), the pushes counted
-// (`push:<pid>:<n>`), the pids that spoke, and the close code. Closed at the test's end.
+// `handshake` ms), the pid that said hello (websocket.js says `hello <pid>`), each echo (`echo
+// <message>`), the pushes counted (`push`), and the close code. Closed at the test's end.
 function openSocket (t, url, { handshake = 5000 } = {}) {
   const s = { opened: false, error: null, closeCode: null, closedAt: null, echoes: [], pushes: 0, pids: new Set() }
   const ws = new WebSocket(url, { handshakeTimeout: handshake })
@@ -40,9 +40,9 @@ function openSocket (t, url, { handshake = 5000 } = {}) {
     ws.once('close', (code) => { s.closeCode = code; s.closedAt = performance.now(); resolve(s) })
   })
   ws.on('message', (data) => {
-    const [kind, pid, rest] = String(data).split(':')
-    s.pids.add(pid)
-    if (kind === 'echo') s.echoes.push(rest)
+    const [kind, rest] = String(data).split(/ (.*)/s)
+    if (kind === 'hello') s.pids.add(rest)
+    else if (kind === 'echo') s.echoes.push(rest)
     else s.pushes++
   })
   t.teardown(() => ws.terminate())
@@ -73,7 +73,7 @@ async function rendersBeside (url, n) {
   const out = []
   for (let i = 0; i < n; i++) {
     const started = performance.now()
-    const r = await request(`${url}/wait?ms=50&i=${i}`, { timeout: 5000 }).catch((err) => ({ status: err.message }))
+    const r = await request(`${url}/render?ms=50&i=${i}`, { timeout: 5000 }).catch((err) => ({ status: err.message }))
     out.push({ status: r.status, ms: performance.now() - started })
   }
   return out
@@ -106,7 +106,7 @@ const sum = (servers, field) => Object.values(servers).reduce((n, s) => n + s[fi
 const wsUrl = (httpUrl) => httpUrl.replace(/^http/, 'ws')
 
 t.test('the configs say it, and haproxy -c and nginx -t accept them', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const cfg = haproxyConfig({ workers: 2 })
   const frontend = /^frontend pool_http\n((?: {4}[^\n]*\n)*)/m.exec(cfg)[1]
   t.match(frontend,
@@ -221,7 +221,7 @@ t.test('HAProxy mode, -n 2: 20 sockets at once, each echoes and is pushed to, ' 
   // While both workers render, HAProxy hands a handshake to a worker at once: it waits for no
   // render slot. The worker answers it when its loop is free, once the render is done: a socket
   // shares its worker's loop with the renders.
-  const busy = [request(`${lab.url}/wait?ms=1500&busy=1`), request(`${lab.url}/wait?ms=1500&busy=2`)]
+  const busy = [request(`${lab.url}/render?ms=1500&busy=1`), request(`${lab.url}/render?ms=1500&busy=2`)]
   await waitFor(async () => sum(await rows(lab.client, 'pool'), 'scur') === 2, { what: 'both workers rendering' })
   const during = openSocket(t, `${wsUrl(lab.url)}/during`)
   await waitFor(async () => sum(await rows(lab.client, 'pool_streams'), 'scur') === 21,
@@ -325,7 +325,7 @@ t.test('pool reload with sockets open: no request fails, the reload ends within 
   const sockets = await openSockets(t, 6, (i) => `${wsUrl(lab.url)}/r${i}`)
   t.equal(sockets.filter((s) => s.opened).length, 6, 'six sockets open')
   const load = startLoad(lab.url,
-    { concurrency: 2, maxRequests: 5000, maxMs: 60000, timeout: 20000, path: (i) => `/wait?ms=20&i=${i}` })
+    { concurrency: 2, maxRequests: 5000, maxMs: 60000, timeout: 20000, path: (i) => `/render?ms=20&i=${i}` })
   let took
   try {
     await waitFor(() => load.stats.ok >= 10, { timeout: 10000, what: 'the load to get answers' })
@@ -351,13 +351,15 @@ t.test('pool reload with sockets open: no request fails, the reload ends within 
   t.comment(`the sockets after the reload: ${JSON.stringify(codes)} (close codes, or still open)`)
 })
 
-// A host as the edge sees it: /ping, an agent that gives it one slot, and WebSockets.
+// A host as the edge sees it: /ping, an agent that gives it one slot, and WebSockets that talk
+// as websocket.js's do.
 async function startFakeHost (t, port, agentPort) {
   const server = http.createServer((req, res) => res.end(req.url === '/ping' ? 'pong\n' : 'page\n'))
   const sockets = new WebSocket.Server({ server })
   sockets.on('connection', (ws) => {
-    const timer = setInterval(() => ws.send('push:host:1'), 100)
-    ws.on('message', (data) => ws.send(`echo:host:${data}`))
+    ws.send('hello host')
+    const timer = setInterval(() => ws.send('push'), 100)
+    ws.on('message', (data) => ws.send(`echo ${data}`))
     ws.on('close', () => clearInterval(timer))
   })
   // HAProxy ends each agent check with a reset.
@@ -373,7 +375,7 @@ async function startFakeHost (t, port, agentPort) {
 }
 
 t.test('the edge: sockets go to a host beside the slot its agent gives it', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const [port, statsPort, hostPort, agentPort] = await freePorts(4)
   await startFakeHost(t, hostPort, agentPort)
   const cfg = edgeConfig({

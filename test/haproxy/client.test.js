@@ -12,8 +12,8 @@ const { spawn } = require('node:child_process')
 const { HaproxyClient, parseAddress } = require('../../lib/haproxy/client')
 const { parseCsv, parseStat, serverState } = require('../../lib/haproxy/stat')
 const { haproxyConfig } = require('../../lib/generate/haproxy')
-const { freePorts, waitFor, ROOT, nodeAnyoneRuns, checkoutHiddenFromOthers } = require('../helpers')
-const { tempDir, startHaproxy, onPlatforms, IS_ROOT } = require('../helpers/haproxy')
+const { freePorts, waitFor, ROOT, nodeAnyoneRuns, checkoutHiddenFromOthers, tempDir } = require('../helpers')
+const { startHaproxy, onPlatforms, IS_ROOT } = require('../helpers/haproxy')
 
 // Tiny HTTP servers on the worker ports, so that HAProxy's connect checks pass.
 async function startWorkers (t, ports) {
@@ -26,7 +26,7 @@ async function startWorkers (t, ports) {
 
 // haproxy from `pool config haproxy` for `workers` servers, plus extra `global` lines.
 async function startLab (t, { workers = 2, extraGlobal = () => [], edit = (cfg) => cfg, platform } = {}) {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const ports = await freePorts(workers + 3)
   const [port, statsPort, apiPort] = ports
   const workerPorts = ports.slice(3)
@@ -211,7 +211,7 @@ onPlatforms(t, 'a socket below level admin → POOL_E_HAPROXY_LEVEL', async (t, 
 })
 
 onPlatforms(t, 'a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET naming the path', async (t, platform) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const missingPath = path.join(dir, 'nope.sock')
   const missing = await rejection(new HaproxyClient({ socket: missingPath }).level())
   t.equal(missing.code, 'POOL_E_HAPROXY_SOCKET')
@@ -231,7 +231,7 @@ onPlatforms(t, 'a missing socket, and HAProxy gone → POOL_E_HAPROXY_SOCKET nam
 })
 
 t.test('a socket that never answers → a timeout, not a hang', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const socket = path.join(dir, 'silent.sock')
   const conns = new Set()
   const silent = net.createServer((s) => { conns.add(s); s.on('error', () => {}).resume() }) // reads, never replies

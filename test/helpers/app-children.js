@@ -5,12 +5,11 @@
 // test's end, whatever happened to the test.
 
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
+const { tempDir } = require('../helpers')
 
 function pidFile (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-helpers-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-helpers-')
   return path.join(dir, 'pids')
 }
 

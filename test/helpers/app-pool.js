@@ -4,31 +4,27 @@
 // a control socket in a temp dir, and the two checks every app form must pass: a `pool reload`
 // under a bounded load fails no request, and a `pool stop` leaves no process and no port behind.
 
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { freePorts, startPool, runPool, waitFor, isAlive, canBind } = require('../helpers')
+const { freePorts, startPool, runPool, waitFor, isAlive, canBind, tempDir } = require('../helpers')
 const { startLoad } = require('./load')
 
 // `pool start APP -n workers` with the balancer on a free port; resolves once every worker is
-// ready. `env` reaches the workers; `args` are more `pool start` flags.
-async function startAppPool (t, app, { workers = 2, env = {}, args = [], startTimeout = 30000 } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-app-'))
-  const control = path.join(dir, 'pool.sock')
+// ready. `env` reaches the workers; `args` are more `pool start` flags. `control: false`: no
+// --control, so the pool's socket is the default one `pool status --port` finds.
+async function startAppPool (t, app, { workers = 2, env = {}, args = [], startTimeout = 30000, control = true } = {}) {
+  const controlPath = control ? path.join(tempDir(t, 'pool-app-'), 'pool.sock') : null
   const ports = await freePorts(workers + 1)
   const child = startPool(['start', app, '-n', String(workers), '--port', String(ports[0]), '--worker-port',
-    String(ports[1]),
-    '--control', control, '--log-format', 'json', ...args], { env })
-  t.teardown(async () => {
-    await child.stop('SIGKILL')
-    fs.rmSync(dir, { recursive: true, force: true })
-  })
+    String(ports[1]), ...(control ? ['--control', controlPath] : []), '--log-format', 'json', ...args], { env })
+  t.teardown(() => child.stop('SIGKILL'))
   await child.waitLog((l) => l.event === 'started', startTimeout)
   return {
     child,
-    control,
+    control: controlPath,
     ports,
+    port: ports[0],
     url: `http://127.0.0.1:${ports[0]}`,
+    ws: `ws://127.0.0.1:${ports[0]}`,
     workerUrl: (slot) => `http://127.0.0.1:${ports[slot]}`
   }
 }

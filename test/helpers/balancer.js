@@ -5,17 +5,16 @@
 // as the supervisor would. Everything started is stopped by t.teardown.
 
 const path = require('node:path')
-const fs = require('node:fs')
 const os = require('node:os')
 const http = require('node:http')
 const { fork } = require('node:child_process')
-const { freePorts, request, waitFor } = require('../helpers')
+const { freePorts, request, waitFor, readJsonLines, tempDir, fixture } = require('../helpers')
 const { createBalancer } = require('../../lib/fronts/balancer')
 const { StatsListener } = require('../../lib/observe/stats-listener')
 
-const WORKER = path.join(__dirname, '..', 'fixtures', 'balancer-worker.js')
+const WORKER = fixture('balancer-worker.js')
 // A worker that answers with raw bytes, resets, and logs overlapping requests.
-const RAW_WORKER = path.join(__dirname, '..', 'fixtures', 'raw-worker.js')
+const RAW_WORKER = fixture('raw-worker.js')
 
 function forkWorker (port, logFile, script = WORKER) {
   return new Promise((resolve, reject) => {
@@ -89,14 +88,8 @@ async function startBalancer (t, options = {}, { context } = {}) {
 }
 
 function tmpLog (t) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-balancer-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-balancer-')
   return path.join(dir, 'requests.log')
-}
-
-function readLog (file) {
-  if (!fs.existsSync(file)) return []
-  return fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
 }
 
 async function concurrencyOf (w) {
@@ -134,7 +127,7 @@ async function setup (t, count, options = {}, { ready = true, context, script } 
   const workers = await startWorkers(t, count, { logFile, script })
   const balancer = await startBalancer(t, options, { context })
   if (ready) for (const w of workers) balancer.workerReady(snapshot(w))
-  return { workers, balancer, logFile, seen: () => readLog(logFile) }
+  return { workers, balancer, logFile, seen: () => readJsonLines(logFile) }
 }
 
 module.exports = {
@@ -147,7 +140,6 @@ module.exports = {
   snapshot,
   startBalancer,
   tmpLog,
-  readLog,
   concurrencyOf,
   openRequest,
   waitFor

@@ -8,8 +8,7 @@
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { waitFor, sleep } = require('../helpers')
-const { stopChild } = require('./netns')
+const { waitFor, stopChild } = require('../helpers')
 
 const DNSMASQ = process.env.DNSMASQ || '/usr/sbin/dnsmasq'
 
@@ -44,7 +43,14 @@ class DnsServer {
       ...this.srv.map(([name, target, port]) => `--srv-host=${name},${target},${port}`)]
     const child = this.net.spawn(this.where, DNSMASQ, args, { stdio: ['ignore', 'ignore', 'pipe'] })
     child.output = ''
-    child.stderr.setEncoding('utf8').on('data', (d) => { child.output = (child.output + d).slice(-4000) })
+    child.hostsReads = 0 // its "read FILE - N names" lines: one at the start, one per SIGHUP
+    let partial = ''
+    child.stderr.setEncoding('utf8').on('data', (d) => {
+      child.output = (child.output + d).slice(-4000)
+      const lines = (partial + d).split('\n')
+      partial = lines.pop()
+      child.hostsReads += lines.filter((l) => l.includes(`read ${this.hostsFile} - `)).length
+    })
     this.child = child
     await waitFor(() => {
       if (child.exitCode !== null) throw new Error(`dnsmasq exited (${child.exitCode}): ${child.output}`)
@@ -56,8 +62,9 @@ class DnsServer {
   async set (name, addresses) {
     this.records.set(name, addresses)
     this.writeHosts()
+    const reads = this.child.hostsReads
     this.child.kill('SIGHUP')
-    await sleep(50) // dnsmasq re-reads the file in its loop, at once
+    await waitFor(() => this.child.hostsReads > reads, { timeout: 5000, what: 'dnsmasq to re-read its hosts file' })
   }
 
   // SRV records, [[name, target, port], …]: dnsmasq takes them on its command line only.

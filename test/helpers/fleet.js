@@ -9,8 +9,8 @@
 
 const fs = require('node:fs')
 const path = require('node:path')
-const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor } = require('../helpers')
-const { SYSTEM, tempDir } = require('./haproxy')
+const { onJsonLines, FIXTURES, BIN, cleanEnv, freePorts, waitFor, tempDir, parseJsonLines } = require('../helpers')
+const { SYSTEM } = require('./haproxy')
 const { createNetwork } = require('./netns')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 
@@ -136,9 +136,9 @@ class Fleet {
     child.stdout.setEncoding('utf8').on('data', (d) => { out += d })
     child.stderr.setEncoding('utf8').on('data', (d) => { err += d })
     const done = new Promise((resolve, reject) => child.once('exit', () => {
-      const line = out.split('\n').find((l) => l.includes('"event":"done"'))
-      if (!line) return reject(new Error(`the load client ended without results: ${err.slice(-2000)}`))
-      resolve(JSON.parse(line).requests.map(([start, end, status, host]) => ({ start, end, status, host })))
+      const requests = loadResults(out)
+      if (!requests) return reject(new Error(`the load client ended without results: ${err.slice(-2000)}`))
+      resolve(requests)
     }))
     const started = waitFor(() => out.includes('"event":"started"'),
       { timeout: 5000, what: 'the load client to start' })
@@ -150,9 +150,16 @@ class Fleet {
 // A fleet of `hosts` hosts, removed at `t`'s teardown; its edge runs `platform`'s haproxy.
 async function createFleet (t, { hosts, platform = SYSTEM }) {
   const net = createNetwork({ hosts, t })
-  const dir = tempDir(t, 'pool-fleet-')
+  const dir = tempDir(t, 'pool-fleet-', { openToOthers: true })
   const [front, agent, edge, stats, worker] = await freePorts(8)
   return new Fleet({ net, dir, ports: { front, agent, edge, stats, worker }, platform })
+}
+
+// The requests of a load client (test/fixtures/fleet-load.js) from its stdout `out`, as
+// { start, end, status, host }; null when it printed no `done` line.
+function loadResults (out) {
+  const done = parseJsonLines(out).find((l) => l.event === 'done')
+  return done ? done.requests.map(([start, end, status, host]) => ({ start, end, status, host })) : null
 }
 
 // Failed requests (anything but 200), the first two of them, and the 200s by host.
@@ -168,4 +175,4 @@ function summary (requests) {
   }
 }
 
-module.exports = { createFleet, summary, APP, LOAD }
+module.exports = { createFleet, summary, loadResults, APP, LOAD }

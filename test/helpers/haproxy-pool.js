@@ -7,8 +7,8 @@
 const path = require('node:path')
 const { haproxyConfig } = require('../../lib/generate/haproxy')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { FIXTURES, freePorts, startPool, request, sleep, waitFor } = require('../helpers')
-const { tempDir, startHaproxy } = require('./haproxy')
+const { FIXTURES, freePorts, startPool, request, sleep, waitFor, tempDir } = require('../helpers')
+const { startHaproxy } = require('./haproxy')
 
 const CONTROL_APP = path.join(FIXTURES, 'control.js')
 
@@ -20,7 +20,7 @@ async function startLabHaproxy (t, {
   workers = 2, maxWorkers, edit = (cfg) => cfg, extraGlobal = () => [], nginxUser, log = 'none',
   stateFile = false, masterWorker = false, options = {}, platform
 } = {}) {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const ports = await freePorts(2 + (maxWorkers ?? workers))
   const [port, statsPort] = ports
   const workerPort = ports[2]

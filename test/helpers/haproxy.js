@@ -13,7 +13,7 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { waitFor, request } = require('../helpers')
+const { waitFor, request, stopChild } = require('../helpers')
 
 const HAPROXY = '/usr/sbin/haproxy'
 const NGINX = '/usr/sbin/nginx'
@@ -22,25 +22,6 @@ const DEBIAN13_DIR = process.env.POOL_DEBIAN13_DIR ||
 const IS_ROOT = process.getuid?.() === 0
 // As root, nginx's workers run as 'nobody': sockets they must reach are handed to that user.
 const NGINX_WORKER_USER = IS_ROOT ? 'nobody' : undefined
-
-// A temp directory removed at teardown. 0755 so that processes running as another user (nginx's
-// workers, a client dropped to 'nobody') can reach what is inside, as in production.
-function tempDir (t, label = 'pool-haproxy-') {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), label))
-  fs.chmodSync(dir, 0o755)
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
-
-// Stop a child for sure: SIGTERM, then SIGKILL after `grace` ms; resolves once it exited.
-function stopChild (child, grace = 3000) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve()
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), grace)
-    child.once('exit', () => { clearTimeout(timer); resolve() })
-    child.kill('SIGTERM')
-  })
-}
 
 function watchOutput (child) {
   child.output = ''
@@ -151,7 +132,7 @@ async function startHaproxy ({ cfg, dir, socket, t, masterWorker = false }) {
   const child = spawn(HAPROXY, [...(masterWorker ? ['-W'] : []), '-db', '-f', file],
     { stdio: ['ignore', 'pipe', 'pipe'] })
   watchOutput(child)
-  const handle = { pid: child.pid, socket, child, file, stop: () => stopChild(child) }
+  const handle = { pid: child.pid, socket, child, file, stop: () => stopChild(child, { grace: 3000 }) }
   t?.teardown(handle.stop)
   const client = new HaproxyClient({ socket, timeout: 1000 })
   try {
@@ -173,7 +154,7 @@ async function startNginx ({ cfg, prefix, port, t, platform = SYSTEM }) {
   fs.writeFileSync(path.join(prefix, 'nginx.conf'), cfg)
   const child = spawn(platform.nginx, nginxArgs(prefix, ['-g', 'daemon off;']), { stdio: ['ignore', 'pipe', 'pipe'] })
   watchOutput(child)
-  const handle = { pid: child.pid, prefix, child, stop: () => stopChild(child) }
+  const handle = { pid: child.pid, prefix, child, stop: () => stopChild(child, { grace: 3000 }) }
   t?.teardown(handle.stop)
   try {
     await waitFor(async () => {
@@ -196,8 +177,6 @@ module.exports = {
   SYSTEM,
   platforms,
   onPlatforms,
-  tempDir,
-  stopChild,
   checkHaproxyConfig,
   checkNginxConfig,
   startHaproxy,

@@ -5,6 +5,7 @@
 // comes first. Every answer other than 2xx, and every error, is a failure kept for the report.
 
 const http = require('node:http')
+const { waitFor } = require('../helpers')
 
 function startLoad (url, {
   concurrency = 4,
@@ -48,6 +49,7 @@ function startLoad (url, {
   const clients = Promise.all(Array.from({ length: concurrency }, client))
   return {
     stats,
+    done: clients, // resolves once the clients stopped by themselves (maxRequests, maxMs) or by stop()
     async stop () {
       stopped = true
       await clients
@@ -55,6 +57,12 @@ function startLoad (url, {
       return stats
     }
   }
+}
+
+// Until a startLoad `load` has had `n` more answers than now: it has run on whatever serves now.
+async function moreAnswers (load, n = 10) {
+  const ok = load.stats.ok
+  await waitFor(() => load.stats.ok >= ok + n, { timeout: 10000, what: `${n} more answers than ${ok}` })
 }
 
 // An open-loop load for tests: `rate` requests per second for `seconds`, each on a new
@@ -93,4 +101,4 @@ function openLoad (url, { rate, seconds, deadlineMs, path = () => '/' }) {
   }
 }
 
-module.exports = { startLoad, openLoad }
+module.exports = { startLoad, moreAnswers, openLoad }

@@ -20,6 +20,7 @@
 // and `skipPartition` says why.
 
 const { spawn, spawnSync } = require('node:child_process')
+const { stopChild } = require('../helpers')
 
 const IP = process.env.IP_COMMAND || 'ip'
 let runs = 0
@@ -97,16 +98,6 @@ function spawnIn (ns, cmd, args = [], options = {}) {
 
 function exited (child) {
   return child.exitCode !== null || child.signalCode !== null
-}
-
-// Stop `child` for sure: `signal`, then SIGKILL after `grace` ms.
-function stopChild (child, { signal = 'SIGTERM', grace = 5000 } = {}) {
-  if (exited(child)) return Promise.resolve()
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), grace)
-    child.once('exit', () => { clearTimeout(timer); resolve() })
-    child.kill(signal)
-  })
 }
 
 class Network {
@@ -235,4 +226,4 @@ function createNetwork ({ hosts, t } = {}) {
   return network
 }
 
-module.exports = { createNetwork, namespaceProblem, spawnIn, stopChild, namespaces }
+module.exports = { createNetwork, namespaceProblem, spawnIn, namespaces }

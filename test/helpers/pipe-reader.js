@@ -4,9 +4,9 @@
 // shipper or a slow `tee` would.
 
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
+const { tempDir } = require('../helpers')
 
 const PIPE_BYTES = 65536 // Linux's default pipe capacity
 
@@ -14,7 +14,7 @@ const PIPE_BYTES = 65536 // Linux's default pipe capacity
 // non-blocking for an in-process writer, or handed to a child as its stdout and stderr).
 // read() takes what the pipe holds now; start() keeps reading every 20 ms until stop().
 function pipeReader (t, { nonBlockingWriter = false } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-log-reader-'))
+  const dir = tempDir(t, 'pool-log-reader-')
   const fifo = path.join(dir, 'out')
   const made = spawnSync('mkfifo', [fifo])
   if (made.status !== 0) throw new Error(`mkfifo failed: ${made.stderr}`)
@@ -56,7 +56,6 @@ function pipeReader (t, { nonBlockingWriter = false } = {}) {
   t.teardown(() => {
     r.closeReader()
     r.closeWriter()
-    fs.rmSync(dir, { recursive: true, force: true })
   })
   return r
 }

@@ -7,13 +7,14 @@ const http = require('node:http')
 
 // `n` GETs of `url(i)` (a connection each): at once, or `perSecond` a second. Resolves with one
 // result per request: { status, done (the stream's last event came), cut (it ended without
-// it), error }.
+// it), error }. `.answered` counts the heads received so far.
 function manyStreams (n, url, { headers = {}, timeout = 60000, perSecond = Infinity } = {}) {
   const opened = performance.now()
   const at = (i) => Number.isFinite(perSecond) ? Math.max(0, opened + (i * 1000) / perSecond - performance.now()) : 0
-  return Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => setTimeout(resolve,
+  const results = Promise.all(Array.from({ length: n }, (_, i) => new Promise((resolve) => setTimeout(resolve,
     at(i))).then(() => new Promise((resolve) => {
     const req = http.get(url(i), { agent: false, headers }, (res) => {
+      results.answered++
       let text = ''
       res.setEncoding('utf8')
       res.on('data', (d) => { text = (text + d).slice(-64) })
@@ -25,6 +26,8 @@ function manyStreams (n, url, { headers = {}, timeout = 60000, perSecond = Infin
     req.setTimeout(timeout, () => req.destroy(new Error('timeout')))
     req.on('error', (err) => resolve({ status: null, done: false, cut: true, error: err.message }))
   }))))
+  results.answered = 0
+  return results
 }
 
 // A count of each kind of result, for one assertion: { 200: n, done: n, cut: n, ... }.

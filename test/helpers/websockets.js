@@ -1,13 +1,10 @@
 'use strict'
 // WebSocket clients for the tunnel tests: many at once, each keeping what it saw.
 
-const fs = require('node:fs')
-const os = require('node:os')
 const net = require('node:net')
-const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const WebSocket = require('ws')
-const { freePort, waitFor } = require('../helpers')
+const { freePort, waitFor, tempDir } = require('../helpers')
 
 // Opens `n` websockets to url(i); resolves once each has opened, failed or `timeout` passed.
 // Each client: { ws, opened, hello, echoes, pushes, closed: code | null, error }.
@@ -91,7 +88,7 @@ function parsed (text) {
 // { url, port }.
 async function startRedis (t) {
   const port = await freePort()
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-redis-'))
+  const dir = tempDir(t, 'pool-redis-')
   const redis = spawn('redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
     { stdio: 'ignore' })
@@ -99,7 +96,6 @@ async function startRedis (t) {
   t.teardown(async () => {
     redis.kill('SIGKILL')
     await exited
-    fs.rmSync(dir, { recursive: true, force: true })
   })
   await waitFor(() => canConnect(port), { what: 'redis-server' })
   return { url: `redis://127.0.0.1:${port}`, port }

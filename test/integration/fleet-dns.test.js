@@ -69,13 +69,13 @@ function run (t, platform) {
   t.test('a host whose record appears takes requests within a few resolve intervals, nothing failing', async (t) => {
     const load = fleet.startLoad({ maxMs: 20000 })
     await load.started
-    await sleep(500)
+    await sleep(500) // the load under way
     const added = Date.now()
     await dns.set(NAME, [addressOf('h1'), addressOf('h2'), addressOf('h3')])
     await fleet.edgeShows('h3', { state: 'ready', slim: 2 }, { timeout: 15000 })
     await waitFor(async () => (await fleet.edgeServers()).h3.stot > 0,
       { timeout: 5000, what: 'the edge to send h3 a request' })
-    await sleep(500)
+    await sleep(500) // the load goes on with h3 in
     load.stop()
     const requests = await load.done
     const s = summary(requests)
@@ -90,7 +90,7 @@ function run (t, platform) {
   t.test('a host that leaves (pool stopped gracefully, record removed) costs no request', async (t) => {
     const load = fleet.startLoad({ maxMs: 20000 })
     await load.started
-    await sleep(500)
+    await sleep(500) // the load under way
     const h2 = fleet.pool('h2')
     // As Kubernetes does for a pod that terminates: its endpoint goes and its pool hears SIGTERM.
     await dns.set(NAME, [addressOf('h1'), addressOf('h3')])
@@ -101,7 +101,7 @@ function run (t, platform) {
       const row = (await fleet.edgeServers()).h2
       return !row || row.state === 'maint'
     }, { timeout: 5000, what: 'the edge to drop h2' })
-    await sleep(500)
+    await sleep(500) // the load goes on without h2
     load.stop()
     const s = summary(await load.done)
     t.equal(s.failed, 0, `failed requests, of ${s.total} (${JSON.stringify(s.byHost)}) ${s.failures.join(', ')}`)
@@ -110,9 +110,9 @@ function run (t, platform) {
   t.test('a host whose record stays while its pool is gone is taken out by its health check', async (t) => {
     const load = fleet.startLoad({ maxMs: 20000 })
     await load.started
-    await sleep(500)
+    await sleep(500) // the load under way
     const { row: down, ms: downAfter } = await fleet.killHost('h3')
-    await sleep(1000)
+    await sleep(1000) // the load goes on with h3 down
     const after = (await fleet.edgeServers()).h3
     load.stop()
     const s = summary(await load.done)

@@ -56,7 +56,7 @@ t.test('a host stops under load behind an operator\'s edge: nothing refused, not
   for (let round = 1; round <= ROUNDS; round++) {
     const load = fleet.startLoad({ maxMs: 20000, ms: [5, 25] })
     await load.started
-    await sleep(500)
+    await sleep(500) // the load under way
     const before = (await fleet.edgeServers()).h2
     const stopped = fleet.pool('h2')
     const signalled = Date.now()
@@ -64,7 +64,7 @@ t.test('a host stops under load behind an operator\'s edge: nothing refused, not
     const { code } = await stopped.exited
     const closed = stopped.logs.find((l) => l.event === 'balancer-closed')
     t.equal(code, 0, `round ${round}: the pool on h2 stopped cleanly`)
-    await sleep(300)
+    await sleep(300) // the load goes on past the stop
     load.stop()
     const s = summary(await load.done)
     const after = (await fleet.edgeServers()).h2

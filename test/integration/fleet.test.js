@@ -12,8 +12,7 @@
 
 const t = require('tap')
 const path = require('node:path')
-const { runPool, isAlive, sleep, poolStatus, waitFor } = require('../helpers')
-const { stopChild } = require('../helpers/netns')
+const { runPool, isAlive, sleep, poolStatus, waitFor, stopChild } = require('../helpers')
 const { createFleet, summary } = require('../helpers/fleet')
 const { edgeConfig } = require('../../lib/generate/edge')
 
@@ -99,17 +98,17 @@ t.test('a host scales up: the edge\'s limit for it follows within about an agent
 t.test('a host reloads under load: no failed request', async (t) => {
   const load = startLoad({ maxMs: 15000 })
   await load.started
-  await sleep(300)
+  await sleep(300) // the load under way
   const seen = new Set()
   let reloading = true
   const watch = (async () => {
-    while (reloading) { seen.add((await edgeServers()).h1.slim); await sleep(100) }
+    while (reloading) { seen.add((await edgeServers()).h1.slim); await sleep(100) } // sampled every 100 ms
   })()
   const r = await runPool(['reload', '--control', controlOf(net.host('h1'))], { timeout: 30000 })
   reloading = false
   await watch
   t.equal(r.code, 0, `pool reload on h1: ${r.stderr}`)
-  await sleep(500)
+  await sleep(500) // the load goes on past the reload
   load.stop()
   const s = summary(await load.done)
   t.equal(s.failed, 0,
@@ -120,7 +119,7 @@ t.test('a host reloads under load: no failed request', async (t) => {
 t.test('a host stops and comes back under load: no failed request', async (t) => {
   const load = startLoad({ maxMs: 20000 })
   await load.started
-  await sleep(500)
+  await sleep(500) // the load under way
   const h2 = pools.get('h2')
   const before = (await edgeServers()).h2
   h2.kill('SIGTERM')
@@ -134,7 +133,7 @@ t.test('a host stops and comes back under load: no failed request', async (t) =>
   await startHost('h2', 2)
   await edgeShows('h2', { state: 'ready', slim: 2 })
   const joined = Date.now()
-  await sleep(1000)
+  await sleep(1000) // the load goes on past the join
   load.stop()
   const requests = await load.done
   const s = summary(requests)
@@ -146,13 +145,13 @@ t.test('a host is cut off the network: at most its running requests fail, the ot
   if (net.skipPartition) return t.skip(net.skipPartition)
   const load = startLoad({ maxMs: 12000 })
   await load.started
-  await sleep(500)
+  await sleep(500) // the load under way
   const cutAt = Date.now()
   net.partition('h3')
   t.teardown(() => { try { net.heal('h3') } catch {} })
   await edgeShows('h3', { state: 'down' }, { timeout: 5000 })
   const downAfter = Date.now() - cutAt
-  await sleep(1500)
+  await sleep(1500) // h3 stays cut off a while
   const healAt = Date.now()
   net.heal('h3')
   await edgeShows('h3', { state: 'ready' }, { timeout: 8000 })
@@ -171,13 +170,13 @@ t.test('a host\'s supervisor is SIGKILLed: at most its running requests fail, it
   const pids = workers.map((w) => w.pid).filter(Boolean)
   const load = startLoad({ maxMs: 12000 })
   await load.started
-  await sleep(500)
+  await sleep(500) // the load under way
   const { ms: downAfter } = await fleet.killHost('h2', { timeout: 5000 })
   const stotAtDown = (await edgeServers()).h2.stot
   await waitFor(() => pids.length === 2 && pids.every((pid) => !isAlive(pid)),
     { timeout: 5000, what: 'h2\'s 2 workers to exit' })
   t.pass(`h2's ${pids.length} workers exited by themselves (their supervisor's IPC channel closed)`)
-  await sleep(1500)
+  await sleep(1500) // the load goes on past the kill
   load.stop()
   const s = summary(await load.done)
   t.ok(s.failed <= 2, `failed ${s.failed} ≤ h2's 2 workers (${s.total} sent) ${s.failures.join(', ')}`)

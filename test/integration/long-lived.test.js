@@ -10,7 +10,8 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { nginxConfig } = require('../../lib/generate/nginx')
-const { FIXTURES, freePorts, request, startPool, runPool, waitFor, sleep } = require('../helpers')
+const { FIXTURES, freePorts, request, runPool, waitFor, sleep } = require('../helpers')
+const { startAppPool } = require('../helpers/app-pool')
 const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 const { manyStreams, tally, hangUpAfterFirstBytes, appClosedAt } = require('../helpers/streams')
@@ -18,14 +19,8 @@ const { manyStreams, tally, hangUpAfterFirstBytes, appClosedAt } = require('../h
 const APP = path.join(FIXTURES, 'long-lived.js')
 const SSE = { accept: 'text/event-stream' }
 
-async function embeddedPool (t, args = [], workers = 2) {
-  const [port, workerPort] = await freePorts(workers + 1)
-  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port',
-    String(workerPort), '--log-format', 'json', ...args])
-  t.teardown(() => pool.stop('SIGKILL'))
-  await pool.waitLog((l) => l.event === 'started', 20000)
-  return { pool, url: `http://127.0.0.1:${port}`, workerUrl: `http://127.0.0.1:${workerPort}`, port }
-}
+// The app under `pool start` on the embedded balancer, its control socket the default one.
+const embeddedPool = (t, args = [], options = {}) => startAppPool(t, APP, { ...options, args, control: false })
 
 const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' || (l.event === 'exit' && l.reason !== 'stop' &&
   l.reason !== 'reload'))
@@ -45,12 +40,12 @@ async function hangUpDelays (t, pool, url, n, { headers = {}, route = '/stream?m
 
 t.test('the embedded balancer: 1,000 streams three times --timeout long on two workers, all served; ' +
   'a render beside them', async (t) => {
-  const { pool, url } = await embeddedPool(t, ['--timeout', '1s'])
+  const { child: pool, url } = await embeddedPool(t, ['--timeout', '1s'])
   // As EventSource sends them (Accept: text/event-stream): an undeclared stream whose head comes
   // with its first event, 100 ms in, holds a render place until then, as a page awaiting data.
   const streams = manyStreams(1000, (i) => `${url}/stream?ms=3000&every=100&id=s${i}`, { headers: SSE })
   await waitFor(async () => (await request(`${url}/`)).status === 200, { what: 'the pool answering' })
-  await sleep(500) // the streams under way
+  await waitFor(() => streams.answered === 1000, { what: 'the 1,000 streams under way' })
   const began = performance.now()
   const render = await request(`${url}/render?ms=50`, { timeout: 10000 })
   const renderMs = performance.now() - began
@@ -65,7 +60,7 @@ t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the 
   // Declared long-lived (they accept text/event-stream, or --stream-routes names them), they take
   // no render place: none waits for a worker's word that its loop is free. On main (words only),
   // 451 of 1,000 were turned away 503 by overload control after waiting in the queue.
-  const { pool, url } = await embeddedPool(t, ['--stream-routes', '/wait'])
+  const { child: pool, url } = await embeddedPool(t, ['--stream-routes', '/wait'])
   const opened = manyStreams(1000, (i) => `${url}/stream?ms=2000&every=100&id=r${i}`, { headers: SSE, perSecond: 1000 })
   const routed = manyStreams(200, (i) => `${url}/wait?ms=2000&id=w${i}`, { perSecond: 1000 })
   const [streams, waits] = await Promise.all([opened, routed])
@@ -77,7 +72,7 @@ t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the 
 })
 
 t.test('the embedded balancer: a hang-up reaches the app; a limit ends its request alone', async (t) => {
-  const { pool, url } = await embeddedPool(t, ['--read-timeout', '1s', '--max-request-time', '4s'])
+  const { child: pool, url } = await embeddedPool(t, ['--read-timeout', '1s', '--max-request-time', '4s'])
   const delays = await hangUpDelays(t, pool, url, 10)
   t.ok(Math.max(...delays) < 100,
     `the app saw each of 10 hang-ups within ${Math.max(...delays)} ms (${delays.join(', ')})`)
@@ -101,10 +96,10 @@ t.test('the embedded balancer: a hang-up reaches the app; a limit ends its reque
 
 t.test('the embedded balancer: a reload with 50 streams open ends within --graceful-timeout; ' +
   'each stream ends as it would, or at it', async (t) => {
-  const { pool, url, port } = await embeddedPool(t, ['--graceful-timeout', '8s', '--timeout', '1s'])
+  const { child: pool, url, port } = await embeddedPool(t, ['--graceful-timeout', '8s', '--timeout', '1s'])
   const short = manyStreams(25, (i) => `${url}/stream?ms=2500&every=100&id=short${i}`)
   const long = manyStreams(25, (i) => `${url}/stream?ms=60000&every=100&id=long${i}`)
-  await sleep(500)
+  await waitFor(() => short.answered + long.answered === 50, { what: 'the 50 streams under way' })
   const began = performance.now()
   const reload = await runPool(['reload', '--port', String(port)], { timeout: 30000 })
   const reloadMs = performance.now() - began
@@ -130,7 +125,7 @@ onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of th
   const pool = await startHaproxyPool(t, lab, { app: APP, args: ['--timeout', '1s', '--read-timeout', '2s'] })
   await waitFor(allUp(lab.client), { timeout: 10000, what: 'both servers UP' })
   const streams = manyStreams(300, (i) => `${lab.url}/stream?ms=3000&every=100&id=h${i}`, { headers: SSE })
-  await sleep(500)
+  await waitFor(() => streams.answered === 300, { what: 'the 300 streams under way' })
   const renders = await Promise.all([1, 2, 3, 4].map(() => request(`${lab.url}/render?ms=50`, { timeout: 10000 })))
   t.same(renders.map((r) => r.status), [200, 200, 200, 200], 'renders beside them: each worker\'s render slot is free')
   t.same(tally(await streams), { 200: 300, done: 300, cut: 0 }, 'every stream complete: none cut, none 503')
@@ -167,7 +162,7 @@ t.test('the embedded balancer at its descriptor limit: clients wait or are refus
   const { spawnSync } = require('node:child_process')
   if (spawnSync('prlimit', ['--version']).status !== 0) return t.skip('prlimit (util-linux) is missing')
   const [statsPort] = await freePorts(1)
-  const { pool, url } = await embeddedPool(t, ['--stats-port', String(statsPort)])
+  const { child: pool, url } = await embeddedPool(t, ['--stats-port', String(statsPort)])
   // 200 descriptors for the supervisor: 150 streams need 300 (a client's and a worker's each).
   const limited = spawnSync('prlimit', ['--pid', String(pool.pid), '--nofile=200:200'])
   t.equal(limited.status, 0, `prlimit: ${limited.stderr}`)
@@ -193,7 +188,7 @@ t.test('the embedded balancer at its descriptor limit: clients wait or are refus
 t.test('the embedded balancer: clients that read nothing fill the response budget; the others keep their pace, ' +
   'no worker is killed', async (t) => {
   const net = require('node:net')
-  const { pool, url, port } = await embeddedPool(t, ['--response-budget', '16m', '--timeout', '2s'])
+  const { child: pool, url, port } = await embeddedPool(t, ['--response-budget', '16m', '--timeout', '2s'])
   // Pages of 500 KB fetched one after the other for 2 s: how many.
   const pages = async (ms) => {
     let n = 0
@@ -214,7 +209,7 @@ t.test('the embedded balancer: clients that read nothing fill the response budge
     return socket
   })
   t.teardown(() => { for (const s of stalled) s.destroy() })
-  await sleep(1500)
+  await sleep(1500) // the stalled answers fill every buffer on their way
   const beside = await pages(2000)
   t.ok(beside >= alone / 2, `${beside} pages of 500 KB in 2 s beside them, ${alone} alone: they kept their pace`)
   t.same(killed(pool), [], 'no worker killed: a worker held by a client that does not read is not hung')

@@ -11,8 +11,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor } = require('../helpers')
-const { tempDir } = require('../helpers/haproxy')
+const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
 
 const APP = path.join(FIXTURES, 'orphans.js')
 const problem = process.getuid?.() !== 0
@@ -24,7 +23,7 @@ const problem = process.getuid?.() !== 0
 // `pool start APP …` as PID 1 of a new PID namespace. `direct`: run by node itself rather than
 // by the `pool` command. Resolves once the pool has started; `init` is PID 1's pid out here.
 async function startAsPid1 (t, { direct = false, app = APP } = {}) {
-  const dir = tempDir(t, 'pool-pid1-')
+  const dir = tempDir(t, 'pool-pid1-', { openToOthers: true })
   const [port, workerPort] = await freePorts(3)
   const command = [...(direct ? [process.execPath] : []), BIN, 'start', app, '-n', '1', '--port', String(port),
     '--stats-port', '0',
@@ -73,7 +72,7 @@ function childrenOf (pid) {
 async function leaveOrphans (pool) {
   for (let i = 0; i < 3; i++) await request(`${pool.base}/orphan`)
   const adopted = pool.children().filter((c) => c.comm === 'sleep').length
-  await sleep(1000)
+  await sleep(1000) // time for the orphans to end and be reaped
   return { adopted, zombies: pool.children().filter((c) => c.state === 'Z') }
 }
 
@@ -86,7 +85,7 @@ t.test('pool start as PID 1 reaps orphans and stops gracefully on SIGTERM: exit 
   t.notOk(pool.child.logs.some((l) => l.event === 'pid1-no-reaper'),
     'no warning: the pool runs under the shell that reaps')
   const running = request(`${pool.base}/sleep?ms=800`)
-  await sleep(200)
+  await sleep(200) // the request under way
   process.kill(pool.init, 'SIGTERM')
   t.equal((await running).status, 200, 'the running request finished')
   t.same(await pool.child.exited, { code: 0, signal: null }, 'PID 1 exited 0: a clean stop')

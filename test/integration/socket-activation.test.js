@@ -13,13 +13,13 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor } = require('../helpers')
-const { tempDir } = require('../helpers/haproxy')
-const { stopChild } = require('../helpers/netns')
+const {
+  FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir, stopChild
+} = require('../helpers')
+const { loadResults, LOAD } = require('../helpers/fleet')
 
 const ACTIVATE = '/usr/bin/systemd-socket-activate'
 const APP = path.join(FIXTURES, 'fleet-app.js')
-const LOAD = path.join(FIXTURES, 'fleet-load.js')
 const MANAGER = path.join(FIXTURES, 'service-manager.js')
 const RECEIVER = path.join(FIXTURES, 'notify-receiver.js')
 const missing = spawnSync(ACTIVATE, ['--version']).error ? `no ${ACTIVATE} (Debian's systemd package)` : null
@@ -51,7 +51,7 @@ function watched (child) {
 
 t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connection and fails no ' +
   'request', { skip: missing }, async (t) => {
-  const dir = tempDir(t, 'pool-activation-')
+  const dir = tempDir(t, 'pool-activation-', { openToOthers: true })
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)
   const [port, statsPort, workerPort] = await freePorts(6)
@@ -62,7 +62,9 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     ['-l', `127.0.0.1:${port}`, '-l', `127.0.0.1:${statsPort}`, '--fdname=port:stats-port', process.execPath, MANAGER,
       BIN, ...poolArgs],
     { env: cleanEnv({ FLEET_HOST: 'activated' }), stdio: ['ignore', 'pipe', 'pipe'] }))
-  await sleep(200)
+  // Seen by `ss`: a connection, or a bind to try the port, would race systemd-socket-activate.
+  await waitFor(() => spawnSync('ss', ['-Hltn', `( sport = :${port} )`], { encoding: 'utf8' }).stdout.trim() !== '',
+    { timeout: 5000, what: 'systemd-socket-activate to listen' })
   // systemd-socket-activate execs the manager at the first connection; that request waits in the
   // backlog until the pool has started, and is answered.
   const first = await request(`http://127.0.0.1:${port}/?ms=1`, { timeout: 20000 })
@@ -88,11 +90,8 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   let out = ''
   load.stdout.setEncoding('utf8').on('data', (d) => { out += d })
   t.teardown(() => stopChild(load))
-  const results = new Promise((resolve) => load.once('exit', () => {
-    const line = out.split('\n').find((l) => l.includes('"event":"done"'))
-    resolve(line ? JSON.parse(line).requests.map(([start, end, status, host]) => ({ start, end, status, host })) : [])
-  }))
-  await sleep(700)
+  const results = new Promise((resolve) => load.once('exit', () => resolve(loadResults(out) ?? [])))
+  await sleep(700) // the load under way
   const restarts = []
   for (let i = 1; i <= 2; i++) {
     const from = manager.lines.length
@@ -103,7 +102,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     await manager.until((l) => l.event === 'started', `the pool after restart ${i} to start`,
       { from: manager.lines.indexOf(exited) })
     restarts.push({ at, ms: Date.now() - at })
-    await sleep(500)
+    await sleep(500) // the load goes on on the new pool
   }
   load.kill('SIGTERM')
   const requests = await results
@@ -119,7 +118,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
 
 t.test('Type=notify: READY=1 once the workers are ready, STATUS=, ' +
   'STOPPING=1 on SIGTERM', { skip: missing }, async (t) => {
-  const dir = tempDir(t, 'pool-notify-')
+  const dir = tempDir(t, 'pool-notify-', { openToOthers: true })
   const socket = path.join(dir, 'notify.sock')
   const app = path.join(dir, 'env-app.js')
   fs.writeFileSync(app, ENV_APP)

@@ -9,31 +9,25 @@ const net = require('node:net')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { io } = require('socket.io-client')
-const { FIXTURES, freePorts, request, startPool, poolStatus, waitFor, sleep } = require('../helpers')
+const { FIXTURES, request, poolStatus, waitFor, sleep } = require('../helpers')
+const { startAppPool } = require('../helpers/app-pool')
 const {
   openSockets, summary, echoAll, closeAll, appSaid, appLines, startRedis, redisMissing
 } = require('../helpers/websockets')
 
 const APP = path.join(FIXTURES, 'websocket.js')
 
-async function embeddedPool (t, args = [], { workers = 2, env = {} } = {}) {
-  const [port, workerPort] = await freePorts(workers + 1)
-  const pool = startPool(['start', APP, '-n', String(workers), '--port', String(port), '--worker-port',
-    String(workerPort),
-    '--log-format', 'json', ...args], { env })
-  t.teardown(() => pool.stop('SIGKILL'))
-  await pool.waitLog((l) => l.event === 'started', 20000)
-  return { pool, url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, port }
-}
+// The app under `pool start` on the embedded balancer, its control socket the default one.
+const embeddedPool = (t, args = [], options = {}) => startAppPool(t, APP, { ...options, args, control: false })
 
 const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' || (l.event === 'exit' && l.reason !== 'stop'))
 
 t.test('200 websockets on two workers open, echo and get pushes; renders beside them are served', async (t) => {
-  const { pool, url, ws, port } = await embeddedPool(t, ['--timeout', '1s'])
+  const { child: pool, url, ws, port } = await embeddedPool(t, ['--timeout', '1s'])
   const clients = await openSockets(200, (i) => `${ws}/ws?id=c${i}`)
   t.teardown(() => closeAll(clients))
   await echoAll(clients)
-  await sleep(300) // a few pushes
+  await waitFor(() => clients.every((c) => c.pushes > 0), { what: 'a push to every client' }).catch(() => {})
   t.same(summary(clients), { opened: 200, echoed: 200, pushed: 200, closes: {} }, 'every tunnel open, both ways')
   t.equal(new Set(clients.map((c) => c.hello)).size, 2, 'spread over both workers')
   const renders = await Promise.all(Array.from({ length: 20 },
@@ -47,7 +41,7 @@ t.test('200 websockets on two workers open, echo and get pushes; renders beside 
 
 t.test('an answer other than 101 is an ordinary response; a hang-up reaches the app; ' +
   'the access log has the tunnel', async (t) => {
-  const { pool, port, ws } = await embeddedPool(t, ['--access-log'])
+  const { child: pool, port, ws } = await embeddedPool(t, ['--access-log'])
   const refused = await rawHandshake(port, '/reject')
   t.match(refused, /^HTTP\/1\.1 403 Forbidden\r\n/, 'the app\'s 403 reaches the client')
   t.match(refused, /\r\n\r\nforbidden$/, 'with its body, and the connection closes after it')
@@ -67,7 +61,7 @@ t.test('an answer other than 101 is an ordinary response; a hang-up reaches the 
 
 t.test('a handshake the app drops unanswered costs no worker; ' +
   'an answered one\'s connection closes though the client keeps it', async (t) => {
-  const { pool, port, url } = await embeddedPool(t, ['--access-log'])
+  const { child: pool, port, url } = await embeddedPool(t, ['--access-log'])
   for (let i = 0; i < 5; i++) {
     const answer = await rawHandshake(port, '/drop')
     t.equal(answer, '', `drop ${i + 1}: the connection closed without an answer, as the app closed it`)
@@ -88,12 +82,13 @@ t.test('a handshake the app drops unanswered costs no worker; ' +
   const held = () => spawnSync('ss', ['-tanpH', `( sport = :${port} and dport = :${socket.localPort} )`],
     { encoding: 'utf8' }).stdout
   t.match(held(), /pid=/, 'the balancer holds the connection while the client may still close it')
-  await sleep(6000) // past the balancer's 5 s linger
+  await waitFor(() => !/pid=/.test(held()), { timeout: 10000, what: 'the end of the balancer\'s 5 s linger' })
+    .catch(() => {})
   t.notMatch(held(), /pid=/, 'then lets it go: no process of the pool holds it any more')
 })
 
 t.test('--tunnel-timeout closes a silent tunnel; one that carries bytes stays', async (t) => {
-  const { pool, ws } = await embeddedPool(t, ['--tunnel-timeout', '600ms'], { env: { PUSH_MS: '0' } })
+  const { child: pool, ws } = await embeddedPool(t, ['--tunnel-timeout', '600ms'], { env: { PUSH_MS: '0' } })
   const [silent] = await openSockets(1, () => `${ws}/ws?id=silent`)
   const [talking] = await openSockets(1, () => `${ws}/ws?id=talking`)
   t.teardown(() => closeAll([silent, talking]))
@@ -106,13 +101,13 @@ t.test('--tunnel-timeout closes a silent tunnel; one that carries bytes stays', 
 })
 
 t.test('a client that reads nothing holds back its worker\'s writes, not the balancer\'s memory', async (t) => {
-  const { pool, ws, port } = await embeddedPool(t, [], { env: { PUSH_MS: '0' } })
+  const { child: pool, ws, port } = await embeddedPool(t, [], { env: { PUSH_MS: '0' } })
   const [reader] = await openSockets(1, () => `${ws}/ws?id=stalled`)
   t.teardown(() => closeAll([reader]))
   reader.ws._socket.pause() // reads nothing from now on
   reader.ws.send('flood 64')
   const flooded = await appSaid(pool, (l) => l.event === 'flooded' && l.id === 'stalled')
-  await sleep(500)
+  await sleep(500) // time for the balancer to take in what the client does not read, were it to
   t.ok(flooded.buffered > 32 * 1024 * 1024,
     `64 MB sent: ${Math.round(flooded.buffered / 1048576)} MB wait in the app's socket, not in the balancer`)
   t.equal((await poolStatus(['--port', String(port)])).front.responseBytes, 0, 'and none on the response budget')
@@ -121,7 +116,7 @@ t.test('a client that reads nothing holds back its worker\'s writes, not the bal
 t.test('Socket.IO with its default transports: 100 clients chat across two workers ' +
   '(Redis adapter)', { skip: redisMissing() }, async (t) => {
   const { port: redisPort } = await startRedis(t)
-  const { pool, url } = await embeddedPool(t, [], { env: { REDIS_PORT: String(redisPort) } })
+  const { child: pool, url } = await embeddedPool(t, [], { env: { REDIS_PORT: String(redisPort) } })
   await waitFor(() => appLines(pool, (l) => l.event === 'redis-adapter').length >= 2, { what: 'both workers on Redis' })
   const clients = Array.from({ length: 100 }, () => io(url, { reconnection: false, forceNew: true }))
   t.teardown(() => clients.forEach((c) => c.close()))

@@ -11,8 +11,8 @@ const net = require('node:net')
 const fs = require('node:fs')
 const path = require('node:path')
 const pino = require('pino')
-const { FIXTURES, freePorts, canBind, sleep, waitFor, request } = require('../helpers')
-const { tempDir, startHaproxy, onPlatforms } = require('../helpers/haproxy')
+const { FIXTURES, freePorts, canBind, sleep, waitFor, request, tempDir } = require('../helpers')
+const { startHaproxy, onPlatforms } = require('../helpers/haproxy')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { AgentResponder, agentReply } = require('../../lib/observe/agent')
 const { Pool } = require('../../lib/supervisor/pool')
@@ -201,7 +201,7 @@ function edgeShows (client, want, what) {
 
 onPlatforms(t, 'a real HAProxy follows a real pool: maxconn = ready workers, drain on stop, ' +
   'back on restart', async (t, platform) => {
-  const dir = tempDir(t, 'pool-agent-')
+  const dir = tempDir(t, 'pool-agent-', { openToOthers: true })
   const [workerPort, , , agentPort] = await freePorts(4)
   const renders = path.join(dir, 'renders.log')
   fs.writeFileSync(renders, '')

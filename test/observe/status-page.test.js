@@ -11,12 +11,11 @@
 
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const http = require('node:http')
 const crypto = require('node:crypto')
 const pino = require('pino')
-const { freePorts, request, waitFor } = require('../helpers')
+const { freePorts, request, waitFor, tempDir } = require('../helpers')
 const { Pool } = require('../../lib/supervisor/pool')
 const { createBalancer } = require('../../lib/fronts/balancer')
 const { StatsListener } = require('../../lib/observe/stats-listener')
@@ -135,7 +134,7 @@ function literal (text) { return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&') }
 
 t.test('a running pool in the browser: workers, queue, histogram, exits, live refresh, ' +
   'and the pool gone', { skip: MISSING }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-status-page-'))
+  const dir = tempDir(t, 'pool-status-page-')
   const [statsPort, frontPort, workerPort] = await freePorts(4)
   const app = writeApp(dir)
   const pool = new Pool({
@@ -151,7 +150,6 @@ t.test('a running pool in the browser: workers, queue, histogram, exits, live re
     app.release()
     for (const req of held) req.destroy()
     await pool.kill()
-    fs.rmSync(dir, { recursive: true, force: true })
   })
   await pool.start()
   const front = `http://127.0.0.1:${frontPort}`

@@ -11,13 +11,12 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const { cgroupCpuQuota, cgroupMounts } = require('../../lib/options/cgroup')
-const { BIN, FIXTURES, cleanEnv, freePorts, onJsonLines, waitFor } = require('../helpers')
+const { BIN, FIXTURES, cleanEnv, freePorts, onJsonLines, waitFor, tempDir } = require('../helpers')
 
 // A fake /proc/self (cgroup, mountinfo) and cgroup tree under a temp dir. `files`: path under the
 // mount → content.
 function fakeTree (t, { version, own, mountRoot = '/', files }) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-cgroup-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-cgroup-')
   const mount = path.join(dir, 'sys fs cgroup') // a space: mountinfo writes it \040
   fs.mkdirSync(path.join(dir, 'proc', 'self'), { recursive: true })
   fs.writeFileSync(path.join(dir, 'proc', 'self', 'cgroup'),

@@ -11,10 +11,9 @@
 // Every npm call gets a dead registry (port 9 on loopback), so a fetch fails loudly.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { ROOT, freePorts, request, waitFor, isAlive } = require('../helpers')
+const { ROOT, freePorts, request, waitFor, isAlive, tempDir } = require('../helpers')
 
 const NAME = require('../../package.json').name
 const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
@@ -22,8 +21,7 @@ const TSC = path.join(ROOT, 'node_modules', '.bin', 'tsc')
 // npm and tsc take seconds each, a minute in all, more on a busy machine.
 t.setTimeout(300000)
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-pkg-'))
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+const dir = tempDir(t, 'pool-pkg-')
 
 // npm as a user runs it: none of the npm_* variables an `npm test` parent sets (local_prefix
 // would point the install at this repository), no tap loader in NODE_OPTIONS, the user's cache

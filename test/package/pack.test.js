@@ -3,11 +3,10 @@
 // for apt, sudo and npm, so nothing is installed).
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { builtinModules } = require('node:module')
 const { spawnSync } = require('node:child_process')
-const { ROOT } = require('../helpers')
+const { ROOT, tempDir } = require('../helpers')
 
 const pkg = require('../../package.json')
 
@@ -131,8 +130,7 @@ chmod 755 "$root/usr/lib/test-linux-gnu/ld-linux-test.so.1" "$root/usr/sbin/hapr
 // scripts/setup with every outside command replaced by a stand-in that logs its call.
 // `cachedRoot`: Debian 13's haproxy and nginx already built.
 function runSetup (t, { uid, installed = [], sudo = true, aptFails = false, cachedNodes = [], cachedRoot = false }) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-setup-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-setup-')
   for (const version of cachedNodes) {
     const bin = path.join(dir, '.cache', 'pool-supervisor', 'node', version, 'node_modules',
       `node-linux-${process.arch}`, 'bin')

@@ -5,10 +5,9 @@
 
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawnSync } = require('node:child_process')
-const { ROOT } = require('../helpers')
+const { ROOT, tempDir } = require('../helpers')
 const { OPTIONS: POOL } = require('../../lib/options/table')
 const { OPTIONS: EMBEDDED } = require('../../lib/fronts/balancer')
 const { OPTIONS: HAPROXY } = require('../../lib/fronts/haproxy/options')
@@ -32,8 +31,7 @@ const literal = (table, skip = []) => Object.entries(table).filter(([k]) => !ski
 
 // Compile `source` (a .ts file importing the package) with --strict; { ok, output }.
 function compile (t, source) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-types-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-types-')
   const file = path.join(dir, 'use.ts')
   fs.writeFileSync(file, `import { Pool, PoolOptions, codes } from ${JSON.stringify(ROOT)}\n${source}\n`)
   const r = spawnSync(TSC,

@@ -5,13 +5,10 @@
 // worker that leaks is recycled without waiting for a request.
 const t = require('tap')
 const fs = require('node:fs')
-const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool } = require('../helpers')
+const { freePorts, request, startPool, fixture } = require('../helpers')
 const { FrameReader, MAX_FRAME, encode } = require('../../lib/protocol/channel')
 
 const MB = 1024 * 1024
-
-function fixture (name) { return path.join(FIXTURES, name) }
 
 // The supervisor's peak resident memory so far, in bytes.
 function peakRss (pid) {

@@ -32,7 +32,7 @@ t.test('the output alone: never blocks, drops whole lines past its bound, ' +
   const began = performance.now()
   for (let i = 0; i < 1000; i++) out.write(line(i)) // 1 MB: the pipe holds 64 KiB, the buffer 32 KiB
   t.ok(performance.now() - began < 5000, 'the writes returned without waiting for a reader')
-  await sleep(300)
+  await sleep(300) // a while with nobody reading: nothing may be told meanwhile
   t.ok(out.dropped > 0, `lines dropped past the bound (${out.dropped})`)
   t.ok(out.dropped < 1000, 'what fit was kept')
   t.same(told, [], 'nothing told while nobody reads')
@@ -58,7 +58,7 @@ t.test('the output alone: a reader that keeps up loses nothing', async (t) => {
   reader.start()
   for (let i = 0; i < 2000; i++) {
     out.write(`{"i":${i}}\n`)
-    if (i % 100 === 99) await sleep(5)
+    if (i % 100 === 99) await sleep(5) // paced, so that the reader keeps up
   }
   t.ok(await out.flush(5000))
   reader.read()
@@ -73,7 +73,7 @@ t.test('the output alone: lines go out in batches, the last of them within batch
   t.teardown(() => out.close())
   reader.start()
   out.write('{"one":1}\n')
-  await sleep(20)
+  await sleep(20) // within batchMs: nothing may go out yet
   reader.read()
   t.equal(reader.text, '', 'a lone line waits for its batch')
   await waitFor(() => { reader.read(); return reader.text === '{"one":1}\n' },

@@ -13,7 +13,7 @@ const { PassThrough } = require('node:stream')
 const pino = require('pino')
 const { LineSplitter, captureOutput, MAX_LINE } = require('../../lib/supervisor/app-output')
 const { createPrettyRenderer } = require('../../lib/shared/logger')
-const { FIXTURES, freePorts, startPool, request, waitFor, sleep } = require('../helpers')
+const { FIXTURES, freePorts, startPool, request, waitFor, sleep, untilBusy } = require('../helpers')
 
 const APP = path.join(FIXTURES, 'app-output.js')
 
@@ -250,7 +250,7 @@ t.test('a real pool (JSON): the app\'s lines as records, every one once and in o
 
   // The worker runtime's own record (a request reaching a busy worker) is passed on as it is.
   const waiting = request(`${url(2)}/wait?ms=500`)
-  await sleep(100)
+  await untilBusy(ports[0], 'the first request to start')
   await Promise.all([waiting, request(`${url(2)}/`)])
   const queued = await pool.waitLog((l) => l.event === 'request-queued')
   t.match(queued, { level: 40, slot: 2, pid: pid2, port: ports[1], waiting: 1 },
@@ -265,7 +265,7 @@ t.test('a real pool (JSON): the app\'s lines as records, every one once and in o
     const r = await request(`${url(1)}/`, { timeout: 3000 })
     latencies.push(Date.now() - started)
     t.equal(r.status, 200, `request ${i} answered while flooding`)
-    await sleep(150)
+    await sleep(150) // the requests spread over the flood
   }
   const done = await pool.waitLog((l) => l.event === 'app-log' && l.msg.startsWith('F done '), 20000)
   const flooded = Number(done.msg.split(' ')[2])
@@ -297,13 +297,13 @@ t.test('a real pool (JSON): the app\'s lines as records, every one once and in o
   const exitC = await pool.waitLog((l) => l.event === 'exit' && l.pid === pid2c)
   t.equal(exitC.code, 5, 'the worker\'s exit is told while its helper still holds the pipe')
   await pool.waitLog((l) => l.event === 'leftovers-killed', 5000)
-  await sleep(300)
+  await sleep(300) // the lines on their way when the helper was killed come in
   const printed = appLogs(pool, (l) => l.msg.startsWith('printer '))
   t.ok(printed.length > 0 && printed.every((l) => l.pid === pid2c && l.slot === 2),
     `the helper's ${printed.length} lines tagged with the worker's slot and pid`)
   t.ok(printed.some((l) => pool.logs.indexOf(l) > pool.logs.indexOf(exitC)), 'some of them after the exit line')
   const count = printed.length
-  await sleep(300)
+  await sleep(300) // no line may come meanwhile
   t.equal(appLogs(pool, (l) => l.msg.startsWith('printer ')).length, count, 'none once the helper is killed')
   await nextReady2()
 
@@ -336,7 +336,7 @@ t.test('a real pool (pretty): app lines prefixed with slot and pid, the access l
   await request(`http://127.0.0.1:${ports[0]}/`)
   // A request straight to the busy worker: the runtime's own record, rendered, not wrapped.
   const waiting = request(`http://127.0.0.1:${ports[1]}/wait?ms=400`)
-  await sleep(100)
+  await untilBusy(ports[0], 'the first request to start')
   await Promise.all([waiting, request(`http://127.0.0.1:${ports[1]}/`)])
   await waitFor(() => text().includes('a request found every render place taken'),
     { what: 'the request-queued record' })

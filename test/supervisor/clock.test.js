@@ -6,16 +6,14 @@
 // alive past --timeout.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor, tempDir } = require('../helpers')
 
 const FAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 const skip = !fs.existsSync(FAKETIME) && `${FAKETIME} is missing (scripts/setup installs Debian's faketime)`
 
 t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { skip }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-clock-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-clock-')
   const offset = path.join(dir, 'offset')
   fs.writeFileSync(offset, '+0\n')
   const step = (to) => fs.writeFileSync(offset, `${to}\n`)
@@ -37,7 +35,7 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   // +60 s while four requests await their data (two per worker) and a stream runs.
   const waiting = [1, 2, 3, 4].map((i) => request(`http://127.0.0.1:${port}/wait?ms=3000&id=w${i}`))
   const stream = request(`http://127.0.0.1:${port}/stream?ms=3000&every=100`)
-  await sleep(1000)
+  await sleep(1000) // the step must come while the requests and the stream are under way
   step('+60s')
   const answers = await Promise.all([...waiting, stream])
   t.same(answers.map((a) => a.status), [200, 200, 200, 200, 200], 'every request answered')

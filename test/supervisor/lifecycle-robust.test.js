@@ -3,14 +3,11 @@
 // uncaught error in the supervisor stops the workers and exits 1, and a worker accepts the
 // header block the balancer may hand it.
 const t = require('tap')
-const path = require('node:path')
 const { spawn } = require('node:child_process')
 const {
-  BIN, ROOT, FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy
+  BIN, ROOT, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, untilBusy, fixture, onJsonLines
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
-
-function fixture (name) { return path.join(FIXTURES, name) }
 
 async function readyWorkers (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })
@@ -103,14 +100,7 @@ function startFaultyPool (args, env) {
   })
   child.logs = []
   child.stderrText = ''
-  let buf = ''
-  child.stdout.setEncoding('utf8')
-  child.stdout.on('data', (d) => {
-    buf += d
-    const lines = buf.split('\n')
-    buf = lines.pop()
-    for (const line of lines) { try { child.logs.push(JSON.parse(line)) } catch {} }
-  })
+  onJsonLines(child.stdout, (rec) => child.logs.push(rec))
   child.stderr.setEncoding('utf8')
   child.stderr.on('data', (d) => { child.stderrText += d })
   child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })))

@@ -1,10 +1,7 @@
 'use strict'
 // Stopping and failing: graceful SIGTERM, a SIGKILLed supervisor, an app that cannot boot.
 const t = require('tap')
-const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, untilBusy } = require('../helpers')
-
-function fixture (name) { return path.join(FIXTURES, name) }
+const { freePorts, request, startPool, waitFor, isAlive, untilBusy, fixture } = require('../helpers')
 
 async function workerPids (pool, n) {
   await waitFor(() => pool.readyCount() >= n, { what: `${n} ready workers` })

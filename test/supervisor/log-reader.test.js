@@ -6,11 +6,9 @@
 // `tee` would; an app that prints on every request, and the access log on.
 
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { BIN, FIXTURES, cleanEnv, freePorts, request, waitFor, sleep } = require('../helpers')
+const { BIN, FIXTURES, cleanEnv, freePorts, request, waitFor, sleep, tempDir } = require('../helpers')
 const { pipeReader } = require('../helpers/pipe-reader')
 
 const APP = path.join(FIXTURES, 'app-output.js')
@@ -18,7 +16,7 @@ const APP = path.join(FIXTURES, 'app-output.js')
 // `preload`: a module the supervisor loads first (`node -r`).
 async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}) {
   const [port, statsPort, workerPort] = await freePorts(2 + workers)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-log-reader-ctl-'))
+  const dir = tempDir(t, 'pool-log-reader-ctl-')
   const child = spawn(process.execPath, [...(preload ? ['-r', preload] : []), BIN, 'start', APP, '-n', String(workers),
     '--port', String(port), '--stats-port', String(statsPort),
     '--worker-port', String(workerPort), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json', ...args],
@@ -29,7 +27,6 @@ async function poolOnPipe (t, reader, args, { workers = 2, preload = null } = {}
     reader.start() // a pool blocked on its output must be able to go
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await child.exited
-    fs.rmSync(dir, { recursive: true, force: true })
   })
   reader.start()
   await waitFor(() => reader.records().some((l) => l.event === 'started'),
@@ -124,7 +121,7 @@ t.test('pool start | a reader that stops and comes back: nothing lost, ' +
   reader.stop()
   t.equal((await request(`${p.url}/burst?n=3000&tag=last`)).status, 200)
   p.child.kill('SIGTERM')
-  await sleep(500)
+  await sleep(500) // the reader stays away while the pool stops: the stop must wait for it
   reader.start()
   t.same(await p.child.exited, { code: 0, signal: null })
   reader.read()
@@ -144,7 +141,7 @@ t.test('pool start | a reader that stops, and a bug in the supervisor: ' +
   const { failed } = await load(p.url, { count: 200, path: (i) => `/burst?n=2&tag=r${i}` })
   t.same(failed, [], 'no request failed or timed out while nobody read the logs')
   p.child.kill('SIGUSR2') // an uncaught error in the supervisor: it stops its workers and exits 1
-  await sleep(500)
+  await sleep(500) // the reader stays away meanwhile: the fatal line must wait for it
   reader.start()
   t.same(await p.child.exited, { code: 1, signal: null })
   reader.read()

@@ -4,20 +4,19 @@
 // recycling by request count and by memory.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const pino = require('pino')
 const { Pool, codes } = require('../..')
 const { createBalancer } = require('../../lib/fronts/balancer')
-const { FIXTURES, freePorts, request, waitFor, sleep } = require('../helpers')
-const { startLoad } = require('../helpers/load')
+const { FIXTURES, freePorts, request, waitFor, tempDir } = require('../helpers')
+const { startLoad, moreAnswers } = require('../helpers/load')
 
 const silent = pino({ level: process.env.TEST_LOG || 'silent' }, pino.destination(2))
 
 // A pool of `workers` behind an embedded balancer, on a copy of `fixture` that the test may
 // overwrite to "deploy" new code.
 async function startPool (t, { workers = 3, fixture = 'control.js', ...options } = {}) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-ops-'))
+  const dir = tempDir(t, 'pool-ops-')
   const app = path.join(dir, 'app.js')
   fs.copyFileSync(path.join(FIXTURES, fixture), app)
   const [port, ...workerPorts] = await freePorts(workers + 4)
@@ -33,7 +32,7 @@ async function startPool (t, { workers = 3, fixture = 'control.js', ...options }
     env: { NODE_OPTIONS: '' },
     ...options
   })
-  t.teardown(async () => { await pool.kill(); fs.rmSync(dir, { recursive: true, force: true }) })
+  t.teardown(() => pool.kill())
   await pool.start()
   // The fewest wanted slots serving at once, watched from the pool's own events.
   pool.minServing = workers
@@ -51,9 +50,9 @@ t.test('reload under load: zero failed requests, every pid replaced, capacity >=
   const { pool, url } = await startPool(t, { workers: 3 })
   const before = pids(pool)
   const load = startLoad(url, { concurrency: 6, path: (i) => `/block?ms=15&id=${i}` })
-  await sleep(300)
+  await moreAnswers(load, 30)
   const result = await pool.reload()
-  await sleep(300)
+  await moreAnswers(load, 30)
   const stats = await load.stop()
   t.equal(stats.failed, 0, `no failed request (${stats.ok} ok): ${stats.failures.slice(0, 3)}`)
   t.ok(stats.ok > 50, 'the load really ran')
@@ -70,7 +69,7 @@ t.test('reload to code that throws at load: aborted, every old worker still serv
   const load = startLoad(url, { concurrency: 6, path: (i) => `/block?ms=10&id=${i}` })
   fs.writeFileSync(app, "throw new Error('deploy broke: cannot read config.json')\n")
   const err = await pool.reload().catch((e) => e)
-  await sleep(200)
+  await moreAnswers(load)
   const stats = await load.stop()
   t.equal(err.code, codes.RELOAD_FAILED)
   t.match(err.message, /deploy broke: cannot read config\.json/)
@@ -91,7 +90,7 @@ t.test('scale up and down under load: zero failed requests, highest slots leave 
   const removed = []
   pool.on('removed', (w) => removed.push(w.slot))
   t.same(await pool.scale(1), { from: 4, to: 1 })
-  await sleep(200)
+  await moreAnswers(load)
   const stats = await load.stop()
   t.equal(stats.failed, 0, `no failed request (${stats.ok} ok): ${stats.failures.slice(0, 3)}`)
   t.same(pool.workers().map((w) => w.slot), [1])

@@ -8,11 +8,9 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
 const {
-  FIXTURES, cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy
+  cleanEnv, freePorts, request, startPool, runPool, waitFor, isAlive, canBind, sleep, untilBusy, tempDir, fixture
 } = require('../helpers')
 const { pidFile, helpersOf, reapHelpersAtTeardown } = require('../helpers/app-children')
-
-function fixture (name) { return path.join(FIXTURES, name) }
 
 // A pool of spawns-child.js workers on fresh ports, each with one helper process, all of them
 // killed at the test's end whatever happens.
@@ -96,7 +94,7 @@ t.test('a supervisor SIGKILLed 0.3 s into a reload\'s drain leaves no worker and
     { workers: 4, env: { CHILD_IGNORES_TERM: '1' }, flags: ['--reload-batch', '2'] })
   pool.kill('SIGHUP')
   await pool.waitLog((l) => l.event === 'draining')
-  await sleep(300)
+  await sleep(300) // into the drain, as the test says
   pool.kill('SIGKILL')
   await pool.exited
   const everyone = processesOf(file)
@@ -223,8 +221,7 @@ t.test('the directory the pool started in is removed: a crashed worker is replac
   // A deploy that cleans up an old release's directory under a running pool. The new worker
   // inherits the removed directory and boots; the reaper runs from / and needs no thread (Node
   // cannot start one in a process whose working directory is gone).
-  const dir = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pool-cwd-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-cwd-')
   const file = pidFile(t)
   reapHelpersAtTeardown(t, file)
   const ports = await freePorts(1)

@@ -3,7 +3,7 @@
 const t = require('tap')
 const path = require('node:path')
 const { Pool, PoolError, codes } = require('../..')
-const { FIXTURES, freePorts, request, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, waitFor, tempDir } = require('../helpers')
 const pino = require('pino')
 
 const silent = pino({ level: 'silent' })
@@ -132,9 +132,7 @@ t.test('a worker drained while still loading is not taken for hung', async (t) =
 
 t.test('a reload brings back a slot given up on the old code', async (t) => {
   const fs = require('node:fs')
-  const os = require('node:os')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-revive-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-revive-')
   const flag = path.join(dir, 'broken')
   fs.writeFileSync(flag, '2')
   const ports = await freePorts(2)

@@ -3,11 +3,10 @@
 // boot timeout, and the in-worker one-request-at-a-time guard.
 const t = require('tap')
 const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus } = require('../helpers')
-
-function fixture (name) { return path.join(FIXTURES, name) }
+const {
+  freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus, untilBusy, tempDir, fixture
+} = require('../helpers')
 
 t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
   const ports = await freePorts(2)
@@ -27,8 +26,7 @@ t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
 })
 
 t.test('respawn backoff grows per consecutive crash and resets after healthy uptime', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-backoff-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-backoff-')
   const ports = await freePorts(1)
   const pool = startPool(['start', fixture('crash-schedule.js'), '-n', '1', '--worker-port', String(ports[0]),
     '--balancer', 'none',
@@ -83,7 +81,7 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; ' +
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
   await sleep(700) // its check-in (every 500 ms while active) says it holds nothing again
   const looping = request(`http://127.0.0.1:${ports[0]}/loop?id=x`, { timeout: 10000 }).catch((err) => err)
-  await sleep(100) // let the request start
+  await untilBusy(ports[0], 'the looping request to start')
   // While slot 1 spins, slot 2 keeps answering: every answer comes before slot 1 is killed.
   for (let i = 0; i < 3; i++) {
     const res = await request(`http://127.0.0.1:${ports[1]}/`)
@@ -154,7 +152,7 @@ t.test('a client that leaves mid-request does not let the next request run besid
   await pool.waitLog((l) => l.event === 'started')
   const base = `http://127.0.0.1:${ports[0]}`
   const aborted = request(`${base}/wait?ms=500&id=a`, { timeout: 100 }).catch((e) => e) // leaves after 100 ms
-  await sleep(20)
+  await untilBusy(ports[0], 'request a to start')
   const b = await request(`${base}/wait?ms=100&id=b`)
   t.type(await aborted, Error)
   t.equal(b.status, 200)
@@ -164,8 +162,7 @@ t.test('a client that leaves mid-request does not let the next request run besid
 })
 
 t.test('a handler that throws crashes its worker without starting the request queued behind it', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-throw-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-throw-')
   const requestLog = path.join(dir, 'requests')
   const ports = await freePorts(1)
   const pool = startPool(['start', fixture('throws-on-request.js'), '-n', '1', '--worker-port', String(ports[0]),
@@ -206,14 +203,16 @@ t.test('a respawn that finds its port taken waits and tries again, however long:
   await pool.waitLog((l) => l.event === 'started')
   const first = JSON.parse((await request(`http://127.0.0.1:${workerPort}/`)).body).pid
   // The worker dies; something else takes its port before the respawn can (on a port in the
-  // ephemeral range, any outgoing connection could), and keeps it for 3 s.
+  // ephemeral range, any outgoing connection could), and keeps it for three failed respawns.
   const blocker = net.createServer()
   process.kill(first, 'SIGKILL')
   await waitFor(() => new Promise((resolve) => {
     blocker.once('error', () => resolve(false))
     blocker.listen(workerPort, '127.0.0.1', () => resolve(true))
   }), { interval: 1, what: 'the port taken before the respawn' })
-  await sleep(3000)
+  // Three failed boots: one more than --max-boot-failures.
+  await waitFor(() => pool.logs.filter((l) => l.event === 'exit' && l.reason === 'boot-failed').length >= 3,
+    { what: 'three failed respawns while the port is taken' })
   const tries = pool.logs.filter((l) => l.event === 'boot-error' || (l.event === 'exit' && l.reason === 'boot-failed'))
     .length
   t.ok(tries >= 3, `respawns kept trying while it was taken (${tries} log lines)`)

@@ -7,8 +7,6 @@
 // real-process tests (supervision, lifecycle, operations) stay.
 
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const { EventEmitter } = require('node:events')
 const { Duplex } = require('node:stream')
@@ -18,7 +16,7 @@ const { Pool } = require('../..')
 const { workerCeiling } = require('../../lib/options/table')
 const { createControlServer } = require('../../lib/control/server')
 const { sendCommand } = require('../../lib/control/client')
-const { FIXTURES } = require('../helpers')
+const { FIXTURES, tempDir } = require('../helpers')
 
 // A child whose pool channel (stdio[3], lib/protocol/channel.js) the test speaks into with `say`
 // and whose frames from the supervisor land in `sent`.
@@ -925,8 +923,7 @@ t.test('1000 workers: a batch boots at a time; the control socket and a stop are
   t.equal(h.sys.forks.length, 88, 'each ready worker lets the next one boot')
   t.equal(h.pool.slotsWithoutProcess, N - 88, 'the descriptor reserve knows what is still to come')
 
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-unit-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-unit-')
   const control = await createControlServer({ path: path.join(dir, 'c.sock'), pool: h.pool })
   t.teardown(() => control.close())
   const status = await sendCommand(control.path, 'status', {}, { timeout: 10000 })

@@ -9,7 +9,7 @@ const net = require('node:net')
 const path = require('node:path')
 const { once } = require('node:events')
 const { spawn } = require('node:child_process')
-const { FIXTURES, freePorts } = require('../helpers')
+const { FIXTURES, freePorts, parseJsonLines } = require('../helpers')
 
 async function runForms (port) {
   // A listening socket for the descriptor form, passed as the child's fd 3.
@@ -26,7 +26,7 @@ async function runForms (port) {
     child.stderr.on('data', (d) => { err += d })
     const [code] = await once(child, 'exit')
     if (code !== 0) throw new Error(`listen-forms.js exited ${code}: ${err}`)
-    return out.trim().split('\n').map((line) => JSON.parse(line))
+    return parseJsonLines(out)
   } finally {
     other.close()
   }

@@ -7,7 +7,7 @@ const t = require('tap')
 const net = require('node:net')
 const path = require('node:path')
 const { once } = require('node:events')
-const { FIXTURES, freePorts, request, runPool, waitFor } = require('../helpers')
+const { FIXTURES, freePorts, request, runPool, waitFor, parseJsonLines } = require('../helpers')
 const { startAppPool, reloadUnderLoad, stopLeavingNothing } = require('../helpers/app-pool')
 
 for (const shape of ['koa', 'fastify', 'hapi']) {
@@ -70,7 +70,7 @@ require('node:http').createServer((req, res) => res.end('unguarded')).listen(han
       `slot's port (${port}) through a handle or a file descriptor (listen(handle), listen({ fd })), ` +
       'which the pool cannot take over to serve behind its render guard: ' +
       'listen on process.env.PORT as a port, or export the app\n')
-  const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
+  const events = parseJsonLines(r.stdout).map((l) => l.event)
   t.notOk(events.includes('ready'), 'never reported ready')
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
 })
@@ -119,7 +119,7 @@ t.test('an app that exports nothing and has nothing left to run fails at once, n
   t.equal(idle.code, 1)
   t.match(idle.stderr,
     /^pool: the app failed to boot in every slot \(1 gave up\): the app exported an empty object \(nothing was assigned to module.exports\) and did not call listen\(\): .* or listen on process.env.PORT\n$/)
-  const events = idle.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
+  const events = parseJsonLines(idle.stdout).map((l) => l.event)
   t.ok(events.includes('boot-error') && !events.includes('boot-timeout'),
     'it failed as it loaded, no boot waited for its timeout')
 })
@@ -175,7 +175,7 @@ for (const [what, { app, says }] of Object.entries(NOT_HTTP)) {
     t.equal(r.code, 1, 'exit 1')
     t.equal(r.stderr,
       `pool: the app failed to boot in every slot (1 gave up): the app's server on PORT (${port}) is ${says}\n`)
-    const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
+    const events = parseJsonLines(r.stdout).map((l) => l.event)
     t.ok(events.includes('boot-error'), 'a boot error')
     t.notOk(events.includes('ready'), 'never reported ready')
     t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
@@ -211,7 +211,7 @@ else require('node:http').createServer((req, res) => res.end('cluster worker')).
     'pool: the app failed to boot in every slot (2 gave up): the app uses cluster (cluster.fork()), ' +
       'and pool already runs 2 workers, one process each: ' +
       'drop cluster.fork() and serve from this process (pool start -n sets how many)\n')
-  const events = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l).event)
+  const events = parseJsonLines(r.stdout).map((l) => l.event)
   t.notOk(events.includes('boot-timeout'), 'no boot waited for its timeout')
 })
 

@@ -139,7 +139,7 @@ t.test('an app ignoring `draining`: the stop waits --graceful-timeout, then the 
   const clients = await connect(port, 20)
   const began = performance.now()
   pool.kill('SIGTERM')
-  await sleep(500)
+  await sleep(500) // into the graceful time: the app must go on serving them after this
   const during = clients.map((c) => c.messages)
   const closes = await Promise.all(clients.map((c) => c.closed))
   const exited = await pool.exited
@@ -215,7 +215,7 @@ t.test('tunnels are no requests: a worker with 50 idle ones stays ready, renders
   const statuses = []
   while (performance.now() < until) {
     statuses.push((await request(`http://127.0.0.1:${port}/render?ms=50`, { timeout: 2000 })).status)
-    await sleep(100)
+    await sleep(100) // renders paced over the 3 s
   }
   t.ok(statuses.length > 5 && statuses.every((s) => s === 200), `${statuses.length} renders answered 200 in 3 s`)
   const status = await poolStatus(['--port', String(port)])

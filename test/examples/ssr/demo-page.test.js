@@ -3,10 +3,8 @@
 // http://127.0.0.1:9001/, is whole: everything it loads (its images, its icon) answers through
 // the pool, not 404.
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
-const { ROOT, freePorts, request, startPool } = require('../../helpers')
+const { ROOT, freePorts, request, startPool, tempDir } = require('../../helpers')
 
 // The URLs a browser fetches to show the page: src= of any element, and <link> hrefs.
 function subresources (html) {
@@ -17,8 +15,7 @@ function subresources (html) {
 
 t.test('the SSR demo page: every image and link it loads answers through the pool', async (t) => {
   const ports = await freePorts(3)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-demo-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-demo-')
   const pool = startPool(['start', path.join(ROOT, 'examples/ssr/server.js'), '-n', '2', '--port', String(ports[0]),
     '--worker-port', String(ports[1]), '--control', path.join(dir, 'pool.sock'), '--log-format', 'json'])
   t.teardown(() => pool.stop())

@@ -341,7 +341,7 @@ t.test('stopping: a connection accepted before the close whose request comes aft
   balancer.stopping()
   let drained = false
   const drain = balancer.drain(snapshot(workers[0])).then(() => { drained = true })
-  await sleep(100)
+  await sleep(100) // the drain may not end meanwhile
   t.equal(drained, false, 'the worker is not drained while an accepted connection has not brought its request')
   let reply = ''
   socket.setEncoding('utf8').on('data', (d) => { reply += d })

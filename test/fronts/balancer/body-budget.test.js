@@ -345,7 +345,7 @@ t.test('the reclaimer: one full collection per burst, once no body has been held
 
   garbage = 200
   r.onRelease(50)
-  await sleep(150)
+  await sleep(150) // past quietMs: no second collection may come
   t.equal(collections, 1, 'too little let go since: once per burst')
   r.onRelease(60) // a new burst's worth, in a new quiet moment
   await waitFor(() => collections === 2, { what: 'the next burst\'s collection' })

@@ -9,14 +9,12 @@
 // non-idempotent request ran at most once. The seed is printed; CHAOS_SEED=N replays a run.
 
 const t = require('tap')
-const fs = require('node:fs')
-const os = require('node:os')
 const path = require('node:path')
 const http = require('node:http')
 const pino = require('pino')
 const { Pool } = require('../../..')
 const { createBalancer } = require('../../../lib/fronts/balancer')
-const { FIXTURES, freePorts, request, waitFor } = require('../../helpers')
+const { FIXTURES, freePorts, request, waitFor, tempDir, readJsonLines } = require('../../helpers')
 const { MALFORMED } = require('../../fixtures/chaos-app')
 const { rng: prng } = require('../../../bench/lib/schedule') // mulberry32, seeded
 
@@ -91,8 +89,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   const seed = Number(process.env.CHAOS_SEED) || Math.floor(Math.random() * 2 ** 31)
   t.comment(`CHAOS_SEED=${seed}`)
   const rand = prng(seed)
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-chaos-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-chaos-')
   const log = path.join(dir, 'requests.log')
   const [port, statsPort, workerPort] = await freePorts(2 + WORKERS)
   // Overload control off: each request's expected answer assumes it is served in the end, and
@@ -180,7 +177,7 @@ t.test('chaos: misbehaving app, aborting and slow clients; the pool stays whole'
   // place, while the guard, which sees heads written through the response, holds it until then.
   t.same(queuedBehind.filter((q) => !q.valid), [], 'no request ever reached a worker still busy with a failed answer')
 
-  const ran = fs.readFileSync(log, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+  const ran = readJsonLines(log)
   const runs = new Map()
   for (const r of ran) runs.set(r.id, [...(runs.get(r.id) || []), r])
   const posts = [...runs.values()].filter((list) => list[0].method === 'POST' && list.length > 1)

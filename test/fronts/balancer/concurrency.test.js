@@ -11,7 +11,7 @@ const path = require('node:path')
 const { Writable } = require('node:stream')
 const pino = require('pino')
 const { Pool } = require('../../..')
-const { FIXTURES, freePorts, request, waitFor, sleep } = require('../../helpers')
+const { FIXTURES, freePorts, request, waitFor, sleep, parseJsonLines } = require('../../helpers')
 const { WorkerSet } = require('../../../lib/fronts/balancer/workers')
 const { assemblePool } = require('../../../lib/config/pool')
 const { EMBEDDED_CONCURRENCY } = require('../../../lib/options/table')
@@ -25,7 +25,7 @@ async function startPool (t, { workers = 1, concurrency, balancer = 'embedded', 
   const lines = []
   const sink = new Writable({
     write (chunk, enc, done) {
-      for (const l of chunk.toString().split('\n')) if (l) lines.push(JSON.parse(l))
+      lines.push(...parseJsonLines(chunk.toString()))
       done()
     }
   })
@@ -103,7 +103,7 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
   // A renders 400 ms on the CPU; B arrives while it does. B must wait in the balancer, not
   // on the worker's busy loop.
   const a = request(`${url}/?cpu=400`, { headers: { 'x-request-id': 'render-a' } })
-  await sleep(100)
+  await waitFor(() => pool.workers()[0].open === 1, { what: 'A on the worker' })
   const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'render-b' } })
   t.equal((await a).status, 200)
   t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
@@ -116,9 +116,9 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
   // while D renders and waits in the queue again, though the worker holds two of its four.
   const c = request(`${url}/?wait=1500`, { headers: { 'x-request-id': 'data-c' } })
   await waitFor(() => pool.workers()[0].open === 1, { what: 'C on the worker' })
-  await sleep(50)
+  await sleep(50) // time for the worker's word that C awaits its data
   const d = request(`${url}/?cpu=400`, { headers: { 'x-request-id': 'render-d' } })
-  await sleep(100)
+  await sleep(100) // D on the worker: rendering, it can say so to nobody until it is done
   const e = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'render-e' } })
   t.equal(json(await d).heldAtStart, 2, 'D was let in while C awaited its data')
   await waitFor(() => accessOf(lines, 'render-e'), { what: 'E\'s access log line' })
@@ -134,9 +134,9 @@ t.test('a render on the CPU is never given a second request: it waits in the bal
 
 t.test('a render the handler defers to the check phase (as React\'s streaming renderer does) is a render too: ' +
   'no second request meanwhile', async (t) => {
-  const { url, lines } = await startPool(t, { concurrency: 4 })
+  const { pool, url, lines } = await startPool(t, { concurrency: 4 })
   const a = request(`${url}/?cpu=400&defer=1`, { headers: { 'x-request-id': 'deferred-a' } })
-  await sleep(100)
+  await waitFor(() => pool.workers()[0].open === 1, { what: 'A on the worker' })
   const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': 'deferred-b' } })
   t.equal((await a).status, 200)
   t.equal(json(b).heldAtStart, 1, 'B began once A was over: the worker never held both')
@@ -152,10 +152,10 @@ t.test('a render the app queues behind the worker\'s first look at its loop is a
   // request's 'end' listener: after the handler returned), and a render two check-phase hops
   // away: each is queued behind a look taken once the handler returned, and a single look said
   // "awaiting" before it ran.
-  const { url, lines } = await startPool(t, { concurrency: 4 })
+  const { pool, url, lines } = await startPool(t, { concurrency: 4 })
   for (const [name, query] of [['after-return', 'tick=1&defer=1'], ['two-hops', 'defer=2']]) {
     const a = request(`${url}/?cpu=400&${query}`, { headers: { 'x-request-id': `${name}-a` } })
-    await sleep(100)
+    await waitFor(() => pool.workers()[0].open === 1, { what: `${name}: A on the worker` })
     const b = await request(`${url}/?cpu=1`, { headers: { 'x-request-id': `${name}-b` } })
     t.equal((await a).status, 200)
     t.equal(json(b).heldAtStart, 1, `${name}: B began once A was over`)
@@ -169,7 +169,7 @@ t.test('a render the app queues behind the worker\'s first look at its loop is a
 t.test('a fully idle worker is preferred to one whose requests await data', async (t) => {
   const { url } = await startPool(t, { workers: 2, concurrency: 4 })
   const first = request(`${url}/?wait=600`)
-  await sleep(150)
+  await sleep(150) // time for its worker's word that it awaits data
   const second = await request(`${url}/?wait=10`)
   t.not(json(second).pid, json(await first).pid, 'the second request went to the idle worker, not beside the first')
 })

@@ -88,7 +88,7 @@ t.test('issue 26: closed-loop clients right after a burst of fast requests are s
   t.equal(burstStats.ok, 300, 'the burst is answered')
   const load = startLoad(balancer.base, { concurrency: 8, maxMs: 4000, path: (i) => `/sleep?ms=200&page=${i}` })
   await waitFor(() => balancer.status().queue >= 6, { interval: 5, what: 'the standing queue' })
-  await sleep(4000) // the load stops by itself: 8 clients, 4 s
+  await load.done // the load stops by itself: 8 clients, 4 s
   const stats = await load.stop()
   t.ok(stats.sent >= 16, `${stats.sent} pages asked for: the queue of 6 stood for rounds`)
   t.same(stats.failures, [], `every one of the ${stats.sent} pages answered 200`)
@@ -112,7 +112,7 @@ t.test('more arriving than the workers take: requests that can no longer be answ
   const sent = []
   for (let i = 0; i < 80; i++) {
     sent.push(request(`${balancer.base}/sleep?ms=20&tag=q${i}`))
-    await sleep(15)
+    await sleep(15) // arrivals paced faster than the worker serves them
   }
   await waitFor(() => requestLines(balancer).some((l) => l.reason === 'queue_shed'),
     { interval: 5, what: 'a request turned away' })

@@ -7,8 +7,8 @@
 
 const t = require('tap')
 const net = require('node:net')
-const { request, waitFor } = require('../../helpers')
-const { setup, readLog, RAW_WORKER } = require('../../helpers/balancer')
+const { request, waitFor, readJsonLines } = require('../../helpers')
+const { setup, RAW_WORKER } = require('../../helpers/balancer')
 const { createBalancer } = require('../../../lib/fronts/balancer')
 const { MAX_HEADER_BYTES } = require('../../../lib/fronts/balancer/server')
 
@@ -34,7 +34,7 @@ function exchange (base, bytes, { settleMs = 500, sendAfterFirstReply } = {}) {
   })
 }
 
-const seenBy = (logFile) => readLog(logFile).filter((l) => l.ev === 'start')
+const seenBy = (logFile) => readJsonLines(logFile).filter((l) => l.ev === 'start')
 
 t.test('two Host headers: 400 from the front, nothing reaches a worker', async (t) => {
   const { balancer, logFile } = await setup(t, 1, {}, { script: RAW_WORKER })

@@ -9,12 +9,13 @@
 
 const t = require('tap')
 const net = require('node:net')
-const { request, waitFor } = require('../../helpers')
-const { setup, readLog, openRequest, RAW_WORKER } = require('../../helpers/balancer')
+const { request, waitFor, tempDir, readJsonLines } = require('../../helpers')
+const { setup, openRequest, RAW_WORKER } = require('../../helpers/balancer')
 
 const raw = (text) => Buffer.from(text, 'latin1').toString('base64url')
 const metricsOf = async (balancer) => (await request(`${balancer.statsBase}/metrics`)).body
-const starts = (logFile, pathPrefix) => readLog(logFile).filter((l) => l.ev === 'start' && l.url.startsWith(pathPrefix))
+const starts = (logFile, pathPrefix) =>
+  readJsonLines(logFile).filter((l) => l.ev === 'start' && l.url.startsWith(pathPrefix))
 
 // The balancer holds nothing: every worker free, the queue empty.
 function settled (balancer) {
@@ -74,7 +75,7 @@ t.test('--read-timeout: the request ends with 504 and its connection closes; ' +
   const { balancer, logFile } = await setup(t, 1, { readTimeout: 200 }, { script: RAW_WORKER, context })
   const slow = await request(`${balancer.base}/ok?ms=1200&slow`)
   t.equal(slow.status, 504)
-  t.match(watched, [{ w: { slot: 1 }, id: readLog(logFile)[0].exchange }],
+  t.match(watched, [{ w: { slot: 1 }, id: readJsonLines(logFile)[0].exchange }],
     'the worker is asked to say when that request ends (its exchange)')
   t.equal(balancer.status().workers[0].state, 'busy', 'still held: its app may still be working on it')
   const next = openRequest(`${balancer.base}/ok?next`)
@@ -83,8 +84,9 @@ t.test('--read-timeout: the request ends with 504 and its connection closes; ' +
   t.equal(starts(logFile, '/ok?next').length, 0, 'not sent while the old one may still run')
   balancer.workerRequestEnded({ slot: 1, pid: watched[0].w.pid }, watched[0].id)
   t.equal((await next.response).status, 200, 'the next request is served once the worker said so')
-  await waitFor(() => readLog(logFile).filter((l) => l.ev === 'end').length === 2, { what: 'both logged as ended' })
-  t.notOk(readLog(logFile).some((l) => l.overlap), 'never two at once in one worker')
+  await waitFor(() => readJsonLines(logFile).filter((l) => l.ev === 'end').length === 2,
+    { what: 'both logged as ended' })
+  t.notOk(readJsonLines(logFile).some((l) => l.overlap), 'never two at once in one worker')
   t.ok(settled(balancer))
 })
 
@@ -185,14 +187,12 @@ t.test('a throw in the bookkeeping of a release cannot keep the worker\'s place'
 
 t.test('a worker whose app goes on after its answer failed gets no request until it is idle', async (t) => {
   const fs = require('node:fs')
-  const os = require('node:os')
   const path = require('node:path')
   const pino = require('pino')
   const { Pool } = require('../../..')
   const { createBalancer } = require('../../../lib/fronts/balancer')
   const { FIXTURES, freePorts } = require('../../helpers')
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pool-idle-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'pool-idle-')
   const appLog = path.join(dir, 'app.log')
   const [port, workerPort] = await freePorts(2)
   const front = createBalancer({ port, accessLog: false })
@@ -220,7 +220,7 @@ t.test('a worker whose app goes on after its answer failed gets no request until
     const failed = await first
     t.ok(failed.error || failed.status === 502, `${failing}: its client gets a 502 or a cut response`)
   }
-  const read = () => fs.readFileSync(appLog, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+  const read = () => readJsonLines(appLog)
   await waitFor(() => read().length === 8, { what: 'the last request logged as ended' })
   const lines = read()
   t.same(lines.map((l) => `${l.ev} ${l.url}`),

@@ -12,8 +12,8 @@
 const t = require('tap')
 const net = require('node:net')
 const http = require('node:http')
-const { request, waitFor, sleep } = require('../../helpers')
-const { setup, release, readLog } = require('../../helpers/balancer')
+const { request, waitFor, sleep, readJsonLines } = require('../../helpers')
+const { setup, release } = require('../../helpers/balancer')
 const { READ_BYTES } = require('../../../lib/fronts/balancer/response-budget')
 
 const KiB = 1024
@@ -46,7 +46,7 @@ function rawGet (port, path, { version = '1.1', read = true } = {}) {
 const port = (balancer) => Number(new URL(balancer.base).port)
 const headOf = (text) => text.slice(0, text.indexOf('\r\n\r\n'))
 const metricsOf = async (balancer) => (await request(`${balancer.statsBase}/metrics`)).body
-const logged = (logFile, ev) => readLog(logFile).filter((l) => l.ev === ev)
+const logged = (logFile, ev) => readJsonLines(logFile).filter((l) => l.ev === ev)
 
 t.test('a streamed page: the shell reaches the client before its late part exists, ' +
   'framed as the worker framed it', async (t) => {
@@ -126,7 +126,7 @@ t.test('the response budget: clients that read nothing hold at most the budget, 
   const clients = Array.from({ length: 3 }, (_, i) => rawGet(port(balancer), `/big?kb=16384&c=${i}`, { read: false }))
   t.teardown(() => { for (const c of clients) c.socket.destroy() })
   await waitFor(() => budget.waiting.size === 3, { what: 'every relay waiting for room in the budget' })
-  await sleep(300)
+  await sleep(300) // time for the peak to pass the budget, were it to
   t.ok(peak <= BUDGET + 3 * READ_BYTES,
     `peak held ${peak} bytes: within the budget (${BUDGET}) and one read per response`)
   t.equal(balancer.status().responseBudget, BUDGET)
@@ -168,7 +168,7 @@ t.test('X-Accel-Buffering: no: no read-ahead, the worker waits for its client', 
   const client = rawGet(port(balancer), '/pieces?kb=32768&n=256&xab=no', { read: false })
   t.teardown(() => client.socket.destroy())
   await waitFor(() => balancer.status().inFlight === 1, { what: 'the response under way' })
-  await sleep(600)
+  await sleep(600) // time for the worker to send it all, were nothing holding it back
   t.equal(logged(logFile, 'finished').length, 0, 'the worker has not sent it all')
   t.equal(balancer.status().inFlight, 1, 'and is held by the client that does not read')
   t.ok(balancer.status().responseBytes <= READ_BYTES + 64 * KiB,
@@ -185,7 +185,7 @@ t.test('X-Accel-Buffering: yes: stored whole, sent with its length; ' +
   const { balancer, workers, logFile } = await setup(t, 1)
   const client = rawGet(port(balancer), '/stream?late=stored&xab=yes')
   await waitFor(() => logged(logFile, 'shell').length === 1, { what: 'the worker to write its shell' })
-  await sleep(200)
+  await sleep(200) // time for the shell to go out, were it to
   t.equal(client.bytes, 0, 'nothing goes out before the whole response is there')
   release(workers[0], 'stored')
   await client.closed

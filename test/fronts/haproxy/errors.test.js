@@ -6,8 +6,8 @@
 
 const t = require('tap')
 const path = require('node:path')
-const { freePorts, runPool, waitFor } = require('../../helpers')
-const { tempDir, onPlatforms } = require('../../helpers/haproxy')
+const { freePorts, runPool, waitFor, tempDir } = require('../../helpers')
+const { onPlatforms } = require('../../helpers/haproxy')
 const { CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses } = require('../../helpers/haproxy-pool')
 
 // `pool start -n WORKERS` that is expected to fail before forking anything. The worker ports
@@ -29,7 +29,7 @@ t.test('no --haproxy-socket, or a socket that does not exist', async (t) => {
     'pool: the HAProxy front needs haproxySocket (--haproxy-socket): the path ' +
       '(or host:port) of HAProxy\'s "stats socket ... level admin"')
 
-  const missing = path.join(tempDir(t), 'haproxy-admin.sock')
+  const missing = path.join(tempDir(t, 'pool-haproxy-', { openToOthers: true }), 'haproxy-admin.sock')
   const line = await refusedStart(t, { args: ['--haproxy-socket', missing] })
   t.equal(line,
     `pool: HAProxy socket ${missing} does not exist: is HAProxy running with "stats socket ${missing} mode 600 level ` +

@@ -90,7 +90,7 @@ async function killUnderLoad (t, platform) {
   t.teardown(() => load.stop())
   const killed = []
   for (let i = 0; i < 10; i++) {
-    await sleep(1000)
+    await sleep(1000) // a kill a second
     const slot = (i % 4) + 1
     const pid = pidsBySlot(pool)[slot]
     // Kill only a worker that is serving: one that is still booting would cost no request.
@@ -99,7 +99,7 @@ async function killUnderLoad (t, platform) {
     process.kill(pid, 'SIGKILL')
     killed.push({ pid, slot, at })
   }
-  await sleep(500)
+  await sleep(500) // the load goes on past the last kill
   const stats = await load.stop()
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'every server UP after the last kill' })
   const states = await watch.stop()

@@ -116,7 +116,7 @@ onPlatforms(t, 'graceful stop: DRAIN, the running request completes, then MAINT'
   const poller = (async () => {
     while (polling) {
       await sample()
-      await sleep(3)
+      await sleep(3) // sampled about every 3 ms
     }
   })()
   pool.kill('SIGTERM')

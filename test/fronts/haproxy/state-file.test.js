@@ -10,9 +10,9 @@ const fs = require('node:fs')
 const http = require('node:http')
 const path = require('node:path')
 const { parseServersState } = require('../../../lib/haproxy/servers-state')
-const { waitFor, sleep, isAlive, runPool, freePorts, poolStatus } = require('../../helpers')
+const { waitFor, sleep, isAlive, runPool, freePorts, poolStatus, tempDir } = require('../../helpers')
 const { startLoad } = require('../../helpers/load')
-const { tempDir, onPlatforms } = require('../../helpers/haproxy')
+const { onPlatforms } = require('../../helpers/haproxy')
 const {
   CONTROL_APP, startLabHaproxy, startHaproxyPool, statuses, pidsBySlot, allUp
 } = require('../../helpers/haproxy-pool')
@@ -166,7 +166,7 @@ onPlatforms(t, 'HAProxy down when a worker dies: the file is removed, ' +
 onPlatforms(t, 'a write that fails later: one warning, the pool goes on, ' +
   'and the file comes back', async (t, platform) => {
   const lab = await startLabHaproxy(t, { platform, workers: 2 })
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const file = path.join(dir, 'haproxy.state')
   const pool = await startHaproxyPool(t, lab,
     { workers: 2, args: ['--haproxy-state-file', file, '--restart-delay', '300ms'] })
@@ -199,8 +199,8 @@ t.test('a state file the pool cannot write: one line, exit 2, HAProxy untouched'
   const lab = await startLabHaproxy(t, { workers: 1, stateFile: true })
   // READY by hand: a start that got as far as touching HAProxy would set it MAINT.
   await lab.client.setServerState('pool', 'worker1', 'ready')
-  const missingDir = path.join(tempDir(t), 'no-such-dir', 'haproxy.state')
-  const aDir = tempDir(t)
+  const missingDir = path.join(tempDir(t, 'pool-haproxy-', { openToOthers: true }), 'no-such-dir', 'haproxy.state')
+  const aDir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   for (const [file, why] of [[missingDir, 'its directory does not exist'], [aDir, 'it is a directory']]) {
     const r = await runPool(['start', CONTROL_APP, '-n', '1', '--balancer', 'haproxy', '--haproxy-socket', lab.socket,
       '--worker-port', String(lab.workerPort), '--haproxy-state-file', file, '--log-format', 'json'],
@@ -213,7 +213,7 @@ t.test('a state file the pool cannot write: one line, exit 2, HAProxy untouched'
 })
 
 t.test('pool config haproxy --state-file: HAProxy accepts it and loads it', async (t) => {
-  const dir = tempDir(t)
+  const dir = tempDir(t, 'pool-haproxy-', { openToOthers: true })
   const file = path.join(dir, 'haproxy.state')
   const [workerPort] = await freePorts(1)
   const r = await runPool(['config', 'haproxy', '-n', '2', '--prefix', dir, '--worker-port', String(workerPort),
