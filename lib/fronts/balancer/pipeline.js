@@ -357,7 +357,7 @@ class RequestPipeline {
     if (reachedWorker) this.letGo(request, attempt, failure)
     else this.release(request, { reached: false, failure })
     const decision = decide(failure, request,
-      { retries: this.options.retries, clientGone: request.clientGone, stopping: this.isStopped() })
+      { retries: this.options.retries, clientGone: request.clientGone, stopped: this.isStopped() })
     if (decision.action === 'answer') return this.fail(request, decision.reason)
     countRetry(request, decision.why)
     this.redispatch(request, record, decision.why, error)
