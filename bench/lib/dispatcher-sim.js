@@ -90,7 +90,7 @@ function simRecord (slot) {
     draining: false,
     benched: false,
     take () { this.inFlight++ },
-    release () { this.inFlight-- },
+    giveBack () { this.inFlight-- },
     drain () { this.draining = true }
   }
 }
@@ -106,7 +106,7 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
   const records = Array.from({ length: workers }, (_, i) => simRecord(i + 1))
   const set = {
     take: (r) => r.take(),
-    release: (r) => r.release(),
+    giveBack: (r) => r.giveBack(),
     forgetIfDone: () => {},
     rendering: () => records.reduce((n, r) => n + r.inFlight, 0),
     pickFree: () => records.find((r) => r.inFlight === 0),

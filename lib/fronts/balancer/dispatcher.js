@@ -221,7 +221,7 @@ class Dispatcher {
   }
 
   release (record, request) {
-    this.workers.release(record, request, request.rendering)
+    this.workers.giveBack(record, request, request.rendering)
     request.rendering = false
     this.workers.forgetIfDone(record)
     this.pumpSoon()

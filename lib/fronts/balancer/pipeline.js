@@ -224,7 +224,7 @@ class RequestPipeline {
   onResponse (request, attempt) {
     let res = null
     this.safely(request, () => {
-      if (attempt.complete) this.release(request)
+      if (attempt.complete) this.releaseWorker(request)
       else if (request.holding) this.dispatcher.headArrived(request.holding, request)
       if (request.clientGone) return
       request.enter('responding')
@@ -260,7 +260,7 @@ class RequestPipeline {
     this.dispatcher.headArrived(request.holding, request)
     if (request.clientGone) {
       worker.destroy()
-      return this.release(request)
+      return this.releaseWorker(request)
     }
     request.res.detachSocket(client)
     request.enter('tunnel')
@@ -285,7 +285,7 @@ class RequestPipeline {
   // Both sides closed: the worker's place goes back.
   onTunnelEnd (request, tunnel) {
     this.tunnels.delete(request)
-    this.release(request)
+    this.releaseWorker(request)
     request.enter('done')
     this.tunnelCounts.toWorker += tunnel.toWorker
     this.tunnelCounts.toClient += tunnel.toClient
@@ -315,7 +315,7 @@ class RequestPipeline {
   // Its place is given back; after a break, once the worker says the request ended.
   onWorkerDone (request, attempt, failure) {
     this.safely(request, () => {
-      if (failure === null) return this.release(request)
+      if (failure === null) return this.releaseWorker(request)
       this.account(request, { failure: failureOf(failure).metric })
       request.reason = this.isStopping() && attempt.record.gone ? 'stopping' : failureOf(failure).answer
       request.res.destroy()
@@ -355,7 +355,7 @@ class RequestPipeline {
     if (benchWorker) this.dispatcher.bench(record)
     if (countsRefusal) this.noteRefusal(record, error)
     if (reachedWorker) this.letGo(request, attempt, failure)
-    else this.release(request, { reached: false, failure })
+    else this.releaseWorker(request, { reached: false, failure })
     const decision = decide(failure, request,
       { retries: this.options.retries, clientGone: request.clientGone, stopped: this.isStopped() })
     if (decision.action === 'answer') return this.fail(request, decision.reason)
@@ -367,7 +367,7 @@ class RequestPipeline {
 
   // Give the place back, once per attempt (`reached` false: refused); the place before the counts,
   // so that nothing that throws can keep it.
-  release (request, { reached = true, failure = reached ? null : 'refused' } = {}) {
+  releaseWorker (request, { reached = true, failure = reached ? null : 'refused' } = {}) {
     const record = request.holding
     if (!record) return
     request.holding = null
@@ -386,7 +386,7 @@ class RequestPipeline {
     attempt.letGo()
     if (request.holding !== record) return
     const ended = record.abandon(request.exchange, () => this.watchRequest(record, request.exchange))
-    if (!ended) return this.release(request, { failure })
+    if (!ended) return this.releaseWorker(request, { failure })
     request.holding = null
     this.account(request, { worker: record, busyMs: performance.now() - request.assignedAt, failure })
     ended.then(() => this.safely(request, () => {
@@ -483,7 +483,7 @@ class RequestPipeline {
       this.dispatcher.cancel(request)
       if (request.holding) {
         if (request.attempt && request.attempt.record === request.holding) request.attempt.discard()
-        else this.release(request)
+        else this.releaseWorker(request)
       }
       if (request.res.headersSent) request.res.destroy()
       else this.fail(request, 'internal_error')

@@ -71,7 +71,7 @@ class WorkerRecord {
   }
 
   // `rendering`: it still held its render place.
-  release (request, rendering) {
+  giveBack (request, rendering) {
     this.inFlight--
     if (rendering) this.renders--
     if (this.suspect === request) this.suspect = null
@@ -202,8 +202,8 @@ class WorkerSet {
     this.open++
   }
 
-  release (record, request, rendering) {
-    record.release(request, rendering)
+  giveBack (record, request, rendering) {
+    record.giveBack(request, rendering)
     if (!record.gone) this.open--
   }
 
