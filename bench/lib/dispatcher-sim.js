@@ -90,7 +90,7 @@ function simRecord (slot) {
     draining: false,
     benched: false,
     take () { this.inFlight++ },
-    release () { this.inFlight-- },
+    giveBack () { this.inFlight-- },
     drain () { this.draining = true }
   }
 }
@@ -106,7 +106,7 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
   const records = Array.from({ length: workers }, (_, i) => simRecord(i + 1))
   const set = {
     take: (r) => r.take(),
-    release: (r) => r.release(),
+    giveBack: (r) => r.giveBack(),
     forgetIfDone: () => {},
     rendering: () => records.reduce((n, r) => n + r.inFlight, 0),
     pickFree: () => records.find((r) => r.inFlight === 0),
@@ -120,21 +120,21 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
     overload: o.overload,
     priorityOf: o.priorityOf,
     clock,
-    onAssign: (job, record) => {
+    onAssign: (request, record) => {
       clock.setTimeout(() => {
-        d.release(record, job)
-        job.answer(200)
-      }, job.ms)
+        d.release(record, request)
+        request.answer(200)
+      }, request.ms)
     },
-    onTurnedAway: (job, reason) => { job.reason = reason; job.answer(503) }
+    onTurnedAway: (request, reason) => { request.reason = reason; request.answer(503) }
   })
   return {
     dispatcher: d,
-    submit (job) {
-      job.req = { url: '/', headers: {}, socket: {} }
-      if (d.submit(job) === 'full') { job.reason = 'queue_full'; job.answer(503) }
+    submit (request) {
+      request.req = { url: '/', headers: {}, socket: {} }
+      if (d.submit(request) === 'full') { request.reason = 'queue_full'; request.answer(503) }
     },
-    giveUp (job) { d.cancel(job) }
+    giveUp (request) { d.cancel(request) }
   }
 }
 
@@ -152,9 +152,12 @@ function sendRequest (clock, pool, { ms, deadline = Infinity, onEnd }) {
   }
   // An answer reaches its client a moment later, as over a socket: never inside the call that
   // gave it (a closed-loop client's next request must not re-enter the dispatcher).
-  const job = { ms, answer: (status) => { r.reason = job.reason || null; clock.setTimeout(() => end(status), NETWORK_MS) } }
-  if (deadline < Infinity) timer = clock.setTimeout(() => { end(0); pool.giveUp(job) }, deadline)
-  pool.submit(job)
+  const request = {
+    ms,
+    answer: (status) => { r.reason = request.reason || null; clock.setTimeout(() => end(status), NETWORK_MS) }
+  }
+  if (deadline < Infinity) timer = clock.setTimeout(() => { end(0); pool.giveUp(request) }, deadline)
+  pool.submit(request)
   return r
 }
 

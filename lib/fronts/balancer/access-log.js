@@ -15,48 +15,48 @@ const { streamSym, chindingsSym } = pino.symbols
 // too). A string without any is written as it is.
 const PLAIN = /^[^"\\\u0000-\u001f\u007f-\uffff]*$/
 
-// (job, status, ms) → writes the line of a request that is over.
+// (request, status, ms) → writes the line of a request that is over.
 function accessLogger (log) {
   const fast = typeof log[streamSym]?.write === 'function' && typeof log[chindingsSym] === 'string' &&
     log.output !== undefined
   return fast
-    ? (job, status, ms) => writeLine(log, job, status, ms)
-    : (job, status, ms) => log.info(fields(job, status, ms), message(job, status, ms))
+    ? (request, status, ms) => writeLine(log, request, status, ms)
+    : (request, status, ms) => log.info(fields(request, status, ms), message(request, status, ms))
 }
 
-function fields (job, status, ms) {
+function fields (request, status, ms) {
   return {
     event: 'request',
-    id: job.id,
-    method: job.method,
-    url: job.url,
+    id: request.id,
+    method: request.method,
+    url: request.url,
     status,
     ms: tenths(ms),
-    queueMs: tenths(job.queueMs),
-    worker: job.record ? job.record.name : undefined,
-    attempts: job.attempts,
-    reason: job.reason || undefined,
-    leftAt: job.goneAt || undefined // the stage a request was at when its client left
+    queueMs: tenths(request.queueMs),
+    worker: request.record ? request.record.name : undefined,
+    attempts: request.attempts,
+    reason: request.reason || undefined,
+    leftAt: request.goneAt || undefined // the stage a request was at when its client left
   }
 }
 
-function message (job, status, ms) {
-  return `${job.method} ${job.url} ${status} ${Math.round(ms)}ms` +
-    (job.goneAt ? ` (client left while ${job.goneAt})` : '')
+function message (request, status, ms) {
+  return `${request.method} ${request.url} ${status} ${Math.round(ms)}ms` +
+    (request.goneAt ? ` (client left while ${request.goneAt})` : '')
 }
 
 // The line pino would write for log.info(fields(...), message(...)): level, time, the logger's
 // bindings, the fields in order (undefined ones left out), the message.
-function writeLine (log, job, status, ms) {
+function writeLine (log, request, status, ms) {
   if (log.levelVal > INFO) return
-  let line = `{"level":30,"time":${Date.now()}${log[chindingsSym]},"event":"request","id":${str(job.id)}` +
-    `,"method":${str(job.method)},"url":${str(job.url)},"status":${status},"ms":${tenths(ms)}` +
-    `,"queueMs":${tenths(job.queueMs)}`
-  if (job.record) line += `,"worker":${str(job.record.name)}`
-  line += `,"attempts":${job.attempts}`
-  if (job.reason) line += `,"reason":${str(job.reason)}`
-  if (job.goneAt) line += `,"leftAt":${str(job.goneAt)}`
-  log[streamSym].write(`${line},"msg":${str(message(job, status, ms))}}\n`)
+  let line = `{"level":30,"time":${Date.now()}${log[chindingsSym]},"event":"request","id":${str(request.id)}` +
+    `,"method":${str(request.method)},"url":${str(request.url)},"status":${status},"ms":${tenths(ms)}` +
+    `,"queueMs":${tenths(request.queueMs)}`
+  if (request.record) line += `,"worker":${str(request.record.name)}`
+  line += `,"attempts":${request.attempts}`
+  if (request.reason) line += `,"reason":${str(request.reason)}`
+  if (request.goneAt) line += `,"leftAt":${str(request.goneAt)}`
+  log[streamSym].write(`${line},"msg":${str(message(request, status, ms))}}\n`)
 }
 
 function str (s) {

@@ -38,7 +38,7 @@ class EmbeddedBalancer {
       : SILENT_LOGGER
     this.context = null // the pool's FrontContext; null when used alone
     this.isStopping = false
-    this.isStopped = false
+    this.stopped = false
     this.workers = new WorkerSet({
       maxconn: options.maxconn,
       balance: options.balance,
@@ -53,7 +53,7 @@ class EmbeddedBalancer {
       slots: this.slots,
       metrics: () => this.metrics,
       isStopping: () => this.isStopping,
-      isStopped: () => this.isStopped,
+      isStopped: () => this.stopped,
       // A worker refusing connections while the pool counts it ready (pipeline.js noteRefusal):
       // false when used alone, with nobody to tell.
       reportRefusing: (w, detail) => {
@@ -254,7 +254,7 @@ class EmbeddedBalancer {
     clearTimeout(this.announceTimer)
     clearTimeout(this.freshTimer)
     this.allAccepted?.()
-    this.isStopped = true
+    this.stopped = true
     this.pipeline.stop()
     for (const socket of this.connectSockets) socket.destroy()
     this.workers.closeAll(new WorkerGoneError('the pool stopped'))

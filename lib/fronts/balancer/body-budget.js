@@ -26,7 +26,7 @@ class BodyHold {
     this.bytes = 0
   }
 
-  // Hold `more` bytes too; false, holding nothing more, if they do not fit or the hold was released.
+  // Hold `more` bytes too; false, holding nothing more, if they do not fit or the hold was given back.
   grow (more) {
     if (this.budget === null || !this.budget.fits(more)) return false
     this.budget.take(more)
@@ -35,7 +35,7 @@ class BodyHold {
   }
 
   // Idempotent.
-  release () {
+  giveBack () {
     const { budget, bytes } = this
     if (budget === null) return
     this.budget = null

@@ -27,8 +27,8 @@ const { CLASSES, NORMAL } = require('./priority')
 const { Overload } = require('./overload')
 
 class Dispatcher {
-  // onAssign(job, record): the job owns one of record's places and must call release(record, job)
-  //   once (headArrived before, when its response begins). onTurnedAway(job, reason): it left the
+  // onAssign(request, record): the request owns one of record's places and must call release(record, request)
+  //   once (headArrived before, when its response begins). onTurnedAway(request, reason): it left the
   //   queue unserved: queue_timeout, queue_shed or queue_full (a higher class took its place).
   // overload: { interval, maxWait } turns overload control on. onError(err): a hand-off's throw.
   constructor ({
@@ -53,7 +53,7 @@ class Dispatcher {
         queue: this.queue,
         workers,
         clock,
-        turnAway: (job) => this.turnAway(job, 'queue_shed'),
+        turnAway: (request) => this.turnAway(request, 'queue_shed'),
         onShed: () => this.checkDrains()
       })
       : null
@@ -66,62 +66,62 @@ class Dispatcher {
 
   // 'assigned', 'queued', or 'full' (the caller answers 503). The queue deadline starts here and is
   // kept across redispatches: the client has waited since.
-  submit (job) {
-    this.classify(job)
-    if (this.queueTimeout > 0) job.deadline = this.clock.now() + this.queueTimeout
-    this.overload?.arrived(job)
+  submit (request) {
+    this.classify(request)
+    if (this.queueTimeout > 0) request.deadline = this.clock.now() + this.queueTimeout
+    this.overload?.arrived(request)
     // A place freed for a hand-off still due is the queue's: it is handed on first.
     if (this.handOffsDue > 0) this.pump()
-    if (job.longLived || this.queue.length === 0) {
-      const record = this.pick(job)
-      if (record) { this.assign(job, record); return 'assigned' }
+    if (request.longLived || this.queue.length === 0) {
+      const record = this.pick(request)
+      if (record) { this.assign(request, record); return 'assigned' }
     }
-    if (this.isFull() && (job.longLived || !this.makeRoom(job))) return 'full'
-    this.enqueue(job, false)
+    if (this.isFull() && (request.longLived || !this.makeRoom(request))) return 'full'
+    this.enqueue(request, false)
     this.overload?.police()
     return 'queued'
   }
 
-  classify (job) {
-    if (job.priority === undefined) job.priority = this.priorityOf(job.req)
+  classify (request) {
+    if (request.priority === undefined) request.priority = this.priorityOf(request.req)
   }
 
   isFull () {
     return this.maxQueue !== undefined && this.queued >= this.maxQueue
   }
 
-  pick (job) {
-    if (job.pinned && this.workers.mayServe(job.pinned)) return job.pinned
-    if (job.replayed && !job.longLived) {
-      return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= job.aloneUntil })
+  pick (request) {
+    if (request.pinned && this.workers.mayServe(request.pinned)) return request.pinned
+    if (request.replayed && !request.longLived) {
+      return this.workers.pickForSuspect({ besideStreams: this.clock.now() >= request.aloneUntil })
     }
-    return job.longLived ? this.workers.pickForStream() : this.workers.pickFree()
+    return request.longLived ? this.workers.pickForStream() : this.workers.pickFree()
   }
 
-  // Whether submit(job) would take it now, changing nothing: asked before the body is read.
-  wouldTake (job) {
-    this.classify(job)
-    if (job.longLived) return !this.isFull() || this.workers.pickForStream() !== undefined
+  // Whether submit(request) would take it now, changing nothing: asked before the body is read.
+  wouldTake (request) {
+    this.classify(request)
+    if (request.longLived) return !this.isFull() || this.workers.pickForStream() !== undefined
     if (this.queue.length === 0 && this.workers.anyFree()) return true
-    return !this.isFull() || this.queue.lastBelow(job.priority, this.lastServed) !== null
+    return !this.isFull() || this.queue.lastBelow(request.priority, this.lastServed) !== null
   }
 
   // A full queue takes a higher class's request: the lower one served last gives way.
-  makeRoom (job) {
-    const node = this.queue.lastBelow(job.priority, this.lastServed)
+  makeRoom (request) {
+    const node = this.queue.lastBelow(request.priority, this.lastServed)
     if (!node) return false
     this.turnAway(node.item, 'queue_full')
     return true
   }
 
   // A redispatched request goes where its class is served next; its deadline still runs from arrival.
-  requeue (job) {
-    if (job.replayed && job.aloneUntil === null) {
-      job.aloneUntil = this.clock.now() + REPLAY_ALONE_MS
+  requeue (request) {
+    if (request.replayed && request.aloneUntil === null) {
+      request.aloneUntil = this.clock.now() + REPLAY_ALONE_MS
       this.clock.setTimeout(() => this.pump(), REPLAY_ALONE_MS + 1).unref()
     }
-    this.overload?.arrived(job)
-    this.enqueue(job, true)
+    this.overload?.arrived(request)
+    this.enqueue(request, true)
     this.handOff(() => {
       this.pump()
       this.overload?.police()
@@ -153,58 +153,58 @@ class Dispatcher {
     })
   }
 
-  enqueue (job, servedNext) {
+  enqueue (request, servedNext) {
     const now = this.clock.now()
-    const cls = job.priority
-    job.queuedAt = now
-    if (job.longLived) job.queueNode = servedNext ? this.streams.unshift(job) : this.streams.push(job)
+    const cls = request.priority
+    request.queuedAt = now
+    if (request.longLived) request.queueNode = servedNext ? this.streams.unshift(request) : this.streams.push(request)
     else {
-      job.queueNode = servedNext
-        ? this.queue.addNext(job, cls, this.newestFirst(cls))
-        : this.queue.add(job, cls)
+      request.queueNode = servedNext
+        ? this.queue.addNext(request, cls, this.newestFirst(cls))
+        : this.queue.add(request, cls)
       this.overload?.enqueued(now)
     }
     if (this.queueTimeout > 0) {
-      job.queueTimer = this.clock.setTimeout(() => this.expire(job), Math.max(0, job.deadline - now))
+      request.queueTimer = this.clock.setTimeout(() => this.expire(request), Math.max(0, request.deadline - now))
     }
   }
 
-  dequeue (job) {
-    if (job.longLived) this.streams.remove(job.queueNode)
+  dequeue (request) {
+    if (request.longLived) this.streams.remove(request.queueNode)
     else {
-      this.queue.remove(job.queueNode)
-      this.overload?.left(job)
+      this.queue.remove(request.queueNode)
+      this.overload?.left(request)
     }
-    job.queueNode = null
-    this.clock.clearTimeout(job.queueTimer)
-    job.queueTimer = null
-    job.queueMs = (job.queueMs || 0) + this.clock.now() - job.queuedAt
+    request.queueNode = null
+    this.clock.clearTimeout(request.queueTimer)
+    request.queueTimer = null
+    request.queueMs = (request.queueMs || 0) + this.clock.now() - request.queuedAt
   }
 
-  expire (job) {
-    if (!job.queueNode) return
-    this.turnAway(job, 'queue_timeout')
+  expire (request) {
+    if (!request.queueNode) return
+    this.turnAway(request, 'queue_timeout')
     this.checkDrains()
   }
 
-  turnAway (job, reason) {
-    this.dequeue(job)
-    this.onTurnedAway(job, reason)
+  turnAway (request, reason) {
+    this.dequeue(request)
+    this.onTurnedAway(request, reason)
   }
 
-  cancel (job) {
-    if (!job.queueNode) return false
-    this.dequeue(job)
-    this.overload?.gaveUp(job)
+  cancel (request) {
+    if (!request.queueNode) return false
+    this.dequeue(request)
+    this.overload?.gaveUp(request)
     this.checkDrains()
     return true
   }
 
-  assign (job, record) {
-    this.overload?.served(job)
-    this.workers.take(record, job)
-    job.rendering = !job.longLived
-    this.onAssign(job, record)
+  assign (request, record) {
+    this.overload?.served(request)
+    this.workers.take(record, request)
+    request.rendering = !request.longLived
+    this.onAssign(request, record)
   }
 
   awaiting (record, open, last) {
@@ -212,17 +212,17 @@ class Dispatcher {
     this.pump()
   }
 
-  headArrived (record, job) {
-    if (!job.rendering) return
-    job.rendering = false
-    record.headArrived(job)
+  headArrived (record, request) {
+    if (!request.rendering) return
+    request.rendering = false
+    record.headArrived(request)
     this.pumpSoon()
     this.checkDrains()
   }
 
-  release (record, job) {
-    this.workers.release(record, job, job.rendering)
-    job.rendering = false
+  release (record, request) {
+    this.workers.giveBack(record, request, request.rendering)
+    request.rendering = false
     this.workers.forgetIfDone(record)
     this.pumpSoon()
     this.checkDrains()
@@ -231,19 +231,19 @@ class Dispatcher {
   // Highest class first; within it the oldest, or the newest while that class's queue stands.
   pump () {
     while (this.streams.length > 0) {
-      const job = this.streams.head.item
-      const record = this.pick(job)
+      const request = this.streams.head.item
+      const record = this.pick(request)
       if (!record) break
-      this.dequeue(job)
-      this.assign(job, record)
+      this.dequeue(request)
+      this.assign(request, record)
     }
     while (this.queue.length > 0) {
-      const job = this.queue.next(this.newestFirst).item
-      const record = this.pick(job)
+      const request = this.queue.next(this.newestFirst).item
+      const record = this.pick(request)
       if (!record) break
       this.overload?.taken()
-      this.dequeue(job)
-      this.assign(job, record)
+      this.dequeue(request)
+      this.assign(request, record)
     }
   }
 

@@ -8,7 +8,7 @@
 // Row fields: retry is 'any-method' (up to --retries), 'replayable' (GET/HEAD, once) or 'never';
 // reachedWorker: the worker keeps its place until it ends the request; benchWorker: benched before
 // the place is given back; countsRefusal: see pipeline.js noteRefusal; retryOn: HAProxy 2.6's keyword
-// (else retryOnNot says why none). Nothing is retried for a gone client or while stopping.
+// (else retryOnNot says why none). Nothing is retried for a gone client or once stopped.
 
 const { REASONS } = require('./replies')
 
@@ -91,9 +91,9 @@ function failureOf (failure) {
 
 // Redispatch after a failed attempt, or answer. request: { method, redispatches, replayed }.
 // Returns { action: 'redispatch', why: failure } or { action: 'answer', reason }.
-function decide (failure, request, { retries, clientGone, stopping }) {
+function decide (failure, request, { retries, clientGone, stopped }) {
   const { retry, answer, answerReplayed } = failureOf(failure)
-  const mayRetry = !clientGone && !stopping
+  const mayRetry = !clientGone && !stopped
   if (retry === 'any-method' && mayRetry && request.redispatches < retries) {
     return { action: 'redispatch', why: failure }
   }

@@ -184,7 +184,7 @@ class OverloadControl {
 
 // Overload control of the Dispatcher's queue: per-class state, the pace, the limits and police().
 class Overload {
-  // `turnAway(job)`: the queued `job` leaves unserved (queue_shed); `onShed()`: a police() pass shed.
+  // `turnAway(request)`: the queued `request` leaves unserved (queue_shed); `onShed()`: a police() pass shed.
   constructor ({ given, ceiling, queue, workers, clock, turnAway, onShed }) {
     this.queue = queue
     this.workers = workers
@@ -207,21 +207,21 @@ class Overload {
   }
 
   // Counts for the flow; a long-lived request is not counted (its pace is not the renders').
-  arrived (job) { this.count(job, 'arrived') }
-  served (job) { this.count(job, 'served') }
-  gaveUp (job) { this.count(job, 'gaveUp') }
+  arrived (request) { this.count(request, 'arrived') }
+  served (request) { this.count(request, 'served') }
+  gaveUp (request) { this.count(request, 'gaveUp') }
 
-  count (job, what) {
-    if (!job.longLived) this.byClass[job.priority][what](this.clock.now(), this.limits.current())
+  count (request, what) {
+    if (!request.longLived) this.byClass[request.priority][what](this.clock.now(), this.limits.current())
   }
 
   enqueued (now) {
     if (this.queue.length === 1) this.busySince = now
   }
 
-  left (job) {
+  left (request) {
     if (this.queue.length === 0) this.busySince = null
-    if (this.queue.classes[job.priority].length === 0) this.byClass[job.priority].emptied()
+    if (this.queue.classes[request.priority].length === 0) this.byClass[request.priority].emptied()
   }
 
   // The gap since the last take is a pace sample if the queue stayed non-empty meanwhile.
@@ -261,7 +261,7 @@ class Overload {
       // A queue that just stopped standing sheds its late requests first, or FIFO would serve them, late.
       if ((this.judge(c, now, limits) || stood) && beyond > 0) {
         const late = this.tooLate(c, now, limits, beyond)
-        for (const job of late) this.turnAway(job)
+        for (const request of late) this.turnAway(request)
         if (late.length > 0) this.judge(c, now, limits)
         shed = shed || late.length > 0
       }
@@ -382,8 +382,8 @@ function lastStart ({ maxWait, render, places }) {
 }
 
 // When the client began to wait: arrival at the balancer (request.js), else when it was queued.
-function arrivalOf (job) {
-  return job.arrivedAt ?? job.queuedAt
+function arrivalOf (request) {
+  return request.arrivedAt ?? request.queuedAt
 }
 
 module.exports = { Overload, OverloadControl, OverloadLimits, Pace, Flow }

@@ -68,12 +68,12 @@ class RequestPipeline {
       maxQueue: options.maxQueue,
       overload: options.overload,
       priorityOf: options.priorityOf,
-      onAssign: (job, record) => this.onAssign(job, record),
+      onAssign: (request, record) => this.onAssign(request, record),
       onError: (err) => this.log.error({ event: 'balancer-internal-error', err },
         `internal error in the balancer's queue: ${err && err.message}`),
-      onTurnedAway: (job, reason) => this.safely(job, () => {
-        this.account(job, { failure: reason })
-        this.fail(job, reason)
+      onTurnedAway: (request, reason) => this.safely(request, () => {
+        this.account(request, { failure: reason })
+        this.fail(request, reason)
       })
     })
     this.reclaimer = new Reclaimer({
@@ -110,8 +110,8 @@ class RequestPipeline {
 
   stop () {
     this.reclaimer.stop()
-    this.dispatcher.clear((job) => this.safely(job, () => this.fail(job, 'stopping')))
-    for (const job of this.tunnels) job.tunnel.close('stop')
+    this.dispatcher.clear((request) => this.safely(request, () => this.fail(request, 'stopping')))
+    for (const request of this.tunnels) request.tunnel.close('stop')
   }
 
   // ---- a request's life: onRequest → arrivalRefusal → body → admit → onAssign → onResponse or
@@ -123,12 +123,12 @@ class RequestPipeline {
     if (req.url === this.options.pingPath || req.url.startsWith(this.options.pingPath + '?')) {
       return replyPing(req, res, { stopping: this.isStopping() })
     }
-    const job = new BalancedRequest(req, res)
-    job.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
-    job.longLived = isLongLived(req, this.options.longLivedRoutes)
-    this.stick(job)
-    res.once('close', () => this.safely(job, () => this.onClientClose(job)))
-    this.safely(job, () => this.accept(job, expectsContinue))
+    const request = new BalancedRequest(req, res)
+    request.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
+    request.longLived = isLongLived(req, this.options.longLivedRoutes)
+    this.stick(request)
+    res.once('close', () => this.safely(request, () => this.onClientClose(request)))
+    this.safely(request, () => this.accept(request, expectsContinue))
   }
 
   // A WebSocket handshake: long-lived, no body, answered on its bare socket until a 101.
@@ -136,83 +136,84 @@ class RequestPipeline {
     socket.on('error', () => {}) // Node took its own listeners off; the response or tunnel has others
     reconcileTarget(req)
     const res = responseOn(req, socket)
-    const job = new BalancedRequest(req, res)
-    job.id = headers.requestId(req, trustsPeerOf(socket, this.options.isTrustedPeer))
-    job.longLived = true
-    job.upgrade = head
-    this.stick(job)
-    res.once('close', () => this.safely(job, () => this.onClientClose(job)))
-    this.safely(job, () => this.accept(job, false))
+    const request = new BalancedRequest(req, res)
+    request.id = headers.requestId(req, trustsPeerOf(socket, this.options.isTrustedPeer))
+    request.longLived = true
+    request.upgrade = head
+    this.stick(request)
+    res.once('close', () => this.safely(request, () => this.onClientClose(request)))
+    this.safely(request, () => this.accept(request, false))
   }
 
   // A Socket.IO request is long-lived, and goes to the worker holding its session.
-  stick (job) {
-    job.session = engineRequest(job.url)
-    if (job.session === null) return
-    job.longLived = true
-    if (job.session !== 'open') job.pinned = this.sessions.workerOf(job.session) ?? null
+  stick (request) {
+    request.session = engineRequest(request.url)
+    if (request.session === null) return
+    request.longLived = true
+    if (request.session !== 'open') request.pinned = this.sessions.workerOf(request.session) ?? null
   }
 
   onCheckContinue (req, res) {
     this.onRequest(req, res, { expectsContinue: true })
   }
 
-  accept (job, expectsContinue) {
-    const refusal = this.arrivalRefusal(job)
-    if (refusal) return this.refuse(job, refusal)
-    if (!hasBody(job.req)) return this.admit(job)
-    if (expectsContinue) job.res.writeContinue()
-    readBody(job.req, { limit: this.options.maxBody, hold: job.bodyHold }).then((body) => {
-      job.body = body
-      this.safely(job, () => this.admit(job))
-    }, (err) => this.safely(job, () => {
+  accept (request, expectsContinue) {
+    const refusal = this.arrivalRefusal(request)
+    if (refusal) return this.refuse(request, refusal)
+    if (!hasBody(request.req)) return this.admit(request)
+    if (expectsContinue) request.res.writeContinue()
+    readBody(request.req, { limit: this.options.maxBody, hold: request.bodyHold }).then((body) => {
+      request.body = body
+      this.safely(request, () => this.admit(request))
+    }, (err) => this.safely(request, () => {
       const reason = BODY_REFUSALS[err.code]
-      if (reason) this.refuse(job, reason)
+      if (reason) this.refuse(request, reason)
       // CLIENT_ABORTED: nobody is left to answer; onClientClose accounts for it.
     }))
   }
 
   // The one arrival decision, before a byte of the body is read: the replies.js reason, or null. A
   // body announcing more than the body budget's room now is refused.
-  arrivalRefusal (job) {
-    const { req } = job
+  arrivalRefusal (request) {
+    const { req } = request
     if (this.isStopped()) return 'stopping'
     const rule = refusalOf(req)
     if (rule) return rule
     if (!hasBody(req)) return null // the queue decides as it takes it (admit)
     if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
-    if (!this.dispatcher.wouldTake(job)) return 'queue_full'
-    job.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
-    return job.bodyHold ? null : 'body_budget'
+    if (!this.dispatcher.wouldTake(request)) return 'queue_full'
+    request.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
+    return request.bodyHold ? null : 'body_budget'
   }
 
-  admit (job) {
-    if (job.clientGone) return
-    if (this.isStopped()) return this.fail(job, 'stopping')
-    job.enter('queued')
-    if (this.dispatcher.submit(job) === 'full') this.refuse(job, 'queue_full')
+  admit (request) {
+    if (request.clientGone) return
+    if (this.isStopped()) return this.fail(request, 'stopping')
+    request.enter('queued')
+    if (this.dispatcher.submit(request) === 'full') this.refuse(request, 'queue_full')
   }
 
   // Only the balancer's limits count in pool_failures_total, not rules or stopping.
-  refuse (job, reason) {
-    if (LIMITS.has(reason)) this.account(job, { failure: reason })
-    this.fail(job, reason)
+  refuse (request, reason) {
+    if (LIMITS.has(reason)) this.account(request, { failure: reason })
+    this.fail(request, reason)
   }
 
   // Runs inside the dispatcher's pump, for whichever request freed the worker: hence `safely`.
-  onAssign (job, record) {
-    job.holding = record
-    job.assignedAt = performance.now()
-    this.safely(job, () => {
-      if (job.attempts === 0) job.firstWaitMs = job.queueMs
-      job.attempts++
-      job.enter('on-worker')
-      job.record = record
-      job.exchange = headers.exchangeId()
-      const trusted = trustsPeerOf(job.req.socket, this.options.isTrustedPeer)
-      job.head ??= headers.requestHead(job.req, { id: job.id, body: job.body, trusted, upgrade: job.upgrade !== null })
-      job.attempt = new Attempt(this, job, record,
-        mayReuseConnection(job.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
+  onAssign (request, record) {
+    request.holding = record
+    request.assignedAt = performance.now()
+    this.safely(request, () => {
+      if (request.attempts === 0) request.firstWaitMs = request.queueMs
+      request.attempts++
+      request.enter('on-worker')
+      request.record = record
+      request.exchange = headers.exchangeId()
+      const trusted = trustsPeerOf(request.req.socket, this.options.isTrustedPeer)
+      const upgrade = request.upgrade !== null
+      request.head ??= headers.requestHead(request.req, { id: request.id, body: request.body, trusted, upgrade })
+      request.attempt = new Attempt(this, request, record,
+        mayReuseConnection(request.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })
   }
 
@@ -220,33 +221,33 @@ class RequestPipeline {
 
   // The response begins: its head goes out now, its body as it comes (stored whole with its length
   // under X-Accel-Buffering: yes). Returns the client's response, or null when it goes nowhere.
-  onResponse (job, attempt) {
+  onResponse (request, attempt) {
     let res = null
-    this.safely(job, () => {
-      if (attempt.complete) this.release(job)
-      else if (job.holding) this.dispatcher.headArrived(job.holding, job)
-      if (job.clientGone) return
-      job.enter('responding')
+    this.safely(request, () => {
+      if (attempt.complete) this.releaseWorker(request)
+      else if (request.holding) this.dispatcher.headArrived(request.holding, request)
+      if (request.clientGone) return
+      request.enter('responding')
       const bodyLength = attempt.stored ? attempt.relay.received : undefined
-      if (!this.writeHead(job, attempt.head, { bodyLength })) return
-      job.relay = attempt.relay
-      res = job.res
+      if (!this.writeHead(request, attempt.head, { bodyLength })) return
+      request.relay = attempt.relay
+      res = request.res
     })
     return res
   }
 
   // Sending the response threw: the balancer's own error, which costs this request.
-  onSendError (job, attempt, err) {
-    this.internalError(job, err)
+  onSendError (request, attempt, err) {
+    this.internalError(request, err)
   }
 
   // A 101: the client gets it, and the sockets are joined; the request keeps its open place.
-  onUpgrade (job, attempt) {
-    this.safely(job, () => {
+  onUpgrade (request, attempt) {
+    this.safely(request, () => {
       const { socket: worker, rest } = attempt.takeSocket()
-      const client = job.res.socket
+      const client = request.res.socket
       try {
-        this.join(job, attempt.head, client, worker, rest)
+        this.join(request, attempt.head, client, worker, rest)
       } catch (err) {
         worker.destroy() // no longer the connection's, nor the tunnel's yet: nobody else would
         client?.destroy()
@@ -255,152 +256,152 @@ class RequestPipeline {
     })
   }
 
-  join (job, head, client, worker, rest) {
-    this.dispatcher.headArrived(job.holding, job)
-    if (job.clientGone) {
+  join (request, head, client, worker, rest) {
+    this.dispatcher.headArrived(request.holding, request)
+    if (request.clientGone) {
       worker.destroy()
-      return this.release(job)
+      return this.releaseWorker(request)
     }
-    job.res.detachSocket(client)
-    job.enter('tunnel')
-    client.write(headers.switchingHead(head, job.id), 'latin1')
+    request.res.detachSocket(client)
+    request.enter('tunnel')
+    client.write(headers.switchingHead(head, request.id), 'latin1')
     if (rest.length > 0) client.write(rest)
-    if (job.upgrade.length > 0) worker.write(job.upgrade)
+    if (request.upgrade.length > 0) worker.write(request.upgrade)
     this.tunnelCounts.opened++
-    this.tunnels.add(job)
-    job.tunnel = new Tunnel(client, worker, {
+    this.tunnels.add(request)
+    request.tunnel = new Tunnel(client, worker, {
       idleMs: this.options.tunnelTimeout,
-      carried: { toClient: rest.length, toWorker: job.upgrade.length },
-      onEnd: (tunnel) => this.safely(job, () => this.onTunnelEnd(job, tunnel))
+      carried: { toClient: rest.length, toWorker: request.upgrade.length },
+      onEnd: (tunnel) => this.safely(request, () => this.onTunnelEnd(request, tunnel))
     })
     // Drop what only the exchange needed: a tunnel may live for hours beside thousands.
-    job.attempt = null
-    job.head = null
-    job.upgrade = NO_BYTES
-    job.req = null
-    job.res = null
+    request.attempt = null
+    request.head = null
+    request.upgrade = NO_BYTES
+    request.req = null
+    request.res = null
   }
 
   // Both sides closed: the worker's place goes back.
-  onTunnelEnd (job, tunnel) {
-    this.tunnels.delete(job)
-    this.release(job)
-    job.enter('done')
+  onTunnelEnd (request, tunnel) {
+    this.tunnels.delete(request)
+    this.releaseWorker(request)
+    request.enter('done')
     this.tunnelCounts.toWorker += tunnel.toWorker
     this.tunnelCounts.toClient += tunnel.toClient
     this.metrics.tunnelsClosed.inc({ closed_by: tunnel.closedBy })
     if (this.accessLog === null) return
     this.log.info({
       event: 'tunnel',
-      id: job.id,
-      url: job.url,
-      worker: job.record?.name,
+      id: request.id,
+      url: request.url,
+      worker: request.record?.name,
       ms: Math.round(tunnel.ms),
       toWorker: tunnel.toWorker,
       toClient: tunnel.toClient,
       closedBy: tunnel.closedBy
     },
-      `${job.method} ${job.url} 101 tunnel ${Math.round(tunnel.ms)}ms, ${tunnel.toWorker} B in, ${tunnel.toClient} B ` +
-        `out, closed by ${tunnel.closedBy}`)
+      `${request.method} ${request.url} 101 tunnel ${Math.round(tunnel.ms)}ms, ${tunnel.toWorker} B in, ` +
+        `${tunnel.toClient} B out, closed by ${tunnel.closedBy}`)
   }
 
   tunnelBytes () {
     let { toWorker, toClient } = this.tunnelCounts
-    for (const job of this.tunnels) { toWorker += job.tunnel.toWorker; toClient += job.tunnel.toClient }
+    for (const request of this.tunnels) { toWorker += request.tunnel.toWorker; toClient += request.tunnel.toClient }
     return { toWorker, toClient }
   }
 
   // The worker's side is over: whole (failure null), or broken off and the client sees it cut short.
   // Its place is given back; after a break, once the worker says the request ended.
-  onWorkerDone (job, attempt, failure) {
-    this.safely(job, () => {
-      if (failure === null) return this.release(job)
-      this.account(job, { failure: failureOf(failure).metric })
-      job.reason = this.isStopping() && attempt.record.gone ? 'stopping' : failureOf(failure).answer
-      job.res.destroy()
-      this.letGo(job, attempt, failure)
+  onWorkerDone (request, attempt, failure) {
+    this.safely(request, () => {
+      if (failure === null) return this.releaseWorker(request)
+      this.account(request, { failure: failureOf(failure).metric })
+      request.reason = this.isStopping() && attempt.record.gone ? 'stopping' : failureOf(failure).answer
+      request.res.destroy()
+      this.letGo(request, attempt, failure)
     })
   }
 
   // A 103 goes to the client at once, but never to HTTP/1.0 (RFC 9110 §15.2); one Node refuses is dropped.
-  onInterim (job, attempt, head) {
-    this.safely(job, () => {
-      const { req, res } = job
-      if (head.statusCode !== 103 || job.clientGone || res.headersSent || req.httpVersion === '1.0') return
+  onInterim (request, attempt, head) {
+    this.safely(request, () => {
+      const { req, res } = request
+      if (head.statusCode !== 103 || request.clientGone || res.headersSent || req.httpVersion === '1.0') return
       const hints = headers.earlyHints(head)
       if (!hints) return
       try {
         res.writeEarlyHints(hints)
       } catch (err) {
-        this.log.debug({ event: 'balancer-hint-dropped', id: job.id, err },
-          `${job.method} ${job.url}: a 103 from the worker was not passed on (${err.message})`)
+        this.log.debug({ event: 'balancer-hint-dropped', id: request.id, err },
+          `${request.method} ${request.url}: a 103 from the worker was not passed on (${err.message})`)
       }
     })
   }
 
-  onAttemptFailed (job, attempt, failure, error) {
-    this.safely(job, () => this.attemptFailed(job, attempt.record, attempt, failure, error))
+  onAttemptFailed (request, attempt, failure, error) {
+    this.safely(request, () => this.attemptFailed(request, attempt.record, attempt, failure, error))
   }
 
-  attemptFailed (job, record, attempt, failure, error) {
-    if (isDroppedHandshake(failure, job)) {
-      job.reason = 'handshake_dropped'
-      this.letGo(job, attempt, null)
-      return job.res.destroy()
+  attemptFailed (request, record, attempt, failure, error) {
+    if (isDroppedHandshake(failure, request)) {
+      request.reason = 'handshake_dropped'
+      this.letGo(request, attempt, null)
+      return request.res.destroy()
     }
     const { metric, benchWorker, countsRefusal, reachedWorker } = failureOf(failure)
-    this.account(job, { failure: metric })
-    if (failure === 'bad_response') this.logBadResponse(job, record, error)
+    this.account(request, { failure: metric })
+    if (failure === 'bad_response') this.logBadResponse(request, record, error)
     if (benchWorker) this.dispatcher.bench(record)
     if (countsRefusal) this.noteRefusal(record, error)
-    if (reachedWorker) this.letGo(job, attempt, failure)
-    else this.release(job, { reached: false, failure })
-    const decision = decide(failure, job,
-      { retries: this.options.retries, clientGone: job.clientGone, stopping: this.isStopped() })
-    if (decision.action === 'answer') return this.fail(job, decision.reason)
-    countRetry(job, decision.why)
-    this.redispatch(job, record, decision.why, error)
+    if (reachedWorker) this.letGo(request, attempt, failure)
+    else this.releaseWorker(request, { reached: false, failure })
+    const decision = decide(failure, request,
+      { retries: this.options.retries, clientGone: request.clientGone, stopped: this.isStopped() })
+    if (decision.action === 'answer') return this.fail(request, decision.reason)
+    countRetry(request, decision.why)
+    this.redispatch(request, record, decision.why, error)
   }
 
   // ---- the worker's place
 
   // Give the place back, once per attempt (`reached` false: refused); the place before the counts,
   // so that nothing that throws can keep it.
-  release (job, { reached = true, failure = reached ? null : 'refused' } = {}) {
-    const record = job.holding
+  releaseWorker (request, { reached = true, failure = reached ? null : 'refused' } = {}) {
+    const record = request.holding
     if (!record) return
-    job.holding = null
-    const busyMs = (job.tunnel ? job.tunnel.openedAt : performance.now()) - job.assignedAt
+    request.holding = null
+    const busyMs = (request.tunnel ? request.tunnel.openedAt : performance.now()) - request.assignedAt
     try {
-      this.dispatcher.release(record, job)
+      this.dispatcher.release(record, request)
     } finally {
-      this.account(job, { worker: record, busyMs, failure })
+      this.account(request, { worker: record, busyMs, failure })
     }
   }
 
   // Done before the app may be: the attempt closes its connection (the app sees its response close),
   // and the place is given back once the worker says the request ended. Without a pool, at once.
-  letGo (job, attempt, failure) {
+  letGo (request, attempt, failure) {
     const record = attempt.record
     attempt.letGo()
-    if (job.holding !== record) return
-    const ended = record.abandon(job.exchange, () => this.watchRequest(record, job.exchange))
-    if (!ended) return this.release(job, { failure })
-    job.holding = null
-    this.account(job, { worker: record, busyMs: performance.now() - job.assignedAt, failure })
-    ended.then(() => this.safely(job, () => {
-      if (!record.gone) this.dispatcher.release(record, job)
+    if (request.holding !== record) return
+    const ended = record.abandon(request.exchange, () => this.watchRequest(record, request.exchange))
+    if (!ended) return this.releaseWorker(request, { failure })
+    request.holding = null
+    this.account(request, { worker: record, busyMs: performance.now() - request.assignedAt, failure })
+    ended.then(() => this.safely(request, () => {
+      if (!record.gone) this.dispatcher.release(record, request)
     }))
   }
 
   // Node refuses some heads our parser accepts: that is the worker's bad response, not a crash.
-  writeHead (job, head, { bodyLength } = {}) {
+  writeHead (request, head, { bodyLength } = {}) {
     try {
-      job.res.writeHead(head.statusCode, head.statusMessage || undefined,
-        headers.toClient(head, { id: job.id, bodyLength, close: this.isStopping() }))
+      request.res.writeHead(head.statusCode, head.statusMessage || undefined,
+        headers.toClient(head, { id: request.id, bodyLength, close: this.isStopping() }))
       return true
     } catch (err) {
-      this.badResponse(job, err)
+      this.badResponse(request, err)
       return false
     }
   }
@@ -415,106 +416,109 @@ class RequestPipeline {
       { refusals }))
   }
 
-  badResponse (job, err) {
+  badResponse (request, err) {
     const { metric, answer } = ATTEMPT_FAILURES.bad_response
-    this.account(job, { failure: metric, slot: job.record })
-    this.logBadResponse(job, job.record, err)
-    this.fail(job, answer)
+    this.account(request, { failure: metric, slot: request.record })
+    this.logBadResponse(request, request.record, err)
+    this.fail(request, answer)
   }
 
-  logBadResponse (job, record, err) {
-    this.log.error({ event: 'balancer-bad-response', id: job.id, worker: record && record.name, err },
-      `${job.method} ${job.url}: ${record ? record.name : 'the worker'} sent a malformed response (${err.message}); ` +
-        'answered 502')
+  logBadResponse (request, record, err) {
+    this.log.error({ event: 'balancer-bad-response', id: request.id, worker: record && record.name, err },
+      `${request.method} ${request.url}: ${record ? record.name : 'the worker'} sent a malformed response ` +
+        `(${err.message}); answered 502`)
   }
 
-  redispatch (job, record, why, error) {
-    this.account(job, { redispatch: why })
-    this.log.warn({ event: 'balancer-redispatch', id: job.id, worker: record.name, reason: why, err: error },
-      `${job.method} ${job.url} redispatched: ${REDISPATCHED[why](record.name)} (${error.message})`)
-    job.enter('queued')
-    this.dispatcher.requeue(job)
+  redispatch (request, record, why, error) {
+    this.account(request, { redispatch: why })
+    this.log.warn({ event: 'balancer-redispatch', id: request.id, worker: record.name, reason: why, err: error },
+      `${request.method} ${request.url} redispatched: ${REDISPATCHED[why](record.name)} (${error.message})`)
+    request.enter('queued')
+    this.dispatcher.requeue(request)
   }
 
   // The balancer's own answer (replies.js); before the body was read, with a lingering close.
-  fail (job, reason) {
-    job.reason = reason
-    if (job.clientGone) return
-    const bodyUnread = job.stage === 'reading' && hasBody(job.req)
-    job.enter('responding')
-    const linger = bodyUnread && !job.res.headersSent && !job.res.destroyed
-    const status = replyError(job.res, reason, { id: job.id, close: this.isStopping() || bodyUnread, end: !linger })
+  fail (request, reason) {
+    request.reason = reason
+    if (request.clientGone) return
+    const bodyUnread = request.stage === 'reading' && hasBody(request.req)
+    request.enter('responding')
+    const linger = bodyUnread && !request.res.headersSent && !request.res.destroyed
+    const close = this.isStopping() || bodyUnread
+    const status = replyError(request.res, reason, { id: request.id, close, end: !linger })
     if (linger) {
-      job.lingering = true
-      lingerThenClose(job.req, job.res, { maxBytes: this.lingerBytes })
+      request.lingering = true
+      lingerThenClose(request.req, request.res, { maxBytes: this.lingerBytes })
     }
     if (status >= 500) {
       this.log.warn({
         event: 'balancer-error',
-        id: job.id,
-        method: job.method,
-        url: job.url,
+        id: request.id,
+        method: request.method,
+        url: request.url,
         status,
         reason,
-        worker: job.record && job.record.name
+        worker: request.record && request.record.name
       },
-        `${job.method} ${job.url} answered ${status} (${reason})`)
+        `${request.method} ${request.url} answered ${status} (${reason})`)
     }
   }
 
   // The data path's error boundary: a throw costs its request (500 or a cut), never the process or
   // the place of a worker still working on it.
-  safely (job, fn) {
+  safely (request, fn) {
     try {
       fn()
     } catch (err) {
-      this.internalError(job, err)
+      this.internalError(request, err)
     }
   }
 
-  internalError (job, err) {
+  internalError (request, err) {
     try {
-      this.account(job, { failure: 'internal_error' })
-      this.log.error({ event: 'balancer-internal-error', id: job.id, method: job.method, url: job.url, err },
-        `${job.method} ${job.url}: internal error in the balancer: ${err && err.message}`)
-      this.dispatcher.cancel(job)
-      if (job.holding) {
-        if (job.attempt && job.attempt.record === job.holding) job.attempt.discard()
-        else this.release(job)
+      this.account(request, { failure: 'internal_error' })
+      const { id, method, url } = request
+      this.log.error({ event: 'balancer-internal-error', id, method, url, err },
+        `${method} ${url}: internal error in the balancer: ${err && err.message}`)
+      this.dispatcher.cancel(request)
+      if (request.holding) {
+        if (request.attempt && request.attempt.record === request.holding) request.attempt.discard()
+        else this.releaseWorker(request)
       }
-      if (job.res.headersSent) job.res.destroy()
-      else this.fail(job, 'internal_error')
+      if (request.res.headersSent) request.res.destroy()
+      else this.fail(request, 'internal_error')
     } catch {
       // Nothing more can be done for this request; the process must not follow it.
-      try { job.res.destroy() } catch {}
+      try { request.res.destroy() } catch {}
     }
   }
 
   // Every request ends here. A client leaving early is passed on: the worker's connection closes.
-  onClientClose (job) {
-    job.relay?.onClose()
-    const finished = job.res.writableFinished || job.lingering
+  onClientClose (request) {
+    request.relay?.onClose()
+    const finished = request.res.writableFinished || request.lingering
     if (!finished) {
-      job.clientLeft()
-      this.dispatcher.cancel(job) // if it was still queued, it never reaches a worker
-      if (job.holding && job.attempt?.record === job.holding) this.letGo(job, job.attempt, null)
-      if (!job.reason) {
-        job.reason = 'client_aborted'
-        this.account(job, { failure: 'client_aborted' })
+      request.clientLeft()
+      this.dispatcher.cancel(request) // if it was still queued, it never reaches a worker
+      if (request.holding && request.attempt?.record === request.holding) this.letGo(request, request.attempt, null)
+      if (!request.reason) {
+        request.reason = 'client_aborted'
+        this.account(request, { failure: 'client_aborted' })
       }
     }
-    job.enter('done')
+    request.enter('done')
     // A cut response is logged with its head's status; one the client left is 499, as nginx.
-    const cut = !finished && job.res.headersSent && job.reason !== 'client_aborted'
-    this.account(job, { status: finished || cut ? job.res.statusCode : 499, ms: performance.now() - job.arrivedAt })
+    const cut = !finished && request.res.headersSent && request.reason !== 'client_aborted'
+    const status = finished || cut ? request.res.statusCode : 499
+    this.account(request, { status, ms: performance.now() - request.arrivedAt })
   }
 
   // ---- counts
 
   // Every count, in one place. `outcome`: { worker, busyMs, failure } (a place given back: the slot's
   // counts), { failure, slot? } (pool_failures_total), { redispatch }, or { status, ms } (over:
-  // queue wait, duration, access log). `job` is null for a client cut off by the send clock.
-  account (job, outcome) {
+  // queue wait, duration, access log). `request` is null for a client cut off by the send clock.
+  account (request, outcome) {
     const metrics = this.metrics
     if (outcome.worker) {
       const slot = this.slots.of(outcome.worker.slot, outcome.worker.name)
@@ -529,9 +533,9 @@ class RequestPipeline {
     } else if (outcome.redispatch) {
       metrics.redispatches.inc({ reason: outcome.redispatch })
     } else {
-      if (job.attempts > 0) metrics.queueWait.observe(job.firstWaitMs / 1000)
+      if (request.attempts > 0) metrics.queueWait.observe(request.firstWaitMs / 1000)
       metrics.durationFor(outcome.status).observe(outcome.ms / 1000)
-      if (this.accessLog !== null) this.accessLog(job, outcome.status, outcome.ms)
+      if (this.accessLog !== null) this.accessLog(request, outcome.status, outcome.ms)
     }
   }
 }

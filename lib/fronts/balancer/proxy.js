@@ -5,7 +5,7 @@
 // acts at the end of each read (onReadEnd), outside the parser, whose throws mean bad worker bytes.
 // The body goes through its relay (relay.js), read ahead of a slow client unless X-Accel-Buffering
 // says `no` (no read-ahead) or `yes` (store and forward). The owner (the pipeline) hears, with
-// (job, attempt): onInterim(head) for each 1xx; onResponse once, with attempt.head (its whole read
+// (request, attempt): onInterim(head) for each 1xx; onResponse once, with attempt.head (its whole read
 // parsed), .complete, .stored, returning the ServerResponse to send to or null to drop it
 // (onSendError(err) if sending it throws);
 // onAttemptFailed(failure, error) instead, before the response began (after 'timeout' the owner
@@ -33,9 +33,9 @@ const MODES = { no: 'no', yes: 'store' }
 // What an attempt knows of the worker's response: its head, then whole or broken off.
 class Attempt {
   // options: { maxResponseBuffer, reuse, budget (ResponseBudget), sendClock, requestClock }.
-  constructor (owner, job, record, options) {
+  constructor (owner, request, record, options) {
     this.owner = owner
-    this.job = job
+    this.request = request
     this.record = record
     this.limit = options.maxResponseBuffer
     this.head = null
@@ -50,10 +50,11 @@ class Attempt {
     this.clock = options.requestClock
     this.relay = new ResponseRelay(this, options)
     this.upgraded = null // after a 101: the bytes that followed its head
-    this.seen = job.session === 'open' ? Buffer.alloc(0) : null // a Socket.IO handshake's first answer bytes
-    const upgrade = job.upgrade !== null
-    const head = attemptHead(job.head, job.exchange, job.longLived)
-    this.connection = record.connections.send(this, job.method, head, job.body, { reuse: options.reuse, upgrade })
+    this.seen = request.session === 'open' ? Buffer.alloc(0) : null // a Socket.IO handshake's first answer bytes
+    const upgrade = request.upgrade !== null
+    const head = attemptHead(request.head, request.exchange, request.longLived)
+    const { method, body } = request
+    this.connection = record.connections.send(this, method, head, body, { reuse: options.reuse, upgrade })
     if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
   }
 
@@ -115,7 +116,7 @@ class Attempt {
     this.outcome = null
     this.relay.drop()
     this.clock?.unwatch(this)
-    this.owner.onUpgrade(this.job, this)
+    this.owner.onUpgrade(this.request, this)
   }
 
   takeSocket () {
@@ -127,7 +128,7 @@ class Attempt {
   passInterims () {
     const heads = this.interims
     this.interims = null
-    for (const head of heads) if (!this.settled) this.owner.onInterim(this.job, this, head)
+    for (const head of heads) if (!this.settled) this.owner.onInterim(this.request, this, head)
   }
 
   // Stored whole unless past the limit or held back by the budget (only its own client could free it).
@@ -157,19 +158,19 @@ class Attempt {
 
   begin () {
     this.settled = true
-    const res = this.owner.onResponse(this.job, this)
+    const res = this.owner.onResponse(this.request, this)
     if (this.answering) return // the owner let go, or discarded it on an error of its own
     try {
       if (res) this.sendTo(res)
       else this.discard()
     } catch (err) {
-      this.owner.onSendError(this.job, this, err)
+      this.owner.onSendError(this.request, this, err)
     }
   }
 
   fail (failure, error) {
     this.settled = true
-    this.owner.onAttemptFailed(this.job, this, failure, error)
+    this.owner.onAttemptFailed(this.request, this, failure, error)
   }
 
   // A request clock limit: the attempt fails ('timeout') or, once begun, breaks off.
@@ -185,7 +186,7 @@ class Attempt {
     if (this.outcome !== undefined) return
     this.outcome = failure
     this.clock?.unwatch(this)
-    if (this.answering) this.owner.onWorkerDone(this.job, this, failure)
+    if (this.answering) this.owner.onWorkerDone(this.request, this, failure)
   }
 
   // The owner is done before the worker: the connection closes, so the app sees its response close
@@ -203,7 +204,7 @@ class Attempt {
   sendTo (res) {
     this.answering = true
     this.relay.attach(res)
-    if (this.outcome !== undefined) this.owner.onWorkerDone(this.job, this, this.outcome)
+    if (this.outcome !== undefined) this.owner.onWorkerDone(this.request, this, this.outcome)
   }
 
   // Drop what the worker sends (after 'timeout', an unsendable response, an error of the balancer's).
@@ -211,7 +212,7 @@ class Attempt {
     this.settled = true
     this.answering = true
     this.relay.drop()
-    if (this.outcome !== undefined) this.owner.onWorkerDone(this.job, this, this.outcome)
+    if (this.outcome !== undefined) this.owner.onWorkerDone(this.request, this, this.outcome)
   }
 }
 

@@ -13,13 +13,13 @@
 const { READ_BYTES } = require('./response-budget')
 
 class ResponseRelay {
-  // worker: { pause(), resume() } its reads. options: { maxResponseBuffer, budget (the
+  // attempt: { pause(), resume() } its worker's reads. options: { maxResponseBuffer, budget (the
   // ResponseBudget), sendClock (the SendClock, or null: no --send-timeout) }.
-  constructor (worker, { maxResponseBuffer, budget, sendClock }) {
+  constructor (attempt, { maxResponseBuffer, budget, sendClock }) {
     this.limit = maxResponseBuffer
     this.budget = budget
     this.sendClock = sendClock
-    this.worker = worker
+    this.attempt = attempt
     this.mode = 'ahead'
     this.res = null // the client's response, once attached
     this.pending = [] // read from the worker, not written to the client yet
@@ -168,9 +168,9 @@ class ResponseRelay {
     if (this.paused === 'budget') this.budget.cancel(this)
     if (why === null) {
       this.paused = null
-      return this.worker.resume()
+      return this.attempt.resume()
     }
-    if (this.paused === null) this.worker.pause()
+    if (this.paused === null) this.attempt.pause()
     this.paused = why
     if (why === 'budget') this.budget.wait(this)
   }
@@ -191,7 +191,7 @@ class ResponseRelay {
   roomAgain () {
     if (this.paused !== 'budget') return
     this.paused = null
-    this.worker.resume()
+    this.attempt.resume()
     this.regulate()
   }
 

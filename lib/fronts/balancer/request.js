@@ -57,7 +57,7 @@ class BalancedRequest {
 
   dropBody () {
     this.body = null
-    if (this.bodyHold) this.bodyHold.release()
+    if (this.bodyHold) this.bodyHold.giveBack()
     this.bodyHold = null
   }
 

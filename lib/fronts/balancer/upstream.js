@@ -24,8 +24,8 @@ class WorkerGoneError extends PoolError {
 // now, outside the parser) and onFailed(failure, err) before the response is complete: 'refused'
 // (never established), 'died' (closed before a response byte), 'bad_response', 'broken_response'.
 class Connection {
-  constructor (pool) {
-    this.pool = pool
+  constructor (connections) {
+    this.connections = connections
     this.attempt = null
     this.idleSince = 0
     this.maxIdleMs = MAX_IDLE_MS
@@ -35,12 +35,12 @@ class Connection {
     this.badResponse = false
     this.error = null
     this.parser = new ResponseParser(null)
-    const socket = this.socket = net.connect({ host: pool.host, port: pool.port })
+    const socket = this.socket = net.connect({ host: connections.host, port: connections.port })
     descriptors.opened()
     socket.setNoDelay(true)
     socket.once('connect', () => {
       this.connected = true
-      pool.onConnect()
+      connections.onConnect()
     })
     socket.on('data', (chunk) => this.onData(chunk))
     socket.on('end', () => this.onEnd())
@@ -101,7 +101,7 @@ class Connection {
 
   onClose () {
     this.closed = true
-    this.pool.forget(this)
+    this.connections.forget(this)
     const attempt = this.attempt
     if (!attempt) return
     this.attempt = null
@@ -128,7 +128,7 @@ class Connection {
     this.parser.handlers = null
     const hint = head ? keepAliveHint(head.rawHeaders) : 0
     if (hint) this.maxIdleMs = Math.min(MAX_IDLE_MS, hint * 1000 - 1000)
-    if (keepAlive && !this.closed) this.pool.keep(this)
+    if (keepAlive && !this.closed) this.connections.keep(this)
     else this.socket.destroy()
   }
 
@@ -143,12 +143,12 @@ class Connection {
   }
 
   // The worker switched protocols (a 101): the socket is the attempt's to carry on (tunnel.js),
-  // no longer this pool's. Its 'error' listener stays until the new owner has its own.
+  // no longer its pool's. Its 'error' listener stays until the new owner has its own.
   detach () {
     this.attempt = null
     this.parser.handlers = null
     this.closed = true
-    this.pool.forget(this)
+    this.connections.forget(this)
     const socket = this.socket
     for (const event of ['data', 'end', 'close']) socket.removeAllListeners(event)
     return socket

@@ -58,23 +58,23 @@ class WorkerRecord {
   // ---- its places (the Dispatcher's)
 
   // A stream takes no render place, but is still the latest the worker's word must name.
-  take (job) {
+  take (request) {
     this.inFlight++
-    if (!job.longLived) this.renders++
-    if (this.byCpu) this.lastSent = job
-    if (job.replayed && !job.longLived) this.suspect = job // a stream renders nothing to be alone for
+    if (!request.longLived) this.renders++
+    if (this.byCpu) this.lastSent = request
+    if (request.replayed && !request.longLived) this.suspect = request // a stream renders nothing to be alone for
   }
 
-  headArrived (job) {
+  headArrived (request) {
     this.renders--
-    if (this.suspect === job) this.suspect = null
+    if (this.suspect === request) this.suspect = null
   }
 
   // `rendering`: it still held its render place.
-  release (job, rendering) {
+  giveBack (request, rendering) {
     this.inFlight--
     if (rendering) this.renders--
-    if (this.suspect === job) this.suspect = null
+    if (this.suspect === request) this.suspect = null
   }
 
   // The worker's word: the `open` requests it holds all await I/O, `last` started last.
@@ -197,13 +197,13 @@ class WorkerSet {
     record.close(new WorkerGoneError(`worker ${record.name} (retired) holds nothing more`))
   }
 
-  take (record, job) {
-    record.take(job)
+  take (record, request) {
+    record.take(request)
     this.open++
   }
 
-  release (record, job, rendering) {
-    record.release(job, rendering)
+  giveBack (record, request, rendering) {
+    record.giveBack(request, rendering)
     if (!record.gone) this.open--
   }
 

@@ -220,7 +220,7 @@ t.test('WorkerSet: a word older than the latest request sent is old news; ' +
   t.notOk(set.canTake(r), 'a word that does not count the second says nothing of it, whatever the X-Request-Ids')
   r.awaiting(1, 'e.2') // it awaits, the first's answer is on its way: the worker counts 1, the balancer 2
   t.notOk(set.canTake(r), 'not while more are held than the worker counted')
-  r.release({ exchange: 'e.1' }, true)
+  r.giveBack({ exchange: 'e.1' }, true)
   t.ok(set.canTake(r), 'once the first\'s answer is in, the second alone awaits')
   r.take({ exchange: 'e.3' })
   r.awaiting(2, 'e.3')

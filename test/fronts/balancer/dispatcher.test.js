@@ -20,27 +20,30 @@ const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')
 const NORMAL = CLASSES.indexOf('normal')
 
-// A dispatcher over `count` workers; `assigned` lists [job name, worker slot] in the order the
-// dispatcher gave them out, `turnedAway` [job name, reason].
+// A dispatcher over `count` workers; `assigned` lists [request name, worker slot] in the order the
+// dispatcher gave them out, `turnedAway` [request name, reason].
 function setup (t, { count = 1, maxconn = 1, balance = 'first', ...options } = {}) {
   const workers = new WorkerSet({ maxconn, balance })
   for (let slot = 1; slot <= count; slot++) workers.add({ slot, pid: 1000 + slot, port: 20000 + slot })
   const assigned = []
   const turnedAway = []
-  const holding = new Map() // job name → the record it holds
+  const holding = new Map() // request name → the record it holds
   const d = new Dispatcher({
     workers,
     queueTimeout: 0,
     priorityOf: (req) => req.cls ?? NORMAL,
-    onAssign: (job, record) => { assigned.push([job.name, record.slot]); holding.set(job.name, { record, job }) },
-    onTurnedAway: (job, reason) => turnedAway.push([job.name, reason]),
+    onAssign: (request, record) => {
+      assigned.push([request.name, record.slot])
+      holding.set(request.name, { record, request })
+    },
+    onTurnedAway: (request, reason) => turnedAway.push([request.name, reason]),
     ...options
   })
   // What the balancer does when an attempt ends: give the worker's place back.
   const finish = (name) => {
-    const { record, job } = holding.get(name)
+    const { record, request } = holding.get(name)
     holding.delete(name)
-    d.release(record, job)
+    d.release(record, request)
     return handedOff()
   }
   const check = () => t.notOk(d.stuck(), 'no request waits while a worker could take it')
@@ -91,7 +94,7 @@ t.test('a replay (its worker died holding it) renders alone: on a worker holding
   check()
   await finish('a')
   t.same(assigned.at(-1), ['r', 1], 'the first worker to hold nothing takes it')
-  t.equal(record(1).suspect, holding.get('r').job)
+  t.equal(record(1).suspect, holding.get('r').request)
   d.submit(job('b'))
   t.same(assigned.at(-1), ['b', 2], 'a render goes beside the stream, not beside the replay')
   d.submit(stream('s2'))
@@ -99,7 +102,7 @@ t.test('a replay (its worker died holding it) renders alone: on a worker holding
   d.submit(job('c'))
   t.equal(d.queued, 1, 'the next render waits: one worker renders b, the other the replay, alone')
   check()
-  d.headArrived(record(1), holding.get('r').job)
+  d.headArrived(record(1), holding.get('r').request)
   await handedOff()
   t.same(assigned.at(-1), ['c', 1], 'once the replay\'s head came, its worker takes the next')
   t.equal(record(1).suspect, null)
@@ -138,8 +141,8 @@ t.test('a freed place is handed on once the callback that freed it has returned,
   for (const name of ['a', 'b', 'c', 'd', 'e']) d.submit(job(name))
   const a = holding.get('a')
   const b = holding.get('b')
-  d.release(a.record, a.job)
-  d.release(b.record, b.job)
+  d.release(a.record, a.request)
+  d.release(b.record, b.request)
   t.same(assigned.map(([name]) => name), ['a', 'b'], 'nothing is written from inside the releasing callback')
   check() // not stuck: a hand-off is due
   t.equal(d.handOffsDue, 1, 'one hand-off serves both freed places')
@@ -155,7 +158,7 @@ t.test('a place freed for a hand-off still due is the queue\'s: an arrival meanw
   d.submit(stream('s1'))
   t.equal(d.submit(stream('s2')), 'queued', 's2 waits for open room')
   const s1 = holding.get('s1')
-  d.release(s1.record, s1.job)
+  d.release(s1.record, s1.request)
   t.equal(d.submit(stream('s3')), 'queued', 's3, arriving before the hand-off, does not take s2\'s room')
   await handedOff()
   t.same(assigned.map(([name]) => name), ['s1', 's2'], 'the room went to the stream that waited')
@@ -166,7 +169,7 @@ t.test('a render arriving before a hand-off waits behind the one queued', async 
   d.submit(job('r1'))
   d.submit(job('r2'))
   const r1 = holding.get('r1')
-  d.release(r1.record, r1.job)
+  d.release(r1.record, r1.request)
   t.equal(d.submit(job('r3')), 'queued', 'r3 does not take the place freed for r2')
   await handedOff()
   t.same(assigned.map(([name]) => name), ['r1', 'r2'])
@@ -178,7 +181,7 @@ t.test('a request goes straight to a free worker only when nobody waits', async 
   d.submit(job('b'))
   t.equal(d.submit(job('c')), 'queued')
   record(2).bench(null) // out of the choice, as after a refused connection
-  d.release(record(2), holding.get('b').job)
+  d.release(record(2), holding.get('b').request)
   await handedOff() // b's place back: the queue has no worker to take it while 2 is benched
   t.equal(d.queued, 1, 'c still waits')
   d.unbench(record(2))
@@ -396,8 +399,8 @@ t.test('the dispatcher writes only fields a request declares (request.js)', asyn
 // ---- overload control, on a simulated clock ----------------------------------------------------
 
 // `count` workers behind a dispatcher with overload control (`overload`: its given durations) on
-// a simulated clock. A job holds its worker for its `ms` (`render` unless given). `log` has every
-// event in order: ['served' | 'shed' | 'timeout' | 'full', name, time]; `waiting` the jobs queued.
+// a simulated clock. A request holds its worker for its `ms` (`render` unless given). `log` has every
+// event in order: ['served' | 'shed' | 'timeout' | 'full', name, time]; `waiting` the requests queued.
 // `concurrency`: the workers' K (--worker-concurrency); their renders never say they await I/O.
 function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout = 0, concurrency } = {}) {
   const clock = new SimClock()
@@ -411,24 +414,24 @@ function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout 
     overload,
     clock,
     priorityOf: (req) => req.cls ?? NORMAL,
-    onAssign: (job, record) => {
-      waiting.delete(job)
-      log.push(['served', job.name, clock.now()])
-      clock.setTimeout(() => d.release(record, job), job.ms)
+    onAssign: (request, record) => {
+      waiting.delete(request)
+      log.push(['served', request.name, clock.now()])
+      clock.setTimeout(() => d.release(record, request), request.ms)
     },
-    onTurnedAway: (job, reason) => {
-      waiting.delete(job)
-      log.push([reason === 'queue_shed' ? 'shed' : reason, job.name, clock.now()])
+    onTurnedAway: (request, reason) => {
+      waiting.delete(request)
+      log.push([reason === 'queue_shed' ? 'shed' : reason, request.name, clock.now()])
     }
   })
   t.teardown(() => d.clear(() => {}))
   const submit = (name, { ms = render, cls } = {}) => {
-    const job = { name, ms, req: { cls } }
-    waiting.add(job)
-    d.submit(job)
-    return job
+    const request = { name, ms, req: { cls } }
+    waiting.add(request)
+    d.submit(request)
+    return request
   }
-  // Open-loop arrivals: `n` jobs named prefix1.., one every `every` ms from now.
+  // Open-loop arrivals: `n` requests named prefix1.., one every `every` ms from now.
   const arrive = (prefix, n, every, options) => {
     for (let i = 1; i <= n; i++) clock.setTimeout(() => submit(`${prefix}${i}`, options), (i - 1) * every)
   }

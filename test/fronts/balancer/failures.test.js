@@ -11,7 +11,7 @@ const { haproxyConfig } = require('../../../lib/generate/haproxy')
 const { edgeConfig } = require('../../../lib/generate/edge')
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']
-const serving = { retries: 3, clientGone: false, stopping: false }
+const serving = { retries: 3, clientGone: false, stopped: false }
 const fresh = (method) => ({ method, redispatches: 0, replayed: false, upgrade: null })
 
 // The methods decide() sends to another worker after `failure`, on a first attempt.

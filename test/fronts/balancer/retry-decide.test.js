@@ -1,7 +1,7 @@
 'use strict'
 
 // failures.js decide(), the one retry policy, row by row: every way an attempt fails (its table),
-// for a replayable and a non-replayable method, with the client gone, the balancer stopping,
+// for a replayable and a non-replayable method, with the client gone, the balancer stopped,
 // the retries used up, a request already replayed. Pure: no socket, no worker.
 
 const t = require('tap')
@@ -11,7 +11,7 @@ const {
 const { REASONS } = require('../../../lib/fronts/balancer/replies')
 
 const fresh = (method, more = {}) => ({ method, redispatches: 0, replayed: false, ...more })
-const serving = { retries: 3, clientGone: false, stopping: false }
+const serving = { retries: 3, clientGone: false, stopped: false }
 const redispatch = (why) => ({ action: 'redispatch', why })
 const answer = (reason) => ({ action: 'answer', reason })
 
@@ -120,8 +120,8 @@ t.test('bad_response, broken_response, timeout: never retried, whatever the meth
   }
 })
 
-t.test('nothing is retried for a client that has gone, or once the balancer is stopping', async (t) => {
-  for (const when of [{ clientGone: true }, { stopping: true }]) {
+t.test('nothing is retried for a client that has gone, or once the balancer has stopped', async (t) => {
+  for (const when of [{ clientGone: true }, { stopped: true }]) {
     const label = Object.keys(when)[0]
     t.same(decide('refused', fresh('GET'), { ...serving, ...when }), answer('worker_refused'), `refused, ${label}`)
     t.same(decide('died', fresh('GET'), { ...serving, ...when }), answer('worker_died'), `died, ${label}`)
