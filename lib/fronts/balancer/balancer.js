@@ -37,7 +37,7 @@ class EmbeddedBalancer {
       ? (typeof logger.child === 'function' ? logger.child({ component: 'balancer' }) : logger)
       : SILENT_LOGGER
     this.context = null // the pool's FrontContext; null when used alone
-    this.isStopping = false
+    this.poolStopping = false
     this.stopped = false
     this.workers = new WorkerSet({
       maxconn: options.maxconn,
@@ -52,7 +52,7 @@ class EmbeddedBalancer {
       workers: this.workers,
       slots: this.slots,
       metrics: () => this.metrics,
-      isStopping: () => this.isStopping,
+      isStopping: () => this.poolStopping,
       isStopped: () => this.stopped,
       // A worker refusing connections while the pool counts it ready (pipeline.js noteRefusal):
       // false when used alone, with nobody to tell.
@@ -183,9 +183,9 @@ class EmbeddedBalancer {
   drain (w) {
     const record = this.workers.get(w.slot)
     if (!record || (w.pid !== undefined && record.pid !== undefined && w.pid !== record.pid)) return Promise.resolve()
-    const accepted = this.isStopping ? this.acceptedAll : Promise.resolve()
+    const accepted = this.poolStopping ? this.acceptedAll : Promise.resolve()
     return accepted
-      .then(() => this.dispatcher.drain(record, { untilQueueEmpty: this.isStopping }))
+      .then(() => this.dispatcher.drain(record, { untilQueueEmpty: this.poolStopping }))
       .then(() => this.closeIfNoWorker())
   }
 
@@ -201,8 +201,8 @@ class EmbeddedBalancer {
   // Either way the workers are drained only once every connection the listener accepted has
   // brought its request (closeListener), so nothing accepted is turned away.
   stopping () {
-    if (this.isStopping) return
-    this.isStopping = true
+    if (this.poolStopping) return
+    this.poolStopping = true
     this.acceptedAll = new Promise((resolve) => { this.allAccepted = resolve })
     const watched = this.pingAsked || Boolean(this.context?.agentAsked?.())
     const announceMs = watched ? this.options.stopAnnounce : 0
@@ -218,7 +218,7 @@ class EmbeddedBalancer {
 
   // While the stop is announced, no worker left to take a request: the listener closes at once.
   closeIfNoWorker () {
-    if (this.isStopping && this.workers.records.length === 0) this.closeListener('no-worker')
+    if (this.poolStopping && this.workers.records.length === 0) this.closeListener('no-worker')
   }
 
   // Stop accepting, and nothing more: a connection accepted but whose request has not arrived yet
@@ -250,7 +250,7 @@ class EmbeddedBalancer {
   }
 
   async stop () {
-    this.isStopping = true
+    this.poolStopping = true
     clearTimeout(this.announceTimer)
     clearTimeout(this.freshTimer)
     this.allAccepted?.()
@@ -280,7 +280,7 @@ class EmbeddedBalancer {
       responseBudget: this.responseBudget.limit,
       tunnels: this.pipeline.tunnels.size,
       tunnelsOpened: this.pipeline.tunnelCounts.opened,
-      stopping: this.isStopping,
+      stopping: this.poolStopping,
       workers,
       // Beside each worker's state on the status page: benched for a moment after a refused or
       // reset connection, and the attempts on it that failed.
