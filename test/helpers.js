@@ -58,10 +58,10 @@ function ephemeralLow () {
 }
 
 // A run of `count` consecutive free ports on 127.0.0.1, from a random base so that concurrent
-// test files rarely meet.
+// test files rarely meet. Suites run side by side (.ci/run) each draw from a slice of their own
+// (TEST_PORT_SLICE=k/n): a port one suite found free is never bound by another meanwhile.
 async function freePorts (count = 1) {
-  const low = 10000
-  const high = Math.max(low + 1000, ephemeralLow()) - count
+  const [low, high] = portRange(count)
   for (let attempt = 0; attempt < 200; attempt++) {
     const base = low + Math.floor(Math.random() * (high - low))
     let ok = true
@@ -69,6 +69,16 @@ async function freePorts (count = 1) {
     if (ok) return Array.from({ length: count }, (_, i) => base + i)
   }
   throw new Error(`no run of ${count} free ports found`)
+}
+
+function portRange (count) {
+  const low = 10000
+  const high = Math.max(low + 1000, ephemeralLow())
+  const slice = /^(\d+)\/(\d+)$/.exec(process.env.TEST_PORT_SLICE ?? '')
+  if (!slice || Number(slice[2]) < 2) return [low, high - count]
+  const [k, n] = [Number(slice[1]), Number(slice[2])]
+  const size = Math.floor((high - low) / n)
+  return [low + k * size, low + (k + 1) * size - count]
 }
 
 async function freePort () { return (await freePorts(1))[0] }
