@@ -67,32 +67,21 @@ class Pace {
 
 // The durations overload control works with, in ms: given (`given`: { maxWait, interval }) or scaled
 // with the pace. Until the pace is known, or with no worker in rotation, maxWait is endless.
-class OverloadLimits {
-  // `ceiling`: --queue-timeout (Infinity: none), past which the balancer turns a request away itself.
-  constructor (given, { pace, places, ceiling = Infinity }) {
-    this.given = given
-    this.pace = pace
-    this.places = places
-    this.ceiling = ceiling
-  }
-
-  // { maxWait, window, render, places } as of now; `render`: pace × places (null: unknown).
-  current () {
-    const places = this.places()
-    const pace = places > 0 ? this.pace(places) : null
-    const render = pace === null ? null : pace * places
-    const maxWait = this.given.maxWait !== undefined
-      ? this.given.maxWait
-      : pace === null
-        ? Infinity
-        : Math.min(this.ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
-    const window = this.given.interval !== undefined
-      ? this.given.interval
-      : Number.isFinite(maxWait)
-        ? maxWait
-        : MAX_WAIT_FLOOR_MS
-    return { maxWait, window, render, places }
-  }
+// `ceiling`: --queue-timeout (Infinity: none), past which the balancer turns a request away itself.
+// Returns { maxWait, window, render, places } for `places` places and a pace of `pace` ms (null: unknown).
+function overloadLimits (given, ceiling, places, pace) {
+  const render = places > 0 && pace !== null ? pace * places : null
+  const maxWait = given.maxWait !== undefined
+    ? given.maxWait
+    : render === null
+      ? Infinity
+      : Math.min(ceiling, Math.max(MAX_WAIT_FLOOR_MS, MAX_WAIT_PACES * pace))
+  const window = given.interval !== undefined
+    ? given.interval
+    : Number.isFinite(maxWait)
+      ? maxWait
+      : MAX_WAIT_FLOOR_MS
+  return { maxWait, window, render, places }
 }
 
 // Counts of arrived / served / gaveUp requests over a sliding window, in SLICES slices.
@@ -194,11 +183,8 @@ class Overload {
     this.pace = new Pace()
     this.busySince = null // when the queue last stopped being empty (null: it is empty)
     this.lastTakenAt = null // when a worker last took a request from the queue
-    this.limits = new OverloadLimits(given, {
-      pace: () => this.pace.ms(this.workers.places()),
-      places: () => this.places(),
-      ceiling
-    })
+    this.given = given
+    this.ceiling = ceiling
     this.byClass = queue.classes.map(() => new OverloadControl())
     this.newestFirst = (c) => this.servesNewest(c)
     this.lastServed = (c) => this.lastServedOf(c)
@@ -212,7 +198,7 @@ class Overload {
   gaveUp (request) { this.count(request, 'gaveUp') }
 
   count (request, what) {
-    if (!request.longLived) this.byClass[request.priority][what](this.clock.now(), this.limits.current())
+    if (!request.longLived) this.byClass[request.priority][what](this.clock.now(), this.currentLimits())
   }
 
   enqueued (now) {
@@ -238,12 +224,14 @@ class Overload {
     this.timer = null
   }
 
-  // A worker's maxconn; with --worker-concurrency above 1, what the workers held on average while
-  // the queue waited (Little's law; counting K for a rendering worker would shed in-time requests).
-  places () {
-    const places = this.workers.places()
-    if (this.workers.byCpu === 0 || places === 0) return places
-    return Math.min(places, this.pace.heldOn(places) ?? places)
+  // The limits as of now. The places: the workers' maxconn; with --worker-concurrency above 1, what
+  // they held on average while the queue waited (Little's law; counting K for a rendering worker
+  // would shed in-time requests). The pace: over all their places.
+  currentLimits () {
+    const all = this.workers.places()
+    if (all === 0) return overloadLimits(this.given, this.ceiling, 0, null)
+    const held = this.workers.byCpu === 0 ? all : Math.min(all, this.pace.heldOn(all) ?? all)
+    return overloadLimits(this.given, this.ceiling, held, this.pace.ms(all))
   }
 
   // Judge each class; where it stands, turn away who can no longer be answered in time. Runs after
@@ -251,7 +239,7 @@ class Overload {
   police () {
     if (this.queue.length === 0) return
     const now = this.clock.now()
-    const limits = this.limits.current()
+    const limits = this.currentLimits()
     let next = Infinity
     let shed = false
     for (let c = 0; c < this.byClass.length; c++) {
@@ -386,4 +374,4 @@ function arrivalOf (request) {
   return request.arrivedAt ?? request.queuedAt
 }
 
-module.exports = { Overload, OverloadControl, OverloadLimits, Pace, Flow }
+module.exports = { Overload, OverloadControl, overloadLimits, Pace, Flow }

@@ -496,7 +496,7 @@ t.test('overload with --worker-concurrency 4 and renders on the CPU: judged as w
     r.submit('hold2', { ms: 700 })
     r.arrive('o', 30, 25)
     r.run(600)
-    const limits = r.d.overload.limits.current()
+    const limits = r.d.overload.currentLimits()
     runs[concurrency] = { trace: (r.run(5000), trace(r)), places: limits.places, render: limits.render }
   }
   t.equal(runs[4].places, 2, 'K=4: the two workers are the places (each held one request)')
@@ -641,13 +641,13 @@ t.test('overload: a burst of fast requests does not carry over into judging the 
   const r = overloadRig(t, { count: 2 })
   for (let i = 0; i < 200; i++) r.submit(`fast${i}`, { ms: 1 })
   r.run(200)
-  t.equal(r.d.overload.limits.current().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
+  t.equal(r.d.overload.currentLimits().maxWait, 1000, 'after the burst: a pace of 0.5 ms, the floor of a second')
   for (let i = 0; i < 80; i++) r.submit(`slow${i}`, { ms: 200 })
   r.run(800)
-  t.ok(r.d.overload.limits.current().maxWait >= 1500,
-    `4 rounds of slow renders later: ${Math.round(r.d.overload.limits.current().maxWait)} ms, already past the floor`)
+  t.ok(r.d.overload.currentLimits().maxWait >= 1500,
+    `4 rounds of slow renders later: ${Math.round(r.d.overload.currentLimits().maxWait)} ms, already past the floor`)
   r.run(4000)
-  t.equal(r.d.overload.limits.current().maxWait, 10000,
+  t.equal(r.d.overload.currentLimits().maxWait, 10000,
     '20 rounds later: 100 paces of 100 ms, nothing of the burst left')
 })
 

@@ -13,7 +13,7 @@ const { request, waitFor, sleep } = require('../../helpers')
 const { setup, release } = require('../../helpers/balancer')
 const { createBalancer } = require('../../../lib/fronts/balancer')
 const { NORMAL } = require('../../../lib/fronts/balancer/priority')
-const { OverloadLimits, Pace } = require('../../../lib/fronts/balancer/overload')
+const { overloadLimits, Pace } = require('../../../lib/fronts/balancer/overload')
 const { startLoad } = require('../../helpers/load')
 
 // Long enough for every queueing step of a test to happen while the worker is held, even on a
@@ -153,8 +153,7 @@ t.test('normal load: overload control at its defaults never finds the queue stan
 
 t.test('the maximum wait left unset is a second, or 100 paces if longer, at most the queue timeout; ' +
   'the pace is the mean gap between requests leaving a busy queue', async (t) => {
-  const limits = (pace, places, given = {}, ceiling) => new OverloadLimits(given,
-    { pace: () => pace, places: () => places, ceiling }).current()
+  const limits = (pace, places, given = {}, ceiling) => overloadLimits(given, ceiling ?? Infinity, places, pace)
   t.same(limits(2, 15), { maxWait: 1000, window: 1000, render: 30, places: 15 }, '15 workers rendering 30 ms: a second')
   t.same(limits(100, 2), { maxWait: 10000, window: 10000, render: 200, places: 2 },
     '2 workers rendering 200 ms: 100 paces')
@@ -187,7 +186,7 @@ t.test('slow renders: at the defaults, a queue a few renders long is normal oper
   const statuses = [(await hold).status, ...(await Promise.all(queued)).map((r) => r.status)]
   t.same(statuses, Array(5).fill(200), 'all served, the last after waiting four renders')
   t.same(balancer.dispatcher.overload.byClass.map((o) => o.stands), [0, 0, 0], 'the queue never stood')
-  const { maxWait } = balancer.dispatcher.overload.limits.current()
+  const { maxWait } = balancer.dispatcher.overload.currentLimits()
   t.ok(maxWait > 10 * 300 && Number.isFinite(maxWait),
     `the maximum wait scaled with the renders (${Math.round(maxWait)} ms)`)
 })
