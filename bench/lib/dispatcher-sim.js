@@ -113,6 +113,11 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
     anyFree: () => records.some((r) => r.inFlight === 0),
     places: () => records.length
   }
+  // A worker's render: its place back after request.ms, then the answer.
+  const render = (request, record) => clock.setTimeout(() => {
+    d.release(record, request)
+    request.answer(200)
+  }, request.ms)
   const d = new Dispatcher({
     workers: set,
     queueTimeout: o.queueTimeout,
@@ -120,19 +125,18 @@ function simPool ({ clock, workers, fifo = false, options = {}, lib = LIB }) {
     overload: o.overload,
     priorityOf: o.priorityOf,
     clock,
-    onAssign: (request, record) => {
-      clock.setTimeout(() => {
-        d.release(record, request)
-        request.answer(200)
-      }, request.ms)
-    },
+    onAssign: (request, record) => render(request, record),
     onTurnedAway: (request, reason) => { request.reason = reason; request.answer(503) }
   })
   return {
     dispatcher: d,
     submit (request) {
       request.req = { url: '/', headers: {}, socket: {} }
-      if (d.submit(request) === 'full') { request.reason = 'queue_full'; request.answer(503) }
+      const taken = d.submit(request)
+      if (taken === 'full') {
+        request.reason = 'queue_full'
+        request.answer(503)
+      } else if (taken !== 'queued') render(request, taken)
     },
     giveUp (request) { d.cancel(request) }
   }

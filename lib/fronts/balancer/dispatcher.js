@@ -27,8 +27,9 @@ const { CLASSES, NORMAL } = require('./priority')
 const { Overload } = require('./overload')
 
 class Dispatcher {
-  // onAssign(request, record): the request owns one of record's places and must call release(record, request)
-  //   once (headArrived before, when its response begins). onTurnedAway(request, reason): it left the
+  // onAssign(request, record): a request that waited was given one of record's places (one taken at
+  //   submit() is the caller's to begin). Either way it must call release(record, request) once
+  //   (headArrived before, when its response begins). onTurnedAway(request, reason): it left the
   //   queue unserved: queue_timeout, queue_shed or queue_full (a higher class took its place).
   // overload: { interval, maxWait } turns overload control on. onError(err): a hand-off's throw.
   constructor ({
@@ -64,8 +65,8 @@ class Dispatcher {
 
   get queued () { return this.queue.length + this.streams.length }
 
-  // 'assigned', 'queued', or 'full' (the caller answers 503). The queue deadline starts here and is
-  // kept across redispatches: the client has waited since.
+  // The WorkerRecord that takes `request` now (the caller begins it: no onAssign), else 'queued' or
+  // 'full' (the caller answers 503). The queue deadline starts here and is kept across redispatches.
   submit (request) {
     this.classify(request)
     if (this.queueTimeout > 0) request.deadline = this.clock.now() + this.queueTimeout
@@ -74,7 +75,7 @@ class Dispatcher {
     if (this.handOffsDue > 0) this.pump()
     if (request.longLived || this.queue.length === 0) {
       const record = this.pick(request)
-      if (record) { this.assign(request, record); return 'assigned' }
+      if (record) { this.take(request, record); return record }
     }
     if (this.isFull() && (request.longLived || !this.makeRoom(request))) return 'full'
     this.enqueue(request, false)
@@ -200,10 +201,14 @@ class Dispatcher {
     return true
   }
 
-  assign (request, record) {
+  take (request, record) {
     this.overload?.served(request)
     this.workers.take(record, request)
     request.rendering = !request.longLived
+  }
+
+  assign (request, record) {
+    this.take(request, record)
     this.onAssign(request, record)
   }
 

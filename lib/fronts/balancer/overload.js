@@ -149,10 +149,6 @@ class OverloadControl {
     this.stands = 0 // how many times the queue began to stand
   }
 
-  arrived (now, { window }) { this.flow.add(now, window, 'arrived') }
-  served (now, { window }) { this.flow.add(now, window, 'served') }
-  gaveUp (now, { window }) { this.flow.add(now, window, 'gaveUp') }
-
   // Whether the queue stands now. It begins to once `late` and each quarter's excess is above a
   // quarter of a `round`; it stops once the last half window's excess is ≤ 0 and not `tooLong`.
   update (now, { flow, round, tooLong, late }) {
@@ -190,6 +186,7 @@ class Overload {
     this.lastServed = (c) => this.lastServedOf(c)
     this.timer = null
     this.timerAt = Infinity
+    this.window = this.currentLimits().window // the flows' window as of the last pace sample or police()
   }
 
   // Counts for the flow; a long-lived request is not counted (its pace is not the renders').
@@ -198,7 +195,7 @@ class Overload {
   gaveUp (request) { this.count(request, 'gaveUp') }
 
   count (request, what) {
-    if (!request.longLived) this.byClass[request.priority][what](this.clock.now(), this.currentLimits())
+    if (!request.longLived) this.byClass[request.priority].flow.add(this.clock.now(), this.window, what)
   }
 
   enqueued (now) {
@@ -215,6 +212,7 @@ class Overload {
     const now = this.clock.now()
     if (this.lastTakenAt !== null && this.busySince !== null && this.lastTakenAt >= this.busySince) {
       this.pace.add(now - this.lastTakenAt, this.workers.byCpu > 0 ? this.workers.rendering() + 1 : null)
+      this.window = this.currentLimits().window
     }
     this.lastTakenAt = now
   }
@@ -240,6 +238,7 @@ class Overload {
     if (this.queue.length === 0) return
     const now = this.clock.now()
     const limits = this.currentLimits()
+    this.window = limits.window
     let next = Infinity
     let shed = false
     for (let c = 0; c < this.byClass.length; c++) {

@@ -190,7 +190,9 @@ class RequestPipeline {
     if (request.clientGone) return
     if (this.isStopped()) return this.fail(request, 'stopping')
     request.enter('queued')
-    if (this.dispatcher.submit(request) === 'full') this.refuse(request, 'queue_full')
+    const taken = this.dispatcher.submit(request)
+    if (taken === 'full') this.refuse(request, 'queue_full')
+    else if (taken !== 'queued') this.onAssign(request, taken)
   }
 
   // Only the balancer's limits count in pool_failures_total, not rules or stopping.
@@ -199,7 +201,7 @@ class RequestPipeline {
     this.fail(request, reason)
   }
 
-  // Runs inside the dispatcher's pump, for whichever request freed the worker: hence `safely`.
+  // From admit(), or from the dispatcher's pump for a request that waited: hence `safely`.
   onAssign (request, record) {
     request.holding = record
     request.assignedAt = performance.now()

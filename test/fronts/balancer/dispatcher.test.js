@@ -16,6 +16,20 @@ const {
   SimClock, runShape, simPool, openLoop, fastBurst, closedLoop: simClosedLoop, summarize
 } = require('../../../bench/lib/dispatcher-sim')
 
+// A Dispatcher as the balancer drives it (pipeline.js admit): a request taken at submit() is
+// begun by the caller, one that waited through onAssign; submit() answers 'assigned' for the first.
+function dispatcher (options) {
+  const d = new Dispatcher(options)
+  const submit = d.submit.bind(d)
+  d.submit = (request) => {
+    const taken = submit(request)
+    if (taken === 'queued' || taken === 'full') return taken
+    options.onAssign(request, taken)
+    return 'assigned'
+  }
+  return d
+}
+
 const HIGH = CLASSES.indexOf('high')
 const LOW = CLASSES.indexOf('low')
 const NORMAL = CLASSES.indexOf('normal')
@@ -28,7 +42,7 @@ function setup (t, { count = 1, maxconn = 1, balance = 'first', ...options } = {
   const assigned = []
   const turnedAway = []
   const holding = new Map() // request name → the record it holds
-  const d = new Dispatcher({
+  const d = dispatcher({
     workers,
     queueTimeout: 0,
     priorityOf: (req) => req.cls ?? NORMAL,
@@ -408,7 +422,7 @@ function overloadRig (t, { count = 1, overload = {}, render = 100, queueTimeout 
   for (let slot = 1; slot <= count; slot++) workers.add({ slot, pid: 1000 + slot, port: 20000 + slot, concurrency })
   const log = []
   const waiting = new Set()
-  const d = new Dispatcher({
+  const d = dispatcher({
     workers,
     queueTimeout,
     overload,
@@ -684,10 +698,22 @@ t.test('overload: a shedding pass never turns away the last round, ' +
   t.same([...mixed.waiting].map((j) => j.name), ['h'], 'a high request ahead takes the round: every normal one goes')
 })
 
+t.test('a request a worker takes at submit() is the caller\'s to begin: no onAssign from inside submit()', (t) => {
+  const workers = new WorkerSet({ maxconn: 1 })
+  const a = workers.add({ slot: 1, pid: 1, port: 1 })
+  const calls = []
+  const d = new Dispatcher({ workers, onAssign: (request) => calls.push(request.name), onTurnedAway () {} })
+  t.equal(d.submit(job('first')), a, 'submit() answers the worker that took it')
+  t.same(calls, [], 'and calls nobody back')
+  t.equal(d.submit(job('second')), 'queued')
+  d.release(a, { rendering: true })
+  return handedOff().then(() => t.same(calls, ['second'], 'one that waited is handed on through onAssign'))
+})
+
 t.test('a replayed stream is no suspect: its worker keeps taking renders and streams', async (t) => {
   const workers = new WorkerSet({ maxconn: 1 })
   const a = workers.add({ slot: 1, pid: 1, port: 1 })
-  const d = new Dispatcher({ workers, onAssign () {}, onTurnedAway () {} })
+  const d = dispatcher({ workers, onAssign () {}, onTurnedAway () {} })
   const replay = {
     name: 'replayed stream', req: {}, longLived: true, replayed: true, aloneUntil: null, priority: NORMAL
   }

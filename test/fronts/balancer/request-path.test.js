@@ -22,6 +22,8 @@ t.test('no re-entrant write; the handler calls nothing back in its connection', 
   t.equal(path.handOff.sends, 2, 'both requests went to the worker')
   t.ok(path.handOff.queued >= 1, 'the second waited in the queue for the first one\'s place')
   t.equal(path.handOff.reentrantWrites, 0, 'the queued request is written outside the first response\'s read')
+  t.same(path.alone.callBackKinds, [],
+    'no step calls back up into its owner (a request taken at once is begun by the caller)')
   for (const kind of path.alone.callBackKinds) {
     t.notMatch(kind, /→ (Connection|ConnectionPool)\./, `no call back into the worker connection (${kind})`)
     t.notMatch(kind, /→ Attempt\./, `no call back into the attempt (${kind})`)
