@@ -8,8 +8,7 @@
 
 const { Dispatcher } = require('./dispatcher')
 const { Attempt } = require('./proxy')
-const { SendClock } = require('./relay')
-const { RequestClock } = require('./request-clock')
+const { Deadlines } = require('./deadlines')
 const {
   failureOf, ATTEMPT_FAILURES, decide, countRetry, isDroppedHandshake, mayReuseConnection
 } = require('./failures')
@@ -84,16 +83,10 @@ class RequestPipeline {
     this.bodyBudget = new BodyBudget(options.bodyBudget, { onRelease })
     this.responseBudget = new ResponseBudget(options.responseBudget, { onRelease })
     this.lingerBytes = lingerBytes(options.maxBody)
-    const sendClock = options.sendTimeout > 0
-      ? new SendClock(options.sendTimeout, () => this.account(null, { failure: 'client_send_timeout' }))
-      : null
-    const requestClock = RequestClock.of({ read: options.readTimeout, total: options.maxRequestTime })
-    const attempt = {
-      maxResponseBuffer: options.maxResponseBuffer,
-      budget: this.responseBudget,
-      sendClock,
-      requestClock
-    }
+    const deadlines = new Deadlines(
+      { read: options.readTimeout, total: options.maxRequestTime, send: options.sendTimeout },
+      { onSendTimeout: () => this.account(null, { failure: 'client_send_timeout' }) })
+    const attempt = { maxResponseBuffer: options.maxResponseBuffer, budget: this.responseBudget, deadlines }
     this.attemptOptions = { reused: { ...attempt, reuse: true }, fresh: { ...attempt, reuse: false } }
     this.sessions = new Sessions() // Socket.IO sessions → the worker holding each
     this.tunnels = new Set() // requests whose tunnel is open
@@ -519,7 +512,7 @@ class RequestPipeline {
 
   // Every count, in one place. `outcome`: { worker, busyMs, failure } (a place given back: the slot's
   // counts), { failure, slot? } (pool_failures_total), { redispatch }, or { status, ms } (over:
-  // queue wait, duration, access log). `request` is null for a client cut off by the send clock.
+  // queue wait, duration, access log). `request` is null for a client cut off by --send-timeout.
   account (request, outcome) {
     const metrics = this.metrics
     if (outcome.worker) {

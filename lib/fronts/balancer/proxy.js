@@ -32,7 +32,7 @@ const MODES = { no: 'no', yes: 'store' }
 
 // What an attempt knows of the worker's response: its head, then whole or broken off.
 class Attempt {
-  // options: { maxResponseBuffer, reuse, budget (ResponseBudget), sendClock, requestClock }.
+  // options: { maxResponseBuffer, reuse, budget (ResponseBudget), deadlines (Deadlines) }.
   constructor (owner, request, record, options) {
     this.owner = owner
     this.request = request
@@ -47,7 +47,7 @@ class Attempt {
     this.outcome = undefined // the worker's side, once over: null (whole) or the failure
     this.startedAt = performance.now()
     this.readSince = this.startedAt // since when the balancer waits for the worker's next byte; null while paused
-    this.clock = options.requestClock
+    this.deadlines = options.deadlines
     this.relay = new ResponseRelay(this, options)
     this.upgraded = null // after a 101: the bytes that followed its head
     this.seen = request.session === 'open' ? Buffer.alloc(0) : null // a Socket.IO handshake's first answer bytes
@@ -55,7 +55,7 @@ class Attempt {
     const head = attemptHead(request.head, request.exchange, request.longLived)
     const { method, body } = request
     this.connection = record.connections.send(this, method, head, body, { reuse: options.reuse, upgrade })
-    if (this.clock !== null && this.outcome === undefined) this.clock.watch(this)
+    if (this.outcome === undefined) this.deadlines.watchAttempt(this)
   }
 
   get stored () { return this.complete && this.relay.mode === 'store' }
@@ -115,7 +115,7 @@ class Attempt {
     this.answering = true
     this.outcome = null
     this.relay.drop()
-    this.clock?.unwatch(this)
+    this.deadlines.unwatchAttempt(this)
     this.owner.onUpgrade(this.request, this)
   }
 
@@ -173,7 +173,7 @@ class Attempt {
     this.owner.onAttemptFailed(this.request, this, failure, error)
   }
 
-  // A request clock limit: the attempt fails ('timeout') or, once begun, breaks off.
+  // --read-timeout or --max-request-time (deadlines.js): the attempt fails ('timeout') or, once begun, breaks off.
   timedOut (which, ms) {
     if (this.outcome !== undefined) return
     this.relay.drop()
@@ -185,7 +185,7 @@ class Attempt {
   over (failure) {
     if (this.outcome !== undefined) return
     this.outcome = failure
-    this.clock?.unwatch(this)
+    this.deadlines.unwatchAttempt(this)
     if (this.answering) this.owner.onWorkerDone(this.request, this, failure)
   }
 
@@ -196,7 +196,7 @@ class Attempt {
     this.settled = true
     this.answering = true
     this.relay.drop()
-    this.clock?.unwatch(this)
+    this.deadlines.unwatchAttempt(this)
     this.connection.abort(this)
     if (this.outcome === undefined) this.outcome = 'let_go'
   }

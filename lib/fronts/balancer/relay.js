@@ -7,18 +7,17 @@
 // room. 'no': the worker pauses whenever the client's socket is full. 'store': nothing goes out
 // until the response is whole, past `limit` or at a full budget; then as 'ahead'. Held bytes are
 // counted on the budget as read and given back as each write completes, or when the client goes.
-// --send-timeout (nginx's send_timeout): a client taking nothing for that long, while bytes wait
-// for it, is cut off; one SendClock watches every response.
+// While bytes wait for the client, its --send-timeout runs (deadlines.js).
 
 const { READ_BYTES } = require('./response-budget')
 
 class ResponseRelay {
   // attempt: { pause(), resume() } its worker's reads. options: { maxResponseBuffer, budget (the
-  // ResponseBudget), sendClock (the SendClock, or null: no --send-timeout) }.
-  constructor (attempt, { maxResponseBuffer, budget, sendClock }) {
+  // ResponseBudget), deadlines (Deadlines) }.
+  constructor (attempt, { maxResponseBuffer, budget, deadlines }) {
     this.limit = maxResponseBuffer
     this.budget = budget
-    this.sendClock = sendClock
+    this.deadlines = deadlines
     this.attempt = attempt
     this.mode = 'ahead'
     this.res = null // the client's response, once attached
@@ -32,7 +31,7 @@ class ResponseRelay {
     this.closed = false // the client's response closed: nothing is held for it any more
     this.paused = null // why the worker is not read: 'client', or 'budget'
     this.needDrain = false // mode 'no': the client's socket is full
-    this.progressAt = 0 // when the client's socket last took a write, while the send clock watches
+    this.progressAt = 0 // when the client's socket last took a write, while bytes wait for it
     this.holding = false // counted among the budget's holders
   }
 
@@ -113,7 +112,7 @@ class ResponseRelay {
     const bytes = piece.length
     this.pendingBytes -= bytes
     this.queued += bytes
-    if (this.queued === bytes && this.sendClock !== null) this.sendClock.watch(this)
+    if (this.queued === bytes) this.deadlines.watchSend(this)
     if (!this.res.write(piece, () => this.written(bytes))) this.needDrain = true
   }
 
@@ -121,10 +120,8 @@ class ResponseRelay {
   written (bytes) {
     if (this.closed) return // given back when it closed
     this.queued -= bytes
-    if (this.sendClock !== null) {
-      if (this.queued === 0) this.sendClock.unwatch(this)
-      else this.progressAt = performance.now()
-    }
+    if (this.queued === 0) this.deadlines.unwatchSend(this)
+    else this.progressAt = performance.now()
     this.budget.giveBack(bytes)
     this.track()
     this.regulate()
@@ -141,7 +138,7 @@ class ResponseRelay {
   onClose () {
     if (this.closed) return
     this.closed = true
-    this.sendClock?.unwatch(this)
+    this.deadlines.unwatchSend(this)
     const held = this.queued
     this.queued = 0
     if (held > 0) this.budget.giveBack(held)
@@ -201,45 +198,4 @@ class ResponseRelay {
   }
 }
 
-// --send-timeout for every response: one timer, running only while bytes wait, cuts off each client
-// that took nothing for `timeout` ms (within a quarter of it more, at most a second).
-class SendClock {
-  // timeout: ms (> 0). onTimeout(): a client was cut off for it.
-  constructor (timeout, onTimeout) {
-    this.timeout = timeout
-    this.period = Math.min(1000, Math.max(10, Math.ceil(timeout / 4)))
-    this.onTimeout = onTimeout
-    this.waiting = new Set()
-    this.timer = null
-  }
-
-  // `relay` has bytes waiting: its clock runs from now.
-  watch (relay) {
-    relay.progressAt = performance.now()
-    this.waiting.add(relay)
-    if (this.timer === null) this.arm()
-  }
-
-  unwatch (relay) {
-    this.waiting.delete(relay)
-  }
-
-  arm () {
-    this.timer = setTimeout(() => this.sweep(), this.period)
-    this.timer.unref()
-  }
-
-  sweep () {
-    this.timer = null
-    const now = performance.now()
-    for (const relay of this.waiting) {
-      if (now - relay.progressAt < this.timeout) continue
-      this.waiting.delete(relay)
-      this.onTimeout()
-      relay.res.destroy()
-    }
-    if (this.waiting.size > 0) this.arm()
-  }
-}
-
-module.exports = { ResponseRelay, SendClock }
+module.exports = { ResponseRelay }
