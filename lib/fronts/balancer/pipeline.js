@@ -117,7 +117,8 @@ class RequestPipeline {
       return replyPing(req, res, { stopping: this.isStopping() })
     }
     const request = new BalancedRequest(req, res)
-    request.id = headers.requestId(req, trustsPeerOf(req.socket, this.options.isTrustedPeer))
+    request.trusted = trustsPeerOf(req.socket, this.options.isTrustedPeer)
+    request.id = headers.requestId(req, request.trusted)
     request.longLived = isLongLived(req, this.options.longLivedRoutes)
     this.stick(request)
     res.once('close', () => this.safely(request, () => this.onClientClose(request)))
@@ -130,7 +131,8 @@ class RequestPipeline {
     reconcileTarget(req)
     const res = responseOn(req, socket)
     const request = new BalancedRequest(req, res)
-    request.id = headers.requestId(req, trustsPeerOf(socket, this.options.isTrustedPeer))
+    request.trusted = trustsPeerOf(socket, this.options.isTrustedPeer)
+    request.id = headers.requestId(req, request.trusted)
     request.longLived = true
     request.upgrade = head
     this.stick(request)
@@ -151,9 +153,10 @@ class RequestPipeline {
   }
 
   accept (request, expectsContinue) {
-    const refusal = this.arrivalRefusal(request)
+    const withBody = hasBody(request.req)
+    const refusal = this.arrivalRefusal(request, withBody)
     if (refusal) return this.refuse(request, refusal)
-    if (!hasBody(request.req)) return this.admit(request)
+    if (!withBody) return this.admit(request)
     if (expectsContinue) request.res.writeContinue()
     readBody(request.req, { limit: this.options.maxBody, hold: request.bodyHold }).then((body) => {
       request.body = body
@@ -167,12 +170,12 @@ class RequestPipeline {
 
   // The one arrival decision, before a byte of the body is read: the replies.js reason, or null. A
   // body announcing more than the body budget's room now is refused.
-  arrivalRefusal (request) {
+  arrivalRefusal (request, withBody) {
     const { req } = request
     if (this.isStopped()) return 'stopping'
     const rule = refusalOf(req)
     if (rule) return rule
-    if (!hasBody(req)) return null // the queue decides as it takes it (admit)
+    if (!withBody) return null // the queue decides as it takes it (admit)
     if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
     if (!this.dispatcher.wouldTake(request)) return 'queue_full'
     request.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
@@ -204,9 +207,9 @@ class RequestPipeline {
       request.enter('on-worker')
       request.record = record
       request.exchange = headers.exchangeId()
-      const trusted = trustsPeerOf(request.req.socket, this.options.isTrustedPeer)
       const upgrade = request.upgrade !== null
-      request.head ??= headers.requestHead(request.req, { id: request.id, body: request.body, trusted, upgrade })
+      request.head ??= headers.requestHead(request.req,
+        { id: request.id, body: request.body, trusted: request.trusted, upgrade })
       request.attempt = new Attempt(this, request, record,
         mayReuseConnection(request.method) ? this.attemptOptions.reused : this.attemptOptions.fresh)
     })

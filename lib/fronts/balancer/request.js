@@ -9,6 +9,7 @@ class BalancedRequest {
     this.req = req // Node's IncomingMessage (null once a tunnel: pipeline.js join)
     this.res = res // Node's ServerResponse: the client's answer (null once a tunnel)
     this.id = null // X-Request-Id: a trusted peer's if it sent a usable one (pipeline.js, headers.js)
+    this.trusted = false // its peer is one --trust-proxy names: its forwarding headers are believed
     this.method = req.method
     this.url = req.url
     this.arrivedAt = performance.now() // the access log's total time counts from here
