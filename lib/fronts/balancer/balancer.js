@@ -50,7 +50,6 @@ class EmbeddedBalancer {
       options,
       log: this.log,
       workers: this.workers,
-      slots: this.slots,
       metrics: () => this.metrics,
       isStopping: () => this.poolStopping,
       isStopped: () => this.stopped,
@@ -149,7 +148,7 @@ class EmbeddedBalancer {
       return this.dispatcher.unbench(known)
     }
     const record = this.workers.add(w)
-    this.slots.of(record.slot, record.name)
+    record.stats = this.slots.of(record.slot, record.name)
     this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port },
       `${record.name} in rotation`)
     this.dispatcher.pump()

@@ -50,10 +50,9 @@ class RequestPipeline {
   // metrics(): the BalancerMetrics of now. isStopping(): /ping answers 503, answers close their
   //   connection; isStopped(): nothing more taken or retried. reportRefusing(worker, { refusals }):
   //   FrontContext workerRefusing, false when nobody could be told.
-  constructor ({ options, log, workers, slots, metrics, isStopping, isStopped, reportRefusing }) {
+  constructor ({ options, log, workers, metrics, isStopping, isStopped, reportRefusing }) {
     this.options = options
     this.log = log
-    this.slots = slots
     this.currentMetrics = metrics
     this.isStopping = isStopping
     this.isStopped = isStopped
@@ -519,7 +518,7 @@ class RequestPipeline {
   account (request, outcome) {
     const metrics = this.metrics
     if (outcome.worker) {
-      const slot = this.slots.of(outcome.worker.slot, outcome.worker.name)
+      const slot = outcome.worker.stats
       slot.requests++
       slot.busyMs += outcome.busyMs
       // A timeout is the app's slowness, and a local failure the balancer's own: neither is the slot's.
@@ -527,7 +526,7 @@ class RequestPipeline {
       metrics.workerBusy.observe(outcome.busyMs / 1000)
     } else if (outcome.failure) {
       metrics.failures.inc({ reason: outcome.failure })
-      if (outcome.slot) this.slots.of(outcome.slot.slot, outcome.slot.name).failures++
+      if (outcome.slot) outcome.slot.stats.failures++
     } else if (outcome.redispatch) {
       metrics.redispatches.inc({ reason: outcome.redispatch })
     } else {

@@ -37,6 +37,7 @@ class WorkerRecord {
     this.lastSent = null // the request given to it last (byCpu): its exchange (X-Pool-Request) names it
     this.saidOpen = 0 // its last word: this many requests, all awaiting I/O, the last started `saidLast`
     this.saidLast = null
+    this.stats = null // its slot's counters (slots.js), which outlive this process: set as it joins
     this.suspect = null // the replayed request it renders alone (see the top), until its head
     this.connections = new ConnectionPool({
       host: this.host,
