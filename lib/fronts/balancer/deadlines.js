@@ -4,8 +4,8 @@
 // is watched: --read-timeout (no worker byte while the balancer wants some: not while it holds off
 // for a slow client, as nginx's proxy_read_timeout), --max-request-time (0: off), both on an
 // attempt; and --send-timeout (nginx's send_timeout) on a response whose client takes nothing of
-// the bytes waiting for it. The sweep runs every quarter of the shortest limit (10 ms to 1 s), so
-// each limit is acted on within a quarter of itself past it.
+// the bytes waiting for it. The sweep runs every quarter of the shortest limit, within 10 ms and
+// 1 s: each limit is acted on at most that period past it.
 
 const SWEEP_MIN_MS = 10
 const SWEEP_MAX_MS = 1000
@@ -52,9 +52,17 @@ class Deadlines {
     this.timer.unref()
   }
 
+  // A throw from one expiry must not stop the sweep for the rest: it re-arms regardless.
   sweep () {
     this.timer = null
-    const now = performance.now()
+    try {
+      this.expire(performance.now())
+    } finally {
+      if (this.attempts.size > 0 || this.sends.size > 0) this.arm()
+    }
+  }
+
+  expire (now) {
     for (const attempt of this.attempts) {
       const which = this.total > 0 && now - attempt.startedAt >= this.total
         ? 'total'
@@ -69,7 +77,6 @@ class Deadlines {
       this.onSendTimeout()
       relay.res.destroy()
     }
-    if (this.attempts.size > 0 || this.sends.size > 0) this.arm()
   }
 }
 
