@@ -11,7 +11,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
-const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir } = require('../helpers')
+const { FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, waitFor, tempDir, poolStatus } = require('../helpers')
 
 const APP = path.join(FIXTURES, 'orphans.js')
 const problem = process.getuid?.() !== 0
@@ -40,7 +40,13 @@ async function startAsPid1 (t, { direct = false, app = APP } = {}) {
   })
   const init = await waitFor(() => Number(fs.readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8')
     .trim()) || null, { what: 'PID 1 of the namespace' })
-  const pool = { child, init, base: `http://127.0.0.1:${port}`, children: () => childrenOf(init) }
+  const pool = {
+    child,
+    init,
+    base: `http://127.0.0.1:${port}`,
+    control: path.join(dir, 'pool.sock'),
+    children: () => childrenOf(init)
+  }
   pool.started = waitFor(() => {
     if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}: ${child.output}`)
     return child.logs.find((l) => l.event === 'started')
@@ -67,13 +73,23 @@ function childrenOf (pid) {
   return out
 }
 
+// Every process below `pid`, out here.
+function descendantsOf (pid) {
+  const below = childrenOf(pid)
+  return [...below, ...below.flatMap((c) => descendantsOf(c.pid))]
+}
+
 // Three orphans, each handed to PID 1 (seen among its children while they sleep); then the
 // zombies PID 1 has left once they ended.
 async function leaveOrphans (pool) {
   for (let i = 0; i < 3; i++) await request(`${pool.base}/orphan`)
   const adopted = pool.children().filter((c) => c.comm === 'sleep').length
-  await sleep(1000) // time for the orphans to end and be reaped
-  return { adopted, zombies: pool.children().filter((c) => c.state === 'Z') }
+  await waitFor(() => !descendantsOf(pool.init).some((c) => c.comm === 'sleep' && c.state !== 'Z'),
+    { timeout: 5000, what: 'the orphans to end' })
+  const zombies = () => pool.children().filter((c) => c.state === 'Z')
+  // Time to reap them, at most 0.7 s: where nobody reaps, they stay.
+  await waitFor(() => zombies().length === 0, { timeout: 700 }).catch(() => {})
+  return { adopted, zombies: zombies() }
 }
 
 t.test('pool start as PID 1 reaps orphans and stops gracefully on SIGTERM: exit 0', { skip: problem }, async (t) => {
@@ -85,7 +101,8 @@ t.test('pool start as PID 1 reaps orphans and stops gracefully on SIGTERM: exit 
   t.notOk(pool.child.logs.some((l) => l.event === 'pid1-no-reaper'),
     'no warning: the pool runs under the shell that reaps')
   const running = request(`${pool.base}/sleep?ms=800`)
-  await sleep(200) // the request under way
+  await waitFor(async () => (await poolStatus(['--control', pool.control])).workers.some((w) => w.state === 'busy'),
+    { timeout: 5000, what: 'the request under way' })
   process.kill(pool.init, 'SIGTERM')
   t.equal((await running).status, 200, 'the running request finished')
   t.same(await pool.child.exited, { code: 0, signal: null }, 'PID 1 exited 0: a clean stop')

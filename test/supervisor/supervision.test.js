@@ -5,7 +5,7 @@ const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
 const {
-  freePorts, request, startPool, waitFor, isAlive, sleep, poolStatus, untilBusy, tempDir, fixture
+  freePorts, request, startPool, waitFor, isAlive, poolStatus, untilBusy, tempDir, fixture
 } = require('../helpers')
 
 t.test('SIGKILL of a worker: a new pid serves on the same port', async (t) => {
@@ -79,7 +79,9 @@ t.test('an endless-loop request: worker killed after --timeout and replaced; ' +
   t.teardown(() => pool.stop('SIGKILL'))
   await pool.waitLog((l) => l.event === 'started')
   const hungPid = JSON.parse((await request(`http://127.0.0.1:${ports[0]}/`)).body).pid
-  await sleep(700) // its check-in (every 500 ms while active) says it holds nothing again
+  // Until its check-in says it holds nothing again: else the first request's busy would pass for the loop's.
+  await waitFor(async () => (await poolStatus(['--port', String(ports[0])])).workers.some((w) => w.pid === hungPid &&
+    w.requests >= 1 && w.open === 0 && w.state === 'ready'), { timeout: 5000, what: 'its check-in to hold nothing' })
   const looping = request(`http://127.0.0.1:${ports[0]}/loop?id=x`, { timeout: 10000 }).catch((err) => err)
   await untilBusy(ports[0], 'the looping request to start')
   // While slot 1 spins, slot 2 keeps answering: every answer comes before slot 1 is killed.
