@@ -147,8 +147,7 @@ class EmbeddedBalancer {
       // The same process again: its requests in flight stay untouched, a bench is lifted.
       return this.dispatcher.unbench(known)
     }
-    const record = this.workers.add(w)
-    record.stats = this.slots.of(record.slot, record.name)
+    const record = this.workers.add(w, this.slots.of(w.slot, w.name))
     this.log.debug({ event: 'balancer-worker-up', worker: record.name, port: record.port },
       `${record.name} in rotation`)
     this.dispatcher.pump()

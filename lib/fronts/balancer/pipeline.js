@@ -415,7 +415,7 @@ class RequestPipeline {
 
   badResponse (request, err) {
     const { metric, answer } = ATTEMPT_FAILURES.bad_response
-    this.account(request, { failure: metric, slot: request.record })
+    this.account(request, { failure: metric, record: request.record })
     this.logBadResponse(request, request.record, err)
     this.fail(request, answer)
   }
@@ -513,20 +513,20 @@ class RequestPipeline {
   // ---- counts
 
   // Every count, in one place. `outcome`: { worker, busyMs, failure } (a place given back: the slot's
-  // counts), { failure, slot? } (pool_failures_total), { redispatch }, or { status, ms } (over:
+  // counts), { failure, record? } (pool_failures_total), { redispatch }, or { status, ms } (over:
   // queue wait, duration, access log). `request` is null for a client cut off by --send-timeout.
   account (request, outcome) {
     const metrics = this.metrics
     if (outcome.worker) {
-      const slot = outcome.worker.stats
-      slot.requests++
-      slot.busyMs += outcome.busyMs
+      const stats = outcome.worker.stats
+      stats.requests++
+      stats.busyMs += outcome.busyMs
       // A timeout is the app's slowness, and a local failure the balancer's own: neither is the slot's.
-      if (outcome.failure && outcome.failure !== 'timeout' && outcome.failure !== 'local') slot.failures++
+      if (outcome.failure && outcome.failure !== 'timeout' && outcome.failure !== 'local') stats.failures++
       metrics.workerBusy.observe(outcome.busyMs / 1000)
     } else if (outcome.failure) {
       metrics.failures.inc({ reason: outcome.failure })
-      if (outcome.slot) outcome.slot.stats.failures++
+      if (outcome.record) outcome.record.stats.failures++
     } else if (outcome.redispatch) {
       metrics.redispatches.inc({ reason: outcome.redispatch })
     } else {

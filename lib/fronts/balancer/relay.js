@@ -121,7 +121,7 @@ class ResponseRelay {
     if (this.closed) return // given back when it closed
     this.queued -= bytes
     if (this.queued === 0) this.deadlines.unwatchSend(this)
-    else this.progressAt = performance.now()
+    else if (this.deadlines.send > 0) this.progressAt = performance.now()
     this.budget.giveBack(bytes)
     this.track()
     this.regulate()

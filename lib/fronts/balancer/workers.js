@@ -14,7 +14,7 @@ const { ConnectionPool, WorkerGoneError } = require('./upstream')
 const { budget: descriptors } = require('../../net/descriptors')
 
 class WorkerRecord {
-  constructor (snapshot, { maxconn, maxOpen = Infinity }) {
+  constructor (snapshot, { maxconn, maxOpen = Infinity, stats = null }) {
     this.slot = snapshot.slot
     this.byCpu = (snapshot.concurrency ?? 1) > 1 // admitted by CPU (--worker-concurrency above 1)
     this.cap = this.byCpu ? snapshot.concurrency : maxconn // render places: requests rendering at once
@@ -37,7 +37,7 @@ class WorkerRecord {
     this.lastSent = null // the request given to it last (byCpu): its exchange (X-Pool-Request) names it
     this.saidOpen = 0 // its last word: this many requests, all awaiting I/O, the last started `saidLast`
     this.saidLast = null
-    this.stats = null // its slot's counters (slots.js), which outlive this process: set as it joins
+    this.stats = stats // its slot's counters (slots.js), which outlive this process
     this.suspect = null // the replayed request it renders alone (see the top), until its head
     this.connections = new ConnectionPool({
       host: this.host,
@@ -160,11 +160,12 @@ class WorkerSet {
     return undefined
   }
 
-  add (snapshot) {
+  // stats: the slot's counters (slots.js), kept across the processes that come and go in it.
+  add (snapshot, stats = null) {
     const old = this.get(snapshot.slot)
     if (old && old.draining && old.inFlight > 0 && old.pid !== snapshot.pid) this.retire(old)
     else if (old) this.remove(old.slot, undefined, new WorkerGoneError(`worker ${old.name} replaced`))
-    const record = new WorkerRecord(snapshot, { maxconn: this.maxconn, maxOpen: this.maxOpen })
+    const record = new WorkerRecord(snapshot, { maxconn: this.maxconn, maxOpen: this.maxOpen, stats })
     this.records.push(record)
     if (record.byCpu) this.byCpu++
     this.records.sort((a, b) => a.slot - b.slot)
