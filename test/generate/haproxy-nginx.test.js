@@ -14,7 +14,7 @@ const { nginxConfig } = require('../../lib/generate/nginx')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { spawn, spawnSync } = require('node:child_process')
 const {
-  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, sleep, waitFor, tempDir,
+  ROOT, BIN, cleanEnv, nodeAnyoneRuns, checkoutHiddenFromOthers, freePorts, request, runPool, waitFor, tempDir,
   stopChild
 } = require('../helpers')
 const {
@@ -290,7 +290,7 @@ onPlatforms(t, 'two requests that arrive together go to the two free workers, ne
   t.same(servers.map((s) => s.maxInFlight), [1, 1], 'no worker ever held two')
 })
 
-// Request A runs (render 2 s), B waits in the queue, A's client closes at 150 ms.
+// Request A runs (render 2 s), B waits in the queue, then A's client closes.
 // Resolves with when B reached the worker and the most requests the worker ever held.
 async function abortRunningRequest (t, edit, platform) {
   const { port, client, servers } = await startGenerated(t, { platform, workers: 1, render: 2000, edit })
@@ -305,7 +305,8 @@ async function abortRunningRequest (t, edit, platform) {
   const a = send('A')
   await waitFor(() => servers[0].requests.length === 1, { what: 'A at the worker' })
   send('B')
-  await sleep(150) // B waits while A runs
+  await waitFor(async () => (await client.showStat('pool')).some((row) => row.qcur > 0),
+    { what: 'B in HAProxy\'s queue while A runs' })
   a.end() // the client goes away (FIN), as nginx does when its client leaves
   await waitFor(() => servers[0].requests.length === 2, { timeout: 5000, what: 'B at the worker' })
   return { bArrivedAfter: servers[0].requests[1].at - started, maxInFlight: servers[0].maxInFlight }

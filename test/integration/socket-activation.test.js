@@ -14,7 +14,7 @@ const fs = require('node:fs')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const {
-  FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, sleep, waitFor, tempDir, stopChild
+  FIXTURES, BIN, cleanEnv, freePorts, onJsonLines, request, waitFor, tempDir, stopChild
 } = require('../helpers')
 const { loadResults, LOAD } = require('../helpers/fleet')
 
@@ -33,6 +33,13 @@ module.exports = (req, res) => req.url === '/env'
     }))
   : render(req, res)
 `
+
+// Requests the pool's balancer has given its workers since the pool started (its /metrics).
+async function requestsGiven (statsPort) {
+  const { body } = await request(`http://127.0.0.1:${statsPort}/metrics`)
+  return body.split('\n').filter((l) => l.startsWith('pool_worker_requests_total{'))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0)
+}
 
 // A child whose stdout is JSON lines, kept in `lines`; `until(pred)` waits for one.
 function watched (child) {
@@ -91,7 +98,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
   load.stdout.setEncoding('utf8').on('data', (d) => { out += d })
   t.teardown(() => stopChild(load))
   const results = new Promise((resolve) => load.once('exit', () => resolve(loadResults(out) ?? [])))
-  await sleep(700) // the load under way
+  await waitFor(async () => await requestsGiven(statsPort) >= 25, { what: 'the load under way' })
   const restarts = []
   for (let i = 1; i <= 2; i++) {
     const from = manager.lines.length
@@ -102,7 +109,7 @@ t.test('a pool restarted on sockets handed over (LISTEN_FDS) refuses no connecti
     await manager.until((l) => l.event === 'started', `the pool after restart ${i} to start`,
       { from: manager.lines.indexOf(exited) })
     restarts.push({ at, ms: Date.now() - at })
-    await sleep(500) // the load goes on on the new pool
+    await waitFor(async () => await requestsGiven(statsPort) >= 25, { what: `the load on the pool after restart ${i}` })
   }
   load.kill('SIGTERM')
   const requests = await results

@@ -4,10 +4,11 @@
 // front cannot take the descriptors a respawn needs. The supervisor's limit is lowered while it
 // runs (`prlimit --pid`, the soft limit only: any user may, and may raise it back).
 const t = require('tap')
+const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { execFileSync } = require('node:child_process')
-const { FIXTURES, freePorts, startPool, waitFor, sleep } = require('../helpers')
+const { FIXTURES, freePorts, startPool, waitFor } = require('../helpers')
 const { DescriptorBudget, guardAccept } = require('../../lib/net/descriptors')
 
 const app = path.join(FIXTURES, 'handler.js')
@@ -31,6 +32,20 @@ async function startedPool (t, workers, args = []) {
   t.teardown(() => pool.stop())
   await pool.waitLog((l) => l.event === 'started', 30000)
   return { pool, port: ports[0] }
+}
+
+// How many connections wait in the kernel's accept queue of what listens on `port` (a listening
+// socket's rx_queue in /proc/net/tcp and tcp6); 0 once the pool has accepted, or refused, them all.
+function acceptQueue (port) {
+  const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`
+  let waiting = 0
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of fs.readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const [, address, , state, queues] = line.trim().split(/\s+/)
+      if (state === '0A' && address.endsWith(local)) waiting += parseInt(queues.split(':')[1], 16)
+    }
+  }
+  return waiting
 }
 
 // SIGKILL every worker now running (and its process group).
@@ -77,7 +92,8 @@ t.test('idle clients cannot take the descriptors a respawn needs', { skip: noPrl
     clients.push(c)
   }
   await waitFor(() => settled === 150, { what: '150 connections made' })
-  await sleep(1000) // each one accepted, or refused, by the pool by now
+  await waitFor(() => acceptQueue(port) === 0 && pool.logs.some((l) => l.event === 'connection-refused'),
+    { what: 'each connection accepted, or refused, by the pool' })
   const mark = pool.logs.length
   killWorkers(pool, 4)
   // Every slot comes back while the clients still hold their connections.

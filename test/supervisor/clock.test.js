@@ -7,7 +7,7 @@
 const t = require('tap')
 const fs = require('node:fs')
 const path = require('node:path')
-const { FIXTURES, freePorts, request, startPool, runPool, sleep, waitFor, tempDir } = require('../helpers')
+const { FIXTURES, freePorts, request, startPool, runPool, poolStatus, waitFor, tempDir } = require('../helpers')
 
 const FAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1'
 const skip = !fs.existsSync(FAKETIME) && `${FAKETIME} is missing (scripts/setup installs Debian's faketime)`
@@ -35,7 +35,9 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   // +60 s while four requests await their data (two per worker) and a stream runs.
   const waiting = [1, 2, 3, 4].map((i) => request(`http://127.0.0.1:${port}/wait?ms=3000&id=w${i}`))
   const stream = request(`http://127.0.0.1:${port}/stream?ms=3000&every=100`)
-  await sleep(1000) // the step must come while the requests and the stream are under way
+  // The step must come while the requests and the stream are under way.
+  await waitFor(async () => (await poolStatus(['--port', String(port)])).workers
+    .reduce((sum, w) => sum + w.open, 0) === 5, { what: 'the supervisor to see all five under way' })
   step('+60s')
   const answers = await Promise.all([...waiting, stream])
   t.same(answers.map((a) => a.status), [200, 200, 200, 200, 200], 'every request answered')
