@@ -102,12 +102,11 @@ class ChunkedBody {
   }
 }
 
-// Resolves with the body (a Buffer, or null when the request has none); rejects with
-// BodyTooLarge or BodyOverBudget (the rest of the body is left unread: answer and close), or
-// ClientAborted. `hold`: the request's hold on the body budget, grown by each chunk received.
+// Resolves with the body (a Buffer) of `req`, which has one (hasBody) declared within `limit`
+// (declaredTooLarge: judged by the caller before a byte is read); rejects with BodyTooLarge or
+// BodyOverBudget (the rest of the body is left unread: answer and close), or ClientAborted.
+// `hold`: the request's hold on the body budget, grown by each chunk received.
 function readBody (req, { limit, hold = null }) {
-  if (!hasBody(req)) return Promise.resolve(null)
-  if (declaredTooLarge(req, limit)) return Promise.reject(new BodyTooLarge(limit))
   const declared = declaredLength(req)
   const body = declared === null ? new ChunkedBody(limit, hold) : new DeclaredBody(declared, hold)
   return new Promise((resolve, reject) => {

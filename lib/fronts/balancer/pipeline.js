@@ -13,7 +13,7 @@ const {
   failureOf, ATTEMPT_FAILURES, decide, countRetry, isDroppedHandshake, mayReuseConnection
 } = require('./failures')
 const { refusalOf, targetOf } = require('./request-rules')
-const { readBody, hasBody, declaredLength, declaredTooLarge } = require('./buffering')
+const { readBody, declaredLength, declaredTooLarge } = require('./buffering')
 const { BodyBudget } = require('./body-budget')
 const { ResponseBudget } = require('./response-budget')
 const { lingerThenClose, isLingering, lingerBytes } = require('./lingering')
@@ -152,10 +152,9 @@ class RequestPipeline {
   }
 
   accept (request, expectsContinue) {
-    const withBody = hasBody(request.req)
-    const refusal = this.arrivalRefusal(request, withBody)
+    const refusal = this.arrivalRefusal(request)
     if (refusal) return this.refuse(request, refusal)
-    if (!withBody) return this.admit(request)
+    if (!request.hasBody) return this.admit(request)
     if (expectsContinue) request.res.writeContinue()
     readBody(request.req, { limit: this.options.maxBody, hold: request.bodyHold }).then((body) => {
       request.body = body
@@ -169,12 +168,12 @@ class RequestPipeline {
 
   // The one arrival decision, before a byte of the body is read: the replies.js reason, or null. A
   // body announcing more than the body budget's room now is refused.
-  arrivalRefusal (request, withBody) {
+  arrivalRefusal (request) {
     const { req } = request
     if (this.isStopped()) return 'stopping'
     const rule = refusalOf(req)
     if (rule) return rule
-    if (!withBody) return null // the queue decides as it takes it (admit)
+    if (!request.hasBody) return null // the queue decides as it takes it (admit)
     if (declaredTooLarge(req, this.options.maxBody)) return 'body_too_large'
     if (!this.dispatcher.wouldTake(request)) return 'queue_full'
     request.bodyHold = this.bodyBudget.admit(declaredLength(req) ?? 0)
@@ -438,7 +437,7 @@ class RequestPipeline {
   fail (request, reason) {
     request.reason = reason
     if (request.clientGone) return
-    const bodyUnread = request.stage === 'reading' && hasBody(request.req)
+    const bodyUnread = request.stage === 'reading' && request.hasBody
     request.enter('responding')
     const linger = bodyUnread && !request.res.headersSent && !request.res.destroyed
     const close = this.isStopping() || bodyUnread

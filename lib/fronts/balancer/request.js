@@ -4,6 +4,8 @@
 // queued, on-worker, responding, tunnel (WebSocket after 101), done; the stage the client left in
 // is logged. Body bytes are held on the body budget until responding or done (never resent then).
 // Every field is declared here; nothing else is added on the way.
+const { hasBody } = require('./buffering')
+
 class BalancedRequest {
   constructor (req, res) {
     this.req = req // Node's IncomingMessage (null once a tunnel: pipeline.js join)
@@ -15,6 +17,7 @@ class BalancedRequest {
     this.arrivedAt = performance.now() // the access log's total time counts from here
     this.stage = 'reading' // see the stages above; changed only through enter()
 
+    this.hasBody = hasBody(req) // it announced a body, judged once, from its head
     this.body = null // the whole body once read (a Buffer), null without one or once dropped
     this.bodyHold = null // its bytes on the body budget, from admission until dropBody()
 
