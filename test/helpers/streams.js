@@ -4,6 +4,7 @@
 // test/fixtures/long-lived.js's routes, and what its app said of the responses that closed early.
 
 const http = require('node:http')
+const { waitFor } = require('../helpers')
 
 // `n` GETs of `url(i)` (a connection each): at once, or `perSecond` a second. Resolves with one
 // result per request: { status, done (the stream's last event came), cut (it ended without
@@ -71,4 +72,22 @@ function appClosedAt (logs, id) {
   return undefined
 }
 
-module.exports = { manyStreams, tally, hangUpAfterFirstBytes, appClosedAt }
+// Hang up `n` streams of `url` + `route` one after the other (a new id each); resolves with each
+// delay from the hang-up to the app's close, ms, as `pool`'s log says.
+async function hangUpDelays (pool, url, n, { headers = {}, route = '/stream?ms=20000&every=1000' } = {}) {
+  const delays = []
+  for (let i = 0; i < n; i++) {
+    const id = `gone-${process.pid}-${i}-${Math.random()}`
+    const at = await hangUpAfterFirstBytes(`${url}${route}&id=${id}`, { headers })
+    await waitFor(() => appClosedAt(pool.logs, id) !== undefined,
+      { timeout: 5000, what: `the app to see hang-up ${i + 1}` })
+    delays.push(appClosedAt(pool.logs, id) - at)
+  }
+  return delays
+}
+
+// The workers `pool`'s log says were hung, or ended other than by a stop or a reload.
+const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' ||
+  (l.event === 'exit' && l.reason !== 'stop' && l.reason !== 'reload'))
+
+module.exports = { manyStreams, tally, hangUpAfterFirstBytes, appClosedAt, hangUpDelays, killed }

@@ -1,42 +1,23 @@
 'use strict'
-// Long-lived responses under the pool (issue 37), through each way of running it: a worker is
+// Long-lived responses under the pool (issue 37), on the embedded balancer: a worker is
 // hung when its event loop stops, never because a request lasts; streams hold no render place,
 // so a thousand of them on two workers are all served and a render beside them still is; a
 // client's hang-up reaches the app; a limit ends one request, not its worker; a reload with
 // streams open ends within --graceful-timeout. test/fixtures/long-lived.js is the app.
 // On main, streams were cut at --timeout with their worker SIGKILLed, 32 at most were served at
-// once on two workers, and a hang-up never reached the app.
+// once on two workers, and a hang-up never reached the app. Behind HAProxy and nginx:
+// long-lived-haproxy.test.js.
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
-const { nginxConfig } = require('../../lib/generate/nginx')
 const { FIXTURES, freePorts, request, runPool, waitFor, sleep } = require('../helpers')
 const { startAppPool } = require('../helpers/app-pool')
-const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
-const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
-const { manyStreams, tally, hangUpAfterFirstBytes, appClosedAt } = require('../helpers/streams')
+const { manyStreams, tally, appClosedAt, hangUpDelays, killed } = require('../helpers/streams')
 
 const APP = path.join(FIXTURES, 'long-lived.js')
 const SSE = { accept: 'text/event-stream' }
 
 // The app under `pool start` on the embedded balancer, its control socket the default one.
 const embeddedPool = (t, args = [], options = {}) => startAppPool(t, APP, { ...options, args, control: false })
-
-const killed = (pool) => pool.logs.filter((l) => l.event === 'hung' || (l.event === 'exit' && l.reason !== 'stop' &&
-  l.reason !== 'reload'))
-
-// Hang up `n` streams one after the other; each delay from the hang-up to the app's close, ms.
-async function hangUpDelays (t, pool, url, n, { headers = {}, route = '/stream?ms=20000&every=1000' } = {}) {
-  const delays = []
-  for (let i = 0; i < n; i++) {
-    const id = `gone-${process.pid}-${i}-${Math.random()}`
-    const at = await hangUpAfterFirstBytes(`${url}${route}&id=${id}`, { headers })
-    await waitFor(() => appClosedAt(pool.logs, id) !== undefined,
-      { timeout: 5000, what: `the app to see hang-up ${i + 1}` })
-    delays.push(appClosedAt(pool.logs, id) - at)
-  }
-  return delays
-}
 
 t.test('the embedded balancer: 1,000 streams three times --timeout long on two workers, all served; ' +
   'a render beside them', async (t) => {
@@ -73,7 +54,7 @@ t.test('the embedded balancer: 1,000 streams opened at 1,000 a second go to the 
 
 t.test('the embedded balancer: a hang-up reaches the app; a limit ends its request alone', async (t) => {
   const { child: pool, url } = await embeddedPool(t, ['--read-timeout', '1s', '--max-request-time', '4s'])
-  const delays = await hangUpDelays(t, pool, url, 10)
+  const delays = await hangUpDelays(pool, url, 10)
   t.ok(Math.max(...delays) < 100,
     `the app saw each of 10 hang-ups within ${Math.max(...delays)} ms (${delays.join(', ')})`)
   const before = pool.logs.filter((l) => l.event === 'spawn').length
@@ -114,47 +95,6 @@ t.test('the embedded balancer: a reload with 50 streams open ends within --grace
   t.equal(pool.logs.filter((l) => l.event === 'retiring').length, 2,
     'both old workers retired, finishing their streams off their ports')
   t.same((await request(`${url}/`)).status, 200, 'the new workers serve')
-})
-
-// On each platform: what HAProxy does with the streams backend (the route by header and path,
-// abortonclose from the defaults cutting a stream whose client left) is what a new version can change.
-onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of them three times --timeout long on two ' +
-  'workers; a hang-up reaches the app; renders beside them', { nginx: true }, async (t, platform) => {
-  const lab = await startLabHaproxy(t,
-    { platform, workers: 2, nginxUser: NGINX_WORKER_USER, options: { streamRoutes: '/wait', readTimeout: 2000 } })
-  const pool = await startHaproxyPool(t, lab, { app: APP, args: ['--timeout', '1s', '--read-timeout', '2s'] })
-  await waitFor(allUp(lab.client), { timeout: 10000, what: 'both servers UP' })
-  const streams = manyStreams(300, (i) => `${lab.url}/stream?ms=3000&every=100&id=h${i}`, { headers: SSE })
-  await waitFor(() => streams.answered === 300, { what: 'the 300 streams under way' })
-  const renders = await Promise.all([1, 2, 3, 4].map(() => request(`${lab.url}/render?ms=50`, { timeout: 10000 })))
-  t.same(renders.map((r) => r.status), [200, 200, 200, 200], 'renders beside them: each worker\'s render slot is free')
-  t.same(tally(await streams), { 200: 300, done: 300, cut: 0 }, 'every stream complete: none cut, none 503')
-  t.same(killed(pool), [], 'no worker killed')
-  const delays = await hangUpDelays(t, pool, lab.url, 5, { headers: SSE })
-  t.ok(Math.max(...delays) < 100,
-    `the app saw each hang-up within ${Math.max(...delays)} ms (${delays.join(', ')}), a token a second`)
-  // The worker enforces --read-timeout behind HAProxy: a long wait on a stream route ends alone.
-  const waited = await request(`${lab.url}/wait?ms=5000&id=hw`, { timeout: 10000 })
-  t.equal(waited.status, 504, 'a wait past --read-timeout: the worker\'s 504, through HAProxy')
-  await waitFor(() => appClosedAt(pool.logs, 'hw') !== undefined, { what: 'the app to see it close' })
-
-  // nginx in front: the same streams, and a hang-up through both.
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({
-    prefix,
-    host: '127.0.0.1',
-    port: nginxPort,
-    haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
-  })
-  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
-  const front = `http://127.0.0.1:${nginxPort}`
-  t.same(tally(await manyStreams(100, (i) => `${front}/stream?ms=2000&every=100&id=n${i}`, { headers: SSE })),
-    { 200: 100, done: 100, cut: 0 }, 'nginx → HAProxy → pool: 100 streams complete')
-  const through = await hangUpDelays(t, pool, front, 5, { headers: SSE })
-  t.ok(Math.max(...through) < 100,
-    `nginx → HAProxy: each hang-up within ${Math.max(...through)} ms (${through.join(', ')})`)
 })
 
 t.test('the embedded balancer at its descriptor limit: clients wait or are refused, ' +
