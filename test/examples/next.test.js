@@ -13,12 +13,11 @@ const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
 const { spawn } = require('node:child_process')
-const { ROOT, cleanEnv, request, waitFor, freePorts } = require('../helpers')
+const { ROOT, cleanEnv, request, waitFor } = require('../helpers')
 const { startAppPool, reloadUnderLoad, stopLeavingNothing } = require('../helpers/app-pool')
 const { hangUpAfterFirstBytes } = require('../helpers/streams')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
-const { startNginx, NGINX_WORKER_USER } = require('../helpers/haproxy')
-const { nginxConfig } = require('../../lib/generate/nginx')
+const { startNginxInFront, NGINX_WORKER_USER } = require('../helpers/haproxy')
 
 const EXAMPLE = path.join(ROOT, 'examples', 'frameworks', 'next')
 const NEXT_BIN = path.join(ROOT, 'node_modules', 'next', 'dist', 'bin', 'next')
@@ -157,20 +156,7 @@ t.test('Next.js', async (t) => {
     const pool = await startHaproxyPool(t, lab, { app: server, env, args: ['--timeout', '1s'] })
     await waitFor(allUp(lab.client), { timeout: 20000, what: 'both servers UP' })
     await chatsThrough(t, 'HAProxy', lab.url, pool)
-    const prefix = path.join(lab.dir, 'nginx')
-    fs.mkdirSync(prefix)
-    const [nginxPort] = await freePorts(1)
-    await startNginx({
-      cfg: nginxConfig({
-        prefix,
-        host: '127.0.0.1',
-        port: nginxPort,
-        haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
-      }),
-      prefix,
-      port: nginxPort,
-      t
-    })
-    await chatsThrough(t, 'nginx → HAProxy', `http://127.0.0.1:${nginxPort}`, pool)
+    const nginx = await startNginxInFront(t, lab.dir)
+    await chatsThrough(t, 'nginx → HAProxy', nginx.url, pool)
   })
 })

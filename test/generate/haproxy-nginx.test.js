@@ -18,7 +18,7 @@ const {
   stopChild
 } = require('../helpers')
 const {
-  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, onPlatforms, SYSTEM,
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginxInFront, onPlatforms, SYSTEM,
   NGINX_WORKER_USER, IS_ROOT
 } = require('../helpers/haproxy')
 const { startStreamingWorker, timedGet } = require('../helpers/streaming')
@@ -327,17 +327,7 @@ onPlatforms(t, 'nginx → HAProxy (unix socket) → worker', { nginx: true }, as
   const body = (req) => (req.url === '/big' ? big : `served ${req.url}\n`)
   const { dir, client, servers } = await startGenerated(t,
     { platform, workers: 2, body, httpSocketUser: NGINX_WORKER_USER })
-  const prefix = path.join(dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({
-    prefix,
-    host: '127.0.0.1',
-    port: nginxPort,
-    haproxySocket: path.join(dir, 'haproxy-http.sock')
-  })
-  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
-  const url = `http://127.0.0.1:${nginxPort}`
+  const { url } = await startNginxInFront(t, dir, { platform })
 
   const ping = await request(`${url}/ping`)
   t.equal(ping.body, 'pong\n', '/ping is answered by nginx')
@@ -563,17 +553,7 @@ async function startStreamingStack (t, platform) {
   const haproxy = await startHaproxy({ cfg, dir, t, platform })
   const writes = await startStreamingWorker(t, workerPort)
   await new HaproxyClient({ socket: haproxy.socket }).setServerState('pool', 'worker1', 'ready')
-  const prefix = path.join(dir, 'nginx')
-  fs.mkdirSync(prefix)
-  await startNginx({
-    cfg: nginxConfig({
-      prefix, host: '127.0.0.1', port: nginxPort, haproxySocket: path.join(dir, 'haproxy-http.sock')
-    }),
-    prefix,
-    port: nginxPort,
-    t,
-    platform
-  })
+  await startNginxInFront(t, dir, { platform, port: nginxPort })
   return { writes, haproxyPort: port, nginxPort }
 }
 

@@ -4,12 +4,10 @@
 // learns from the handshake's answer (a stick table of session id → server), so no client gets
 // 400 "Session ID unknown". On main's config a poll went to any worker, and most sessions failed.
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
 const { io } = require('socket.io-client')
-const { nginxConfig } = require('../../lib/generate/nginx')
-const { FIXTURES, freePorts, waitFor } = require('../helpers')
-const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { FIXTURES, waitFor } = require('../helpers')
+const { startNginxInFront, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 
 const APP = path.join(FIXTURES, 'websocket.js')
@@ -56,16 +54,7 @@ onPlatforms(t, 'HAProxy mode, -n 2: 60 Socket.IO clients with default transports
 onPlatforms(t, 'nginx → HAProxy → pool: the same through nginx', { nginx: true }, async (t, platform) => {
   const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER, platform })
   await startHaproxyPool(t, lab, { workers: 2, app: APP })
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [port] = await freePorts(1)
-  await startNginx({
-    cfg: nginxConfig({ prefix, host: '127.0.0.1', port, haproxySocket: path.join(lab.dir, 'haproxy-http.sock') }),
-    prefix,
-    port,
-    t,
-    platform
-  })
+  const { port } = await startNginxInFront(t, lab.dir, { platform })
   t.same(await chat(t, `http://127.0.0.1:${port}`, 30), { upgraded: 30, acked: 30, workers: 2, errors: [] })
   t.equal(await answered400(lab), 0, 'no request answered 400')
 })

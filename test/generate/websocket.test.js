@@ -20,7 +20,7 @@ const { edgeConfig } = require('../../lib/generate/edge')
 const { HaproxyClient } = require('../../lib/haproxy/client')
 const { FIXTURES, freePorts, request, runPool, waitFor, tempDir } = require('../helpers')
 const {
-  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginx, NGINX_WORKER_USER
+  checkHaproxyConfig, checkNginxConfig, startHaproxy, startNginxInFront, NGINX_WORKER_USER
 } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool } = require('../helpers/haproxy-pool')
 const { startLoad } = require('../helpers/load')
@@ -248,22 +248,7 @@ t.test('nginx → HAProxy → pool: sockets pass, keepalive to HAProxy is kept, 
   const tunnelTimeout = 2000
   const lab = await startLabHaproxy(t, { workers: 2, nginxUser: NGINX_WORKER_USER, options: { tunnelTimeout } })
   await startHaproxyPool(t, lab, { workers: 2, app: WS_APP })
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  await startNginx({
-    cfg: nginxConfig({
-      prefix,
-      host: '127.0.0.1',
-      port: nginxPort,
-      haproxySocket: path.join(lab.dir, 'haproxy-http.sock'),
-      tunnelTimeout
-    }),
-    prefix,
-    port: nginxPort,
-    t
-  })
-  const url = `http://127.0.0.1:${nginxPort}`
+  const { port: nginxPort, url } = await startNginxInFront(t, lab.dir, { tunnelTimeout })
 
   const sockets = await openSockets(t, 4, (i) => `${wsUrl(url)}/n${i}`)
   t.equal(sockets.filter((s) => s.opened).length, 4,

@@ -13,7 +13,8 @@ const os = require('node:os')
 const path = require('node:path')
 const { spawn, spawnSync } = require('node:child_process')
 const { HaproxyClient } = require('../../lib/haproxy/client')
-const { waitFor, request, stopChild } = require('../helpers')
+const { nginxConfig } = require('../../lib/generate/nginx')
+const { freePorts, waitFor, request, stopChild } = require('../helpers')
 
 const HAPROXY = '/usr/sbin/haproxy'
 const NGINX = '/usr/sbin/nginx'
@@ -168,6 +169,19 @@ async function startNginx ({ cfg, prefix, port, t, platform = SYSTEM }) {
   return handle
 }
 
+// nginx as `pool config` writes it, in front of the HAProxy whose files are in `dir` (its
+// haproxy-http.sock), under dir/nginx, on `port` or a free one; `options` go to nginxConfig.
+// Resolves once /ping answers, with its port and URL.
+async function startNginxInFront (t, dir, { platform, port, ...options } = {}) {
+  const prefix = path.join(dir, 'nginx')
+  fs.mkdirSync(prefix)
+  port ??= (await freePorts(1))[0]
+  const haproxySocket = path.join(dir, 'haproxy-http.sock')
+  const cfg = nginxConfig({ prefix, host: '127.0.0.1', port, haproxySocket, ...options })
+  const handle = await startNginx({ cfg, prefix, port, t, platform })
+  return { ...handle, port, url: `http://127.0.0.1:${port}` }
+}
+
 module.exports = {
   HAPROXY,
   NGINX,
@@ -180,5 +194,6 @@ module.exports = {
   checkHaproxyConfig,
   checkNginxConfig,
   startHaproxy,
-  startNginx
+  startNginx,
+  startNginxInFront
 }

@@ -4,11 +4,9 @@
 // reaches the app through both, the worker ends a wait past --read-timeout alone. The embedded
 // balancer's cases: long-lived.test.js.
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
-const { nginxConfig } = require('../../lib/generate/nginx')
-const { FIXTURES, freePorts, request, waitFor } = require('../helpers')
-const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { FIXTURES, request, waitFor } = require('../helpers')
+const { startNginxInFront, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 const { manyStreams, tally, appClosedAt, hangUpDelays, killed } = require('../helpers/streams')
 
@@ -38,17 +36,7 @@ onPlatforms(t, '--balancer haproxy: streams go to the streams backend, 300 of th
   await waitFor(() => appClosedAt(pool.logs, 'hw') !== undefined, { what: 'the app to see it close' })
 
   // nginx in front: the same streams, and a hang-up through both.
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({
-    prefix,
-    host: '127.0.0.1',
-    port: nginxPort,
-    haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
-  })
-  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
-  const front = `http://127.0.0.1:${nginxPort}`
+  const { url: front } = await startNginxInFront(t, lab.dir, { platform })
   t.same(tally(await manyStreams(100, (i) => `${front}/stream?ms=2000&every=100&id=n${i}`, { headers: SSE })),
     { 200: 100, done: 100, cut: 0 }, 'nginx → HAProxy → pool: 100 streams complete')
   const through = await hangUpDelays(pool, front, 5, { headers: SSE })

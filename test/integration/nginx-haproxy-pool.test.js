@@ -4,11 +4,9 @@
 // generated configs, serving the SSR demo; on Debian 12's nginx and HAProxy and on Debian 13's.
 
 const t = require('tap')
-const fs = require('node:fs')
 const path = require('node:path')
-const { nginxConfig } = require('../../lib/generate/nginx')
-const { ROOT, freePorts, request, waitFor } = require('../helpers')
-const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { ROOT, request, waitFor } = require('../helpers')
+const { startNginxInFront, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
 onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; ' +
@@ -17,17 +15,7 @@ onPlatforms(t, 'nginx → HAProxy → pool serves the demo page; ' +
   const pool = await startHaproxyPool(t, lab, { workers: 2, app: path.join(ROOT, 'examples/ssr/server.js') })
   await waitFor(allUp(lab.client), { timeout: 3000, what: 'both servers UP' })
 
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  const cfg = nginxConfig({
-    prefix,
-    host: '127.0.0.1',
-    port: nginxPort,
-    haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
-  })
-  await startNginx({ cfg, prefix, port: nginxPort, t, platform })
-  const url = `http://127.0.0.1:${nginxPort}`
+  const { url } = await startNginxInFront(t, lab.dir, { platform })
 
   const before = (await lab.client.showStat('pool')).find((r) => r.svname === 'BACKEND').stot
   const ping = await request(`${url}/ping`)

@@ -11,9 +11,8 @@ const t = require('tap')
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
-const { nginxConfig } = require('../../lib/generate/nginx')
 const { ROOT, freePorts, startPool, waitFor } = require('../helpers')
-const { startNginx, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
+const { startNginxInFront, onPlatforms, NGINX_WORKER_USER } = require('../helpers/haproxy')
 const { startLabHaproxy, startHaproxyPool, allUp } = require('../helpers/haproxy-pool')
 
 const SSR = path.join(ROOT, 'examples/ssr/server.js')
@@ -67,22 +66,8 @@ onPlatforms(t, '--balancer haproxy, and nginx → HAProxy → pool', { nginx: tr
   await waitFor(allUp(lab.client), { timeout: 5000, what: 'both servers UP' })
   await streamsThrough(t, 'HAProxy', lab.port)
 
-  const prefix = path.join(lab.dir, 'nginx')
-  fs.mkdirSync(prefix)
-  const [nginxPort] = await freePorts(1)
-  await startNginx({
-    cfg: nginxConfig({
-      prefix,
-      host: '127.0.0.1',
-      port: nginxPort,
-      haproxySocket: path.join(lab.dir, 'haproxy-http.sock')
-    }),
-    prefix,
-    port: nginxPort,
-    t,
-    platform
-  })
-  await streamsThrough(t, 'nginx → HAProxy', nginxPort)
+  const nginx = await startNginxInFront(t, lab.dir, { platform })
+  await streamsThrough(t, 'nginx → HAProxy', nginx.port)
 })
 
 // ---- Chromium --------------------------------------------------------------------------------
