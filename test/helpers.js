@@ -59,14 +59,21 @@ function ephemeralLow () {
 
 // A run of `count` consecutive free ports on 127.0.0.1, from a random base so that concurrent
 // test files rarely meet. Suites run side by side (.ci/run) each draw from a slice of their own
-// (TEST_PORT_SLICE=k/n): a port one suite found free is never bound by another meanwhile.
+// (TEST_PORT_SLICE=k/n): a port one suite found free is never bound by another meanwhile. A
+// port is given once per test file: one given but not yet bound (a lab HAProxy's servers, which
+// nothing listens on until the pool starts) is free to bind, and was once handed out again.
+const portsGiven = new Set()
+
 async function freePorts (count = 1) {
   const [low, high] = portRange(count)
   for (let attempt = 0; attempt < 200; attempt++) {
     const base = low + Math.floor(Math.random() * (high - low))
-    let ok = true
-    for (let p = base; p < base + count && ok; p++) ok = await canBind(p)
-    if (ok) return Array.from({ length: count }, (_, i) => base + i)
+    const run = Array.from({ length: count }, (_, i) => base + i)
+    let ok = run.every((p) => !portsGiven.has(p))
+    for (let i = 0; i < count && ok; i++) ok = await canBind(run[i])
+    if (!ok || run.some((p) => portsGiven.has(p))) continue // given meanwhile, by a concurrent call
+    for (const p of run) portsGiven.add(p)
+    return run
   }
   throw new Error(`no run of ${count} free ports found`)
 }
