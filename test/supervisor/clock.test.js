@@ -27,9 +27,9 @@ t.test('wall-clock steps of ±60 s change nothing the supervisor decides', { ski
   const pool = startPool(['start', path.join(FIXTURES, 'long-lived.js'), '-n', '2', '--port', String(port),
     '--worker-port', String(workerPort),
     '--timeout', '2s', '--heartbeat-timeout', '3s'], { env })
-  // A pool's stop, not a SIGKILL: the supervisor then ends its workers and its reaper itself. After
-  // a SIGKILL here, a worker and the reaper, both under libfaketime, were seen running 20 minutes
-  // later (3 times in about 60 runs), holding this file's pipes open past tap's timeout.
+  // A pool's stop, not a SIGKILL. libfaketime shares one semaphore among every process of the pool
+  // (FAKETIME_SHARED); a supervisor SIGKILLed while holding it left a worker and the reaper waiting
+  // on it for good (3 times in about 60 runs), holding this file's pipes open past tap's timeout.
   t.teardown(async () => {
     await pool.stop('SIGTERM', 15000)
     // libfaketime's shared memory and semaphore, made by the first process it was loaded into.
