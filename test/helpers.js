@@ -69,9 +69,9 @@ async function freePorts (count = 1) {
   for (let attempt = 0; attempt < 200; attempt++) {
     const base = low + Math.floor(Math.random() * (high - low))
     const run = Array.from({ length: count }, (_, i) => base + i)
-    let ok = run.every((p) => !portsGiven.has(p))
+    let ok = true
     for (let i = 0; i < count && ok; i++) ok = await canBind(run[i])
-    if (!ok || run.some((p) => portsGiven.has(p))) continue // given meanwhile, by a concurrent call
+    if (!ok || run.some((p) => portsGiven.has(p))) continue // given before, or meanwhile by a call made at once
     for (const p of run) portsGiven.add(p)
     return run
   }
