@@ -93,14 +93,15 @@ class Flow {
     this.slices = [] // { start, arrived, served, gaveUp }, oldest first
   }
 
+  // Old slices go as a new one begins: until then they are at most SLICES + 1, and sum() forgets too.
   add (now, window, what) {
     let s = this.slices[this.slices.length - 1]
     if (!s || now - s.start >= window / SLICES) {
+      this.forget(now, window)
       s = { start: now, arrived: 0, served: 0, gaveUp: 0 }
       this.slices.push(s)
     }
     s[what]++
-    this.forget(now, window)
   }
 
   forget (now, window) {

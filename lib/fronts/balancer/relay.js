@@ -138,13 +138,14 @@ class ResponseRelay {
   onClose () {
     if (this.closed) return
     this.closed = true
-    this.deadlines.unwatchSend(this)
     const held = this.queued
     this.queued = 0
-    if (held > 0) this.budget.giveBack(held)
+    if (held > 0) {
+      this.deadlines.unwatchSend(this) // watched only while some bytes wait for the client
+      this.budget.giveBack(held)
+    }
     if (!this.workerEnded) this.drop()
     else this.dropPending()
-    this.track()
   }
 
   dropPending () {
