@@ -7,7 +7,7 @@
 //
 //   node bench/websocket.js [--quick] [--fronts direct,relay,embedded,cluster,haproxy,nginx-haproxy]
 //                           [--scales 1000,10000] [--activeAt 1000] [--workers 2] [--openRate 1000]
-//                           [--settle 2] [--rate 1000] [--window 10] [--renders 200] [--renderMs 20]
+//                           [--settle 2] [--quiet 15] [--rate 1000] [--window 10] [--renders 200] [--renderMs 20]
 //                           [--renderClients 2] [--tpSockets 50] [--tpDepth 32] [--tpBytes 64]
 //                           [--tpSeconds 5] [--graceful 10] [--reloadClients 2] [--reloadPageMs 2]
 //                           [--runs 1] [--nofile 65536] [--fit 1] [--bin bin/pool.js] [--results DIR]
@@ -21,7 +21,8 @@
 //                their descendants, bench/lib/process-tree.js: the pool's supervisor, workers and
 //                reaper; HAProxy; nginx's master and workers; cluster's primary and workers; the
 //                one process) `settle` s after the last opened, nothing sent, against the same
-//                front idle (after a warm-up, before any socket)
+//                front idle (after a warm-up, before any socket); and again `quiet` s later, once
+//                the heaps have given back the young generation the opening burst grew
 // and at `activeAt` sockets, on those sockets, in this order:
 //   echo         `rate` messages a second spread evenly over the open sockets (each in turn: at
 //                1,000 over 1,000, one a second each) for `window` s: every round trip, from the
@@ -79,6 +80,7 @@ const defaults = {
   workers: 2,
   openRate: 1000,
   settle: 2,
+  quiet: 15,
   rate: 1000,
   window: 10,
   renders: 200,
@@ -96,7 +98,7 @@ const defaults = {
   fit: 1,
   bin: BIN
 }
-const quick = { scales: [1000], window: 4, renders: 80, tpSeconds: 2, graceful: 3 }
+const quick = { scales: [1000], quiet: 5, window: 4, renders: 80, tpSeconds: 2, graceful: 3 }
 
 const RENDER_BUDGET_S = 10 // a render phase sends no request past this
 const TP_MAX_MESSAGES = 5e6 // a throughput step sends no more than this
@@ -290,7 +292,9 @@ async function runCell (name, scale, args) {
     const opened = await timed('openS', () => askWithin(client, { cmd: 'open', url: front.url, n: scale, rampMs }, openBound))
     await sleep(args.settle * 1000)
     const held = treeMemory(await front.roots())
-    const r = { rampMs, steps, failed, opened, memory: { idle: kb(idle), held: kb(held) } }
+    await sleep(args.quiet * 1000)
+    const quiet = treeMemory(await front.roots())
+    const r = { rampMs, steps, failed, opened, memory: { idle: kb(idle), held: kb(held), quiet: kb(quiet) } }
     if (active) {
       r.echo = await step('echoS', async () => {
         await askWithin(client, { cmd: 'echoStart', rate: args.rate }, 5000)

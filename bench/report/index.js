@@ -655,6 +655,7 @@ async function streamsSection (r, dir, run) {
 // The issue's bounds for the websocket part (bench/websocket.js).
 const WS_ECHO_P99_OVER_DIRECT_MS = 1
 const WS_PAGE_BESIDE_TIMES_ALONE = 1.1
+const WS_MEMORY_TIMES_DIRECT = 3
 // Memory against direct's is read only where the plain process grew by at least this per
 // socket (KB): a heap grows by steps of a few MB, and may hold a thousand sockets in room it had.
 const WS_DIRECT_MIN_KB = 1
@@ -665,7 +666,9 @@ function wsFigures (x) {
   const o = x.opened ?? {}
   const opened = o.opened || 0
   const mem = x.memory ?? {}
-  const over = (key) => (opened && finite(mem.held?.[key]) && finite(mem.idle?.[key]) ? (mem.held[key] - mem.idle[key]) / opened : NaN)
+  const grown = (when, key) =>
+    opened && finite(mem[when]?.[key]) && finite(mem.idle?.[key]) ? (mem[when][key] - mem.idle[key]) / opened : NaN
+  const over = (key) => grown('held', key)
   const e = x.echo ?? {}
   const rd = x.render ?? {}
   const tp = x.throughput ?? {}
@@ -679,6 +682,7 @@ function wsFigures (x) {
     handshakeP99: o.handshakeMs?.p99,
     rssOverIdleKb: over('rssKb'),
     pssOverIdleKb: over('pssKb'),
+    rssQuietKb: grown('quiet', 'rssKb'),
     idleRssMb: finite(mem.idle?.rssKb) ? mem.idle.rssKb / 1024 : NaN,
     heldRssMb: finite(mem.held?.rssKb) ? mem.held.rssKb / 1024 : NaN,
     echoTargets: e.targets,
@@ -746,7 +750,7 @@ function wsHeldTable (rd, fronts, scale) {
   const ratio = (a, b) => (b >= WS_DIRECT_MIN_KB ? a / b : NaN)
   return table(['front', 'opened of asked', 'failed, by kind', 'handshake p50 / p99 ms',
     'RSS over idle, KB per tunnel', 'Pss over idle, KB per tunnel', 'RSS / Pss per tunnel ÷ direct\'s',
-    'all serving processes idle → held, MB RSS'],
+    'all serving processes idle → held, MB RSS', 'once quiet: RSS over idle, KB per tunnel (÷ direct\'s)'],
   fronts.filter((f) => cellOf(f, scale)).map((f) => {
     const cell = cellOf(f, scale)
     const vsDirect = f === 'direct'
@@ -760,9 +764,19 @@ function wsHeldTable (rd, fronts, scale) {
       label(f), `${int(sum(cell, 'opened'))} of ${int(sum(cell, 'asked'))}`, kinds(figs(cell).map((x) => x.failedKinds)),
       `${ci(iv(cell, 'handshakeP50'))} / ${ci(iv(cell, 'handshakeP99'))}`,
       ci(iv(cell, 'rssOverIdleKb'), kb1) + few, ci(iv(cell, 'pssOverIdleKb'), kb1) + few, vsDirect,
-      `${ci(iv(cell, 'idleRssMb'), int)} → ${ci(iv(cell, 'heldRssMb'), int)}`
+      `${ci(iv(cell, 'idleRssMb'), int)} → ${ci(iv(cell, 'heldRssMb'), int)}`,
+      quietFigure(rd, cell, ratio)
     ]
   }))
+}
+
+// The RSS per tunnel `quiet` s after the settle, and against direct's then (results before the
+// part took it have none).
+function quietFigure ({ iv, againstDirect, allOpened }, cell, ratio) {
+  const v = iv(cell, 'rssQuietKb')
+  if (!finite(v.value)) return '–'
+  if (cell.front === 'direct' || !allOpened(cell)) return ci(v, kb1)
+  return `${ci(v, kb1)} (${ci(againstDirect(cell, 'rssQuietKb', ratio), times)})`
 }
 
 function wsEchoTable (rd, fronts, scale) {
@@ -847,6 +861,18 @@ function wsBounds (rd, fronts, scales, active) {
       return `${int(missed)} not opened${verdict(missed === 0)}`
     })])
   }
+  const largest = Math.max(...scales)
+  const ratioTo = (a, b) => (b >= WS_DIRECT_MIN_KB ? a / b : NaN)
+  rows.push([`${int(largest)} sockets held idle: RSS per tunnel ≤ ${WS_MEMORY_TIMES_DIRECT}× direct's (after the settle / ` +
+    'once quiet)', ...fronts.map((f) => {
+    const cell = cellOf(f, largest)
+    if (!cell || f === 'direct') return '–'
+    if (!allOpened(cell)) return 'not all opened: not judged'
+    return ['rssOverIdleKb', 'rssQuietKb'].map((key) => {
+      const v = againstDirect(cell, key, ratioTo)
+      return finite(v?.value) ? `${ci(v, times)}${verdict(v.value <= WS_MEMORY_TIMES_DIRECT)}` : '–'
+    }).join(' / ')
+  })])
   const at = cellOf('direct', active)
   rows.push([`echo p99 ≤ direct's + ${WS_ECHO_P99_OVER_DIRECT_MS} ms (at ${int(active)} sockets)`, ...fronts.map((f) => {
     const cell = cellOf(f, active)
@@ -889,7 +915,8 @@ function wsHow (data) {
     `workers; cluster's primary and workers) ${c.settle} s after the last socket opened, nothing sent, less the same`,
     'processes after a warm-up, before any socket, per socket opened; "÷ direct\'s" is that against the plain process\'s,',
     `run by run, and only where the plain process grew by ${WS_DIRECT_MIN_KB} KB per socket or more (its heap grows by`,
-    'steps of a few MB, and may hold a thousand sockets in room it already had).',
+    'steps of a few MB, and may hold a thousand sockets in room it already had). *Once quiet*: the same, read',
+    `${c.quiet ?? '–'} s later: a heap keeps for a while the young generation a burst of handshakes grew.`,
     `*Echo*: at ${int(c.activeAt)} sockets,`,
     `${int(c.rate)} messages a second spread evenly over the sockets open (each in turn) for ${c.window} s, each timed`,
     'on the client\'s clock from its send to its echo; the client\'s send lag (against its schedule) and its event',
